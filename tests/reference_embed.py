@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Independent reference embeddings for Cairn's fidelity checks.
+
+Reads JSON lines of texts (each line a JSON string, or an object with a
+"text" field) from stdin or from the file named as the first argument, and
+prints one JSON line per text: the embedding as a list of floats.
+
+The computation uses only the Python `onnxruntime`, `tokenizers` and `numpy`
+packages on the same model files Cairn uses (models/all-minilm-l6-v2-int8):
+tokenize with truncation to 256 tokens, run the ONNX model with
+input_ids / attention_mask / token_type_ids, mean-pool `last_hidden_state`
+with the attention mask, and L2-normalise.
+
+Environment: CAIRN_MODEL_DIR overrides the model directory.
+    pip install onnxruntime tokenizers numpy
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+MAX_LENGTH = 256
+BATCH = 32
+
+
+def model_dir() -> str:
+    env = os.environ.get("CAIRN_MODEL_DIR")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.join(here, "..", "models", "all-minilm-l6-v2-int8")
+
+
+def read_texts(stream):
+    texts = []
+    for line in stream:
+        line = line.strip()
+        if not line:
+            continue
+        value = json.loads(line)
+        texts.append(value["text"] if isinstance(value, dict) else value)
+    return texts
+
+
+def main() -> int:
+    d = model_dir()
+    tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+    tok.enable_truncation(max_length=MAX_LENGTH)
+    tok.enable_padding(pad_id=0, pad_token="[PAD]")
+    opts = ort.SessionOptions()
+    sess = ort.InferenceSession(
+        os.path.join(d, "model.onnx"), opts, providers=["CPUExecutionProvider"]
+    )
+    input_names = {i.name for i in sess.get_inputs()}
+    output_names = [o.name for o in sess.get_outputs()]
+    out_name = "last_hidden_state" if "last_hidden_state" in output_names else output_names[0]
+
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], encoding="utf-8") as fh:
+            texts = read_texts(fh)
+    else:
+        texts = read_texts(sys.stdin)
+
+    out = sys.stdout
+    for start in range(0, len(texts), BATCH):
+        batch = texts[start : start + BATCH]
+        enc = tok.encode_batch(batch)
+        ids = np.array([e.ids for e in enc], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+        types = np.array([e.type_ids for e in enc], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in input_names:
+            feeds["token_type_ids"] = types
+        hidden = sess.run([out_name], feeds)[0]  # (batch, seq, 384)
+        m = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        pooled = pooled / np.clip(norms, 1e-12, None)
+        for row in pooled:
+            out.write(json.dumps([float(x) for x in row]) + "\n")
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
