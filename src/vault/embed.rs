@@ -1,0 +1,1 @@
+//! Placeholder: the embedding model wrapper lands in the next commit.

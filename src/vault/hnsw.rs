@@ -1,0 +1,1 @@
+//! Placeholder: the vector index lands in a later commit.
