@@ -129,11 +129,9 @@ pub enum VaultError {
     /// The stored index was built with another model, dimension or chunker
     /// than the running Cairn uses: its vectors are not comparable.
     #[error(
-        "vector index at {path} was built with {field} = {found}, but this Cairn uses {expected}\nrebuild it with `cairn reindex --rebuild` (or delete the index directory)"
+        "the vector index was built with {field} = {found}, but this Cairn uses {expected}\nrebuild it with `cairn reindex --rebuild` (or delete the index directory)"
     )]
     ManifestMismatch {
-        /// The index directory.
-        path: PathBuf,
         /// The field that differs (`model_id`, `dimension`, `chunker_version`).
         field: &'static str,
         /// The value the running Cairn expects.
