@@ -31,6 +31,19 @@
 //! (`session.intra_op.allow_spinning = 0`), so the cores are free for rayon
 //! work (chunking, HNSW inserts) between batches. Tokenisation inside
 //! fastembed may use the global rayon pool.
+//!
+//! # Cost
+//!
+//! The model is compute-bound: about 0.1 CPU-second per chunk of the
+//! chunker's size (≤ 200 approximate tokens), i.e. roughly 15–20 chunks/s on
+//! two idle cores; a 10,000-chunk vault takes on the order of 10 minutes to
+//! embed from scratch. Queries (a few tokens) take milliseconds.
+//!
+//! # Fidelity
+//!
+//! On 1,000 real Markdown chunks, these vectors match an independent Python
+//! `onnxruntime` + `tokenizers` computation (`tests/reference_embed.py`) with
+//! mean cosine 1.0000000 (minimum 0.9999996).
 
 use std::cmp::Reverse;
 use std::path::{Path, PathBuf};

@@ -18,9 +18,11 @@
 //!
 //! [`MAX_NB_CONNECTION`] = 24 neighbours per node and layer,
 //! [`EF_CONSTRUCTION`] = 200, search `ef` defaults to [`DEFAULT_EF_SEARCH`] =
-//! 100. For 384-dimensional text embeddings up to a few hundred thousand
-//! chunks this gives recall@10 well above 0.95 (measured 0.99+ on 2,000
-//! random unit vectors, a harder case than real embeddings, which cluster).
+//! 100. Measured recall@10 against exact search: 0.986–0.989 on 2,000 random
+//! 384-dimensional unit vectors (a harder case than real embeddings, which
+//! cluster); building those 2,000 points takes ~1.3 s on 2 cores, saving
+//! ~40 ms, loading ~100 ms (load cost is linear in points: it re-links the
+//! graph from the dump).
 //!
 //! # Ids and deletions
 //!
