@@ -36,7 +36,9 @@
 //!   over budget is cut at character boundaries (preferring whitespace) into
 //!   pieces that all carry that line's number.
 //! * **Encoding** — bytes that are not UTF-8 are decoded lossily (U+FFFD); this
-//!   never changes line numbers. Empty or whitespace-only files give no chunks.
+//!   never changes line numbers. Empty or whitespace-only files give no chunks,
+//!   and a section with no content under its heading gives none either (its
+//!   heading still appears in the paths of its subsections).
 //!
 //! Changing any of this changes chunk boundaries: bump [`CHUNKER_VERSION`].
 
