@@ -21,6 +21,7 @@ pub mod cli;
 pub mod error;
 pub mod issues;
 pub mod mcp;
+pub(crate) mod paths;
 pub mod scope;
 pub mod service;
 pub mod session;
