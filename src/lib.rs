@@ -21,11 +21,13 @@ pub mod cli;
 pub mod error;
 pub mod issues;
 pub mod mcp;
+pub mod memory;
 pub(crate) mod paths;
 pub mod scope;
 pub mod service;
 pub mod session;
 pub mod store;
+pub mod workspace;
 
 pub use error::{Error, Result};
 pub use service::Cairn;

@@ -298,8 +298,14 @@ mod tests {
         let (_d, root, _) = setup();
         let d = ensure_dir_in_root(&root, "data/memory/x", "dir").unwrap();
         assert!(d.is_dir());
-        assert!(starts_with_parts(&["docs", "tickets", "a"], &["docs", "tickets"]));
-        assert!(!starts_with_parts(&["docs", "ticketsx"], &["docs", "tickets"]));
+        assert!(starts_with_parts(
+            &["docs", "tickets", "a"],
+            &["docs", "tickets"]
+        ));
+        assert!(!starts_with_parts(
+            &["docs", "ticketsx"],
+            &["docs", "tickets"]
+        ));
         assert!(!starts_with_parts(&["docs"], &["docs", "tickets"]));
     }
 }
