@@ -27,6 +27,7 @@ pub mod scope;
 pub mod service;
 pub mod session;
 pub mod store;
+pub mod trail;
 pub mod workspace;
 
 pub use error::{Error, Result};
