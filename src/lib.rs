@@ -23,6 +23,7 @@ pub mod issues;
 pub mod mcp;
 pub mod memory;
 pub(crate) mod paths;
+pub mod phases;
 pub mod scope;
 pub mod service;
 pub mod session;

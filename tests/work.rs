@@ -383,3 +383,394 @@ async fn update_memory_path_safety() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
     c.close().await;
 }
+
+// ---------------------------------------------------------------- phases
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// A research artifact with the sections of the test contract.
+fn good_artifact(extra: &str) -> String {
+    format!(
+        "# Research: token budgets\n\n## Summary\n\nBudgets are counted per request by a \
+         middleware that sits in front of the model client. {extra}\n\n## Risks\n\n\
+         Counting may drift from the provider's own numbers.\n"
+    )
+}
+
+impl Work {
+    /// Write `text` at `rel` under the worktree; return its SHA-256.
+    fn write(&self, rel: &str, text: &str) -> String {
+        let path = self.wt.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        sha256(text.as_bytes())
+    }
+
+    /// The research contract: version 1, sections summary and risks.
+    fn contract(&self) {
+        self.write(
+            "prompts/phases/research.json",
+            r#"{"version": 1, "required_sections": ["summary", "risks"], "note": "ignored"}"#,
+        );
+    }
+
+    fn claim(&self, rel: &str, hash: &str) -> Value {
+        json!({
+            "completed_phase": "research",
+            "contract_version": 1,
+            "artifact_path": rel,
+            "artifact_hash": hash,
+            "summary": "Budgets per request",
+            "open_questions": ["Which tokenizer?"],
+            "confidence": "high",
+            "recommended_next_phase": "architecture",
+            "project_path": self.wt_str(),
+        })
+    }
+}
+
+const ART: &str = "docs/tickets/P-1/research.md";
+
+#[tokio::test]
+async fn complete_phase_records_a_claim_and_a_judge_approves_it() {
+    let w = Work::new();
+    w.contract();
+    let hash = w.write(ART, &good_artifact("First draft."));
+    let worker = w.serve("worker").await;
+    let mut args = w.claim(ART, &hash.to_uppercase());
+    args["promote_to"] = json!("docs/research/budgets.md");
+    let pc = worker.ok("complete_phase", args).await;
+    assert!(pc["id"].as_str().unwrap().starts_with("pc-"), "{pc}");
+    assert_eq!(pc["category"], "phase_completion");
+    assert_eq!(pc["processed"], false);
+    assert_eq!(pc["artifact_hash"], hash, "stored lower-case");
+    assert_eq!(pc["artifact_path"], ART);
+    assert_eq!(pc["promote_to"], "docs/research/budgets.md");
+    assert_eq!(pc["contract_version"], 1);
+    assert_eq!(pc["open_questions"], json!(["Which tokenizer?"]));
+    assert!(
+        pc["checks"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("required sections: summary, risks")),
+        "{pc}"
+    );
+
+    let judge = w.serve("judge").await;
+    let pv = judge
+        .ok(
+            "approve_phase",
+            json!({"phase": "research", "artifact_hash": hash, "reason": "Complete"}),
+        )
+        .await;
+    assert!(pv["id"].as_str().unwrap().starts_with("pv-"));
+    assert_eq!(pv["verdict"], "approved");
+    assert_eq!(pv["claim_id"], pc["id"]);
+    assert_eq!(pv["processed"], false);
+    assert!(pv["comment_id"].is_null());
+    // One verdict per claim.
+    let e = judge
+        .err_code(
+            "approve_phase",
+            json!({"phase": "research", "artifact_hash": hash}),
+            "ERR_CONFLICT",
+        )
+        .await;
+    assert!(message(&e).contains("already approved"), "{e}");
+    assert_eq!(e["error"]["details"]["existing_id"], pv["id"]);
+    worker.close().await;
+    judge.close().await;
+}
+
+#[tokio::test]
+async fn complete_phase_for_ready_needs_no_artifact() {
+    let w = Work::new();
+    let c = w.serve("worker").await;
+    let pc = c
+        .ok(
+            "complete_phase",
+            json!({"completed_phase": "ready", "summary": "Implemented and tested",
+                   "project_path": w.wt_str()}),
+        )
+        .await;
+    assert_eq!(pc["completed_phase"], "ready");
+    assert!(pc["artifact_path"].is_null() && pc["contract_version"].is_null());
+    assert_eq!(pc["confidence"], "medium");
+    assert_eq!(
+        pc["checks"],
+        json!(["content validation skipped for ready"])
+    );
+    c.close().await;
+}
+
+#[tokio::test]
+async fn complete_phase_reports_each_content_failure() {
+    let w = Work::new();
+    w.contract();
+    let c = w.serve("researcher").await;
+    let fail = |e: &Value| -> Vec<String> {
+        e["error"]["details"]["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| {
+                format!(
+                    "{}: {}",
+                    x["field"].as_str().unwrap(),
+                    x["message"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+
+    // Required-unless-ready fields, each named.
+    let e = c
+        .err_code(
+            "complete_phase",
+            json!({"completed_phase": "research", "summary": "s", "project_path": w.wt_str()}),
+            "ERR_INVALID_INPUT",
+        )
+        .await;
+    assert_eq!(
+        error_fields(&e),
+        [
+            "contract_version",
+            "artifact_path",
+            "artifact_hash",
+            "recommended_next_phase"
+        ]
+    );
+
+    // Too short, no heading, and missing sections, all at once.
+    let hash = w.write(ART, "just a few words");
+    let e = c.err("complete_phase", w.claim(ART, &hash)).await;
+    assert_eq!(
+        fail(&e),
+        [
+            "artifact_path: Artifact content too short (16 chars, minimum 100)",
+            "artifact_path: Artifact does not appear to be Markdown — no headings found",
+            "artifact_path: Artifact missing required sections: summary, risks (add each as a `## <name>` heading)",
+        ]
+    );
+    let text = format!("# Research\n\n## Summary\n\n{}\n", "words ".repeat(30));
+    let hash = w.write(ART, &text);
+    let e = c.err("complete_phase", w.claim(ART, &hash)).await;
+    assert_eq!(
+        fail(&e),
+        [
+            "artifact_path: Artifact missing required sections: risks (add each as a `## <name>` heading)"
+        ]
+    );
+
+    // A hash that is not the file's.
+    let hash = w.write(ART, &good_artifact(""));
+    let e = c.err("complete_phase", w.claim(ART, &"0".repeat(64))).await;
+    assert_eq!(error_fields(&e), ["artifact_hash"]);
+    assert!(message(&e).contains(&hash), "{e}");
+
+    // A contract version that is not the contract's.
+    let mut args = w.claim(ART, &hash);
+    args["contract_version"] = json!(2);
+    let e = c.err("complete_phase", args).await;
+    assert_eq!(error_fields(&e), ["contract_version"]);
+    assert!(message(&e).contains("contract is version 1"), "{e}");
+
+    // A next phase outside the pipeline; a missing artifact file.
+    let mut args = w.claim(ART, &hash);
+    args["recommended_next_phase"] = json!("deploy");
+    let e = c.err("complete_phase", args).await;
+    assert_eq!(error_fields(&e), ["recommended_next_phase"]);
+    let e = c
+        .err("complete_phase", w.claim("docs/tickets/P-1/none.md", &hash))
+        .await;
+    assert!(message(&e).contains("does not exist"), "{e}");
+
+    // project_path: relative, or another directory.
+    let mut args = w.claim(ART, &hash);
+    args["project_path"] = json!("wt");
+    assert_eq!(
+        error_fields(&c.err("complete_phase", args).await),
+        ["project_path"]
+    );
+    let mut args = w.claim(ART, &hash);
+    args["project_path"] = json!(w.sym.to_string_lossy());
+    let e = c.err("complete_phase", args).await;
+    assert!(message(&e).contains("neither your worktree"), "{e}");
+
+    // A contract that does not parse is the project's problem, named by file.
+    w.write("prompts/phases/research.json", "{\"version\": \"one\"}");
+    let e = c
+        .err_code(
+            "complete_phase",
+            w.claim(ART, &hash),
+            "ERR_FAILED_PRECONDITION",
+        )
+        .await;
+    assert!(message(&e).contains("research.json"), "{e}");
+    // An explicit contracts_dir that does not exist.
+    let mut args = w.claim(ART, &hash);
+    args["contracts_dir"] = json!("prompts/none");
+    assert_eq!(
+        error_fields(&c.err("complete_phase", args).await),
+        ["contracts_dir"]
+    );
+    // No contract file: generic checks only, any contract version.
+    std::fs::remove_file(w.wt.join("prompts/phases/research.json")).unwrap();
+    let short_sections = format!("# Research\n\n{}\n", "words ".repeat(30));
+    let hash = w.write(ART, &short_sections);
+    let mut args = w.claim(ART, &hash);
+    args["contract_version"] = json!(7);
+    c.ok("complete_phase", args).await;
+    c.close().await;
+}
+
+#[tokio::test]
+async fn complete_phase_verifies_the_workspace_first() {
+    let w = Work::new();
+    let hash = w.write(ART, &good_artifact(""));
+    std::fs::write(w.wt.join(".symphony-worktree"), "P-7\n").unwrap();
+    let c = w.serve("worker").await;
+    let e = c
+        .err_code(
+            "complete_phase",
+            w.claim(ART, &hash),
+            "ERR_WORKSPACE_INVALID",
+        )
+        .await;
+    assert!(message(&e).contains("belongs to issue P-7"), "{e}");
+    c.close().await;
+}
+
+#[tokio::test]
+async fn complete_phase_path_safety() {
+    let w = Work::new();
+    w.contract();
+    let hash = w.write(ART, &good_artifact(""));
+    let outside = w.env.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("research.md"), good_artifact("")).unwrap();
+    symlink(&outside, w.wt.join("docs/tickets/P-9")).unwrap();
+    let abs = w.wt.join(ART).to_string_lossy().into_owned();
+    let long = format!("docs/tickets/P-1/{}.md", "x".repeat(256));
+    let c = w.serve("worker").await;
+    for (bad, needle) in [
+        ("docs/tickets/../../etc/passwd", ".."),
+        ("docs/tickets/P-1/../P-1/research.md", ".."),
+        (abs.as_str(), "absolute"),
+        ("docs/other/research.md", "inside docs/tickets/"),
+        ("docs/tickets", "inside docs/tickets/"),
+        ("docs/tickets/P-9/research.md", "leads outside"),
+        ("docs/tickets/P-1/nul\u{0}.md", "NUL"),
+        (long.as_str(), "at most 255"),
+    ] {
+        let e = c.err("complete_phase", w.claim(bad, &hash)).await;
+        assert_eq!(error_fields(&e), ["artifact_path"], "{bad:?}: {e}");
+        assert!(message(&e).contains(needle), "{bad:?}: {e}");
+    }
+    for (bad, needle) in [
+        ("../docs/x.md", ".."),
+        ("/docs/x.md", "absolute"),
+        ("src/x.md", "inside docs/"),
+        ("docs/tickets/P-9/x.md", "leads outside"),
+    ] {
+        let mut args = w.claim(ART, &hash);
+        args["promote_to"] = json!(bad);
+        let e = c.err("complete_phase", args).await;
+        assert_eq!(error_fields(&e), ["promote_to"], "{bad:?}: {e}");
+        assert!(message(&e).contains(needle), "{bad:?}: {e}");
+    }
+    // contracts_dir is path-checked too, and a contract file symlinked from outside
+    // is refused.
+    let mut args = w.claim(ART, &hash);
+    args["contracts_dir"] = json!("../prompts");
+    assert_eq!(
+        error_fields(&c.err("complete_phase", args).await),
+        ["contracts_dir"]
+    );
+    std::fs::remove_file(w.wt.join("prompts/phases/research.json")).unwrap();
+    std::fs::write(outside.join("research.json"), r#"{"version": 1}"#).unwrap();
+    symlink(
+        outside.join("research.json"),
+        w.wt.join("prompts/phases/research.json"),
+    )
+    .unwrap();
+    let e = c.err("complete_phase", w.claim(ART, &hash)).await;
+    assert_eq!(error_fields(&e), ["contracts_dir"], "{e}");
+    c.close().await;
+}
+
+#[tokio::test]
+async fn phase_verdicts_need_the_latest_claim_and_rejections_comment() {
+    let w = Work::new();
+    w.contract();
+    let judge = w.serve("judge").await;
+    let any = "a".repeat(64);
+    let e = judge
+        .err_code(
+            "approve_phase",
+            json!({"phase": "research", "artifact_hash": any}),
+            "ERR_NOT_FOUND",
+        )
+        .await;
+    assert!(
+        message(&e).contains("no research completion claim on P-1"),
+        "{e}"
+    );
+
+    let worker = w.serve("worker").await;
+    let first = w.write(ART, &good_artifact("First."));
+    worker.ok("complete_phase", w.claim(ART, &first)).await;
+    let second = w.write(ART, &good_artifact("Second."));
+    let latest = worker.ok("complete_phase", w.claim(ART, &second)).await;
+    // A verdict on the older artifact names the latest claim and its hash.
+    let e = judge
+        .err_code(
+            "reject_phase",
+            json!({"phase": "research", "artifact_hash": first, "reason": "r"}),
+            "ERR_CONFLICT",
+        )
+        .await;
+    assert!(
+        message(&e).contains(&second) && message(&e).contains(latest["id"].as_str().unwrap()),
+        "{e}"
+    );
+    // Another phase has no claim.
+    judge
+        .err_code(
+            "approve_phase",
+            json!({"phase": "architecture", "artifact_hash": second}),
+            "ERR_NOT_FOUND",
+        )
+        .await;
+    let pv = judge
+        .ok(
+            "reject_phase",
+            json!({"phase": "research", "artifact_hash": second,
+                   "reason": "Missing rollback strategy",
+                   "fix_instructions": "Add a rollout section"}),
+        )
+        .await;
+    assert_eq!(pv["verdict"], "rejected");
+    assert_eq!(pv["fix_instructions"], "Add a rollout section");
+    assert!(pv["comment_id"].as_str().unwrap().starts_with("c-"), "{pv}");
+    // reject_phase needs a reason; judges only.
+    let e = judge
+        .err(
+            "reject_phase",
+            json!({"phase": "research", "artifact_hash": second}),
+        )
+        .await;
+    assert_eq!(error_fields(&e), ["reason"]);
+    worker
+        .err_code(
+            "approve_phase",
+            json!({"phase": "research", "artifact_hash": second}),
+            "PERMISSION_DENIED",
+        )
+        .await;
+    worker.close().await;
+    judge.close().await;
+}

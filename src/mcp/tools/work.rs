@@ -8,6 +8,7 @@ use serde_json::json;
 use crate::error::Result;
 use crate::mcp::registry::{Effect, NoParams, ToolCtx, ToolDef, tool};
 use crate::memory::{MemoryScope, MemoryWritten};
+use crate::phases::{Confidence, Phase, PhaseClaim, PhaseCompletion, PhaseVerdict};
 use crate::workspace::WorkspaceInfo;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -21,6 +22,114 @@ pub struct UpdateMemoryParams {
     /// Full content; replaces the file. At most 10,000 characters.
     #[schemars(length(max = 10000))]
     pub content: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompletePhaseParams {
+    /// Phase being completed: research, architecture, grooming or ready.
+    pub completed_phase: Phase,
+    /// The phase contract's version (currently 1). Required unless ready.
+    #[schemars(range(min = 1, max = 1000))]
+    pub contract_version: Option<u32>,
+    /// Artifact path relative to project_path, inside docs/tickets/. Required unless ready.
+    #[schemars(length(min = 1, max = 4096))]
+    pub artifact_path: Option<String>,
+    /// SHA-256 (hex) of the artifact file. Required unless ready.
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"), length(min = 64, max = 64))]
+    pub artifact_hash: Option<String>,
+    /// Brief summary of the artifact.
+    #[schemars(length(min = 1, max = 2000))]
+    pub summary: String,
+    /// Unresolved questions.
+    #[serde(default)]
+    #[schemars(length(max = 50), inner(length(min = 1, max = 1000)))]
+    pub open_questions: Vec<String>,
+    /// high, medium (default) or low.
+    #[serde(default)]
+    pub confidence: Confidence,
+    /// Where to promote the artifact, relative to project_path, inside docs/.
+    #[schemars(length(min = 1, max = 4096))]
+    pub promote_to: Option<String>,
+    /// Suggested next phase (a phase of the project's pipeline). Required unless ready.
+    #[schemars(length(min = 1, max = 64))]
+    pub recommended_next_phase: Option<String>,
+    /// Absolute path of the project root: your worktree or the project's path.
+    #[schemars(length(min = 1, max = 4096))]
+    pub project_path: String,
+    /// Phase contracts directory relative to project_path (default prompts/phases/).
+    #[schemars(length(min = 1, max = 4096))]
+    pub contracts_dir: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovePhaseParams {
+    /// Phase being approved.
+    pub phase: Phase,
+    /// SHA-256 of the artifact approved; must match the latest claim.
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"), length(min = 64, max = 64))]
+    pub artifact_hash: String,
+    /// Approval reason.
+    #[schemars(length(max = 2000))]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RejectPhaseParams {
+    /// Phase being rejected.
+    pub phase: Phase,
+    /// SHA-256 of the artifact rejected; must match the latest claim.
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"), length(min = 64, max = 64))]
+    pub artifact_hash: String,
+    /// Rejection reason.
+    #[schemars(length(min = 1, max = 2000))]
+    pub reason: String,
+    /// What the agent should fix.
+    #[schemars(length(max = 10000))]
+    pub fix_instructions: Option<String>,
+}
+
+fn complete_phase(cx: &ToolCtx<'_>, p: CompletePhaseParams) -> Result<PhaseClaim> {
+    cx.cairn.complete_phase(
+        cx.session,
+        &PhaseCompletion {
+            completed_phase: p.completed_phase,
+            contract_version: p.contract_version,
+            artifact_path: p.artifact_path,
+            artifact_hash: p.artifact_hash,
+            summary: p.summary,
+            open_questions: p.open_questions,
+            confidence: p.confidence,
+            promote_to: p.promote_to,
+            recommended_next_phase: p.recommended_next_phase,
+            project_path: p.project_path,
+            contracts_dir: p.contracts_dir,
+        },
+    )
+}
+
+fn approve_phase(cx: &ToolCtx<'_>, p: ApprovePhaseParams) -> Result<PhaseVerdict> {
+    cx.cairn.judge_phase(
+        cx.session,
+        p.phase,
+        &p.artifact_hash,
+        true,
+        p.reason.as_deref(),
+        None,
+    )
+}
+
+fn reject_phase(cx: &ToolCtx<'_>, p: RejectPhaseParams) -> Result<PhaseVerdict> {
+    cx.cairn.judge_phase(
+        cx.session,
+        p.phase,
+        &p.artifact_hash,
+        false,
+        Some(&p.reason),
+        p.fix_instructions.as_deref(),
+    )
 }
 
 fn verify_workspace(cx: &ToolCtx<'_>, _p: NoParams) -> Result<WorkspaceInfo> {
@@ -41,6 +150,50 @@ pub fn tools() -> Vec<ToolDef> {
             Effect::ReadOnly,
             json!({}),
             verify_workspace,
+        )
+        .bound(),
+        tool(
+            "complete_phase",
+            "Submit a phase completion claim. Checks your workspace and the artifact (path in \
+             docs/tickets/, SHA-256, length, headings, the contract's sections) first.",
+            Effect::Additive { idempotent: false },
+            json!({
+                "completed_phase": "architecture",
+                "contract_version": 1,
+                "artifact_path": "docs/tickets/SYM-033/design.md",
+                "artifact_hash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                "summary": "Design proposes token counting middleware with 3 budget tiers",
+                "recommended_next_phase": "grooming",
+                "project_path": "/path/to/worktree"
+            }),
+            complete_phase,
+        )
+        .bound(),
+        tool(
+            "approve_phase",
+            "Record a judge approval of the latest phase claim (its artifact_hash must match). \
+             The orchestrator advances the phase.",
+            Effect::Additive { idempotent: false },
+            json!({
+                "phase": "architecture",
+                "artifact_hash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                "reason": "Design is coherent, all required sections present"
+            }),
+            approve_phase,
+        )
+        .bound(),
+        tool(
+            "reject_phase",
+            "Record a judge rejection of the latest phase claim, with reason and fix \
+             instructions posted as a comment.",
+            Effect::Additive { idempotent: false },
+            json!({
+                "phase": "architecture",
+                "artifact_hash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                "reason": "Missing rollback strategy",
+                "fix_instructions": "Add a rollout section covering how to revert"
+            }),
+            reject_phase,
         )
         .bound(),
         tool(
