@@ -22,6 +22,7 @@ pub mod error;
 pub mod issues;
 pub mod mcp;
 pub mod memory;
+pub mod moves;
 pub(crate) mod paths;
 pub mod phases;
 pub mod scope;

@@ -36,6 +36,11 @@ fn git(dir: &Path, args: &[&str]) {
 
 impl Work {
     fn new() -> Work {
+        Work::with(&[])
+    }
+
+    /// Like [`Work::new`], with extra `cairn issue create` flags for P-1.
+    fn with(flags: &[&str]) -> Work {
         let env = Env::new();
         let wt = env.path().join("wt");
         let sym = env.path().join("symphony");
@@ -43,7 +48,16 @@ impl Work {
         std::fs::create_dir_all(&sym).unwrap();
         git(&wt, &["init", "-q", "-b", "symphony/P-1"]);
         env.project("p", Some(&wt));
-        let issue = env.issue("p", "Token budgets");
+        let mut args = vec![
+            "issue",
+            "create",
+            "--project",
+            "p",
+            "--title",
+            "Token budgets",
+        ];
+        args.extend(flags);
+        let issue = env.ok(&args).trim().to_string();
         std::fs::write(wt.join(".symphony-worktree"), format!("{issue}\n")).unwrap();
         Work {
             env,
@@ -773,4 +787,283 @@ async fn phase_verdicts_need_the_latest_claim_and_rejections_comment() {
         .await;
     worker.close().await;
     judge.close().await;
+}
+
+// ---------------------------------------------------------------- move_issue
+
+impl Work {
+    /// A second project `q` with its own repository directory.
+    fn target(&self) -> PathBuf {
+        let q = self.env.path().join("q-repo");
+        std::fs::create_dir_all(&q).unwrap();
+        self.env.project("q", Some(&q));
+        q
+    }
+
+    /// Set a project's `phases` pipeline directly in the database.
+    fn set_pipeline(&self, slug: &str, phases: &[&str]) {
+        let db = rusqlite::Connection::open(&self.env.db).unwrap();
+        db.execute(
+            "UPDATE projects SET settings = json_set(settings, '$.phases', json(?1)) WHERE slug = ?2",
+            rusqlite::params![serde_json::to_string(phases).unwrap(), slug],
+        )
+        .unwrap();
+    }
+
+    fn show(&self, issue: &str) -> Value {
+        self.env.json(&["issue", "show", issue])
+    }
+}
+
+#[tokio::test]
+async fn move_issue_reprefixes_relabels_and_copies_artifacts() {
+    let w = Work::with(&[
+        "--label",
+        "phase:grooming",
+        "--label",
+        "api",
+        "--status",
+        "in_progress",
+    ]);
+    let q = w.target();
+    w.write("docs/tickets/P-1/research.md", &good_artifact(""));
+    w.write("docs/tickets/P-1/notes/extra.md", "nested");
+    let design = w.write("docs/tickets/P-1/design.md", &good_artifact("Design."));
+    let secret = w.env.path().join("secret.md");
+    std::fs::write(&secret, "outside").unwrap();
+    symlink(&secret, w.wt.join("docs/tickets/P-1/leak.md")).unwrap();
+    // The architecture artifact is named by its claim, not by its phase.
+    let worker = w.serve("worker").await;
+    let mut claim = w.claim("docs/tickets/P-1/design.md", &design);
+    claim["completed_phase"] = json!("architecture");
+    claim["recommended_next_phase"] = json!("grooming");
+    worker.ok("complete_phase", claim).await;
+    worker.close().await;
+
+    let c = w.serve("planner").await;
+    let m = c
+        .ok(
+            "move_issue",
+            json!({"target_project_id": "q", "reason": "Needs the q API"}),
+        )
+        .await;
+    assert_eq!(m["identifier"], "Q-1");
+    assert_eq!(m["moved_from"], "P-1");
+    assert_eq!(
+        (m["from_project"].as_str(), m["to_project"].as_str()),
+        (Some("p"), Some("q"))
+    );
+    assert_eq!(m["status"], "todo");
+    assert_eq!(
+        m["labels"],
+        json!([
+            "api",
+            "moved-from:P-1",
+            "phase:grooming",
+            "skip:architecture",
+            "skip:research"
+        ])
+    );
+    assert_eq!(
+        m["copied_files"],
+        json!([
+            "docs/tickets/Q-1/design.md",
+            "docs/tickets/Q-1/notes/extra.md",
+            "docs/tickets/Q-1/research.md"
+        ])
+    );
+    assert_eq!(m["skipped_entries"], json!(["leak.md"]));
+    let dest = q.join("docs/tickets/Q-1");
+    assert_eq!(
+        std::fs::read_to_string(dest.join("notes/extra.md")).unwrap(),
+        "nested"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dest.join("research.md")).unwrap(),
+        good_artifact("")
+    );
+    assert!(std::fs::symlink_metadata(dest.join("leak.md")).is_err());
+    // Only the copy is left: no staging directory, and the source keeps its files.
+    let entries: Vec<String> = std::fs::read_dir(q.join("docs/tickets"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(entries, ["Q-1"]);
+    assert!(w.wt.join("docs/tickets/P-1/research.md").is_file());
+
+    // The data: same issue, new identifier and project, old identifier gone.
+    let shown = w.show("Q-1");
+    assert_eq!(shown["id"], m["id"]);
+    assert_eq!(shown["project_slug"], "q");
+    assert_eq!(shown["status"], "todo");
+    assert_eq!(shown["labels"], m["labels"]);
+    assert!(!w.env.run(&["issue", "show", "P-1"]).status.success());
+    // The next issue of p does not reuse P-1's number; q's does not reuse Q-1's.
+    assert_eq!(w.env.issue("p", "next"), "P-2");
+    assert_eq!(w.env.issue("q", "next"), "Q-2");
+    c.close().await;
+}
+
+#[tokio::test]
+async fn move_issue_resets_an_incompatible_phase_to_the_targets_first() {
+    let w = Work::with(&["--label", "phase:grooming"]);
+    w.target();
+    w.set_pipeline("q", &["triage", "build"]);
+    let c = w.serve("planner").await;
+    let m = c
+        .ok(
+            "move_issue",
+            json!({"target_project_id": "q", "reason": "r"}),
+        )
+        .await;
+    assert_eq!(m["labels"], json!(["moved-from:P-1", "phase:triage"]));
+    assert_eq!(m["copied_files"], json!([]));
+    // Moving back: phase:triage is not in p's default pipeline either.
+    let back = c
+        .ok(
+            "move_issue",
+            json!({"target_project_id": "p", "reason": "back"}),
+        )
+        .await;
+    assert_eq!(back["identifier"], "P-2");
+    assert_eq!(
+        back["labels"],
+        json!(["moved-from:P-1", "moved-from:Q-1", "phase:research"])
+    );
+    c.close().await;
+}
+
+#[tokio::test]
+async fn move_issue_constraints() {
+    let w = Work::new();
+    w.target();
+    let c = w.serve("planner").await;
+    let args = json!({"target_project_id": "q", "reason": "r"});
+    let e = c
+        .err_code("move_issue", args.clone(), "ERR_FAILED_PRECONDITION")
+        .await;
+    assert!(message(&e).contains("no phase:* label"), "{e}");
+    c.err_code(
+        "move_issue",
+        json!({"target_project_id": "nope", "reason": "r"}),
+        "ERR_PROJECT_NOT_FOUND",
+    )
+    .await;
+    c.close().await;
+
+    let w = Work::with(&["--label", "cross-project", "--status", "done"]);
+    w.target();
+    let c = w.serve("planner").await;
+    let e = c
+        .err_code("move_issue", args.clone(), "ERR_INVALID_TRANSITION")
+        .await;
+    assert!(message(&e).contains("cannot be moved"), "{e}");
+    c.close().await;
+
+    let w = Work::with(&["--label", "multi-repo"]);
+    // q without a path, while P-1 has artifacts: refused, nothing changes.
+    w.env.project("q", None);
+    w.write("docs/tickets/P-1/research.md", "r");
+    let c = w.serve("planner").await;
+    let e = c
+        .err_code("move_issue", args.clone(), "ERR_FAILED_PRECONDITION")
+        .await;
+    assert!(message(&e).contains("has no path"), "{e}");
+    let e = c
+        .err_code(
+            "move_issue",
+            json!({"target_project_id": "p", "reason": "r"}),
+            "ERR_INVALID_INPUT",
+        )
+        .await;
+    assert_eq!(error_fields(&e), ["target_project_id"]);
+    assert_eq!(
+        error_fields(&c.err("move_issue", json!({"target_project_id": "q"})).await),
+        ["reason"]
+    );
+    assert_eq!(w.show("P-1")["labels"], json!(["multi-repo"]));
+    c.close().await;
+    let worker = w.serve("worker").await;
+    worker
+        .err_code("move_issue", args, "PERMISSION_DENIED")
+        .await;
+    worker.close().await;
+}
+
+#[tokio::test]
+async fn move_issue_path_safety() {
+    let w = Work::with(&["--label", "phase:research"]);
+    let q = w.target();
+    let outside = w.env.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("research.md"), "outside").unwrap();
+    let c = w.serve("planner").await;
+    let args = json!({"target_project_id": "q", "reason": "r"});
+
+    // The source ticket directory is a symlink leaving the source project.
+    std::fs::create_dir_all(w.wt.join("docs/tickets")).unwrap();
+    symlink(&outside, w.wt.join("docs/tickets/P-1")).unwrap();
+    let e = c
+        .err_code("move_issue", args.clone(), "ERR_INVALID_INPUT")
+        .await;
+    assert!(message(&e).contains("leads outside"), "{e}");
+    std::fs::remove_file(w.wt.join("docs/tickets/P-1")).unwrap();
+    w.write("docs/tickets/P-1/research.md", "inside");
+
+    // The target's docs/tickets is a symlink leaving the target project.
+    let elsewhere = w.env.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::create_dir_all(q.join("docs")).unwrap();
+    symlink(&elsewhere, q.join("docs/tickets")).unwrap();
+    let e = c
+        .err_code("move_issue", args.clone(), "ERR_INVALID_INPUT")
+        .await;
+    assert!(message(&e).contains("leads outside"), "{e}");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    std::fs::remove_file(q.join("docs/tickets")).unwrap();
+
+    // A destination that already exists: the database is rolled back and the staged
+    // copy removed.
+    std::fs::create_dir_all(q.join("docs/tickets/Q-1")).unwrap();
+    let e = c.err_code("move_issue", args.clone(), "ERR_CONFLICT").await;
+    assert!(message(&e).contains("already exists"), "{e}");
+    assert_eq!(w.show("P-1")["labels"], json!(["phase:research"]));
+    let entries: Vec<String> = std::fs::read_dir(q.join("docs/tickets"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(entries, ["Q-1"]);
+    assert_eq!(
+        std::fs::read_dir(q.join("docs/tickets/Q-1"))
+            .unwrap()
+            .count(),
+        0
+    );
+
+    // Project references are names, never paths.
+    for bad in ["../q", "/q", "q\u{0}"] {
+        c.err_code(
+            "move_issue",
+            json!({"target_project_id": bad, "reason": "r"}),
+            "ERR_PROJECT_NOT_FOUND",
+        )
+        .await;
+    }
+    let e = c
+        .err(
+            "move_issue",
+            json!({"target_project_id": "q".repeat(65), "reason": "r"}),
+        )
+        .await;
+    assert_eq!(error_fields(&e), ["target_project_id"]);
+
+    // Once the way is clear the move succeeds and takes the number it did not use.
+    std::fs::remove_dir(q.join("docs/tickets/Q-1")).unwrap();
+    let m = c.ok("move_issue", args).await;
+    assert_eq!(m["identifier"], "Q-1");
+    assert_eq!(
+        std::fs::read_to_string(q.join("docs/tickets/Q-1/research.md")).unwrap(),
+        "inside"
+    );
+    c.close().await;
 }

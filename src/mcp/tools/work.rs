@@ -8,6 +8,7 @@ use serde_json::json;
 use crate::error::Result;
 use crate::mcp::registry::{Effect, NoParams, ToolCtx, ToolDef, tool};
 use crate::memory::{MemoryScope, MemoryWritten};
+use crate::moves::MovedIssue;
 use crate::phases::{Confidence, Phase, PhaseClaim, PhaseCompletion, PhaseVerdict};
 use crate::workspace::WorkspaceInfo;
 
@@ -132,6 +133,27 @@ fn reject_phase(cx: &ToolCtx<'_>, p: RejectPhaseParams) -> Result<PhaseVerdict> 
     )
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveIssueParams {
+    /// Destination project: its id or slug.
+    #[schemars(length(min = 1, max = 64))]
+    pub target_project_id: String,
+    /// Why the issue is being moved.
+    #[schemars(length(min = 1, max = 2000))]
+    pub reason: String,
+}
+
+fn move_issue(cx: &ToolCtx<'_>, p: MoveIssueParams) -> Result<MovedIssue> {
+    let bound = cx.session.require_issue()?;
+    cx.cairn.move_issue(
+        &bound.id,
+        &p.target_project_id,
+        &p.reason,
+        &cx.session.actor,
+    )
+}
+
 fn verify_workspace(cx: &ToolCtx<'_>, _p: NoParams) -> Result<WorkspaceInfo> {
     cx.cairn.verify_workspace(cx.session)
 }
@@ -194,6 +216,18 @@ pub fn tools() -> Vec<ToolDef> {
                 "fix_instructions": "Add a rollout section covering how to revert"
             }),
             reject_phase,
+        )
+        .bound(),
+        tool(
+            "move_issue",
+            "Move your issue to another project: new identifier there, status todo, phase label \
+             kept or reset, artifacts copied, moved-from/skip labels added.",
+            Effect::Destructive { idempotent: false },
+            json!({
+                "target_project_id": "podium",
+                "reason": "Implementation requires changes to podium.api, not symphony"
+            }),
+            move_issue,
         )
         .bound(),
         tool(
