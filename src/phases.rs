@@ -518,13 +518,21 @@ fn check_artifact(root: &Path, p: &PhaseCompletion, resolved: &Path) -> Result<V
     Ok(checks)
 }
 
+/// The latest claim of a phase, and the verdict already given on it.
+struct LatestClaim {
+    id: String,
+    artifact_hash: String,
+    /// `(verdict id, approved|rejected)` of a verdict recorded after the claim.
+    verdict: Option<(String, String)>,
+}
+
 /// The latest claim of `phase` and, if one exists after it, the verdict already given.
-fn claim_and_verdict(
+fn latest_claim(
     c: &Connection,
     issue_id: &str,
     identifier: &str,
     phase: Phase,
-) -> Result<(String, String, Option<(String, String)>)> {
+) -> Result<LatestClaim> {
     let claim = latest_phase_claim_in(c, issue_id, phase.as_str())?.ok_or_else(|| {
         Error::not_found(
             "phase claim",
@@ -548,7 +556,11 @@ fn claim_and_verdict(
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?;
-    Ok((claim.id, hash, verdict))
+    Ok(LatestClaim {
+        id: claim.id,
+        artifact_hash: hash,
+        verdict,
+    })
 }
 
 impl Cairn {
@@ -661,8 +673,11 @@ impl Cairn {
             .map(String::from);
         self.store.write(|tx| {
             let (issue_id, identifier) = crate::trail::resolve(tx, &bound.id)?;
-            let (claim_id, claim_hash, earlier) =
-                claim_and_verdict(tx, &issue_id, &identifier, phase)?;
+            let LatestClaim {
+                id: claim_id,
+                artifact_hash: claim_hash,
+                verdict: earlier,
+            } = latest_claim(tx, &issue_id, &identifier, phase)?;
             if !claim_hash.eq_ignore_ascii_case(&hash) {
                 return Err(Error::Conflict {
                     message: format!(
