@@ -5,3 +5,4 @@ mod common;
 
 mod cli_basics;
 mod mcp_contract;
+mod trail;

@@ -2,3 +2,4 @@
 //! between wire parameters and the domain API; no domain logic lives here.
 
 pub mod system;
+pub mod trail;
