@@ -5,4 +5,5 @@ mod common;
 
 mod cli_basics;
 mod mcp_contract;
+mod trail;
 mod work;

@@ -8,6 +8,11 @@
 //! - [`findings`]: the finding and comment views, the orchestrator's `processed` state.
 //! - [`status`]: the trail vocabulary's status transitions, status history, sub-tasks
 //!   that block their parent.
+//! - [`board`]: `get_issue`, `get_issue_status`, sub-task creation.
+//! - [`prs`]: local PR records, diff stats and the risk score.
+//! - [`settings`]: project settings (`configure_project`).
+//! - [`metrics`]: research coverage and test health.
+//! - [`runs`]: agent runs ingested from stream-JSON logs, and their events.
 //!
 //! Records are never updated or deleted (see [`chain`] for the invariant and the
 //! triggers that enforce it in SQL).
@@ -16,8 +21,13 @@ use rusqlite::Connection;
 
 use crate::error::{Error, Result};
 
+pub mod board;
 pub mod chain;
 pub mod findings;
+pub mod metrics;
+pub mod prs;
+pub mod runs;
+pub mod settings;
 pub mod status;
 
 pub use chain::{BrokenLink, FindingCategory, RecordKind, TrailRecord, TrailVerification};

@@ -2,4 +2,5 @@
 //! between wire parameters and the domain API; no domain logic lives here.
 
 pub mod system;
+pub mod trail;
 pub mod work;
