@@ -1067,3 +1067,146 @@ async fn move_issue_path_safety() {
     );
     c.close().await;
 }
+
+// ---------------------------------------------------------------- end to end
+
+const E2E_DIFF: &str = "diff --git a/src/budget.rs b/src/budget.rs
+new file mode 100644
+--- /dev/null
++++ b/src/budget.rs
+@@ -0,0 +1,2 @@
++pub fn budget() -> u32 { 3 }
++// tiers
+";
+
+/// One issue from todo through a phase claim, a judge's rejection, a second claim, an
+/// approval, a PR and its approval: a worker and a judge, two `cairn serve` processes
+/// on one database.
+#[tokio::test]
+async fn issue_walks_from_todo_through_phases_to_an_approved_pr() {
+    let w = Work::new();
+    w.contract();
+    let worker = w.serve("worker").await;
+    let judge = w.serve("judge").await;
+    assert_eq!(w.show("P-1")["status"], "todo");
+
+    worker.ok("verify_workspace", json!({})).await;
+    worker
+        .ok("update_issue_status", json!({"status": "in_progress"}))
+        .await;
+
+    // First claim; the judge rejects it with fix instructions.
+    let first = w.write(ART, &good_artifact("No rollback yet."));
+    let claim1 = worker.ok("complete_phase", w.claim(ART, &first)).await;
+    let rejected = judge
+        .ok(
+            "reject_phase",
+            json!({"phase": "research", "artifact_hash": first,
+                   "reason": "Missing rollback strategy",
+                   "fix_instructions": "Describe how budgets are rolled back"}),
+        )
+        .await;
+    assert_eq!(rejected["claim_id"], claim1["id"]);
+    // The worker sees the rejection and its instructions on its issue.
+    let seen = worker.ok("get_issue", json!({})).await;
+    let comments = seen["comments"].as_array().unwrap();
+    assert!(
+        comments.iter().any(|c| {
+            let t = c["content"].as_str().unwrap_or_default();
+            t.contains("Missing rollback strategy")
+                && t.contains("Describe how budgets are rolled back")
+        }),
+        "{seen:#}"
+    );
+
+    // Second claim; approving the old hash is refused, the new one is approved.
+    let second = w.write(ART, &good_artifact("Rollback: budgets revert per request."));
+    let claim2 = worker.ok("complete_phase", w.claim(ART, &second)).await;
+    judge
+        .err_code(
+            "approve_phase",
+            json!({"phase": "research", "artifact_hash": first}),
+            "ERR_CONFLICT",
+        )
+        .await;
+    let approved = judge
+        .ok(
+            "approve_phase",
+            json!({"phase": "research", "artifact_hash": second, "reason": "Complete"}),
+        )
+        .await;
+    assert_eq!(approved["claim_id"], claim2["id"]);
+
+    // The PR: created by the worker (issue to review), approved by the judge.
+    let pr = worker
+        .ok(
+            "create_pr",
+            json!({"diff": E2E_DIFF, "branch_name": "symphony/P-1", "base_branch": "main",
+                   "gate_results": [{"command": "cargo test", "label": "Tests",
+                                     "exit_code": 0, "output": "ok", "required": true}]}),
+        )
+        .await;
+    assert_eq!(w.show("P-1")["status"], "review");
+    let reviewed = judge
+        .ok(
+            "approve_pr",
+            json!({"reason": "Matches the approved research"}),
+        )
+        .await;
+    assert_eq!(reviewed["id"], pr["id"]);
+    assert_eq!(reviewed["status"], "approved");
+
+    // What the judge reads afterwards: the whole walk, in order, on one intact chain.
+    let issue = judge.ok("get_issue", json!({})).await;
+    assert_eq!(
+        issue["status"], "review",
+        "stays in review for a human merge"
+    );
+    let findings: Vec<(String, String)> = issue["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["category"].as_str().unwrap().to_string(),
+                f["verdict"].as_str().unwrap_or("-").to_string(),
+            )
+        })
+        .collect();
+    let expect = [
+        ("phase_completion", "-"),
+        ("phase_verdict", "rejected"),
+        ("phase_completion", "-"),
+        ("phase_verdict", "approved"),
+    ]
+    .map(|(a, b)| (a.to_string(), b.to_string()));
+    assert_eq!(findings, expect, "{issue:#}");
+    assert!(
+        issue["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["processed"] == false)
+    );
+    assert_eq!(issue["pull_requests"][0]["status"], "approved");
+    let history: Vec<(String, String)> = issue["status_history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["from"].as_str().unwrap().to_string(),
+                h["to"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        history,
+        [("todo", "in_progress"), ("in_progress", "review")]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+    let chain = w.env.json(&["findings", "P-1", "--verify"]);
+    assert_eq!(chain["intact"], true, "{chain:#}");
+    worker.close().await;
+    judge.close().await;
+}
