@@ -298,9 +298,11 @@ impl Cairn {
             let source = find_project(c, &before.project_id)?
                 .ok_or_else(|| Error::ProjectNotFound(before.project_id.clone()))?;
             let ticket = format!("docs/tickets/{}", before.identifier);
-            let dir = match source.path.as_deref() {
-                Some(p) => Some(resolve_in_root(Path::new(p), &ticket, "source ticket dir")?),
-                None => None,
+            // A source project without a path, or whose directory is gone, has no
+            // artifacts to carry over.
+            let dir = match source.path.as_deref().map(Path::new) {
+                Some(p) if p.is_dir() => Some(resolve_in_root(p, &ticket, "source ticket dir")?),
+                _ => None,
             };
             let (files, skipped) = match dir.filter(|d| d.is_dir()) {
                 Some(d) => list_artifacts(&d)?,
