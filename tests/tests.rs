@@ -6,3 +6,4 @@ mod common;
 mod cli_basics;
 mod mcp_contract;
 mod trail;
+mod work;

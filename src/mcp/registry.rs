@@ -123,6 +123,7 @@ pub fn all_tools() -> Vec<ToolDef> {
     let mut tools = Vec::new();
     tools.extend(super::tools::system::tools());
     tools.extend(super::tools::trail::tools());
+    tools.extend(super::tools::work::tools());
     tools
 }
 

@@ -3,3 +3,4 @@
 
 pub mod system;
 pub mod trail;
+pub mod work;
