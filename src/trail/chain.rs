@@ -517,7 +517,8 @@ mod tests {
             hash: String::new(),
         };
         let h = base.compute_hash();
-        let variants: Vec<Box<dyn Fn(&mut TrailRecord)>> = vec![
+        type Change = Box<dyn Fn(&mut TrailRecord)>;
+        let variants: Vec<Change> = vec![
             Box::new(|r| r.id = "f-2".into()),
             Box::new(|r| r.issue_id = "iss_2".into()),
             Box::new(|r| r.position = 2),
