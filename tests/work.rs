@@ -1210,3 +1210,38 @@ async fn issue_walks_from_todo_through_phases_to_an_approved_pr() {
     worker.close().await;
     judge.close().await;
 }
+
+/// Two judges on one database answering the same claim at once: one verdict is
+/// recorded, the other is told which verdict came first.
+#[tokio::test]
+async fn concurrent_verdicts_on_one_claim_record_exactly_one() {
+    let w = Work::new();
+    let hash = w.write(ART, &good_artifact(""));
+    let worker = w.serve("worker").await;
+    worker.ok("complete_phase", w.claim(ART, &hash)).await;
+    let (a, b) = (w.serve("judge").await, w.serve("judge").await);
+    let args = json!({"phase": "research", "artifact_hash": hash, "reason": "r"});
+    let (ra, rb) = tokio::join!(
+        a.call("approve_phase", args.clone()),
+        b.call("reject_phase", args.clone())
+    );
+    let errors: Vec<bool> = [&ra, &rb]
+        .iter()
+        .map(|r| r.is_error == Some(true))
+        .collect();
+    assert_eq!(errors.iter().filter(|e| **e).count(), 1, "{ra:?} {rb:?}");
+    let failed = if errors[0] { &ra } else { &rb };
+    let body = failed.structured_content.clone().unwrap();
+    assert_eq!(body["error"]["code"], "ERR_CONFLICT", "{body}");
+    let issue = worker.ok("get_issue", json!({})).await;
+    let verdicts = issue["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["category"] == "phase_verdict")
+        .count();
+    assert_eq!(verdicts, 1);
+    for c in [worker, a, b] {
+        c.close().await;
+    }
+}
