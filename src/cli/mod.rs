@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 use crate::error::Error;
 use crate::service::Cairn;
 
+mod audit;
 mod issue;
 mod project;
 mod scope;
@@ -48,6 +49,9 @@ pub enum Command {
     /// Tool scope per agent profile.
     #[command(subcommand)]
     Scope(scope::ScopeCmd),
+    /// Verify the hash chains agents wrote.
+    #[command(subcommand)]
+    Audit(audit::AuditCmd),
 }
 
 /// Entry point of the binary.
@@ -77,6 +81,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Project(cmd) => project::run(&open(&cli.db)?, cmd),
         Command::Issue(cmd) => issue::run(&open(&cli.db)?, cmd),
         Command::Scope(cmd) => scope::run(&open(&cli.db)?, cmd),
+        Command::Audit(cmd) => audit::run(&open(&cli.db)?, cmd),
     }
 }
 
