@@ -26,6 +26,7 @@ pub mod scope;
 pub mod service;
 pub mod session;
 pub mod store;
+pub mod trail;
 
 pub use error::{Error, Result};
 pub use service::Cairn;

@@ -25,6 +25,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         include_str!("../migrations/0001_core.sql"),
     ),
     (
+        2,
+        "0002_trail.sql",
+        include_str!("../migrations/0002_trail.sql"),
+    ),
+    (
         5,
         "0005_colibri.sql",
         include_str!("../migrations/0005_colibri.sql"),
