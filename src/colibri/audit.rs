@@ -139,7 +139,8 @@ struct ChainReport {
     check: ChainCheck,
 }
 
-/// The records of one task's chains, in sequence order (positions unnumbered: 0).
+/// The records of one task's chains, in sequence order (positions unnumbered: 0):
+/// its thought chain, then its work-trail chain.
 fn records_of(c: &Connection, issue_id: &str) -> Result<Vec<Vec<ChainRecord>>> {
     let thoughts = chain_of(c, issue_id)?
         .into_iter()
@@ -153,7 +154,58 @@ fn records_of(c: &Connection, issue_id: &str) -> Result<Vec<Vec<ChainRecord>>> {
             recorded_at: t.thought.recorded_at,
         })
         .collect();
-    Ok(vec![thoughts])
+    let task_id = task_identifier(c, issue_id)?;
+    let trail = crate::trail::chain::chain(c, issue_id)?
+        .into_iter()
+        .map(|r| ChainRecord {
+            position: 0,
+            chain: "trail".into(),
+            task_id: task_id.clone(),
+            record_id: r.id,
+            chain_position: r.position as i64,
+            hash: r.hash,
+            recorded_at: r.created_at,
+        })
+        .collect();
+    Ok(vec![thoughts, trail])
+}
+
+/// Check an issue's work-trail chain with the trail's own verification, in the terms
+/// of [`ChainCheck`].
+fn check_trail(c: &Connection, issue_id: &str) -> Result<ChainCheck> {
+    let task_id = task_identifier(c, issue_id)?;
+    let v = crate::trail::chain::verify_chain(c, issue_id, &task_id)?;
+    let mut check = ChainCheck {
+        total: v.total_records as i64,
+        ..Default::default()
+    };
+    for b in v.broken {
+        let position = b.position as i64;
+        let reason = match b.problem.as_str() {
+            "content" => "content_hash_mismatch",
+            "link" => "previous_hash_mismatch",
+            "position" => "position_mismatch",
+            "head" => "head_mismatch",
+            other => other,
+        };
+        if b.problem == "head" && position > check.total {
+            check.missing = position - check.total;
+            check.bad_positions.extend(check.total + 1..=position);
+        } else {
+            check.bad_positions.insert(position);
+        }
+        check.broken.push(BrokenLink {
+            position,
+            expected_hash: b.expected_hash,
+            actual_hash: b.actual_hash,
+            reason: reason.into(),
+            chain: "trail".into(),
+            task_id: task_id.clone(),
+            record_id: b.record_id,
+            chain_position: position,
+        });
+    }
+    Ok(check)
 }
 
 /// Number the records of `chains` 1.. in sequence order.
@@ -312,12 +364,10 @@ impl Cairn {
         self.store.read(|c| {
             let mut reports = Vec::new();
             for id in issue_ids {
-                let mut chains = records_of(c, id)?.into_iter();
-                let thoughts = chains.next().unwrap_or_default();
-                reports.push(ChainReport {
-                    records: thoughts,
-                    check: check_chain(c, id)?,
-                });
+                let checks = [check_chain(c, id)?, check_trail(c, id)?];
+                for (records, check) in records_of(c, id)?.into_iter().zip(checks) {
+                    reports.push(ChainReport { records, check });
+                }
             }
             Ok(reports)
         })
@@ -547,5 +597,134 @@ impl Cairn {
                 tree_depth: tree.depth,
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::colibri::tasks::TaskCreate;
+    use crate::colibri::thoughts::{NewThought, ThoughtType};
+    use crate::issues::NewProject;
+    use crate::trail::chain::append_record;
+    use crate::trail::{FindingCategory, RecordKind};
+
+    fn setup() -> (tempfile::TempDir, Cairn, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Cairn::open(&dir.path().join("c.db")).unwrap();
+        c.create_project(&NewProject {
+            slug: "p".into(),
+            name: "P".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        let t = c
+            .task_create(
+                "tester",
+                &TaskCreate {
+                    title: "t".into(),
+                    project: "p".into(),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        (dir, c, t.task_id)
+    }
+
+    fn think(c: &Cairn, task: &str, content: &str) {
+        c.thought_record(
+            "tester",
+            &NewThought {
+                task: task.into(),
+                kind: ThoughtType::Decision,
+                content: content.into(),
+                branch: None,
+                commit_sha: None,
+                tests_run: vec![],
+                blockers: vec![],
+                metadata: None,
+            },
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn verification_and_leaves_cover_the_work_trail() {
+        let (_d, c, task) = setup();
+        let issue_id = c.issue(&task).unwrap().id;
+        think(&c, &task, "one");
+        think(&c, &task, "two");
+        for n in 0..3 {
+            c.store
+                .write(|tx| {
+                    append_record(
+                        tx,
+                        &issue_id,
+                        RecordKind::Finding(FindingCategory::Bug),
+                        serde_json::json!({ "summary": format!("finding {n}") }),
+                        "judge",
+                    )
+                })
+                .unwrap();
+        }
+        let target = VerifyTarget {
+            task: Some(task.clone()),
+            full_trace: true,
+            ..Default::default()
+        };
+        let v = c.audit_verify(&target).unwrap();
+        assert!(v.chain_valid, "{v:?}");
+        assert_eq!((v.total_records, v.integrity_score), (5, 100));
+        let chains: Vec<(String, i64)> = v
+            .records
+            .unwrap()
+            .iter()
+            .map(|r| (r.record.chain.clone(), r.record.position))
+            .collect();
+        assert_eq!(
+            chains,
+            [
+                ("thought".into(), 1),
+                ("thought".into(), 2),
+                ("trail".into(), 3),
+                ("trail".into(), 4),
+                ("trail".into(), 5)
+            ]
+        );
+
+        // Tamper with the second trail record: reported at sequence position 2 + 2.
+        c.store
+            .read(|conn| {
+                conn.execute_batch("DROP TRIGGER trail_records_no_update")?;
+                conn.execute(
+                    "UPDATE trail_records SET body = '{\"summary\":\"forged\"}'
+                     WHERE issue_id = ?1 AND position = 2",
+                    [&issue_id],
+                )?;
+                Ok(())
+            })
+            .unwrap();
+        let v = c.audit_verify(&target).unwrap();
+        assert!(!v.chain_valid);
+        assert_eq!(v.broken_links.len(), 1, "{:?}", v.broken_links);
+        let b = &v.broken_links[0];
+        assert_eq!(
+            (
+                b.position,
+                b.chain.as_str(),
+                b.chain_position,
+                b.reason.as_str()
+            ),
+            (4, "trail", 2, "content_hash_mismatch")
+        );
+        assert_ne!(b.expected_hash, b.actual_hash);
+        assert_eq!(v.integrity_score, 80);
+
+        // Finalization freezes all five records as leaves.
+        let s = c
+            .audit_session_start(&task, "auditor", None, AuditScope::Shallow)
+            .unwrap();
+        let m = c.merkle_finalize(&s.session_id, None).unwrap();
+        assert_eq!((m.leaf_count, m.tree_depth), (5, 4));
     }
 }

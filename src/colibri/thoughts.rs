@@ -200,7 +200,9 @@ pub struct BrokenLink {
     pub actual_hash: String,
     /// `content_hash_mismatch` (the stored hash is not the hash of the stored fields),
     /// `previous_hash_mismatch` (the link to the record before is wrong),
-    /// `missing_records` (the chain's head is past its last record), or
+    /// `position_mismatch` (a gap or duplicate in a trail chain's positions),
+    /// `head_mismatch` (the chain's recorded head is not its last record: records were
+    /// removed from the end), or
     /// `frozen_leaf_mismatch` (a record differs from the leaf frozen by merkle_finalize).
     pub reason: String,
     /// `thought` or `trail`.
@@ -331,7 +333,7 @@ pub(crate) fn check_chain(c: &Connection, issue_id: &str) -> Result<ChainCheck> 
             position,
             expected_hash: hash,
             actual_hash: previous.unwrap_or("").to_string(),
-            reason: "missing_records".into(),
+            reason: "head_mismatch".into(),
             chain: "thought".into(),
             task_id,
             record_id: String::new(),
@@ -603,5 +605,31 @@ mod tests {
             r#"{"task_id":"T-1","type":"decision","content":"c","previous_hash":null,"recorded_at":"2026-04-08T22:30:00Z","recorded_by":"agent-alice"}"#
         );
         assert_eq!(thought_hash(&f), sha256_hex(hash_input(&f)));
+    }
+
+    /// Computed independently with Node's `JSON.stringify` + `crypto` and with Python's
+    /// `json.dumps(obj, separators=(",", ":"), ensure_ascii=False)` + `hashlib` (both
+    /// gave these digests).
+    const VECTOR_FIRST: &str = "b0de41fe68c1cfb1cd22de6be9b6cb149dded5881302b5ce2569090b71d979a8";
+    const VECTOR_SECOND: &str = "b81fc849a7d2c68c691a793957767bea1e2d1ef30ed27e02d26b6fe1e475281e";
+
+    #[test]
+    fn hash_matches_an_independent_test_vector() {
+        let first = HashedFields {
+            task_id: "COLIBRI-42",
+            kind: "decision",
+            content: "Use \"Zod\" \\ for input;\nline2\ttab \u{1} \u{1f} \u{7f} é \u{2028}\u{2029} 🐦 </script>",
+            previous_hash: None,
+            recorded_at: "2026-04-08T22:30:00Z",
+            recorded_by: "agent-alice",
+        };
+        assert_eq!(thought_hash(&first), VECTOR_FIRST);
+        let second = HashedFields {
+            kind: "risk",
+            content: "second",
+            previous_hash: Some(VECTOR_FIRST),
+            ..first
+        };
+        assert_eq!(thought_hash(&second), VECTOR_SECOND);
     }
 }
