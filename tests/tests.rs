@@ -4,4 +4,5 @@
 mod common;
 
 mod cli_basics;
+mod colibri;
 mod mcp_contract;

@@ -261,6 +261,11 @@ fn parse_instant(field: &str, s: &str) -> Result<f64> {
 /// The FTS5 query for free text: every whitespace-separated token quoted (so nothing
 /// the caller writes is FTS5 syntax) and matched as a prefix; `None` if no token.
 pub(crate) fn fts_query(text: &str) -> Option<String> {
+    // Control characters (NUL ends an FTS5 string early) separate tokens like spaces.
+    let text: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     let tokens: Vec<String> = text
         .split_whitespace()
         .map(|t| format!("\"{}\"*", t.replace('"', "\"\"")))
@@ -669,6 +674,8 @@ mod tests {
     #[test]
     fn fts_query_quotes_every_token() {
         assert_eq!(fts_query("  "), None);
+        assert_eq!(fts_query("\0\u{1}"), None);
+        assert_eq!(fts_query("a\0b").unwrap(), r#""a"* "b"*"#);
         assert_eq!(
             fts_query(r#"wire "up" OR*"#).unwrap(),
             r#""wire"* """up"""* "OR*"*"#
