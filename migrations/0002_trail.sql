@@ -29,6 +29,19 @@ CREATE TRIGGER trail_records_no_delete BEFORE DELETE ON trail_records
 BEGIN
     SELECT RAISE(ABORT, 'trail records are append-only: DELETE refused');
 END;
+-- INSERT OR REPLACE deletes without firing DELETE triggers: refuse any insert that is
+-- not the next link of its chain (next position, prev_hash = the last record's hash).
+CREATE TRIGGER trail_records_append_only BEFORE INSERT ON trail_records
+WHEN EXISTS (SELECT 1 FROM trail_records WHERE id = NEW.id)
+  OR NEW.position <> COALESCE(
+        (SELECT max(position) FROM trail_records WHERE issue_id = NEW.issue_id), 0) + 1
+  OR NEW.prev_hash <> COALESCE(
+        (SELECT hash FROM trail_records WHERE issue_id = NEW.issue_id
+         ORDER BY position DESC LIMIT 1),
+        '0000000000000000000000000000000000000000000000000000000000000000')
+BEGIN
+    SELECT RAISE(ABORT, 'trail records are append-only: an insert must be the next link of its chain');
+END;
 
 -- The head of each chain, written in the same transaction as every append, so a
 -- record removed from the end of a chain is detected too.

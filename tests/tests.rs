@@ -6,3 +6,5 @@ mod common;
 mod cli_basics;
 mod colibri;
 mod mcp_contract;
+mod trail;
+mod work;

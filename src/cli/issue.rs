@@ -49,6 +49,31 @@ pub enum IssueCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Change an issue's status (the trail vocabulary's transitions; a person may also
+    /// set done, cancelled and backlog).
+    Status {
+        issue: String,
+        #[arg(value_parser = parse_status)]
+        status: Status,
+        /// Why; kept in the status history.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Post a comment on an issue.
+    Comment { issue: String, text: String },
+    /// Create a sub-task; the parent is blocked until its sub-tasks are done.
+    Subtask {
+        /// The parent issue.
+        parent: String,
+        #[arg(long)]
+        title: String,
+        #[arg(long)]
+        description: Option<String>,
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
+        priority: Option<u8>,
+    },
+    /// The issue with its whole trail: findings, comments, status history, PRs, runs.
+    Trail { issue: String },
 }
 
 pub(crate) fn parse_status(s: &str) -> Result<Status, String> {
@@ -140,6 +165,32 @@ pub fn run(cairn: &Cairn, cmd: IssueCmd) -> anyhow::Result<std::process::ExitCod
                 print_text(&s)?;
             }
         }
+        IssueCmd::Status {
+            issue,
+            status,
+            reason,
+        } => {
+            let c = cairn.update_issue_status(&issue, status, reason.as_deref(), "cli", false)?;
+            print_text(&format!("{} -> {}", c.from, c.to))?;
+        }
+        IssueCmd::Comment { issue, text } => {
+            print_text(&cairn.add_comment(&issue, &text, "cli")?.id)?;
+        }
+        IssueCmd::Subtask {
+            parent,
+            title,
+            description,
+            priority,
+        } => {
+            let new = NewIssue {
+                title,
+                description,
+                priority,
+                ..Default::default()
+            };
+            print_text(&cairn.create_subtask(&parent, new, "cli")?.identifier)?;
+        }
+        IssueCmd::Trail { issue } => print_json(&cairn.issue_details(&issue)?)?,
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -18,6 +18,7 @@ mod issue;
 mod project;
 mod scope;
 mod serve;
+mod trail;
 
 /// Cairn: a knowledge service for AI coding agents (MCP server and CLI).
 #[derive(Debug, Parser)]
@@ -49,6 +50,14 @@ pub enum Command {
     /// Tool scope per agent profile.
     #[command(subcommand)]
     Scope(scope::ScopeCmd),
+    /// An issue's findings; `--verify` re-computes its hash chain.
+    Findings(trail::FindingsArgs),
+    /// Local pull-request records.
+    #[command(subcommand)]
+    Pr(trail::PrCmd),
+    /// Agent runs: ingest stream-JSON logs.
+    #[command(subcommand)]
+    Run(trail::RunCmd),
     /// Verify the hash chains agents wrote.
     #[command(subcommand)]
     Audit(audit::AuditCmd),
@@ -81,6 +90,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Project(cmd) => project::run(&open(&cli.db)?, cmd),
         Command::Issue(cmd) => issue::run(&open(&cli.db)?, cmd),
         Command::Scope(cmd) => scope::run(&open(&cli.db)?, cmd),
+        Command::Findings(a) => trail::findings(&open(&cli.db)?, a),
+        Command::Pr(cmd) => trail::pr(&open(&cli.db)?, cmd),
+        Command::Run(cmd) => trail::run(&open(&cli.db)?, cmd),
         Command::Audit(cmd) => audit::run(&open(&cli.db)?, cmd),
     }
 }

@@ -122,6 +122,8 @@ where
 pub fn all_tools() -> Vec<ToolDef> {
     let mut tools = Vec::new();
     tools.extend(super::tools::system::tools());
+    tools.extend(super::tools::trail::tools());
+    tools.extend(super::tools::work::tools());
     tools.extend(super::tools::colibri::tools());
     tools
 }

@@ -3,3 +3,5 @@
 
 pub mod colibri;
 pub mod system;
+pub mod trail;
+pub mod work;
