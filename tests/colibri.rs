@@ -1383,3 +1383,77 @@ async fn the_documents_examples_give_documented_shapes() {
     );
     c.close().await;
 }
+
+#[tokio::test]
+async fn verification_covers_the_issues_work_trail() {
+    let env = Env::new();
+    env.project("colibri", None);
+    let issue = env.issue("colibri", "thoughts and trail");
+    let c = env.serve(&["--issue-id", &issue]).await;
+    think(&c, &issue, "thought one").await;
+    c.ok(
+        "add_finding",
+        json!({"category": "bug", "summary": "off by one", "details": "in the pager"}),
+    )
+    .await;
+    c.ok("add_comment", json!({"content": "looks fine otherwise"}))
+        .await;
+    let v = c
+        .ok(
+            "audit_verify_chain",
+            json!({"task_id": issue, "full_trace": true}),
+        )
+        .await;
+    assert_eq!(
+        (&v["chain_valid"], &v["total_records"]),
+        (&json!(true), &json!(3))
+    );
+    let chains: Vec<&str> = v["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["chain"].as_str().unwrap())
+        .collect();
+    assert_eq!(chains, ["thought", "trail", "trail"]);
+
+    // Forge the comment (the trail's second record): sequence position 1 + 2.
+    let db = rusqlite::Connection::open(&env.db).unwrap();
+    db.execute_batch(
+        "DROP TRIGGER trail_records_no_update;
+         UPDATE trail_records SET body = '{\"content\":\"forged\"}' WHERE position = 2;",
+    )
+    .unwrap();
+    drop(db);
+    let v = c.ok("audit_verify_chain", json!({"task_id": issue})).await;
+    assert_eq!(v["chain_valid"], false);
+    let b = &v["broken_links"][0];
+    assert_eq!(
+        (
+            &b["position"],
+            &b["chain"],
+            &b["chain_position"],
+            &b["reason"]
+        ),
+        (
+            &json!(3),
+            &json!("trail"),
+            &json!(2),
+            &json!("content_hash_mismatch")
+        )
+    );
+    assert_ne!(b["expected_hash"], b["actual_hash"]);
+    let out = env.run(&["audit", "verify", &issue]);
+    assert_eq!(out.status.code(), Some(3));
+
+    let s = c
+        .ok(
+            "audit_session_start",
+            json!({"task_id": issue, "auditor_id": "auditor"}),
+        )
+        .await;
+    let f = c
+        .ok("merkle_finalize", json!({"session_id": s["session_id"]}))
+        .await;
+    assert_eq!(f["leaf_count"], 3);
+    c.close().await;
+}

@@ -69,15 +69,27 @@ async fn scope_filters_at_list_time_and_call_time() {
     let scope = env.path().join("scope.json");
     std::fs::write(&scope, r#"["server_ping"]"#).unwrap();
     let c = env
-        .serve(&["--tool-scope-file", scope.to_str().unwrap(), "--agent-type", "worker"])
+        .serve(&[
+            "--tool-scope-file",
+            scope.to_str().unwrap(),
+            "--agent-type",
+            "worker",
+        ])
         .await;
     assert_eq!(c.tool_names().await, ["server_ping"]);
     c.ok("server_ping", json!({})).await;
-    let denied = c.err_code("server_health", json!({}), "PERMISSION_DENIED").await;
+    let denied = c
+        .err_code("server_health", json!({}), "PERMISSION_DENIED")
+        .await;
     assert_eq!(denied["status"], "PERMISSION_DENIED");
     // The unknown-tool list shows only what this caller may use.
     let unknown = c.err("nope", json!({})).await;
-    assert!(!unknown["help_prompt"].as_str().unwrap().contains("server_health"));
+    assert!(
+        !unknown["help_prompt"]
+            .as_str()
+            .unwrap()
+            .contains("server_health")
+    );
     c.close().await;
 
     // --agent-type alone: the profile matrix.
@@ -86,7 +98,9 @@ async fn scope_filters_at_list_time_and_call_time() {
     assert!(names.contains(&"server_health".to_string()));
     for t in names {
         assert!(
-            cairn::scope::profile_defaults("judge").unwrap().contains(&t.as_str()),
+            cairn::scope::profile_defaults("judge")
+                .unwrap()
+                .contains(&t.as_str()),
             "{t} listed for judge"
         );
     }
@@ -101,7 +115,12 @@ async fn oversized_arguments_are_refused_before_any_handler() {
     let body = c.err("server_ping", json!({ "padding": huge })).await;
     assert_eq!(body["status"], "VALIDATION_FAILED");
     assert_eq!(error_fields(&body), ["arguments"]);
-    assert!(body["error"]["message"].as_str().unwrap().contains("at most"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most")
+    );
     c.ok("server_ping", json!({})).await;
     c.close().await;
 }
@@ -179,7 +198,10 @@ fn spawn_raw(env: &Env) -> std::process::Child {
         .unwrap()
 }
 
-fn wait_exit(child: &mut std::process::Child, within: std::time::Duration) -> Option<std::process::ExitStatus> {
+fn wait_exit(
+    child: &mut std::process::Child,
+    within: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
     let deadline = std::time::Instant::now() + within;
     while std::time::Instant::now() < deadline {
         if let Some(s) = child.try_wait().unwrap() {
@@ -200,13 +222,18 @@ fn exits_within_two_seconds_of_stdin_closing_and_on_sigterm() {
     let stdin = child.stdin.as_mut().unwrap();
     writeln!(stdin, r#"{{"jsonrpc":"2.0","id":7,"method":"tools/list"}}"#).unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
     assert_eq!(reply["id"], 7);
     assert!(reply["error"]["code"].is_i64(), "{reply}");
     drop(child.stdin.take());
     let status = wait_exit(&mut child, std::time::Duration::from_secs(2));
-    assert!(status.is_some_and(|s| s.success()), "no clean exit after stdin closed");
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "no clean exit after stdin closed"
+    );
 
     let mut child = spawn_raw(&env);
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -216,11 +243,19 @@ fn exits_within_two_seconds_of_stdin_closing_and_on_sigterm() {
         .unwrap();
     assert!(killed.success());
     let status = wait_exit(&mut child, std::time::Duration::from_secs(2));
-    assert!(status.is_some_and(|s| s.success()), "no clean exit on SIGTERM");
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "no clean exit on SIGTERM"
+    );
 }
 
 /// Run `tests/mcp_sdk/drive.py` (official MCP Python SDK) against `cairn serve`.
-fn python_sdk(env: &Env, mode: &str, flags: &[&str], calls: serde_json::Value) -> serde_json::Value {
+fn python_sdk(
+    env: &Env,
+    mode: &str,
+    flags: &[&str],
+    calls: serde_json::Value,
+) -> serde_json::Value {
     use std::io::Write;
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_sdk/drive.py");
     let mut child = std::process::Command::new("python3")
@@ -260,7 +295,12 @@ fn official_python_sdk_discover_and_legacy_lifecycles() {
     for (mode, lifecycle) in [("auto", "discover"), ("legacy", "initialize")] {
         let out = python_sdk(&env, mode, &["--agent-type", "worker"], calls.clone());
         assert_eq!(out["lifecycle"], lifecycle);
-        let tools: Vec<&str> = out["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+        let tools: Vec<&str> = out["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
         assert!(tools.contains(&"server_ping"));
         let c = out["calls"].as_array().unwrap();
         assert_eq!(c[0]["is_error"], false);
@@ -268,7 +308,12 @@ fn official_python_sdk_discover_and_legacy_lifecycles() {
         assert_eq!(c[1]["is_error"], true);
         assert_eq!(c[1]["structured"]["status"], "VALIDATION_FAILED");
         assert_eq!(error_fields(&c[1]["structured"]), ["verbose"]);
-        assert!(c[1]["structured"]["help_prompt"].as_str().unwrap().contains("server_health"));
+        assert!(
+            c[1]["structured"]["help_prompt"]
+                .as_str()
+                .unwrap()
+                .contains("server_health")
+        );
         assert_eq!(c[2]["is_error"], true);
         assert_eq!(error_fields(&c[2]["structured"]), ["tool_name"]);
     }
@@ -281,7 +326,8 @@ async fn tools_list_matches_the_checked_in_snapshot() {
     let tools = c.service.list_all_tools().await.unwrap();
     c.close().await;
     let actual = serde_json::to_string_pretty(&tools).unwrap() + "\n";
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/tools_list.json");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/tools_list.json");
     if std::env::var_os("CAIRN_UPDATE_SNAPSHOTS").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, &actual).unwrap();
@@ -300,5 +346,9 @@ fn first_difference(a: &str, b: &str) -> String {
             return format!("line {}:\n- {x}\n+ {y}", i + 1);
         }
     }
-    format!("lengths differ: {} vs {} lines", a.lines().count(), b.lines().count())
+    format!(
+        "lengths differ: {} vs {} lines",
+        a.lines().count(),
+        b.lines().count()
+    )
 }

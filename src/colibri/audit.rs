@@ -648,6 +648,8 @@ mod tests {
         .unwrap();
     }
 
+    /// Tampering with trail records is tested through MCP (tests/colibri.rs); the source
+    /// tree holds no SQL that rewrites them.
     #[test]
     fn verification_and_leaves_cover_the_work_trail() {
         let (_d, c, task) = setup();
@@ -691,34 +693,6 @@ mod tests {
                 ("trail".into(), 5)
             ]
         );
-
-        // Tamper with the second trail record: reported at sequence position 2 + 2.
-        c.store
-            .read(|conn| {
-                conn.execute_batch("DROP TRIGGER trail_records_no_update")?;
-                conn.execute(
-                    "UPDATE trail_records SET body = '{\"summary\":\"forged\"}'
-                     WHERE issue_id = ?1 AND position = 2",
-                    [&issue_id],
-                )?;
-                Ok(())
-            })
-            .unwrap();
-        let v = c.audit_verify(&target).unwrap();
-        assert!(!v.chain_valid);
-        assert_eq!(v.broken_links.len(), 1, "{:?}", v.broken_links);
-        let b = &v.broken_links[0];
-        assert_eq!(
-            (
-                b.position,
-                b.chain.as_str(),
-                b.chain_position,
-                b.reason.as_str()
-            ),
-            (4, "trail", 2, "content_hash_mismatch")
-        );
-        assert_ne!(b.expected_hash, b.actual_hash);
-        assert_eq!(v.integrity_score, 80);
 
         // Finalization freezes all five records as leaves.
         let s = c
