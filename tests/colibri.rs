@@ -247,6 +247,14 @@ async fn task_update_warns_about_progress_and_status() {
     assert_eq!(got["description"], "new body");
     assert_eq!(got["assignee"], "agent-x");
     assert_eq!(got["progress"], 40);
+    let e = c
+        .err_code(
+            "task_update",
+            json!({"task_id": task, "labels": ["ok", "  "], "assignee": "\t"}),
+            "ERR_INVALID_INPUT",
+        )
+        .await;
+    assert_eq!(error_fields(&e), ["assignee", "labels[1]"]);
     c.close().await;
 }
 
@@ -576,6 +584,15 @@ async fn a_known_chain_links_and_verifies() {
     assert!(l.get("chain_valid").is_none());
     let l = c.ok("thought_record_list", json!({"type": "risk"})).await;
     assert_eq!(l["thought_count"], 0);
+    let l = c
+        .ok(
+            "thought_record_list",
+            json!({"limit": 2, "verify_chain": true}),
+        )
+        .await;
+    assert_eq!(l["thought_count"], 4);
+    assert_eq!(l["thoughts"].as_array().unwrap().len(), 2);
+    assert_eq!(l["chain_valid"], true);
     let v = c.ok("audit_verify_chain", json!({"task_id": task})).await;
     assert_eq!(
         (

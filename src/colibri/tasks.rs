@@ -13,7 +13,7 @@
 use rusqlite::{Connection, params};
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, FieldError, Result};
 use crate::issues::{NewIssue, Status, find_project, insert_issue};
 use crate::service::{Cairn, now_iso};
 
@@ -273,6 +273,31 @@ pub(crate) fn fts_query(text: &str) -> Option<String> {
     (!tokens.is_empty()).then(|| tokens.join(" "))
 }
 
+/// Assignees and labels are printable and not blank.
+fn check_names(assignee: Option<&str>, labels: Option<&[String]>) -> Result<()> {
+    let bad = |s: &str| s.trim().is_empty() || s.chars().any(char::is_control);
+    let mut errors = Vec::new();
+    if assignee.is_some_and(bad) {
+        errors.push(FieldError::new(
+            "assignee",
+            "must be printable and not blank",
+        ));
+    }
+    for (i, l) in labels.unwrap_or_default().iter().enumerate() {
+        if bad(l) {
+            errors.push(FieldError::new(
+                format!("labels[{i}]"),
+                "a label must be printable and not blank",
+            ));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::InvalidInput(errors))
+    }
+}
+
 fn project_id(c: &Connection, reference: &str) -> Result<(String, String)> {
     let p =
         find_project(c, reference)?.ok_or_else(|| Error::ProjectNotFound(reference.to_string()))?;
@@ -315,6 +340,7 @@ fn strings(c: &Connection, sql: &str, arg: &str) -> Result<Vec<String>> {
 impl Cairn {
     /// Create a task in `backlog`, attributed to `actor`.
     pub fn task_create(&self, actor: &str, new: &TaskCreate) -> Result<TaskCreated> {
+        check_names(new.assignee.as_deref(), Some(&new.labels))?;
         self.store.write(|tx| {
             let (project_id, _) = project_id(tx, &new.project)?;
             let parent = match &new.parent {
@@ -413,6 +439,7 @@ impl Cairn {
                  priority, assignee, labels, blocked_reason",
             ));
         }
+        check_names(upd.assignee.as_deref(), upd.labels.as_deref())?;
         self.store.write(|tx| {
             let id = resolve_task(tx, &upd.task)?;
             let current = load_task(tx, &id)?;

@@ -499,33 +499,42 @@ impl Cairn {
                 }
                 None => (task_issue.clone().map(|t| vec![t]), None),
             };
-            let all: Vec<StoredThought> = match &issues {
+            let kind = q.kind.map(ThoughtType::as_str);
+            let (thought_count, thoughts): (usize, Vec<Thought>) = match &issues {
                 Some(ids) => {
-                    let mut v = Vec::new();
+                    let mut matching = Vec::new();
                     for id in ids {
-                        v.extend(chain_of(c, id)?);
+                        matching.extend(chain_of(c, id)?.into_iter().filter(|t| {
+                            q.kind.is_none_or(|k| t.thought.kind == k)
+                                && frozen
+                                    .as_ref()
+                                    .is_none_or(|f| f.contains(&t.thought.thought_id))
+                        }));
                     }
-                    v
+                    let count = matching.len();
+                    let page = matching.into_iter().take(q.limit).map(|t| t.thought);
+                    (count, page.collect())
                 }
                 None => {
+                    let count: i64 = c.query_row(
+                        "SELECT count(*) FROM thought_records WHERE ?1 IS NULL OR type = ?1",
+                        [kind],
+                        |r| r.get(0),
+                    )?;
                     let mut stmt = c.prepare(&format!(
                         "SELECT {THOUGHT_COLUMNS} FROM thought_records t
                          JOIN issues i ON i.id = t.issue_id
-                         ORDER BY i.rowid, t.chain_position, t.id"
+                         WHERE ?1 IS NULL OR t.type = ?1
+                         ORDER BY i.rowid, t.chain_position, t.id LIMIT ?2"
                     ))?;
-                    stmt.query_map([], thought_from_row)?
-                        .collect::<rusqlite::Result<_>>()?
+                    let page = stmt
+                        .query_map(params![kind, q.limit as i64], |r| {
+                            thought_from_row(r).map(|t| t.thought)
+                        })?
+                        .collect::<rusqlite::Result<_>>()?;
+                    (count as usize, page)
                 }
             };
-            let matching: Vec<StoredThought> = all
-                .into_iter()
-                .filter(|t| q.kind.is_none_or(|k| t.thought.kind == k))
-                .filter(|t| {
-                    frozen
-                        .as_ref()
-                        .is_none_or(|f| f.contains(&t.thought.thought_id))
-                })
-                .collect();
             let (mut chain_valid, mut invalid_links, mut invalid_thoughts) = (None, None, None);
             if q.verify_chain {
                 let chains: Vec<String> = match &issues {
@@ -561,12 +570,8 @@ impl Cairn {
                     None => None,
                 },
                 session_id: session.as_ref().map(|s| s.display_id()),
-                thought_count: matching.len(),
-                thoughts: matching
-                    .into_iter()
-                    .take(q.limit)
-                    .map(|t| t.thought)
-                    .collect(),
+                thought_count,
+                thoughts,
                 chain_valid,
                 invalid_links,
                 invalid_thoughts,
