@@ -5,6 +5,7 @@ mod common;
 
 mod cli_basics;
 mod colibri;
+mod e2e;
 mod mcp_contract;
 mod trail;
 mod work;

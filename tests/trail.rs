@@ -770,9 +770,32 @@ async fn create_pr_records_stats_and_risk_and_reviews_move_the_issue() {
         "--risk-thresholds-json",
         r#"{"lowLines": 1, "highLines": 5, "lowFiles": 1, "highFiles": 3}"#,
     ]);
-    let w = env
+    // create_pr verifies the workspace first: without a worktree nothing is recorded.
+    let lost = env
         .serve(&["--issue-id", "WEB-1", "--agent-type", "worker"])
         .await;
+    lost.err_code(
+        "create_pr",
+        json!({"diff": DIFF, "branch_name": "symphony/WEB-1", "base_branch": "main"}),
+        "ERR_WORKSPACE_INVALID",
+    )
+    .await;
+    let none = lost.ok("get_issue", json!({})).await;
+    assert!(none["pull_requests"].as_array().unwrap().is_empty());
+    lost.close().await;
+    let wt = env.path().join("wt");
+    std::fs::create_dir(&wt).unwrap();
+    std::fs::write(wt.join(".symphony-worktree"), "WEB-1\n").unwrap();
+    let wt = wt.to_string_lossy().into_owned();
+    let worker = [
+        "--issue-id",
+        "WEB-1",
+        "--agent-type",
+        "worker",
+        "--worktree-path",
+        wt.as_str(),
+    ];
+    let w = env.serve(&worker).await;
     w.ok("update_issue_status", json!({"status": "in_progress"}))
         .await;
     let bad = w
@@ -851,9 +874,7 @@ async fn create_pr_records_stats_and_risk_and_reviews_move_the_issue() {
         .await;
     assert_eq!(error_fields(&bad), ["reason"]);
 
-    let w = env
-        .serve(&["--issue-id", "WEB-1", "--agent-type", "worker"])
-        .await;
+    let w = env.serve(&worker).await;
     w.ok("update_issue_status", json!({"status": "in_progress"}))
         .await;
     let second = w

@@ -315,8 +315,8 @@ fn without_diff(mut pr: PullRequest) -> PullRequest {
 }
 
 fn create_pr(cx: &ToolCtx<'_>, p: CreatePrParams) -> Result<PullRequest> {
-    // Hook: when `verify_workspace` lands (issue 3, branch `work`), call it here first,
-    // as the spec asks of create_pr.
+    // The spec: create_pr validates the worktree before executing.
+    cx.cairn.verify_workspace(cx.session)?;
     cx.cairn
         .create_pr(
             &bound(cx)?,
