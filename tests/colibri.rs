@@ -1474,3 +1474,38 @@ async fn verification_covers_the_issues_work_trail() {
     assert_eq!(f["leaf_count"], 3);
     c.close().await;
 }
+
+#[tokio::test]
+async fn every_colibri_tool_answers_a_bad_call_with_a_short_help_prompt() {
+    let (_env, c) = setup(&[]).await;
+    let tools = [
+        "task_create",
+        "task_get",
+        "task_update",
+        "task_list",
+        "task_next_actions",
+        "thought_record",
+        "thought_record_list",
+        "audit_session_start",
+        "audit_verify_chain",
+        "merkle_finalize",
+        "merkle_root",
+        "skill_list",
+    ];
+    let listed = c.tool_names().await;
+    for tool in tools {
+        assert!(listed.iter().any(|t| t == tool), "{tool} not listed");
+        let e = c
+            .err_code(tool, json!({"bogus": 1}), "ERR_INVALID_INPUT")
+            .await;
+        assert!(error_fields(&e).contains(&"bogus".to_string()), "{e:#}");
+        let help = e["help_prompt"].as_str().unwrap();
+        // A conservative 3 characters per token keeps this under 500 tokens.
+        assert!(
+            help.contains(tool) && help.len() < 1500,
+            "{tool}: {} chars\n{help}",
+            help.len()
+        );
+    }
+    c.close().await;
+}
