@@ -18,6 +18,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod cli;
+pub mod colibri;
 pub mod error;
 pub mod issues;
 pub mod mcp;

@@ -29,6 +29,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0002_trail.sql",
         include_str!("../migrations/0002_trail.sql"),
     ),
+    (
+        5,
+        "0005_colibri.sql",
+        include_str!("../migrations/0005_colibri.sql"),
+    ),
 ];
 
 /// The highest migration version this binary knows.

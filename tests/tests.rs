@@ -4,6 +4,7 @@
 mod common;
 
 mod cli_basics;
+mod colibri;
 mod e2e;
 mod mcp_contract;
 mod trail;

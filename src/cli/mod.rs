@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 use crate::error::Error;
 use crate::service::Cairn;
 
+mod audit;
 mod issue;
 mod project;
 mod scope;
@@ -57,6 +58,9 @@ pub enum Command {
     /// Agent runs: ingest stream-JSON logs.
     #[command(subcommand)]
     Run(trail::RunCmd),
+    /// Verify the hash chains agents wrote.
+    #[command(subcommand)]
+    Audit(audit::AuditCmd),
 }
 
 /// Entry point of the binary.
@@ -89,6 +93,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Findings(a) => trail::findings(&open(&cli.db)?, a),
         Command::Pr(cmd) => trail::pr(&open(&cli.db)?, cmd),
         Command::Run(cmd) => trail::run(&open(&cli.db)?, cmd),
+        Command::Audit(cmd) => audit::run(&open(&cli.db)?, cmd),
     }
 }
 

@@ -124,6 +124,7 @@ pub fn all_tools() -> Vec<ToolDef> {
     tools.extend(super::tools::system::tools());
     tools.extend(super::tools::trail::tools());
     tools.extend(super::tools::work::tools());
+    tools.extend(super::tools::colibri::tools());
     tools
 }
 
