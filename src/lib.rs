@@ -1,1 +1,38 @@
+//! # Cairn
+//!
+//! A knowledge service for AI coding agents. Agents talk to `cairn serve` over MCP
+//! (stdio); people and orchestrators use the `cairn` CLI. Both call one domain facade,
+//! [`service::Cairn`].
+//!
+//! Bird's-eye view:
+//! - [`store`]: SQLite, the source of truth (WAL, migrations, `BEGIN IMMEDIATE` writes).
+//! - [`issues`]: projects and issues (a Colibri task is an issue).
+//! - [`scope`]: which agent profile may use which tool.
+//! - [`session`]: what a server process is bound to (issue, project, worktree, profile).
+//! - [`mcp`]: the MCP protocol layer; nothing else knows JSON-RPC.
+//! - [`cli`]: the command line; glue over the facade.
+//!
+//! Derived indexes (tantivy for learnings, HNSW for the vault) live beside the
+//! database in [`store::Store::index_dir`] and are rebuilt or caught up from SQLite.
+
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod cli;
+pub mod colibri;
+pub mod error;
+pub mod issues;
+pub mod mcp;
+pub mod memory;
+pub mod moves;
+pub(crate) mod paths;
+pub mod phases;
+pub mod scope;
+pub mod service;
+pub mod session;
+pub mod store;
+pub mod trail;
 pub mod vault;
+pub mod workspace;
+
+pub use error::{Error, Result};
+pub use service::Cairn;

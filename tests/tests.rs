@@ -1,1 +1,11 @@
+//! All integration tests, compiled into one binary. Each drives the real `cairn` binary
+//! (CLI, or `cairn serve` through a real MCP client) on a fresh temp database.
 
+mod common;
+
+mod cli_basics;
+mod colibri;
+mod e2e;
+mod mcp_contract;
+mod trail;
+mod work;

@@ -1,0 +1,196 @@
+//! `cairn issue ...`
+
+use clap::Subcommand;
+
+use crate::issues::{Issue, IssueFilter, NewIssue, Status};
+use crate::service::Cairn;
+
+use super::{print_json, print_text};
+
+#[derive(Debug, Subcommand)]
+pub enum IssueCmd {
+    /// Create an issue; prints its identifier alone on stdout.
+    Create {
+        /// Project slug or id.
+        #[arg(long)]
+        project: String,
+        #[arg(long)]
+        title: String,
+        #[arg(long)]
+        description: Option<String>,
+        /// 1 = urgent, 2 = high, 3 = medium (default), 4 = low.
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
+        priority: Option<u8>,
+        /// A label; repeat for more.
+        #[arg(long = "label")]
+        labels: Vec<String>,
+        /// An issue this one depends on; repeat for more.
+        #[arg(long = "depends-on")]
+        depends_on: Vec<String>,
+        /// Initial status (default todo).
+        #[arg(long, value_parser = parse_status)]
+        status: Option<Status>,
+    },
+    /// List a project's issues.
+    List {
+        #[arg(long)]
+        project: String,
+        /// Only issues with this status; repeat for more.
+        #[arg(long = "status", value_parser = parse_status)]
+        statuses: Vec<Status>,
+        #[arg(long)]
+        label: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one issue (by identifier or id).
+    Show {
+        issue: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change an issue's status (the trail vocabulary's transitions; a person may also
+    /// set done, cancelled and backlog).
+    Status {
+        issue: String,
+        #[arg(value_parser = parse_status)]
+        status: Status,
+        /// Why; kept in the status history.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Post a comment on an issue.
+    Comment { issue: String, text: String },
+    /// Create a sub-task; the parent is blocked until its sub-tasks are done.
+    Subtask {
+        /// The parent issue.
+        parent: String,
+        #[arg(long)]
+        title: String,
+        #[arg(long)]
+        description: Option<String>,
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
+        priority: Option<u8>,
+    },
+    /// The issue with its whole trail: findings, comments, status history, PRs, runs.
+    Trail { issue: String },
+}
+
+pub(crate) fn parse_status(s: &str) -> Result<Status, String> {
+    Status::parse(s).ok_or_else(|| {
+        format!(
+            "unknown status {s:?}; one of: {}",
+            Status::ALL.map(|s| s.as_str()).join(", ")
+        )
+    })
+}
+
+fn line(i: &Issue) -> String {
+    format!(
+        "{}\t{}\tP{}\t{}{}",
+        i.identifier,
+        i.status,
+        i.priority,
+        i.title,
+        if i.labels.is_empty() {
+            String::new()
+        } else {
+            format!("\t[{}]", i.labels.join(", "))
+        }
+    )
+}
+
+pub fn run(cairn: &Cairn, cmd: IssueCmd) -> anyhow::Result<std::process::ExitCode> {
+    match cmd {
+        IssueCmd::Create {
+            project,
+            title,
+            description,
+            priority,
+            labels,
+            depends_on,
+            status,
+        } => {
+            let issue = cairn.create_issue(&NewIssue {
+                project,
+                title,
+                description,
+                priority,
+                labels,
+                depends_on,
+                status,
+                ..Default::default()
+            })?;
+            print_text(&issue.identifier)?;
+        }
+        IssueCmd::List {
+            project,
+            statuses,
+            label,
+            json,
+        } => {
+            let issues = cairn.list_issues(&IssueFilter {
+                project: Some(project),
+                statuses,
+                label,
+                limit: None,
+            })?;
+            if json {
+                print_json(&issues)?;
+            } else {
+                print_text(&issues.iter().map(line).collect::<Vec<_>>().join("\n"))?;
+            }
+        }
+        IssueCmd::Show { issue, json } => {
+            let i = cairn.issue(&issue)?;
+            if json {
+                print_json(&i)?;
+            } else {
+                let mut s = format!(
+                    "{} {}\nstatus: {}  priority: {}  project: {}\n",
+                    i.identifier, i.title, i.status, i.priority, i.project_slug
+                );
+                if !i.labels.is_empty() {
+                    s.push_str(&format!("labels: {}\n", i.labels.join(", ")));
+                }
+                if !i.depends_on.is_empty() {
+                    s.push_str(&format!("depends on: {}\n", i.depends_on.join(", ")));
+                }
+                if let Some(p) = &i.parent {
+                    s.push_str(&format!("parent: {p}\n"));
+                }
+                if !i.description.is_empty() {
+                    s.push_str(&format!("\n{}\n", i.description));
+                }
+                print_text(&s)?;
+            }
+        }
+        IssueCmd::Status {
+            issue,
+            status,
+            reason,
+        } => {
+            let c = cairn.update_issue_status(&issue, status, reason.as_deref(), "cli", false)?;
+            print_text(&format!("{} -> {}", c.from, c.to))?;
+        }
+        IssueCmd::Comment { issue, text } => {
+            print_text(&cairn.add_comment(&issue, &text, "cli")?.id)?;
+        }
+        IssueCmd::Subtask {
+            parent,
+            title,
+            description,
+            priority,
+        } => {
+            let new = NewIssue {
+                title,
+                description,
+                priority,
+                ..Default::default()
+            };
+            print_text(&cairn.create_subtask(&parent, new, "cli")?.identifier)?;
+        }
+        IssueCmd::Trail { issue } => print_json(&cairn.issue_details(&issue)?)?,
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}

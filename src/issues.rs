@@ -1,0 +1,641 @@
+//! Projects and issues: the records every other part of Cairn hangs off.
+//!
+//! Owns the project and issue tables, identifiers (`PFX-N`, allocated per project inside
+//! the write transaction), statuses, priorities, labels and dependencies, and the lookups
+//! that accept either an opaque id or a human identifier. Status *rules* (which
+//! transition is allowed) belong to the vocabularies that change status (`trail`,
+//! `colibri`); this module only stores.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde::Serialize;
+
+use crate::error::{Error, FieldError, Result};
+use crate::service::{Cairn, new_id, now_iso};
+
+/// Limits on issue and project fields, shared by the CLI and the MCP schemas.
+pub mod limits {
+    pub const TITLE_MAX: usize = 500;
+    pub const DESCRIPTION_MAX: usize = 20_000;
+    pub const LABEL_MAX: usize = 64;
+    pub const LABELS_MAX: usize = 20;
+    pub const SLUG_MAX: usize = 64;
+    pub const NAME_MAX: usize = 200;
+    pub const PREFIX_MAX: usize = 16;
+    pub const PATH_MAX: usize = 4096;
+}
+
+/// The statuses an issue can have (one set for both vocabularies).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Backlog,
+    Todo,
+    InProgress,
+    Blocked,
+    Review,
+    Done,
+    Cancelled,
+}
+
+impl Status {
+    pub const ALL: [Status; 7] = [
+        Status::Backlog,
+        Status::Todo,
+        Status::InProgress,
+        Status::Blocked,
+        Status::Review,
+        Status::Done,
+        Status::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Backlog => "backlog",
+            Status::Todo => "todo",
+            Status::InProgress => "in_progress",
+            Status::Blocked => "blocked",
+            Status::Review => "review",
+            Status::Done => "done",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// `done` and `cancelled` end an issue's life.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Done | Status::Cancelled)
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A project: a board of issues with a prefix and, optionally, a repository path.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Project {
+    pub id: String,
+    pub slug: String,
+    pub name: String,
+    pub prefix: String,
+    pub path: Option<String>,
+    /// Project settings as stored (gates, sensitive paths, risk thresholds, vault, ...).
+    pub settings: serde_json::Value,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// An issue (a Colibri task is the same record).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Issue {
+    pub id: String,
+    pub identifier: String,
+    pub project_id: String,
+    pub project_slug: String,
+    pub title: String,
+    pub description: String,
+    pub status: Status,
+    /// 1 = urgent, 2 = high, 3 = medium, 4 = low.
+    pub priority: u8,
+    pub labels: Vec<String>,
+    /// Identifiers of the issues this one depends on.
+    pub depends_on: Vec<String>,
+    /// Identifier of the parent issue, for sub-tasks.
+    pub parent: Option<String>,
+    pub progress: u8,
+    pub assignee: String,
+    pub estimate_hours: Option<f64>,
+    pub blocked_reason: Option<String>,
+    pub size: Option<String>,
+    pub created_by: String,
+    pub updated_by: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// What a new project needs.
+#[derive(Debug, Clone, Default)]
+pub struct NewProject {
+    pub slug: String,
+    pub name: String,
+    pub prefix: Option<String>,
+    pub path: Option<String>,
+}
+
+/// What a new issue needs. Everything but project and title has a default.
+#[derive(Debug, Clone, Default)]
+pub struct NewIssue {
+    /// Project id or slug.
+    pub project: String,
+    pub title: String,
+    pub description: Option<String>,
+    pub priority: Option<u8>,
+    pub labels: Vec<String>,
+    /// Issue ids or identifiers.
+    pub depends_on: Vec<String>,
+    /// Parent issue id or identifier.
+    pub parent: Option<String>,
+    pub status: Option<Status>,
+    pub assignee: Option<String>,
+    pub estimate_hours: Option<f64>,
+    pub created_by: Option<String>,
+}
+
+/// Filters for listing issues.
+#[derive(Debug, Clone, Default)]
+pub struct IssueFilter {
+    /// Project id or slug; `None` lists every project.
+    pub project: Option<String>,
+    pub statuses: Vec<Status>,
+    pub label: Option<String>,
+    pub limit: Option<usize>,
+}
+
+fn check_len(errors: &mut Vec<FieldError>, field: &str, value: &str, min: usize, max: usize) {
+    let n = value.chars().count();
+    if n < min {
+        errors.push(FieldError::new(
+            field,
+            format!("must be at least {min} characters (got {n})"),
+        ));
+    } else if n > max {
+        errors.push(FieldError::new(
+            field,
+            format!("must be at most {max} characters (got {n})"),
+        ));
+    }
+}
+
+fn validate_labels(errors: &mut Vec<FieldError>, field: &str, labels: &[String]) {
+    if labels.len() > limits::LABELS_MAX {
+        errors.push(FieldError::new(
+            field,
+            format!("at most {} labels", limits::LABELS_MAX),
+        ));
+    }
+    for (i, l) in labels.iter().enumerate() {
+        if l.trim().is_empty()
+            || l.chars().count() > limits::LABEL_MAX
+            || l.chars().any(char::is_control)
+        {
+            errors.push(FieldError::new(
+                format!("{field}[{i}]"),
+                format!("a label is 1-{} printable characters", limits::LABEL_MAX),
+            ));
+        }
+    }
+}
+
+pub(crate) fn project_from_row(r: &Row<'_>) -> rusqlite::Result<Project> {
+    let settings: String = r.get("settings")?;
+    Ok(Project {
+        id: r.get("id")?,
+        slug: r.get("slug")?,
+        name: r.get("name")?,
+        prefix: r.get("prefix")?,
+        path: r.get("path")?,
+        settings: serde_json::from_str(&settings).unwrap_or(serde_json::Value::Null),
+        created_at: r.get("created_at")?,
+        updated_at: r.get("updated_at")?,
+    })
+}
+
+/// Find a project by id or slug.
+pub(crate) fn find_project(c: &Connection, reference: &str) -> Result<Option<Project>> {
+    Ok(c.query_row(
+        "SELECT * FROM projects WHERE id = ?1 OR slug = ?1",
+        [reference],
+        project_from_row,
+    )
+    .optional()?)
+}
+
+/// Resolve an issue reference (id or identifier, identifier case-insensitive) to its id.
+pub(crate) fn resolve_issue_id(c: &Connection, reference: &str) -> Result<Option<String>> {
+    Ok(c.query_row(
+        "SELECT id FROM issues WHERE id = ?1 OR identifier = upper(?1)",
+        [reference],
+        |r| r.get(0),
+    )
+    .optional()?)
+}
+
+/// Load a whole issue by id.
+pub(crate) fn load_issue(c: &Connection, id: &str) -> Result<Option<Issue>> {
+    let row = c
+        .query_row(
+            "SELECT i.*, p.slug AS project_slug, par.identifier AS parent_identifier
+             FROM issues i JOIN projects p ON p.id = i.project_id
+             LEFT JOIN issues par ON par.id = i.parent_id
+             WHERE i.id = ?1",
+            [id],
+            |r| {
+                let status: String = r.get("status")?;
+                Ok(Issue {
+                    id: r.get("id")?,
+                    identifier: r.get("identifier")?,
+                    project_id: r.get("project_id")?,
+                    project_slug: r.get("project_slug")?,
+                    title: r.get("title")?,
+                    description: r.get("description")?,
+                    status: Status::parse(&status).unwrap_or(Status::Todo),
+                    priority: r.get("priority")?,
+                    labels: Vec::new(),
+                    depends_on: Vec::new(),
+                    parent: r.get("parent_identifier")?,
+                    progress: r.get("progress")?,
+                    assignee: r.get("assignee")?,
+                    estimate_hours: r.get("estimate_hours")?,
+                    blocked_reason: r.get("blocked_reason")?,
+                    size: r.get("size")?,
+                    created_by: r.get("created_by")?,
+                    updated_by: r.get("updated_by")?,
+                    created_at: r.get("created_at")?,
+                    updated_at: r.get("updated_at")?,
+                })
+            },
+        )
+        .optional()?;
+    let Some(mut issue) = row else {
+        return Ok(None);
+    };
+    issue.labels = issue_labels(c, id)?;
+    let mut stmt = c.prepare_cached(
+        "SELECT d.identifier FROM issue_dependencies x JOIN issues d ON d.id = x.depends_on_id
+         WHERE x.issue_id = ?1 ORDER BY d.seq",
+    )?;
+    issue.depends_on = stmt
+        .query_map([id], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(Some(issue))
+}
+
+pub(crate) fn issue_labels(c: &Connection, id: &str) -> Result<Vec<String>> {
+    let mut stmt =
+        c.prepare_cached("SELECT label FROM issue_labels WHERE issue_id = ?1 ORDER BY label")?;
+    let labels = stmt
+        .query_map([id], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(labels)
+}
+
+/// Insert an issue inside an open write transaction; returns its id. Shared by the CLI,
+/// `create_issue`, `create_subtask`, `task_create` and `move_issue`.
+pub(crate) fn insert_issue(c: &Connection, new: &NewIssue) -> Result<String> {
+    let mut errors = Vec::new();
+    check_len(&mut errors, "title", new.title.trim(), 1, limits::TITLE_MAX);
+    if let Some(d) = &new.description {
+        check_len(&mut errors, "description", d, 0, limits::DESCRIPTION_MAX);
+    }
+    if let Some(p) = new.priority
+        && !(1..=4).contains(&p)
+    {
+        errors.push(FieldError::new("priority", "must be 1 (urgent) to 4 (low)"));
+    }
+    validate_labels(&mut errors, "labels", &new.labels);
+    if !errors.is_empty() {
+        return Err(Error::InvalidInput(errors));
+    }
+    let project = find_project(c, &new.project)?
+        .ok_or_else(|| Error::ProjectNotFound(new.project.clone()))?;
+    let parent_id = match &new.parent {
+        Some(p) => Some(resolve_issue_id(c, p)?.ok_or_else(|| Error::not_found("issue", p))?),
+        None => None,
+    };
+    let mut dep_ids = Vec::new();
+    for (i, d) in new.depends_on.iter().enumerate() {
+        match resolve_issue_id(c, d)? {
+            Some(id) => dep_ids.push(id),
+            None => {
+                return Err(Error::invalid(
+                    format!("depends_on[{i}]"),
+                    format!("no issue {d}"),
+                ));
+            }
+        }
+    }
+    let seq: i64 = c.query_row(
+        "UPDATE projects SET next_seq = next_seq + 1 WHERE id = ?1 RETURNING next_seq - 1",
+        [&project.id],
+        |r| r.get(0),
+    )?;
+    let id = new_id("iss");
+    let identifier = format!("{}-{}", project.prefix, seq);
+    let now = now_iso();
+    let by = new.created_by.clone().unwrap_or_else(|| "cli".to_string());
+    c.execute(
+        "INSERT INTO issues (id, project_id, seq, identifier, title, description, status, priority,
+                             parent_id, assignee, estimate_hours, created_by, updated_by, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?13)",
+        params![
+            id,
+            project.id,
+            seq,
+            identifier,
+            new.title.trim(),
+            new.description.clone().unwrap_or_default(),
+            new.status.unwrap_or(Status::Todo).as_str(),
+            new.priority.unwrap_or(3),
+            parent_id,
+            new.assignee.clone().unwrap_or_else(|| "unassigned".into()),
+            new.estimate_hours,
+            by,
+            now,
+        ],
+    )?;
+    for label in &new.labels {
+        c.execute(
+            "INSERT OR IGNORE INTO issue_labels(issue_id, label) VALUES (?1, ?2)",
+            params![id, label.trim()],
+        )?;
+    }
+    for dep in dep_ids {
+        c.execute(
+            "INSERT OR IGNORE INTO issue_dependencies(issue_id, depends_on_id) VALUES (?1, ?2)",
+            params![id, dep],
+        )?;
+    }
+    Ok(id)
+}
+
+fn validate_project(new: &NewProject) -> Result<String> {
+    let mut errors = Vec::new();
+    let slug_ok = !new.slug.is_empty()
+        && new.slug.len() <= limits::SLUG_MAX
+        && new
+            .slug
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && new
+            .slug
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !slug_ok {
+        errors.push(FieldError::new(
+            "slug",
+            format!(
+                "1-{} characters of a-z, 0-9 and '-', starting with a letter or digit",
+                limits::SLUG_MAX
+            ),
+        ));
+    }
+    check_len(&mut errors, "name", new.name.trim(), 1, limits::NAME_MAX);
+    let prefix = new
+        .prefix
+        .clone()
+        .unwrap_or_else(|| new.slug.to_ascii_uppercase().replace('-', ""));
+    let prefix_ok = !prefix.is_empty()
+        && prefix.len() <= limits::PREFIX_MAX
+        && prefix
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_uppercase())
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+    if !prefix_ok {
+        errors.push(FieldError::new(
+            "prefix",
+            format!(
+                "1-{} characters of A-Z and 0-9, starting with a letter (got {prefix:?})",
+                limits::PREFIX_MAX
+            ),
+        ));
+    }
+    if let Some(p) = &new.path
+        && (p.len() > limits::PATH_MAX
+            || !std::path::Path::new(p).is_absolute()
+            || p.contains('\0'))
+    {
+        errors.push(FieldError::new("path", "must be an absolute path"));
+    }
+    if errors.is_empty() {
+        Ok(prefix)
+    } else {
+        Err(Error::InvalidInput(errors))
+    }
+}
+
+impl Cairn {
+    /// Create a project. Its issues are numbered `PREFIX-1`, `PREFIX-2`, ...
+    pub fn create_project(&self, new: &NewProject) -> Result<Project> {
+        let prefix = validate_project(new)?;
+        let path = match &new.path {
+            Some(p) => Some(
+                std::fs::canonicalize(p)
+                    .map_err(|_| Error::invalid("path", format!("{p} does not exist")))?
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
+            None => None,
+        };
+        self.store.write(|tx| {
+            let taken: Option<String> = tx
+                .query_row(
+                    "SELECT slug FROM projects WHERE slug = ?1 OR prefix = ?2",
+                    params![new.slug, prefix],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(slug) = taken {
+                return Err(Error::Conflict {
+                    message: format!(
+                        "project slug {:?} or prefix {prefix:?} is already used by project {slug:?}",
+                        new.slug
+                    ),
+                    existing_id: Some(slug),
+                });
+            }
+            let now = now_iso();
+            let id = new_id("proj");
+            tx.execute(
+                "INSERT INTO projects(id, slug, name, prefix, path, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+                params![id, new.slug, new.name.trim(), prefix, path, now],
+            )?;
+            find_project(tx, &id)?.ok_or_else(|| Error::Internal("project vanished".into()))
+        })
+    }
+
+    /// A project by id or slug.
+    pub fn project(&self, reference: &str) -> Result<Project> {
+        self.store
+            .read(|c| find_project(c, reference))?
+            .ok_or_else(|| Error::ProjectNotFound(reference.to_string()))
+    }
+
+    /// Every project, by slug.
+    pub fn projects(&self) -> Result<Vec<Project>> {
+        self.store.read(|c| {
+            let mut stmt = c.prepare("SELECT * FROM projects ORDER BY slug")?;
+            let rows = stmt
+                .query_map([], project_from_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Create an issue; returns it with its new identifier.
+    pub fn create_issue(&self, new: &NewIssue) -> Result<Issue> {
+        self.store.write(|tx| {
+            let id = insert_issue(tx, new)?;
+            load_issue(tx, &id)?.ok_or_else(|| Error::Internal("issue vanished".into()))
+        })
+    }
+
+    /// An issue by id or identifier.
+    pub fn issue(&self, reference: &str) -> Result<Issue> {
+        self.store.read(|c| {
+            let id = resolve_issue_id(c, reference)?
+                .ok_or_else(|| Error::not_found("issue", reference))?;
+            load_issue(c, &id)?.ok_or_else(|| Error::not_found("issue", reference))
+        })
+    }
+
+    /// Issues matching `filter`, most urgent first, then by number.
+    pub fn list_issues(&self, filter: &IssueFilter) -> Result<Vec<Issue>> {
+        self.store.read(|c| {
+            let project_id = match &filter.project {
+                Some(p) => Some(
+                    find_project(c, p)?
+                        .ok_or_else(|| Error::ProjectNotFound(p.clone()))?
+                        .id,
+                ),
+                None => None,
+            };
+            let statuses: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
+            let statuses_json = serde_json::to_string(&statuses)?;
+            let mut stmt = c.prepare(
+                "SELECT i.id FROM issues i
+                 WHERE (?1 IS NULL OR i.project_id = ?1)
+                   AND (?2 = '[]' OR i.status IN (SELECT value FROM json_each(?2)))
+                   AND (?3 IS NULL OR EXISTS (SELECT 1 FROM issue_labels l
+                                              WHERE l.issue_id = i.id AND l.label = ?3))
+                 ORDER BY i.priority, i.project_id, i.seq
+                 LIMIT ?4",
+            )?;
+            let limit = filter.limit.map(|l| l as i64).unwrap_or(-1);
+            let ids: Vec<String> = stmt
+                .query_map(
+                    params![project_id, statuses_json, filter.label, limit],
+                    |r| r.get(0),
+                )?
+                .collect::<rusqlite::Result<_>>()?;
+            ids.iter()
+                .filter_map(|id| load_issue(c, id).transpose())
+                .collect()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cairn() -> (tempfile::TempDir, Cairn) {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Cairn::open(&dir.path().join("c.db")).unwrap();
+        (dir, c)
+    }
+
+    #[test]
+    fn identifiers_count_up_per_project() {
+        let (_d, c) = cairn();
+        let p = c
+            .create_project(&NewProject {
+                slug: "web-app".into(),
+                name: "Web".into(),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(p.prefix, "WEBAPP");
+        for n in 1..=3 {
+            let i = c
+                .create_issue(&NewIssue {
+                    project: "web-app".into(),
+                    title: format!("issue {n}"),
+                    labels: vec!["x".into()],
+                    ..Default::default()
+                })
+                .unwrap();
+            assert_eq!(i.identifier, format!("WEBAPP-{n}"));
+            assert_eq!(i.status, Status::Todo);
+            assert_eq!(i.labels, vec!["x"]);
+        }
+        assert_eq!(c.issue("webapp-2").unwrap().title, "issue 2");
+    }
+
+    #[test]
+    fn bad_project_input_lists_every_field() {
+        let (_d, c) = cairn();
+        let err = c
+            .create_project(&NewProject {
+                slug: "Bad Slug".into(),
+                name: "".into(),
+                prefix: Some("1x".into()),
+                path: Some("relative".into()),
+            })
+            .unwrap_err();
+        let Error::InvalidInput(fields) = err else {
+            panic!("expected invalid input")
+        };
+        let names: Vec<_> = fields.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(names, ["slug", "name", "prefix", "path"]);
+    }
+
+    #[test]
+    fn duplicate_slug_is_a_conflict() {
+        let (_d, c) = cairn();
+        let np = NewProject {
+            slug: "a".into(),
+            name: "A".into(),
+            ..Default::default()
+        };
+        c.create_project(&np).unwrap();
+        assert_eq!(c.create_project(&np).unwrap_err().code(), "ERR_CONFLICT");
+    }
+
+    #[test]
+    fn list_filters_by_status_and_label() {
+        let (_d, c) = cairn();
+        c.create_project(&NewProject {
+            slug: "p".into(),
+            name: "P".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        for (t, l, s) in [("a", "x", Status::Todo), ("b", "y", Status::Backlog)] {
+            c.create_issue(&NewIssue {
+                project: "p".into(),
+                title: t.into(),
+                labels: vec![l.into()],
+                status: Some(s),
+                ..Default::default()
+            })
+            .unwrap();
+        }
+        let f = |statuses: Vec<Status>, label: Option<&str>| {
+            c.list_issues(&IssueFilter {
+                project: Some("p".into()),
+                statuses,
+                label: label.map(String::from),
+                limit: None,
+            })
+            .unwrap()
+            .into_iter()
+            .map(|i| i.title)
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(f(vec![], None), ["a", "b"]);
+        assert_eq!(f(vec![Status::Backlog], None), ["b"]);
+        assert_eq!(f(vec![], Some("x")), ["a"]);
+    }
+}

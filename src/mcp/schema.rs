@@ -1,0 +1,366 @@
+//! JSON Schemas for tool parameters and results, and the validator that runs before any
+//! handler.
+//!
+//! Schemas are generated from the typed parameter and result structs (schemars, with
+//! subschemas inlined so an agent reads one flat document). The validator covers the
+//! subset of JSON Schema that those structs produce (`type`, `enum`, `const`,
+//! `properties`, `required`, `additionalProperties`, `items`, `minItems`/`maxItems`,
+//! `minLength`/`maxLength`, `pattern`, `minimum`/`maximum`, `anyOf`/`oneOf`) and
+//! reports *every* problem with its field path, not just the first.
+
+use schemars::JsonSchema;
+use serde_json::{Map, Value};
+
+use crate::error::FieldError;
+
+/// The schema of `T`, inlined, as a JSON object.
+pub fn schema_for<T: JsonSchema>() -> Map<String, Value> {
+    let settings = schemars::generate::SchemaSettings::draft2020_12().with(|s| {
+        s.inline_subschemas = true;
+    });
+    let schema = settings.into_generator().into_root_schema_for::<T>();
+    let mut value = serde_json::to_value(schema).unwrap_or_else(|_| Value::Object(Map::new()));
+    if let Value::Object(map) = &mut value {
+        map.remove("$schema");
+        map.remove("title");
+        map.remove("$defs");
+        if !map.contains_key("type") {
+            map.insert("type".into(), Value::String("object".into()));
+        }
+        if !map.contains_key("properties") {
+            map.insert("properties".into(), Value::Object(Map::new()));
+        }
+        return std::mem::take(map);
+    }
+    Map::new()
+}
+
+/// Validate `value` against `schema`; returns every violation found.
+pub fn validate(schema: &Map<String, Value>, value: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    check(schema, value, "", &mut errors);
+    errors
+}
+
+fn field_name(path: &str) -> String {
+    if path.is_empty() {
+        "arguments".to_string()
+    } else {
+        path.to_string()
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn type_matches(expected: &str, v: &Value) -> bool {
+    match expected {
+        "integer" => match v {
+            Value::Number(n) => {
+                n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+            }
+            _ => false,
+        },
+        "number" => v.is_number(),
+        other => other == type_name(v),
+    }
+}
+
+fn check(schema: &Map<String, Value>, v: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    // anyOf / oneOf: accept when any branch accepts; otherwise report the branch that
+    // got furthest (fewest errors), so the message stays specific.
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = schema.get(key) {
+            let mut best: Option<Vec<FieldError>> = None;
+            for b in branches.iter().filter_map(Value::as_object) {
+                let mut e = Vec::new();
+                check(b, v, path, &mut e);
+                if e.is_empty() {
+                    best = None;
+                    break;
+                }
+                if best.as_ref().is_none_or(|x| e.len() < x.len()) {
+                    best = Some(e);
+                }
+            }
+            if let Some(e) = best {
+                let consts: Vec<String> = branches
+                    .iter()
+                    .filter_map(|b| b.get("const").or_else(|| b.get("enum")))
+                    .map(|c| c.to_string())
+                    .collect();
+                if consts.len() == branches.len() {
+                    errors.push(FieldError::new(
+                        field_name(path),
+                        format!("must be one of: {}", consts.join(", ")),
+                    ));
+                } else {
+                    errors.extend(e);
+                }
+                return;
+            }
+        }
+    }
+
+    if let Some(t) = schema.get("type") {
+        let allowed: Vec<&str> = match t {
+            Value::String(s) => vec![s.as_str()],
+            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+            _ => vec![],
+        };
+        if !allowed.is_empty() && !allowed.iter().any(|a| type_matches(a, v)) {
+            let wanted: Vec<&str> = allowed.into_iter().filter(|a| *a != "null").collect();
+            errors.push(FieldError::new(
+                field_name(path),
+                format!("expected {}, got {}", wanted.join(" or "), type_name(v)),
+            ));
+            return;
+        }
+    }
+    if let Some(Value::Array(options)) = schema.get("enum")
+        && !options.contains(v)
+    {
+        let list: Vec<String> = options
+            .iter()
+            .filter(|o| !o.is_null())
+            .map(|o| o.to_string())
+            .collect();
+        errors.push(FieldError::new(
+            field_name(path),
+            format!("must be one of: {}", list.join(", ")),
+        ));
+        return;
+    }
+    if let Some(c) = schema.get("const")
+        && c != v
+    {
+        errors.push(FieldError::new(field_name(path), format!("must be {c}")));
+        return;
+    }
+    match v {
+        Value::String(s) => check_string(schema, s, path, errors),
+        Value::Number(n) => check_number(schema, n, path, errors),
+        Value::Array(items) => check_array(schema, items, path, errors),
+        Value::Object(obj) => check_object(schema, obj, path, errors),
+        Value::Null | Value::Bool(_) => {}
+    }
+}
+
+fn check_string(schema: &Map<String, Value>, s: &str, path: &str, errors: &mut Vec<FieldError>) {
+    let len = s.chars().count();
+    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+        && len as u64 > max
+    {
+        errors.push(FieldError::new(
+            field_name(path),
+            format!("too long: {len} characters, at most {max}"),
+        ));
+    }
+    if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+        && (len as u64) < min
+    {
+        errors.push(FieldError::new(
+            field_name(path),
+            if min == 1 {
+                "must not be empty".to_string()
+            } else {
+                format!("too short: {len} characters, at least {min}")
+            },
+        ));
+    }
+    if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
+        match regex::Regex::new(p) {
+            Ok(re) if !re.is_match(s) => errors.push(FieldError::new(
+                field_name(path),
+                format!("must match the pattern {p}"),
+            )),
+            Ok(_) => {}
+            Err(_) => errors.push(FieldError::new(
+                field_name(path),
+                "the schema's pattern is invalid (a bug in cairn)",
+            )),
+        }
+    }
+}
+
+fn check_number(
+    schema: &Map<String, Value>,
+    n: &serde_json::Number,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    let Some(x) = n.as_f64() else { return };
+    let min = schema.get("minimum").and_then(Value::as_f64);
+    let max = schema.get("maximum").and_then(Value::as_f64);
+    let out_of_range = min.is_some_and(|m| x < m) || max.is_some_and(|m| x > m);
+    if out_of_range {
+        let range = match (min, max) {
+            (Some(a), Some(b)) => format!("between {a} and {b}"),
+            (Some(a), None) => format!("at least {a}"),
+            (None, Some(b)) => format!("at most {b}"),
+            (None, None) => unreachable!("out of range needs a bound"),
+        };
+        errors.push(FieldError::new(
+            field_name(path),
+            format!("must be {range} (got {n})"),
+        ));
+    }
+}
+
+fn check_array(
+    schema: &Map<String, Value>,
+    items: &[Value],
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+        && items.len() as u64 > max
+    {
+        errors.push(FieldError::new(
+            field_name(path),
+            format!("too many items: {}, at most {max}", items.len()),
+        ));
+    }
+    if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+        && (items.len() as u64) < min
+    {
+        errors.push(FieldError::new(
+            field_name(path),
+            format!("needs at least {min} items"),
+        ));
+    }
+    if let Some(Value::Object(item_schema)) = schema.get("items") {
+        for (i, item) in items.iter().enumerate() {
+            check(item_schema, item, &format!("{path}[{i}]"), errors);
+        }
+    }
+}
+
+fn check_object(
+    schema: &Map<String, Value>,
+    obj: &Map<String, Value>,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    let empty = Map::new();
+    let props = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let join = |k: &str| {
+        if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    if let Some(Value::Array(required)) = schema.get("required") {
+        for r in required.iter().filter_map(Value::as_str) {
+            if !obj.contains_key(r) {
+                errors.push(FieldError::new(join(r), "Required"));
+            }
+        }
+    }
+    for (k, v) in obj {
+        match props.get(k).and_then(Value::as_object) {
+            Some(s) => check(s, v, &join(k), errors),
+            None => match schema.get("additionalProperties") {
+                Some(Value::Bool(false)) => {
+                    let mut known: Vec<&str> = props.keys().map(String::as_str).collect();
+                    known.sort_unstable();
+                    errors.push(FieldError::new(
+                        join(k),
+                        if known.is_empty() {
+                            "unknown field; this tool takes no arguments".to_string()
+                        } else {
+                            format!("unknown field; allowed: {}", known.join(", "))
+                        },
+                    ));
+                }
+                Some(Value::Object(s)) => check(s, v, &join(k), errors),
+                _ => {}
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Params {
+        #[schemars(length(min = 1, max = 5))]
+        name: String,
+        #[schemars(range(min = 1, max = 4))]
+        priority: Option<u8>,
+        #[schemars(length(max = 2))]
+        tags: Option<Vec<String>>,
+        kind: Option<Kind>,
+    }
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    #[allow(dead_code)]
+    enum Kind {
+        /// First.
+        Alpha,
+        /// Second.
+        Beta,
+    }
+
+    fn errs(v: Value) -> Vec<(String, String)> {
+        validate(&schema_for::<Params>(), &v)
+            .into_iter()
+            .map(|e| (e.field, e.message))
+            .collect()
+    }
+
+    #[test]
+    fn a_valid_value_passes() {
+        assert!(
+            errs(json!({"name": "abc", "priority": 2, "tags": ["x"], "kind": "beta"})).is_empty()
+        );
+        assert!(errs(json!({"name": "abc", "priority": null})).is_empty());
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_field() {
+        let e = errs(json!({"priority": 9, "tags": ["a", 1, "c"], "kind": "gamma", "extra": true}));
+        let fields: Vec<&str> = e.iter().map(|(f, _)| f.as_str()).collect();
+        assert!(fields.contains(&"name"), "{e:?}");
+        assert!(fields.contains(&"priority"));
+        assert!(fields.contains(&"tags"));
+        assert!(fields.contains(&"tags[1]"));
+        assert!(fields.contains(&"kind"));
+        assert!(fields.contains(&"extra"));
+        let kind = e.iter().find(|(f, _)| f == "kind").unwrap();
+        assert!(kind.1.contains("\"alpha\""), "{kind:?}");
+    }
+
+    #[test]
+    fn wrong_types_say_what_was_expected() {
+        let e = errs(json!({"name": 42}));
+        assert_eq!(
+            e,
+            [(
+                "name".to_string(),
+                "expected string, got integer".to_string()
+            )]
+        );
+        let e = errs(json!({"name": "toolong"}));
+        assert!(e[0].1.contains("at most 5"));
+    }
+}

@@ -1,0 +1,305 @@
+//! The MCP server over stdio (rmcp): `tools/list` filtered by scope, and `tools/call`
+//! through scope → size limit → schema validation → binding → handler.
+//!
+//! Every outcome of a call is a `CallToolResult`; failures carry `isError: true` and
+//! the envelope of [`super::envelope`] as `structuredContent`. A handler that panics is
+//! caught at the blocking-pool boundary and reported as an internal error; the server
+//! keeps serving.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::service::Cairn;
+use crate::session::Session;
+
+use super::envelope;
+use super::registry::{Effect, MAX_ARGUMENT_BYTES, ToolCtx, ToolDef, all_tools};
+
+/// Which tools a server exposes.
+#[derive(Debug, Clone)]
+pub enum Scope {
+    /// No scope flag: every tool.
+    All,
+    /// `--agent-type` (the spec's profile matrix) or `--tool-scope-file`.
+    Only {
+        label: String,
+        tools: HashSet<String>,
+    },
+}
+
+impl Scope {
+    /// Resolve the start-up flags: the scope file wins over the agent type.
+    pub fn resolve(scope_file: Option<&Path>, agent_type: Option<&str>) -> Result<Scope> {
+        if let Some(path) = scope_file {
+            let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+            let names: Vec<String> = serde_json::from_str(&text).map_err(|e| {
+                Error::invalid(
+                    "tool_scope_file",
+                    format!("{} is not a JSON array of tool names: {e}", path.display()),
+                )
+            })?;
+            let known: HashSet<&str> = all_tools().iter().map(|t| t.name).collect();
+            for n in names.iter().filter(|n| !known.contains(n.as_str())) {
+                tracing::warn!(tool = %n, "tool scope file names an unknown tool; ignored");
+            }
+            return Ok(Scope::Only {
+                label: format!("scope file {}", path.display()),
+                tools: names.into_iter().collect(),
+            });
+        }
+        if let Some(t) = agent_type {
+            let tools = crate::scope::profile_defaults(t)?
+                .into_iter()
+                .map(String::from)
+                .collect();
+            return Ok(Scope::Only {
+                label: format!("agent type {t}"),
+                tools,
+            });
+        }
+        Ok(Scope::All)
+    }
+
+    fn allows(&self, name: &str) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::Only { tools, .. } => tools.contains(name),
+        }
+    }
+
+    fn label(&self) -> &str {
+        match self {
+            Scope::All => "all tools",
+            Scope::Only { label, .. } => label,
+        }
+    }
+}
+
+/// The rmcp handler: one per `cairn serve` process.
+#[derive(Clone)]
+pub struct CairnServer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cairn: Arc<Cairn>,
+    session: Session,
+    tools: Vec<ToolDef>,
+    scope: Scope,
+    listed: Vec<Tool>,
+    started: Instant,
+}
+
+/// The MCP form of a tool definition.
+pub fn to_mcp_tool(def: &ToolDef) -> Tool {
+    let annotations = match def.effect {
+        Effect::ReadOnly => ToolAnnotations::new()
+            .read_only(true)
+            .destructive(false)
+            .idempotent(true),
+        Effect::Additive { idempotent } => ToolAnnotations::new()
+            .read_only(false)
+            .destructive(false)
+            .idempotent(idempotent),
+        Effect::Destructive { idempotent } => ToolAnnotations::new()
+            .read_only(false)
+            .destructive(true)
+            .idempotent(idempotent),
+    };
+    let mut tool = Tool::default();
+    tool.name = def.name.into();
+    tool.description = Some(def.description.into());
+    tool.input_schema = Arc::new(def.input_schema.clone());
+    tool.output_schema = Some(Arc::new(def.output_schema.clone()));
+    tool.annotations = Some(annotations.open_world(false));
+    tool
+}
+
+impl CairnServer {
+    pub fn new(cairn: Arc<Cairn>, session: Session, scope: Scope) -> CairnServer {
+        let tools = all_tools();
+        let listed = tools
+            .iter()
+            .filter(|t| scope.allows(t.name))
+            .map(to_mcp_tool)
+            .collect();
+        CairnServer {
+            inner: Arc::new(Inner {
+                cairn,
+                session,
+                tools,
+                scope,
+                listed,
+                started: Instant::now(),
+            }),
+        }
+    }
+
+    /// Answer one call. Public so that tests can drive the call path without a transport.
+    pub async fn call(
+        &self,
+        name: &str,
+        args: Option<serde_json::Map<String, Value>>,
+    ) -> CallToolResult {
+        let inner = &self.inner;
+        let Some(index) = inner.tools.iter().position(|t| t.name == name) else {
+            let visible: Vec<&str> = inner
+                .tools
+                .iter()
+                .filter(|t| inner.scope.allows(t.name))
+                .map(|t| t.name)
+                .collect();
+            return CallToolResult::structured_error(envelope::unknown_tool(name, &visible));
+        };
+        let def = &inner.tools[index];
+        if !inner.scope.allows(name) {
+            tracing::warn!(
+                tool = name,
+                scope = inner.scope.label(),
+                "call outside tool scope refused"
+            );
+            return CallToolResult::structured_error(envelope::permission_denied(
+                name,
+                inner.scope.label(),
+            ));
+        }
+        let args = Value::Object(args.unwrap_or_default());
+        let size = serde_json::to_vec(&args)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if size > MAX_ARGUMENT_BYTES {
+            return CallToolResult::structured_error(envelope::too_large(
+                def,
+                size,
+                MAX_ARGUMENT_BYTES,
+            ));
+        }
+        let errors = def.validate(&args);
+        if !errors.is_empty() {
+            return CallToolResult::structured_error(envelope::validation_failed(def, &errors));
+        }
+        let this = self.clone();
+        let started = Instant::now();
+        let outcome = tokio::task::spawn_blocking(move || {
+            let inner = &this.inner;
+            let def = &inner.tools[index];
+            let cx = ToolCtx {
+                cairn: &inner.cairn,
+                session: &inner.session,
+                started: inner.started,
+                tools_registered: inner.tools.len(),
+            };
+            def.run(&cx, args)
+        })
+        .await;
+        let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+        match outcome {
+            Ok(Ok(value)) => {
+                tracing::debug!(tool = name, elapsed_ms, "tool call ok");
+                CallToolResult::structured(value)
+            }
+            Ok(Err(err)) => {
+                if err.is_internal() {
+                    tracing::error!(tool = name, error = %err, "tool call failed internally");
+                } else {
+                    tracing::info!(tool = name, code = err.code(), "tool call refused");
+                }
+                CallToolResult::structured_error(envelope::domain_error(def, &err))
+            }
+            Err(join) => {
+                tracing::error!(tool = name, error = %join, "tool handler panicked");
+                CallToolResult::structured_error(envelope::domain_error(
+                    def,
+                    &Error::Internal("handler panicked".into()),
+                ))
+            }
+        }
+    }
+}
+
+impl ServerHandler for CairnServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("cairn", env!("CARGO_PKG_VERSION"))
+                    .with_title("Cairn knowledge service"),
+            )
+            .with_instructions(
+                "Cairn: learnings, the Knowledge Vault and the work trail of your issue. \
+                 A failed call returns a structured error with a help_prompt showing a valid call.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.inner.listed.clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResponse, McpError> {
+        Ok(self.call(&request.name, request.arguments).await.into())
+    }
+}
+
+/// Serve MCP on stdin/stdout until stdin closes or SIGTERM/SIGINT arrives.
+pub async fn serve_stdio(server: CairnServer) -> anyhow::Result<()> {
+    let session = async move {
+        match server.serve(rmcp::transport::stdio()).await {
+            Ok(running) => match running.waiting().await {
+                Ok(reason) => tracing::info!(?reason, "MCP session ended"),
+                Err(e) => tracing::warn!(error = %e, "MCP session task failed"),
+            },
+            // The client left before a session began (stdin closed): a clean exit.
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+                tracing::info!("stdin closed before the session started");
+            }
+            Err(e) => tracing::warn!(error = %e, "MCP session did not start"),
+        }
+    };
+    // On a signal the session future is dropped: a tool call in flight on the blocking
+    // pool either committed its transaction or rolls back with the process.
+    tokio::select! {
+        _ = session => {}
+        s = shutdown_signal() => tracing::info!(signal = s, "shutting down"),
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(mut term), Ok(mut int)) => tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            },
+            _ => std::future::pending().await,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "ctrl-c"
+    }
+}

@@ -1,0 +1,117 @@
+//! System tools: `server_ping` and `server_health` (Colibri phase 0).
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::error::Result;
+use crate::mcp::registry::{Effect, NoParams, ToolCtx, ToolDef, tool};
+use crate::service::now_iso;
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Ping {
+    /// Always true when the server answers.
+    pub ok: bool,
+    /// ISO-8601 UTC.
+    pub timestamp: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DbHealth {
+    pub open: bool,
+    /// The schema's migration version (`PRAGMA user_version`).
+    pub user_version: u32,
+    /// The migration version this binary expects.
+    pub expected_version: u32,
+    pub path: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Middleware {
+    /// The stages every tool call passes, in order.
+    pub stages: Vec<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ToolCount {
+    pub registered: usize,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Health {
+    /// `ok`, or `degraded` when the database is unreachable or its schema is behind.
+    pub status: String,
+    /// Always `FULL` for a server with a writable database.
+    pub mode: String,
+    pub uptime_ms: u64,
+    pub db: DbHealth,
+    pub middleware: Middleware,
+    pub tools: ToolCount,
+    pub version: String,
+    pub timestamp: String,
+}
+
+fn ping(_cx: &ToolCtx<'_>, _p: NoParams) -> Result<Ping> {
+    Ok(Ping {
+        ok: true,
+        timestamp: now_iso(),
+    })
+}
+
+fn health(cx: &ToolCtx<'_>, _p: NoParams) -> Result<Health> {
+    let expected = crate::store::latest_version();
+    let version = cx.cairn.store().user_version();
+    let open = version.is_ok();
+    let user_version = version.unwrap_or(0);
+    Ok(Health {
+        status: if open && user_version == expected {
+            "ok"
+        } else {
+            "degraded"
+        }
+        .into(),
+        mode: "FULL".into(),
+        uptime_ms: cx.started.elapsed().as_millis() as u64,
+        db: DbHealth {
+            open,
+            user_version,
+            expected_version: expected,
+            path: cx.cairn.store().path().display().to_string(),
+        },
+        middleware: Middleware {
+            stages: [
+                "scope",
+                "size_limit",
+                "schema_validation",
+                "binding",
+                "handler",
+            ]
+            .map(String::from)
+            .to_vec(),
+        },
+        tools: ToolCount {
+            registered: cx.tools_registered,
+        },
+        version: env!("CARGO_PKG_VERSION").into(),
+        timestamp: now_iso(),
+    })
+}
+
+pub fn tools() -> Vec<ToolDef> {
+    vec![
+        tool(
+            "server_ping",
+            "Liveness check: answers {ok: true, timestamp} at once.",
+            Effect::ReadOnly,
+            json!({}),
+            ping,
+        ),
+        tool(
+            "server_health",
+            "Health report: database state and migration version, middleware stages, tool count, uptime, version.",
+            Effect::ReadOnly,
+            json!({}),
+            health,
+        ),
+    ]
+}

@@ -1,0 +1,124 @@
+//! The CLI for people and orchestrators: projects, issues, scope files, exit codes.
+
+use crate::common::Env;
+
+#[test]
+fn project_and_issue_round_trip() {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    env.project("shop", Some(&repo));
+    let id = env.ok(&[
+        "issue",
+        "create",
+        "--project",
+        "shop",
+        "--title",
+        "Fix checkout",
+        "--priority",
+        "2",
+        "--label",
+        "bug",
+        "--label",
+        "payments",
+    ]);
+    assert_eq!(id, "SHOP-1\n", "identifier alone on stdout");
+    let second = env.issue("shop", "Second");
+    assert_eq!(second, "SHOP-2");
+    let shown = env.json(&["issue", "show", "SHOP-1"]);
+    assert_eq!(shown["title"], "Fix checkout");
+    assert_eq!(shown["priority"], 2);
+    assert_eq!(shown["status"], "todo");
+    assert_eq!(shown["labels"], serde_json::json!(["bug", "payments"]));
+    let listed = env.json(&["issue", "list", "--project", "shop"]);
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["identifier"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["SHOP-1", "SHOP-2"], "priority 2 before priority 3");
+    let project = env.json(&["project", "show", "shop"]);
+    assert_eq!(
+        project["path"].as_str().unwrap(),
+        std::fs::canonicalize(&repo).unwrap().to_str().unwrap()
+    );
+}
+
+#[test]
+fn custom_prefix_and_bad_input_exit_codes() {
+    let env = Env::new();
+    env.ok(&[
+        "project", "create", "--slug", "web", "--name", "Web", "--prefix", "WB",
+    ]);
+    assert_eq!(env.issue("web", "x"), "WB-1");
+    let bad = env.run(&["project", "create", "--slug", "Not A Slug", "--name", "n"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("slug"));
+    let missing = env.run(&["issue", "show", "WB-99"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("not found"));
+}
+
+#[test]
+fn every_command_has_help() {
+    let env = Env::new();
+    for args in [
+        vec!["--help"],
+        vec!["serve", "--help"],
+        vec!["project", "create", "--help"],
+        vec!["issue", "create", "--help"],
+        vec!["issue", "list", "--help"],
+        vec!["scope", "compute", "--help"],
+    ] {
+        let out = env.ok(&args);
+        assert!(out.contains("Usage"), "{args:?}: {out}");
+    }
+}
+
+#[test]
+fn scope_compute_writes_the_file_serve_reads_and_warns() {
+    let env = Env::new();
+    let out = env.path().join("tools-JUDGE.json");
+    let o = env.run(&[
+        "scope",
+        "compute",
+        "--profile",
+        "judge",
+        "--deny",
+        "approve_pr",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("critical tool approve_pr"));
+    let tools: Vec<String> = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(tools.contains(&"reject_pr".to_string()));
+    assert!(!tools.contains(&"approve_pr".to_string()));
+    assert!(
+        !tools.contains(&"create_issue".to_string()),
+        "judges do not create issues"
+    );
+    // Stored lists are used by later computations.
+    env.ok(&["scope", "set", "--profile", "judge", "--deny", "reject_pr"]);
+    let shown = env.json(&["scope", "show", "--profile", "judge"]);
+    assert_eq!(
+        shown["stored"]["disallowed_tools"],
+        serde_json::json!(["reject_pr"])
+    );
+    assert!(
+        !shown["effective"]["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&"reject_pr".into())
+    );
+    let bad = env.run(&[
+        "scope",
+        "set",
+        "--profile",
+        "judge",
+        "--deny",
+        "no_such_tool",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+}

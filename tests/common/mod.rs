@@ -1,0 +1,182 @@
+//! The test DSL: a temp directory per test with its own database, the real `cairn`
+//! binary, and a real MCP client (rmcp) talking to `cairn serve` over stdio.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+
+/// Path of the binary under test.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_cairn"))
+}
+
+/// A temp dir with a database path inside it.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+    pub db: PathBuf,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("cairn.db");
+        Env { dir, db }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A `cairn` command with `--db` set, run in the temp dir.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.arg("--db")
+            .arg(&self.db)
+            .args(args)
+            .current_dir(self.path());
+        c.env_remove("CAIRN_DB");
+        c
+    }
+
+    /// Run `cairn` and return its output, whatever the exit status.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("run cairn")
+    }
+
+    /// Run `cairn`, assert success, return stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "cairn {args:?} failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 stdout")
+    }
+
+    /// Run `cairn ... --json` and parse stdout.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        serde_json::from_str(&self.ok(&a)).expect("json stdout")
+    }
+
+    /// Create a project (slug and prefix from `slug`), optionally with a repo path.
+    pub fn project(&self, slug: &str, path: Option<&Path>) {
+        let mut args = vec!["project", "create", "--slug", slug, "--name", slug];
+        let p;
+        if let Some(path) = path {
+            p = path.to_string_lossy().into_owned();
+            args.extend(["--path", p.as_str()]);
+        }
+        self.ok(&args);
+    }
+
+    /// Create an issue and return its identifier.
+    pub fn issue(&self, project: &str, title: &str) -> String {
+        self.ok(&["issue", "create", "--project", project, "--title", title])
+            .trim()
+            .to_string()
+    }
+
+    /// Start `cairn serve` with extra flags and connect an rmcp client to it.
+    pub async fn serve(&self, flags: &[&str]) -> Client {
+        let db = self.db.clone();
+        let dir = self.path().to_path_buf();
+        let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+        let transport =
+            TokioChildProcess::builder(tokio::process::Command::new(bin()).configure(|c| {
+                c.arg("--db")
+                    .arg(&db)
+                    .arg("serve")
+                    .args(&flags)
+                    .current_dir(&dir);
+                c.env("CAIRN_LOG", "warn");
+            }))
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn cairn serve")
+            .0;
+        let service = ().serve(transport).await.expect("MCP handshake");
+        Client { service }
+    }
+}
+
+/// An rmcp client connected to one `cairn serve`.
+pub struct Client {
+    pub service: RunningService<RoleClient, ()>,
+}
+
+impl Client {
+    pub async fn call(&self, name: &str, args: Value) -> CallToolResult {
+        let mut p = CallToolRequestParams::new(name.to_string());
+        if let Value::Object(map) = args {
+            p = p.with_arguments(map);
+        }
+        self.service
+            .call_tool(p)
+            .await
+            .expect("tools/call transport")
+    }
+
+    /// Call a tool, assert it succeeded, return its structured content.
+    pub async fn ok(&self, name: &str, args: Value) -> Value {
+        let r = self.call(name, args.clone()).await;
+        let body = r.structured_content.clone().unwrap_or(Value::Null);
+        assert_ne!(r.is_error, Some(true), "{name}({args}) failed: {body:#}");
+        body
+    }
+
+    /// Call a tool, assert it failed, return the error envelope.
+    pub async fn err(&self, name: &str, args: Value) -> Value {
+        let r = self.call(name, args.clone()).await;
+        let body = r.structured_content.clone().unwrap_or(Value::Null);
+        assert_eq!(
+            r.is_error,
+            Some(true),
+            "{name}({args}) unexpectedly succeeded: {body:#}"
+        );
+        body
+    }
+
+    /// Call a tool, assert it failed with `code`, return the envelope.
+    pub async fn err_code(&self, name: &str, args: Value, code: &str) -> Value {
+        let body = self.err(name, args).await;
+        assert_eq!(body["error"]["code"], code, "{body:#}");
+        body
+    }
+
+    pub async fn tool_names(&self) -> Vec<String> {
+        self.service
+            .list_all_tools()
+            .await
+            .expect("tools/list")
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect()
+    }
+
+    pub async fn close(self) {
+        let _ = self.service.cancel().await;
+    }
+}
+
+/// The field names of a VALIDATION_FAILED envelope.
+pub fn error_fields(envelope: &Value) -> Vec<String> {
+    envelope["error"]["details"]["errors"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e["field"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
