@@ -14,6 +14,7 @@ use crate::store::Store;
 #[derive(Debug)]
 pub struct Cairn {
     pub(crate) store: Store,
+    pub(crate) vault: crate::vault::VaultState,
 }
 
 impl Cairn {
@@ -21,6 +22,7 @@ impl Cairn {
     pub fn open(db: &Path) -> Result<Cairn> {
         Ok(Cairn {
             store: Store::open(db)?,
+            vault: Default::default(),
         })
     }
 

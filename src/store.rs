@@ -30,6 +30,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         include_str!("../migrations/0002_trail.sql"),
     ),
     (
+        4,
+        "0004_vault.sql",
+        include_str!("../migrations/0004_vault.sql"),
+    ),
+    (
         5,
         "0005_colibri.sql",
         include_str!("../migrations/0005_colibri.sql"),

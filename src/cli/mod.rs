@@ -19,6 +19,7 @@ mod project;
 mod scope;
 mod serve;
 mod trail;
+mod vault;
 
 /// Cairn: a knowledge service for AI coding agents (MCP server and CLI).
 #[derive(Debug, Parser)]
@@ -61,6 +62,10 @@ pub enum Command {
     /// Verify the hash chains agents wrote.
     #[command(subcommand)]
     Audit(audit::AuditCmd),
+    /// Index a directory of Markdown files into the Knowledge Vault.
+    Reindex(vault::ReindexArgs),
+    /// Search the Knowledge Vault.
+    Search(vault::SearchArgs),
 }
 
 /// Entry point of the binary.
@@ -94,6 +99,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pr(cmd) => trail::pr(&open(&cli.db)?, cmd),
         Command::Run(cmd) => trail::run(&open(&cli.db)?, cmd),
         Command::Audit(cmd) => audit::run(&open(&cli.db)?, cmd),
+        Command::Reindex(a) => vault::reindex(&open(&cli.db)?, a),
+        Command::Search(a) => vault::search(&open(&cli.db)?, a),
     }
 }
 

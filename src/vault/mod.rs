@@ -1,26 +1,66 @@
-//! The vault core: turning Markdown into chunks, chunks into vectors, and
-//! vectors into a searchable, persistent approximate-nearest-neighbour index.
+//! The Knowledge Vault: Markdown documents split into heading-aware chunks, embedded
+//! locally, searched by cosine similarity through a persistent HNSW graph.
 //!
-//! This module is a library layer only: it knows nothing of SQLite, MCP or the
-//! CLI. Callers own the chunk ids (the SQLite rowids of chunks) and decide what
-//! to store; everything here is pure computation or files under a directory the
-//! caller names.
+//! Two layers. The **core** is pure computation or files under a directory the caller
+//! names; it knows nothing of SQLite, MCP or the CLI:
 //!
 //! | module | owns |
 //! | --- | --- |
 //! | [`chunk`] | heading-aware Markdown chunking: front matter, title, heading paths, exact 1-based line spans, content hashes, the token budget ([`chunk::CHUNKER_VERSION`]) |
 //! | [`embed`] | the local embedding model (all-MiniLM-L6-v2, int8 ONNX) run through ONNX Runtime: locating the files, one-time runtime initialisation, lazy loading, batched L2-normalised embeddings |
 //! | [`hnsw`] | the vector index over `hnsw_rs` (cosine similarity on unit vectors), filtered search, crash-safe generational persistence and the [`hnsw::IndexManifest`] that ties an index to its model and chunker |
-//! | [`error`] | [`VaultError`], the one error type of the vault |
+//! | [`error`] | [`VaultError`], the one error type of the core |
+//!
+//! The **service** layer stores documents in SQLite (the truth) and keeps the graph as
+//! derived data under `<index_dir>/vault/`:
+//!
+//! | module | owns |
+//! | --- | --- |
+//! | [`identity`] | which root a document's path is relative to (`project:<id>` or `dir:<path>`) |
+//! | [`documents`] | the SQL of `vault_documents` / `vault_chunks`, chunk reuse on update, hit rows |
+//! | [`ingest`] | read, hash, chunk, reuse unchanged chunks' vectors, embed in batches, commit per file |
+//! | [`live`] | the process's graph: lazy load, catch-up from SQLite by watermark, compaction, locked saves |
+//! | [`reindex`] | `cairn reindex DIR`: the walk (`.gitignore` respected), batching, removal, summary |
+//! | [`service`] | search (`vault_retrieve`, `search_knowledge`, `cairn search`), `vault_update`, `vault_delete` |
 //!
 //! Typical flow: [`chunk::chunk_markdown`] → [`chunk::Chunk::embedding_text`] →
-//! [`embed::Embedder::embed_batch`] → [`hnsw::VectorIndex::insert_batch`] →
+//! [`embed::Embedder::embed_batch`] → SQLite → [`hnsw::VectorIndex::insert_batch`] →
 //! [`hnsw::VectorIndex::save`]; at query time [`embed::Embedder::embed_query`]
-//! → [`hnsw::VectorIndex::search`].
+//! → [`hnsw::VectorIndex::search`] → rows joined from SQLite.
 
 pub mod chunk;
+pub mod documents;
 pub mod embed;
 pub mod error;
 pub mod hnsw;
+pub(crate) mod identity;
+pub(crate) mod ingest;
+pub mod live;
+pub mod reindex;
+pub mod service;
 
 pub use error::{Result, VaultError};
+pub use live::VaultState;
+
+impl From<VaultError> for crate::error::Error {
+    /// Model problems are `ERR_MODEL_UNAVAILABLE` (the message names
+    /// `bash models/fetch.sh`); index problems are `ERR_INDEX` (the message names
+    /// `cairn reindex --rebuild`); the rest are internal.
+    fn from(e: VaultError) -> Self {
+        use crate::error::Error;
+        match e {
+            VaultError::ModelMissing { .. }
+            | VaultError::ModelManifest { .. }
+            | VaultError::RuntimeInit { .. }
+            | VaultError::ModelLoad { .. } => Error::ModelUnavailable(e.to_string()),
+            VaultError::IndexCorrupt { .. } | VaultError::ManifestMismatch { .. } => {
+                Error::Index(e.to_string())
+            }
+            VaultError::Embed { .. }
+            | VaultError::DimensionMismatch { .. }
+            | VaultError::Io { .. }
+            | VaultError::Json { .. }
+            | VaultError::IndexWrite { .. } => Error::Internal(e.to_string()),
+        }
+    }
+}

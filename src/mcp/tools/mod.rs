@@ -4,4 +4,5 @@
 pub mod colibri;
 pub mod system;
 pub mod trail;
+pub mod vault;
 pub mod work;

@@ -1,0 +1,123 @@
+//! `cairn reindex DIR` and `cairn search QUERY`: the Knowledge Vault from the command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::service::Cairn;
+use crate::vault::reindex::{ReindexOptions, ReindexProgress};
+
+use super::{print_json, print_text};
+
+#[derive(Debug, Args)]
+pub struct ReindexArgs {
+    /// Directory of Markdown files (`.md`, `.markdown`); `.gitignore` files are respected.
+    pub dir: PathBuf,
+    /// Collection name; default: the directory's name.
+    #[arg(long)]
+    pub collection: Option<String>,
+    /// Project (slug or id) whose root paths are relative to; default: the project whose
+    /// path contains DIR, else DIR itself.
+    #[arg(long)]
+    pub project: Option<String>,
+    /// Re-chunk every file and rebuild the vector index (after a model or chunker change).
+    #[arg(long)]
+    pub rebuild: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Natural-language query.
+    pub query: String,
+    /// Results to show (1-50).
+    #[arg(long, default_value_t = 5)]
+    pub top_k: usize,
+    /// Search only this collection; repeat for more.
+    #[arg(long = "collection")]
+    pub collections: Vec<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<ExitCode> {
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} files")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let on_progress = |p: ReindexProgress| match p {
+        ReindexProgress::Found(n) => bar.set_length(n as u64),
+        ReindexProgress::Done(n) => bar.inc(n as u64),
+    };
+    let summary = cairn.vault_reindex(
+        &ReindexOptions {
+            dir: a.dir,
+            collection: a.collection,
+            project: a.project,
+            rebuild: a.rebuild,
+        },
+        &on_progress,
+    );
+    bar.finish_and_clear();
+    let s = summary?;
+    if a.json {
+        print_json(&s)?;
+    } else {
+        print_text(&format!(
+            "reindexed {} ({}) into collection {:?} in {:.1}s\n\
+             files: {} seen, {} changed, {} unchanged, {} removed\n\
+             chunks: {} embedded, {} reused, {} removed; {} points in the index",
+            if s.prefix.is_empty() { "." } else { &s.prefix },
+            s.root,
+            s.collection,
+            s.seconds,
+            s.files_seen,
+            s.files_changed,
+            s.files_unchanged,
+            s.files_removed,
+            s.chunks_embedded,
+            s.chunks_reused,
+            s.chunks_removed,
+            s.index_points
+        ))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn search(cairn: &Cairn, a: SearchArgs) -> anyhow::Result<ExitCode> {
+    let collections = (!a.collections.is_empty()).then_some(a.collections.as_slice());
+    let hits = cairn.vault_search(&a.query, a.top_k, collections)?;
+    if a.json {
+        print_json(&serde_json::json!({ "results": hits }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if hits.is_empty() {
+        print_text("no results (is the vault empty? index documents with `cairn reindex DIR`)")?;
+    }
+    let mut out = String::new();
+    for (i, h) in hits.iter().enumerate() {
+        let m = &h.metadata;
+        out.push_str(&format!(
+            "{}. {:.3}  {}:{}-{}  [{}]  {}\n",
+            i + 1,
+            h.score,
+            h.path,
+            m.line_start,
+            m.line_end,
+            m.collection,
+            m.heading_path
+        ));
+        let snippet: String = h.text.chars().take(240).collect();
+        for line in snippet.lines().take(4) {
+            out.push_str(&format!("     {line}\n"));
+        }
+    }
+    if !out.is_empty() {
+        print_text(&out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,107 @@
+//! Knowledge Vault tools: `vault_retrieve`, `search_knowledge`, `vault_update`,
+//! `vault_delete`. The model loads on the first call that embeds, never at start-up.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::error::Result;
+use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
+use crate::vault::documents::VaultHit;
+use crate::vault::service::{DeleteResult, KnowledgeResults, UpdateResult};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetrieveParams {
+    /// Natural-language query.
+    #[schemars(length(min = 1, max = 2000))]
+    pub query: String,
+    /// Results to return (default 5, max 50).
+    #[schemars(range(min = 1, max = 50))]
+    pub top_k: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KnowledgeParams {
+    /// Natural-language query.
+    #[schemars(length(min = 1, max = 2000))]
+    pub query: String,
+    /// Results to return (default 5, max 20).
+    #[schemars(range(min = 1, max = 20))]
+    pub top_k: Option<u32>,
+    /// Minimum cosine similarity, -1 to 1 (default 0.3).
+    #[schemars(range(min = -1.0, max = 1.0))]
+    pub min_score: Option<f32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PathParams {
+    /// Markdown file path relative to the project root (e.g. docs/guide.md).
+    #[schemars(length(min = 1, max = 4096))]
+    pub path: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RetrieveResult {
+    /// Best first.
+    pub results: Vec<VaultHit>,
+}
+
+fn retrieve(cx: &ToolCtx<'_>, p: RetrieveParams) -> Result<RetrieveResult> {
+    let results = cx
+        .cairn
+        .vault_search(&p.query, p.top_k.unwrap_or(5) as usize, None)?;
+    Ok(RetrieveResult { results })
+}
+
+fn knowledge(cx: &ToolCtx<'_>, p: KnowledgeParams) -> Result<KnowledgeResults> {
+    cx.cairn.search_knowledge(
+        cx.session,
+        &p.query,
+        p.top_k.unwrap_or(5) as usize,
+        p.min_score.unwrap_or(0.3),
+    )
+}
+
+fn update(cx: &ToolCtx<'_>, p: PathParams) -> Result<UpdateResult> {
+    cx.cairn.vault_update(cx.session, &p.path)
+}
+
+fn delete(cx: &ToolCtx<'_>, p: PathParams) -> Result<DeleteResult> {
+    cx.cairn.vault_delete(cx.session, &p.path)
+}
+
+pub fn tools() -> Vec<ToolDef> {
+    vec![
+        tool(
+            "search_knowledge",
+            "Semantic search over the bound project's vault collections: ranked snippets with path, heading and score. Needs the project's vault configuration.",
+            Effect::ReadOnly,
+            json!({"query": "retry pattern with exponential backoff", "top_k": 10, "min_score": 0.4}),
+            knowledge,
+        ),
+        tool(
+            "vault_retrieve",
+            "Semantic search (cosine similarity) over the whole Knowledge Vault: text, path, score and metadata (heading path, lines, collection, chunk hash).",
+            Effect::ReadOnly,
+            json!({"query": "retry pattern with exponential backoff", "top_k": 10}),
+            retrieve,
+        ),
+        tool(
+            "vault_update",
+            "Re-read, re-chunk and re-embed one Markdown file (path relative to the project root); only changed chunks are re-embedded.",
+            Effect::Destructive { idempotent: true },
+            json!({"path": "docs/patterns/retry-with-backoff.md"}),
+            update,
+        ),
+        tool(
+            "vault_delete",
+            "Remove one document and all its vectors from the Knowledge Vault (path relative to the project root).",
+            Effect::Destructive { idempotent: true },
+            json!({"path": "docs/deprecated/old-pattern.md"}),
+            delete,
+        ),
+    ]
+}

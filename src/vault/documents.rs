@@ -1,0 +1,347 @@
+//! The vault's rows in SQLite (migration `0004_vault.sql`): documents and their chunks
+//! with embeddings. SQLite is the truth; the HNSW index is derived from `vault_chunks`.
+//!
+//! Writing a document ([`write_document`]) keeps the row, and so the id and the vector
+//! in the HNSW index, of every chunk whose heading path and text are unchanged (only
+//! its position and line span are updated), inserts the new chunks and deletes the
+//! others. Chunk ids come from `AUTOINCREMENT`: monotonic, never reused.
+
+use std::collections::HashMap;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::service::now_iso;
+
+use super::chunk::Chunk;
+use super::embed::DIMENSION;
+
+/// What identifies a chunk's embedding: its heading path (JSON) and text hash. The
+/// embedded text is the heading path plus the text, so both must match for reuse.
+pub(crate) type ChunkKey = (String, String);
+
+/// The key of a chunk about to be written.
+pub(crate) fn chunk_key(chunk: &Chunk) -> ChunkKey {
+    (
+        heading_json(&chunk.heading_path),
+        chunk.content_hash.clone(),
+    )
+}
+
+fn heading_json(path: &[String]) -> String {
+    serde_json::to_string(path).unwrap_or_else(|_| "[]".to_string())
+}
+
+/// A vector as stored: little-endian f32s.
+pub(crate) fn encode_vector(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A stored vector back; an error names the chunk when the length is wrong.
+pub(crate) fn decode_vector(id: i64, bytes: &[u8]) -> Result<Vec<f32>> {
+    if bytes.len() != DIMENSION * 4 {
+        return Err(Error::Index(format!(
+            "chunk {id} has an embedding of {} bytes, expected {}; run `cairn reindex --rebuild`",
+            bytes.len(),
+            DIMENSION * 4
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
+}
+
+/// A stored document's bookkeeping.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredDoc {
+    pub id: i64,
+    pub content_hash: String,
+    pub collection: String,
+    pub chunker_version: u32,
+    pub embed_model: String,
+}
+
+/// The document `(root_key, path)`, if stored.
+pub(crate) fn find_doc(c: &Connection, root_key: &str, path: &str) -> Result<Option<StoredDoc>> {
+    Ok(c.prepare_cached(
+        "SELECT id, content_hash, collection, chunker_version, embed_model
+         FROM vault_documents WHERE root_key = ?1 AND path = ?2",
+    )?
+    .query_row(params![root_key, path], |r| {
+        Ok(StoredDoc {
+            id: r.get(0)?,
+            content_hash: r.get(1)?,
+            collection: r.get(2)?,
+            chunker_version: r.get(3)?,
+            embed_model: r.get(4)?,
+        })
+    })
+    .optional()?)
+}
+
+/// The embeddings of a document's chunks by [`ChunkKey`].
+pub(crate) fn chunk_embeddings(c: &Connection, doc_id: i64) -> Result<HashMap<ChunkKey, Vec<f32>>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT id, heading_path, content_hash, embedding FROM vault_chunks WHERE document_id = ?1",
+    )?;
+    let mut rows = stmt.query([doc_id])?;
+    let mut out = HashMap::new();
+    while let Some(r) = rows.next()? {
+        let id: i64 = r.get(0)?;
+        let blob: Vec<u8> = r.get(3)?;
+        out.insert((r.get(1)?, r.get(2)?), decode_vector(id, &blob)?);
+    }
+    Ok(out)
+}
+
+/// Everything written for one document.
+#[derive(Debug)]
+pub(crate) struct DocWrite<'a> {
+    pub root_key: &'a str,
+    pub path: &'a str,
+    pub collection: &'a str,
+    pub content_hash: &'a str,
+    pub title: Option<&'a str>,
+    pub modified_at: Option<&'a str>,
+    pub front_matter: Option<String>,
+    pub chunker_version: u32,
+    pub embed_model: &'a str,
+    /// The chunks in order, each with its vector.
+    pub chunks: &'a [(Chunk, Vec<f32>)],
+}
+
+/// Row counts of one [`write_document`].
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct WriteStats {
+    /// Chunk rows kept (same heading path and text).
+    pub kept: usize,
+    /// Chunk rows inserted.
+    pub inserted: usize,
+    /// Chunk rows deleted.
+    pub deleted: usize,
+}
+
+/// Insert or replace a document and its chunks; call inside one transaction.
+pub(crate) fn write_document(c: &Connection, w: &DocWrite<'_>) -> Result<WriteStats> {
+    let now = now_iso();
+    let doc_id: i64 = c.query_row(
+        "INSERT INTO vault_documents(root_key, path, collection, content_hash, title,
+             modified_at, front_matter, chunker_version, embed_model, indexed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT(root_key, path) DO UPDATE SET collection = excluded.collection,
+             content_hash = excluded.content_hash, title = excluded.title,
+             modified_at = excluded.modified_at, front_matter = excluded.front_matter,
+             chunker_version = excluded.chunker_version, embed_model = excluded.embed_model,
+             indexed_at = excluded.indexed_at
+         RETURNING id",
+        params![
+            w.root_key,
+            w.path,
+            w.collection,
+            w.content_hash,
+            w.title,
+            w.modified_at,
+            w.front_matter,
+            w.chunker_version,
+            w.embed_model,
+            now
+        ],
+        |r| r.get(0),
+    )?;
+    let mut existing: HashMap<ChunkKey, Vec<i64>> = HashMap::new();
+    {
+        let mut stmt = c.prepare_cached(
+            "SELECT id, heading_path, content_hash FROM vault_chunks
+             WHERE document_id = ?1 ORDER BY ordinal DESC",
+        )?;
+        let mut rows = stmt.query([doc_id])?;
+        while let Some(r) = rows.next()? {
+            existing
+                .entry((r.get(1)?, r.get(2)?))
+                .or_default()
+                .push(r.get(0)?);
+        }
+    }
+    let mut stats = WriteStats::default();
+    for (ordinal, (chunk, vector)) in w.chunks.iter().enumerate() {
+        let key = chunk_key(chunk);
+        if let Some(id) = existing.get_mut(&key).and_then(Vec::pop) {
+            c.prepare_cached(
+                "UPDATE vault_chunks SET ordinal = ?2, line_start = ?3, line_end = ?4 WHERE id = ?1",
+            )?
+            .execute(params![
+                id,
+                ordinal as i64,
+                chunk.line_start as i64,
+                chunk.line_end as i64
+            ])?;
+            stats.kept += 1;
+        } else {
+            c.prepare_cached(
+                "INSERT INTO vault_chunks(document_id, ordinal, text, heading_path, line_start,
+                     line_end, content_hash, embedding)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![
+                doc_id,
+                ordinal as i64,
+                chunk.text,
+                key.0,
+                chunk.line_start as i64,
+                chunk.line_end as i64,
+                chunk.content_hash,
+                encode_vector(vector)
+            ])?;
+            stats.inserted += 1;
+        }
+    }
+    for id in existing.into_values().flatten() {
+        c.prepare_cached("DELETE FROM vault_chunks WHERE id = ?1")?
+            .execute([id])?;
+        stats.deleted += 1;
+    }
+    Ok(stats)
+}
+
+/// Delete a document and its chunks; returns how many chunks went, `None` when the
+/// document was not stored.
+pub(crate) fn delete_document(c: &Connection, root_key: &str, path: &str) -> Result<Option<usize>> {
+    let Some(doc) = find_doc(c, root_key, path)? else {
+        return Ok(None);
+    };
+    let chunks = c.execute("DELETE FROM vault_chunks WHERE document_id = ?1", [doc.id])?;
+    c.execute("DELETE FROM vault_documents WHERE id = ?1", [doc.id])?;
+    Ok(Some(chunks))
+}
+
+/// Paths of the documents of one root and collection.
+pub(crate) fn doc_paths(c: &Connection, root_key: &str, collection: &str) -> Result<Vec<String>> {
+    let mut stmt = c.prepare(
+        "SELECT path FROM vault_documents WHERE root_key = ?1 AND collection = ?2 ORDER BY path",
+    )?;
+    let rows = stmt
+        .query_map(params![root_key, collection], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// The collection of a live chunk, `None` when the chunk no longer exists.
+pub(crate) fn chunk_collection(c: &Connection, id: u64) -> Result<Option<String>> {
+    Ok(c.prepare_cached(
+        "SELECT d.collection FROM vault_chunks c JOIN vault_documents d ON d.id = c.document_id
+         WHERE c.id = ?1",
+    )?
+    .query_row([id as i64], |r| r.get(0))
+    .optional()?)
+}
+
+/// Where a hit comes from and what it covers.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct HitMetadata {
+    /// Headings above the chunk, `Guide > Install > From source`.
+    pub heading_path: String,
+    /// First line of the chunk in the file, 1-based.
+    pub line_start: u32,
+    /// Last line of the chunk in the file, 1-based, inclusive.
+    pub line_end: u32,
+    pub collection: String,
+    /// sha256 of the chunk's text.
+    pub chunk_hash: String,
+    /// The document's title (front matter `title` or first `#` heading).
+    pub title: Option<String>,
+    /// What `path` is relative to: `project:<id>` or `dir:<absolute path>`.
+    pub root: String,
+    /// The chunk's id (stable while its heading path and text are unchanged).
+    pub chunk_id: u64,
+}
+
+/// One search result.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct VaultHit {
+    /// The chunk's text, verbatim from the file.
+    pub text: String,
+    /// The document's path relative to its root.
+    pub path: String,
+    /// Cosine similarity to the query, -1 to 1 (higher is closer).
+    pub score: f32,
+    pub metadata: HitMetadata,
+}
+
+/// The stored rows behind a search result, `None` when the chunk was deleted.
+pub(crate) fn load_hit(c: &Connection, id: u64, score: f32) -> Result<Option<VaultHit>> {
+    Ok(c.prepare_cached(
+        "SELECT c.text, c.heading_path, c.line_start, c.line_end, c.content_hash,
+                d.path, d.collection, d.title, d.root_key
+         FROM vault_chunks c JOIN vault_documents d ON d.id = c.document_id WHERE c.id = ?1",
+    )?
+    .query_row([id as i64], |r| {
+        let headings: String = r.get(1)?;
+        let headings: Vec<String> = serde_json::from_str(&headings).unwrap_or_default();
+        Ok(VaultHit {
+            text: r.get(0)?,
+            path: r.get(5)?,
+            score,
+            metadata: HitMetadata {
+                heading_path: headings.join(super::chunk::HEADING_SEPARATOR),
+                line_start: r.get(2)?,
+                line_end: r.get(3)?,
+                collection: r.get(6)?,
+                chunk_hash: r.get(4)?,
+                title: r.get(7)?,
+                root: r.get(8)?,
+                chunk_id: id,
+            },
+        })
+    })
+    .optional()?)
+}
+
+/// The highest chunk id ever committed and still present (0 for none).
+pub(crate) fn max_chunk_id(c: &Connection) -> Result<u64> {
+    let max: Option<i64> = c
+        .prepare_cached("SELECT max(id) FROM vault_chunks")?
+        .query_row([], |r| r.get(0))?;
+    Ok(max.unwrap_or(0) as u64)
+}
+
+/// How many chunks exist.
+pub(crate) fn chunk_count(c: &Connection) -> Result<usize> {
+    let n: i64 = c.query_row("SELECT count(*) FROM vault_chunks", [], |r| r.get(0))?;
+    Ok(n as usize)
+}
+
+/// `(id, vector)` of the chunks with `after < id <= upto`, by id.
+pub(crate) fn vectors_between(
+    c: &Connection,
+    after: u64,
+    upto: u64,
+) -> Result<Vec<(u64, Vec<f32>)>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT id, embedding FROM vault_chunks WHERE id > ?1 AND id <= ?2 ORDER BY id",
+    )?;
+    let mut rows = stmt.query(params![after as i64, upto as i64])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let id: i64 = r.get(0)?;
+        let blob: Vec<u8> = r.get(1)?;
+        out.push((id as u64, decode_vector(id, &blob)?));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vectors_round_trip_as_little_endian_f32() {
+        let v: Vec<f32> = (0..DIMENSION).map(|i| i as f32 / 7.0 - 3.0).collect();
+        let bytes = encode_vector(&v);
+        assert_eq!(bytes.len(), DIMENSION * 4);
+        assert_eq!(&bytes[4..8], &v[1].to_le_bytes());
+        assert_eq!(decode_vector(1, &bytes).unwrap(), v);
+        assert!(decode_vector(1, &bytes[..8]).is_err());
+    }
+}

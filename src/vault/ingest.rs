@@ -1,0 +1,207 @@
+//! Turning files into stored documents: read and hash, chunk, reuse the embeddings of
+//! unchanged chunks, embed the rest in large batches, and commit each file in its own
+//! transaction. Shared by `cairn reindex` and `vault_update`.
+//!
+//! A file is *unchanged* when its stored document has the same content hash, chunker
+//! version, embedding model and collection: it is not even chunked. A changed file is
+//! chunked; each chunk whose heading path and text hash match a stored chunk of the
+//! same document reuses that chunk's vector (and keeps its row and id), the others are
+//! embedded.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::service::{Cairn, sha256_hex};
+
+use super::chunk::{CHUNKER_VERSION, Chunk, ChunkedDoc, chunk_markdown};
+use super::documents::{DocWrite, StoredDoc, WriteStats, chunk_embeddings, chunk_key, find_doc};
+use super::embed::MODEL_ID;
+
+/// Largest Markdown file the vault reads, in bytes.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Whether `path` names a Markdown file by its extension (`.md`, `.markdown`).
+pub(crate) fn is_markdown(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("md") || e.eq_ignore_ascii_case("markdown"))
+}
+
+/// One file read from disk.
+#[derive(Debug)]
+pub(crate) struct FileRead {
+    pub bytes: Vec<u8>,
+    pub hash: String,
+    pub modified_at: Option<String>,
+}
+
+/// Read a file (at most [`MAX_FILE_BYTES`]) and hash it.
+pub(crate) fn read_file(path: &Path, shown: &str) -> Result<FileRead> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(Error::invalid(
+            "path",
+            format!(
+                "{shown} has {} bytes; the vault reads Markdown files up to {MAX_FILE_BYTES} bytes",
+                meta.len()
+            ),
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let modified_at = meta.modified().ok().and_then(|t| {
+        let t: time::OffsetDateTime = t.into();
+        t.replace_nanosecond(0)
+            .ok()?
+            .format(&time::format_description::well_known::Rfc3339)
+            .ok()
+    });
+    Ok(FileRead {
+        hash: sha256_hex(&bytes),
+        bytes,
+        modified_at,
+    })
+}
+
+/// Whether a stored document is current for this file content and collection.
+pub(crate) fn is_current(doc: &StoredDoc, hash: &str, collection: &str) -> bool {
+    doc.content_hash == hash
+        && doc.chunker_version == CHUNKER_VERSION
+        && doc.embed_model == MODEL_ID
+        && doc.collection == collection
+}
+
+/// A changed file, chunked, with the vectors it can reuse.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    pub root_key: String,
+    pub path: String,
+    pub collection: String,
+    pub file: FileRead,
+    pub doc: ChunkedDoc,
+    /// One slot per chunk: reused vectors are filled, the others wait for the model.
+    pub vectors: Vec<Option<Vec<f32>>>,
+}
+
+impl Pending {
+    /// Chunk the file and look up reusable vectors (a read of the stored chunks).
+    pub(crate) fn prepare(
+        cairn: &Cairn,
+        root_key: &str,
+        path: &str,
+        collection: &str,
+        file: FileRead,
+        existing: Option<&StoredDoc>,
+    ) -> Result<Pending> {
+        let doc = chunk_markdown(&file.bytes);
+        let reusable = match existing {
+            Some(d) if d.embed_model == MODEL_ID => {
+                cairn.store.read(|c| chunk_embeddings(c, d.id))?
+            }
+            _ => Default::default(),
+        };
+        let vectors = doc
+            .chunks
+            .iter()
+            .map(|ch| reusable.get(&chunk_key(ch)).cloned())
+            .collect();
+        Ok(Pending {
+            root_key: root_key.to_string(),
+            path: path.to_string(),
+            collection: collection.to_string(),
+            file,
+            doc,
+            vectors,
+        })
+    }
+
+    /// Chunks still needing a vector.
+    pub(crate) fn missing(&self) -> usize {
+        self.vectors.iter().filter(|v| v.is_none()).count()
+    }
+}
+
+/// What committing one file did.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Committed {
+    /// Chunks the model embedded.
+    pub embedded: usize,
+    /// Chunks whose stored vector was reused.
+    pub reused: usize,
+    /// Stored chunks deleted.
+    pub removed: usize,
+    /// Chunks the document has now.
+    pub chunks: usize,
+}
+
+impl Cairn {
+    /// Embed every missing vector of `batch` with one call to the model (which sorts by
+    /// length and runs in batches across cores), then commit each file in its own
+    /// transaction.
+    pub(crate) fn embed_and_commit(&self, batch: Vec<Pending>) -> Result<Vec<Committed>> {
+        let texts: Vec<String> = batch
+            .iter()
+            .flat_map(|p| {
+                p.doc
+                    .chunks
+                    .iter()
+                    .zip(&p.vectors)
+                    .filter(|(_, v)| v.is_none())
+                    .map(|(c, _)| c.embedding_text())
+            })
+            .collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let mut fresh = self
+            .vault
+            .embedder
+            .embed_batch(&refs)
+            .map_err(Error::from)?
+            .into_iter();
+        let mut out = Vec::with_capacity(batch.len());
+        for p in batch {
+            let embedded = p.missing();
+            let chunks: Vec<(Chunk, Vec<f32>)> = p
+                .doc
+                .chunks
+                .iter()
+                .cloned()
+                .zip(p.vectors)
+                .map(|(c, v)| match v.or_else(|| fresh.next()) {
+                    Some(v) => Ok((c, v)),
+                    None => Err(Error::Internal("the model returned too few vectors".into())),
+                })
+                .collect::<Result<_>>()?;
+            let front_matter = p
+                .doc
+                .front_matter
+                .as_ref()
+                .and_then(|fm| serde_json::to_string(fm).ok());
+            let write = DocWrite {
+                root_key: &p.root_key,
+                path: &p.path,
+                collection: &p.collection,
+                content_hash: &p.file.hash,
+                title: p.doc.title.as_deref(),
+                modified_at: p.file.modified_at.as_deref(),
+                front_matter,
+                chunker_version: CHUNKER_VERSION,
+                embed_model: MODEL_ID,
+                chunks: &chunks,
+            };
+            let stats: WriteStats = self
+                .store
+                .write(|tx| super::documents::write_document(tx, &write))?;
+            out.push(Committed {
+                embedded,
+                reused: chunks.len() - embedded,
+                removed: stats.deleted,
+                chunks: chunks.len(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The stored document for `(root_key, path)`.
+    pub(crate) fn vault_doc(&self, root_key: &str, path: &str) -> Result<Option<StoredDoc>> {
+        self.store.read(|c| find_doc(c, root_key, path))
+    }
+}

@@ -1,0 +1,310 @@
+//! The process's live view of the vault index: the HNSW graph loaded from
+//! `<index_dir>/vault/`, kept caught up with SQLite, compacted and saved.
+//!
+//! # Catch-up
+//!
+//! The graph on disk records a watermark, the highest chunk id it holds. Chunk ids are
+//! `AUTOINCREMENT` and SQLite serialises writers, so when `max(id)` is visible every
+//! lower id is committed too: at the start of each search one `SELECT max(id)` tells
+//! whether other processes added chunks, and only those (`id > watermark`) are read
+//! and inserted. Deleted or superseded chunks stay in the graph (hnsw_rs cannot delete)
+//! and are filtered out at search time: a hit whose chunk row is gone is skipped.
+//!
+//! # Compaction
+//!
+//! When dead points exceed [`COMPACT_DEAD_SHARE`] (20%) of the graph, checked after
+//! each write through this process (reindex, `vault_update`, `vault_delete`) and at
+//! each save, the graph is rebuilt from SQLite's live chunks and saved: searching a
+//! graph with many dead points costs over-fetching, and the disk copy grows.
+//!
+//! # Saving and several processes
+//!
+//! A new generation is saved after a reindex, after a compaction, and once
+//! [`SAVE_AFTER_INSERTS`] chunks were caught up since the last save (so a new process
+//! starts from a recent graph). The core's save is crash-safe (new generation, fsync,
+//! atomic `CURRENT` switch) but assumes one writer and deletes older generations, which
+//! another process may be reading. So `<dir>/LOCK` is taken with an advisory lock
+//! (`fs4`, `flock`): shared while loading, exclusive while saving. Under the exclusive
+//! lock a process does not overwrite a generation that is at least as fresh as its
+//! own (a higher watermark, or the same with no more points), unless rebuilding.
+//! Advisory locks vanish with their process, so a killed process never blocks others.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use fs4::fs_std::FileExt;
+
+use crate::error::{Error, Result};
+use crate::store::Store;
+
+use super::chunk::CHUNKER_VERSION;
+use super::documents::{chunk_count, max_chunk_id, vectors_between};
+use super::embed::{DIMENSION, Embedder, MODEL_ID};
+use super::hnsw::{IndexManifest, VectorIndex};
+
+/// Rebuild the graph when more than this share of its points are dead.
+pub const COMPACT_DEAD_SHARE: f64 = 0.2;
+/// Save a new generation after this many caught-up inserts.
+pub const SAVE_AFTER_INSERTS: usize = 256;
+/// Search breadth (`ef`) of the HNSW graph; see `benches/vault.rs` for the sweep.
+pub const SEARCH_EF: usize = 100;
+/// Rows read per batch when building or catching up.
+const READ_BATCH: u64 = 20_000;
+const LOCK_FILE: &str = "LOCK";
+
+/// The vault state of one process: the (lazy) embedding model and the (lazy) graph.
+#[derive(Debug, Default)]
+pub struct VaultState {
+    pub(crate) embedder: Embedder,
+    live: Mutex<Option<Live>>,
+}
+
+#[derive(Debug)]
+struct Live {
+    index: VectorIndex,
+    manifest: IndexManifest,
+    /// Points inserted since the last save or load.
+    unsaved: usize,
+}
+
+/// What the running Cairn expects of an index.
+fn expected_manifest(watermark: u64) -> IndexManifest {
+    IndexManifest::new(MODEL_ID, DIMENSION, CHUNKER_VERSION, watermark)
+}
+
+/// The vault index directory under a database's index directory.
+pub(crate) fn vault_dir(index_dir: &Path) -> PathBuf {
+    index_dir.join("vault")
+}
+
+struct DirLock(File);
+
+impl DirLock {
+    fn open(dir: &Path) -> Result<DirLock> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let path = dir.join(LOCK_FILE);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        Ok(DirLock(file))
+    }
+    fn shared(dir: &Path) -> Result<DirLock> {
+        let l = DirLock::open(dir)?;
+        FileExt::lock_shared(&l.0).map_err(|e| Error::io(dir.join(LOCK_FILE), e))?;
+        Ok(l)
+    }
+    fn exclusive(dir: &Path) -> Result<DirLock> {
+        let l = DirLock::open(dir)?;
+        FileExt::lock_exclusive(&l.0).map_err(|e| Error::io(dir.join(LOCK_FILE), e))?;
+        Ok(l)
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        let _ = FileExt::unlock(&self.0);
+    }
+}
+
+impl VaultState {
+    /// A state with an explicit embedder (tests, benchmarks).
+    pub fn with_embedder(embedder: Embedder) -> VaultState {
+        VaultState {
+            embedder,
+            live: Mutex::new(None),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Live>> {
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Refuse early when the index on disk was built for another model or chunker.
+    pub(crate) fn check_disk_manifest(&self, dir: &Path) -> Result<()> {
+        let _l = DirLock::shared(dir)?;
+        if let Some(m) = VectorIndex::read_manifest(dir).map_err(vault_err)? {
+            m.check(&expected_manifest(0)).map_err(vault_err)?;
+        }
+        Ok(())
+    }
+
+    /// The graph, loaded (or built from SQLite) and caught up with SQLite; saved when
+    /// enough was caught up.
+    fn ready(&self, store: &Store, dir: &Path) -> Result<MutexGuard<'_, Option<Live>>> {
+        let mut guard = self.lock();
+        if guard.is_none() {
+            *guard = Some(load_or_build(store, dir)?);
+        }
+        let live = guard.as_mut().expect("set above");
+        catch_up(live, store)?;
+        if live.unsaved >= SAVE_AFTER_INSERTS {
+            maintain(live, store, dir, false)?;
+        }
+        Ok(guard)
+    }
+
+    /// The `k` best live chunks for `query` (a unit vector) as `(chunk id, score)`,
+    /// accepting only chunks that `accept` allows given their collection.
+    pub(crate) fn search(
+        &self,
+        store: &Store,
+        dir: &Path,
+        query: &[f32],
+        k: usize,
+        accept: impl Fn(&str) -> bool,
+    ) -> Result<Vec<(u64, f32)>> {
+        let guard = self.ready(store, dir)?;
+        let live = guard.as_ref().expect("ready() loads the index");
+        store.read(|c| {
+            let failure = std::cell::RefCell::new(None);
+            let hits = live
+                .index
+                .search(
+                    query,
+                    k,
+                    SEARCH_EF,
+                    |id| match super::documents::chunk_collection(c, id) {
+                        Ok(Some(collection)) => accept(&collection),
+                        Ok(None) => false,
+                        Err(e) => {
+                            failure.borrow_mut().get_or_insert(e);
+                            false
+                        }
+                    },
+                )
+                .map_err(vault_err)?;
+            match failure.into_inner() {
+                Some(e) => Err(e),
+                None => Ok(hits),
+            }
+        })
+    }
+
+    /// After writes through this process: catch up, compact when needed, and save when
+    /// `save` (a reindex) or enough was inserted.
+    pub(crate) fn after_write(&self, store: &Store, dir: &Path, save: bool) -> Result<usize> {
+        let mut guard = self.ready(store, dir)?;
+        let live = guard.as_mut().expect("ready() loads the index");
+        maintain(live, store, dir, save)?;
+        Ok(live.index.len())
+    }
+
+    /// Build a fresh graph from SQLite, ignoring (and replacing) what is on disk.
+    pub(crate) fn rebuild(&self, store: &Store, dir: &Path) -> Result<usize> {
+        let mut guard = self.lock();
+        let mut live = build(store)?;
+        save(&mut live, dir, true)?;
+        let n = live.index.len();
+        *guard = Some(live);
+        Ok(n)
+    }
+}
+
+fn vault_err(e: super::VaultError) -> Error {
+    e.into()
+}
+
+fn load_or_build(store: &Store, dir: &Path) -> Result<Live> {
+    let loaded = {
+        let _l = DirLock::shared(dir)?;
+        VectorIndex::load(dir).map_err(vault_err)?
+    };
+    if let Some((index, manifest)) = loaded {
+        manifest.check(&expected_manifest(0)).map_err(vault_err)?;
+        tracing::debug!(
+            points = index.len(),
+            watermark = manifest.watermark,
+            "vault index loaded"
+        );
+        return Ok(Live {
+            index,
+            manifest,
+            unsaved: 0,
+        });
+    }
+    let mut live = build(store)?;
+    save(&mut live, dir, false)?;
+    Ok(live)
+}
+
+/// A graph of every chunk in SQLite.
+fn build(store: &Store) -> Result<Live> {
+    let (count, top) = store.read(|c| Ok((chunk_count(c)?, max_chunk_id(c)?)))?;
+    let mut live = Live {
+        index: VectorIndex::new(DIMENSION, count),
+        manifest: expected_manifest(0),
+        unsaved: 0,
+    };
+    insert_upto(&mut live, store, top)?;
+    tracing::info!(points = live.index.len(), "vault index built from SQLite");
+    Ok(live)
+}
+
+fn catch_up(live: &mut Live, store: &Store) -> Result<()> {
+    let top = store.read(max_chunk_id)?;
+    if top > live.manifest.watermark {
+        insert_upto(live, store, top)?;
+    }
+    Ok(())
+}
+
+/// Insert the chunks with `watermark < id <= top` and raise the watermark to `top`.
+fn insert_upto(live: &mut Live, store: &Store, top: u64) -> Result<()> {
+    let mut from = live.manifest.watermark;
+    while from < top {
+        let upto = top.min(from.saturating_add(READ_BATCH));
+        let rows = store.read(|c| vectors_between(c, from, upto))?;
+        let items: Vec<(u64, &[f32])> = rows.iter().map(|(id, v)| (*id, v.as_slice())).collect();
+        live.index.insert_batch(&items).map_err(vault_err)?;
+        live.unsaved += items.len();
+        from = upto;
+    }
+    live.manifest.watermark = top;
+    Ok(())
+}
+
+/// Compact when dead points exceed the threshold; save when asked or when enough
+/// inserts are unsaved.
+fn maintain(live: &mut Live, store: &Store, dir: &Path, save_now: bool) -> Result<()> {
+    let points = live.index.len();
+    let alive = store.read(chunk_count)?;
+    let dead = points.saturating_sub(alive);
+    if points > 0 && dead as f64 > COMPACT_DEAD_SHARE * points as f64 {
+        tracing::info!(points, dead, "compacting the vault index");
+        let mut fresh = build(store)?;
+        save(&mut fresh, dir, true)?;
+        *live = fresh;
+        return Ok(());
+    }
+    if save_now || live.unsaved >= SAVE_AFTER_INSERTS {
+        save(live, dir, false)?;
+    }
+    Ok(())
+}
+
+/// Save a new generation under the exclusive lock, unless (without `force`) the disk
+/// already holds one at least as fresh.
+fn save(live: &mut Live, dir: &Path, force: bool) -> Result<()> {
+    let _l = DirLock::exclusive(dir)?;
+    if !force
+        && let Ok(Some(disk)) = VectorIndex::read_manifest(dir)
+        && disk.check(&live.manifest).is_ok()
+        && (disk.watermark > live.manifest.watermark
+            || (disk.watermark == live.manifest.watermark && disk.points <= live.index.len()))
+    {
+        live.unsaved = 0;
+        return Ok(());
+    }
+    live.manifest = live.index.save(dir, &live.manifest).map_err(vault_err)?;
+    live.unsaved = 0;
+    tracing::debug!(
+        generation = live.manifest.generation,
+        points = live.manifest.points,
+        "vault index saved"
+    );
+    Ok(())
+}

@@ -1,0 +1,284 @@
+//! `cairn reindex DIR`: bring the vault in line with a directory of Markdown files.
+//!
+//! - **Walk**: `.md` / `.markdown` files under DIR, respecting `.gitignore` files (in DIR,
+//!   its subdirectories and its parents, also outside a git repository), `.ignore` files
+//!   and `.git/info/exclude`; hidden files and directories are skipped, symlinks are not
+//!   followed, files are visited in path order.
+//! - **Identity**: see [`super::identity`]; paths are relative to the project root or DIR.
+//! - **Collection**: `--collection`, default the name of DIR (`samples/docs` → `docs`).
+//!   A file reindexed under another collection moves to it.
+//! - **Incremental**: an unchanged file is skipped after hashing; a changed file reuses
+//!   the vectors of its unchanged chunks ([`super::ingest`]).
+//! - **Batches**: changed files are gathered until [`EMBED_GROUP`] chunks need the model,
+//!   embedded in one call (sorted by length, batched, ONNX Runtime on every core), then
+//!   committed **one transaction per file**: a Ctrl-C or a kill loses at most the group
+//!   in flight, and the next run skips what was committed.
+//! - **Removal**: documents of the same root and collection under DIR whose file is gone
+//!   (or now ignored) are deleted.
+//! - **Index**: the HNSW graph is caught up, compacted if needed and saved; `--rebuild`
+//!   re-chunks every file and builds a fresh graph, replacing one built for another
+//!   model or chunker.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::paths::canonical_root;
+use crate::service::Cairn;
+use crate::trail::settings::limits::COLLECTION_MAX;
+
+use super::documents::{delete_document, doc_paths};
+use super::identity::relative_path;
+use super::ingest::{Committed, Pending, is_current, is_markdown, read_file};
+use super::live::vault_dir;
+
+/// Chunks gathered before one call to the model.
+pub const EMBED_GROUP: usize = 512;
+/// Files gathered before a commit round, even if few chunks need the model.
+const FILE_GROUP: usize = 256;
+
+/// What to reindex.
+#[derive(Debug, Clone, Default)]
+pub struct ReindexOptions {
+    /// The directory to walk.
+    pub dir: PathBuf,
+    /// Collection name; default: the directory's name.
+    pub collection: Option<String>,
+    /// Project (slug or id) whose root the paths are relative to; default: the project
+    /// whose path contains `dir`, if any.
+    pub project: Option<String>,
+    /// Re-chunk every file and rebuild the graph from scratch.
+    pub rebuild: bool,
+}
+
+/// Progress of a reindex, for a progress bar.
+#[derive(Debug, Clone, Copy)]
+pub enum ReindexProgress {
+    /// The walk found this many Markdown files.
+    Found(usize),
+    /// This many more files were handled.
+    Done(usize),
+}
+
+/// The summary of a reindex.
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
+pub struct ReindexSummary {
+    /// What paths are relative to: `project:<id>` or `dir:<absolute path>`.
+    pub root: String,
+    /// The directory walked, relative to the root (empty for the root itself).
+    pub prefix: String,
+    pub collection: String,
+    pub files_seen: usize,
+    pub files_changed: usize,
+    pub files_unchanged: usize,
+    pub files_removed: usize,
+    pub chunks_embedded: usize,
+    pub chunks_reused: usize,
+    pub chunks_removed: usize,
+    /// Points in the HNSW graph afterwards (deleted chunks included until compaction).
+    pub index_points: usize,
+    pub seconds: f64,
+}
+
+/// Validate a collection name: 1-64 characters, no NUL, no surrounding whitespace.
+pub(crate) fn check_collection(name: &str) -> Result<()> {
+    let n = name.chars().count();
+    if n == 0 || n > COLLECTION_MAX || name.contains('\0') || name.trim() != name {
+        return Err(Error::invalid(
+            "collection",
+            format!(
+                "{name:?} must be 1-{COLLECTION_MAX} characters without NUL or surrounding spaces"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl Cairn {
+    /// Reindex a directory (see the module docs).
+    pub fn vault_reindex(
+        &self,
+        opts: &ReindexOptions,
+        progress: &dyn Fn(ReindexProgress),
+    ) -> Result<ReindexSummary> {
+        let started = Instant::now();
+        let dir = canonical_root(&opts.dir)?;
+        let collection = match &opts.collection {
+            Some(c) => c.clone(),
+            None => dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("vault")
+                .to_string(),
+        };
+        check_collection(&collection)?;
+        let index_dir = vault_dir(&self.index_dir());
+        if !opts.rebuild {
+            self.vault.check_disk_manifest(&index_dir)?;
+        }
+        let root = self.reindex_root(&dir, opts.project.as_deref())?;
+        let prefix = relative_path(&root.dir, &dir)?;
+
+        let files = walk(&dir)?;
+        progress(ReindexProgress::Found(files.len()));
+        let mut s = ReindexSummary {
+            root: root.key.clone(),
+            prefix: prefix.clone(),
+            collection: collection.clone(),
+            files_seen: files.len(),
+            ..Default::default()
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut pending: Vec<Pending> = Vec::new();
+        let mut missing = 0;
+        for file in &files {
+            let rel = match relative_path(&root.dir, file) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(file = %file.display(), error = %e, "skipped");
+                    progress(ReindexProgress::Done(1));
+                    continue;
+                }
+            };
+            let read = read_file(file, &rel)?;
+            seen.insert(rel.clone());
+            let existing = self.vault_doc(&root.key, &rel)?;
+            if !opts.rebuild
+                && let Some(doc) = &existing
+                && is_current(doc, &read.hash, &collection)
+            {
+                s.files_unchanged += 1;
+                progress(ReindexProgress::Done(1));
+                continue;
+            }
+            let p = Pending::prepare(self, &root.key, &rel, &collection, read, existing.as_ref())?;
+            missing += p.missing();
+            pending.push(p);
+            if missing >= EMBED_GROUP || pending.len() >= FILE_GROUP {
+                self.flush(&mut pending, &mut s, progress)?;
+                missing = 0;
+            }
+        }
+        self.flush(&mut pending, &mut s, progress)?;
+
+        let gone: Vec<String> = self
+            .store
+            .read(|c| doc_paths(c, &root.key, &collection))?
+            .into_iter()
+            .filter(|p| under(p, &prefix) && !seen.contains(p))
+            .collect();
+        if !gone.is_empty() {
+            self.store.write(|tx| {
+                for p in &gone {
+                    s.chunks_removed += delete_document(tx, &root.key, p)?.unwrap_or(0);
+                }
+                Ok(())
+            })?;
+            s.files_removed = gone.len();
+        }
+        s.index_points = if opts.rebuild {
+            self.vault.rebuild(&self.store, &index_dir)?
+        } else {
+            self.vault.after_write(&self.store, &index_dir, true)?
+        };
+        s.seconds = started.elapsed().as_secs_f64();
+        Ok(s)
+    }
+
+    fn flush(
+        &self,
+        pending: &mut Vec<Pending>,
+        s: &mut ReindexSummary,
+        progress: &dyn Fn(ReindexProgress),
+    ) -> Result<()> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let n = pending.len();
+        let done: Vec<Committed> = self.embed_and_commit(std::mem::take(pending))?;
+        for c in done {
+            s.files_changed += 1;
+            s.chunks_embedded += c.embedded;
+            s.chunks_reused += c.reused;
+            s.chunks_removed += c.removed;
+        }
+        progress(ReindexProgress::Done(n));
+        Ok(())
+    }
+}
+
+/// Whether the relative path `path` lies under the relative directory `prefix`.
+fn under(path: &str, prefix: &str) -> bool {
+    prefix.is_empty()
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// The Markdown files under `dir` (canonical), in path order, ignore files respected.
+pub(crate) fn walk(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let walker = ignore::WalkBuilder::new(dir)
+        .require_git(false)
+        .follow_links(false)
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .build();
+    for entry in walker {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(error = %e, "skipped while walking");
+                continue;
+            }
+        };
+        if entry.file_type().is_some_and(|t| t.is_file()) && is_markdown(entry.path()) {
+            files.push(entry.into_path());
+        }
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_match_whole_components() {
+        assert!(under("docs/a.md", "docs"));
+        assert!(under("docs/sub/a.md", "docs"));
+        assert!(!under("docsx/a.md", "docs"));
+        assert!(!under("docs", "docs"));
+        assert!(under("a.md", ""));
+    }
+
+    #[test]
+    fn collection_names_are_checked() {
+        assert!(check_collection("handbook").is_ok());
+        assert!(check_collection("").is_err());
+        assert!(check_collection(" x").is_err());
+        assert!(check_collection(&"x".repeat(65)).is_err());
+    }
+
+    #[test]
+    fn the_walk_respects_nested_gitignore_outside_a_repository() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        std::fs::create_dir_all(root.join("docs/drafts")).unwrap();
+        std::fs::create_dir_all(root.join("docs/guide")).unwrap();
+        std::fs::write(root.join("docs/.gitignore"), "drafts/\n").unwrap();
+        std::fs::write(root.join("docs/drafts/x.md"), "# x").unwrap();
+        std::fs::write(root.join("docs/guide/b.markdown"), "# b").unwrap();
+        std::fs::write(root.join("docs/a.md"), "# a").unwrap();
+        std::fs::write(root.join("docs/notes.txt"), "n").unwrap();
+        std::fs::write(root.join("docs/.hidden.md"), "# h").unwrap();
+        let canon = canonical_root(root).unwrap();
+        let got: Vec<String> = walk(&canon.join("docs"))
+            .unwrap()
+            .iter()
+            .map(|p| relative_path(&canon, p).unwrap())
+            .collect();
+        assert_eq!(got, ["docs/a.md", "docs/guide/b.markdown"]);
+    }
+}

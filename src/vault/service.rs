@@ -1,0 +1,285 @@
+//! The vault's operations on the [`Cairn`] facade: search (whole vault or some
+//! collections), update one file, delete one document. `cairn reindex` is in
+//! [`super::reindex`]. The embedding model loads on the first call that needs it.
+//!
+//! Decisions:
+//! - `search_knowledge` searches the collections named by the bound project's
+//!   `vault.collections` setting; a project without one gets an error saying how to set
+//!   it. Hits under `min_score` are dropped and counted.
+//! - `vault_update` of a file not yet in the vault stores it in the existing
+//!   document's collection, else the project's first configured collection, else a
+//!   collection named after the project's slug (or the root directory without project).
+//! - Both `vault_update` and `vault_delete` resolve the path inside the root with
+//!   [`crate::paths::resolve_in_root`] (no `..`, no absolute paths, no NUL, no symlink
+//!   leaving the root) and key the document as described in [`super::identity`].
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::paths::{resolve_in_root, shown};
+use crate::service::Cairn;
+use crate::session::Session;
+
+use super::documents::{VaultHit, delete_document, load_hit};
+use super::identity::{DocRoot, relative_path};
+use super::ingest::{Pending, is_current, is_markdown, read_file};
+use super::live::vault_dir;
+
+/// Largest `top_k` of a vault search.
+pub const MAX_TOP_K: usize = 50;
+/// Longest query, in characters.
+pub const MAX_QUERY_CHARS: usize = 2000;
+
+/// The result of `search_knowledge`.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct KnowledgeResults {
+    /// Hits at or above `min_score`, best first.
+    pub results: Vec<VaultHit>,
+    /// The collections searched (the project's `vault.collections`).
+    pub collections: Vec<String>,
+    /// Hits among the best `top_k` that scored below `min_score` and were dropped.
+    pub below_min_score: usize,
+    /// The best score seen, kept or not; absent when the collections are empty.
+    pub best_score: Option<f32>,
+    /// Why there are no results, when there are none.
+    pub note: Option<String>,
+}
+
+/// The result of `vault_update`.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct UpdateResult {
+    /// The document's path relative to the project root.
+    pub path: String,
+    pub collection: String,
+    /// False when the file's content was already indexed (nothing was done).
+    pub changed: bool,
+    /// Chunks the document has now.
+    pub chunks: usize,
+    /// Chunks embedded by the model.
+    pub embedded: usize,
+    /// Chunks whose stored embedding was reused.
+    pub reused: usize,
+    /// Old chunks removed.
+    pub removed: usize,
+}
+
+/// The result of `vault_delete`.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct DeleteResult {
+    /// The document's path relative to the project root.
+    pub path: String,
+    /// Always true (a missing entry is an error).
+    pub deleted: bool,
+    /// Chunks (and their vectors) removed.
+    pub chunks_removed: usize,
+}
+
+fn check_query(query: &str, top_k: usize) -> Result<()> {
+    if query.trim().is_empty() || query.chars().count() > MAX_QUERY_CHARS {
+        return Err(Error::invalid(
+            "query",
+            format!("must be 1-{MAX_QUERY_CHARS} characters of text"),
+        ));
+    }
+    if top_k == 0 || top_k > MAX_TOP_K {
+        return Err(Error::invalid("top_k", format!("must be 1-{MAX_TOP_K}")));
+    }
+    Ok(())
+}
+
+impl Cairn {
+    /// The `top_k` chunks most similar to `query`, best first, over the collections
+    /// named (every collection when `None`).
+    pub fn vault_search(
+        &self,
+        query: &str,
+        top_k: usize,
+        collections: Option<&[String]>,
+    ) -> Result<Vec<VaultHit>> {
+        check_query(query, top_k)?;
+        let q = self.vault.embedder.embed_query(query)?;
+        let dir = vault_dir(&self.index_dir());
+        let ids = self.vault.search(&self.store, &dir, &q, top_k, |c| {
+            collections.is_none_or(|cs| cs.iter().any(|x| x == c))
+        })?;
+        self.store.read(|c| {
+            let mut hits = Vec::with_capacity(ids.len());
+            for (id, score) in ids {
+                // A chunk deleted between the search and this read is simply skipped.
+                if let Some(h) = load_hit(c, id, score)? {
+                    hits.push(h);
+                }
+            }
+            Ok(hits)
+        })
+    }
+
+    /// `search_knowledge`: search the bound project's vault collections.
+    pub fn search_knowledge(
+        &self,
+        session: &Session,
+        query: &str,
+        top_k: usize,
+        min_score: f32,
+    ) -> Result<KnowledgeResults> {
+        let project = self.project(session.require_project()?)?;
+        let collections: Vec<String> = project.settings["vault"]["collections"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if collections.is_empty() {
+            return Err(Error::FailedPrecondition(format!(
+                "project {} has no vault configuration: name its collections with \
+                 `cairn project configure {} --vault-collection NAME` (or configure_project \
+                 with vault.collections), and index documents with \
+                 `cairn reindex DIR --collection NAME`",
+                project.slug, project.slug
+            )));
+        }
+        let hits = self.vault_search(query, top_k, Some(&collections))?;
+        let best_score = hits.first().map(|h| h.score);
+        let (results, below): (Vec<_>, Vec<_>) =
+            hits.into_iter().partition(|h| h.score >= min_score);
+        let note = match (results.is_empty(), best_score) {
+            (false, _) => None,
+            (true, None) => Some(format!(
+                "the collections {collections:?} hold no documents yet; index some with \
+                 `cairn reindex DIR --collection NAME`"
+            )),
+            (true, Some(best)) => Some(format!(
+                "{} hits fell below min_score {min_score}; the best scored {best:.3}. \
+                 Lower min_score or rephrase the query",
+                below.len()
+            )),
+        };
+        Ok(KnowledgeResults {
+            results,
+            collections,
+            below_min_score: below.len(),
+            best_score,
+            note,
+        })
+    }
+
+    /// Resolve a tool's `path` inside the root: the file on disk and the document's
+    /// relative path.
+    fn tool_path(&self, root: &DocRoot, path: &str) -> Result<(std::path::PathBuf, String)> {
+        let file = resolve_in_root(&root.dir, path, "path")?;
+        let rel = relative_path(&root.dir, &file)?;
+        Ok((file, rel))
+    }
+
+    /// `vault_update`: re-read, re-chunk and re-embed one file (only changed chunks).
+    pub fn vault_update(&self, session: &Session, path: &str) -> Result<UpdateResult> {
+        let root = self.tool_root(session)?;
+        let (file, rel) = self.tool_path(&root, path)?;
+        if !is_markdown(&file) {
+            return Err(Error::invalid(
+                "path",
+                format!(
+                    "{} is not a Markdown file; the vault indexes .md and .markdown files",
+                    shown(path)
+                ),
+            ));
+        }
+        if !file.is_file() {
+            return Err(Error::not_found(
+                "file",
+                format!(
+                    "{rel} (under {}); if it was removed, call vault_delete with this path",
+                    root.dir.display()
+                ),
+            ));
+        }
+        let existing = self.vault_doc(&root.key, &rel)?;
+        let collection = match &existing {
+            Some(d) => d.collection.clone(),
+            None => default_collection(&root),
+        };
+        let read = read_file(&file, &rel)?;
+        if let Some(doc) = &existing
+            && is_current(doc, &read.hash, &collection)
+        {
+            let chunks = self.store.read(|c| {
+                Ok(c.query_row(
+                    "SELECT count(*) FROM vault_chunks WHERE document_id = ?1",
+                    [doc.id],
+                    |r| r.get::<_, i64>(0),
+                )? as usize)
+            })?;
+            return Ok(UpdateResult {
+                path: rel,
+                collection,
+                changed: false,
+                chunks,
+                embedded: 0,
+                reused: chunks,
+                removed: 0,
+            });
+        }
+        let pending =
+            Pending::prepare(self, &root.key, &rel, &collection, read, existing.as_ref())?;
+        let done = self
+            .embed_and_commit(vec![pending])?
+            .pop()
+            .ok_or_else(|| Error::Internal("no commit result".into()))?;
+        self.vault
+            .after_write(&self.store, &vault_dir(&self.index_dir()), false)?;
+        Ok(UpdateResult {
+            path: rel,
+            collection,
+            changed: true,
+            chunks: done.chunks,
+            embedded: done.embedded,
+            reused: done.reused,
+            removed: done.removed,
+        })
+    }
+
+    /// `vault_delete`: remove one document and all its chunks and vectors.
+    pub fn vault_delete(&self, session: &Session, path: &str) -> Result<DeleteResult> {
+        let root = self.tool_root(session)?;
+        let (_, rel) = self.tool_path(&root, path)?;
+        let removed = self
+            .store
+            .write(|tx| delete_document(tx, &root.key, &rel))?
+            .ok_or_else(|| {
+                Error::not_found(
+                    "vault document",
+                    format!(
+                        "{rel} (under {}); vault_retrieve shows the paths of indexed documents",
+                        root.dir.display()
+                    ),
+                )
+            })?;
+        self.vault
+            .after_write(&self.store, &vault_dir(&self.index_dir()), false)?;
+        Ok(DeleteResult {
+            path: rel,
+            deleted: true,
+            chunks_removed: removed,
+        })
+    }
+}
+
+/// The collection of a file `vault_update` adds (see the module docs).
+fn default_collection(root: &DocRoot) -> String {
+    match &root.project {
+        Some(p) => p.settings["vault"]["collections"]
+            .as_array()
+            .and_then(|a| a.first())
+            .and_then(|v| v.as_str())
+            .map(String::from)
+            .unwrap_or_else(|| p.slug.clone()),
+        None => root
+            .dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("vault")
+            .to_string(),
+    }
+}
