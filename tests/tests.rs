@@ -8,4 +8,5 @@ mod colibri;
 mod e2e;
 mod mcp_contract;
 mod trail;
+mod vault;
 mod work;

@@ -25,6 +25,9 @@ pub struct ReindexArgs {
     /// Re-chunk every file and rebuild the vector index (after a model or chunker change).
     #[arg(long)]
     pub rebuild: bool,
+    /// Chunks embedded per model call before their files are committed (default 512).
+    #[arg(long, env = "CAIRN_EMBED_GROUP")]
+    pub embed_group: Option<usize>,
     #[arg(long)]
     pub json: bool,
 }
@@ -59,6 +62,7 @@ pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<ExitCode> {
             collection: a.collection,
             project: a.project,
             rebuild: a.rebuild,
+            embed_group: a.embed_group,
         },
         &on_progress,
     );

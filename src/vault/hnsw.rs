@@ -666,6 +666,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::print_stderr)] // reports the measured figures
     fn recall_at_10_vs_brute_force() {
         let data = dataset(2_000, 42);
         let started = Instant::now();
@@ -792,6 +793,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::print_stderr)] // reports the measured figures
     fn save_then_load_gives_the_same_results() {
         let data = dataset(2_000, 11);
         let index = build(&data);

@@ -308,3 +308,175 @@ fn save(live: &mut Live, dir: &Path, force: bool) -> Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vault::chunk::chunk_markdown;
+    use crate::vault::documents::{DocWrite, delete_document, write_document};
+
+    /// A deterministic unit vector per seed (splitmix64 → uniform → normalised).
+    fn unit(seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut v: Vec<f32> = (0..DIMENSION)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            })
+            .collect();
+        crate::vault::embed::l2_normalize(&mut v);
+        v
+    }
+
+    /// Write `path` with `n` one-line sections; chunk `i` gets vector `unit(seed + i)`.
+    /// Returns the chunk ids in order.
+    fn add_doc(store: &Store, path: &str, n: usize, seed: u64) -> Vec<u64> {
+        let md: String = (0..n)
+            .map(|i| format!("## S{i}\n\n{path} part {i}\n\n"))
+            .collect();
+        let doc = chunk_markdown(md.as_bytes());
+        assert_eq!(doc.chunks.len(), n);
+        let chunks: Vec<_> = doc
+            .chunks
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| (c, unit(seed + i as u64)))
+            .collect();
+        store
+            .write(|tx| {
+                write_document(
+                    tx,
+                    &DocWrite {
+                        root_key: "dir:/t",
+                        path,
+                        collection: "c",
+                        content_hash: path,
+                        title: None,
+                        modified_at: None,
+                        front_matter: None,
+                        chunker_version: CHUNKER_VERSION,
+                        embed_model: MODEL_ID,
+                        chunks: &chunks,
+                    },
+                )
+            })
+            .unwrap();
+        store
+            .read(|c| {
+                let mut st = c.prepare(
+                    "SELECT c.id FROM vault_chunks c JOIN vault_documents d ON d.id = c.document_id
+                     WHERE d.path = ?1 ORDER BY c.ordinal",
+                )?;
+                let ids = st
+                    .query_map([path], |r| r.get::<_, i64>(0))?
+                    .map(|r| r.map(|i| i as u64))
+                    .collect::<rusqlite::Result<_>>()?;
+                Ok(ids)
+            })
+            .unwrap()
+    }
+
+    fn top(state: &VaultState, store: &Store, dir: &Path, q: &[f32]) -> (u64, f32) {
+        state.search(store, dir, q, 1, |_| true).unwrap()[0]
+    }
+
+    #[test]
+    fn a_process_catches_up_with_chunks_another_process_added() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = tmp.path().join("c.db");
+        let dir = vault_dir(&crate::store::index_dir_for(&db));
+        let (store_a, state_a) = (Store::open(&db).unwrap(), VaultState::default());
+        let a = add_doc(&store_a, "a.md", 5, 100);
+        let (id, score) = top(&state_a, &store_a, &dir, &unit(102));
+        assert_eq!(id, a[2]);
+        assert!(score > 0.999);
+
+        // Another process writes and saves a generation.
+        let (store_b, state_b) = (Store::open(&db).unwrap(), VaultState::default());
+        let b = add_doc(&store_b, "b.md", 5, 200);
+        assert_eq!(state_b.after_write(&store_b, &dir, true).unwrap(), 10);
+
+        // The first process finds b's chunks: caught up by watermark, no reload.
+        assert_eq!(top(&state_a, &store_a, &dir, &unit(203)).0, b[3]);
+        {
+            let live = state_a.lock();
+            let live = live.as_ref().unwrap();
+            assert_eq!(live.manifest.watermark, b[4]);
+            assert_eq!(live.index.len(), 10);
+        }
+
+        // A new process loads the saved generation rather than rebuilding.
+        let disk = VectorIndex::read_manifest(&dir).unwrap().unwrap();
+        assert_eq!((disk.watermark, disk.points), (b[4], 10));
+        let state_c = VaultState::default();
+        assert_eq!(top(&state_c, &store_a, &dir, &unit(100)).0, a[0]);
+    }
+
+    #[test]
+    fn deleted_chunks_are_filtered_and_compaction_rebuilds_past_a_fifth_dead() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = tmp.path().join("c.db");
+        let dir = vault_dir(&crate::store::index_dir_for(&db));
+        let (store, state) = (Store::open(&db).unwrap(), VaultState::default());
+        let docs: Vec<Vec<u64>> = (0..10)
+            .map(|i| add_doc(&store, &format!("d{i}.md"), 5, 1000 * (i + 1)))
+            .collect();
+        assert_eq!(state.after_write(&store, &dir, true).unwrap(), 50);
+
+        let delete = |path: &str| {
+            store
+                .write(|tx| delete_document(tx, "dir:/t", path))
+                .unwrap()
+                .unwrap()
+        };
+        assert_eq!(delete("d0.md") + delete("d1.md"), 10);
+        // 10 dead of 50 is exactly 20%: not past the threshold, the graph stays.
+        assert_eq!(state.after_write(&store, &dir, false).unwrap(), 50);
+        let (id, _) = top(&state, &store, &dir, &unit(1000));
+        assert!(
+            !docs[0].contains(&id) && !docs[1].contains(&id),
+            "deleted chunk returned"
+        );
+
+        delete("d2.md");
+        // 15 dead of 50: compacted to the 35 live chunks, and saved.
+        assert_eq!(state.after_write(&store, &dir, false).unwrap(), 35);
+        assert_eq!(
+            VectorIndex::read_manifest(&dir).unwrap().unwrap().points,
+            35
+        );
+        assert_eq!(top(&state, &store, &dir, &unit(4002)).0, docs[3][2]);
+    }
+
+    #[test]
+    fn concurrent_saves_from_several_processes_leave_a_loadable_current_generation() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = tmp.path().join("c.db");
+        let dir = vault_dir(&crate::store::index_dir_for(&db));
+        Store::open(&db).unwrap();
+        let handles: Vec<_> = (0..3u64)
+            .map(|t| {
+                let (db, dir) = (db.clone(), dir.clone());
+                std::thread::spawn(move || {
+                    let (store, state) = (Store::open(&db).unwrap(), VaultState::default());
+                    for i in 0..4 {
+                        add_doc(&store, &format!("t{t}-{i}.md"), 3, 10_000 * t + 10 * i);
+                        state.after_write(&store, &dir, true).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let (index, manifest) = VectorIndex::load(&dir).unwrap().unwrap();
+        assert!(index.len() <= 36);
+        let store = Store::open(&db).unwrap();
+        let state = VaultState::default();
+        assert!(top(&state, &store, &dir, &unit(20_031)).1 > 0.999);
+        assert_eq!(state.after_write(&store, &dir, false).unwrap(), 36);
+        assert!(manifest.watermark <= 36);
+    }
+}

@@ -51,6 +51,9 @@ pub struct ReindexOptions {
     pub project: Option<String>,
     /// Re-chunk every file and rebuild the graph from scratch.
     pub rebuild: bool,
+    /// Chunks gathered per model call; default [`EMBED_GROUP`]. Smaller groups commit
+    /// sooner (less work lost to an interruption), larger ones batch better.
+    pub embed_group: Option<usize>,
 }
 
 /// Progress of a reindex, for a progress bar.
@@ -133,6 +136,7 @@ impl Cairn {
         let mut seen = std::collections::HashSet::new();
         let mut pending: Vec<Pending> = Vec::new();
         let mut missing = 0;
+        let group = opts.embed_group.filter(|&n| n > 0).unwrap_or(EMBED_GROUP);
         for file in &files {
             let rel = match relative_path(&root.dir, file) {
                 Ok(r) => r,
@@ -156,7 +160,7 @@ impl Cairn {
             let p = Pending::prepare(self, &root.key, &rel, &collection, read, existing.as_ref())?;
             missing += p.missing();
             pending.push(p);
-            if missing >= EMBED_GROUP || pending.len() >= FILE_GROUP {
+            if missing >= group || pending.len() >= FILE_GROUP {
                 self.flush(&mut pending, &mut s, progress)?;
                 missing = 0;
             }

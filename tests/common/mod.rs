@@ -89,7 +89,16 @@ impl Env {
 
     /// Start `cairn serve` with extra flags and connect an rmcp client to it.
     pub async fn serve(&self, flags: &[&str]) -> Client {
+        self.serve_env(flags, &[]).await
+    }
+
+    /// [`Env::serve`] with extra environment variables for the server process.
+    pub async fn serve_env(&self, flags: &[&str], envs: &[(&str, &str)]) -> Client {
         let db = self.db.clone();
+        let envs: Vec<(String, String)> = envs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let dir = self.path().to_path_buf();
         let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
         let transport =
@@ -100,6 +109,7 @@ impl Env {
                     .args(&flags)
                     .current_dir(&dir);
                 c.env("CAIRN_LOG", "warn");
+                c.envs(envs.iter().map(|(k, v)| (k, v)));
             }))
             .stderr(Stdio::inherit())
             .spawn()

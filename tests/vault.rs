@@ -1,0 +1,637 @@
+//! The Knowledge Vault through the real binary: `cairn reindex`, `cairn search` and the
+//! MCP tools (`vault_retrieve`, `search_knowledge`, `vault_update`, `vault_delete`), with
+//! the real embedding model on real SQLite.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::Env;
+
+#[path = "../benches/corpus.rs"]
+mod corpus;
+
+fn samples() -> PathBuf {
+    corpus::repo().join("samples/docs")
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// A small guide with three sections (three chunks).
+fn guide(name: &str, configure: &str) -> String {
+    format!(
+        "# {name} guide\n\n## Install\n\nRun the {name} installer with the default options; it places \
+         the binary in /usr/local/bin.\n\n## Configure\n\n{configure}\n\n## Upgrade\n\nStop the {name} \
+         service, replace the binary and start the service again.\n"
+    )
+}
+
+const CONFIGURE: &str = "Edit the configuration file to set the listening port and the log level.";
+
+fn reindex(env: &Env, dir: &Path, extra: &[&str]) -> Value {
+    let d = dir.to_string_lossy().into_owned();
+    let mut args = vec!["reindex", d.as_str()];
+    args.extend_from_slice(extra);
+    env.json(&args)
+}
+
+fn db(env: &Env) -> rusqlite::Connection {
+    let c = rusqlite::Connection::open(&env.db).unwrap();
+    c.busy_timeout(Duration::from_secs(5)).unwrap();
+    c
+}
+
+fn count(env: &Env, sql: &str) -> i64 {
+    db(env).query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+fn paths(hits: &Value) -> Vec<String> {
+    hits["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retrieval_on_the_sample_docs_finds_the_expected_sections() {
+    let env = Env::new();
+    let s = reindex(&env, &samples(), &["--collection", "handbook"]);
+    // samples/docs/.gitignore ignores drafts/: 14 of the 15 Markdown files are indexed.
+    assert_eq!(s["files_seen"], 14, "{s:#}");
+    assert_eq!(s["files_changed"], 14);
+    assert!(s["root"].as_str().unwrap().starts_with("dir:"));
+    let drafts = count(
+        &env,
+        "SELECT count(*) FROM vault_documents WHERE path LIKE 'drafts/%'",
+    );
+    assert_eq!(drafts, 0, "drafts/ is ignored by samples/docs/.gitignore");
+
+    let queries: Vec<Value> =
+        serde_json::from_str(include_str!("fixtures/retrieval_queries.json")).unwrap();
+    assert_eq!(queries.len(), 16);
+    let client = env.serve(&[]).await;
+    let (mut top1, mut top3) = (0, 0);
+    let mut misses = Vec::new();
+    for q in &queries {
+        let r = client
+            .ok("vault_retrieve", json!({"query": q["query"], "top_k": 5}))
+            .await;
+        let hits = r["results"].as_array().unwrap();
+        let rank = hits.iter().position(|h| {
+            h["path"] == q["path"]
+                && h["metadata"]["heading_path"]
+                    .as_str()
+                    .unwrap()
+                    .contains(q["heading"].as_str().unwrap())
+        });
+        match rank {
+            Some(0) => top1 += 1,
+            _ => misses.push((q["query"].clone(), rank, hits[0]["path"].clone())),
+        }
+        if rank.is_some_and(|r| r < 3) {
+            top3 += 1;
+        }
+        let h = &hits[0];
+        assert!(h["score"].as_f64().unwrap() > 0.0 && h["score"].as_f64().unwrap() <= 1.0001);
+        assert_eq!(h["metadata"]["collection"], "handbook");
+        assert_eq!(h["metadata"]["chunk_hash"].as_str().unwrap().len(), 64);
+        assert!(h["metadata"]["line_start"].as_u64().unwrap() >= 1);
+        assert!(!h["text"].as_str().unwrap().is_empty());
+    }
+    eprintln!("sample-docs retrieval: top-1 {top1}/16, top-3 {top3}/16; misses {misses:?}");
+    assert!(top1 >= 15, "top-1 {top1}/16: {misses:?}");
+    assert_eq!(top3, 16, "{misses:?}");
+
+    // The CLI answers the same query.
+    let cli = env.json(&[
+        "search",
+        "retry pattern with exponential backoff",
+        "--top-k",
+        "3",
+    ]);
+    assert_eq!(paths(&cli)[0], "patterns/retry-with-backoff.md");
+    // Collection filter: nothing in another collection.
+    let none = env.json(&["search", "retry", "--collection", "other"]);
+    assert!(paths(&none).is_empty());
+    client.close().await;
+}
+
+#[test]
+fn reindex_is_incremental_and_removes_deleted_files() {
+    let env = Env::new();
+    let docs = env.path().join("docs");
+    write(&docs, "a.md", &guide("Alpha", CONFIGURE));
+    write(&docs, "b.md", &guide("Beta", CONFIGURE));
+    write(&docs, "sub/c.markdown", &guide("Gamma", CONFIGURE));
+    write(&docs, "notes.txt", "not markdown");
+    let first = reindex(&env, &docs, &[]);
+    assert_eq!(
+        first["collection"], "docs",
+        "default collection: the directory name"
+    );
+    assert_eq!(first["files_seen"], 3);
+    assert_eq!(first["chunks_embedded"], 9);
+
+    let again = reindex(&env, &docs, &[]);
+    assert_eq!(again["files_unchanged"], 3, "{again:#}");
+    assert_eq!(again["files_changed"], 0);
+    assert_eq!(again["chunks_embedded"], 0);
+
+    let ids_before: Vec<i64> = {
+        let c = db(&env);
+        let mut st = c
+            .prepare("SELECT id FROM vault_chunks ORDER BY id")
+            .unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    write(
+        &docs,
+        "a.md",
+        &guide(
+            "Alpha",
+            "Set the port with ALPHA_PORT; the log level follows RUST_LOG.",
+        ),
+    );
+    let edited = reindex(&env, &docs, &[]);
+    assert_eq!(edited["files_changed"], 1, "{edited:#}");
+    assert_eq!(edited["files_unchanged"], 2);
+    assert_eq!(edited["chunks_embedded"], 1, "only the edited section");
+    assert_eq!(edited["chunks_reused"], 2);
+    assert_eq!(edited["chunks_removed"], 1);
+    let ids_after: HashSet<i64> = {
+        let c = db(&env);
+        let mut st = c.prepare("SELECT id FROM vault_chunks").unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(ids_after.len(), 9);
+    let kept = ids_before.iter().filter(|i| ids_after.contains(i)).count();
+    assert_eq!(kept, 8, "unchanged chunks keep their rows and ids");
+    assert!(
+        ids_after.iter().max() > ids_before.iter().max(),
+        "the new chunk gets a fresh, higher id"
+    );
+    let hit = env.json(&["search", "ALPHA_PORT environment variable", "--top-k", "1"]);
+    assert_eq!(paths(&hit), ["a.md"]);
+    assert!(
+        hit["results"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("ALPHA_PORT")
+    );
+
+    std::fs::remove_file(docs.join("b.md")).unwrap();
+    let removed = reindex(&env, &docs, &[]);
+    assert_eq!(removed["files_removed"], 1, "{removed:#}");
+    assert_eq!(removed["chunks_removed"], 3);
+    assert_eq!(count(&env, "SELECT count(*) FROM vault_documents"), 2);
+    let beta = env.json(&["search", "Beta installer", "--top-k", "10"]);
+    assert!(!paths(&beta).contains(&"b.md".to_string()), "{beta:#}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_server_sees_a_reindex_by_another_process() {
+    let env = Env::new();
+    let docs = env.path().join("docs");
+    write(&docs, "a.md", &guide("Alpha", CONFIGURE));
+    reindex(&env, &docs, &[]);
+    let client = env.serve(&[]).await;
+    let query = json!({"query": "When does the ferry to Zanzibar leave the harbour?", "top_k": 3});
+    let before = client.ok("vault_retrieve", query.clone()).await;
+    assert!(!paths(&before).contains(&"ferry.md".to_string()));
+
+    write(
+        &docs,
+        "ferry.md",
+        "# Ferry\n\n## Timetable\n\nThe ferry to Zanzibar leaves the harbour at 07:00 and 15:30 every day.\n",
+    );
+    let s = reindex(&env, &docs, &[]);
+    assert_eq!(s["files_changed"], 1);
+    let after = client.ok("vault_retrieve", query).await;
+    assert_eq!(paths(&after)[0], "ferry.md", "{after:#}");
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reindex_and_vault_update_from_a_worktree_address_one_document() {
+    let env = Env::new();
+    let proj = env.path().join("proj");
+    write(&proj, "docs/a.md", &guide("Alpha", CONFIGURE));
+    write(&proj, "src/lib.rs", "");
+    env.project("proj", Some(&proj));
+    // The project is found from the directory: paths are relative to its root.
+    let s = reindex(&env, &proj.join("docs"), &[]);
+    assert!(s["root"].as_str().unwrap().starts_with("project:"), "{s:#}");
+    assert_eq!(s["prefix"], "docs");
+
+    let wt = env.path().join("wt");
+    write(
+        &wt,
+        "docs/a.md",
+        &guide(
+            "Alpha",
+            "In the worktree the port comes from WORKTREE_PORT.",
+        ),
+    );
+    let wt_s = wt.to_string_lossy().into_owned();
+    let client = env
+        .serve(&["--project-id", "proj", "--worktree-path", &wt_s])
+        .await;
+    let u = client
+        .ok("vault_update", json!({"path": "docs/a.md"}))
+        .await;
+    assert_eq!(u["path"], "docs/a.md");
+    assert_eq!(u["changed"], true);
+    assert_eq!(u["embedded"], 1, "{u:#}");
+    assert_eq!(u["reused"], 2);
+    assert_eq!(
+        u["collection"], "docs",
+        "an existing document keeps its collection"
+    );
+    let again = client
+        .ok("vault_update", json!({"path": "./docs/a.md"}))
+        .await;
+    assert_eq!(again["changed"], false);
+    assert_eq!(again["embedded"], 0);
+
+    assert_eq!(count(&env, "SELECT count(*) FROM vault_documents"), 1);
+    assert_eq!(count(&env, "SELECT count(*) FROM vault_chunks"), 3);
+    let r = client
+        .ok(
+            "vault_retrieve",
+            json!({"query": "WORKTREE_PORT", "top_k": 1}),
+        )
+        .await;
+    assert_eq!(paths(&r), ["docs/a.md"]);
+    assert!(
+        r["results"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("WORKTREE_PORT")
+    );
+    assert!(
+        r["results"][0]["metadata"]["root"]
+            .as_str()
+            .unwrap()
+            .starts_with("project:")
+    );
+    // Reindexing the project's own docs again brings its version back, same document.
+    let back = reindex(&env, &proj.join("docs"), &[]);
+    assert_eq!(back["files_changed"], 1);
+    assert_eq!(back["chunks_embedded"], 1, "only the section that differs");
+    assert_eq!(count(&env, "SELECT count(*) FROM vault_documents"), 1);
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn vault_update_and_delete_refuse_paths_outside_the_root() {
+    let env = Env::new();
+    let proj = env.path().join("proj");
+    let outside = env.path().join("outside");
+    write(&proj, "docs/a.md", &guide("Alpha", CONFIGURE));
+    write(
+        &outside,
+        "secret.md",
+        "# Secret\n\nThe launch code is 0000.\n",
+    );
+    std::os::unix::fs::symlink(&outside, proj.join("docs/escape")).unwrap();
+    env.project("proj", Some(&proj));
+    let client = env
+        .serve(&["--project-id", "proj", "--agent-type", "worker"])
+        .await;
+    let secret = outside.join("secret.md").to_string_lossy().into_owned();
+    for tool in ["vault_update", "vault_delete"] {
+        for bad in [
+            "../outside/secret.md",
+            secret.as_str(),
+            "docs/escape/secret.md",
+            "docs/a\u{0}.md",
+            "docs/../docs/a.md",
+        ] {
+            let e = client
+                .err_code(tool, json!({"path": bad}), "ERR_INVALID_INPUT")
+                .await;
+            assert!(e["help_prompt"].as_str().is_some(), "{e:#}");
+        }
+    }
+    let missing = client
+        .err_code(
+            "vault_update",
+            json!({"path": "docs/gone.md"}),
+            "ERR_NOT_FOUND",
+        )
+        .await;
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("vault_delete"),
+        "{missing:#}"
+    );
+    client
+        .err_code(
+            "vault_delete",
+            json!({"path": "docs/a.md"}),
+            "ERR_NOT_FOUND",
+        )
+        .await;
+    assert_eq!(count(&env, "SELECT count(*) FROM vault_documents"), 0);
+
+    let u = client
+        .ok("vault_update", json!({"path": "docs/a.md"}))
+        .await;
+    assert_eq!(
+        u["collection"], "proj",
+        "no vault configuration: the project's slug"
+    );
+    assert_eq!(u["chunks"], 3);
+    let d = client
+        .ok("vault_delete", json!({"path": "docs/a.md"}))
+        .await;
+    assert_eq!(d["chunks_removed"], 3);
+    assert_eq!(count(&env, "SELECT count(*) FROM vault_chunks"), 0);
+    let r = client
+        .ok("vault_retrieve", json!({"query": "Alpha installer"}))
+        .await;
+    assert!(paths(&r).is_empty(), "{r:#}");
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn search_knowledge_searches_the_projects_collections() {
+    let env = Env::new();
+    let proj = env.path().join("proj");
+    write(&proj, "handbook/a.md", &guide("Alpha", CONFIGURE));
+    write(&proj, "other/b.md", &guide("Beta", CONFIGURE));
+    env.project("proj", Some(&proj));
+    reindex(&env, &proj.join("handbook"), &[]);
+    reindex(&env, &proj.join("other"), &[]);
+
+    let client = env.serve(&["--project-id", "proj"]).await;
+    let q = json!({"query": "how do I install the binary?"});
+    let e = client
+        .err_code("search_knowledge", q.clone(), "ERR_FAILED_PRECONDITION")
+        .await;
+    let msg = e["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("--vault-collection"), "{msg}");
+    assert!(msg.contains("configure_project"), "{msg}");
+
+    env.ok(&[
+        "project",
+        "configure",
+        "proj",
+        "--vault-collection",
+        "handbook",
+    ]);
+    let r = client.ok("search_knowledge", q.clone()).await;
+    assert_eq!(r["collections"], json!(["handbook"]));
+    let got = paths(&r);
+    assert!(!got.is_empty());
+    assert!(got.iter().all(|p| p == "handbook/a.md"), "{r:#}");
+
+    let strict = client
+        .ok(
+            "search_knowledge",
+            json!({"query": "how do I install the binary?", "min_score": 0.99}),
+        )
+        .await;
+    assert!(paths(&strict).is_empty());
+    assert_eq!(strict["below_min_score"], 3, "{strict:#}");
+    let best = strict["best_score"].as_f64().unwrap();
+    assert!(best > 0.0 && best < 0.99);
+    let note = strict["note"].as_str().unwrap();
+    assert!(note.contains("3 hits fell below min_score 0.99"), "{note}");
+    client.close().await;
+
+    // Without a bound project it says how to bind one.
+    let unbound = env.serve(&[]).await;
+    unbound
+        .err_code("search_knowledge", q, "ERR_FAILED_PRECONDITION")
+        .await;
+    unbound.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_lists_tools_without_the_model_and_names_the_fetch_script() {
+    let env = Env::new();
+    let docs = env.path().join("docs");
+    write(&docs, "a.md", &guide("Alpha", CONFIGURE));
+    let missing = env.path().join("no-models");
+    let missing_s = missing.to_string_lossy().into_owned();
+    let started = Instant::now();
+    let client = env
+        .serve_env(&[], &[("CAIRN_MODEL_DIR", missing_s.as_str())])
+        .await;
+    let tools = client.service.list_all_tools().await.unwrap();
+    let elapsed = started.elapsed();
+    let by_name = |n: &str| tools.iter().find(|t| t.name == n).unwrap().clone();
+    for n in [
+        "vault_retrieve",
+        "search_knowledge",
+        "vault_update",
+        "vault_delete",
+    ] {
+        by_name(n);
+    }
+    let ann = |n: &str| by_name(n).annotations.unwrap();
+    assert_eq!(ann("vault_retrieve").read_only_hint, Some(true));
+    assert_eq!(ann("vault_delete").destructive_hint, Some(true));
+    assert_eq!(ann("vault_update").idempotent_hint, Some(true));
+    assert_eq!(ann("vault_update").read_only_hint, Some(false));
+    assert!(
+        elapsed < Duration::from_secs(5),
+        "start + tools/list took {elapsed:?}"
+    );
+
+    let e = client
+        .err_code(
+            "vault_retrieve",
+            json!({"query": "install"}),
+            "ERR_MODEL_UNAVAILABLE",
+        )
+        .await;
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("bash models/fetch.sh"),
+        "{e:#}"
+    );
+    client.close().await;
+    let out = env
+        .cmd(&["reindex", docs.to_str().unwrap()])
+        .env("CAIRN_MODEL_DIR", &missing)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bash models/fetch.sh"));
+}
+
+#[test]
+fn a_killed_reindex_resumes_without_duplicates() {
+    let env = Env::new();
+    let docs = env.path().join("docs");
+    for i in 0..40 {
+        write(
+            &docs,
+            &format!("f{i:02}.md"),
+            &guide(
+                &format!("Service{i}"),
+                &format!("Service {i} listens on port {}.", 8000 + i),
+            ),
+        );
+    }
+    let mut child = env
+        .cmd(&["reindex", docs.to_str().unwrap(), "--embed-group", "6"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let n = if env.db.exists() {
+            db(&env)
+                .query_row("SELECT count(*) FROM vault_documents", [], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        if n >= 4 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no progress");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "reindex finished too early"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let committed = count(&env, "SELECT count(*) FROM vault_documents");
+    assert!((4..40).contains(&committed), "killed mid-way: {committed}");
+    assert_eq!(
+        count(&env, "SELECT count(*) FROM vault_chunks"),
+        committed * 3,
+        "each committed file has all its chunks"
+    );
+
+    let resumed = reindex(&env, &docs, &[]);
+    assert_eq!(resumed["files_unchanged"], committed, "{resumed:#}");
+    assert_eq!(resumed["files_changed"], 40 - committed);
+    assert_eq!(resumed["chunks_embedded"], (40 - committed) * 3);
+    assert_eq!(count(&env, "SELECT count(*) FROM vault_documents"), 40);
+    assert_eq!(count(&env, "SELECT count(*) FROM vault_chunks"), 120);
+    assert_eq!(
+        count(
+            &env,
+            "SELECT count(*) FROM (SELECT document_id, ordinal FROM vault_chunks \
+             GROUP BY 1, 2 HAVING count(*) > 1)"
+        ),
+        0
+    );
+    let hit = env.json(&[
+        "search",
+        "Which port does Service 7 listen on?",
+        "--top-k",
+        "1",
+    ]);
+    assert_eq!(paths(&hit), ["f07.md"]);
+    assert_eq!(reindex(&env, &docs, &[])["files_changed"], 0);
+}
+
+#[test]
+fn an_index_from_another_chunker_is_refused_until_rebuilt() {
+    let env = Env::new();
+    let docs = env.path().join("docs");
+    write(&docs, "a.md", &guide("Alpha", CONFIGURE));
+    reindex(&env, &docs, &[]);
+    let vault = PathBuf::from(format!("{}.index/vault", env.db.display()));
+    let current = std::fs::read_to_string(vault.join("CURRENT")).unwrap();
+    let manifest_path = vault.join(current.trim()).join("manifest.json");
+    let mut m: Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    m["chunker_version"] = json!(999);
+    std::fs::write(&manifest_path, serde_json::to_vec(&m).unwrap()).unwrap();
+
+    for args in [
+        vec!["search", "installer"],
+        vec!["reindex", docs.to_str().unwrap()],
+    ] {
+        let out = env.run(&args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("chunker_version"), "{err}");
+        assert!(err.contains("cairn reindex --rebuild"), "{err}");
+    }
+    let rebuilt = reindex(&env, &docs, &["--rebuild"]);
+    assert_eq!(rebuilt["index_points"], 3, "{rebuilt:#}");
+    assert_eq!(
+        rebuilt["chunks_embedded"], 0,
+        "same model: vectors are reused"
+    );
+    let hit = env.json(&["search", "installer", "--top-k", "1"]);
+    assert_eq!(paths(&hit), ["a.md"]);
+}
+
+/// Cairn's vectors for ~1,000 real Markdown chunks against an independent computation
+/// (`tests/reference_embed.py`: Python onnxruntime + tokenizers, mean pooling, L2).
+#[test]
+fn embedding_fidelity_against_python_onnxruntime() {
+    use cairn::vault::embed::{Embedder, dot};
+    let texts = corpus::real_chunks(1000);
+    assert!(texts.len() >= 900, "only {} real chunks found", texts.len());
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let ours = Embedder::default().embed_batch(&refs).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("texts.jsonl");
+    let lines: Vec<String> = texts
+        .iter()
+        .map(|t| serde_json::to_string(t).unwrap())
+        .collect();
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(corpus::repo().join("tests/reference_embed.py"))
+        .arg(&input)
+        .output()
+        .expect("python3 runs (scripts/setup.sh installs onnxruntime, tokenizers, numpy)");
+    assert!(
+        out.status.success(),
+        "reference_embed.py failed (run scripts/setup.sh): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reference: Vec<Vec<f32>> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(reference.len(), texts.len());
+    let cosines: Vec<f32> = ours
+        .iter()
+        .zip(&reference)
+        .map(|(a, b)| dot(a, b) / (dot(b, b).sqrt() * dot(a, a).sqrt()))
+        .collect();
+    let mean = cosines.iter().sum::<f32>() / cosines.len() as f32;
+    let min = cosines.iter().copied().fold(f32::MAX, f32::min);
+    eprintln!(
+        "embedding fidelity over {} real chunks: mean cosine {mean:.7}, min {min:.7}",
+        texts.len()
+    );
+    assert!(mean >= 0.999, "mean cosine {mean}");
+}
