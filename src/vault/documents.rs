@@ -266,6 +266,8 @@ pub struct VaultHit {
     pub path: String,
     /// Cosine similarity to the query, -1 to 1 (higher is closer).
     pub score: f32,
+    /// The ranking key: `score` + 0.2 × the query's keyword overlap with the chunk.
+    pub relevance: f32,
     pub metadata: HitMetadata,
 }
 
@@ -283,6 +285,7 @@ pub(crate) fn load_hit(c: &Connection, id: u64, score: f32) -> Result<Option<Vau
             text: r.get(0)?,
             path: r.get(5)?,
             score,
+            relevance: score,
             metadata: HitMetadata {
                 heading_path: headings.join(super::chunk::HEADING_SEPARATOR),
                 line_start: r.get(2)?,

@@ -21,6 +21,7 @@
 //! | [`ingest`] | read, hash, chunk, reuse unchanged chunks' vectors, embed in batches, commit per file |
 //! | [`live`] | the process's graph: lazy load, catch-up from SQLite by watermark, compaction, locked saves |
 //! | [`reindex`] | `cairn reindex DIR`: the walk (`.gitignore` respected), batching, removal, summary |
+//! | [`rerank`] | hybrid ranking: cosine candidates re-ranked by IDF-weighted keyword overlap |
 //! | [`service`] | search (`vault_retrieve`, `search_knowledge`, `cairn search`), `vault_update`, `vault_delete` |
 //!
 //! Typical flow: [`chunk::chunk_markdown`] → [`chunk::Chunk::embedding_text`] →
@@ -37,6 +38,7 @@ pub(crate) mod identity;
 pub(crate) mod ingest;
 pub mod live;
 pub mod reindex;
+pub mod rerank;
 pub mod service;
 
 pub use error::{Result, VaultError};

@@ -24,6 +24,7 @@ use super::documents::{VaultHit, delete_document, load_hit};
 use super::identity::{DocRoot, relative_path};
 use super::ingest::{Pending, is_current, is_markdown, read_file};
 use super::live::vault_dir;
+use super::rerank;
 
 /// Largest `top_k` of a vault search.
 pub const MAX_TOP_K: usize = 50;
@@ -33,7 +34,7 @@ pub const MAX_QUERY_CHARS: usize = 2000;
 /// The result of `search_knowledge`.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct KnowledgeResults {
-    /// Hits at or above `min_score`, best first.
+    /// Hits at or above `min_score`, by relevance.
     pub results: Vec<VaultHit>,
     /// The collections searched (the project's `vault.collections`).
     pub collections: Vec<String>,
@@ -88,8 +89,9 @@ fn check_query(query: &str, top_k: usize) -> Result<()> {
 }
 
 impl Cairn {
-    /// The `top_k` chunks most similar to `query`, best first, over the collections
-    /// named (every collection when `None`).
+    /// The `top_k` chunks most relevant to `query` over the collections named (every
+    /// collection when `None`): candidates by cosine similarity, re-ranked by keyword
+    /// overlap ([`super::rerank`]).
     pub fn vault_search(
         &self,
         query: &str,
@@ -99,10 +101,12 @@ impl Cairn {
         check_query(query, top_k)?;
         let q = self.vault.embedder.embed_query(query)?;
         let dir = vault_dir(&self.index_dir());
-        let ids = self.vault.search(&self.store, &dir, &q, top_k, |c| {
-            collections.is_none_or(|cs| cs.iter().any(|x| x == c))
-        })?;
-        self.store.read(|c| {
+        let ids = self
+            .vault
+            .search(&self.store, &dir, &q, rerank::candidates(top_k), |c| {
+                collections.is_none_or(|cs| cs.iter().any(|x| x == c))
+            })?;
+        let mut hits = self.store.read(|c| {
             let mut hits = Vec::with_capacity(ids.len());
             for (id, score) in ids {
                 // A chunk deleted between the search and this read is simply skipped.
@@ -111,7 +115,17 @@ impl Cairn {
                 }
             }
             Ok(hits)
-        })
+        })?;
+        let texts: Vec<String> = hits
+            .iter()
+            .map(|h| format!("{}\n{}", h.metadata.heading_path, h.text))
+            .collect();
+        for (h, o) in hits.iter_mut().zip(rerank::overlaps(query, &texts)) {
+            h.relevance = h.score + rerank::KEYWORD_WEIGHT * o;
+        }
+        hits.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
+        hits.truncate(top_k);
+        Ok(hits)
     }
 
     /// `search_knowledge`: search the bound project's vault collections.
@@ -141,7 +155,7 @@ impl Cairn {
             )));
         }
         let hits = self.vault_search(query, top_k, Some(&collections))?;
-        let best_score = hits.first().map(|h| h.score);
+        let best_score = hits.iter().map(|h| h.score).reduce(f32::max);
         let (results, below): (Vec<_>, Vec<_>) =
             hits.into_iter().partition(|h| h.score >= min_score);
         let note = match (results.is_empty(), best_score) {

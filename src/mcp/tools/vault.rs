@@ -45,7 +45,7 @@ pub struct PathParams {
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct RetrieveResult {
-    /// Best first.
+    /// Best first: cosine candidates re-ranked by keyword overlap (`relevance`).
     pub results: Vec<VaultHit>,
 }
 
