@@ -20,6 +20,7 @@
 pub mod cli;
 pub mod error;
 pub mod issues;
+pub mod learnings;
 pub mod mcp;
 pub mod scope;
 pub mod service;

@@ -18,11 +18,14 @@ use crate::error::{Error, Result};
 pub const BUSY_TIMEOUT_MS: u64 = 5000;
 
 /// The embedded migrations, in order. The number is the `user_version` after applying.
-const MIGRATIONS: &[(u32, &str, &str)] = &[(
-    1,
-    "0001_core.sql",
-    include_str!("../migrations/0001_core.sql"),
-)];
+const MIGRATIONS: &[(u32, &str, &str)] = &[
+    (
+        1,
+        "0001_core.sql",
+        include_str!("../migrations/0001_core.sql"),
+    ),
+    (3, "0003_learnings.sql", include_str!("../migrations/0003_learnings.sql")),
+];
 
 /// The highest migration version this binary knows.
 pub fn latest_version() -> u32 {

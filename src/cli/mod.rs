@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::service::Cairn;
 
 mod issue;
+mod learnings;
 mod project;
 mod scope;
 mod serve;
@@ -45,6 +46,9 @@ pub enum Command {
     /// Create and inspect issues.
     #[command(subcommand)]
     Issue(issue::IssueCmd),
+    /// Record, search, verify and rate learnings; rebuild their index.
+    #[command(subcommand)]
+    Learnings(learnings::LearningsCmd),
     /// Tool scope per agent profile.
     #[command(subcommand)]
     Scope(scope::ScopeCmd),
@@ -76,6 +80,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(&cli.db, args),
         Command::Project(cmd) => project::run(&open(&cli.db)?, cmd),
         Command::Issue(cmd) => issue::run(&open(&cli.db)?, cmd),
+        Command::Learnings(cmd) => learnings::run(&open(&cli.db)?, cmd),
         Command::Scope(cmd) => scope::run(&open(&cli.db)?, cmd),
     }
 }

@@ -122,6 +122,7 @@ where
 pub fn all_tools() -> Vec<ToolDef> {
     let mut tools = Vec::new();
     tools.extend(super::tools::system::tools());
+    tools.extend(super::tools::learnings::tools());
     tools
 }
 

@@ -1,4 +1,5 @@
 //! Tool families. Each file declares its tools with [`super::registry::tool`] and converts
 //! between wire parameters and the domain API; no domain logic lives here.
 
+pub mod learnings;
 pub mod system;
