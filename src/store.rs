@@ -24,7 +24,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0001_core.sql",
         include_str!("../migrations/0001_core.sql"),
     ),
-    (3, "0003_learnings.sql", include_str!("../migrations/0003_learnings.sql")),
+    (
+        3,
+        "0003_learnings.sql",
+        include_str!("../migrations/0003_learnings.sql"),
+    ),
 ];
 
 /// The highest migration version this binary knows.

@@ -4,4 +4,5 @@
 mod common;
 
 mod cli_basics;
+mod learnings;
 mod mcp_contract;

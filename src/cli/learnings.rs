@@ -227,7 +227,10 @@ pub fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<std::process::Exi
             if json {
                 print_json(&r)?;
             } else {
-                print_text(&format!("indexed {} learnings in {} ms", r.learnings, r.millis))?;
+                print_text(&format!(
+                    "indexed {} learnings in {} ms",
+                    r.learnings, r.millis
+                ))?;
             }
         }
     }

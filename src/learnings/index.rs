@@ -46,10 +46,10 @@ use std::time::{Duration, Instant};
 use rusqlite::params;
 use tantivy::directory::MmapDirectory;
 use tantivy::directory::error::LockError;
-use tantivy::query::{BooleanQuery, Bm25StatisticsProvider, EnableScoring, Occur, Query, TermQuery};
-use tantivy::schema::{
-    FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions,
+use tantivy::query::{
+    Bm25StatisticsProvider, BooleanQuery, EnableScoring, Occur, Query, TermQuery,
 };
+use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::{
     DocId, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Score, Searcher, TantivyDocument,
     TantivyError, Term,
@@ -238,7 +238,12 @@ fn acquire_writer(dir: &Path, wait: Duration) -> Result<Option<(Index, IndexWrit
 
 /// Index every learning past the on-disk index's watermark (all of them when
 /// `rebuild`), as the one writer, and commit.
-pub(crate) fn catch_up(store: &Store, dir: &Path, wait: Duration, rebuild: bool) -> Result<CatchUp> {
+pub(crate) fn catch_up(
+    store: &Store,
+    dir: &Path,
+    wait: Duration,
+    rebuild: bool,
+) -> Result<CatchUp> {
     let Some((index, mut writer)) = acquire_writer(dir, wait)? else {
         return Ok(CatchUp::Busy);
     };
@@ -264,7 +269,9 @@ pub(crate) fn catch_up(store: &Store, dir: &Path, wait: Duration, rebuild: bool)
         let Some(last) = rows.last() else { break };
         after = last.seq;
         for row in &rows {
-            writer.add_document(row.document(&fields)).map_err(index_err)?;
+            writer
+                .add_document(row.document(&fields))
+                .map_err(index_err)?;
         }
         n += rows.len() as u64;
     }
@@ -555,7 +562,9 @@ impl LearningIndex {
             Ok(CatchUp::Busy) => {
                 tracing::info!("learnings index writer busy; the next search catches up")
             }
-            Err(e) => tracing::warn!("indexing new learnings failed ({e}); the next search retries"),
+            Err(e) => {
+                tracing::warn!("indexing new learnings failed ({e}); the next search retries")
+            }
         }
     }
 
@@ -589,12 +598,12 @@ impl LearningIndex {
             .ok_or_else(|| index_err("not open"))?;
         let (max_seq, max_history) = watermarks(store)?;
         open.meta.refresh(store, max_seq, max_history)?;
-        if open.upto < max_seq {
-            if let Err(e) = open.reload() {
-                tracing::warn!("reloading the learnings index failed ({e}); reopening it");
-                *open = Open::new(&self.dir)?;
-                open.meta.refresh(store, max_seq, max_history)?;
-            }
+        if open.upto < max_seq
+            && let Err(e) = open.reload()
+        {
+            tracing::warn!("reloading the learnings index failed ({e}); reopening it");
+            *open = Open::new(&self.dir)?;
+            open.meta.refresh(store, max_seq, max_history)?;
         }
         if open.upto < max_seq {
             let wait = if max_seq - open.upto > TAIL_MAX {
@@ -673,7 +682,9 @@ impl LearningIndex {
         let mut heap: BinaryHeap<Candidate> = BinaryHeap::with_capacity(k + 1);
         for (si, searcher) in searchers.iter().enumerate() {
             let weight = query
-                .weight(EnableScoring::enabled_from_statistics_provider(&stats, searcher))
+                .weight(EnableScoring::enabled_from_statistics_provider(
+                    &stats, searcher,
+                ))
                 .map_err(index_err)?;
             for (ord, seg) in searcher.segment_readers().iter().enumerate() {
                 if seg.num_docs() == 0 {
@@ -740,15 +751,18 @@ fn build_tail(store: &Store, from: u64, to: u64) -> Result<Tail> {
     let (schema, fields) = schema();
     let index = Index::create_in_ram(schema);
     register(&index);
-    let mut writer: IndexWriter =
-        index.writer_with_num_threads(1, 15_000_000).map_err(index_err)?;
+    let mut writer: IndexWriter = index
+        .writer_with_num_threads(1, 15_000_000)
+        .map_err(index_err)?;
     let mut after = from;
     loop {
         let rows = rows_after(store, after, to, BATCH)?;
         let Some(last) = rows.last() else { break };
         after = last.seq;
         for row in &rows {
-            writer.add_document(row.document(&fields)).map_err(index_err)?;
+            writer
+                .add_document(row.document(&fields))
+                .map_err(index_err)?;
         }
     }
     writer.commit().map_err(index_err)?;
@@ -757,7 +771,11 @@ fn build_tail(store: &Store, from: u64, to: u64) -> Result<Tail> {
         .reload_policy(ReloadPolicy::Manual)
         .try_into()
         .map_err(index_err)?;
-    tracing::debug!(from, to, "searching an unindexed tail of learnings in memory");
+    tracing::debug!(
+        from,
+        to,
+        "searching an unindexed tail of learnings in memory"
+    );
     Ok(Tail {
         from,
         to,

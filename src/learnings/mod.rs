@@ -26,7 +26,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use index::{LearningIndex, SearchScope};
-pub use query::{ScoreBreakdown, STOP_WORDS};
+pub use query::{STOP_WORDS, ScoreBreakdown};
 
 use crate::error::{Error, FieldError, Result};
 use crate::issues::{find_project, resolve_issue_id};
@@ -205,7 +205,14 @@ fn load_by_seq(c: &Connection, seq: u64) -> Result<Option<Learning>> {
     Ok(st.query_row([seq as i64], learning_from_row).optional()?)
 }
 
-fn trimmed_len(errors: &mut Vec<FieldError>, field: &str, text: &str, min: usize, max: usize, hint: &str) {
+fn trimmed_len(
+    errors: &mut Vec<FieldError>,
+    field: &str,
+    text: &str,
+    min: usize,
+    max: usize,
+    hint: &str,
+) {
     let n = text.chars().count();
     if n < min {
         errors.push(FieldError::new(
@@ -234,7 +241,9 @@ fn check_prefix(field: &str, p: &str) -> Option<FieldError> {
     }
     let b = p.as_bytes();
     if b[0] == b'/' || b[0] == b'\\' || b[0] == b'~' || (b.len() > 1 && b[1] == b':') {
-        return bad("must be a path relative to the repository root (no leading /, \\, ~ or drive letter)");
+        return bad(
+            "must be a path relative to the repository root (no leading /, \\, ~ or drive letter)",
+        );
     }
     if p.split(['/', '\\']).any(|c| c == "..") {
         return bad("must not contain a `..` component");
@@ -422,7 +431,10 @@ impl Cairn {
             ));
         }
         if s.min_quality_score.is_some_and(|q| q > 100) {
-            errors.push(FieldError::new("min_quality_score", "must be between 0 and 100"));
+            errors.push(FieldError::new(
+                "min_quality_score",
+                "must be between 0 and 100",
+            ));
         }
         if !errors.is_empty() {
             return Err(Error::InvalidInput(errors));

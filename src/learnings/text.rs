@@ -33,11 +33,15 @@ fn is_stripped(c: char) -> bool {
 fn refused(c: char) -> Option<&'static str> {
     match c {
         '\t' | '\n' => None,
-        '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}' => {
-            Some("a bidirectional control character")
-        }
+        '\u{202A}'..='\u{202E}'
+        | '\u{2066}'..='\u{2069}'
+        | '\u{200E}'
+        | '\u{200F}'
+        | '\u{061C}' => Some("a bidirectional control character"),
         '\u{E0000}'..='\u{E007F}' => Some("an invisible Unicode tag character"),
-        '\u{FFF9}'..='\u{FFFC}' => Some("an interlinear annotation or object replacement character"),
+        '\u{FFF9}'..='\u{FFFC}' => {
+            Some("an interlinear annotation or object replacement character")
+        }
         c if c.is_control() => Some("a control character"),
         _ => None,
     }
