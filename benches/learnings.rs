@@ -54,47 +54,150 @@ impl Rng {
 }
 
 const TECH: &[&str] = &[
-    "Postgres", "SQLite", "Redis", "Kafka", "nginx", "Docker", "Kubernetes", "Terraform",
-    "React", "Vue", "Nuxt", "Next.js", "webpack", "Vite", "Jest", "Vitest", "Playwright",
-    "Cypress", "GraphQL", "gRPC", "tokio", "serde", "axum", "Django", "Rails", "Spring",
-    "Prisma", "TypeORM", "Celery", "RabbitMQ", "Elasticsearch", "S3", "Lambda", "Cloudflare",
-    "GitHub Actions", "Helm", "ESLint", "Prettier", "Tailwind", "Storybook", "pnpm", "cargo",
-    "rustls", "OpenSSL", "Sentry", "Datadog", "Stripe", "OAuth", "JWT", "WebSocket",
+    "Postgres",
+    "SQLite",
+    "Redis",
+    "Kafka",
+    "nginx",
+    "Docker",
+    "Kubernetes",
+    "Terraform",
+    "React",
+    "Vue",
+    "Nuxt",
+    "Next.js",
+    "webpack",
+    "Vite",
+    "Jest",
+    "Vitest",
+    "Playwright",
+    "Cypress",
+    "GraphQL",
+    "gRPC",
+    "tokio",
+    "serde",
+    "axum",
+    "Django",
+    "Rails",
+    "Spring",
+    "Prisma",
+    "TypeORM",
+    "Celery",
+    "RabbitMQ",
+    "Elasticsearch",
+    "S3",
+    "Lambda",
+    "Cloudflare",
+    "GitHub Actions",
+    "Helm",
+    "ESLint",
+    "Prettier",
+    "Tailwind",
+    "Storybook",
+    "pnpm",
+    "cargo",
+    "rustls",
+    "OpenSSL",
+    "Sentry",
+    "Datadog",
+    "Stripe",
+    "OAuth",
+    "JWT",
+    "WebSocket",
 ];
 const THING: &[&str] = &[
-    "connection pool", "migrations", "cache keys", "retry policy", "health check",
-    "feature flags", "env variables", "build cache", "test fixtures", "auth middleware",
-    "rate limiter", "background jobs", "file uploads", "log format", "error boundaries",
-    "query builder", "snapshot tests", "lock file", "config loader", "request timeout",
-    "session store", "webhook handler", "schema validation", "date parsing", "pagination",
+    "connection pool",
+    "migrations",
+    "cache keys",
+    "retry policy",
+    "health check",
+    "feature flags",
+    "env variables",
+    "build cache",
+    "test fixtures",
+    "auth middleware",
+    "rate limiter",
+    "background jobs",
+    "file uploads",
+    "log format",
+    "error boundaries",
+    "query builder",
+    "snapshot tests",
+    "lock file",
+    "config loader",
+    "request timeout",
+    "session store",
+    "webhook handler",
+    "schema validation",
+    "date parsing",
+    "pagination",
 ];
 const VERB: &[&str] = &[
-    "always", "never", "prefer to", "avoid trying to", "make sure to", "remember to",
-    "do not", "be careful to",
+    "always",
+    "never",
+    "prefer to",
+    "avoid trying to",
+    "make sure to",
+    "remember to",
+    "do not",
+    "be careful to",
 ];
 const ACTION: &[&str] = &[
-    "pin the version of", "close the pool used by", "set an explicit timeout on",
-    "await every promise returned by", "mock the clock before testing", "invalidate the cache of",
-    "run the migrations before starting", "wrap a transaction around", "batch the requests to",
-    "disable auto-import for", "import explicitly from", "restart the watcher of",
-    "validate the payload sent to", "sort the keys produced by", "reuse the client of",
-    "stub the network calls of", "configure the retries of", "check the exit code of",
-    "escape user input passed to", "bump the memory limit of",
+    "pin the version of",
+    "close the pool used by",
+    "set an explicit timeout on",
+    "await every promise returned by",
+    "mock the clock before testing",
+    "invalidate the cache of",
+    "run the migrations before starting",
+    "wrap a transaction around",
+    "batch the requests to",
+    "disable auto-import for",
+    "import explicitly from",
+    "restart the watcher of",
+    "validate the payload sent to",
+    "sort the keys produced by",
+    "reuse the client of",
+    "stub the network calls of",
+    "configure the retries of",
+    "check the exit code of",
+    "escape user input passed to",
+    "bump the memory limit of",
 ];
 const GOTCHA: &[&str] = &[
-    "or the tests hang forever in CI", "otherwise CI fails with a cryptic error",
-    "because the default timeout is unbounded", "since it silently drops messages under load",
-    "or you'll get already-defined errors at build time", "because it leaks file descriptors",
-    "otherwise deploys serve stale assets", "or the container is OOM-killed",
-    "because the lock is held across await points", "since retries are not idempotent",
-    "or flaky failures appear only on Mondays", "because the fake timers never advance",
-    "otherwise the migration deadlocks with the app", "because prod uses a different locale",
-    "or the snapshot order changes between runs", "since the token expires after an hour",
+    "or the tests hang forever in CI",
+    "otherwise CI fails with a cryptic error",
+    "because the default timeout is unbounded",
+    "since it silently drops messages under load",
+    "or you'll get already-defined errors at build time",
+    "because it leaks file descriptors",
+    "otherwise deploys serve stale assets",
+    "or the container is OOM-killed",
+    "because the lock is held across await points",
+    "since retries are not idempotent",
+    "or flaky failures appear only on Mondays",
+    "because the fake timers never advance",
+    "otherwise the migration deadlocks with the app",
+    "because prod uses a different locale",
+    "or the snapshot order changes between runs",
+    "since the token expires after an hour",
 ];
 const PATHS: &[&str] = &[
-    "src/api/", "app/utils/", "app/composables/", "server/db/", "migrations/", "tests/e2e/",
-    "packages/ui/", "infra/terraform/", ".github/workflows/", "src/workers/", "lib/auth/",
-    "config/", "scripts/", "src/components/", "crates/core/src/",
+    "src/api/",
+    "app/utils/",
+    "app/composables/",
+    "server/db/",
+    "migrations/",
+    "tests/e2e/",
+    "packages/ui/",
+    "infra/terraform/",
+    ".github/workflows/",
+    "src/workers/",
+    "lib/auth/",
+    "config/",
+    "scripts/",
+    "src/components/",
+    "crates/core/src/",
 ];
 const CONTEXT: &[&str] = &[
     "This bit us during the release of the billing service, when the nightly import job ran against staging.",
@@ -130,7 +233,9 @@ fn generate(rng: &mut Rng) -> Gen {
             rng.pick(PATHS)
         )
     });
-    let applies_to = (0..rng.next() % 3).map(|_| rng.pick(PATHS).to_string()).collect();
+    let applies_to = (0..rng.next() % 3)
+        .map(|_| rng.pick(PATHS).to_string())
+        .collect();
     Gen {
         pattern,
         context,
@@ -142,13 +247,27 @@ fn generate(rng: &mut Rng) -> Gen {
 fn queries() -> Vec<String> {
     let mut rng = Rng(0xC0FFEE);
     let shapes: [fn(&mut Rng) -> String; 5] = [
-        |r| format!("how do I fix {} {} timeout in ci", r.pick(TECH), r.pick(THING)),
+        |r| {
+            format!(
+                "how do I fix {} {} timeout in ci",
+                r.pick(TECH),
+                r.pick(THING)
+            )
+        },
         |r| format!("{} {} flaky tests", r.pick(TECH), r.pick(THING)),
-        |r| format!("why does {} leak file descriptors with {}", r.pick(TECH), r.pick(TECH)),
+        |r| {
+            format!(
+                "why does {} leak file descriptors with {}",
+                r.pick(TECH),
+                r.pick(TECH)
+            )
+        },
         |r| format!("{} migrations deadlock {}", r.pick(TECH), r.pick(PATHS)),
         |r| format!("auto-imp {} already defined error", r.pick(TECH)),
     ];
-    (0..40).map(|i| shapes[i % shapes.len()](&mut rng)).collect()
+    (0..40)
+        .map(|i| shapes[i % shapes.len()](&mut rng))
+        .collect()
 }
 
 fn norm(s: &str) -> String {
@@ -237,7 +356,10 @@ fn corpus(n: usize) -> PathBuf {
     .unwrap();
     drop(c);
     std::fs::write(&done, "").unwrap();
-    println!("built corpus of {n} learnings in {:.1}s", t.elapsed().as_secs_f64());
+    println!(
+        "built corpus of {n} learnings in {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
     db
 }
 
@@ -280,8 +402,13 @@ struct Fts5 {
 impl Fts5 {
     fn open(db: &Path) -> Fts5 {
         let conn = Connection::open(db).unwrap();
+        // The same page access as the store's connection.
+        conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)
+            .unwrap();
         let project: String = conn
-            .query_row("SELECT id FROM projects WHERE slug = 'proj3'", [], |r| r.get(0))
+            .query_row("SELECT id FROM projects WHERE slug = 'proj3'", [], |r| {
+                r.get(0)
+            })
             .unwrap();
         let docs: f64 = conn
             .query_row("SELECT count(*) FROM learnings", [], |r| r.get(0))
@@ -334,10 +461,9 @@ impl Fts5 {
             )
             .unwrap();
         let rows = st
-            .query_map(
-                params![query, self.project, reference, LIMIT as i64],
-                |r| r.get::<_, String>(0),
-            )
+            .query_map(params![query, self.project, reference, LIMIT as i64], |r| {
+                r.get::<_, String>(0)
+            })
             .unwrap();
         rows.count()
     }

@@ -40,7 +40,7 @@
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rusqlite::params;
@@ -82,6 +82,11 @@ struct Fields {
 }
 
 fn schema() -> (Schema, Fields) {
+    static SCHEMA: LazyLock<(Schema, Fields)> = LazyLock::new(build_schema);
+    SCHEMA.clone()
+}
+
+fn build_schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let seq = b.add_u64_field("seq", FAST);
     let text = TextOptions::default().set_indexing_options(
@@ -194,7 +199,13 @@ fn open_on_disk(dir: &Path) -> Result<Index> {
         let d = MmapDirectory::open(dir)?;
         Index::open_or_create(d, schema.clone())
     };
-    let index = match attempt() {
+    // A failure may be a race with another process creating the index at the same
+    // moment: look again before treating the directory as unusable.
+    let first = attempt().or_else(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        attempt()
+    });
+    let index = match first {
         Ok(i) => i,
         Err(e) => {
             tracing::warn!(dir = %dir.display(), "learnings index unusable ({e}); rebuilding it");
@@ -650,7 +661,11 @@ impl LearningIndex {
         for terms in &slots {
             let mut max_df = 0;
             for term in terms {
-                max_df = max_df.max(stats.doc_freq(term).map_err(index_err)?);
+                let df = stats.doc_freq(term).map_err(index_err)?;
+                if df == 0 {
+                    continue;
+                }
+                max_df = max_df.max(df);
                 clauses.push((
                     Occur::Should,
                     Box::new(TermQuery::new(term.clone(), IndexRecordOption::WithFreqs)),

@@ -45,7 +45,7 @@ pub mod limits {
     pub const LIMIT_MAX: usize = 100;
     pub const NOTE_MAX: usize = 1_000;
     pub const ID_MAX: usize = 64;
-    /// Candidates taken by BM25 before the blend: `max(4 × limit, 100)`.
+    /// Candidates taken by BM25 before the blend: `max(2 × limit, 100)`.
     pub const CANDIDATES_MIN: usize = 100;
 }
 
@@ -451,11 +451,13 @@ impl Cairn {
                 query: &parsed,
                 scope: &scope,
                 min_quality: s.min_quality_score,
-                candidates: (4 * limit).max(limits::CANDIDATES_MIN),
+                candidates: (2 * limit).max(limits::CANDIDATES_MIN),
                 limit,
             },
         )?;
         let results = self.store.read(|c| {
+            // One read transaction: one snapshot and one lock round-trip for all rows.
+            let snapshot = c.unchecked_transaction()?;
             let mut out = Vec::with_capacity(ranked.len());
             for r in &ranked {
                 if let Some(mut learning) = load_by_seq(c, r.seq)? {
@@ -468,6 +470,7 @@ impl Cairn {
                     });
                 }
             }
+            snapshot.commit()?;
             Ok(out)
         })?;
         Ok(SearchResults {
