@@ -50,6 +50,7 @@ use tantivy::query::{
     Bm25StatisticsProvider, BooleanQuery, EnableScoring, Occur, Query, TermQuery,
 };
 use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
+use tantivy::tokenizer::{PreTokenizedString, TextAnalyzer};
 use tantivy::{
     DocId, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Score, Searcher, TantivyDocument,
     TantivyError, Term,
@@ -74,11 +75,26 @@ const BATCH: usize = 5_000;
 
 const FAILPOINT_ENV: &str = "CAIRN_FAILPOINT";
 
-/// The searchable text fields, in [`FIELD_WEIGHTS`] order.
+/// The searchable fields. `text` holds the analysed words, in [`FIELD_WEIGHTS`] order;
+/// `scoped` holds the same words prefixed with the learning's project id
+/// (`proj_1a2b…:import`), so that a search of one project walks only that project's
+/// postings instead of filtering every project's (10x less work with ten projects).
 #[derive(Debug, Clone, Copy)]
 struct Fields {
     seq: Field,
     text: [Field; 3],
+    scoped: [Field; 3],
+}
+
+/// Which of the two sets of fields a search reads, and the term prefix it uses.
+struct Lexicon {
+    fields: [Field; 3],
+    key: String,
+}
+
+/// The scoped term of `word` in `project`.
+fn scoped_term(project: &str, word: &str) -> String {
+    format!("{project}:{word}")
 }
 
 fn schema() -> (Schema, Fields) {
@@ -96,12 +112,18 @@ fn build_schema() -> (Schema, Fields) {
     );
     let pattern = b.add_text_field("pattern", text.clone());
     let applies_to = b.add_text_field("applies_to", text.clone());
-    let context = b.add_text_field("context", text);
+    let context = b.add_text_field("context", text.clone());
+    let scoped = [
+        b.add_text_field("scoped_pattern", text.clone()),
+        b.add_text_field("scoped_applies_to", text.clone()),
+        b.add_text_field("scoped_context", text),
+    ];
     (
         b.build(),
         Fields {
             seq,
             text: [pattern, applies_to, context],
+            scoped,
         },
     )
 }
@@ -113,6 +135,7 @@ fn index_err(e: impl std::fmt::Display) -> Error {
 /// One learning's text, as indexed.
 struct Row {
     seq: u64,
+    project: String,
     pattern: String,
     applies_to: Vec<String>,
     context: Option<String>,
@@ -120,12 +143,33 @@ struct Row {
 
 impl Row {
     fn document(&self, f: &Fields) -> TantivyDocument {
+        static ANALYZER: LazyLock<TextAnalyzer> = LazyLock::new(super::query::analyzer);
         let mut d = TantivyDocument::default();
         d.add_u64(f.seq, self.seq);
-        d.add_text(f.text[0], &self.pattern);
-        d.add_text(f.text[1], self.applies_to.join("\n"));
-        if let Some(c) = &self.context {
-            d.add_text(f.text[2], c);
+        let applies = self.applies_to.join("\n");
+        let texts = [
+            Some(self.pattern.as_str()),
+            Some(applies.as_str()),
+            self.context.as_deref(),
+        ];
+        for ((field, scoped), text) in f.text.into_iter().zip(f.scoped).zip(texts) {
+            let Some(text) = text else { continue };
+            d.add_text(field, text);
+            let mut analyzer = ANALYZER.clone();
+            let mut stream = analyzer.token_stream(text);
+            let mut tokens = Vec::new();
+            while let Some(t) = stream.next() {
+                let mut t = t.clone();
+                t.text = scoped_term(&self.project, &t.text);
+                tokens.push(t);
+            }
+            d.add_pre_tokenized_text(
+                scoped,
+                PreTokenizedString {
+                    text: String::new(),
+                    tokens,
+                },
+            );
         }
         d
     }
@@ -135,13 +179,14 @@ impl Row {
 fn rows_after(store: &Store, after: u64, upto: u64, limit: usize) -> Result<Vec<Row>> {
     store.read(|c| {
         let mut st = c.prepare_cached(
-            "SELECT seq, pattern, applies_to, context FROM learnings
+            "SELECT seq, pattern, applies_to, context, project_id FROM learnings
              WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
         )?;
         let rows = st.query_map(params![after as i64, upto as i64, limit as i64], |r| {
             let applies: String = r.get(2)?;
             Ok(Row {
                 seq: r.get::<_, i64>(0)? as u64,
+                project: r.get(4)?,
                 pattern: r.get(1)?,
                 applies_to: serde_json::from_str(&applies).unwrap_or_default(),
                 context: r.get(3)?,
@@ -654,7 +699,17 @@ impl LearningIndex {
         if docs == 0 {
             return Ok(Vec::new());
         }
-        let slots = expand(s.query, &searchers, &fields)?;
+        let lexicon = match s.scope {
+            SearchScope::Project(p) => Lexicon {
+                fields: fields.scoped,
+                key: scoped_term(p, ""),
+            },
+            SearchScope::OtherProjects(_) | SearchScope::All => Lexicon {
+                fields: fields.text,
+                key: String::new(),
+            },
+        };
+        let slots = expand(s.query, &searchers, &lexicon)?;
         // Reference score: each slot's most frequent term, once, in one field.
         let mut reference = 0.0;
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
@@ -736,7 +791,7 @@ impl LearningIndex {
         }
 
         let candidates = heap.into_vec();
-        let weights = slot_weights(&candidates, &searchers, &slots, &fields)?;
+        let weights = slot_weights(&candidates, &searchers, &slots, &lexicon)?;
         let mut ranked: Vec<Ranked> = candidates
             .iter()
             .zip(weights)
@@ -800,16 +855,16 @@ fn build_tail(store: &Store, from: u64, to: u64) -> Result<Tail> {
 
 /// Each slot's index terms, one per (field, term) present in some searcher. Exact slots
 /// keep their term even when absent (it still counts in the reference score).
-fn expand(query: &ParsedQuery, searchers: &[Searcher], f: &Fields) -> Result<Vec<Vec<Term>>> {
+fn expand(query: &ParsedQuery, searchers: &[Searcher], lex: &Lexicon) -> Result<Vec<Vec<Term>>> {
     let mut out = Vec::with_capacity(query.slots.len());
     for slot in &query.slots {
         let words: Vec<String> = match slot {
-            Slot::Exact(t) => vec![t.clone()],
-            Slot::Prefix(prefixes) => prefix_terms(prefixes, searchers, f)?,
+            Slot::Exact(t) => vec![format!("{}{t}", lex.key)],
+            Slot::Prefix(prefixes) => prefix_terms(prefixes, searchers, lex)?,
         };
         let mut terms = Vec::new();
         for w in &words {
-            for field in f.text {
+            for field in lex.fields {
                 terms.push(Term::from_field_text(field, w));
             }
         }
@@ -818,16 +873,17 @@ fn expand(query: &ParsedQuery, searchers: &[Searcher], f: &Fields) -> Result<Vec
     Ok(out)
 }
 
-/// The most frequent indexed words (summed over fields and segments) that start with
-/// one of `prefixes`, at most [`MAX_EXPANSIONS`].
-fn prefix_terms(prefixes: &[String], searchers: &[Searcher], f: &Fields) -> Result<Vec<String>> {
+/// The most frequent indexed terms (summed over fields and segments) that start with
+/// the lexicon's key and one of `prefixes`, at most [`MAX_EXPANSIONS`].
+fn prefix_terms(prefixes: &[String], searchers: &[Searcher], lex: &Lexicon) -> Result<Vec<String>> {
     /// Dictionary entries scanned per prefix, field and segment.
     const SCAN: usize = 4096;
     let mut freq: BTreeMap<String, u64> = BTreeMap::new();
     for p in prefixes {
+        let p = format!("{}{p}", lex.key);
         for searcher in searchers {
             for seg in searcher.segment_readers() {
-                for field in f.text {
+                for field in lex.fields {
                     let inv = seg.inverted_index(field).map_err(index_err)?;
                     let mut stream = inv
                         .terms()
@@ -863,7 +919,7 @@ fn slot_weights(
     candidates: &[Candidate],
     searchers: &[Searcher],
     slots: &[Vec<Term>],
-    f: &Fields,
+    lex: &Lexicon,
 ) -> Result<Vec<Vec<f32>>> {
     let mut out = vec![vec![0.0f32; slots.len()]; candidates.len()];
     // Group candidates by segment, docs ascending (postings only seek forward).
@@ -877,7 +933,7 @@ fn slot_weights(
     for ((si, ord), mut docs) in by_segment {
         docs.sort_unstable();
         let seg = searchers[si].segment_reader(ord);
-        for (fi, field) in f.text.iter().enumerate() {
+        for (fi, field) in lex.fields.iter().enumerate() {
             let inv = seg.inverted_index(*field).map_err(index_err)?;
             for (slot, terms) in slots.iter().enumerate() {
                 for term in terms.iter().filter(|t| t.field() == *field) {
