@@ -438,7 +438,11 @@ async fn triggers_refuse_edits_and_tampering_is_detected() {
     )
     .unwrap();
     let out = env.run(&["findings", "WEB-1", "--verify", "--json"]);
-    assert_eq!(out.status.code(), Some(1), "a broken chain exits 1");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a broken chain exits 3, like `cairn audit verify`"
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["intact"], false);
     let broken = v["broken"].as_array().unwrap();

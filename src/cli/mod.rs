@@ -2,7 +2,8 @@
 //!
 //! Results go to stdout (text, or JSON with `--json`); progress and logs go to stderr.
 //! [`main`] is the one place that maps errors to exit codes: 0 success (and a broken
-//! pipe), 2 bad input, 1 anything else.
+//! pipe), 2 bad input, 1 anything else; verification commands (`audit verify`,
+//! `findings --verify`) exit 3 when a hash chain does not verify.
 
 use std::io::Write;
 use std::path::PathBuf;
