@@ -73,6 +73,7 @@ pub enum IssueCmd {
         priority: Option<u8>,
     },
     /// The issue with its whole trail: findings, comments, status history, PRs, runs.
+    /// Always JSON: the whole record is meant for scripts and for reading with jq.
     Trail { issue: String },
 }
 
