@@ -74,6 +74,10 @@ pub enum Error {
     /// A precondition on the environment failed (missing start-up flag, workspace mismatch).
     #[error("{0}")]
     FailedPrecondition(String),
+    /// The session's worktree is not the bound issue's (`verify_workspace`); the message
+    /// carries recovery instructions.
+    #[error("{0}")]
+    WorkspaceInvalid(String),
     /// The embedding model or its runtime is missing or failed to load.
     #[error("model unavailable: {0}")]
     ModelUnavailable(String),
@@ -138,6 +142,7 @@ impl Error {
             Error::AlreadyFinalized(_) => "ERR_ALREADY_FINALIZED",
             Error::CircularDependency(_) => "ERR_CIRCULAR_DEPENDENCY",
             Error::FailedPrecondition(_) => "ERR_FAILED_PRECONDITION",
+            Error::WorkspaceInvalid(_) => "ERR_WORKSPACE_INVALID",
             Error::ModelUnavailable(_) => "ERR_MODEL_UNAVAILABLE",
             Error::Index(_) => "ERR_INDEX",
             Error::Database(_) => "ERR_INTERNAL",

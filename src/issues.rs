@@ -25,7 +25,9 @@ pub mod limits {
 }
 
 /// The statuses an issue can have (one set for both vocabularies).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Backlog,

@@ -18,14 +18,21 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod cli;
+pub mod colibri;
 pub mod error;
 pub mod issues;
 pub mod learnings;
 pub mod mcp;
+pub mod memory;
+pub mod moves;
+pub(crate) mod paths;
+pub mod phases;
 pub mod scope;
 pub mod service;
 pub mod session;
 pub mod store;
+pub mod trail;
+pub mod workspace;
 
 pub use error::{Error, Result};
 pub use service::Cairn;

@@ -25,9 +25,19 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         include_str!("../migrations/0001_core.sql"),
     ),
     (
+        2,
+        "0002_trail.sql",
+        include_str!("../migrations/0002_trail.sql"),
+    ),
+    (
         3,
         "0003_learnings.sql",
         include_str!("../migrations/0003_learnings.sql"),
+    ),
+    (
+        5,
+        "0005_colibri.sql",
+        include_str!("../migrations/0005_colibri.sql"),
     ),
 ];
 

@@ -61,3 +61,294 @@ async fn unknown_tool_lists_available_tools() {
     }
     c.close().await;
 }
+
+#[tokio::test]
+async fn scope_filters_at_list_time_and_call_time() {
+    let env = Env::new();
+    // A scope file wins over --agent-type.
+    let scope = env.path().join("scope.json");
+    std::fs::write(&scope, r#"["server_ping"]"#).unwrap();
+    let c = env
+        .serve(&[
+            "--tool-scope-file",
+            scope.to_str().unwrap(),
+            "--agent-type",
+            "worker",
+        ])
+        .await;
+    assert_eq!(c.tool_names().await, ["server_ping"]);
+    c.ok("server_ping", json!({})).await;
+    let denied = c
+        .err_code("server_health", json!({}), "PERMISSION_DENIED")
+        .await;
+    assert_eq!(denied["status"], "PERMISSION_DENIED");
+    // The unknown-tool list shows only what this caller may use.
+    let unknown = c.err("nope", json!({})).await;
+    assert!(
+        !unknown["help_prompt"]
+            .as_str()
+            .unwrap()
+            .contains("server_health")
+    );
+    c.close().await;
+
+    // --agent-type alone: the profile matrix.
+    let c = env.serve(&["--agent-type", "judge"]).await;
+    let names = c.tool_names().await;
+    assert!(names.contains(&"server_health".to_string()));
+    for t in names {
+        assert!(
+            cairn::scope::profile_defaults("judge")
+                .unwrap()
+                .contains(&t.as_str()),
+            "{t} listed for judge"
+        );
+    }
+    c.close().await;
+}
+
+#[tokio::test]
+async fn oversized_arguments_are_refused_before_any_handler() {
+    let env = Env::new();
+    let c = env.serve(&[]).await;
+    let huge = "x".repeat(cairn::mcp::registry::MAX_ARGUMENT_BYTES + 1);
+    let body = c.err("server_ping", json!({ "padding": huge })).await;
+    assert_eq!(body["status"], "VALIDATION_FAILED");
+    assert_eq!(error_fields(&body), ["arguments"]);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most")
+    );
+    c.ok("server_ping", json!({})).await;
+    c.close().await;
+}
+
+#[tokio::test]
+async fn many_servers_start_at_once_on_one_new_database() {
+    let env = Env::new();
+    assert!(!env.db.exists());
+    let clients = futures_join_all((0..6).map(|_| env.serve(&[]))).await;
+    for c in &clients {
+        let h = c.ok("server_health", json!({})).await;
+        assert_eq!(h["status"], "ok");
+    }
+    for c in clients {
+        c.close().await;
+    }
+}
+
+async fn futures_join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let handles: Vec<_> = futs.collect();
+    let mut out = Vec::new();
+    // Start them all before awaiting any: each `serve` spawns its process on first poll,
+    // so poll them together.
+    let mut pinned: Vec<_> = handles.into_iter().map(Box::pin).collect();
+    let mut results: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (i, f) in pinned.iter_mut().enumerate() {
+            if results[i].is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => results[i] = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.extend(results.into_iter().map(|r| r.expect("ready")));
+    out
+}
+
+#[test]
+fn startup_fails_loudly_on_unknown_issue_or_unopenable_db() {
+    let env = Env::new();
+    let out = env.run(&["serve", "--issue-id", "NOPE-1"]);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "nothing but MCP on stdout");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NOPE-1"));
+
+    let dir_as_db = env.path().join("a-directory");
+    std::fs::create_dir(&dir_as_db).unwrap();
+    let out = std::process::Command::new(crate::common::bin())
+        .args(["--db", dir_as_db.to_str().unwrap(), "serve"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("error"));
+
+    let out = env.run(&["serve", "--agent-type", "wizard"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("wizard"));
+}
+
+fn spawn_raw(env: &Env) -> std::process::Child {
+    env.cmd(&["serve"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_exit(
+    child: &mut std::process::Child,
+    within: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + within;
+    while std::time::Instant::now() < deadline {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    None
+}
+
+#[test]
+fn exits_within_two_seconds_of_stdin_closing_and_on_sigterm() {
+    use std::io::{BufRead, BufReader, Write};
+    let env = Env::new();
+    let mut child = spawn_raw(&env);
+    // A request before initialize gets an error, not silence.
+    let stdin = child.stdin.as_mut().unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":7,"method":"tools/list"}}"#).unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(reply["id"], 7);
+    assert!(reply["error"]["code"].is_i64(), "{reply}");
+    drop(child.stdin.take());
+    let status = wait_exit(&mut child, std::time::Duration::from_secs(2));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "no clean exit after stdin closed"
+    );
+
+    let mut child = spawn_raw(&env);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = wait_exit(&mut child, std::time::Duration::from_secs(2));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "no clean exit on SIGTERM"
+    );
+}
+
+/// Run `tests/mcp_sdk/drive.py` (official MCP Python SDK) against `cairn serve`.
+fn python_sdk(
+    env: &Env,
+    mode: &str,
+    flags: &[&str],
+    calls: serde_json::Value,
+) -> serde_json::Value {
+    use std::io::Write;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_sdk/drive.py");
+    let mut child = std::process::Command::new("python3")
+        .arg(script)
+        .arg(crate::common::bin())
+        .arg(&env.db)
+        .args(flags)
+        .env("MCP_MODE", mode)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 (run scripts/setup.sh to install the MCP SDK)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(calls.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "python MCP SDK driver failed (is `pip install mcp` done? scripts/setup.sh does it):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("driver prints JSON")
+}
+
+#[test]
+fn official_python_sdk_discover_and_legacy_lifecycles() {
+    let env = Env::new();
+    let calls = json!([
+        {"tool": "server_ping"},
+        {"tool": "server_health", "arguments": {"verbose": true}},
+        {"tool": "no_such_tool"},
+    ]);
+    for (mode, lifecycle) in [("auto", "discover"), ("legacy", "initialize")] {
+        let out = python_sdk(&env, mode, &["--agent-type", "worker"], calls.clone());
+        assert_eq!(out["lifecycle"], lifecycle);
+        let tools: Vec<&str> = out["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        assert!(tools.contains(&"server_ping"));
+        let c = out["calls"].as_array().unwrap();
+        assert_eq!(c[0]["is_error"], false);
+        assert_eq!(c[0]["structured"]["ok"], true);
+        assert_eq!(c[1]["is_error"], true);
+        assert_eq!(c[1]["structured"]["status"], "VALIDATION_FAILED");
+        assert_eq!(error_fields(&c[1]["structured"]), ["verbose"]);
+        assert!(
+            c[1]["structured"]["help_prompt"]
+                .as_str()
+                .unwrap()
+                .contains("server_health")
+        );
+        assert_eq!(c[2]["is_error"], true);
+        assert_eq!(error_fields(&c[2]["structured"]), ["tool_name"]);
+    }
+}
+
+#[tokio::test]
+async fn tools_list_matches_the_checked_in_snapshot() {
+    let env = Env::new();
+    let c = env.serve(&[]).await;
+    let tools = c.service.list_all_tools().await.unwrap();
+    c.close().await;
+    let actual = serde_json::to_string_pretty(&tools).unwrap() + "\n";
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/tools_list.json");
+    if std::env::var_os("CAIRN_UPDATE_SNAPSHOTS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        expected == actual,
+        "tools/list changed; review and re-run with CAIRN_UPDATE_SNAPSHOTS=1 to accept:\n{}",
+        first_difference(&expected, &actual)
+    );
+}
+
+fn first_difference(a: &str, b: &str) -> String {
+    for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
+        if x != y {
+            return format!("line {}:\n- {x}\n+ {y}", i + 1);
+        }
+    }
+    format!(
+        "lengths differ: {} vs {} lines",
+        a.lines().count(),
+        b.lines().count()
+    )
+}

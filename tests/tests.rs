@@ -4,5 +4,9 @@
 mod common;
 
 mod cli_basics;
+mod colibri;
+mod e2e;
 mod learnings;
 mod mcp_contract;
+mod trail;
+mod work;

@@ -49,6 +49,44 @@ pub enum IssueCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Change an issue's status (the trail vocabulary's transitions; a person may also
+    /// set done, cancelled and backlog).
+    Status {
+        issue: String,
+        #[arg(value_parser = parse_status)]
+        status: Status,
+        /// Why; kept in the status history.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Post a comment on an issue.
+    Comment { issue: String, text: String },
+    /// Create a sub-task; the parent is blocked until its sub-tasks are done.
+    Subtask {
+        /// The parent issue.
+        parent: String,
+        #[arg(long)]
+        title: String,
+        #[arg(long)]
+        description: Option<String>,
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
+        priority: Option<u8>,
+    },
+    /// The issue with its whole trail: findings, comments, status history, PRs, runs.
+    /// Always JSON: the whole record is meant for scripts and for reading with jq.
+    Trail { issue: String },
+    /// Move an issue to another project (as `move_issue`); prints its new identifier.
+    Move {
+        issue: String,
+        /// The destination project (slug or id).
+        #[arg(long)]
+        to: String,
+        /// Why the issue moves (recorded as a comment).
+        #[arg(long)]
+        reason: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub(crate) fn parse_status(s: &str) -> Result<Status, String> {
@@ -138,6 +176,45 @@ pub fn run(cairn: &Cairn, cmd: IssueCmd) -> anyhow::Result<std::process::ExitCod
                     s.push_str(&format!("\n{}\n", i.description));
                 }
                 print_text(&s)?;
+            }
+        }
+        IssueCmd::Status {
+            issue,
+            status,
+            reason,
+        } => {
+            let c = cairn.update_issue_status(&issue, status, reason.as_deref(), "cli", false)?;
+            print_text(&format!("{} -> {}", c.from, c.to))?;
+        }
+        IssueCmd::Comment { issue, text } => {
+            print_text(&cairn.add_comment(&issue, &text, "cli")?.id)?;
+        }
+        IssueCmd::Subtask {
+            parent,
+            title,
+            description,
+            priority,
+        } => {
+            let new = NewIssue {
+                title,
+                description,
+                priority,
+                ..Default::default()
+            };
+            print_text(&cairn.create_subtask(&parent, new, "cli")?.identifier)?;
+        }
+        IssueCmd::Trail { issue } => print_json(&cairn.issue_details(&issue)?)?,
+        IssueCmd::Move {
+            issue,
+            to,
+            reason,
+            json,
+        } => {
+            let moved = cairn.move_issue(&issue, &to, &reason, "cli")?;
+            if json {
+                print_json(&moved)?;
+            } else {
+                print_text(&moved.identifier)?;
             }
         }
     }

@@ -2,7 +2,8 @@
 //!
 //! Results go to stdout (text, or JSON with `--json`); progress and logs go to stderr.
 //! [`main`] is the one place that maps errors to exit codes: 0 success (and a broken
-//! pipe), 2 bad input, 1 anything else.
+//! pipe), 2 bad input, 1 anything else; verification commands (`audit verify`,
+//! `findings --verify`) exit 3 when a hash chain does not verify.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -13,11 +14,13 @@ use clap::{Parser, Subcommand};
 use crate::error::Error;
 use crate::service::Cairn;
 
+mod audit;
 mod issue;
 mod learnings;
 mod project;
 mod scope;
 mod serve;
+mod trail;
 
 /// Cairn: a knowledge service for AI coding agents (MCP server and CLI).
 #[derive(Debug, Parser)]
@@ -52,6 +55,17 @@ pub enum Command {
     /// Tool scope per agent profile.
     #[command(subcommand)]
     Scope(scope::ScopeCmd),
+    /// An issue's findings; `--verify` re-computes its hash chain.
+    Findings(trail::FindingsArgs),
+    /// Local pull-request records.
+    #[command(subcommand)]
+    Pr(trail::PrCmd),
+    /// Agent runs: ingest stream-JSON logs.
+    #[command(subcommand)]
+    Run(trail::RunCmd),
+    /// Verify the hash chains agents wrote.
+    #[command(subcommand)]
+    Audit(audit::AuditCmd),
 }
 
 /// Entry point of the binary.
@@ -82,6 +96,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Issue(cmd) => issue::run(&open(&cli.db)?, cmd),
         Command::Learnings(cmd) => learnings::run(&open(&cli.db)?, cmd),
         Command::Scope(cmd) => scope::run(&open(&cli.db)?, cmd),
+        Command::Findings(a) => trail::findings(&open(&cli.db)?, a),
+        Command::Pr(cmd) => trail::pr(&open(&cli.db)?, cmd),
+        Command::Run(cmd) => trail::run(&open(&cli.db)?, cmd),
+        Command::Audit(cmd) => audit::run(&open(&cli.db)?, cmd),
     }
 }
 

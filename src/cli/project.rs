@@ -4,6 +4,7 @@ use clap::Subcommand;
 
 use crate::issues::NewProject;
 use crate::service::Cairn;
+use crate::trail::settings::SettingsUpdate;
 
 use super::{print_json, print_text};
 
@@ -37,6 +38,42 @@ pub enum ProjectCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Change a project's settings; each option given replaces that section.
+    Configure {
+        /// Project slug or id.
+        project: String,
+        /// Quality gates: a JSON array of {command, label, required}.
+        #[arg(long)]
+        gates_json: Option<String>,
+        /// A sensitive-path glob; repeat for more (replaces the stored list).
+        #[arg(long = "sensitive-path")]
+        sensitive_paths: Vec<String>,
+        /// Risk thresholds: {"lowLines", "highLines", "lowFiles", "highFiles"}.
+        #[arg(long)]
+        risk_thresholds_json: Option<String>,
+        #[arg(long)]
+        worker_instructions: Option<String>,
+        #[arg(long)]
+        judge_instructions: Option<String>,
+        /// A Knowledge Vault collection; repeat for more (replaces the stored list).
+        #[arg(long = "vault-collection")]
+        vault_collections: Vec<String>,
+        /// A phase of the project's pipeline, in order; repeat for more (replaces the
+        /// stored pipeline; default research, architecture, grooming, ready).
+        #[arg(long = "phase")]
+        phases: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(flag: &str, s: &str) -> anyhow::Result<T> {
+    serde_json::from_str(s).map_err(|e| {
+        anyhow::Error::new(crate::error::Error::invalid(
+            flag,
+            format!("invalid JSON: {e}"),
+        ))
+    })
 }
 
 pub fn run(cairn: &Cairn, cmd: ProjectCmd) -> anyhow::Result<std::process::ExitCode> {
@@ -98,6 +135,37 @@ pub fn run(cairn: &Cairn, cmd: ProjectCmd) -> anyhow::Result<std::process::ExitC
                     p.path.as_deref().unwrap_or("-"),
                     p.settings
                 ))?;
+            }
+        }
+        ProjectCmd::Configure {
+            project,
+            gates_json,
+            sensitive_paths,
+            risk_thresholds_json,
+            worker_instructions,
+            judge_instructions,
+            vault_collections,
+            phases,
+            json,
+        } => {
+            let update = SettingsUpdate {
+                gates: gates_json
+                    .map(|g| parse_json("--gates-json", &g))
+                    .transpose()?,
+                sensitive_paths: (!sensitive_paths.is_empty()).then_some(sensitive_paths),
+                risk_thresholds: risk_thresholds_json
+                    .map(|t| parse_json("--risk-thresholds-json", &t))
+                    .transpose()?,
+                worker_instructions,
+                judge_instructions,
+                vault_collections: (!vault_collections.is_empty()).then_some(vault_collections),
+                phases: (!phases.is_empty()).then_some(phases),
+            };
+            let p = cairn.configure_project(&project, &update)?;
+            if json {
+                print_json(&p)?;
+            } else {
+                print_text(&serde_json::to_string_pretty(&p.settings)?)?;
             }
         }
     }

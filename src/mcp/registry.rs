@@ -122,6 +122,9 @@ where
 pub fn all_tools() -> Vec<ToolDef> {
     let mut tools = Vec::new();
     tools.extend(super::tools::system::tools());
+    tools.extend(super::tools::trail::tools());
+    tools.extend(super::tools::work::tools());
+    tools.extend(super::tools::colibri::tools());
     tools.extend(super::tools::learnings::tools());
     tools
 }
@@ -130,3 +133,71 @@ pub fn all_tools() -> Vec<ToolDef> {
 #[derive(Debug, serde::Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::envelope::help_prompt;
+
+    #[test]
+    fn every_tool_has_schemas_a_valid_example_and_a_short_help_prompt() {
+        let tools = all_tools();
+        let mut names = std::collections::HashSet::new();
+        for t in &tools {
+            assert!(names.insert(t.name), "{} registered twice", t.name);
+            assert!(!t.description.is_empty(), "{} has no description", t.name);
+            assert_eq!(t.input_schema["type"], "object", "{}", t.name);
+            assert_eq!(
+                t.input_schema.get("additionalProperties"),
+                Some(&Value::Bool(false)),
+                "{} must reject unknown properties",
+                t.name
+            );
+            assert_eq!(t.output_schema["type"], "object", "{} output", t.name);
+            let errors = t.validate(&t.example);
+            assert!(errors.is_empty(), "{} example invalid: {errors:?}", t.name);
+            let help = help_prompt(t);
+            // ~4 characters per token is the usual estimate for English and JSON.
+            let tokens = help.chars().count().div_ceil(4);
+            assert!(tokens < 500, "{} help prompt is ~{tokens} tokens", t.name);
+            assert!(help.contains(t.name) && help.contains("Valid example"));
+        }
+    }
+
+    #[test]
+    fn every_string_field_has_a_length_limit() {
+        fn walk(name: &str, path: &str, schema: &Value) {
+            let is_string = match schema.get("type") {
+                Some(Value::String(t)) => t == "string",
+                Some(Value::Array(ts)) => ts.iter().any(|t| t == "string"),
+                _ => false,
+            };
+            let constrained = schema.get("enum").is_some()
+                || schema.get("const").is_some()
+                || schema.get("maxLength").is_some();
+            assert!(!is_string || constrained, "{name}: {path} has no maxLength");
+            if let Some(Value::Object(props)) = schema.get("properties") {
+                for (k, v) in props {
+                    walk(name, &format!("{path}.{k}"), v);
+                }
+            }
+            if let Some(items) = schema.get("items") {
+                assert!(
+                    schema.get("maxItems").is_some(),
+                    "{name}: {path} array has no maxItems"
+                );
+                walk(name, &format!("{path}[]"), items);
+            }
+            for k in ["anyOf", "oneOf"] {
+                if let Some(Value::Array(bs)) = schema.get(k) {
+                    for b in bs {
+                        walk(name, path, b);
+                    }
+                }
+            }
+        }
+        for t in all_tools() {
+            walk(t.name, "", &Value::Object(t.input_schema.clone()));
+        }
+    }
+}

@@ -260,22 +260,24 @@ impl ServerHandler for CairnServer {
 
 /// Serve MCP on stdin/stdout until stdin closes or SIGTERM/SIGINT arrives.
 pub async fn serve_stdio(server: CairnServer) -> anyhow::Result<()> {
-    let running = server.serve(rmcp::transport::stdio()).await?;
-    let ct = running.cancellation_token();
-    let waiter = tokio::spawn(async move { running.waiting().await });
-    let signal = shutdown_signal();
-    tokio::select! {
-        r = waiter => {
-            match r {
-                Ok(Ok(reason)) => tracing::info!(?reason, "MCP session ended"),
-                Ok(Err(e)) => tracing::warn!(error = %e, "MCP session ended with an error"),
+    let session = async move {
+        match server.serve(rmcp::transport::stdio()).await {
+            Ok(running) => match running.waiting().await {
+                Ok(reason) => tracing::info!(?reason, "MCP session ended"),
                 Err(e) => tracing::warn!(error = %e, "MCP session task failed"),
+            },
+            // The client left before a session began (stdin closed): a clean exit.
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+                tracing::info!("stdin closed before the session started");
             }
+            Err(e) => tracing::warn!(error = %e, "MCP session did not start"),
         }
-        s = signal => {
-            tracing::info!(signal = s, "shutting down");
-            ct.cancel();
-        }
+    };
+    // On a signal the session future is dropped: a tool call in flight on the blocking
+    // pool either committed its transaction or rolls back with the process.
+    tokio::select! {
+        _ = session => {}
+        s = shutdown_signal() => tracing::info!(signal = s, "shutting down"),
     }
     Ok(())
 }

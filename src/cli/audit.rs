@@ -1,0 +1,85 @@
+//! `cairn audit verify ISSUE`: check an issue's hash chains (thought records and the work
+//! trail) without an agent. Exit status: 0 when every link holds, 3 when the chain is
+//! broken (1 and 2 keep their meaning: failure to run, bad input).
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+use crate::colibri::audit::VerifyTarget;
+use crate::service::Cairn;
+
+use super::{print_json, print_text};
+
+/// Exit status of a verification that found broken links.
+pub const EXIT_BROKEN: u8 = 3;
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCmd {
+    /// Verify every hash-chained record of an issue (thoughts, findings, verdicts,
+    /// comments). Exits 3 when a link is broken.
+    Verify {
+        /// Issue identifier or id (a task id).
+        issue: String,
+        /// Print the verification as JSON, with every record and its hash.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(cairn: &Cairn, cmd: AuditCmd) -> anyhow::Result<ExitCode> {
+    match cmd {
+        AuditCmd::Verify { issue, json } => {
+            let v = cairn.audit_verify(&VerifyTarget {
+                session: None,
+                task: Some(issue),
+                full_trace: json,
+            })?;
+            if json {
+                print_json(&v)?;
+            } else {
+                let mut out = format!(
+                    "{}: {} ({} records, integrity {}%)\n",
+                    v.task_id.as_deref().unwrap_or_default(),
+                    if v.chain_valid {
+                        "chain valid"
+                    } else {
+                        "CHAIN BROKEN"
+                    },
+                    v.total_records,
+                    v.integrity_score
+                );
+                for b in &v.broken_links {
+                    out.push_str(&format!(
+                        "  position {} ({} {} #{}): {}\n    expected {}\n    actual   {}\n",
+                        b.position,
+                        b.chain,
+                        if b.record_id.is_empty() {
+                            "-"
+                        } else {
+                            &b.record_id
+                        },
+                        b.chain_position,
+                        b.reason,
+                        if b.expected_hash.is_empty() {
+                            "(none)"
+                        } else {
+                            &b.expected_hash
+                        },
+                        if b.actual_hash.is_empty() {
+                            "(none)"
+                        } else {
+                            &b.actual_hash
+                        },
+                    ));
+                }
+                print_text(&out)?;
+            }
+            Ok(if v.chain_valid {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_BROKEN)
+            })
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! The Colibri vocabulary over Cairn's data: tasks (a task *is* an issue), hash-chained
+//! thought records, audit sessions with Merkle roots, and skills read from `SKILL.md`.
+//!
+//! - [`tasks`]: `task_*` operations with Colibri's own rules (its strict transition
+//!   table, its priority names, its paging and full-text search).
+//! - [`thoughts`]: the per-task thought chain and its JavaScript-compatible hashing.
+//! - [`audit`]: audit sessions, chain verification over thoughts *and* the issue's work
+//!   trail, Merkle finalization.
+//! - [`merkle`]: the Merkle tree itself (pure functions).
+//! - [`skills`]: `.agents/skills/*/SKILL.md` front matter.
+//!
+//! Identifiers (decision): a task has ONE identity, the issue identifier `PFX-N`, and
+//! every tool returns it as `task_id`. The document's `T-{monotonic}` with a
+//! project-scoped `sequence` is exactly that shape with the project prefix in place of
+//! `T` (a bare `T-N` would collide between projects). For callers that follow the
+//! document literally, `T-N` (any number of digits, `T-0042`) is also *accepted* as an
+//! alias naming the N-th issue created in the database (the global, monotonic issue
+//! rowid); it is never returned. Opaque ids (`iss_...`) are accepted too. Thoughts are
+//! `Θ-{id}` and audit sessions `A-{id}`, with ids from global counters, shown with at
+//! least four digits (`Θ-0047`, `A-0002`).
+
+use rusqlite::{Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+pub mod audit;
+pub mod merkle;
+pub mod skills;
+pub mod tasks;
+pub mod thoughts;
+
+/// Colibri's priority names, mapped onto the issue scale (1 = most urgent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Priority {
+    Critical,
+    High,
+    Normal,
+    Low,
+}
+
+impl Priority {
+    /// The issue priority level: critical 1, high 2, normal 3, low 4.
+    pub fn level(self) -> u8 {
+        match self {
+            Priority::Critical => 1,
+            Priority::High => 2,
+            Priority::Normal => 3,
+            Priority::Low => 4,
+        }
+    }
+
+    /// The name of an issue priority level (levels outside 1-4 read as normal).
+    pub fn from_level(level: u8) -> Priority {
+        match level {
+            1 => Priority::Critical,
+            2 => Priority::High,
+            4 => Priority::Low,
+            _ => Priority::Normal,
+        }
+    }
+}
+
+/// `Θ-0047` for thought 47.
+pub fn thought_id(id: i64) -> String {
+    format!("Θ-{id:04}")
+}
+
+/// `A-0002` for audit session 2.
+pub fn session_id(id: i64) -> String {
+    format!("A-{id:04}")
+}
+
+/// The number of a `<prefix>N` reference (`Θ-0047` → 47), if it has that shape.
+fn parse_numbered(reference: &str, prefix: &str) -> Option<i64> {
+    let digits = reference.strip_prefix(prefix)?;
+    if digits.is_empty() || digits.len() > 18 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Parse an audit session reference (`A-0002`, `A-2`, case-insensitive prefix).
+pub(crate) fn parse_session_id(reference: &str) -> Result<i64> {
+    parse_numbered(reference, "A-")
+        .or_else(|| parse_numbered(reference, "a-"))
+        .ok_or_else(|| Error::SessionNotFound(reference.to_string()))
+}
+
+/// Resolve a task reference (issue identifier, opaque issue id, or the `T-N` alias) to
+/// the issue id; unknown → `ERR_TASK_NOT_FOUND`.
+pub(crate) fn resolve_task(c: &Connection, reference: &str) -> Result<String> {
+    if let Some(id) = crate::issues::resolve_issue_id(c, reference)? {
+        return Ok(id);
+    }
+    let alias = parse_numbered(reference, "T-").or_else(|| parse_numbered(reference, "t-"));
+    if let Some(rowid) = alias
+        && let Some(id) = c
+            .query_row("SELECT id FROM issues WHERE rowid = ?1", [rowid], |r| {
+                r.get::<_, String>(0)
+            })
+            .optional()?
+    {
+        return Ok(id);
+    }
+    Err(Error::TaskNotFound(reference.to_string()))
+}
+
+/// The identifier (`task_id`) of an issue id.
+pub(crate) fn task_identifier(c: &Connection, issue_id: &str) -> Result<String> {
+    c.query_row(
+        "SELECT identifier FROM issues WHERE id = ?1",
+        [issue_id],
+        |r| r.get(0),
+    )
+    .optional()?
+    .ok_or_else(|| Error::TaskNotFound(issue_id.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbered_ids_round_trip() {
+        assert_eq!(thought_id(47), "Θ-0047");
+        assert_eq!(session_id(12345), "A-12345");
+        assert_eq!(parse_numbered("Θ-0047", "Θ-"), Some(47));
+        assert_eq!(parse_session_id("A-0002").unwrap(), 2);
+        assert_eq!(parse_session_id("a-2").unwrap(), 2);
+        for bad in ["A-", "A-x", "B-1", "A--1", "A-99999999999999999999"] {
+            assert_eq!(
+                parse_session_id(bad).unwrap_err().code(),
+                "ERR_SESSION_NOT_FOUND"
+            );
+        }
+    }
+
+    #[test]
+    fn priorities_map_to_levels() {
+        for p in [
+            Priority::Critical,
+            Priority::High,
+            Priority::Normal,
+            Priority::Low,
+        ] {
+            assert_eq!(Priority::from_level(p.level()), p);
+        }
+        assert_eq!(Priority::Critical.level(), 1);
+        assert_eq!(Priority::Low.level(), 4);
+    }
+}

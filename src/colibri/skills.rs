@@ -1,0 +1,397 @@
+//! Skills: the front matter of every `.agents/skills/*/SKILL.md` under a project root.
+//!
+//! Decisions:
+//! - A skill's `name` is its directory name (as the document says); a `name` key in
+//!   the front matter is ignored.
+//! - `description` is required; `version` defaults to "" and `capabilities` to `[]`.
+//! - A directory without `SKILL.md` is not a skill and is skipped silently. Any other
+//!   problem (no front matter, unterminated front matter, a line that is not
+//!   `key: value`, a `capabilities` value that is not a list, a file that is not UTF-8 or
+//!   larger than [`SKILL_FILE_MAX_BYTES`], a directory or file reached through a
+//!   symlink that leads outside the root) is reported for that skill in `errors`; the
+//!   other skills are still listed.
+//! - The front matter is a small YAML subset: `key: value` lines, values plain or
+//!   quoted ('…' or "…"), inline lists `[a, "b"]`, block lists (`- a` lines below
+//!   `key:`), block scalars (`|` keeps newlines, `>` folds them), `#` comment lines;
+//!   nested maps under other keys are skipped.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// Largest `SKILL.md` read, in bytes.
+pub const SKILL_FILE_MAX_BYTES: u64 = 1024 * 1024;
+
+/// One skill.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct Skill {
+    /// The directory name under .agents/skills/.
+    pub name: String,
+    pub version: String,
+    pub description: String,
+    pub capabilities: Vec<String>,
+    /// Root-relative path of the SKILL.md file.
+    pub path: String,
+}
+
+/// A skill whose SKILL.md could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct SkillError {
+    /// Root-relative path of the SKILL.md file (or the skill directory).
+    pub path: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// What `skill_list` returns.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct SkillList {
+    /// Skills matching the filters, by name.
+    pub skills: Vec<Skill>,
+    pub total_count: usize,
+    /// Skills that could not be read (all of them, whatever the filters), by path.
+    pub errors: Vec<SkillError>,
+}
+
+/// Filters of `skill_list`.
+#[derive(Debug, Clone, Default)]
+pub struct SkillFilter {
+    /// Case-insensitive substring of the name or the description.
+    pub search: Option<String>,
+    /// A declared capability (case-insensitive).
+    pub capability: Option<String>,
+}
+
+/// A front-matter value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Value {
+    Text(String),
+    List(Vec<String>),
+    /// A nested map or anything else we skip.
+    Other,
+}
+
+fn unquote(s: &str) -> String {
+    let s = s.trim();
+    let b = s.as_bytes();
+    if b.len() >= 2 && b[0] == b'"' && b[b.len() - 1] == b'"' {
+        return s[1..s.len() - 1]
+            .replace("\\\"", "\"")
+            .replace("\\n", "\n")
+            .replace("\\\\", "\\");
+    }
+    if b.len() >= 2 && b[0] == b'\'' && b[b.len() - 1] == b'\'' {
+        return s[1..s.len() - 1].replace("''", "'");
+    }
+    // A plain scalar ends at " #" (a trailing comment).
+    match s.find(" #") {
+        Some(i) => s[..i].trim_end().to_string(),
+        None => s.to_string(),
+    }
+}
+
+/// Split an inline list's body on commas outside quotes.
+fn inline_list(body: &str) -> Vec<String> {
+    let mut items = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    for ch in body.chars() {
+        match (quote, ch) {
+            (None, '"' | '\'') => {
+                quote = Some(ch);
+                cur.push(ch);
+            }
+            (Some(q), c) if c == q => {
+                quote = None;
+                cur.push(ch);
+            }
+            (None, ',') => items.push(std::mem::take(&mut cur)),
+            _ => cur.push(ch),
+        }
+    }
+    items.push(cur);
+    items
+        .iter()
+        .map(|i| unquote(i))
+        .filter(|i| !i.is_empty())
+        .collect()
+}
+
+/// Parse the front matter of a SKILL.md into `(key, value)` pairs.
+fn front_matter(text: &str) -> std::result::Result<Vec<(String, Value)>, String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut lines = text.lines().enumerate();
+    match lines.next() {
+        Some((_, l)) if l.trim_end() == "---" => {}
+        _ => return Err("no front matter: the file must start with a '---' line".into()),
+    }
+    let mut body = Vec::new();
+    let mut closed = false;
+    for (n, l) in lines {
+        if l.trim_end() == "---" || l.trim_end() == "..." {
+            closed = true;
+            break;
+        }
+        body.push((n + 1, l));
+    }
+    if !closed {
+        return Err("front matter is not closed: add a '---' line after it".into());
+    }
+    let mut out: Vec<(String, Value)> = Vec::new();
+    let mut i = 0;
+    while i < body.len() {
+        let (n, line) = body[i];
+        i += 1;
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        if line.starts_with([' ', '\t']) {
+            return Err(format!("line {n}: unexpected indentation"));
+        }
+        let Some((key, rest)) = line.split_once(':') else {
+            return Err(format!("line {n}: expected 'key: value'"));
+        };
+        let key = key.trim();
+        if key.is_empty() || key.contains(char::is_whitespace) {
+            return Err(format!("line {n}: expected 'key: value'"));
+        }
+        let rest = rest.trim();
+        // The indented lines that belong to this key.
+        let start = i;
+        while i < body.len() && {
+            let l = body[i].1;
+            l.trim().is_empty() || l.starts_with([' ', '\t', '-'])
+        } {
+            i += 1;
+        }
+        let block: Vec<&str> = body[start..i]
+            .iter()
+            .map(|(_, l)| *l)
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        let value = if rest == "|" || rest == ">" || rest == "|-" || rest == ">-" {
+            let joined: Vec<&str> = block.iter().map(|l| l.trim()).collect();
+            Value::Text(if rest.starts_with('|') {
+                joined.join("\n")
+            } else {
+                joined.join(" ")
+            })
+        } else if rest.is_empty() {
+            if block.is_empty() {
+                Value::Text(String::new())
+            } else if block.iter().all(|l| l.trim_start().starts_with('-')) {
+                Value::List(
+                    block
+                        .iter()
+                        .map(|l| unquote(l.trim_start().trim_start_matches('-')))
+                        .collect(),
+                )
+            } else {
+                Value::Other
+            }
+        } else if let Some(inner) = rest.strip_prefix('[') {
+            let Some(inner) = inner.trim_end().strip_suffix(']') else {
+                return Err(format!(
+                    "line {n}: inline list of {key} is not closed with ']'"
+                ));
+            };
+            Value::List(inline_list(inner))
+        } else if !block.is_empty() {
+            return Err(format!("line {n}: {key} has a value and an indented block"));
+        } else {
+            Value::Text(unquote(rest))
+        };
+        out.push((key.to_string(), value));
+    }
+    Ok(out)
+}
+
+/// Read one SKILL.md into a skill named `name`.
+fn parse_skill(name: &str, rel: &str, text: &str) -> std::result::Result<Skill, String> {
+    let fields = front_matter(text)?;
+    let get = |k: &str| fields.iter().find(|(key, _)| key == k).map(|(_, v)| v);
+    let text_of = |k: &str| -> std::result::Result<Option<String>, String> {
+        match get(k) {
+            None => Ok(None),
+            Some(Value::Text(t)) => Ok(Some(t.clone())),
+            Some(_) => Err(format!("{k} must be a single value")),
+        }
+    };
+    let description = text_of("description")?
+        .filter(|d| !d.trim().is_empty())
+        .ok_or("front matter has no description")?;
+    let version = text_of("version")?.unwrap_or_default();
+    let capabilities = match get("capabilities") {
+        None => Vec::new(),
+        Some(Value::List(l)) => l.clone(),
+        Some(Value::Text(t)) if t.is_empty() => Vec::new(),
+        Some(_) => {
+            return Err("capabilities must be a list ([a, b] or '- a' lines)".into());
+        }
+    };
+    Ok(Skill {
+        name: name.to_string(),
+        version,
+        description,
+        capabilities,
+        path: rel.to_string(),
+    })
+}
+
+/// List the skills under `root/.agents/skills/`. A missing skills directory is an
+/// empty list.
+pub fn list_skills(root: &Path, filter: &SkillFilter) -> Result<SkillList> {
+    let root = root
+        .canonicalize()
+        .map_err(|e| Error::FailedPrecondition(format!("skill root {}: {e}", root.display())))?;
+    let dir = root.join(".agents").join("skills");
+    let mut skills = Vec::new();
+    let mut errors = Vec::new();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(SkillList {
+                skills,
+                total_count: 0,
+                errors,
+            });
+        }
+        Err(e) => return Err(Error::io(&dir, e)),
+    };
+    let mut names: Vec<(String, PathBuf)> = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(&dir, e))?;
+        match entry.file_name().into_string() {
+            Ok(n) if n.starts_with('.') => {}
+            Ok(n) => names.push((n, entry.path())),
+            Err(raw) => errors.push(SkillError {
+                path: format!(".agents/skills/{}", raw.to_string_lossy()),
+                reason: "the directory name is not valid UTF-8".into(),
+            }),
+        }
+    }
+    names.sort();
+    for (name, path) in names {
+        let rel = format!(".agents/skills/{name}/SKILL.md");
+        let mut fail = |reason: String| {
+            errors.push(SkillError {
+                path: rel.clone(),
+                reason,
+            })
+        };
+        // Resolve symlinks and insist on staying under the root.
+        let Ok(real_dir) = path.canonicalize() else {
+            fail("the skill directory cannot be resolved (a dangling symlink?)".into());
+            continue;
+        };
+        if !real_dir.is_dir() {
+            continue;
+        }
+        if !real_dir.starts_with(&root) {
+            fail("the skill directory is a symlink that leads outside the project root".into());
+            continue;
+        }
+        let file = real_dir.join("SKILL.md");
+        let real_file = match file.canonicalize() {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                fail(format!("SKILL.md cannot be resolved: {e}"));
+                continue;
+            }
+        };
+        if !real_file.starts_with(&root) {
+            fail("SKILL.md is a symlink that leads outside the project root".into());
+            continue;
+        }
+        match std::fs::metadata(&real_file) {
+            Ok(m) if !m.is_file() => {
+                fail("SKILL.md is not a file".into());
+                continue;
+            }
+            Ok(m) if m.len() > SKILL_FILE_MAX_BYTES => {
+                fail(format!(
+                    "SKILL.md is {} bytes; at most {SKILL_FILE_MAX_BYTES} are read",
+                    m.len()
+                ));
+                continue;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                fail(format!("SKILL.md cannot be read: {e}"));
+                continue;
+            }
+        }
+        let bytes = match std::fs::read(&real_file) {
+            Ok(b) => b,
+            Err(e) => {
+                fail(format!("SKILL.md cannot be read: {e}"));
+                continue;
+            }
+        };
+        let Ok(text) = String::from_utf8(bytes) else {
+            fail("SKILL.md is not valid UTF-8".into());
+            continue;
+        };
+        match parse_skill(&name, &rel, &text) {
+            Ok(s) => skills.push(s),
+            Err(reason) => fail(reason),
+        }
+    }
+    let search = filter.search.as_ref().map(|s| s.to_lowercase());
+    let capability = filter.capability.as_ref().map(|s| s.to_lowercase());
+    skills.retain(|s| {
+        search.as_ref().is_none_or(|q| {
+            s.name.to_lowercase().contains(q) || s.description.to_lowercase().contains(q)
+        }) && capability
+            .as_ref()
+            .is_none_or(|c| s.capabilities.iter().any(|x| x.to_lowercase() == *c))
+    });
+    Ok(SkillList {
+        total_count: skills.len(),
+        skills,
+        errors,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_and_block_lists_and_scalars() {
+        let s = parse_skill(
+            "x",
+            "p",
+            "---\nname: other\nversion: \"1.0.0\"\ndescription: >\n  Folded\n  text\ncapabilities: [a, 'b, c', \"d\"]\nmetadata:\n  owner: me\n---\nbody\n",
+        )
+        .unwrap();
+        assert_eq!(s.name, "x");
+        assert_eq!(s.version, "1.0.0");
+        assert_eq!(s.description, "Folded text");
+        assert_eq!(s.capabilities, ["a", "b, c", "d"]);
+        let s = parse_skill(
+            "y",
+            "p",
+            "---\ndescription: plain # comment\ncapabilities:\n  - one\n  - \"two\"\n---\n",
+        )
+        .unwrap();
+        assert_eq!(s.description, "plain");
+        assert_eq!(s.capabilities, ["one", "two"]);
+        assert_eq!(s.version, "");
+    }
+
+    #[test]
+    fn malformed_front_matter_says_why() {
+        let err = |t: &str| parse_skill("x", "p", t).unwrap_err();
+        assert!(err("no front matter").contains("no front matter"));
+        assert!(err("---\ndescription: d\n").contains("not closed"));
+        assert!(err("---\njust words\n---\n").contains("line 2"));
+        assert!(err("---\ndescription: d\ncapabilities: x\n---\n").contains("list"));
+        assert!(err("---\nversion: 1\n---\n").contains("description"));
+        assert!(err("---\ndescription: d\ncapabilities: [a, b\n---\n").contains("']'"));
+    }
+}

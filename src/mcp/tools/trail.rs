@@ -1,0 +1,681 @@
+//! The work-trail tools: issues, findings, comments, sub-tasks, PRs, project settings,
+//! coverage, test health and run events. Thin adapters over [`crate::trail`].
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::error::Result;
+use crate::issues::{Issue, IssueFilter, NewIssue, Project, Status};
+use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
+use crate::trail::board::{IssueDetails, IssueStatus};
+use crate::trail::metrics::{Coverage, NewCoverage, NewTestHealth, TestHealth};
+use crate::trail::prs::{GateResult, NewPullRequest, PullRequest, Review};
+use crate::trail::runs::{RunEventPage, RunEventQuery};
+use crate::trail::settings::{Gate, RiskThresholds, SettingsUpdate};
+use crate::trail::status::StatusChange;
+use crate::trail::{Comment, Finding, NewFinding};
+
+/// An issue reference: identifier (`PFX-12`) or id.
+type IssueRef = String;
+
+/// The issue a read names, or the bound issue.
+fn issue_or_bound(cx: &ToolCtx<'_>, issue_id: Option<IssueRef>) -> Result<String> {
+    match issue_id {
+        Some(i) => Ok(i),
+        None => Ok(cx.session.require_issue()?.id.clone()),
+    }
+}
+
+fn bound(cx: &ToolCtx<'_>) -> Result<String> {
+    Ok(cx.session.require_issue()?.id.clone())
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IssueParams {
+    /// Issue identifier or id (defaults to the current issue).
+    #[schemars(length(min = 1, max = 64))]
+    pub issue_id: Option<IssueRef>,
+}
+
+fn get_issue(cx: &ToolCtx<'_>, p: IssueParams) -> Result<IssueDetails> {
+    cx.cairn.issue_details(&issue_or_bound(cx, p.issue_id)?)
+}
+
+fn get_issue_status(cx: &ToolCtx<'_>, p: IssueParams) -> Result<IssueStatus> {
+    cx.cairn.issue_status(&issue_or_bound(cx, p.issue_id)?)
+}
+
+/// Statuses an agent may set.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentStatus {
+    Review,
+    Todo,
+    Blocked,
+    InProgress,
+}
+
+impl From<AgentStatus> for Status {
+    fn from(s: AgentStatus) -> Status {
+        match s {
+            AgentStatus::Review => Status::Review,
+            AgentStatus::Todo => Status::Todo,
+            AgentStatus::Blocked => Status::Blocked,
+            AgentStatus::InProgress => Status::InProgress,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateStatusParams {
+    /// review (done), todo (give up), blocked (need human input), or in_progress (start).
+    pub status: AgentStatus,
+    /// Reason for the change.
+    #[schemars(length(max = 2000))]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StatusUpdated {
+    /// The issue's identifier.
+    pub issue: String,
+    #[serde(flatten)]
+    pub change: StatusChange,
+}
+
+fn update_issue_status(cx: &ToolCtx<'_>, p: UpdateStatusParams) -> Result<StatusUpdated> {
+    let issue = cx.session.require_issue()?;
+    let change = cx.cairn.update_issue_status(
+        &issue.id,
+        p.status.into(),
+        p.reason.as_deref(),
+        &cx.session.actor,
+        true,
+    )?;
+    Ok(StatusUpdated {
+        issue: issue.identifier.clone(),
+        change,
+    })
+}
+
+/// The categories `add_finding` records.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentFindingCategory {
+    TestResult,
+    CodePattern,
+    Architecture,
+    Bug,
+    Gap,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddFindingParams {
+    pub category: AgentFindingCategory,
+    /// Short scannable summary.
+    #[schemars(length(min = 1, max = 500))]
+    pub summary: String,
+    /// Full details.
+    #[schemars(length(max = 20000))]
+    pub details: Option<String>,
+    /// Related file paths.
+    #[schemars(length(max = 100), inner(length(min = 1, max = 1024)))]
+    pub files: Option<Vec<String>>,
+}
+
+fn add_finding(cx: &ToolCtx<'_>, p: AddFindingParams) -> Result<Finding> {
+    let category = enum_str(Some(p.category))?.unwrap_or_default();
+    cx.cairn.add_finding(
+        &bound(cx)?,
+        &NewFinding {
+            category,
+            summary: p.summary,
+            details: p.details,
+            files: p.files.unwrap_or_default(),
+        },
+        &cx.session.actor,
+    )
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddCommentParams {
+    /// Comment text.
+    #[schemars(length(min = 1, max = 20000))]
+    pub content: String,
+}
+
+fn add_comment(cx: &ToolCtx<'_>, p: AddCommentParams) -> Result<Comment> {
+    cx.cairn
+        .add_comment(&bound(cx)?, &p.content, &cx.session.actor)
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateIssueParams {
+    /// Issue title.
+    #[schemars(length(min = 1, max = 500))]
+    pub title: String,
+    /// Issue description.
+    #[schemars(length(max = 20000))]
+    pub description: Option<String>,
+    /// 1=urgent, 2=high, 3=medium (default), 4=low.
+    #[schemars(range(min = 1, max = 4))]
+    pub priority: Option<u8>,
+    /// Labels.
+    #[schemars(length(max = 20), inner(length(min = 1, max = 64)))]
+    pub labels: Option<Vec<String>>,
+    /// Identifiers of issues this one depends on.
+    #[schemars(length(max = 20), inner(length(min = 1, max = 64)))]
+    pub depends_on: Option<Vec<String>>,
+}
+
+fn create_issue(cx: &ToolCtx<'_>, p: CreateIssueParams) -> Result<Issue> {
+    cx.cairn.create_issue(&NewIssue {
+        project: cx.session.require_project()?.to_string(),
+        title: p.title,
+        description: p.description,
+        priority: p.priority,
+        labels: p.labels.unwrap_or_default(),
+        depends_on: p.depends_on.unwrap_or_default(),
+        created_by: Some(cx.session.actor.clone()),
+        ..Default::default()
+    })
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSubtaskParams {
+    /// Sub-task title.
+    #[schemars(length(min = 1, max = 500))]
+    pub title: String,
+    /// Description.
+    #[schemars(length(max = 20000))]
+    pub description: Option<String>,
+    /// 1-4 (default: 3).
+    #[schemars(range(min = 1, max = 4))]
+    pub priority: Option<u8>,
+    /// Labels.
+    #[schemars(length(max = 20), inner(length(min = 1, max = 64)))]
+    pub labels: Option<Vec<String>>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SubtaskCreated {
+    pub subtask: Issue,
+    /// The parent's identifier.
+    pub parent: String,
+    /// The parent's status now (blocked until its sub-tasks are done).
+    pub parent_status: Status,
+}
+
+fn create_subtask(cx: &ToolCtx<'_>, p: CreateSubtaskParams) -> Result<SubtaskCreated> {
+    let parent = cx.session.require_issue()?;
+    let subtask = cx.cairn.create_subtask(
+        &parent.id,
+        NewIssue {
+            title: p.title,
+            description: p.description,
+            priority: p.priority,
+            labels: p.labels.unwrap_or_default(),
+            ..Default::default()
+        },
+        &cx.session.actor,
+    )?;
+    Ok(SubtaskCreated {
+        subtask,
+        parent: parent.identifier.clone(),
+        parent_status: cx.cairn.issue(&parent.id)?.status,
+    })
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListIssuesParams {
+    /// Filter by status.
+    pub status: Option<Status>,
+    /// Filter by label.
+    #[schemars(length(min = 1, max = 64))]
+    pub labels: Option<String>,
+    /// Max results (default 50, max 100).
+    #[schemars(range(min = 1, max = 100))]
+    pub limit: Option<u32>,
+}
+
+/// An issue in one line.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct IssueBrief {
+    pub identifier: String,
+    pub title: String,
+    pub status: Status,
+    pub priority: u8,
+    pub labels: Vec<String>,
+    pub parent: Option<String>,
+    pub depends_on: Vec<String>,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct IssueList {
+    pub issues: Vec<IssueBrief>,
+    pub count: usize,
+}
+
+fn list_issues(cx: &ToolCtx<'_>, p: ListIssuesParams) -> Result<IssueList> {
+    let issues: Vec<IssueBrief> = cx
+        .cairn
+        .list_issues(&IssueFilter {
+            project: Some(cx.session.require_project()?.to_string()),
+            statuses: p.status.into_iter().collect(),
+            label: p.labels,
+            limit: Some(p.limit.unwrap_or(50) as usize),
+        })?
+        .into_iter()
+        .map(|i| IssueBrief {
+            identifier: i.identifier,
+            title: i.title,
+            status: i.status,
+            priority: i.priority,
+            labels: i.labels,
+            parent: i.parent,
+            depends_on: i.depends_on,
+            updated_at: i.updated_at,
+        })
+        .collect();
+    Ok(IssueList {
+        count: issues.len(),
+        issues,
+    })
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreatePrParams {
+    /// Full git diff output.
+    #[schemars(length(min = 1, max = 2_000_000))]
+    pub diff: String,
+    /// Source branch name.
+    #[schemars(length(min = 1, max = 255))]
+    pub branch_name: String,
+    /// Target branch name.
+    #[schemars(length(min = 1, max = 255))]
+    pub base_branch: String,
+    /// Quality gate results.
+    #[schemars(length(max = 50))]
+    pub gate_results: Option<Vec<GateResult>>,
+}
+
+fn without_diff(mut pr: PullRequest) -> PullRequest {
+    pr.diff = None;
+    pr
+}
+
+fn create_pr(cx: &ToolCtx<'_>, p: CreatePrParams) -> Result<PullRequest> {
+    // The spec: create_pr validates the worktree before executing.
+    cx.cairn.verify_workspace(cx.session)?;
+    cx.cairn
+        .create_pr(
+            &bound(cx)?,
+            &NewPullRequest {
+                diff: p.diff,
+                branch_name: p.branch_name,
+                base_branch: p.base_branch,
+                gate_results: p.gate_results.unwrap_or_default(),
+            },
+            &cx.session.actor,
+        )
+        .map(without_diff)
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovePrParams {
+    /// Approval reason.
+    #[schemars(length(max = 2000))]
+    pub reason: Option<String>,
+}
+
+fn approve_pr(cx: &ToolCtx<'_>, p: ApprovePrParams) -> Result<PullRequest> {
+    cx.cairn
+        .review_pr(
+            &bound(cx)?,
+            Review::Approve,
+            p.reason.as_deref(),
+            None,
+            &cx.session.actor,
+        )
+        .map(without_diff)
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RejectPrParams {
+    /// Rejection reason.
+    #[schemars(length(max = 2000))]
+    pub reason: Option<String>,
+    /// What the worker should fix.
+    #[schemars(length(max = 20000))]
+    pub fix_instructions: Option<String>,
+}
+
+fn reject_pr(cx: &ToolCtx<'_>, p: RejectPrParams) -> Result<PullRequest> {
+    cx.cairn
+        .review_pr(
+            &bound(cx)?,
+            Review::Reject,
+            p.reason.as_deref(),
+            p.fix_instructions.as_deref(),
+            &cx.session.actor,
+        )
+        .map(without_diff)
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VaultSection {
+    /// Knowledge Vault collection names.
+    #[schemars(length(max = 50), inner(length(min = 1, max = 64)))]
+    pub collections: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigureProjectParams {
+    /// Quality gate commands.
+    #[schemars(length(max = 20))]
+    pub gates: Option<Vec<Gate>>,
+    /// Glob patterns for sensitive files.
+    #[schemars(length(max = 100), inner(length(min = 1, max = 500)))]
+    pub sensitive_paths: Option<Vec<String>>,
+    /// Risk scoring thresholds.
+    pub risk_thresholds: Option<RiskThresholds>,
+    /// Custom instructions for workers.
+    #[schemars(length(max = 20000))]
+    pub worker_instructions: Option<String>,
+    /// Custom instructions for judges.
+    #[schemars(length(max = 20000))]
+    pub judge_instructions: Option<String>,
+    /// Knowledge Vault settings.
+    pub vault: Option<VaultSection>,
+    /// The phase pipeline, in order (default research, architecture, grooming, ready).
+    #[schemars(length(min = 1, max = 20), inner(length(min = 1, max = 32)))]
+    pub phases: Option<Vec<String>>,
+}
+
+fn configure_project(cx: &ToolCtx<'_>, p: ConfigureProjectParams) -> Result<Project> {
+    cx.cairn.configure_project(
+        cx.session.require_project()?,
+        &SettingsUpdate {
+            gates: p.gates,
+            sensitive_paths: p.sensitive_paths,
+            risk_thresholds: p.risk_thresholds,
+            worker_instructions: p.worker_instructions,
+            judge_instructions: p.judge_instructions,
+            vault_collections: p.vault.map(|v| v.collections),
+            phases: p.phases,
+        },
+    )
+}
+
+/// Coverage status.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CoverageStatus {
+    Covered,
+    HasIssues,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecordCoverageParams {
+    /// Relative file path examined.
+    #[schemars(length(min = 1, max = 1024))]
+    pub file_path: String,
+    /// Research concept (e.g. test_coverage, error_handling).
+    #[schemars(length(min = 1, max = 100))]
+    pub concept: String,
+    /// covered = no issues found, has_issues = a ticket was created.
+    pub status: CoverageStatus,
+    /// The ticket created (required for has_issues).
+    #[schemars(length(min = 1, max = 64))]
+    pub ticket_id: Option<String>,
+    /// Brief observation.
+    #[schemars(length(max = 2000))]
+    pub notes: Option<String>,
+}
+
+fn record_coverage(cx: &ToolCtx<'_>, p: RecordCoverageParams) -> Result<Coverage> {
+    let status = match p.status {
+        CoverageStatus::Covered => "covered",
+        CoverageStatus::HasIssues => "has_issues",
+    };
+    cx.cairn.record_coverage(
+        &bound(cx)?,
+        &NewCoverage {
+            file_path: p.file_path,
+            concept: p.concept,
+            status: status.into(),
+            ticket_id: p.ticket_id,
+            notes: p.notes,
+        },
+        &cx.session.actor,
+    )
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TestHealthParams {
+    /// Total test cases after this run.
+    #[schemars(range(max = 10_000_000))]
+    pub test_count: u64,
+    /// Test files modified in this run.
+    #[schemars(range(max = 1_000_000))]
+    pub test_files_changed: Option<u64>,
+    /// New test cases added.
+    #[schemars(range(max = 10_000_000))]
+    pub tests_added: Option<u64>,
+    /// Test cases removed or consolidated.
+    #[schemars(range(max = 10_000_000))]
+    pub tests_removed: Option<u64>,
+    /// Suite duration in milliseconds.
+    #[schemars(range(max = 86_400_000))]
+    pub execution_time_ms: Option<u64>,
+}
+
+fn record_test_health(cx: &ToolCtx<'_>, p: TestHealthParams) -> Result<TestHealth> {
+    cx.cairn.record_test_health(
+        &bound(cx)?,
+        &NewTestHealth {
+            test_count: p.test_count,
+            test_files_changed: p.test_files_changed,
+            tests_added: p.tests_added,
+            tests_removed: p.tests_removed,
+            execution_time_ms: p.execution_time_ms,
+        },
+        &cx.session.actor,
+    )
+}
+
+/// Event types of a stream-JSON log.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EventType {
+    System,
+    Assistant,
+    User,
+    Result,
+    RateLimitEvent,
+}
+
+/// Event subtypes.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EventSubtype {
+    Init,
+    Thinking,
+    Text,
+    ToolUse,
+    ToolResult,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueryRunEventsParams {
+    /// Events across all runs of this issue.
+    #[schemars(length(min = 1, max = 64))]
+    pub issue_id: Option<String>,
+    /// Events of one run.
+    #[schemars(length(min = 1, max = 128))]
+    pub run_id: Option<String>,
+    pub event_type: Option<EventType>,
+    pub event_subtype: Option<EventSubtype>,
+    /// Max results (default 100, max 500).
+    #[schemars(range(min = 1, max = 500))]
+    pub limit: Option<u32>,
+    /// Pagination offset.
+    #[schemars(range(max = 100_000_000))]
+    pub offset: Option<u64>,
+}
+
+fn enum_str<T: Serialize>(v: Option<T>) -> Result<Option<String>> {
+    Ok(match v {
+        Some(v) => serde_json::to_value(v)?.as_str().map(String::from),
+        None => None,
+    })
+}
+
+fn query_run_events(cx: &ToolCtx<'_>, p: QueryRunEventsParams) -> Result<RunEventPage> {
+    cx.cairn.query_run_events(&RunEventQuery {
+        issue: p.issue_id,
+        run_id: p.run_id,
+        event_type: enum_str(p.event_type)?,
+        event_subtype: enum_str(p.event_subtype)?,
+        limit: p.limit,
+        offset: p.offset,
+    })
+}
+
+pub fn tools() -> Vec<ToolDef> {
+    let add = Effect::Additive { idempotent: false };
+    let change = Effect::Destructive { idempotent: false };
+    vec![
+        tool(
+            "get_issue",
+            "Read an issue with its findings, comments, status history, PRs and runs. Defaults to the current issue.",
+            Effect::ReadOnly,
+            json!({}),
+            get_issue,
+        ),
+        tool(
+            "get_issue_status",
+            "Quick status check: status, labels, last 5 finding summaries and last 3 run outcomes. Defaults to the current issue.",
+            Effect::ReadOnly,
+            json!({}),
+            get_issue_status,
+        ),
+        tool(
+            "update_issue_status",
+            "Change the current issue's status. From in_progress: review (done), todo (give up), blocked (need human input); from todo: in_progress.",
+            change,
+            json!({"status": "review", "reason": "Implementation complete, all tests pass"}),
+            update_issue_status,
+        )
+        .bound(),
+        tool(
+            "add_finding",
+            "Record a structured finding (test result, bug, pattern, gap) on the current issue. Findings are append-only.",
+            add,
+            json!({"category": "bug", "summary": "Race condition in worktree cleanup", "files": ["src/workspace.rs"]}),
+            add_finding,
+        )
+        .bound(),
+        tool(
+            "add_comment",
+            "Post a comment on the current issue.",
+            add,
+            json!({"content": "Found the root cause: the migration was missing a NOT NULL constraint"}),
+            add_comment,
+        )
+        .bound(),
+        tool(
+            "create_issue",
+            "Create a new issue on the current project's board.",
+            add,
+            json!({"title": "Add input validation to POST /api/issues", "priority": 2, "labels": ["validation"]}),
+            create_issue,
+        ),
+        tool(
+            "create_subtask",
+            "Create a sub-task of the current issue; the current issue is blocked until its sub-tasks are done.",
+            add,
+            json!({"title": "Add unit tests for dispatcher priority sorting", "priority": 2}),
+            create_subtask,
+        )
+        .bound(),
+        tool(
+            "list_issues",
+            "List issues in the current project, most urgent first.",
+            Effect::ReadOnly,
+            json!({"status": "backlog", "limit": 20}),
+            list_issues,
+        ),
+        tool(
+            "create_pr",
+            "Create a local PR record from a diff with gate results; computes per-file stats and a risk score and moves the issue to review.",
+            add,
+            json!({"diff": "diff --git a/src/a.rs b/src/a.rs\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1 +1 @@\n-old\n+new\n", "branch_name": "symphony/SYM-001", "base_branch": "main", "gate_results": [{"command": "cargo test", "label": "Tests", "exit_code": 0, "output": "42 passed", "required": true}]}),
+            create_pr,
+        )
+        .bound(),
+        tool(
+            "approve_pr",
+            "Approve the current issue's open PR. The issue stays in review for a human merge.",
+            change,
+            json!({"reason": "Changes match the requirements, all gates pass"}),
+            approve_pr,
+        )
+        .bound(),
+        tool(
+            "reject_pr",
+            "Reject the current issue's open PR; moves the issue to todo and records the reason and fix instructions as a comment.",
+            change,
+            json!({"reason": "Missing error handling", "fix_instructions": "Return 400 for validation errors"}),
+            reject_pr,
+        )
+        .bound(),
+        tool(
+            "configure_project",
+            "Configure the current project: gates, sensitive paths, risk thresholds, instructions, vault collections. Named sections replace stored ones.",
+            change,
+            json!({"sensitive_paths": ["server/database/*", ".env*"], "risk_thresholds": {"lowLines": 50, "highLines": 500, "lowFiles": 3, "highFiles": 15}}),
+            configure_project,
+        ),
+        tool(
+            "record_coverage",
+            "Record research coverage for a file and concept; the latest observation replaces an earlier one.",
+            Effect::Destructive { idempotent: true },
+            json!({"file_path": "src/dispatcher.rs", "concept": "error_handling", "status": "covered"}),
+            record_coverage,
+        )
+        .bound(),
+        tool(
+            "record_test_health",
+            "Record test health metrics after a test run; answers with the change against the project's previous count.",
+            add,
+            json!({"test_count": 150, "tests_added": 5, "tests_removed": 1, "test_files_changed": 3, "execution_time_ms": 30000}),
+            record_test_health,
+        )
+        .bound(),
+        tool(
+            "query_run_events",
+            "Query recorded agent run events by run_id or issue_id (one is required), filtered by type and subtype, paged.",
+            Effect::ReadOnly,
+            json!({"issue_id": "SYM-1", "event_subtype": "tool_use", "limit": 50}),
+            query_run_events,
+        ),
+    ]
+}

@@ -1,0 +1,246 @@
+//! The work tools of the session's own workspace: `verify_workspace`, `complete_phase`,
+//! `approve_phase`, `reject_phase`, `move_issue`, `update_memory`.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::error::Result;
+use crate::mcp::registry::{Effect, NoParams, ToolCtx, ToolDef, tool};
+use crate::memory::{MemoryScope, MemoryWritten};
+use crate::moves::MovedIssue;
+use crate::phases::{Confidence, Phase, PhaseClaim, PhaseCompletion, PhaseVerdict};
+use crate::workspace::WorkspaceInfo;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateMemoryParams {
+    /// project (this project only) or global (all projects).
+    pub scope: MemoryScope,
+    /// File name like codebase-notes.md: letters, digits, '-', '_', ending in .md.
+    #[schemars(length(min = 1, max = 255), regex(pattern = r"^[a-zA-Z0-9_-]+\.md$"))]
+    pub filename: String,
+    /// Full content; replaces the file. At most 10,000 characters.
+    #[schemars(length(max = 10000))]
+    pub content: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompletePhaseParams {
+    /// Phase being completed: research, architecture, grooming or ready.
+    pub completed_phase: Phase,
+    /// The phase contract's version (currently 1). Required unless ready.
+    #[schemars(range(min = 1, max = 1000))]
+    pub contract_version: Option<u32>,
+    /// Artifact path relative to project_path, inside docs/tickets/. Required unless ready.
+    #[schemars(length(min = 1, max = 4096))]
+    pub artifact_path: Option<String>,
+    /// SHA-256 (hex) of the artifact file. Required unless ready.
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"), length(min = 64, max = 64))]
+    pub artifact_hash: Option<String>,
+    /// Brief summary of the artifact.
+    #[schemars(length(min = 1, max = 2000))]
+    pub summary: String,
+    /// Unresolved questions.
+    #[serde(default)]
+    #[schemars(length(max = 50), inner(length(min = 1, max = 1000)))]
+    pub open_questions: Vec<String>,
+    /// high, medium (default) or low.
+    #[serde(default)]
+    pub confidence: Confidence,
+    /// Where to promote the artifact, relative to project_path, inside docs/.
+    #[schemars(length(min = 1, max = 4096))]
+    pub promote_to: Option<String>,
+    /// Suggested next phase (a phase of the project's pipeline). Required unless ready.
+    #[schemars(length(min = 1, max = 64))]
+    pub recommended_next_phase: Option<String>,
+    /// Absolute path of the project root: your worktree or the project's path.
+    #[schemars(length(min = 1, max = 4096))]
+    pub project_path: String,
+    /// Phase contracts directory relative to project_path (default prompts/phases/).
+    #[schemars(length(min = 1, max = 4096))]
+    pub contracts_dir: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovePhaseParams {
+    /// Phase being approved.
+    pub phase: Phase,
+    /// SHA-256 of the artifact approved; must match the latest claim.
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"), length(min = 64, max = 64))]
+    pub artifact_hash: String,
+    /// Approval reason.
+    #[schemars(length(max = 2000))]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RejectPhaseParams {
+    /// Phase being rejected.
+    pub phase: Phase,
+    /// SHA-256 of the artifact rejected; must match the latest claim.
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"), length(min = 64, max = 64))]
+    pub artifact_hash: String,
+    /// Rejection reason.
+    #[schemars(length(min = 1, max = 2000))]
+    pub reason: String,
+    /// What the agent should fix.
+    #[schemars(length(max = 10000))]
+    pub fix_instructions: Option<String>,
+}
+
+fn complete_phase(cx: &ToolCtx<'_>, p: CompletePhaseParams) -> Result<PhaseClaim> {
+    cx.cairn.complete_phase(
+        cx.session,
+        &PhaseCompletion {
+            completed_phase: p.completed_phase,
+            contract_version: p.contract_version,
+            artifact_path: p.artifact_path,
+            artifact_hash: p.artifact_hash,
+            summary: p.summary,
+            open_questions: p.open_questions,
+            confidence: p.confidence,
+            promote_to: p.promote_to,
+            recommended_next_phase: p.recommended_next_phase,
+            project_path: p.project_path,
+            contracts_dir: p.contracts_dir,
+        },
+    )
+}
+
+fn approve_phase(cx: &ToolCtx<'_>, p: ApprovePhaseParams) -> Result<PhaseVerdict> {
+    cx.cairn.judge_phase(
+        cx.session,
+        p.phase,
+        &p.artifact_hash,
+        true,
+        p.reason.as_deref(),
+        None,
+    )
+}
+
+fn reject_phase(cx: &ToolCtx<'_>, p: RejectPhaseParams) -> Result<PhaseVerdict> {
+    cx.cairn.judge_phase(
+        cx.session,
+        p.phase,
+        &p.artifact_hash,
+        false,
+        Some(&p.reason),
+        p.fix_instructions.as_deref(),
+    )
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveIssueParams {
+    /// Destination project: its id or slug.
+    #[schemars(length(min = 1, max = 64))]
+    pub target_project_id: String,
+    /// Why the issue is being moved.
+    #[schemars(length(min = 1, max = 2000))]
+    pub reason: String,
+}
+
+fn move_issue(cx: &ToolCtx<'_>, p: MoveIssueParams) -> Result<MovedIssue> {
+    let bound = cx.session.require_issue()?;
+    cx.cairn.move_issue(
+        &bound.id,
+        &p.target_project_id,
+        &p.reason,
+        &cx.session.actor,
+    )
+}
+
+fn verify_workspace(cx: &ToolCtx<'_>, _p: NoParams) -> Result<WorkspaceInfo> {
+    cx.cairn.verify_workspace(cx.session)
+}
+
+fn update_memory(cx: &ToolCtx<'_>, p: UpdateMemoryParams) -> Result<MemoryWritten> {
+    cx.cairn
+        .update_memory(cx.session, p.scope, &p.filename, &p.content)
+}
+
+pub fn tools() -> Vec<ToolDef> {
+    vec![
+        tool(
+            "verify_workspace",
+            "Step 0: check that you are in your issue's worktree (its .symphony-worktree marker). \
+             Fails with recovery instructions when you are not.",
+            Effect::ReadOnly,
+            json!({}),
+            verify_workspace,
+        )
+        .bound(),
+        tool(
+            "complete_phase",
+            "Submit a phase completion claim. Checks your workspace and the artifact (path in \
+             docs/tickets/, SHA-256, length, headings, the contract's sections) first.",
+            Effect::Additive { idempotent: false },
+            json!({
+                "completed_phase": "architecture",
+                "contract_version": 1,
+                "artifact_path": "docs/tickets/SYM-033/design.md",
+                "artifact_hash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                "summary": "Design proposes token counting middleware with 3 budget tiers",
+                "recommended_next_phase": "grooming",
+                "project_path": "/path/to/worktree"
+            }),
+            complete_phase,
+        )
+        .bound(),
+        tool(
+            "approve_phase",
+            "Record a judge approval of the latest phase claim (its artifact_hash must match). \
+             The orchestrator advances the phase.",
+            Effect::Additive { idempotent: false },
+            json!({
+                "phase": "architecture",
+                "artifact_hash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                "reason": "Design is coherent, all required sections present"
+            }),
+            approve_phase,
+        )
+        .bound(),
+        tool(
+            "reject_phase",
+            "Record a judge rejection of the latest phase claim, with reason and fix \
+             instructions posted as a comment.",
+            Effect::Additive { idempotent: false },
+            json!({
+                "phase": "architecture",
+                "artifact_hash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                "reason": "Missing rollback strategy",
+                "fix_instructions": "Add a rollout section covering how to revert"
+            }),
+            reject_phase,
+        )
+        .bound(),
+        tool(
+            "move_issue",
+            "Move your issue to another project: new identifier there, status todo, phase label \
+             kept or reset, artifacts copied, moved-from/skip labels added.",
+            Effect::Destructive { idempotent: false },
+            json!({
+                "target_project_id": "podium",
+                "reason": "Implementation requires changes to podium.api, not symphony"
+            }),
+            move_issue,
+        )
+        .bound(),
+        tool(
+            "update_memory",
+            "Persist private notes for future runs of your agent profile (scope project or \
+             global). Replaces the whole file atomically.",
+            Effect::Destructive { idempotent: true },
+            json!({
+                "scope": "project",
+                "filename": "codebase-notes.md",
+                "content": "# Codebase Notes\n\n- Use WAL mode for SQLite"
+            }),
+            update_memory,
+        ),
+    ]
+}

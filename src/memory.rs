@@ -1,0 +1,185 @@
+//! Agent memory (`update_memory`): Markdown files private to an agent profile, kept on
+//! disk under the Symphony root and injected into that profile's future prompts.
+//!
+//! Layout under `--symphony-dir`:
+//! `data/memory/<projectSlug>/<profileType>/<filename>` (scope `project`) or
+//! `data/memory/_global/<profileType>/<filename>` (scope `global`). `_global` cannot
+//! collide with a project slug (slugs start with a letter or digit).
+//!
+//! A write replaces the whole file atomically: a temp file in the same directory,
+//! written, fsynced, renamed over the target, then the directory fsynced, so a reader
+//! sees the old or the new content, never a mix. The directory is resolved through
+//! [`crate::paths`]: an existing component that is a symlink leading outside the
+//! Symphony root is refused, as is a target that is a symlink leaving it.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::service::Cairn;
+use crate::session::Session;
+
+/// Most characters of one memory file.
+pub const CONTENT_MAX: usize = 10_000;
+/// Longest file name, in bytes.
+pub const FILENAME_MAX: usize = 255;
+/// The file-name pattern of the spec.
+pub const FILENAME_PATTERN: &str = r"^[a-zA-Z0-9_-]+\.md$";
+
+/// Where a memory file applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryScope {
+    /// This project only.
+    Project,
+    /// Every project.
+    Global,
+}
+
+/// What `update_memory` wrote.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct MemoryWritten {
+    pub scope: MemoryScope,
+    pub filename: String,
+    /// The file's absolute path.
+    pub path: String,
+    /// The agent profile whose memory this is.
+    pub profile_type: String,
+    /// Characters written.
+    pub characters: usize,
+    pub bytes: usize,
+    /// True when an existing file was replaced.
+    pub replaced: bool,
+}
+
+fn missing_flag(flag: &str, why: &str) -> Error {
+    Error::FailedPrecondition(format!(
+        "update_memory needs the server flag {flag} ({why}); the orchestrator must start \
+         `cairn serve` with it"
+    ))
+}
+
+fn validate(filename: &str, content: &str) -> Result<()> {
+    let pattern = regex::Regex::new(FILENAME_PATTERN)
+        .map_err(|e| Error::Internal(format!("memory file-name pattern: {e}")))?;
+    if filename.len() > FILENAME_MAX || !pattern.is_match(filename) {
+        return Err(Error::invalid(
+            "filename",
+            format!(
+                "must match {FILENAME_PATTERN} and be at most {FILENAME_MAX} bytes \
+                 (e.g. codebase-notes.md); got {}",
+                crate::paths::shown(filename)
+            ),
+        ));
+    }
+    let n = content.chars().count();
+    if n > CONTENT_MAX {
+        return Err(Error::invalid(
+            "content",
+            format!("is {n} characters; at most {CONTENT_MAX}. Condense it and write it again"),
+        ));
+    }
+    Ok(())
+}
+
+/// Write `content` to `target` atomically (temp file in the same directory, fsync,
+/// rename, fsync of the directory).
+fn write_atomic(dir: &Path, target: &Path, content: &str) -> Result<()> {
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".memory-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(dir, e))?;
+    tmp.write_all(content.as_bytes())
+        .and_then(|_| tmp.as_file().sync_all())
+        .map_err(|e| Error::io(tmp.path(), e))?;
+    tmp.persist(target)
+        .map_err(|e| Error::io(target, e.error))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir, e))
+}
+
+impl Cairn {
+    /// Replace one of the session profile's memory files (see the module docs).
+    pub fn update_memory(
+        &self,
+        session: &Session,
+        scope: MemoryScope,
+        filename: &str,
+        content: &str,
+    ) -> Result<MemoryWritten> {
+        validate(filename, content)?;
+        let profile = session
+            .agent_type
+            .as_deref()
+            .ok_or_else(|| missing_flag("--agent-type", "memory is private to a profile type"))?;
+        crate::scope::check_profile(profile)?;
+        let root = session
+            .symphony_dir
+            .as_deref()
+            .ok_or_else(|| missing_flag("--symphony-dir", "memory lives under its data/memory/"))?;
+        let owner = match scope {
+            MemoryScope::Global => "_global".to_string(),
+            MemoryScope::Project => {
+                let slug = session.project_slug.as_deref().ok_or_else(|| {
+                    missing_flag("--project-slug", "project-scope memory is kept per project")
+                })?;
+                let slug_ok = !slug.is_empty()
+                    && slug.len() <= crate::issues::limits::SLUG_MAX
+                    && slug
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !slug.starts_with('-');
+                if !slug_ok {
+                    return Err(Error::FailedPrecondition(format!(
+                        "--project-slug {} is not a project slug (a-z, 0-9 and '-')",
+                        crate::paths::shown(slug)
+                    )));
+                }
+                slug.to_string()
+            }
+        };
+        let relative_dir = format!("data/memory/{owner}/{profile}");
+        let unsafe_dir = |e: Error| match e {
+            Error::InvalidInput(fields) => Error::FailedPrecondition(format!(
+                "the memory directory {relative_dir} under {} is unsafe: {}",
+                root.display(),
+                fields
+                    .iter()
+                    .map(|f| f.message.clone())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )),
+            other => other,
+        };
+        let dir = crate::paths::ensure_dir_in_root(root, &relative_dir, "memory_dir")
+            .map_err(unsafe_dir)?;
+        let target =
+            crate::paths::resolve_in_root(root, &format!("{relative_dir}/{filename}"), "filename")
+                .map_err(unsafe_dir)?;
+        let replaced = match std::fs::symlink_metadata(&target) {
+            Ok(m) if m.is_dir() => {
+                return Err(Error::FailedPrecondition(format!(
+                    "{} is a directory; remove it or pick another filename",
+                    target.display()
+                )));
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        };
+        write_atomic(&dir, &target, content)?;
+        tracing::info!(path = %target.display(), profile, "memory file written");
+        Ok(MemoryWritten {
+            scope,
+            filename: filename.to_string(),
+            path: target.display().to_string(),
+            profile_type: profile.to_string(),
+            characters: content.chars().count(),
+            bytes: content.len(),
+            replaced,
+        })
+    }
+}

@@ -1,0 +1,142 @@
+//! The issue board as agents see it: the full issue (`get_issue`), the slim status
+//! (`get_issue_status`), creating issues and sub-tasks.
+
+use rusqlite::Connection;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::issues::{Issue, NewIssue, Status, insert_issue, load_issue};
+use crate::service::Cairn;
+
+use super::findings::{Comment, Finding, comments_in, findings_in, recent_findings_in};
+use super::prs::{PullRequestSummary, prs_of};
+use super::runs::{RunSummary, recent_runs_in};
+use super::status::{StatusChange, block_parent_in, history_in};
+
+/// Everything recorded about an issue (`get_issue`).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct IssueDetails {
+    #[serde(flatten)]
+    pub issue: Issue,
+    /// Identifiers of the issue's sub-tasks.
+    pub subtasks: Vec<String>,
+    /// Every finding, oldest first.
+    pub findings: Vec<Finding>,
+    /// Every comment, oldest first.
+    pub comments: Vec<Comment>,
+    pub status_history: Vec<StatusChange>,
+    pub pull_requests: Vec<PullRequestSummary>,
+    /// Every recorded agent run, newest first.
+    pub runs: Vec<RunSummary>,
+}
+
+/// A finding in one line.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct FindingSummary {
+    pub id: String,
+    pub category: String,
+    pub summary: String,
+    pub created_at: String,
+}
+
+/// The essential state of an issue (`get_issue_status`).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IssueStatus {
+    pub id: String,
+    pub identifier: String,
+    pub title: String,
+    pub status: Status,
+    pub labels: Vec<String>,
+    pub priority: u8,
+    pub size: Option<String>,
+    /// The last 5 findings, newest first.
+    pub recent_findings: Vec<FindingSummary>,
+    /// The last 3 runs, newest first.
+    pub recent_runs: Vec<RunSummary>,
+    pub updated_at: String,
+}
+
+fn subtasks_in(c: &Connection, issue_id: &str) -> Result<Vec<String>> {
+    let mut stmt =
+        c.prepare_cached("SELECT identifier FROM issues WHERE parent_id = ?1 ORDER BY seq")?;
+    let rows = stmt
+        .query_map([issue_id], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+fn load(c: &Connection, id: &str) -> Result<Issue> {
+    load_issue(c, id)?.ok_or_else(|| Error::not_found("issue", id))
+}
+
+impl Cairn {
+    /// The full issue with its trail (id or identifier).
+    pub fn issue_details(&self, issue: &str) -> Result<IssueDetails> {
+        self.store.read(|c| {
+            let (id, _) = super::resolve(c, issue)?;
+            Ok(IssueDetails {
+                issue: load(c, &id)?,
+                subtasks: subtasks_in(c, &id)?,
+                findings: findings_in(c, &id)?,
+                comments: comments_in(c, &id)?,
+                status_history: history_in(c, &id)?,
+                pull_requests: prs_of(c, &id)?,
+                runs: recent_runs_in(c, &id, usize::MAX)?,
+            })
+        })
+    }
+
+    /// The slim status of an issue (id or identifier).
+    pub fn issue_status(&self, issue: &str) -> Result<IssueStatus> {
+        self.store.read(|c| {
+            let (id, _) = super::resolve(c, issue)?;
+            let i = load(c, &id)?;
+            Ok(IssueStatus {
+                recent_findings: recent_findings_in(c, &id, 5)?
+                    .into_iter()
+                    .map(|f| FindingSummary {
+                        id: f.id,
+                        category: f.category,
+                        summary: f.summary,
+                        created_at: f.created_at,
+                    })
+                    .collect(),
+                recent_runs: recent_runs_in(c, &id, 3)?,
+                id: i.id,
+                identifier: i.identifier,
+                title: i.title,
+                status: i.status,
+                labels: i.labels,
+                priority: i.priority,
+                size: i.size,
+                updated_at: i.updated_at,
+            })
+        })
+    }
+
+    /// Create a sub-task of `parent` (id or identifier) in the parent's project and block
+    /// the parent until it is done (see [`super::status`]).
+    pub fn create_subtask(&self, parent: &str, new: NewIssue, actor: &str) -> Result<Issue> {
+        self.store.write(|tx| {
+            let (parent_id, _) = super::resolve(tx, parent)?;
+            let project_id: String = tx.query_row(
+                "SELECT project_id FROM issues WHERE id = ?1",
+                [&parent_id],
+                |r| r.get(0),
+            )?;
+            let child_id = insert_issue(
+                tx,
+                &NewIssue {
+                    project: project_id,
+                    parent: Some(parent_id.clone()),
+                    created_by: Some(actor.to_string()),
+                    ..new
+                },
+            )?;
+            let child = load(tx, &child_id)?;
+            block_parent_in(tx, &parent_id, &child_id, &child.identifier, actor)?;
+            Ok(child)
+        })
+    }
+}

@@ -1,0 +1,300 @@
+//! Project settings (`configure_project`, `cairn project configure`), stored as JSON in
+//! `projects.settings`:
+//!
+//! ```json
+//! {"gates": [{"command", "label", "required"}], "sensitive_paths": ["glob", ..],
+//!  "risk_thresholds": {"lowLines", "highLines", "lowFiles", "highFiles"},
+//!  "worker_instructions": "..", "judge_instructions": "..",
+//!  "vault": {"collections": ["name", ..]}}
+//! ```
+//!
+//! A call replaces the sections it names and keeps the others. `sensitive_paths` are
+//! gitignore-style globs (a pattern without `/` matches a file name at any depth; `*`
+//! stays within a directory, `**` crosses directories); an invalid glob is refused.
+
+use rusqlite::params;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::error::{Error, FieldError, Result};
+use crate::issues::{Project, find_project};
+use crate::service::{Cairn, now_iso};
+
+/// Limits on settings.
+pub mod limits {
+    pub const GATES_MAX: usize = 20;
+    pub const COMMAND_MAX: usize = 1000;
+    pub const LABEL_MAX: usize = 100;
+    pub const GLOBS_MAX: usize = 100;
+    pub const GLOB_MAX: usize = 500;
+    pub const INSTRUCTIONS_MAX: usize = 20_000;
+    pub const COLLECTIONS_MAX: usize = 50;
+    pub const COLLECTION_MAX: usize = 64;
+    pub const PHASES_MAX: usize = 20;
+    pub const PHASE_MAX: usize = 32;
+    pub const THRESHOLD_MAX: u64 = 10_000_000;
+}
+
+/// A configured quality gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Gate {
+    /// Command to run.
+    #[schemars(length(min = 1, max = 1000))]
+    pub command: String,
+    /// Human-readable label.
+    #[schemars(length(min = 1, max = 100))]
+    pub label: String,
+    /// Whether this gate must pass.
+    pub required: bool,
+}
+
+/// Risk scoring thresholds (the spec's camelCase keys).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RiskThresholds {
+    /// Changed lines at or below which size adds no risk.
+    #[schemars(range(max = 10_000_000))]
+    pub low_lines: u64,
+    /// Changed lines at or above which size adds full risk.
+    #[schemars(range(max = 10_000_000))]
+    pub high_lines: u64,
+    /// Changed files at or below which breadth adds no risk.
+    #[schemars(range(max = 10_000_000))]
+    pub low_files: u64,
+    /// Changed files at or above which breadth adds full risk.
+    #[schemars(range(max = 10_000_000))]
+    pub high_files: u64,
+}
+
+impl Default for RiskThresholds {
+    /// The spec's example: 50 / 500 lines, 3 / 15 files.
+    fn default() -> Self {
+        RiskThresholds {
+            low_lines: 50,
+            high_lines: 500,
+            low_files: 3,
+            high_files: 15,
+        }
+    }
+}
+
+/// A settings change: each `Some` section replaces the stored one.
+#[derive(Debug, Clone, Default)]
+pub struct SettingsUpdate {
+    pub gates: Option<Vec<Gate>>,
+    pub sensitive_paths: Option<Vec<String>>,
+    pub risk_thresholds: Option<RiskThresholds>,
+    pub worker_instructions: Option<String>,
+    pub judge_instructions: Option<String>,
+    /// Knowledge Vault collection names (`vault.collections`).
+    pub vault_collections: Option<Vec<String>>,
+    /// The project's phase pipeline, in order (`phases`; default research,
+    /// architecture, grooming, ready).
+    pub phases: Option<Vec<String>>,
+}
+
+/// Build a gitignore-style matcher over `globs`; the error names the bad pattern.
+pub(crate) fn glob_matcher(globs: &[String]) -> Result<ignore::gitignore::Gitignore> {
+    let mut b = ignore::gitignore::GitignoreBuilder::new("/");
+    for (i, g) in globs.iter().enumerate() {
+        b.add_line(None, g).map_err(|e| {
+            Error::invalid(
+                format!("sensitive_paths[{i}]"),
+                format!("invalid glob: {e}"),
+            )
+        })?;
+    }
+    b.build()
+        .map_err(|e| Error::invalid("sensitive_paths", format!("invalid glob: {e}")))
+}
+
+/// Check a list of names (collections, phases): each 1-`max` characters of a-z, A-Z,
+/// 0-9, '-' and '_'.
+fn name_list(errors: &mut Vec<FieldError>, field: &str, names: Option<&[String]>, max: usize) {
+    for (i, c) in names.into_iter().flatten().enumerate() {
+        let ok = !c.is_empty()
+            && c.len() <= max
+            && c.chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_');
+        if !ok {
+            errors.push(FieldError::new(
+                format!("{field}[{i}]"),
+                format!("a name is 1-{max} characters of a-z, A-Z, 0-9, '-' and '_'"),
+            ));
+        }
+    }
+}
+
+fn validate(u: &SettingsUpdate) -> Result<()> {
+    let mut errors = Vec::new();
+    let mut text = |field: String, v: &str, max: usize, allow_empty: bool| {
+        let n = v.chars().count();
+        if (!allow_empty && v.trim().is_empty()) || n > max || v.contains('\0') {
+            errors.push(FieldError::new(
+                field,
+                format!("must be 1-{max} characters without NUL"),
+            ));
+        }
+    };
+    if let Some(gates) = &u.gates {
+        for (i, g) in gates.iter().enumerate() {
+            text(
+                format!("gates[{i}].command"),
+                &g.command,
+                limits::COMMAND_MAX,
+                false,
+            );
+            text(
+                format!("gates[{i}].label"),
+                &g.label,
+                limits::LABEL_MAX,
+                false,
+            );
+        }
+    }
+    for (name, v) in [
+        ("worker_instructions", &u.worker_instructions),
+        ("judge_instructions", &u.judge_instructions),
+    ] {
+        if let Some(v) = v {
+            text(name.into(), v, limits::INSTRUCTIONS_MAX, true);
+        }
+    }
+    for (i, g) in u.sensitive_paths.iter().flatten().enumerate() {
+        text(format!("sensitive_paths[{i}]"), g, limits::GLOB_MAX, false);
+    }
+    name_list(
+        &mut errors,
+        "vault_collections",
+        u.vault_collections.as_deref(),
+        limits::COLLECTION_MAX,
+    );
+    name_list(
+        &mut errors,
+        "phases",
+        u.phases.as_deref(),
+        limits::PHASE_MAX,
+    );
+    if let Some(phases) = &u.phases {
+        if phases.is_empty() {
+            errors.push(FieldError::new(
+                "phases",
+                "a pipeline needs at least one phase",
+            ));
+        }
+        let unique: std::collections::HashSet<&String> = phases.iter().collect();
+        if unique.len() != phases.len() {
+            errors.push(FieldError::new("phases", "each phase may appear once"));
+        }
+    }
+    let counts = [
+        ("gates", u.gates.as_ref().map(Vec::len), limits::GATES_MAX),
+        (
+            "sensitive_paths",
+            u.sensitive_paths.as_ref().map(Vec::len),
+            limits::GLOBS_MAX,
+        ),
+        (
+            "vault_collections",
+            u.vault_collections.as_ref().map(Vec::len),
+            limits::COLLECTIONS_MAX,
+        ),
+        (
+            "phases",
+            u.phases.as_ref().map(Vec::len),
+            limits::PHASES_MAX,
+        ),
+    ];
+    for (field, n, max) in counts {
+        if n.is_some_and(|n| n > max) {
+            errors.push(FieldError::new(field, format!("at most {max} entries")));
+        }
+    }
+    if let Some(t) = &u.risk_thresholds {
+        if t.low_lines >= t.high_lines {
+            errors.push(FieldError::new(
+                "risk_thresholds",
+                "lowLines must be below highLines",
+            ));
+        }
+        if t.low_files >= t.high_files {
+            errors.push(FieldError::new(
+                "risk_thresholds",
+                "lowFiles must be below highFiles",
+            ));
+        }
+        if t.high_lines > limits::THRESHOLD_MAX || t.high_files > limits::THRESHOLD_MAX {
+            errors.push(FieldError::new(
+                "risk_thresholds",
+                format!("thresholds are at most {}", limits::THRESHOLD_MAX),
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(Error::InvalidInput(errors));
+    }
+    if let Some(globs) = &u.sensitive_paths {
+        glob_matcher(globs)?;
+    }
+    Ok(())
+}
+
+/// The risk thresholds and sensitive globs of a project's stored settings.
+pub(crate) fn risk_settings(settings: &Value) -> (RiskThresholds, Vec<String>) {
+    let thresholds = settings
+        .get("risk_thresholds")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    let globs = settings
+        .get("sensitive_paths")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    (thresholds, globs)
+}
+
+impl Cairn {
+    /// Change a project's settings (id or slug); returns the project as stored.
+    pub fn configure_project(&self, project: &str, update: &SettingsUpdate) -> Result<Project> {
+        validate(update)?;
+        self.store.write(|tx| {
+            let p = find_project(tx, project)?
+                .ok_or_else(|| Error::ProjectNotFound(project.to_string()))?;
+            let mut settings = match p.settings {
+                Value::Object(m) => m,
+                _ => serde_json::Map::new(),
+            };
+            if let Some(g) = &update.gates {
+                settings.insert("gates".into(), json!(g));
+            }
+            if let Some(s) = &update.sensitive_paths {
+                settings.insert("sensitive_paths".into(), json!(s));
+            }
+            if let Some(t) = &update.risk_thresholds {
+                settings.insert("risk_thresholds".into(), json!(t));
+            }
+            if let Some(w) = &update.worker_instructions {
+                settings.insert("worker_instructions".into(), json!(w));
+            }
+            if let Some(j) = &update.judge_instructions {
+                settings.insert("judge_instructions".into(), json!(j));
+            }
+            if let Some(p) = &update.phases {
+                settings.insert("phases".into(), json!(p));
+            }
+            if let Some(c) = &update.vault_collections {
+                // Only `vault.collections`: other keys of the vault section stay.
+                let vault = settings.entry("vault").or_insert_with(|| json!({}));
+                if !vault.is_object() {
+                    *vault = json!({});
+                }
+                vault["collections"] = json!(c);
+            }
+            tx.execute(
+                "UPDATE projects SET settings = ?2, updated_at = ?3 WHERE id = ?1",
+                params![p.id, Value::Object(settings).to_string(), now_iso()],
+            )?;
+            find_project(tx, &p.id)?.ok_or_else(|| Error::ProjectNotFound(p.id.clone()))
+        })
+    }
+}

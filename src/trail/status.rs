@@ -1,0 +1,313 @@
+//! Status changes in the trail vocabulary (`update_issue_status`, `cairn issue status`),
+//! the status history, and sub-tasks that block their parent.
+//!
+//! ## Transitions (decision; the spec gives only those from `in_progress`)
+//!
+//! | from          | to                                             |
+//! |---------------|------------------------------------------------|
+//! | `backlog`     | `todo`, `in_progress`, `cancelled`             |
+//! | `todo`        | `in_progress` (an agent starts), `blocked`, `backlog`, `cancelled` |
+//! | `in_progress` | `review` (done), `todo` (give up), `blocked` (need human input), `cancelled` |
+//! | `blocked`     | `todo`, `in_progress`, `cancelled`             |
+//! | `review`      | `in_progress` (rework), `todo`, `done` (merged), `cancelled` |
+//! | `done`, `cancelled` | none (terminal)                          |
+//!
+//! Agents (the `update_issue_status` tool) may only ask for `review`, `todo`, `blocked`
+//! or `in_progress`; `done`, `cancelled` and `backlog` are a person's call (CLI). A
+//! parent blocked by open sub-tasks cannot be unblocked by hand while one is open.
+//! Every change is written to `issue_status_history` with its reason and actor.
+//!
+//! ## Sub-tasks
+//!
+//! `create_subtask` records the parent's status, sets the parent to `blocked` (with
+//! `blocked_reason`) and makes the parent depend on the sub-task. When a sub-task
+//! reaches `done` or `cancelled` and no other sub-task of the parent is open, the parent
+//! returns to the status it had before its first open sub-task (`todo` if that was
+//! `blocked`) — but only if it is still `blocked`; a parent someone moved meanwhile is
+//! left alone. [`set_status_in`] does this for every status writer that uses it.
+
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::issues::Status;
+use crate::service::{Cairn, now_iso};
+
+/// Statuses an agent may ask for through `update_issue_status`.
+pub const AGENT_TARGETS: [Status; 4] = [
+    Status::Review,
+    Status::Todo,
+    Status::Blocked,
+    Status::InProgress,
+];
+
+/// Where the trail vocabulary lets an issue go from `from`.
+pub fn allowed_targets(from: Status) -> &'static [Status] {
+    use Status::*;
+    match from {
+        Backlog => &[Todo, InProgress, Cancelled],
+        Todo => &[InProgress, Blocked, Backlog, Cancelled],
+        InProgress => &[Review, Todo, Blocked, Cancelled],
+        Blocked => &[Todo, InProgress, Cancelled],
+        Review => &[InProgress, Todo, Done, Cancelled],
+        Done | Cancelled => &[],
+    }
+}
+
+/// Check a transition of the trail vocabulary.
+pub fn check_transition(from: Status, to: Status) -> Result<()> {
+    if allowed_targets(from).contains(&to) {
+        return Ok(());
+    }
+    let allowed: Vec<&str> = allowed_targets(from).iter().map(|s| s.as_str()).collect();
+    Err(Error::InvalidTransition {
+        from: from.to_string(),
+        to: to.to_string(),
+        hint: if from == to {
+            format!("the issue is already {to}")
+        } else if allowed.is_empty() {
+            format!("{from} is terminal; nothing can follow it")
+        } else {
+            format!("from {from} the issue can go to: {}", allowed.join(", "))
+        },
+    })
+}
+
+/// One entry of an issue's status history.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct StatusChange {
+    pub from: Status,
+    pub to: Status,
+    pub reason: Option<String>,
+    pub actor: String,
+    pub at: String,
+}
+
+pub(crate) fn current_status(c: &Connection, issue_id: &str) -> Result<Status> {
+    let s: String = c
+        .query_row("SELECT status FROM issues WHERE id = ?1", [issue_id], |r| {
+            r.get(0)
+        })
+        .optional()?
+        .ok_or_else(|| Error::not_found("issue", issue_id))?;
+    Status::parse(&s).ok_or_else(|| Error::Internal(format!("unknown stored status {s}")))
+}
+
+/// Write a status change (no transition check: callers check their own vocabulary's
+/// rules first), its history entry, and the parent's return when this was the last
+/// open sub-task. Returns the change.
+pub(crate) fn set_status_in(
+    tx: &Transaction<'_>,
+    issue_id: &str,
+    to: Status,
+    reason: Option<&str>,
+    actor: &str,
+) -> Result<StatusChange> {
+    let from = current_status(tx, issue_id)?;
+    let at = now_iso();
+    let blocked_reason = if to == Status::Blocked { reason } else { None };
+    tx.execute(
+        "UPDATE issues SET status = ?2, blocked_reason = ?3, updated_by = ?4, updated_at = ?5
+         WHERE id = ?1",
+        params![issue_id, to.as_str(), blocked_reason, actor, at],
+    )?;
+    tx.execute(
+        "INSERT INTO issue_status_history(issue_id, from_status, to_status, reason, actor, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![issue_id, from.as_str(), to.as_str(), reason, actor, at],
+    )?;
+    if to.is_terminal() {
+        release_parent(tx, issue_id, actor)?;
+    }
+    Ok(StatusChange {
+        from,
+        to,
+        reason: reason.map(String::from),
+        actor: actor.to_string(),
+        at,
+    })
+}
+
+fn open_subtasks(c: &Connection, parent_id: &str) -> Result<Vec<String>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT identifier FROM issues WHERE parent_id = ?1
+         AND status NOT IN ('done', 'cancelled') ORDER BY seq",
+    )?;
+    let rows = stmt
+        .query_map([parent_id], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// After `child_id` ended: when its parent has no open sub-task left, return the parent
+/// to its recorded status (if it is still blocked).
+fn release_parent(tx: &Transaction<'_>, child_id: &str, actor: &str) -> Result<()> {
+    let parent: Option<String> = tx.query_row(
+        "SELECT parent_id FROM issues WHERE id = ?1",
+        [child_id],
+        |r| r.get(0),
+    )?;
+    let Some(parent_id) = parent else {
+        return Ok(());
+    };
+    let previous: Option<String> = tx
+        .query_row(
+            "SELECT previous_status FROM subtask_blocks WHERE parent_id = ?1",
+            [&parent_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(previous) = previous else {
+        return Ok(());
+    };
+    if !open_subtasks(tx, &parent_id)?.is_empty() {
+        return Ok(());
+    }
+    tx.execute(
+        "DELETE FROM subtask_blocks WHERE parent_id = ?1",
+        [&parent_id],
+    )?;
+    if current_status(tx, &parent_id)? == Status::Blocked {
+        let back = Status::parse(&previous)
+            .filter(|s| !s.is_terminal() && *s != Status::Blocked)
+            .unwrap_or(Status::Todo);
+        set_status_in(tx, &parent_id, back, Some("all sub-tasks are done"), actor)?;
+    }
+    Ok(())
+}
+
+/// Block `parent_id` on a new sub-task (called by `create_subtask` in its transaction).
+pub(crate) fn block_parent_in(
+    tx: &Transaction<'_>,
+    parent_id: &str,
+    child_id: &str,
+    child_identifier: &str,
+    actor: &str,
+) -> Result<()> {
+    let status = current_status(tx, parent_id)?;
+    if status.is_terminal() {
+        return Err(Error::InvalidTransition {
+            from: status.to_string(),
+            to: Status::Blocked.to_string(),
+            hint: "a done or cancelled issue cannot get sub-tasks; create an issue instead".into(),
+        });
+    }
+    tx.execute(
+        "INSERT OR IGNORE INTO subtask_blocks(parent_id, previous_status, created_at)
+         VALUES (?1, ?2, ?3)",
+        params![parent_id, status.as_str(), now_iso()],
+    )?;
+    tx.execute(
+        "INSERT OR IGNORE INTO issue_dependencies(issue_id, depends_on_id) VALUES (?1, ?2)",
+        params![parent_id, child_id],
+    )?;
+    let reason = format!("waiting for sub-task {child_identifier}");
+    if status == Status::Blocked {
+        tx.execute(
+            "UPDATE issues SET blocked_reason = ?2, updated_at = ?3 WHERE id = ?1",
+            params![parent_id, reason, now_iso()],
+        )?;
+    } else {
+        set_status_in(tx, parent_id, Status::Blocked, Some(&reason), actor)?;
+    }
+    Ok(())
+}
+
+/// Change an issue's status by the trail vocabulary's rules (see the module doc).
+/// `agent` restricts the targets to [`AGENT_TARGETS`].
+pub(crate) fn change_status_in(
+    tx: &Transaction<'_>,
+    issue_id: &str,
+    to: Status,
+    reason: Option<&str>,
+    actor: &str,
+    agent: bool,
+) -> Result<StatusChange> {
+    let from = current_status(tx, issue_id)?;
+    if agent && !AGENT_TARGETS.contains(&to) {
+        return Err(Error::invalid(
+            "status",
+            "agents may set review, todo, blocked or in_progress; done, cancelled and backlog \
+             are set by a person",
+        ));
+    }
+    check_transition(from, to)?;
+    if from == Status::Blocked && !to.is_terminal() {
+        let open = open_subtasks(tx, issue_id)?;
+        if !open.is_empty() {
+            return Err(Error::InvalidTransition {
+                from: from.to_string(),
+                to: to.to_string(),
+                hint: format!(
+                    "the issue waits for its open sub-tasks ({}); it returns by itself when \
+                     they are done",
+                    open.join(", ")
+                ),
+            });
+        }
+        tx.execute(
+            "DELETE FROM subtask_blocks WHERE parent_id = ?1",
+            [issue_id],
+        )?;
+    }
+    set_status_in(tx, issue_id, to, reason, actor)
+}
+
+/// An issue's status history, oldest first.
+pub(crate) fn history_in(c: &Connection, issue_id: &str) -> Result<Vec<StatusChange>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT from_status, to_status, reason, actor, created_at FROM issue_status_history
+         WHERE issue_id = ?1 ORDER BY id",
+    )?;
+    let rows = stmt
+        .query_map([issue_id], |r| {
+            let from: String = r.get(0)?;
+            let to: String = r.get(1)?;
+            Ok(StatusChange {
+                from: Status::parse(&from).unwrap_or(Status::Todo),
+                to: Status::parse(&to).unwrap_or(Status::Todo),
+                reason: r.get(2)?,
+                actor: r.get(3)?,
+                at: r.get(4)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+impl Cairn {
+    /// Change an issue's status (id or identifier) by the trail vocabulary's rules.
+    /// `agent` = the caller is an agent (restricted targets).
+    pub fn update_issue_status(
+        &self,
+        issue: &str,
+        to: Status,
+        reason: Option<&str>,
+        actor: &str,
+        agent: bool,
+    ) -> Result<StatusChange> {
+        if let Some(r) = reason
+            && r.chars().count() > super::findings::limits::REASON_MAX
+        {
+            return Err(Error::invalid(
+                "reason",
+                format!(
+                    "must be at most {} characters",
+                    super::findings::limits::REASON_MAX
+                ),
+            ));
+        }
+        self.store.write(|tx| {
+            let (id, _) = super::resolve(tx, issue)?;
+            change_status_in(tx, &id, to, reason, actor, agent)
+        })
+    }
+
+    /// An issue's status history, oldest first.
+    pub fn status_history(&self, issue: &str) -> Result<Vec<StatusChange>> {
+        self.store.read(|c| {
+            let (id, _) = super::resolve(c, issue)?;
+            history_in(c, &id)
+        })
+    }
+}

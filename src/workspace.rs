@@ -1,0 +1,185 @@
+//! Workspace verification: is this session working in the bound issue's worktree?
+//!
+//! The orchestrator writes a `.symphony-worktree` marker file at the root of every
+//! worktree it creates; its first line is the identifier of the issue the worktree
+//! belongs to. [`Cairn::verify_workspace`] reads the marker at the session's
+//! `--worktree-path`, compares it with the bound issue, and asks git for the branch.
+//! `verify_workspace` answers with it, and `complete_phase` and `create_pr` call it
+//! before doing anything else.
+//!
+//! Decisions:
+//! - A failure is an error ([`Error::WorkspaceInvalid`], code `ERR_WORKSPACE_INVALID`,
+//!   an `isError` result over MCP), never a success with `valid: false`: an agent that
+//!   only looks at `isError` must not carry on in the wrong place. The message is the
+//!   spec's failure text with a `Recovery:` instruction; each cause (no
+//!   `--worktree-path`, a relative or `..` path, a missing worktree, a missing marker, a
+//!   marker that escapes the worktree through a symlink, an unreadable or empty marker, a
+//!   marker naming another issue) has its own message. The success result always has
+//!   `valid: true`, so the tool keeps one output schema.
+//! - The marker may name the issue by identifier (case-insensitive) or by opaque id; the
+//!   bound issue is re-read from the database, so an issue moved to another project is
+//!   compared under its new identifier.
+//! - The branch is `git symbolic-ref --short HEAD` in the worktree (like
+//!   `rev-parse --abbrev-ref HEAD`, but it also names the branch of a repository without
+//!   commits yet), with git's repository discovery stopped at the worktree (so a parent
+//!   repository is never reported). No git, not a repository, or a detached HEAD give `branch: null` and a
+//!   message that says so; that alone does not fail the check.
+
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::service::Cairn;
+use crate::session::Session;
+
+/// The marker file's name, at the worktree root.
+pub const MARKER_FILE: &str = ".symphony-worktree";
+/// The most of the marker file that is read.
+const MARKER_MAX_BYTES: u64 = 4096;
+
+/// A verified workspace (the spec's success shape).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct WorkspaceInfo {
+    /// Always true: a workspace that fails the check is an error with recovery steps.
+    pub valid: bool,
+    /// The worktree's canonical path.
+    pub path: String,
+    /// The identifier of the issue the worktree belongs to.
+    pub issue: String,
+    /// The checked-out branch; null when git is missing, the worktree is not a
+    /// repository, or HEAD is detached.
+    pub branch: Option<String>,
+    pub message: String,
+}
+
+fn invalid(message: String) -> Error {
+    Error::WorkspaceInvalid(message)
+}
+
+/// The bound worktree path, checked for shape: set, absolute, no `..`.
+fn bound_worktree(session: &Session, identifier: &str) -> Result<PathBuf> {
+    let Some(path) = &session.worktree_path else {
+        return Err(invalid(format!(
+            "This server was started without --worktree-path, so the workspace of {identifier} \
+             cannot be verified. Recovery: restart `cairn serve` with --worktree-path <the \
+             worktree of {identifier}>; do not call complete_phase or create_pr until then."
+        )));
+    };
+    let shape_ok = path.is_absolute()
+        && !path.components().any(|c| matches!(c, Component::ParentDir))
+        && path.as_os_str().len() <= crate::paths::PATH_MAX;
+    if !shape_ok {
+        return Err(invalid(format!(
+            "--worktree-path {} must be an absolute path without `..` components. Recovery: \
+             restart `cairn serve` with the absolute path of the worktree of {identifier}.",
+            path.display()
+        )));
+    }
+    if !path.is_dir() {
+        return Err(invalid(format!(
+            "Worktree {} does not exist or is not a directory. Recovery: ask the orchestrator \
+             to recreate the worktree of {identifier}; do not work outside it.",
+            path.display()
+        )));
+    }
+    Ok(path.clone())
+}
+
+/// The first line of the marker, read through path safety (a marker that is a symlink
+/// leaving the worktree is refused).
+fn read_marker(worktree: &Path) -> Result<String> {
+    let recovery = format!(
+        "Recovery: run `cd {}` to return to your worktree.",
+        worktree.display()
+    );
+    let marker = crate::paths::resolve_in_root(worktree, MARKER_FILE, "marker").map_err(|e| {
+        invalid(format!(
+            "Worktree marker at {} cannot be trusted ({e}). {recovery}",
+            worktree.join(MARKER_FILE).display()
+        ))
+    })?;
+    if !marker.is_file() {
+        return Err(invalid(format!(
+            "Worktree marker file not found at {}. {recovery}",
+            worktree.join(MARKER_FILE).display()
+        )));
+    }
+    let mut text = String::new();
+    std::fs::File::open(&marker)
+        .and_then(|f| f.take(MARKER_MAX_BYTES).read_to_string(&mut text))
+        .map_err(|e| {
+            invalid(format!(
+                "Worktree marker {} cannot be read as text ({e}). {recovery}",
+                marker.display()
+            ))
+        })?;
+    let first = text.lines().next().unwrap_or("").trim().to_string();
+    let well_formed = !first.is_empty()
+        && first.chars().count() <= 64
+        && first.chars().all(|c| !c.is_control() && !c.is_whitespace());
+    if !well_formed {
+        return Err(invalid(format!(
+            "Worktree marker {} does not name an issue on its first line. {recovery} If you are \
+             in it, ask the orchestrator to rewrite the marker.",
+            marker.display()
+        )));
+    }
+    Ok(first)
+}
+
+/// The branch checked out in `worktree`, or `None` (no git, not a repository, detached).
+fn git_branch(worktree: &Path) -> Option<String> {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C")
+        .arg(worktree)
+        .args(["symbolic-ref", "--quiet", "--short", "HEAD"])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(parent) = worktree.parent() {
+        cmd.env("GIT_CEILING_DIRECTORIES", parent);
+    }
+    let out = cmd.output().ok()?;
+    let branch = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && !branch.is_empty()).then_some(branch)
+}
+
+impl Cairn {
+    /// Verify that the session's worktree belongs to the bound issue (see the module
+    /// docs). `complete_phase` and `create_pr` call this first.
+    pub fn verify_workspace(&self, session: &Session) -> Result<WorkspaceInfo> {
+        let bound = session.require_issue()?;
+        let issue = self.issue(&bound.id)?;
+        let worktree = bound_worktree(session, &issue.identifier)?;
+        let named = read_marker(&worktree)?;
+        let canonical = crate::paths::canonical_root(&worktree)?;
+        if !named.eq_ignore_ascii_case(&issue.identifier) && named != issue.id {
+            return Err(invalid(format!(
+                "Worktree {} belongs to issue {named}, but this session works on {}. Recovery: \
+                 stop; ask the orchestrator to restart this session with --worktree-path set to \
+                 the worktree of {} (its {MARKER_FILE} names {}).",
+                canonical.display(),
+                issue.identifier,
+                issue.identifier,
+                issue.identifier
+            )));
+        }
+        let branch = git_branch(&canonical);
+        let message = match &branch {
+            Some(_) => "Workspace verified. You are in the correct worktree.".to_string(),
+            None => "Workspace verified. You are in the correct worktree (branch unknown: git is \
+                     missing, the worktree is not a git repository, or HEAD is detached)."
+                .to_string(),
+        };
+        Ok(WorkspaceInfo {
+            valid: true,
+            path: canonical.display().to_string(),
+            issue: issue.identifier,
+            branch,
+            message,
+        })
+    }
+}
