@@ -60,6 +60,10 @@ async fn add_learning_applies_the_quality_gates() {
     assert_eq!(l["verified"], false);
     assert_eq!(l["issue"], issue.as_str());
     assert_eq!(l["project"], "web");
+    // get_issue shows the learnings recorded on the issue.
+    let shown = c.ok("get_issue", json!({})).await;
+    assert_eq!(shown["learnings"][0]["id"], l["id"], "{shown:#}");
+    assert_eq!(shown["learnings"][0]["pattern"], pattern);
     assert_eq!(l["learning_type"], "gotcha");
     assert_eq!(l["pattern"], pattern);
     let id = l["id"].as_str().unwrap();

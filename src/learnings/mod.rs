@@ -200,6 +200,17 @@ fn load_by_id(c: &Connection, id: &str) -> Result<Learning> {
         .ok_or_else(|| Error::not_found("learning", id))
 }
 
+/// The learnings recorded on one issue (by id), oldest first: part of `get_issue`.
+pub(crate) fn learnings_of_issue(c: &Connection, issue_id: &str) -> Result<Vec<Learning>> {
+    let mut st = c.prepare_cached(&format!(
+        "{SELECT_LEARNING} WHERE l.issue_id = ?1 ORDER BY l.seq"
+    ))?;
+    let rows = st
+        .query_map([issue_id], learning_from_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
 fn load_by_seq(c: &Connection, seq: u64) -> Result<Option<Learning>> {
     let mut st = c.prepare_cached(&format!("{SELECT_LEARNING} WHERE l.seq = ?1"))?;
     Ok(st.query_row([seq as i64], learning_from_row).optional()?)
