@@ -176,6 +176,29 @@ impl Row {
 }
 
 /// Learnings with `seq` in `(after, upto]`, at most `limit`, in order.
+/// Add learnings `(after, upto]` to `writer`, reading SQLite in batches; returns how many.
+fn add_rows(
+    writer: &IndexWriter,
+    store: &Store,
+    mut after: u64,
+    upto: u64,
+    fields: &Fields,
+) -> Result<u64> {
+    let mut n = 0u64;
+    loop {
+        let rows = rows_after(store, after, upto, BATCH)?;
+        let Some(last) = rows.last() else { break };
+        after = last.seq;
+        for row in &rows {
+            writer
+                .add_document(row.document(fields))
+                .map_err(index_err)?;
+        }
+        n += rows.len() as u64;
+    }
+    Ok(n)
+}
+
 fn rows_after(store: &Store, after: u64, upto: u64, limit: usize) -> Result<Vec<Row>> {
     store.read(|c| {
         let mut st = c.prepare_cached(
@@ -309,7 +332,7 @@ pub(crate) fn catch_up(
         .reload_policy(ReloadPolicy::Manual)
         .try_into()
         .map_err(index_err)?;
-    let mut after = if rebuild {
+    let after = if rebuild {
         writer.delete_all_documents().map_err(index_err)?;
         0
     } else {
@@ -319,18 +342,7 @@ pub(crate) fn catch_up(
     if after >= upto && !rebuild {
         return Ok(CatchUp::Indexed(0));
     }
-    let mut n = 0u64;
-    loop {
-        let rows = rows_after(store, after, upto, BATCH)?;
-        let Some(last) = rows.last() else { break };
-        after = last.seq;
-        for row in &rows {
-            writer
-                .add_document(row.document(&fields))
-                .map_err(index_err)?;
-        }
-        n += rows.len() as u64;
-    }
+    let n = add_rows(&writer, store, after, upto, &fields)?;
     let prepared = writer.prepare_commit().map_err(index_err)?;
     failpoint("learnings-index-commit");
     prepared.commit().map_err(index_err)?;
@@ -824,17 +836,7 @@ fn build_tail(store: &Store, from: u64, to: u64) -> Result<Tail> {
     let mut writer: IndexWriter = index
         .writer_with_num_threads(1, 15_000_000)
         .map_err(index_err)?;
-    let mut after = from;
-    loop {
-        let rows = rows_after(store, after, to, BATCH)?;
-        let Some(last) = rows.last() else { break };
-        after = last.seq;
-        for row in &rows {
-            writer
-                .add_document(row.document(&fields))
-                .map_err(index_err)?;
-        }
-    }
+    add_rows(&writer, store, from, to, &fields)?;
     writer.commit().map_err(index_err)?;
     let reader: IndexReader = index
         .reader_builder()
