@@ -75,7 +75,11 @@ fn real_vectors() -> Vec<Vec<f32>> {
         started.elapsed().as_secs_f64(),
         path.display()
     );
-    let bytes: Vec<u8> = vectors.iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
+    let bytes: Vec<u8> = vectors
+        .iter()
+        .flatten()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
     std::fs::write(&path, bytes).unwrap();
     vectors
 }
@@ -174,7 +178,10 @@ fn recall_sweep(name: &str, data: &[Vec<f32>], index: &VectorIndex, qs: &[Vec<f3
         })
         .collect();
     let exact = p50(exact_times);
-    eprintln!("[{name}] exact search p50 {:.3} ms", exact.as_secs_f64() * 1e3);
+    eprintln!(
+        "[{name}] exact search p50 {:.3} ms",
+        exact.as_secs_f64() * 1e3
+    );
     for ef in [16, 32, 64, SEARCH_EF, 200, 400] {
         let mut times = Vec::new();
         let mut found = 0;
@@ -289,10 +296,7 @@ fn serve_start_with_big_vault(big: &[Vec<f32>]) {
     );
 }
 
-async fn connect(
-    db: &Path,
-    flags: &[&str],
-) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+async fn connect(db: &Path, flags: &[&str]) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
     let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
     let transport = TokioChildProcess::builder(
         tokio::process::Command::new(env!("CARGO_BIN_EXE_cairn")).configure(|c| {
@@ -346,8 +350,16 @@ print(time.perf_counter() - t)
         .arg(&input)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().parse().unwrap()
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// Copy corpus Markdown files into `dir` until they hold at least `chunks` chunks.

@@ -21,6 +21,7 @@ pub mod cli;
 pub mod colibri;
 pub mod error;
 pub mod issues;
+pub mod learnings;
 pub mod mcp;
 pub mod memory;
 pub mod moves;

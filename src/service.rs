@@ -14,14 +14,18 @@ use crate::store::Store;
 #[derive(Debug)]
 pub struct Cairn {
     pub(crate) store: Store,
+    pub(crate) learnings: crate::learnings::LearningIndex,
     pub(crate) vault: crate::vault::VaultState,
 }
 
 impl Cairn {
     /// Open (creating and migrating if needed) the database at `db`.
     pub fn open(db: &Path) -> Result<Cairn> {
+        let store = Store::open(db)?;
+        let learnings = crate::learnings::LearningIndex::new(store.index_dir().join("learnings"));
         Ok(Cairn {
-            store: Store::open(db)?,
+            store,
+            learnings,
             vault: Default::default(),
         })
     }

@@ -30,6 +30,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         include_str!("../migrations/0002_trail.sql"),
     ),
     (
+        3,
+        "0003_learnings.sql",
+        include_str!("../migrations/0003_learnings.sql"),
+    ),
+    (
         4,
         "0004_vault.sql",
         include_str!("../migrations/0004_vault.sql"),
@@ -74,6 +79,8 @@ impl Store {
         enable_wal(&conn)?;
         conn.pragma_update(None, "foreign_keys", true)?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // Reads through a memory map: no read() syscall per page on hot lookups.
+        conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)?;
         migrate(&conn)?;
         Ok(Store {
             conn: Mutex::new(conn),

@@ -1509,3 +1509,30 @@ async fn every_colibri_tool_answers_a_bad_call_with_a_short_help_prompt() {
     }
     c.close().await;
 }
+
+#[tokio::test]
+async fn finishing_a_sub_task_through_task_update_releases_its_parent() {
+    let env = Env::new();
+    env.project("colibri", None);
+    let parent = env.issue("colibri", "Parent");
+    let c = env.serve(&["--issue-id", &parent]).await;
+    c.ok("update_issue_status", json!({"status": "in_progress"}))
+        .await;
+    let sub = c.ok("create_subtask", json!({"title": "Child"})).await;
+    let child = sub["subtask"]["identifier"].as_str().unwrap().to_string();
+    assert_eq!(c.ok("get_issue", json!({})).await["status"], "blocked");
+    for status in ["in_progress", "review", "done"] {
+        c.ok("task_update", status_args(&child, status)).await;
+    }
+    let p = c.ok("get_issue", json!({})).await;
+    assert_eq!(
+        p["status"], "in_progress",
+        "the parent returns to where it was"
+    );
+    // The Colibri status change is in the child's status history like any other.
+    let trail: Value = serde_json::from_str(&env.ok(&["issue", "trail", &child])).unwrap();
+    let history = trail["status_history"].as_array().unwrap();
+    let tos: Vec<&str> = history.iter().map(|h| h["to"].as_str().unwrap()).collect();
+    assert_eq!(tos, ["in_progress", "review", "done"], "{trail:#}");
+    c.close().await;
+}

@@ -438,7 +438,11 @@ async fn triggers_refuse_edits_and_tampering_is_detected() {
     )
     .unwrap();
     let out = env.run(&["findings", "WEB-1", "--verify", "--json"]);
-    assert_eq!(out.status.code(), Some(1), "a broken chain exits 1");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a broken chain exits 3, like `cairn audit verify`"
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["intact"], false);
     let broken = v["broken"].as_array().unwrap();
@@ -1223,5 +1227,34 @@ async fn runs_are_ingested_once_and_their_events_queried() {
     assert_eq!(error_fields(&mixed), ["run_id"]);
     let issue = c.ok("get_issue", json!({})).await;
     assert_eq!(issue["runs"].as_array().unwrap().len(), 2);
+    c.close().await;
+}
+
+#[tokio::test]
+async fn configure_project_sets_the_phase_pipeline_and_checks_it() {
+    let env = Env::new();
+    env.project("web", None);
+    let c = env.serve(&["--project-id", "web"]).await;
+    let p = c
+        .ok(
+            "configure_project",
+            json!({"phases": ["research", "ready"]}),
+        )
+        .await;
+    assert_eq!(p["settings"]["phases"], json!(["research", "ready"]));
+    let bad = c
+        .err(
+            "configure_project",
+            json!({"phases": ["research", "research", "no spaces"]}),
+        )
+        .await;
+    let fields = error_fields(&bad);
+    assert!(fields.contains(&"phases".to_string()), "{bad:#}");
+    assert!(fields.contains(&"phases[2]".to_string()), "{bad:#}");
+    let empty = c.err("configure_project", json!({"phases": []})).await;
+    assert_eq!(error_fields(&empty), ["phases"]);
+    // A failed call changed nothing.
+    let shown = env.json(&["project", "show", "web"]);
+    assert_eq!(shown["settings"]["phases"], json!(["research", "ready"]));
     c.close().await;
 }

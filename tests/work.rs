@@ -800,14 +800,13 @@ impl Work {
         q
     }
 
-    /// Set a project's `phases` pipeline directly in the database.
+    /// Set a project's `phases` pipeline, as a person does.
     fn set_pipeline(&self, slug: &str, phases: &[&str]) {
-        let db = rusqlite::Connection::open(&self.env.db).unwrap();
-        db.execute(
-            "UPDATE projects SET settings = json_set(settings, '$.phases', json(?1)) WHERE slug = ?2",
-            rusqlite::params![serde_json::to_string(phases).unwrap(), slug],
-        )
-        .unwrap();
+        let mut args = vec!["project", "configure", slug];
+        for p in phases {
+            args.extend(["--phase", p]);
+        }
+        self.env.ok(&args);
     }
 
     fn show(&self, issue: &str) -> Value {
@@ -1244,4 +1243,36 @@ async fn concurrent_verdicts_on_one_claim_record_exactly_one() {
     for c in [worker, a, b] {
         c.close().await;
     }
+}
+
+#[test]
+fn a_person_moves_an_issue_from_the_cli() {
+    let w = Work::with(&["--label", "phase:research"]);
+    w.target();
+    let out = w.env.ok(&[
+        "issue",
+        "move",
+        "P-1",
+        "--to",
+        "q",
+        "--reason",
+        "Belongs to q",
+    ]);
+    assert_eq!(out.trim(), "Q-1");
+    let moved = w.show("Q-1");
+    assert_eq!(moved["status"], "todo");
+    assert!(
+        moved["labels"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("moved-from:P-1"))
+    );
+    let bad = w
+        .env
+        .run(&["issue", "move", "Q-1", "--to", "q", "--reason", " "]);
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "an empty reason is invalid input"
+    );
 }

@@ -73,7 +73,20 @@ pub enum IssueCmd {
         priority: Option<u8>,
     },
     /// The issue with its whole trail: findings, comments, status history, PRs, runs.
+    /// Always JSON: the whole record is meant for scripts and for reading with jq.
     Trail { issue: String },
+    /// Move an issue to another project (as `move_issue`); prints its new identifier.
+    Move {
+        issue: String,
+        /// The destination project (slug or id).
+        #[arg(long)]
+        to: String,
+        /// Why the issue moves (recorded as a comment).
+        #[arg(long)]
+        reason: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub(crate) fn parse_status(s: &str) -> Result<Status, String> {
@@ -191,6 +204,19 @@ pub fn run(cairn: &Cairn, cmd: IssueCmd) -> anyhow::Result<std::process::ExitCod
             print_text(&cairn.create_subtask(&parent, new, "cli")?.identifier)?;
         }
         IssueCmd::Trail { issue } => print_json(&cairn.issue_details(&issue)?)?,
+        IssueCmd::Move {
+            issue,
+            to,
+            reason,
+            json,
+        } => {
+            let moved = cairn.move_issue(&issue, &to, &reason, "cli")?;
+            if json {
+                print_json(&moved)?;
+            } else {
+                print_text(&moved.identifier)?;
+            }
+        }
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

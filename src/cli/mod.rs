@@ -2,7 +2,8 @@
 //!
 //! Results go to stdout (text, or JSON with `--json`); progress and logs go to stderr.
 //! [`main`] is the one place that maps errors to exit codes: 0 success (and a broken
-//! pipe), 2 bad input, 1 anything else.
+//! pipe), 2 bad input, 1 anything else; verification commands (`audit verify`,
+//! `findings --verify`) exit 3 when a hash chain does not verify.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ use crate::service::Cairn;
 
 mod audit;
 mod issue;
+mod learnings;
 mod project;
 mod scope;
 mod serve;
@@ -48,6 +50,9 @@ pub enum Command {
     /// Create and inspect issues.
     #[command(subcommand)]
     Issue(issue::IssueCmd),
+    /// Record, search, verify and rate learnings; rebuild their index.
+    #[command(subcommand)]
+    Learnings(learnings::LearningsCmd),
     /// Tool scope per agent profile.
     #[command(subcommand)]
     Scope(scope::ScopeCmd),
@@ -94,6 +99,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(&cli.db, args),
         Command::Project(cmd) => project::run(&open(&cli.db)?, cmd),
         Command::Issue(cmd) => issue::run(&open(&cli.db)?, cmd),
+        Command::Learnings(cmd) => learnings::run(&open(&cli.db)?, cmd),
         Command::Scope(cmd) => scope::run(&open(&cli.db)?, cmd),
         Command::Findings(a) => trail::findings(&open(&cli.db)?, a),
         Command::Pr(cmd) => trail::pr(&open(&cli.db)?, cmd),

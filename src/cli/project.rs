@@ -58,6 +58,10 @@ pub enum ProjectCmd {
         /// A Knowledge Vault collection; repeat for more (replaces the stored list).
         #[arg(long = "vault-collection")]
         vault_collections: Vec<String>,
+        /// A phase of the project's pipeline, in order; repeat for more (replaces the
+        /// stored pipeline; default research, architecture, grooming, ready).
+        #[arg(long = "phase")]
+        phases: Vec<String>,
         #[arg(long)]
         json: bool,
     },
@@ -141,6 +145,7 @@ pub fn run(cairn: &Cairn, cmd: ProjectCmd) -> anyhow::Result<std::process::ExitC
             worker_instructions,
             judge_instructions,
             vault_collections,
+            phases,
             json,
         } => {
             let update = SettingsUpdate {
@@ -154,6 +159,7 @@ pub fn run(cairn: &Cairn, cmd: ProjectCmd) -> anyhow::Result<std::process::ExitC
                 worker_instructions,
                 judge_instructions,
                 vault_collections: (!vault_collections.is_empty()).then_some(vault_collections),
+                phases: (!phases.is_empty()).then_some(phases),
             };
             let p = cairn.configure_project(&project, &update)?;
             if json {

@@ -15,7 +15,7 @@ use super::{print_json, print_text};
 pub struct FindingsArgs {
     /// Issue identifier or id.
     pub issue: String,
-    /// Re-compute the issue's hash chain; exits 1 when a link is broken.
+    /// Re-compute the issue's hash chain; exits 3 when a link is broken.
     #[arg(long)]
     pub verify: bool,
     /// Mark a finding processed (the orchestrator's flag); repeat for more.
@@ -55,7 +55,7 @@ pub fn findings(cairn: &Cairn, a: FindingsArgs) -> anyhow::Result<ExitCode> {
         return Ok(if v.intact {
             ExitCode::SUCCESS
         } else {
-            ExitCode::from(1)
+            ExitCode::from(super::audit::EXIT_BROKEN)
         });
     }
     for id in &a.mark_processed {

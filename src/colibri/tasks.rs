@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::{NewIssue, Status, find_project, insert_issue};
 use crate::service::{Cairn, now_iso};
+use crate::trail::status::set_status_in;
 
 use super::{Priority, resolve_task, thought_id};
 
@@ -482,14 +483,18 @@ impl Cairn {
             if to == Status::Done && progress < 100 {
                 warnings.push(format!("Status is 'done' but progress is {progress}%"));
             }
+            // A status change goes through the trail's one status writer, so it lands in
+            // the status history and a finished sub-task releases its parent.
+            if to != from {
+                set_status_in(tx, &id, to, blocked_reason.as_deref(), actor)?;
+            }
             let now = now_iso();
             tx.execute(
-                "UPDATE issues SET status = ?2, progress = ?3, description = ?4, priority = ?5,
-                        assignee = ?6, blocked_reason = ?7, updated_by = ?8, updated_at = ?9
+                "UPDATE issues SET progress = ?2, description = ?3, priority = ?4,
+                        assignee = ?5, blocked_reason = ?6, updated_by = ?7, updated_at = ?8
                  WHERE id = ?1",
                 params![
                     id,
-                    to.as_str(),
                     progress,
                     upd.description.as_ref().unwrap_or(&current.description),
                     upd.priority.unwrap_or(current.priority).level(),

@@ -125,6 +125,7 @@ pub fn all_tools() -> Vec<ToolDef> {
     tools.extend(super::tools::trail::tools());
     tools.extend(super::tools::work::tools());
     tools.extend(super::tools::colibri::tools());
+    tools.extend(super::tools::learnings::tools());
     tools.extend(super::tools::vault::tools());
     tools
 }

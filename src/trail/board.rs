@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::issues::{Issue, NewIssue, Status, insert_issue, load_issue};
+use crate::learnings::{Learning, learnings_of_issue};
 use crate::service::Cairn;
 
 use super::findings::{Comment, Finding, comments_in, findings_in, recent_findings_in};
@@ -22,6 +23,8 @@ pub struct IssueDetails {
     pub subtasks: Vec<String>,
     /// Every finding, oldest first.
     pub findings: Vec<Finding>,
+    /// Every learning recorded on the issue, oldest first.
+    pub learnings: Vec<Learning>,
     /// Every comment, oldest first.
     pub comments: Vec<Comment>,
     pub status_history: Vec<StatusChange>,
@@ -79,6 +82,7 @@ impl Cairn {
                 issue: load(c, &id)?,
                 subtasks: subtasks_in(c, &id)?,
                 findings: findings_in(c, &id)?,
+                learnings: learnings_of_issue(c, &id)?,
                 comments: comments_in(c, &id)?,
                 status_history: history_in(c, &id)?,
                 pull_requests: prs_of(c, &id)?,

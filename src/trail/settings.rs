@@ -30,6 +30,8 @@ pub mod limits {
     pub const INSTRUCTIONS_MAX: usize = 20_000;
     pub const COLLECTIONS_MAX: usize = 50;
     pub const COLLECTION_MAX: usize = 64;
+    pub const PHASES_MAX: usize = 20;
+    pub const PHASE_MAX: usize = 32;
     pub const THRESHOLD_MAX: u64 = 10_000_000;
 }
 
@@ -87,6 +89,9 @@ pub struct SettingsUpdate {
     pub judge_instructions: Option<String>,
     /// Knowledge Vault collection names (`vault.collections`).
     pub vault_collections: Option<Vec<String>>,
+    /// The project's phase pipeline, in order (`phases`; default research,
+    /// architecture, grooming, ready).
+    pub phases: Option<Vec<String>>,
 }
 
 /// Build a gitignore-style matcher over `globs`; the error names the bad pattern.
@@ -102,6 +107,23 @@ pub(crate) fn glob_matcher(globs: &[String]) -> Result<ignore::gitignore::Gitign
     }
     b.build()
         .map_err(|e| Error::invalid("sensitive_paths", format!("invalid glob: {e}")))
+}
+
+/// Check a list of names (collections, phases): each 1-`max` characters of a-z, A-Z,
+/// 0-9, '-' and '_'.
+fn name_list(errors: &mut Vec<FieldError>, field: &str, names: Option<&[String]>, max: usize) {
+    for (i, c) in names.into_iter().flatten().enumerate() {
+        let ok = !c.is_empty()
+            && c.len() <= max
+            && c.chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_');
+        if !ok {
+            errors.push(FieldError::new(
+                format!("{field}[{i}]"),
+                format!("a name is 1-{max} characters of a-z, A-Z, 0-9, '-' and '_'"),
+            ));
+        }
+    }
 }
 
 fn validate(u: &SettingsUpdate) -> Result<()> {
@@ -142,21 +164,28 @@ fn validate(u: &SettingsUpdate) -> Result<()> {
     for (i, g) in u.sensitive_paths.iter().flatten().enumerate() {
         text(format!("sensitive_paths[{i}]"), g, limits::GLOB_MAX, false);
     }
-    if let Some(cols) = &u.vault_collections {
-        for (i, c) in cols.iter().enumerate() {
-            let ok = !c.is_empty()
-                && c.len() <= limits::COLLECTION_MAX
-                && c.chars()
-                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_');
-            if !ok {
-                errors.push(FieldError::new(
-                    format!("vault_collections[{i}]"),
-                    format!(
-                        "a collection name is 1-{} characters of a-z, A-Z, 0-9, '-' and '_'",
-                        limits::COLLECTION_MAX
-                    ),
-                ));
-            }
+    name_list(
+        &mut errors,
+        "vault_collections",
+        u.vault_collections.as_deref(),
+        limits::COLLECTION_MAX,
+    );
+    name_list(
+        &mut errors,
+        "phases",
+        u.phases.as_deref(),
+        limits::PHASE_MAX,
+    );
+    if let Some(phases) = &u.phases {
+        if phases.is_empty() {
+            errors.push(FieldError::new(
+                "phases",
+                "a pipeline needs at least one phase",
+            ));
+        }
+        let unique: std::collections::HashSet<&String> = phases.iter().collect();
+        if unique.len() != phases.len() {
+            errors.push(FieldError::new("phases", "each phase may appear once"));
         }
     }
     let counts = [
@@ -170,6 +199,11 @@ fn validate(u: &SettingsUpdate) -> Result<()> {
             "vault_collections",
             u.vault_collections.as_ref().map(Vec::len),
             limits::COLLECTIONS_MAX,
+        ),
+        (
+            "phases",
+            u.phases.as_ref().map(Vec::len),
+            limits::PHASES_MAX,
         ),
     ];
     for (field, n, max) in counts {
@@ -244,6 +278,9 @@ impl Cairn {
             }
             if let Some(j) = &update.judge_instructions {
                 settings.insert("judge_instructions".into(), json!(j));
+            }
+            if let Some(p) = &update.phases {
+                settings.insert("phases".into(), json!(p));
             }
             if let Some(c) = &update.vault_collections {
                 // Only `vault.collections`: other keys of the vault section stay.

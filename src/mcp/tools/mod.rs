@@ -2,6 +2,7 @@
 //! between wire parameters and the domain API; no domain logic lives here.
 
 pub mod colibri;
+pub mod learnings;
 pub mod system;
 pub mod trail;
 pub mod vault;

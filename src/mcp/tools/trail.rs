@@ -401,6 +401,9 @@ pub struct ConfigureProjectParams {
     pub judge_instructions: Option<String>,
     /// Knowledge Vault settings.
     pub vault: Option<VaultSection>,
+    /// The phase pipeline, in order (default research, architecture, grooming, ready).
+    #[schemars(length(min = 1, max = 20), inner(length(min = 1, max = 32)))]
+    pub phases: Option<Vec<String>>,
 }
 
 fn configure_project(cx: &ToolCtx<'_>, p: ConfigureProjectParams) -> Result<Project> {
@@ -413,6 +416,7 @@ fn configure_project(cx: &ToolCtx<'_>, p: ConfigureProjectParams) -> Result<Proj
             worker_instructions: p.worker_instructions,
             judge_instructions: p.judge_instructions,
             vault_collections: p.vault.map(|v| v.collections),
+            phases: p.phases,
         },
     )
 }

@@ -1,0 +1,597 @@
+//! Learnings search on a deterministic, realistic corpus at 10k and 100k learnings:
+//! search latency (criterion's mean/median, and p50/p99 from a timing loop over a fixed
+//! set of natural-language queries), add latency, full rebuild time, and the same
+//! corpus, queries and blend on SQLite FTS5 as the baseline.
+//!
+//! Run: `cargo bench --bench learnings`. Corpora are built once and cached under
+//! `target/bench-corpus/` (delete it to rebuild). `LEARNINGS_BENCH_SIZES=10000` limits
+//! the sizes.
+//!
+//! The FTS5 baseline: an external-content FTS5 table over `learnings` (pattern,
+//! applies_to, context; `porter unicode61`), queried with the same words OR-ed (stop
+//! words dropped, the last word and `word*` as prefixes), filtered to the same project
+//! by a join, ranked in SQL by the same blend: `0.5·s/(s+ref) + 0.3·field + 0.2·q`,
+//! where `s = -bm25()`, `ref` is the sum of the words' idf from `fts5vocab` document
+//! counts, and the field term is the best column that matched (per-column `bm25()`),
+//! then the same number of rows is hydrated. Per-word field priority (as tantivy's
+//! path computes it) has no FTS5 equivalent; the best-column form is the closest.
+
+#![allow(clippy::print_stdout)]
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use cairn::Cairn;
+use cairn::issues::{NewIssue, NewProject};
+use cairn::learnings::{LearningSearch, NewLearning, STOP_WORDS, SearchScope};
+use criterion::{Criterion, criterion_group, criterion_main};
+use rusqlite::{Connection, params};
+
+/// Corpus format version: bump when the generator changes.
+const CORPUS_VERSION: u32 = 1;
+const PROJECTS: usize = 10;
+const PER_ISSUE: usize = 40;
+const LIMIT: usize = 50;
+
+/// SplitMix64: small, seeded, deterministic.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+        xs[(self.next() % xs.len() as u64) as usize]
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+const TECH: &[&str] = &[
+    "Postgres",
+    "SQLite",
+    "Redis",
+    "Kafka",
+    "nginx",
+    "Docker",
+    "Kubernetes",
+    "Terraform",
+    "React",
+    "Vue",
+    "Nuxt",
+    "Next.js",
+    "webpack",
+    "Vite",
+    "Jest",
+    "Vitest",
+    "Playwright",
+    "Cypress",
+    "GraphQL",
+    "gRPC",
+    "tokio",
+    "serde",
+    "axum",
+    "Django",
+    "Rails",
+    "Spring",
+    "Prisma",
+    "TypeORM",
+    "Celery",
+    "RabbitMQ",
+    "Elasticsearch",
+    "S3",
+    "Lambda",
+    "Cloudflare",
+    "GitHub Actions",
+    "Helm",
+    "ESLint",
+    "Prettier",
+    "Tailwind",
+    "Storybook",
+    "pnpm",
+    "cargo",
+    "rustls",
+    "OpenSSL",
+    "Sentry",
+    "Datadog",
+    "Stripe",
+    "OAuth",
+    "JWT",
+    "WebSocket",
+];
+const THING: &[&str] = &[
+    "connection pool",
+    "migrations",
+    "cache keys",
+    "retry policy",
+    "health check",
+    "feature flags",
+    "env variables",
+    "build cache",
+    "test fixtures",
+    "auth middleware",
+    "rate limiter",
+    "background jobs",
+    "file uploads",
+    "log format",
+    "error boundaries",
+    "query builder",
+    "snapshot tests",
+    "lock file",
+    "config loader",
+    "request timeout",
+    "session store",
+    "webhook handler",
+    "schema validation",
+    "date parsing",
+    "pagination",
+];
+const VERB: &[&str] = &[
+    "always",
+    "never",
+    "prefer to",
+    "avoid trying to",
+    "make sure to",
+    "remember to",
+    "do not",
+    "be careful to",
+];
+const ACTION: &[&str] = &[
+    "pin the version of",
+    "close the pool used by",
+    "set an explicit timeout on",
+    "await every promise returned by",
+    "mock the clock before testing",
+    "invalidate the cache of",
+    "run the migrations before starting",
+    "wrap a transaction around",
+    "batch the requests to",
+    "disable auto-import for",
+    "import explicitly from",
+    "restart the watcher of",
+    "validate the payload sent to",
+    "sort the keys produced by",
+    "reuse the client of",
+    "stub the network calls of",
+    "configure the retries of",
+    "check the exit code of",
+    "escape user input passed to",
+    "bump the memory limit of",
+];
+const GOTCHA: &[&str] = &[
+    "or the tests hang forever in CI",
+    "otherwise CI fails with a cryptic error",
+    "because the default timeout is unbounded",
+    "since it silently drops messages under load",
+    "or you'll get already-defined errors at build time",
+    "because it leaks file descriptors",
+    "otherwise deploys serve stale assets",
+    "or the container is OOM-killed",
+    "because the lock is held across await points",
+    "since retries are not idempotent",
+    "or flaky failures appear only on Mondays",
+    "because the fake timers never advance",
+    "otherwise the migration deadlocks with the app",
+    "because prod uses a different locale",
+    "or the snapshot order changes between runs",
+    "since the token expires after an hour",
+];
+const PATHS: &[&str] = &[
+    "src/api/",
+    "app/utils/",
+    "app/composables/",
+    "server/db/",
+    "migrations/",
+    "tests/e2e/",
+    "packages/ui/",
+    "infra/terraform/",
+    ".github/workflows/",
+    "src/workers/",
+    "lib/auth/",
+    "config/",
+    "scripts/",
+    "src/components/",
+    "crates/core/src/",
+];
+const CONTEXT: &[&str] = &[
+    "This bit us during the release of the billing service, when the nightly import job ran against staging.",
+    "Seen repeatedly in the monorepo after upgrading dependencies; the failure only shows under parallel test runs.",
+    "Applies to every service that talks to the shared database through the common client wrapper.",
+    "We lost half a day to this while debugging the checkout flow; the logs pointed at the wrong component.",
+    "Reproduced locally with the docker compose setup; CI runners with fewer cores hit it much more often.",
+    "The behaviour changed in the last major version, and the upgrade guide does not mention it at all.",
+];
+
+/// One generated learning.
+struct Gen {
+    pattern: String,
+    context: Option<String>,
+    applies_to: Vec<String>,
+}
+
+fn generate(rng: &mut Rng) -> Gen {
+    let t1 = rng.pick(TECH);
+    let t2 = rng.pick(TECH);
+    let pattern = format!(
+        "{t1} {}: {} {} {t2} {}",
+        rng.pick(THING),
+        rng.pick(VERB),
+        rng.pick(ACTION),
+        rng.pick(GOTCHA)
+    );
+    let context = rng.chance(50).then(|| {
+        format!(
+            "{} Relevant for {} and {}.",
+            rng.pick(CONTEXT),
+            rng.pick(TECH),
+            rng.pick(PATHS)
+        )
+    });
+    let applies_to = (0..rng.next() % 3)
+        .map(|_| rng.pick(PATHS).to_string())
+        .collect();
+    Gen {
+        pattern,
+        context,
+        applies_to,
+    }
+}
+
+/// Natural-language queries of the kind agents send.
+fn queries() -> Vec<String> {
+    let mut rng = Rng(0xC0FFEE);
+    let shapes: [fn(&mut Rng) -> String; 5] = [
+        |r| {
+            format!(
+                "how do I fix {} {} timeout in ci",
+                r.pick(TECH),
+                r.pick(THING)
+            )
+        },
+        |r| format!("{} {} flaky tests", r.pick(TECH), r.pick(THING)),
+        |r| {
+            format!(
+                "why does {} leak file descriptors with {}",
+                r.pick(TECH),
+                r.pick(TECH)
+            )
+        },
+        |r| format!("{} migrations deadlock {}", r.pick(TECH), r.pick(PATHS)),
+        |r| format!("auto-imp {} already defined error", r.pick(TECH)),
+    ];
+    (0..40)
+        .map(|i| shapes[i % shapes.len()](&mut rng))
+        .collect()
+}
+
+fn norm(s: &str) -> String {
+    s.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+}
+
+/// The cached corpus of `n` learnings (built on first use), with its FTS5 baseline table.
+fn corpus(n: usize) -> PathBuf {
+    let dir = target_dir().join("bench-corpus");
+    let db = dir.join(format!("learnings-{n}-v{CORPUS_VERSION}.db"));
+    let done = dir.join(format!("learnings-{n}-v{CORPUS_VERSION}.done"));
+    if done.exists() {
+        return db;
+    }
+    let _ = std::fs::remove_file(&db);
+    let _ = std::fs::remove_dir_all(cairn::store::index_dir_for(&db));
+    std::fs::create_dir_all(&dir).unwrap();
+    let t = Instant::now();
+    let cairn = Cairn::open(&db).unwrap();
+    let mut rng = Rng(42);
+    let mut seen = HashSet::new();
+    let mut batch = Vec::new();
+    let mut issue = String::new();
+    for i in 0..n {
+        if i % PER_ISSUE == 0 {
+            let p = (i / PER_ISSUE) % PROJECTS;
+            let slug = format!("proj{p}");
+            if cairn.project(&slug).is_err() {
+                cairn
+                    .create_project(&NewProject {
+                        slug: slug.clone(),
+                        name: slug.clone(),
+                        ..Default::default()
+                    })
+                    .unwrap();
+            }
+            issue = cairn
+                .create_issue(&NewIssue {
+                    project: slug,
+                    title: format!("Issue {i}"),
+                    ..Default::default()
+                })
+                .unwrap()
+                .id;
+        }
+        let g = loop {
+            let g = generate(&mut rng);
+            if seen.insert((issue.clone(), norm(&g.pattern))) {
+                break g;
+            }
+        };
+        batch.push(NewLearning {
+            issue: issue.clone(),
+            pattern: g.pattern,
+            context: g.context,
+            applies_to: g.applies_to,
+            learning_type: None,
+            created_by: "bench".into(),
+        });
+        if batch.len() == 5_000 {
+            cairn.add_learnings(&batch).unwrap();
+            batch.clear();
+        }
+    }
+    if !batch.is_empty() {
+        cairn.add_learnings(&batch).unwrap();
+    }
+    drop(cairn);
+    let c = Connection::open(&db).unwrap();
+    c.execute_batch(
+        "CREATE VIRTUAL TABLE bench_fts USING fts5(pattern, applies_to, context,
+             content='learnings', content_rowid='seq', tokenize='porter unicode61', prefix='2 3');
+         INSERT INTO bench_fts(bench_fts) VALUES('rebuild');
+         CREATE VIRTUAL TABLE bench_fts_vocab USING fts5vocab('bench_fts', 'row');",
+    )
+    .unwrap();
+    drop(c);
+    std::fs::write(&done, "").unwrap();
+    println!(
+        "built corpus of {n} learnings in {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
+    db
+}
+
+/// Copy a corpus (database and index) into a temp dir, for benches that write.
+fn scratch_copy(db: &Path) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let to = tmp.path().join("c.db");
+    std::fs::copy(db, &to).unwrap();
+    let from_idx = cairn::store::index_dir_for(db).join("learnings");
+    let to_idx = cairn::store::index_dir_for(&to).join("learnings");
+    std::fs::create_dir_all(&to_idx).unwrap();
+    for e in std::fs::read_dir(&from_idx).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to_idx.join(e.file_name())).unwrap();
+        }
+    }
+    (tmp, to)
+}
+
+fn search(cairn: &Cairn, q: &str) -> usize {
+    cairn
+        .search_learnings(&LearningSearch {
+            query: q.to_string(),
+            scope: SearchScope::Project("proj3".into()),
+            limit: Some(LIMIT),
+            min_quality_score: None,
+        })
+        .unwrap()
+        .count
+}
+
+/// The FTS5 baseline: same words, same project filter, the blend in SQL.
+struct Fts5 {
+    conn: Connection,
+    project: String,
+    docs: f64,
+}
+
+impl Fts5 {
+    fn open(db: &Path) -> Fts5 {
+        let conn = Connection::open(db).unwrap();
+        // The same page access as the store's connection.
+        conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)
+            .unwrap();
+        let project: String = conn
+            .query_row("SELECT id FROM projects WHERE slug = 'proj3'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        let docs: f64 = conn
+            .query_row("SELECT count(*) FROM learnings", [], |r| r.get(0))
+            .unwrap();
+        Fts5 {
+            conn,
+            project,
+            docs,
+        }
+    }
+
+    fn search(&self, q: &str) -> usize {
+        let words: Vec<String> = q
+            .to_lowercase()
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty() && !STOP_WORDS.contains(w))
+            .map(String::from)
+            .collect();
+        let last = words.len().saturating_sub(1);
+        let mut reference = 0.0;
+        let mut vocab = self
+            .conn
+            .prepare_cached(
+                "SELECT ifnull(max(doc), 0) FROM bench_fts_vocab WHERE term >= ?1 AND term < ?1 || 'zzzz'",
+            )
+            .unwrap();
+        let mut terms = Vec::new();
+        for (i, w) in words.iter().enumerate() {
+            let stem: String = w.chars().take(5).collect();
+            let df: f64 = vocab.query_row([&stem], |r| r.get(0)).unwrap();
+            reference += (1.0 + (self.docs - df + 0.5) / (df + 0.5)).ln();
+            terms.push(if i == last {
+                format!("\"{w}\"*")
+            } else {
+                format!("\"{w}\"")
+            });
+        }
+        let query = terms.join(" OR ");
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT l.id, l.pattern, l.context, l.applies_to, l.quality_score, l.verified,
+                   0.5 * (-bm25(bench_fts)) / ((-bm25(bench_fts)) + ?3)
+                   + 0.3 * (CASE WHEN bm25(bench_fts, 1.0, 0.0, 0.0) < 0 THEN 1.0
+                                 WHEN bm25(bench_fts, 0.0, 1.0, 0.0) < 0 THEN 0.6 ELSE 0.3 END)
+                   + 0.2 * l.quality_score / 100.0 AS score
+                 FROM bench_fts JOIN learnings l ON l.seq = bench_fts.rowid
+                 WHERE bench_fts MATCH ?1 AND l.project_id = ?2
+                 ORDER BY score DESC LIMIT ?4",
+            )
+            .unwrap();
+        let rows = st
+            .query_map(params![query, self.project, reference, LIMIT as i64], |r| {
+                r.get::<_, String>(0)
+            })
+            .unwrap();
+        rows.count()
+    }
+}
+
+fn percentiles(mut xs: Vec<Duration>) -> (Duration, Duration) {
+    xs.sort();
+    let at = |p: f64| xs[((xs.len() as f64 - 1.0) * p).round() as usize];
+    (at(0.50), at(0.99))
+}
+
+fn sizes() -> Vec<usize> {
+    std::env::var("LEARNINGS_BENCH_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![10_000, 100_000])
+}
+
+fn bench(c: &mut Criterion) {
+    let qs = queries();
+    for n in sizes() {
+        let db = corpus(n);
+        let label = format!("{}k", n / 1000);
+
+        // Search: tantivy path (the real API) and the FTS5 baseline.
+        let cairn = Cairn::open(&db).unwrap();
+        let fts = Fts5::open(&db);
+        for q in &qs {
+            search(&cairn, q);
+            fts.search(q);
+        }
+        let mut i = 0;
+        c.bench_function(&format!("learnings/search/tantivy/{label}"), |b| {
+            b.iter(|| {
+                i += 1;
+                search(&cairn, &qs[i % qs.len()])
+            })
+        });
+        let mut j = 0;
+        let mut g = c.benchmark_group("learnings/search/fts5");
+        g.sample_size(10);
+        g.bench_function(&label, |b| {
+            b.iter(|| {
+                j += 1;
+                fts.search(&qs[j % qs.len()])
+            })
+        });
+        g.finish();
+
+        let mut tantivy_times = Vec::new();
+        let mut hits = 0;
+        for _ in 0..25 {
+            for q in &qs {
+                let t = Instant::now();
+                hits += search(&cairn, q);
+                tantivy_times.push(t.elapsed());
+            }
+        }
+        let mut fts_times = Vec::new();
+        for _ in 0..3 {
+            for q in &qs {
+                let t = Instant::now();
+                fts.search(q);
+                fts_times.push(t.elapsed());
+            }
+        }
+        let (tp50, tp99) = percentiles(tantivy_times);
+        let (fp50, fp99) = percentiles(fts_times);
+        println!(
+            "[{label}] search p50/p99: tantivy {:.3}/{:.3} ms, FTS5 {:.3}/{:.3} ms; \
+             p50 ratio {:.1}x (avg {:.1} hits/query)",
+            tp50.as_secs_f64() * 1e3,
+            tp99.as_secs_f64() * 1e3,
+            fp50.as_secs_f64() * 1e3,
+            fp99.as_secs_f64() * 1e3,
+            fp50.as_secs_f64() / tp50.as_secs_f64(),
+            hits as f64 / (25 * qs.len()) as f64
+        );
+        drop(cairn);
+        drop(fts);
+
+        // Add and rebuild, on a scratch copy.
+        let (_tmp, copy) = scratch_copy(&db);
+        let cairn = Cairn::open(&copy).unwrap();
+        let issue = cairn
+            .create_issue(&NewIssue {
+                project: "proj3".into(),
+                title: "bench adds".into(),
+                ..Default::default()
+            })
+            .unwrap()
+            .id;
+        let mut rng = Rng(7);
+        let mut k = 0u64;
+        let mut g = c.benchmark_group("learnings/add");
+        g.sample_size(20);
+        g.bench_function(&label, |b| {
+            b.iter(|| {
+                k += 1;
+                let gen_ = generate(&mut rng);
+                cairn
+                    .add_learning(&NewLearning {
+                        issue: issue.clone(),
+                        pattern: format!("{} (bench add {k})", gen_.pattern),
+                        context: gen_.context,
+                        applies_to: gen_.applies_to,
+                        learning_type: None,
+                        created_by: "bench".into(),
+                    })
+                    .unwrap()
+            })
+        });
+        g.finish();
+        let t = Instant::now();
+        let r = cairn.reindex_learnings().unwrap();
+        println!(
+            "[{label}] full rebuild of {} learnings: {:.2} s",
+            r.learnings,
+            t.elapsed().as_secs_f64()
+        );
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    targets = bench
+}
+criterion_main!(benches);

@@ -1,0 +1,961 @@
+//! The tantivy index of learnings: derived from SQLite, caught up by `seq`, shared by
+//! every process serving the database.
+//!
+//! **Architecture invariant.** The index holds exactly the learnings `1..=W` for some
+//! watermark `W` (the largest `seq` fast-field value it contains; learnings are never
+//! deleted, and a tantivy commit is atomic). SQLite write transactions are serialised
+//! and `seq` is `AUTOINCREMENT`, so once `max(seq)` is visible every smaller one is too.
+//! A process is therefore up to date when `W == max(seq)`, a query that costs
+//! microseconds, run before every search.
+//!
+//! **Life cycle.**
+//! - *Read your own writes*: `add_learning` commits to SQLite, then indexes the new rows
+//!   at once (waiting up to [`ADD_WRITER_WAIT`] for the writer lock).
+//! - *Other processes' writes*: a search that finds `W < max(seq)` reloads its reader
+//!   (another process may have indexed them), then, if still behind, takes the writer
+//!   without waiting and indexes the missing rows itself.
+//! - *One writer at a time*: tantivy's directory lock. Each write opens a **fresh**
+//!   `Index` (a long-lived one would save a stale managed-file list over another
+//!   process's), re-reads `W` from it, indexes `seq > W`, commits, waits for merges.
+//! - *Writer busy*: a search never waits for it. Rows past `W` (the *tail*) are put in a
+//!   small in-memory index, and both are searched with one set of BM25 statistics
+//!   (summed over both), so scores are the same as if the tail were indexed. A tail of
+//!   more than [`TAIL_MAX`] rows (a missing index being rebuilt elsewhere) waits up to
+//!   [`REBUILD_WRITER_WAIT`] for the writer first.
+//! - *Crash or deleted directory*: an interrupted commit leaves the previous commit, so
+//!   `W` is just lower and the next use catches up; a missing directory is recreated
+//!   and filled from SQLite; an unreadable one (or another schema) is wiped and rebuilt.
+//!   `cairn learnings reindex` rebuilds on demand (readers keep the old commit until
+//!   the new one lands).
+//!
+//! **Quality at search time.** The blend needs each candidate's quality score, verified
+//! flag and project. They are kept in memory per process ([`MetaCache`]), refreshed
+//! from SQLite before each search by two watermarks: `max(seq)` (new learnings) and
+//! `max(learning_history.id)` (every verify and rate writes a history row), so a rating
+//! made by another process counts on the next search. Filters (project, quality) run
+//! inside the top-k collection, which keeps block-WAND pruning.
+//!
+//! Failpoint for tests: `CAIRN_FAILPOINT=learnings-index-commit` aborts the process
+//! after the segment files are written and before the commit is published.
+
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rusqlite::params;
+use tantivy::directory::MmapDirectory;
+use tantivy::directory::error::LockError;
+use tantivy::query::{
+    Bm25StatisticsProvider, BooleanQuery, EnableScoring, Occur, Query, TermQuery,
+};
+use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
+use tantivy::tokenizer::{PreTokenizedString, TextAnalyzer};
+use tantivy::{
+    DocId, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Score, Searcher, TantivyDocument,
+    TantivyError, Term,
+};
+
+use crate::error::{Error, Result};
+use crate::store::Store;
+
+use super::query::{FIELD_WEIGHTS, MAX_EXPANSIONS, ParsedQuery, ScoreBreakdown, Slot, TOKENIZER};
+
+/// How long `add_learning` waits for the writer lock before leaving the rows to the
+/// next search.
+pub const ADD_WRITER_WAIT: Duration = Duration::from_secs(2);
+/// How long a rebuild (or a search facing a huge tail) waits for the writer lock.
+pub const REBUILD_WRITER_WAIT: Duration = Duration::from_secs(60);
+/// Largest tail a search indexes in memory rather than waiting for the writer.
+pub const TAIL_MAX: u64 = 5_000;
+/// Memory budget of the one indexing thread.
+const WRITER_MEMORY: usize = 50_000_000;
+/// Rows read from SQLite per batch while indexing.
+const BATCH: usize = 5_000;
+
+const FAILPOINT_ENV: &str = "CAIRN_FAILPOINT";
+
+/// The searchable fields. `text` holds the analysed words, in [`FIELD_WEIGHTS`] order;
+/// `scoped` holds the same words prefixed with the learning's project id
+/// (`proj_1a2b…:import`), so that a search of one project walks only that project's
+/// postings instead of filtering every project's (10x less work with ten projects).
+#[derive(Debug, Clone, Copy)]
+struct Fields {
+    seq: Field,
+    text: [Field; 3],
+    scoped: [Field; 3],
+}
+
+/// Which of the two sets of fields a search reads, and the term prefix it uses.
+struct Lexicon {
+    fields: [Field; 3],
+    key: String,
+}
+
+/// The scoped term of `word` in `project`.
+fn scoped_term(project: &str, word: &str) -> String {
+    format!("{project}:{word}")
+}
+
+fn schema() -> (Schema, Fields) {
+    static SCHEMA: LazyLock<(Schema, Fields)> = LazyLock::new(build_schema);
+    SCHEMA.clone()
+}
+
+fn build_schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let seq = b.add_u64_field("seq", FAST);
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(TOKENIZER)
+            .set_index_option(IndexRecordOption::WithFreqs),
+    );
+    let pattern = b.add_text_field("pattern", text.clone());
+    let applies_to = b.add_text_field("applies_to", text.clone());
+    let context = b.add_text_field("context", text.clone());
+    let scoped = [
+        b.add_text_field("scoped_pattern", text.clone()),
+        b.add_text_field("scoped_applies_to", text.clone()),
+        b.add_text_field("scoped_context", text),
+    ];
+    (
+        b.build(),
+        Fields {
+            seq,
+            text: [pattern, applies_to, context],
+            scoped,
+        },
+    )
+}
+
+fn index_err(e: impl std::fmt::Display) -> Error {
+    Error::Index(format!("learnings index: {e}"))
+}
+
+/// One learning's text, as indexed.
+struct Row {
+    seq: u64,
+    project: String,
+    pattern: String,
+    applies_to: Vec<String>,
+    context: Option<String>,
+}
+
+impl Row {
+    fn document(&self, f: &Fields) -> TantivyDocument {
+        static ANALYZER: LazyLock<TextAnalyzer> = LazyLock::new(super::query::analyzer);
+        let mut d = TantivyDocument::default();
+        d.add_u64(f.seq, self.seq);
+        let applies = self.applies_to.join("\n");
+        let texts = [
+            Some(self.pattern.as_str()),
+            Some(applies.as_str()),
+            self.context.as_deref(),
+        ];
+        for ((field, scoped), text) in f.text.into_iter().zip(f.scoped).zip(texts) {
+            let Some(text) = text else { continue };
+            d.add_text(field, text);
+            let mut analyzer = ANALYZER.clone();
+            let mut stream = analyzer.token_stream(text);
+            let mut tokens = Vec::new();
+            while let Some(t) = stream.next() {
+                let mut t = t.clone();
+                t.text = scoped_term(&self.project, &t.text);
+                tokens.push(t);
+            }
+            d.add_pre_tokenized_text(
+                scoped,
+                PreTokenizedString {
+                    text: String::new(),
+                    tokens,
+                },
+            );
+        }
+        d
+    }
+}
+
+/// Learnings with `seq` in `(after, upto]`, at most `limit`, in order.
+/// Add learnings `(after, upto]` to `writer`, reading SQLite in batches; returns how many.
+fn add_rows(
+    writer: &IndexWriter,
+    store: &Store,
+    mut after: u64,
+    upto: u64,
+    fields: &Fields,
+) -> Result<u64> {
+    let mut n = 0u64;
+    loop {
+        let rows = rows_after(store, after, upto, BATCH)?;
+        let Some(last) = rows.last() else { break };
+        after = last.seq;
+        for row in &rows {
+            writer
+                .add_document(row.document(fields))
+                .map_err(index_err)?;
+        }
+        n += rows.len() as u64;
+    }
+    Ok(n)
+}
+
+fn rows_after(store: &Store, after: u64, upto: u64, limit: usize) -> Result<Vec<Row>> {
+    store.read(|c| {
+        let mut st = c.prepare_cached(
+            "SELECT seq, pattern, applies_to, context, project_id FROM learnings
+             WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
+        )?;
+        let rows = st.query_map(params![after as i64, upto as i64, limit as i64], |r| {
+            let applies: String = r.get(2)?;
+            Ok(Row {
+                seq: r.get::<_, i64>(0)? as u64,
+                project: r.get(4)?,
+                pattern: r.get(1)?,
+                applies_to: serde_json::from_str(&applies).unwrap_or_default(),
+                context: r.get(3)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    })
+}
+
+/// `(max(seq), max(history id))` in one snapshot.
+fn watermarks(store: &Store) -> Result<(u64, u64)> {
+    store.read(|c| {
+        let mut st = c.prepare_cached(
+            "SELECT (SELECT ifnull(max(seq), 0) FROM learnings),
+                    (SELECT ifnull(max(id), 0) FROM learning_history)",
+        )?;
+        Ok(st.query_row([], |r| {
+            Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
+        })?)
+    })
+}
+
+/// The largest `seq` an index's searcher holds (0 when empty).
+fn max_seq(searcher: &Searcher) -> Result<u64> {
+    let mut m = 0;
+    for seg in searcher.segment_readers() {
+        if seg.num_docs() == 0 {
+            continue;
+        }
+        let col = seg.fast_fields().u64("seq").map_err(index_err)?;
+        m = m.max(col.max_value());
+    }
+    Ok(m)
+}
+
+fn register(index: &Index) {
+    index
+        .tokenizers()
+        .register(TOKENIZER, super::query::analyzer());
+}
+
+fn failpoint(name: &str) {
+    if std::env::var(FAILPOINT_ENV).is_ok_and(|v| v == name) {
+        tracing::error!("failpoint {name}: aborting");
+        std::process::abort();
+    }
+}
+
+/// Open the on-disk index at `dir`, creating it when missing, wiping and recreating it
+/// when it cannot be opened or has another schema.
+fn open_on_disk(dir: &Path) -> Result<Index> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let (schema, _) = schema();
+    let attempt = || -> tantivy::Result<Index> {
+        let d = MmapDirectory::open(dir)?;
+        Index::open_or_create(d, schema.clone())
+    };
+    // A failure may be a race with another process creating the index at the same
+    // moment: look again before treating the directory as unusable.
+    let first = attempt().or_else(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        attempt()
+    });
+    let index = match first {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), "learnings index unusable ({e}); rebuilding it");
+            std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+            attempt().map_err(index_err)?
+        }
+    };
+    register(&index);
+    Ok(index)
+}
+
+/// What a catch-up did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CatchUp {
+    /// Indexed this many rows (maybe 0) and committed.
+    Indexed(u64),
+    /// Another process holds the writer lock.
+    Busy,
+}
+
+/// Take the writer of a fresh on-disk index, waiting up to `wait` with back-off.
+fn acquire_writer(dir: &Path, wait: Duration) -> Result<Option<(Index, IndexWriter)>> {
+    let deadline = Instant::now() + wait;
+    let mut delay = Duration::from_millis(5);
+    loop {
+        let index = open_on_disk(dir)?;
+        match index.writer_with_num_threads::<TantivyDocument>(1, WRITER_MEMORY) {
+            Ok(w) => return Ok(Some((index, w))),
+            Err(TantivyError::LockFailure(LockError::LockBusy, _)) => {
+                if Instant::now() >= deadline {
+                    return Ok(None);
+                }
+                std::thread::sleep(delay.min(deadline.saturating_duration_since(Instant::now())));
+                delay = (delay * 2).min(Duration::from_millis(200));
+            }
+            Err(e) => return Err(index_err(e)),
+        }
+    }
+}
+
+/// Index every learning past the on-disk index's watermark (all of them when
+/// `rebuild`), as the one writer, and commit.
+pub(crate) fn catch_up(
+    store: &Store,
+    dir: &Path,
+    wait: Duration,
+    rebuild: bool,
+) -> Result<CatchUp> {
+    let Some((index, mut writer)) = acquire_writer(dir, wait)? else {
+        return Ok(CatchUp::Busy);
+    };
+    let (_, fields) = schema();
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()
+        .map_err(index_err)?;
+    let after = if rebuild {
+        writer.delete_all_documents().map_err(index_err)?;
+        0
+    } else {
+        max_seq(&reader.searcher())?
+    };
+    let (upto, _) = watermarks(store)?;
+    if after >= upto && !rebuild {
+        return Ok(CatchUp::Indexed(0));
+    }
+    let n = add_rows(&writer, store, after, upto, &fields)?;
+    let prepared = writer.prepare_commit().map_err(index_err)?;
+    failpoint("learnings-index-commit");
+    prepared.commit().map_err(index_err)?;
+    writer.wait_merging_threads().map_err(index_err)?;
+    tracing::debug!(rows = n, rebuild, "learnings index committed");
+    Ok(CatchUp::Indexed(n))
+}
+
+/// Quality, verified flag and project of one learning, as the blend needs them.
+#[derive(Debug, Clone, Copy, Default)]
+struct Meta {
+    known: bool,
+    project: u32,
+    quality: u8,
+    verified: bool,
+}
+
+/// Per-process copy of every learning's [`Meta`], indexed by `seq`.
+#[derive(Debug, Default)]
+struct MetaCache {
+    rows: Vec<Meta>,
+    seq_upto: u64,
+    history_upto: u64,
+    projects: Vec<String>,
+    project_ids: HashMap<String, u32>,
+}
+
+impl MetaCache {
+    fn intern(&mut self, project: String) -> u32 {
+        if let Some(i) = self.project_ids.get(&project) {
+            return *i;
+        }
+        let i = self.projects.len() as u32;
+        self.projects.push(project.clone());
+        self.project_ids.insert(project, i);
+        i
+    }
+
+    fn get(&self, seq: u64) -> Option<Meta> {
+        self.rows.get(seq as usize).copied().filter(|m| m.known)
+    }
+
+    fn set(&mut self, seq: u64, m: Meta) {
+        let i = seq as usize;
+        if self.rows.len() <= i {
+            self.rows.resize(i + 1, Meta::default());
+        }
+        self.rows[i] = m;
+    }
+
+    /// Bring the cache up to `(max_seq, max_history)`.
+    fn refresh(&mut self, store: &Store, max_seq: u64, max_history: u64) -> Result<()> {
+        if max_seq > self.seq_upto {
+            let fresh: Vec<(u64, String, u8, bool)> = store.read(|c| {
+                let mut st = c.prepare_cached(
+                    "SELECT seq, project_id, quality_score, verified FROM learnings
+                     WHERE seq > ?1 AND seq <= ?2",
+                )?;
+                let rows = st.query_map(params![self.seq_upto as i64, max_seq as i64], |r| {
+                    Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, r.get(2)?, r.get(3)?))
+                })?;
+                Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            })?;
+            for (seq, project, quality, verified) in fresh {
+                let project = self.intern(project);
+                self.set(
+                    seq,
+                    Meta {
+                        known: true,
+                        project,
+                        quality,
+                        verified,
+                    },
+                );
+            }
+            self.seq_upto = max_seq;
+        }
+        if max_history > self.history_upto {
+            let changed: Vec<(u64, u8, bool)> = store.read(|c| {
+                let mut st = c.prepare_cached(
+                    "SELECT DISTINCT l.seq, l.quality_score, l.verified
+                     FROM learning_history h JOIN learnings l ON l.id = h.learning_id
+                     WHERE h.id > ?1 AND h.id <= ?2 AND l.seq <= ?3",
+                )?;
+                let rows = st.query_map(
+                    params![
+                        self.history_upto as i64,
+                        max_history as i64,
+                        self.seq_upto as i64
+                    ],
+                    |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, r.get(2)?)),
+                )?;
+                Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            })?;
+            for (seq, quality, verified) in changed {
+                if let Some(m) = self.get(seq) {
+                    self.set(
+                        seq,
+                        Meta {
+                            quality,
+                            verified,
+                            ..m
+                        },
+                    );
+                }
+            }
+            self.history_upto = max_history;
+        }
+        Ok(())
+    }
+}
+
+/// Which learnings a search may return.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SearchScope {
+    /// Learnings of this project (id).
+    Project(String),
+    /// Learnings of every project but this one (id).
+    OtherProjects(String),
+    /// Every learning.
+    All,
+}
+
+/// A candidate before hydration: its `seq` and score.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ranked {
+    pub seq: u64,
+    pub score: ScoreBreakdown,
+    pub quality: u8,
+    pub verified: bool,
+}
+
+/// The in-memory index of the tail `(from, to]`.
+struct Tail {
+    from: u64,
+    to: u64,
+    searcher: Searcher,
+}
+
+/// An open reader with its caches.
+struct Open {
+    reader: IndexReader,
+    /// Largest `seq` in the reader's current searcher.
+    upto: u64,
+    meta: MetaCache,
+    tail: Option<Tail>,
+}
+
+impl Open {
+    fn new(dir: &Path) -> Result<Open> {
+        let index = open_on_disk(dir)?;
+        let reader: IndexReader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(index_err)?;
+        let upto = max_seq(&reader.searcher())?;
+        Ok(Open {
+            reader,
+            upto,
+            meta: MetaCache::default(),
+            tail: None,
+        })
+    }
+
+    fn reload(&mut self) -> Result<()> {
+        self.reader.reload().map_err(index_err)?;
+        self.upto = max_seq(&self.reader.searcher())?;
+        Ok(())
+    }
+}
+
+/// Per-process handle on the learnings index of one database.
+#[derive(Debug)]
+pub struct LearningIndex {
+    dir: PathBuf,
+    state: Mutex<Option<OpenSlot>>,
+}
+
+/// `Open` is not `Debug` (tantivy readers are not); this wrapper is.
+struct OpenSlot(Open);
+
+impl std::fmt::Debug for OpenSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Open").field("upto", &self.0.upto).finish()
+    }
+}
+
+/// Sums BM25 statistics over several searchers (the disk index and the tail).
+struct Combined<'a>(&'a [Searcher]);
+
+impl Bm25StatisticsProvider for Combined<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        let mut n = 0;
+        for s in self.0 {
+            n += s.total_num_tokens(field)?;
+        }
+        Ok(n)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        let mut n = 0;
+        for s in self.0 {
+            n += Bm25StatisticsProvider::total_num_docs(s)?;
+        }
+        Ok(n)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        let mut n = 0;
+        for s in self.0 {
+            n += s.doc_freq(term)?;
+        }
+        Ok(n)
+    }
+}
+
+/// BM25's idf, as tantivy computes it.
+fn idf(doc_freq: u64, docs: u64) -> f32 {
+    let x = (docs.saturating_sub(doc_freq) as f32 + 0.5) / (doc_freq as f32 + 0.5);
+    (1.0 + x).ln()
+}
+
+/// A top-k heap entry, ordered so the *worst* candidate is on top.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    score: Score,
+    searcher: usize,
+    segment: u32,
+    doc: DocId,
+    seq: u64,
+}
+
+impl PartialEq for Candidate {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == std::cmp::Ordering::Equal
+    }
+}
+impl Eq for Candidate {}
+impl PartialOrd for Candidate {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Candidate {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        // Min-heap on score; among equals, the newer learning ranks higher.
+        o.score.total_cmp(&self.score).then(o.seq.cmp(&self.seq))
+    }
+}
+
+/// The parameters of one search, in index terms.
+pub(crate) struct IndexSearch<'a> {
+    pub query: &'a ParsedQuery,
+    pub scope: &'a SearchScope,
+    pub min_quality: Option<u8>,
+    /// Candidates taken by BM25 before the blend re-ranks them.
+    pub candidates: usize,
+    pub limit: usize,
+}
+
+impl LearningIndex {
+    pub fn new(dir: PathBuf) -> Self {
+        LearningIndex {
+            dir,
+            state: Mutex::new(None),
+        }
+    }
+
+    /// Where the index lives.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<OpenSlot>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// After rows were committed to SQLite: index them now (read your own writes),
+    /// waiting briefly for the writer. Failures are logged, not returned: the rows are
+    /// safe in SQLite and the next search catches up.
+    pub(crate) fn after_insert(&self, store: &Store) {
+        match catch_up(store, &self.dir, ADD_WRITER_WAIT, false) {
+            Ok(CatchUp::Indexed(_)) => {}
+            Ok(CatchUp::Busy) => {
+                tracing::info!("learnings index writer busy; the next search catches up")
+            }
+            Err(e) => {
+                tracing::warn!("indexing new learnings failed ({e}); the next search retries")
+            }
+        }
+    }
+
+    /// Rebuild the index from SQLite; returns how many learnings it holds.
+    pub(crate) fn rebuild(&self, store: &Store) -> Result<u64> {
+        match catch_up(store, &self.dir, REBUILD_WRITER_WAIT, true)? {
+            CatchUp::Indexed(n) => {
+                *self.lock() = None;
+                Ok(n)
+            }
+            CatchUp::Busy => Err(Error::Index(format!(
+                "another process has held the learnings index writer for over {}s; retry later",
+                REBUILD_WRITER_WAIT.as_secs()
+            ))),
+        }
+    }
+
+    /// Bring the open reader (and caches) up to date with SQLite and return the
+    /// searchers to query: the disk index, and the in-memory tail if any.
+    fn fresh<'s>(&self, store: &Store, slot: &'s mut Option<OpenSlot>) -> Result<&'s mut Open> {
+        if slot.is_some() && !self.dir.join("meta.json").exists() {
+            tracing::warn!("learnings index directory vanished; rebuilding it from SQLite");
+            *slot = None;
+        }
+        if slot.is_none() {
+            *slot = Some(OpenSlot(Open::new(&self.dir)?));
+        }
+        let open = slot
+            .as_mut()
+            .map(|s| &mut s.0)
+            .ok_or_else(|| index_err("not open"))?;
+        let (max_seq, max_history) = watermarks(store)?;
+        open.meta.refresh(store, max_seq, max_history)?;
+        if open.upto < max_seq
+            && let Err(e) = open.reload()
+        {
+            tracing::warn!("reloading the learnings index failed ({e}); reopening it");
+            *open = Open::new(&self.dir)?;
+            open.meta.refresh(store, max_seq, max_history)?;
+        }
+        if open.upto < max_seq {
+            let wait = if max_seq - open.upto > TAIL_MAX {
+                REBUILD_WRITER_WAIT
+            } else {
+                Duration::ZERO
+            };
+            match catch_up(store, &self.dir, wait, false) {
+                Ok(CatchUp::Indexed(_)) => open.reload()?,
+                Ok(CatchUp::Busy) => {}
+                Err(e) => tracing::warn!("catching up the learnings index failed ({e})"),
+            }
+        }
+        if open.upto >= max_seq {
+            open.tail = None;
+        } else if !open
+            .tail
+            .as_ref()
+            .is_some_and(|t| t.from == open.upto && t.to == max_seq)
+        {
+            open.tail = Some(build_tail(store, open.upto, max_seq)?);
+        }
+        Ok(open)
+    }
+
+    /// Run a search: BM25 top candidates under the filters, then the blend.
+    pub(crate) fn search(&self, store: &Store, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
+        let mut guard = self.lock();
+        let open = self.fresh(store, &mut guard)?;
+        let mut searchers = vec![open.reader.searcher()];
+        if let Some(t) = &open.tail {
+            searchers.push(t.searcher.clone());
+        }
+        let (_, fields) = schema();
+        let stats = Combined(&searchers);
+        let docs = stats.total_num_docs().map_err(index_err)?;
+        if docs == 0 {
+            return Ok(Vec::new());
+        }
+        let lexicon = match s.scope {
+            SearchScope::Project(p) => Lexicon {
+                fields: fields.scoped,
+                key: scoped_term(p, ""),
+            },
+            SearchScope::OtherProjects(_) | SearchScope::All => Lexicon {
+                fields: fields.text,
+                key: String::new(),
+            },
+        };
+        let slots = expand(s.query, &searchers, &lexicon)?;
+        // Reference score: each slot's most frequent term, once, in one field.
+        let mut reference = 0.0;
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for terms in &slots {
+            let mut max_df = 0;
+            for term in terms {
+                let df = stats.doc_freq(term).map_err(index_err)?;
+                if df == 0 {
+                    continue;
+                }
+                max_df = max_df.max(df);
+                clauses.push((
+                    Occur::Should,
+                    Box::new(TermQuery::new(term.clone(), IndexRecordOption::WithFreqs)),
+                ));
+            }
+            reference += idf(max_df, docs);
+        }
+        if clauses.is_empty() {
+            return Ok(Vec::new());
+        }
+        let query = BooleanQuery::new(clauses);
+        let meta = &open.meta;
+        let project = match s.scope {
+            SearchScope::Project(p) | SearchScope::OtherProjects(p) => {
+                Some(meta.project_ids.get(p).copied())
+            }
+            SearchScope::All => None,
+        };
+        let accepts = |m: &Meta| -> bool {
+            let in_scope = match (s.scope, project) {
+                (SearchScope::Project(_), Some(p)) => p == Some(m.project),
+                (SearchScope::OtherProjects(_), Some(p)) => p != Some(m.project),
+                _ => true,
+            };
+            in_scope && (m.verified || s.min_quality.is_none_or(|q| m.quality >= q))
+        };
+
+        let k = s.candidates.max(s.limit).max(1);
+        let mut heap: BinaryHeap<Candidate> = BinaryHeap::with_capacity(k + 1);
+        for (si, searcher) in searchers.iter().enumerate() {
+            let weight = query
+                .weight(EnableScoring::enabled_from_statistics_provider(
+                    &stats, searcher,
+                ))
+                .map_err(index_err)?;
+            for (ord, seg) in searcher.segment_readers().iter().enumerate() {
+                if seg.num_docs() == 0 {
+                    continue;
+                }
+                let seqs = seg.fast_fields().u64("seq").map_err(index_err)?;
+                let mut threshold: Score = heap
+                    .peek()
+                    .filter(|_| heap.len() >= k)
+                    .map(|c| c.score)
+                    .unwrap_or(0.0);
+                weight
+                    .for_each_pruning(threshold, seg, &mut |doc, score| {
+                        let seq = seqs.first(doc).unwrap_or(0);
+                        if meta.get(seq).is_some_and(|m| accepts(&m)) {
+                            heap.push(Candidate {
+                                score,
+                                searcher: si,
+                                segment: ord as u32,
+                                doc,
+                                seq,
+                            });
+                            if heap.len() > k {
+                                heap.pop();
+                            }
+                            if heap.len() >= k {
+                                threshold = heap.peek().map(|c| c.score).unwrap_or(threshold);
+                            }
+                        }
+                        threshold
+                    })
+                    .map_err(index_err)?;
+            }
+        }
+
+        let candidates = heap.into_vec();
+        let weights = slot_weights(&candidates, &searchers, &slots, &lexicon)?;
+        let mut ranked: Vec<Ranked> = candidates
+            .iter()
+            .zip(weights)
+            .filter_map(|(c, w)| {
+                let m = meta.get(c.seq)?;
+                Some(Ranked {
+                    seq: c.seq,
+                    score: ScoreBreakdown::blend(c.score, reference, &w, m.quality),
+                    quality: m.quality,
+                    verified: m.verified,
+                })
+            })
+            .collect();
+        ranked.sort_by(|a, b| {
+            b.score
+                .total
+                .total_cmp(&a.score.total)
+                .then(b.seq.cmp(&a.seq))
+        });
+        ranked.truncate(s.limit);
+        Ok(ranked)
+    }
+}
+
+/// Index the tail `(from, to]` in memory.
+fn build_tail(store: &Store, from: u64, to: u64) -> Result<Tail> {
+    let (schema, fields) = schema();
+    let index = Index::create_in_ram(schema);
+    register(&index);
+    let mut writer: IndexWriter = index
+        .writer_with_num_threads(1, 15_000_000)
+        .map_err(index_err)?;
+    add_rows(&writer, store, from, to, &fields)?;
+    writer.commit().map_err(index_err)?;
+    let reader: IndexReader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()
+        .map_err(index_err)?;
+    tracing::debug!(
+        from,
+        to,
+        "searching an unindexed tail of learnings in memory"
+    );
+    Ok(Tail {
+        from,
+        to,
+        searcher: reader.searcher(),
+    })
+}
+
+/// Each slot's index terms, one per (field, term) present in some searcher. Exact slots
+/// keep their term even when absent (it still counts in the reference score).
+fn expand(query: &ParsedQuery, searchers: &[Searcher], lex: &Lexicon) -> Result<Vec<Vec<Term>>> {
+    let mut out = Vec::with_capacity(query.slots.len());
+    for slot in &query.slots {
+        let words: Vec<String> = match slot {
+            Slot::Exact(t) => vec![format!("{}{t}", lex.key)],
+            Slot::Prefix(prefixes) => prefix_terms(prefixes, searchers, lex)?,
+        };
+        let mut terms = Vec::new();
+        for w in &words {
+            for field in lex.fields {
+                terms.push(Term::from_field_text(field, w));
+            }
+        }
+        out.push(terms);
+    }
+    Ok(out)
+}
+
+/// The most frequent indexed terms (summed over fields and segments) that start with
+/// the lexicon's key and one of `prefixes`, at most [`MAX_EXPANSIONS`].
+fn prefix_terms(prefixes: &[String], searchers: &[Searcher], lex: &Lexicon) -> Result<Vec<String>> {
+    /// Dictionary entries scanned per prefix, field and segment.
+    const SCAN: usize = 4096;
+    let mut freq: BTreeMap<String, u64> = BTreeMap::new();
+    for p in prefixes {
+        let p = format!("{}{p}", lex.key);
+        for searcher in searchers {
+            for seg in searcher.segment_readers() {
+                for field in lex.fields {
+                    let inv = seg.inverted_index(field).map_err(index_err)?;
+                    let mut stream = inv
+                        .terms()
+                        .range()
+                        .ge(p.as_bytes())
+                        .into_stream()
+                        .map_err(index_err)?;
+                    let mut scanned = 0;
+                    while stream.advance() && scanned < SCAN {
+                        scanned += 1;
+                        let key = stream.key();
+                        if !key.starts_with(p.as_bytes()) {
+                            break;
+                        }
+                        if let Ok(word) = std::str::from_utf8(key) {
+                            *freq.entry(word.to_string()).or_default() +=
+                                u64::from(stream.value().doc_freq);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut words: Vec<(String, u64)> = freq.into_iter().collect();
+    words.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    words.truncate(MAX_EXPANSIONS);
+    Ok(words.into_iter().map(|w| w.0).collect())
+}
+
+/// For each candidate, each slot's best-field weight (0 when the slot did not match),
+/// read from the postings: one seek per (candidate, term).
+fn slot_weights(
+    candidates: &[Candidate],
+    searchers: &[Searcher],
+    slots: &[Vec<Term>],
+    lex: &Lexicon,
+) -> Result<Vec<Vec<f32>>> {
+    let mut out = vec![vec![0.0f32; slots.len()]; candidates.len()];
+    // Group candidates by segment, docs ascending (postings only seek forward).
+    let mut by_segment: BTreeMap<(usize, u32), Vec<(DocId, usize)>> = BTreeMap::new();
+    for (i, c) in candidates.iter().enumerate() {
+        by_segment
+            .entry((c.searcher, c.segment))
+            .or_default()
+            .push((c.doc, i));
+    }
+    for ((si, ord), mut docs) in by_segment {
+        docs.sort_unstable();
+        let seg = searchers[si].segment_reader(ord);
+        for (fi, field) in lex.fields.iter().enumerate() {
+            let inv = seg.inverted_index(*field).map_err(index_err)?;
+            for (slot, terms) in slots.iter().enumerate() {
+                for term in terms.iter().filter(|t| t.field() == *field) {
+                    let Some(mut postings) = inv
+                        .read_postings(term, IndexRecordOption::Basic)
+                        .map_err(index_err)?
+                    else {
+                        continue;
+                    };
+                    for &(doc, i) in &docs {
+                        let at = postings.doc();
+                        let at = if at < doc { postings.seek(doc) } else { at };
+                        if at == doc {
+                            let w = &mut out[i][slot];
+                            *w = w.max(FIELD_WEIGHTS[fi]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,593 @@
+//! Learnings: reusable patterns and gotchas an agent records on an issue, searched by
+//! every later agent.
+//!
+//! - this file: the domain API on [`Cairn`] (`add_learning`, `search_learnings`,
+//!   `learning`, `verify_learning`, `rate_learning`, `reindex_learnings`), the quality
+//!   gates, and the SQLite side (table `learnings`, history in `learning_history`).
+//! - [`text`]: which characters a learning may hold; the duplicate-pattern normal form.
+//! - [`query`]: agent text → search slots (stemming, prefixes, no parse failures) and
+//!   the ranking blend with its documented normalisation.
+//! - [`index`]: the derived tantivy index, its cross-process life cycle, the search.
+//!
+//! Decisions where the spec is silent: a learning belongs to the project its issue had
+//! when it was recorded; `learning_type` defaults to `pattern`; surrounding whitespace
+//! of pattern and context is trimmed, everything else is stored as given (after the
+//! character policy of [`text`]); `applies_to` entries are relative path prefixes
+//! (no absolute paths, no `..`, no `~`).
+
+mod index;
+mod query;
+mod text;
+
+use std::time::Instant;
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use index::{LearningIndex, SearchScope};
+pub use query::{STOP_WORDS, ScoreBreakdown};
+
+use crate::error::{Error, FieldError, Result};
+use crate::issues::{find_project, resolve_issue_id};
+use crate::service::{Cairn, new_id, now_iso};
+
+/// Limits on learning fields, shared by the CLI and the MCP schemas.
+pub mod limits {
+    pub const PATTERN_MIN: usize = 50;
+    pub const PATTERN_MAX: usize = 2_000;
+    pub const CONTEXT_MIN: usize = 100;
+    pub const CONTEXT_MAX: usize = 10_000;
+    pub const APPLIES_TO_MAX: usize = 20;
+    pub const APPLIES_TO_ITEM_MAX: usize = 512;
+    pub const QUERY_MAX: usize = 1_000;
+    pub const LIMIT_DEFAULT: usize = 50;
+    pub const LIMIT_MAX: usize = 100;
+    pub const NOTE_MAX: usize = 1_000;
+    pub const ID_MAX: usize = 64;
+    /// Candidates taken by BM25 before the blend: `max(2 × limit, 100)`.
+    pub const CANDIDATES_MIN: usize = 100;
+}
+
+/// What kind of lesson a learning is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LearningType {
+    Convention,
+    Gotcha,
+    Pattern,
+}
+
+impl LearningType {
+    pub const ALL: [LearningType; 3] = [
+        LearningType::Convention,
+        LearningType::Gotcha,
+        LearningType::Pattern,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LearningType::Convention => "convention",
+            LearningType::Gotcha => "gotcha",
+            LearningType::Pattern => "pattern",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<LearningType> {
+        LearningType::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+/// A recorded learning.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Learning {
+    pub id: String,
+    pub pattern: String,
+    pub context: Option<String>,
+    /// Path prefixes the learning applies to.
+    pub applies_to: Vec<String>,
+    pub learning_type: LearningType,
+    /// 0-100; new learnings start at 50.
+    pub quality_score: u8,
+    /// Verified by a person.
+    pub verified: bool,
+    /// Identifier of the issue it was recorded on.
+    pub issue: String,
+    /// Slug of its project.
+    pub project: String,
+    pub created_by: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// What a new learning needs.
+#[derive(Debug, Clone)]
+pub struct NewLearning {
+    /// Issue id or identifier.
+    pub issue: String,
+    pub pattern: String,
+    pub context: Option<String>,
+    pub applies_to: Vec<String>,
+    pub learning_type: Option<LearningType>,
+    pub created_by: String,
+}
+
+/// One search request.
+#[derive(Debug, Clone)]
+pub struct LearningSearch {
+    pub query: String,
+    /// Project references (id or slug) are resolved before searching.
+    pub scope: SearchScope,
+    /// Default 50, at most 100.
+    pub limit: Option<usize>,
+    /// Learnings below this quality are left out, unless verified.
+    pub min_quality_score: Option<u8>,
+}
+
+/// One search hit: the learning and its score.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct LearningHit {
+    #[serde(flatten)]
+    pub learning: Learning,
+    pub score: ScoreBreakdown,
+}
+
+/// Search results, best first.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SearchResults {
+    pub results: Vec<LearningHit>,
+    pub count: usize,
+}
+
+/// One entry of a learning's history.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HistoryEntry {
+    /// `created`, `verified` or `rated`.
+    pub event: String,
+    pub quality_before: Option<u8>,
+    pub quality_after: u8,
+    pub verified_before: Option<bool>,
+    pub verified_after: bool,
+    pub actor: String,
+    pub note: Option<String>,
+    pub at: String,
+}
+
+/// A learning with its history, oldest first.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct LearningDetail {
+    #[serde(flatten)]
+    pub learning: Learning,
+    pub history: Vec<HistoryEntry>,
+}
+
+/// What a rebuild did.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ReindexReport {
+    /// Learnings in the rebuilt index.
+    pub learnings: u64,
+    pub millis: u64,
+}
+
+const SELECT_LEARNING: &str = "SELECT l.id, l.pattern, l.context, l.applies_to, l.learning_type,
+        l.quality_score, l.verified, i.identifier, p.slug, l.created_by, l.created_at,
+        l.updated_at
+    FROM learnings l JOIN issues i ON i.id = l.issue_id JOIN projects p ON p.id = l.project_id";
+
+fn learning_from_row(r: &Row<'_>) -> rusqlite::Result<Learning> {
+    let applies: String = r.get(3)?;
+    let kind: String = r.get(4)?;
+    Ok(Learning {
+        id: r.get(0)?,
+        pattern: r.get(1)?,
+        context: r.get(2)?,
+        applies_to: serde_json::from_str(&applies).unwrap_or_default(),
+        learning_type: LearningType::parse(&kind).unwrap_or(LearningType::Pattern),
+        quality_score: r.get(5)?,
+        verified: r.get(6)?,
+        issue: r.get(7)?,
+        project: r.get(8)?,
+        created_by: r.get(9)?,
+        created_at: r.get(10)?,
+        updated_at: r.get(11)?,
+    })
+}
+
+fn load_by_id(c: &Connection, id: &str) -> Result<Learning> {
+    let mut st = c.prepare_cached(&format!("{SELECT_LEARNING} WHERE l.id = ?1"))?;
+    st.query_row([id], learning_from_row)
+        .optional()?
+        .ok_or_else(|| Error::not_found("learning", id))
+}
+
+/// The learnings recorded on one issue (by id), oldest first: part of `get_issue`.
+pub(crate) fn learnings_of_issue(c: &Connection, issue_id: &str) -> Result<Vec<Learning>> {
+    let mut st = c.prepare_cached(&format!(
+        "{SELECT_LEARNING} WHERE l.issue_id = ?1 ORDER BY l.seq"
+    ))?;
+    let rows = st
+        .query_map([issue_id], learning_from_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+fn load_by_seq(c: &Connection, seq: u64) -> Result<Option<Learning>> {
+    let mut st = c.prepare_cached(&format!("{SELECT_LEARNING} WHERE l.seq = ?1"))?;
+    Ok(st.query_row([seq as i64], learning_from_row).optional()?)
+}
+
+fn trimmed_len(
+    errors: &mut Vec<FieldError>,
+    field: &str,
+    text: &str,
+    min: usize,
+    max: usize,
+    hint: &str,
+) {
+    let n = text.chars().count();
+    if n < min {
+        errors.push(FieldError::new(
+            field,
+            format!("must be at least {min} characters (got {n}); {hint}"),
+        ));
+    } else if n > max {
+        errors.push(FieldError::new(
+            field,
+            format!("must be at most {max} characters (got {n})"),
+        ));
+    }
+}
+
+/// Check an `applies_to` entry: a relative path prefix.
+fn check_prefix(field: &str, p: &str) -> Option<FieldError> {
+    let bad = |m: &str| Some(FieldError::new(field, m.to_string()));
+    if p.trim().is_empty() {
+        return bad("must not be blank; give a path prefix such as \"src/api/\"");
+    }
+    if p.chars().count() > limits::APPLIES_TO_ITEM_MAX {
+        return bad(&format!(
+            "must be at most {} characters",
+            limits::APPLIES_TO_ITEM_MAX
+        ));
+    }
+    let b = p.as_bytes();
+    if b[0] == b'/' || b[0] == b'\\' || b[0] == b'~' || (b.len() > 1 && b[1] == b':') {
+        return bad(
+            "must be a path relative to the repository root (no leading /, \\, ~ or drive letter)",
+        );
+    }
+    if p.split(['/', '\\']).any(|c| c == "..") {
+        return bad("must not contain a `..` component");
+    }
+    None
+}
+
+/// Validate and clean a new learning; every problem, with its field.
+fn validate(new: &NewLearning) -> Result<(String, Option<String>, Vec<String>)> {
+    let mut errors = Vec::new();
+    let pattern = match text::sanitize("pattern", &new.pattern) {
+        Ok(p) => p.trim().to_string(),
+        Err(e) => {
+            errors.push(e);
+            String::new()
+        }
+    };
+    if errors.is_empty() {
+        trimmed_len(
+            &mut errors,
+            "pattern",
+            &pattern,
+            limits::PATTERN_MIN,
+            limits::PATTERN_MAX,
+            "start with the subject and say what to do or avoid, and why",
+        );
+        if pattern.chars().count() >= limits::PATTERN_MIN
+            && !pattern.chars().any(char::is_alphabetic)
+        {
+            errors.push(FieldError::new("pattern", "must contain words"));
+        }
+    }
+    let context = match &new.context {
+        None => None,
+        Some(c) => match text::sanitize("context", c) {
+            Ok(c) => {
+                let c = c.trim().to_string();
+                trimmed_len(
+                    &mut errors,
+                    "context",
+                    &c,
+                    limits::CONTEXT_MIN,
+                    limits::CONTEXT_MAX,
+                    "say when and where the pattern applies, or leave context out",
+                );
+                Some(c)
+            }
+            Err(e) => {
+                errors.push(e);
+                None
+            }
+        },
+    };
+    if new.applies_to.len() > limits::APPLIES_TO_MAX {
+        errors.push(FieldError::new(
+            "applies_to",
+            format!("at most {} path prefixes", limits::APPLIES_TO_MAX),
+        ));
+    }
+    let mut applies_to = Vec::new();
+    for (i, p) in new.applies_to.iter().enumerate() {
+        let field = format!("applies_to[{i}]");
+        match text::sanitize(&field, p) {
+            Ok(p) => match check_prefix(&field, &p) {
+                Some(e) => errors.push(e),
+                None => applies_to.push(p),
+            },
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok((pattern, context, applies_to))
+    } else {
+        Err(Error::InvalidInput(errors))
+    }
+}
+
+fn check_note(note: Option<&str>) -> Result<Option<String>> {
+    let Some(n) = note else { return Ok(None) };
+    let n = text::sanitize("note", n).map_err(|e| Error::InvalidInput(vec![e]))?;
+    if n.chars().count() > limits::NOTE_MAX {
+        return Err(Error::invalid(
+            "note",
+            format!("must be at most {} characters", limits::NOTE_MAX),
+        ));
+    }
+    Ok(Some(n))
+}
+
+impl Cairn {
+    /// Record learnings, all in one transaction, then index them. Each passes the
+    /// quality gates; a pattern already recorded on the same issue (same normal form)
+    /// is refused with [`Error::Conflict`] naming the existing learning.
+    pub fn add_learnings(&self, items: &[NewLearning]) -> Result<Vec<Learning>> {
+        let mut clean = Vec::with_capacity(items.len());
+        for new in items {
+            clean.push(validate(new)?);
+        }
+        let ids = self.store.write(|tx| {
+            let mut ids = Vec::with_capacity(items.len());
+            for (new, (pattern, context, applies_to)) in items.iter().zip(clean) {
+                let issue_id = resolve_issue_id(tx, &new.issue)?
+                    .ok_or_else(|| Error::not_found("issue", &new.issue))?;
+                let (project_id, identifier): (String, String) = tx.query_row(
+                    "SELECT project_id, identifier FROM issues WHERE id = ?1",
+                    [&issue_id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )?;
+                let norm = text::normalize_pattern(&pattern);
+                let existing: Option<String> = tx
+                    .prepare_cached(
+                        "SELECT id FROM learnings WHERE issue_id = ?1 AND pattern_norm = ?2",
+                    )?
+                    .query_row(params![issue_id, norm], |r| r.get(0))
+                    .optional()?;
+                if let Some(existing_id) = existing {
+                    return Err(Error::Conflict {
+                        message: format!(
+                            "{identifier} already has this pattern (compared ignoring case, \
+                             spacing and punctuation) as learning {existing_id}; record a \
+                             different lesson or refine the existing one"
+                        ),
+                        existing_id: Some(existing_id),
+                    });
+                }
+                let id = new_id("lrn");
+                let now = now_iso();
+                let kind = new.learning_type.unwrap_or(LearningType::Pattern);
+                tx.prepare_cached(
+                    "INSERT INTO learnings(id, issue_id, project_id, pattern, pattern_norm, context,
+                        applies_to, learning_type, created_by, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+                )?
+                .execute(params![
+                    id,
+                    issue_id,
+                    project_id,
+                    pattern,
+                    norm,
+                    context,
+                    serde_json::to_string(&applies_to)?,
+                    kind.as_str(),
+                    new.created_by,
+                    now
+                ])?;
+                tx.prepare_cached(
+                    "INSERT INTO learning_history(learning_id, event, quality_after,
+                        verified_after, actor, at)
+                     SELECT id, 'created', quality_score, verified, created_by, created_at
+                     FROM learnings WHERE id = ?1",
+                )?
+                .execute([&id])?;
+                ids.push(id);
+            }
+            Ok(ids)
+        })?;
+        self.learnings.after_insert(&self.store);
+        self.store
+            .read(|c| ids.iter().map(|id| load_by_id(c, id)).collect())
+    }
+
+    /// Record one learning (see [`Cairn::add_learnings`]).
+    pub fn add_learning(&self, new: &NewLearning) -> Result<Learning> {
+        let mut out = self.add_learnings(std::slice::from_ref(new))?;
+        out.pop()
+            .ok_or_else(|| Error::Internal("no learning recorded".into()))
+    }
+
+    /// Search learnings: BM25 over pattern, applies_to and context, blended with field
+    /// priority and quality (see [`query`]).
+    pub fn search_learnings(&self, s: &LearningSearch) -> Result<SearchResults> {
+        let mut errors = Vec::new();
+        let n = s.query.chars().count();
+        if n > limits::QUERY_MAX {
+            errors.push(FieldError::new(
+                "query",
+                format!("must be at most {} characters (got {n})", limits::QUERY_MAX),
+            ));
+        }
+        let limit = s.limit.unwrap_or(limits::LIMIT_DEFAULT);
+        if !(1..=limits::LIMIT_MAX).contains(&limit) {
+            errors.push(FieldError::new(
+                "limit",
+                format!("must be between 1 and {}", limits::LIMIT_MAX),
+            ));
+        }
+        if s.min_quality_score.is_some_and(|q| q > 100) {
+            errors.push(FieldError::new(
+                "min_quality_score",
+                "must be between 0 and 100",
+            ));
+        }
+        if !errors.is_empty() {
+            return Err(Error::InvalidInput(errors));
+        }
+        let parsed = query::parse(&s.query)?;
+        let scope = match &s.scope {
+            SearchScope::Project(r) => SearchScope::Project(self.project_id(r)?),
+            SearchScope::OtherProjects(r) => SearchScope::OtherProjects(self.project_id(r)?),
+            SearchScope::All => SearchScope::All,
+        };
+        let ranked = self.learnings.search(
+            &self.store,
+            &index::IndexSearch {
+                query: &parsed,
+                scope: &scope,
+                min_quality: s.min_quality_score,
+                candidates: (2 * limit).max(limits::CANDIDATES_MIN),
+                limit,
+            },
+        )?;
+        let results = self.store.read(|c| {
+            // One read transaction: one snapshot and one lock round-trip for all rows.
+            let snapshot = c.unchecked_transaction()?;
+            let mut out = Vec::with_capacity(ranked.len());
+            for r in &ranked {
+                if let Some(mut learning) = load_by_seq(c, r.seq)? {
+                    // Report the standing the blend used (the same snapshot).
+                    learning.quality_score = r.quality;
+                    learning.verified = r.verified;
+                    out.push(LearningHit {
+                        learning,
+                        score: r.score,
+                    });
+                }
+            }
+            snapshot.commit()?;
+            Ok(out)
+        })?;
+        Ok(SearchResults {
+            count: results.len(),
+            results,
+        })
+    }
+
+    fn project_id(&self, reference: &str) -> Result<String> {
+        self.store.read(|c| {
+            find_project(c, reference)?
+                .map(|p| p.id)
+                .ok_or_else(|| Error::ProjectNotFound(reference.to_string()))
+        })
+    }
+
+    /// One learning with its history.
+    pub fn learning(&self, id: &str) -> Result<LearningDetail> {
+        self.store.read(|c| {
+            let learning = load_by_id(c, id)?;
+            let mut st = c.prepare_cached(
+                "SELECT event, quality_before, quality_after, verified_before, verified_after,
+                        actor, note, at
+                 FROM learning_history WHERE learning_id = ?1 ORDER BY id",
+            )?;
+            let history = st
+                .query_map([id], |r| {
+                    Ok(HistoryEntry {
+                        event: r.get(0)?,
+                        quality_before: r.get(1)?,
+                        quality_after: r.get(2)?,
+                        verified_before: r.get(3)?,
+                        verified_after: r.get(4)?,
+                        actor: r.get(5)?,
+                        note: r.get(6)?,
+                        at: r.get(7)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(LearningDetail { learning, history })
+        })
+    }
+
+    /// Mark a learning verified by a person; recorded in its history.
+    pub fn verify_learning(&self, id: &str, actor: &str, note: Option<&str>) -> Result<Learning> {
+        self.change_standing(id, "verified", None, actor, note)
+    }
+
+    /// Set a learning's quality score (0-100); recorded in its history.
+    pub fn rate_learning(
+        &self,
+        id: &str,
+        score: u8,
+        actor: &str,
+        note: Option<&str>,
+    ) -> Result<Learning> {
+        if score > 100 {
+            return Err(Error::invalid("score", "must be between 0 and 100"));
+        }
+        self.change_standing(id, "rated", Some(score), actor, note)
+    }
+
+    fn change_standing(
+        &self,
+        id: &str,
+        event: &str,
+        score: Option<u8>,
+        actor: &str,
+        note: Option<&str>,
+    ) -> Result<Learning> {
+        let note = check_note(note)?;
+        self.store.write(|tx| {
+            let (quality, verified): (u8, bool) = tx
+                .query_row(
+                    "SELECT quality_score, verified FROM learnings WHERE id = ?1",
+                    [id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?
+                .ok_or_else(|| Error::not_found("learning", id))?;
+            let (q2, v2) = match score {
+                Some(s) => (s, verified),
+                None => (quality, true),
+            };
+            let now = now_iso();
+            tx.execute(
+                "UPDATE learnings SET quality_score = ?2, verified = ?3, updated_at = ?4 WHERE id = ?1",
+                params![id, q2, v2, now],
+            )?;
+            tx.execute(
+                "INSERT INTO learning_history(learning_id, event, quality_before, quality_after,
+                    verified_before, verified_after, actor, note, at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![id, event, quality, q2, verified, v2, actor, note, now],
+            )?;
+            load_by_id(tx, id)
+        })
+    }
+
+    /// Rebuild the learnings index from SQLite.
+    pub fn reindex_learnings(&self) -> Result<ReindexReport> {
+        let t = Instant::now();
+        let n = self.learnings.rebuild(&self.store)?;
+        Ok(ReindexReport {
+            learnings: n,
+            millis: t.elapsed().as_millis() as u64,
+        })
+    }
+}

@@ -1,0 +1,97 @@
+//! Learning tools: `add_learning` (on the bound issue) and `search_learnings` (in the
+//! bound project, or in the other projects with `cross_project`).
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::error::Result;
+use crate::learnings::{
+    Learning, LearningSearch, LearningType, NewLearning, SearchResults, SearchScope,
+};
+use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddLearningParams {
+    /// The lesson, starting with its subject (at least 50 characters).
+    #[schemars(length(min = 50, max = 2000))]
+    pub pattern: String,
+    /// When and where it applies (at least 100 characters when given).
+    #[schemars(length(min = 100, max = 10000))]
+    pub context: Option<String>,
+    /// Relative directory or file prefixes it applies to.
+    #[serde(default)]
+    #[schemars(length(max = 20), inner(length(min = 1, max = 512)))]
+    pub applies_to: Vec<String>,
+    /// convention, gotcha or pattern (default pattern).
+    pub learning_type: Option<LearningType>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchLearningsParams {
+    /// Words to search for; stemmed, the last word also matches as a prefix, `word*` too.
+    #[schemars(length(min = 1, max = 1000))]
+    pub query: String,
+    /// Max results (default 50, max 100).
+    #[schemars(range(min = 1, max = 100))]
+    pub limit: Option<u32>,
+    /// Search the other projects instead of the current one (default false).
+    #[serde(default)]
+    pub cross_project: bool,
+    /// Leave out learnings below this quality (0-100); verified learnings always pass.
+    #[schemars(range(min = 0, max = 100))]
+    pub min_quality_score: Option<u8>,
+}
+
+fn add(cx: &ToolCtx<'_>, p: AddLearningParams) -> Result<Learning> {
+    let issue = cx.session.require_issue()?;
+    cx.cairn.add_learning(&NewLearning {
+        issue: issue.id.clone(),
+        pattern: p.pattern,
+        context: p.context,
+        applies_to: p.applies_to,
+        learning_type: p.learning_type,
+        created_by: cx.session.actor.clone(),
+    })
+}
+
+fn search(cx: &ToolCtx<'_>, p: SearchLearningsParams) -> Result<SearchResults> {
+    let project = cx.session.require_project()?.to_string();
+    cx.cairn.search_learnings(&LearningSearch {
+        query: p.query,
+        scope: if p.cross_project {
+            SearchScope::OtherProjects(project)
+        } else {
+            SearchScope::Project(project)
+        },
+        limit: p.limit.map(|l| l as usize),
+        min_quality_score: p.min_quality_score,
+    })
+}
+
+pub fn tools() -> Vec<ToolDef> {
+    vec![
+        tool(
+            "add_learning",
+            "Record a reusable pattern or gotcha on the current issue for future agents. Pattern at least 50 characters, context at least 100 when given; a duplicate pattern on the same issue is refused with the existing id.",
+            Effect::Additive { idempotent: false },
+            json!({
+                "pattern": "Nuxt auto-imports files in app/utils/ — don't add explicit imports or you'll get already-defined errors",
+                "context": "Nuxt 4 convention applies to all files in app/utils/, app/composables/, and app/components/ directories. The auto-import system scans these dirs at build time.",
+                "applies_to": ["app/utils/", "app/composables/"],
+                "learning_type": "gotcha"
+            }),
+            add,
+        )
+        .bound(),
+        tool(
+            "search_learnings",
+            "Search learnings of the current project (or the other projects with cross_project), ranked by 50% BM25 + 30% field priority (pattern > applies_to > context) + 20% quality. Stemmed words; the last word also matches as a prefix.",
+            Effect::ReadOnly,
+            json!({ "query": "auto-import", "min_quality_score": 40 }),
+            search,
+        ),
+    ]
+}

@@ -1,0 +1,643 @@
+//! Learnings through the real binary: `add_learning` quality gates, the ranking blend
+//! on a small hand-written set, hostile queries, and the index life cycle across
+//! processes (two servers, a writer killed mid-commit, a deleted index directory, a
+//! busy writer).
+
+use std::fs::File;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::{Client, Env, error_fields};
+
+/// A project `web` with one issue; returns the issue identifier.
+fn setup(env: &Env) -> String {
+    env.project("web", None);
+    env.issue("web", "Learn things")
+}
+
+/// Record a learning through the CLI; returns its id.
+fn add(env: &Env, issue: &str, pattern: &str, context: Option<&str>, applies: &[&str]) -> String {
+    let mut args = vec!["learnings", "add", "--issue", issue, "--pattern", pattern];
+    if let Some(c) = context {
+        args.extend(["--context", c]);
+    }
+    for a in applies {
+        args.extend(["--applies-to", a]);
+    }
+    env.json(&args)["id"].as_str().unwrap().to_string()
+}
+
+async fn search(c: &Client, args: Value) -> Vec<Value> {
+    let r = c.ok("search_learnings", args).await;
+    r["results"].as_array().unwrap().clone()
+}
+
+fn ids(hits: &[Value]) -> Vec<String> {
+    hits.iter()
+        .map(|h| h["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn total(hit: &Value) -> f64 {
+    hit["score"]["total"].as_f64().unwrap()
+}
+
+#[tokio::test]
+async fn add_learning_applies_the_quality_gates() {
+    let env = Env::new();
+    let issue = setup(&env);
+    let c = env.serve(&["--issue-id", &issue]).await;
+    let pattern = "Nuxt auto-imports files in app/utils/ — don't add explicit imports or you'll get already-defined errors";
+    let context = "Nuxt 4 convention applies to all files in app/utils/, app/composables/, and app/components/ directories. The auto-import system scans these dirs at build time.";
+    let l = c
+        .ok(
+            "add_learning",
+            json!({"pattern": pattern, "context": context, "applies_to": ["app/utils/"], "learning_type": "gotcha"}),
+        )
+        .await;
+    assert_eq!(l["quality_score"], 50);
+    assert_eq!(l["verified"], false);
+    assert_eq!(l["issue"], issue.as_str());
+    assert_eq!(l["project"], "web");
+    // get_issue shows the learnings recorded on the issue.
+    let shown = c.ok("get_issue", json!({})).await;
+    assert_eq!(shown["learnings"][0]["id"], l["id"], "{shown:#}");
+    assert_eq!(shown["learnings"][0]["pattern"], pattern);
+    assert_eq!(l["learning_type"], "gotcha");
+    assert_eq!(l["pattern"], pattern);
+    let id = l["id"].as_str().unwrap();
+
+    // Same pattern after case, whitespace and punctuation folding: refused with the id.
+    let dup = c
+        .err_code(
+            "add_learning",
+            json!({"pattern": "NUXT auto imports files in app utils: don't add explicit imports, or you'll get already defined errors!!"}),
+            "ERR_CONFLICT",
+        )
+        .await;
+    assert_eq!(dup["error"]["details"]["existing_id"], id, "{dup:#}");
+
+    // Short pattern and context: schema errors naming both fields.
+    let short = c
+        .err_code(
+            "add_learning",
+            json!({"pattern": "use TDD", "context": "always"}),
+            "ERR_INVALID_INPUT",
+        )
+        .await;
+    let mut fields = error_fields(&short);
+    fields.sort();
+    assert_eq!(fields, ["context", "pattern"]);
+    // 50 characters of padding are not 50 characters of pattern.
+    let padded = format!("use TDD{}", " ".repeat(60));
+    let body = c
+        .err_code(
+            "add_learning",
+            json!({"pattern": padded}),
+            "ERR_INVALID_INPUT",
+        )
+        .await;
+    assert_eq!(error_fields(&body), ["pattern"]);
+
+    // applies_to: relative prefixes only.
+    let long = "Prefer the repository's typed query builder over raw SQL strings in handlers";
+    for bad in [
+        "/etc/passwd",
+        "../outside/",
+        "src/../../x",
+        "~/notes",
+        "C:\\x",
+        " ",
+    ] {
+        let body = c
+            .err_code(
+                "add_learning",
+                json!({"pattern": long, "applies_to": ["src/", bad]}),
+                "ERR_INVALID_INPUT",
+            )
+            .await;
+        assert_eq!(error_fields(&body), ["applies_to[1]"], "{bad}: {body:#}");
+    }
+
+    // Hidden characters: bidi overrides and tag characters refused, zero-width stripped.
+    for hostile in ["\u{202E}", "\u{E0041}", "\u{1B}[2J"] {
+        let body = c
+            .err_code(
+                "add_learning",
+                json!({"pattern": format!("{long}{hostile} and more words")}),
+                "ERR_INVALID_INPUT",
+            )
+            .await;
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains("U+"),
+            "{body:#}"
+        );
+    }
+    let l = c
+        .ok(
+            "add_learning",
+            json!({"pattern": format!("{long}\u{200B} with care")}),
+        )
+        .await;
+    assert_eq!(
+        l["pattern"].as_str().unwrap(),
+        format!("{long} with care"),
+        "zero-width space stripped"
+    );
+    assert_eq!(l["learning_type"], "pattern", "default type");
+    c.close().await;
+
+    // Without a bound issue, add_learning says how to bind one; search needs a project.
+    let unbound = env.serve(&[]).await;
+    unbound
+        .err_code(
+            "add_learning",
+            json!({"pattern": format!("{long} again")}),
+            "ERR_NO_BOUND_ISSUE",
+        )
+        .await;
+    unbound
+        .err_code(
+            "search_learnings",
+            json!({"query": "sql"}),
+            "ERR_FAILED_PRECONDITION",
+        )
+        .await;
+    unbound.close().await;
+}
+
+#[tokio::test]
+async fn pattern_match_beats_context_only_and_hits_carry_their_score() {
+    let env = Env::new();
+    let issue = setup(&env);
+    let in_context = add(
+        &env,
+        &issue,
+        "Keep schema changes small and reviewable so that rollbacks stay cheap and predictable",
+        Some(
+            "Applies when changing tables: every migration should come with a test that applies \
+             it to a copy of the production schema before it is merged.",
+        ),
+        &[],
+    );
+    let in_pattern = add(
+        &env,
+        &issue,
+        "Database migration files are numbered and must never be edited after they ship to main",
+        None,
+        &["migrations/"],
+    );
+    let c = env.serve(&["--issue-id", &issue]).await;
+    let hits = search(&c, json!({"query": "migration"})).await;
+    assert_eq!(ids(&hits), [in_pattern.clone(), in_context.clone()]);
+    let top = &hits[0];
+    for key in [
+        "id",
+        "pattern",
+        "context",
+        "applies_to",
+        "learning_type",
+        "quality_score",
+        "verified",
+        "issue",
+        "project",
+    ] {
+        assert!(top.get(key).is_some(), "{key} missing: {top:#}");
+    }
+    assert_eq!(top["applies_to"], json!(["migrations/"]));
+    assert_eq!(top["issue"], issue.as_str());
+    assert_eq!(top["project"], "web");
+    let s = &top["score"];
+    let (b, f, q) = (
+        s["bm25"].as_f64().unwrap(),
+        s["field_priority"].as_f64().unwrap(),
+        s["quality"].as_f64().unwrap(),
+    );
+    assert!(
+        (total(top) - (0.5 * b + 0.3 * f + 0.2 * q)).abs() < 1e-4,
+        "{s}"
+    );
+    assert_eq!(f, 1.0, "matched in the pattern");
+    assert!((q - 0.5).abs() < 1e-6);
+    assert!(b > 0.0 && b < 1.0);
+    assert!(
+        (hits[1]["score"]["field_priority"].as_f64().unwrap() - 0.3).abs() < 1e-6,
+        "context-only match"
+    );
+    // applies_to counts between the two.
+    let hits = search(&c, json!({"query": "migrations/"})).await;
+    let by_path = hits
+        .iter()
+        .find(|h| h["id"] == in_pattern.as_str())
+        .unwrap();
+    assert_eq!(
+        by_path["score"]["field_priority"], 1.0,
+        "also in the pattern"
+    );
+    c.close().await;
+}
+
+#[tokio::test]
+async fn quality_breaks_near_ties_and_ratings_from_other_processes_count() {
+    let env = Env::new();
+    let issue = setup(&env);
+    let version = add(
+        &env,
+        &issue,
+        "Redis cache keys need a version prefix so that deploys can invalidate stale entries",
+        None,
+        &[],
+    );
+    let tenant = add(
+        &env,
+        &issue,
+        "Redis cache keys need a tenant prefix so that tenants never read each other's entries",
+        None,
+        &[],
+    );
+    let c = env.serve(&["--issue-id", &issue]).await;
+    let q = json!({"query": "redis cache key prefix"});
+    let before = search(&c, q.clone()).await;
+    assert_eq!(before.len(), 2);
+    let gap = (total(&before[0]) - total(&before[1])).abs();
+    assert!(gap < 0.05, "a near tie to start with: {gap}");
+
+    // Rated by a person through the CLI (another process): the server's next search uses it.
+    env.ok(&["learnings", "rate", &tenant, "90"]);
+    env.ok(&["learnings", "rate", &version, "30"]);
+    let after = search(&c, q.clone()).await;
+    assert_eq!(ids(&after), [tenant.clone(), version.clone()]);
+    assert_eq!(after[0]["quality_score"], 90);
+    assert!((after[0]["score"]["quality"].as_f64().unwrap() - 0.9).abs() < 1e-6);
+
+    env.ok(&["learnings", "rate", &tenant, "10"]);
+    env.ok(&["learnings", "rate", &version, "95"]);
+    let flipped = search(&c, q).await;
+    assert_eq!(ids(&flipped), [version.clone(), tenant.clone()]);
+
+    // Both ratings and a verification are in the history.
+    env.ok(&["learnings", "verify", &tenant, "--note", "checked in prod"]);
+    let shown = env.json(&["learnings", "show", &tenant]);
+    let events: Vec<&str> = shown["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, ["created", "rated", "rated", "verified"]);
+    let last = shown["history"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["note"], "checked in prod");
+    assert_eq!(last["actor"], "cli");
+    assert_eq!(shown["verified"], true);
+    assert_eq!(shown["quality_score"], 10);
+    let bad = env.run(&["learnings", "rate", &tenant, "101"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let missing = env.run(&["learnings", "verify", "lrn_nope"]);
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("not found"));
+    c.close().await;
+}
+
+#[tokio::test]
+async fn stemming_prefixes_quality_floor_and_cross_project() {
+    let env = Env::new();
+    let issue = setup(&env);
+    let import = add(
+        &env,
+        &issue,
+        "Always import the logger from lib/log instead of calling console directly in handlers",
+        None,
+        &[],
+    );
+    let nuxt = add(
+        &env,
+        &issue,
+        "Nuxt auto-import scans app/utils at build time, so explicit import lines cause duplicates",
+        None,
+        &["app/utils/"],
+    );
+    let c = env.serve(&["--issue-id", &issue]).await;
+    // Stemming: `imports` (not the last word, so not a prefix) finds `import`.
+    let hits = search(&c, json!({"query": "imports qqqzzz"})).await;
+    assert!(ids(&hits).contains(&import), "{hits:#?}");
+    // Prefix on the last word: `auto-imp` finds `auto-import`.
+    let hits = search(&c, json!({"query": "auto-imp"})).await;
+    assert_eq!(ids(&hits)[0], nuxt);
+    // Explicit `*` anywhere.
+    let hits = search(&c, json!({"query": "logg* qqqzzz"})).await;
+    assert_eq!(ids(&hits), std::slice::from_ref(&import));
+
+    // min_quality_score: low-quality learnings drop out unless verified.
+    let flaky_low = add(
+        &env,
+        &issue,
+        "Flaky websocket tests usually mean the fake clock was not advanced before asserting",
+        None,
+        &[],
+    );
+    let flaky_verified = add(
+        &env,
+        &issue,
+        "Flaky snapshot tests come from unsorted map keys; sort keys before serialising output",
+        None,
+        &[],
+    );
+    let flaky_default = add(
+        &env,
+        &issue,
+        "Flaky e2e tests on CI were caused by a shared tmp dir; give each worker its own dir",
+        None,
+        &[],
+    );
+    env.ok(&["learnings", "rate", &flaky_low, "20"]);
+    env.ok(&["learnings", "rate", &flaky_verified, "20"]);
+    env.ok(&["learnings", "verify", &flaky_verified]);
+    let hits = search(&c, json!({"query": "flaky tests", "min_quality_score": 40})).await;
+    let mut found = ids(&hits);
+    found.sort();
+    let mut want = vec![flaky_verified.clone(), flaky_default.clone()];
+    want.sort();
+    assert_eq!(found, want);
+    assert_eq!(search(&c, json!({"query": "flaky tests"})).await.len(), 3);
+    let one = search(&c, json!({"query": "flaky tests", "limit": 1})).await;
+    assert_eq!(one.len(), 1);
+
+    // cross_project: the other projects instead of the current one.
+    env.project("api", None);
+    let api_issue = env.issue("api", "Api work");
+    let api_flaky = add(
+        &env,
+        &api_issue,
+        "Flaky contract tests in the api come from a mock server that reuses ports between runs",
+        None,
+        &[],
+    );
+    let cross = search(&c, json!({"query": "flaky tests", "cross_project": true})).await;
+    assert_eq!(ids(&cross), std::slice::from_ref(&api_flaky));
+    assert_eq!(cross[0]["project"], "api");
+    let own = search(&c, json!({"query": "flaky tests"})).await;
+    assert!(!ids(&own).contains(&api_flaky));
+    assert_eq!(own.len(), 3);
+    c.close().await;
+}
+
+#[tokio::test]
+async fn hostile_queries_get_results_or_a_clear_validation_error() {
+    let env = Env::new();
+    let issue = setup(&env);
+    add(
+        &env,
+        &issue,
+        "Nuxt auto-import scans app/utils at build time, so explicit import lines cause duplicates",
+        None,
+        &[],
+    );
+    let c = env.serve(&["--issue-id", &issue]).await;
+    for q in [
+        "auto-import",
+        "foo:bar",
+        "\"unbalanced quote",
+        "nuxt)) OR ((",
+        "title:nuxt AND -import +scan ~2 ^3 [a TO z] {x}",
+        "nu*",
+        "x*y*z*",
+        "ünïcödé 日本語 nuxt",
+        "'; DROP TABLE learnings; --",
+        "\\u0000 nuxt",
+    ] {
+        let r = c.call("search_learnings", json!({"query": q})).await;
+        assert_ne!(r.is_error, Some(true), "{q}: {:?}", r.structured_content);
+    }
+    for q in ["", "   ", "*", "AND OR NOT (", "\"(", "the of and"] {
+        let body = c
+            .err_code("search_learnings", json!({"query": q}), "ERR_INVALID_INPUT")
+            .await;
+        assert_eq!(error_fields(&body), ["query"], "{q}: {body:#}");
+    }
+    let long = "word ".repeat(300);
+    c.err_code(
+        "search_learnings",
+        json!({"query": long}),
+        "ERR_INVALID_INPUT",
+    )
+    .await;
+    c.err_code(
+        "search_learnings",
+        json!({"query": "nuxt", "limit": 101}),
+        "ERR_INVALID_INPUT",
+    )
+    .await;
+    // Still serving.
+    assert_eq!(search(&c, json!({"query": "auto-import"})).await.len(), 1);
+    c.close().await;
+}
+
+#[tokio::test]
+async fn two_servers_on_one_database_see_each_others_learnings() {
+    let env = Env::new();
+    let issue = setup(&env);
+    let second_issue = env.issue("web", "Other work");
+    let a = env.serve(&["--issue-id", &issue]).await;
+    let b = env.serve(&["--issue-id", &second_issue]).await;
+    // Both have an open reader before anything is added.
+    assert!(search(&a, json!({"query": "kubernetes"})).await.is_empty());
+    assert!(search(&b, json!({"query": "kubernetes"})).await.is_empty());
+    let from_a = a
+        .ok(
+            "add_learning",
+            json!({"pattern": "Kubernetes liveness probes must not hit the database or a slow query restarts pods"}),
+        )
+        .await;
+    // Read your own writes, and the other server's next search.
+    assert_eq!(
+        ids(&search(&a, json!({"query": "kubernetes"})).await),
+        [from_a["id"].as_str().unwrap()]
+    );
+    assert_eq!(
+        ids(&search(&b, json!({"query": "kubernetes"})).await),
+        [from_a["id"].as_str().unwrap()]
+    );
+    let from_b = b
+        .ok(
+            "add_learning",
+            json!({"pattern": "Kubernetes readiness gates should wait for cache warm-up before taking traffic"}),
+        )
+        .await;
+    let seen_by_a = ids(&search(&a, json!({"query": "kubernetes"})).await);
+    assert_eq!(seen_by_a.len(), 2);
+    assert!(seen_by_a.contains(&from_b["id"].as_str().unwrap().to_string()));
+    // Interleaved adds from both, then each sees all.
+    for n in 0..5 {
+        for (c, who) in [(&a, "alpha"), (&b, "beta")] {
+            c.ok(
+                "add_learning",
+                json!({"pattern": format!("Kubernetes {who} note number {n}: resource limits belong in the chart values file")}),
+            )
+            .await;
+        }
+    }
+    for c in [&a, &b] {
+        assert_eq!(search(c, json!({"query": "kubernetes"})).await.len(), 12);
+    }
+    a.close().await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_writer_killed_mid_commit_loses_no_acknowledged_learning() {
+    let env = Env::new();
+    let issue = setup(&env);
+    let live = env.serve(&["--issue-id", &issue]).await;
+    let mut acked = Vec::new();
+    for n in 0..3 {
+        acked.push(add(
+            &env,
+            &issue,
+            &format!(
+                "Terraform state lock number {n} must be released by the same pipeline that took it"
+            ),
+            None,
+            &[],
+        ));
+    }
+    // Abort between writing the segment files and publishing the commit.
+    let out = env
+        .cmd(&[
+            "learnings",
+            "add",
+            "--issue",
+            &issue,
+            "--pattern",
+            "Terraform plan output is stale after a merge; always re-plan before applying changes",
+        ])
+        .env("CAIRN_FAILPOINT", "learnings-index-commit")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the failpoint aborts the writer");
+    // A new process and the live server both find every learning SQLite holds.
+    let hits = env.json(&["learnings", "search", "terraform"]);
+    let found: Vec<String> = ids(hits["results"].as_array().unwrap());
+    assert_eq!(found.len(), 4, "{found:?}");
+    for id in &acked {
+        assert!(found.contains(id));
+    }
+    assert_eq!(search(&live, json!({"query": "terraform"})).await.len(), 4);
+
+    // SIGKILL during a full rebuild: still nothing lost.
+    for n in 0..40 {
+        live.ok(
+            "add_learning",
+            json!({"pattern": format!("Helm chart note {n}: pin every subchart version so that rebuilds are reproducible")}),
+        )
+        .await;
+    }
+    let mut child = env.cmd(&["learnings", "reindex"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(40));
+    let _ = child.kill();
+    let _ = child.wait();
+    let hits = env.json(&["learnings", "search", "helm chart", "--limit", "100"]);
+    assert_eq!(hits["count"], 40);
+    assert_eq!(search(&live, json!({"query": "terraform"})).await.len(), 4);
+    live.close().await;
+}
+
+#[tokio::test]
+async fn a_deleted_index_directory_is_rebuilt_from_sqlite() {
+    let env = Env::new();
+    let issue = setup(&env);
+    let c = env.serve(&["--issue-id", &issue]).await;
+    for n in 0..3 {
+        add(
+            &env,
+            &issue,
+            &format!(
+                "Postgres advisory lock {n} keys must be derived from the tenant id, not the row id"
+            ),
+            None,
+            &[],
+        );
+    }
+    assert_eq!(search(&c, json!({"query": "advisory"})).await.len(), 3);
+    let dir = env.path().join("cairn.db.index").join("learnings");
+    assert!(dir.join("meta.json").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+    // A new process rebuilds it; the live server notices too and keeps finding everything.
+    let hits = env.json(&["learnings", "search", "advisory"]);
+    assert_eq!(hits["count"], 3);
+    assert!(dir.join("meta.json").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(search(&c, json!({"query": "advisory"})).await.len(), 3);
+    c.ok(
+        "add_learning",
+        json!({"pattern": "Postgres advisory locks are per session; a pooled connection can leak one"}),
+    )
+    .await;
+    assert_eq!(search(&c, json!({"query": "advisory"})).await.len(), 4);
+    // And on demand.
+    let r = env.json(&["learnings", "reindex"]);
+    assert_eq!(r["learnings"], 4);
+    assert_eq!(search(&c, json!({"query": "advisory"})).await.len(), 4);
+    c.close().await;
+}
+
+#[tokio::test]
+async fn a_busy_writer_never_blocks_search_and_the_tail_scores_the_same() {
+    let env = Env::new();
+    let issue = setup(&env);
+    add(
+        &env,
+        &issue,
+        "GraphQL resolvers must batch database loads with a dataloader to avoid N+1 queries",
+        None,
+        &[],
+    );
+    let c = env.serve(&["--issue-id", &issue]).await;
+    assert_eq!(search(&c, json!({"query": "graphql"})).await.len(), 1);
+    // Hold tantivy's writer lock as another process would.
+    let lock_path = env
+        .path()
+        .join("cairn.db.index/learnings/.tantivy-writer.lock");
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .unwrap();
+    lock.try_lock().expect("take the writer lock");
+    // The add is acknowledged after a bounded wait for the writer, without indexing.
+    let adding = std::time::Instant::now();
+    let tail = add(
+        &env,
+        &issue,
+        "GraphQL subscriptions need a keep-alive ping or proxies close idle websockets",
+        None,
+        &[],
+    );
+    assert!(
+        adding.elapsed() >= Duration::from_secs(2),
+        "the writer lock was not contended"
+    );
+    let started = std::time::Instant::now();
+    let hits = search(&c, json!({"query": "graphql subscriptions"})).await;
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "search waited for the writer"
+    );
+    assert_eq!(ids(&hits)[0], tail);
+    let tail_scores: Vec<f64> = hits.iter().map(total).collect();
+    lock.unlock().unwrap();
+    drop(lock);
+    // Once the writer is free the row gets indexed; the scores do not change.
+    env.ok(&["learnings", "reindex"]);
+    let hits = search(&c, json!({"query": "graphql subscriptions"})).await;
+    assert_eq!(ids(&hits)[0], tail);
+    let indexed_scores: Vec<f64> = hits.iter().map(total).collect();
+    assert_eq!(tail_scores.len(), indexed_scores.len());
+    for (a, b) in tail_scores.iter().zip(&indexed_scores) {
+        assert!(
+            (a - b).abs() < 1e-4,
+            "{tail_scores:?} vs {indexed_scores:?}"
+        );
+    }
+    c.close().await;
+}
