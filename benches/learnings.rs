@@ -34,22 +34,15 @@ const PROJECTS: usize = 10;
 const PER_ISSUE: usize = 40;
 const LIMIT: usize = 50;
 
-/// SplitMix64: small, seeded, deterministic.
-struct Rng(u64);
+/// Corpus choices over the crate's seeded PRNG.
+struct Rng(cairn::rng::SplitMix64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
     fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[(self.next() % xs.len() as u64) as usize]
+        xs[self.0.below(xs.len() as u64) as usize]
     }
     fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
+        self.0.below(100) < percent
     }
 }
 
@@ -233,7 +226,7 @@ fn generate(rng: &mut Rng) -> Gen {
             rng.pick(PATHS)
         )
     });
-    let applies_to = (0..rng.next() % 3)
+    let applies_to = (0..rng.0.below(3))
         .map(|_| rng.pick(PATHS).to_string())
         .collect();
     Gen {
@@ -245,7 +238,7 @@ fn generate(rng: &mut Rng) -> Gen {
 
 /// Natural-language queries of the kind agents send.
 fn queries() -> Vec<String> {
-    let mut rng = Rng(0xC0FFEE);
+    let mut rng = Rng(cairn::rng::SplitMix64::new(0xC0FFEE));
     let shapes: [fn(&mut Rng) -> String; 5] = [
         |r| {
             format!(
@@ -297,7 +290,7 @@ fn corpus(n: usize) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     let t = Instant::now();
     let cairn = Cairn::open(&db).unwrap();
-    let mut rng = Rng(42);
+    let mut rng = Rng(cairn::rng::SplitMix64::new(42));
     let mut seen = HashSet::new();
     let mut batch = Vec::new();
     let mut issue = String::new();
@@ -556,7 +549,7 @@ fn bench(c: &mut Criterion) {
             })
             .unwrap()
             .id;
-        let mut rng = Rng(7);
+        let mut rng = Rng(cairn::rng::SplitMix64::new(7));
         let mut k = 0u64;
         let mut g = c.benchmark_group("learnings/add");
         g.sample_size(20);

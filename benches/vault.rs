@@ -24,6 +24,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use cairn::Cairn;
+use cairn::rng::SplitMix64;
 use cairn::vault::embed::{DIMENSION, Embedder, EmbedderConfig, MODEL_ID};
 use cairn::vault::hnsw::{IndexManifest, VectorIndex, brute_force_search};
 use cairn::vault::live::SEARCH_EF;
@@ -84,44 +85,31 @@ fn real_vectors() -> Vec<Vec<f32>> {
     vectors
 }
 
-/// xorshift + Box-Muller: deterministic gaussian noise.
-struct Rng(u64);
-impl Rng {
-    fn uniform(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        ((self.0 >> 40) as f32 + 0.5) / (1u64 << 24) as f32
-    }
-    fn gauss(&mut self) -> f32 {
-        let (u, v) = (self.uniform(), self.uniform());
-        (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
-    }
-    fn neighbour(&mut self, of: &[f32]) -> Vec<f32> {
-        let mut v: Vec<f32> = of.iter().map(|x| x + NOISE * self.gauss()).collect();
-        cairn::vault::embed::l2_normalize(&mut v);
-        v
-    }
+/// A synthetic neighbour of `of`: `of` plus gaussian noise, renormalised.
+fn neighbour(rng: &mut SplitMix64, of: &[f32]) -> Vec<f32> {
+    let mut v: Vec<f32> = of.iter().map(|x| x + NOISE * rng.gauss()).collect();
+    cairn::vault::embed::l2_normalize(&mut v);
+    v
 }
 
 /// `n` vectors: the real ones, then synthetic neighbours.
 fn corpus_of(real: &[Vec<f32>], n: usize, seed: u64) -> Vec<Vec<f32>> {
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64::new(seed);
     (0..n)
         .map(|j| {
             if j < real.len() {
                 real[j].clone()
             } else {
-                rng.neighbour(&real[j % real.len()])
+                neighbour(&mut rng, &real[j % real.len()])
             }
         })
         .collect()
 }
 
 fn queries(real: &[Vec<f32>]) -> Vec<Vec<f32>> {
-    let mut rng = Rng(0xC0FFEE);
+    let mut rng = SplitMix64::new(0xC0FFEE);
     (0..QUERIES)
-        .map(|i| rng.neighbour(&real[(i * 7919) % real.len()]))
+        .map(|i| neighbour(&mut rng, &real[(i * 7919) % real.len()]))
         .collect()
 }
 

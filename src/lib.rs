@@ -27,6 +27,7 @@ pub mod memory;
 pub mod moves;
 pub(crate) mod paths;
 pub mod phases;
+pub mod rng;
 pub mod scope;
 pub mod service;
 pub mod session;

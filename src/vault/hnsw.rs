@@ -615,36 +615,16 @@ fn sync_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng::SplitMix64;
     use std::time::Instant;
 
     const DIM: usize = 384;
 
-    /// splitmix64: a tiny seeded PRNG, enough for test vectors.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-        /// Approximately Gaussian (sum of 4 uniforms), so directions are spread evenly.
-        fn gauss(&mut self) -> f32 {
-            (0..4)
-                .map(|_| (self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5)
-                .sum()
-        }
-        fn unit_vector(&mut self) -> Vec<f32> {
-            normalized(&(0..DIM).map(|_| self.gauss()).collect::<Vec<_>>())
-        }
-    }
-
     fn dataset(n: usize, seed: u64) -> Vec<(u64, Vec<f32>)> {
-        let mut rng = Rng(seed);
+        let mut rng = SplitMix64::new(seed);
         // Ids far from 0..n to show they are ours, not positions.
         (0..n as u64)
-            .map(|i| (1_000 + i * 3, rng.unit_vector()))
+            .map(|i| (1_000 + i * 3, rng.unit_vector(DIM)))
             .collect()
     }
 
@@ -674,10 +654,10 @@ mod tests {
         let build_ms = started.elapsed().as_millis();
         assert_eq!(index.len(), 2_000);
         let items: Vec<(u64, &[f32])> = data.iter().map(|(id, v)| (*id, v.as_slice())).collect();
-        let mut rng = Rng(7);
+        let mut rng = SplitMix64::new(7);
         let (mut hits, mut total) = (0usize, 0usize);
         for _ in 0..200 {
-            let q = rng.unit_vector();
+            let q = rng.unit_vector(DIM);
             let exact = brute_force_search(&items, &q, 10);
             let approx = index
                 .search(&q, 10, DEFAULT_EF_SEARCH, |_| true)
@@ -730,11 +710,11 @@ mod tests {
         let data = dataset(2_000, 3);
         let index = build(&data);
         let items: Vec<(u64, &[f32])> = data.iter().map(|(id, v)| (*id, v.as_slice())).collect();
-        let mut rng = Rng(99);
+        let mut rng = SplitMix64::new(99);
         for keep_every in [2u64, 20, 400] {
             let accept = |id: u64| (id / 3).is_multiple_of(keep_every);
             for _ in 0..20 {
-                let q = rng.unit_vector();
+                let q = rng.unit_vector(DIM);
                 let hits = index
                     .search(&q, 10, DEFAULT_EF_SEARCH, accept)
                     .expect("search");
@@ -764,7 +744,7 @@ mod tests {
         // Everything filtered: empty, not an endless loop.
         assert!(
             index
-                .search(&rng.unit_vector(), 10, 50, |_| false)
+                .search(&rng.unit_vector(DIM), 10, 50, |_| false)
                 .expect("search")
                 .is_empty()
         );
@@ -818,9 +798,9 @@ mod tests {
         );
         assert_eq!(loaded.len(), 2_000);
         assert_eq!(loaded.dimension(), DIM);
-        let mut rng = Rng(5);
+        let mut rng = SplitMix64::new(5);
         for _ in 0..50 {
-            let q = rng.unit_vector();
+            let q = rng.unit_vector(DIM);
             let a = index
                 .search(&q, 10, DEFAULT_EF_SEARCH, |_| true)
                 .expect("search");
@@ -856,7 +836,7 @@ mod tests {
         let index = build(&data);
         let dir = tempfile::tempdir().expect("tempdir");
         index.save(dir.path(), &manifest()).expect("save");
-        let q = Rng(8).unit_vector();
+        let q = SplitMix64::new(8).unit_vector(DIM);
         let before = index
             .search(&q, 5, DEFAULT_EF_SEARCH, |_| true)
             .expect("search");

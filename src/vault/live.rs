@@ -315,19 +315,9 @@ mod tests {
     use crate::vault::chunk::chunk_markdown;
     use crate::vault::documents::{DocWrite, delete_document, write_document};
 
-    /// A deterministic unit vector per seed (splitmix64 → uniform → normalised).
+    /// A deterministic unit vector per seed.
     fn unit(seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let mut v: Vec<f32> = (0..DIMENSION)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-            })
-            .collect();
-        crate::vault::embed::l2_normalize(&mut v);
-        v
+        crate::rng::SplitMix64::new(seed).unit_vector(DIMENSION)
     }
 
     /// Write `path` with `n` one-line sections; chunk `i` gets vector `unit(seed + i)`.
