@@ -4,7 +4,7 @@
 //! - **real vectors**: the first [`REAL`] distinct real Markdown chunks (samples/docs, then
 //!   the Markdown of the crates in Cargo.lock from cargo's registry), embedded once with
 //!   Cairn's embedder and cached in `target/bench-cache/real-<n>.f32` (little-endian f32).
-//! - **10k / 100k**: the real vectors plus synthetic neighbours: neighbour `j` is real
+//! - **10k / 100k**: the real vectors (10k is all real), plus synthetic neighbours for 100k: neighbour `j` is real
 //!   vector `j mod n` plus gaussian noise (σ = [`NOISE`] per dimension, cosine ≈ 0.93 to
 //!   its source), renormalised. Queries: 200 other noisy copies of real vectors
 //!   (σ = [`NOISE`]), so each has true near neighbours among real and synthetic points.
@@ -37,7 +37,7 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 mod corpus;
 
 /// Real chunks embedded for the search corpora.
-const REAL: usize = 2000;
+const REAL: usize = 10_000;
 /// Per-dimension noise of synthetic neighbours and queries.
 const NOISE: f32 = 0.02;
 const QUERIES: usize = 200;
