@@ -299,52 +299,10 @@ async fn connect(db: &Path, flags: &[&str]) -> rmcp::service::RunningService<rmc
     ().serve(transport).await.unwrap()
 }
 
-/// Raw ONNX Runtime (Python) embedding time for `texts`, model load excluded.
+/// Raw ONNX Runtime (Python) embedding time for `texts`, model load excluded: the
+/// reference script's `--time` mode (same batch size, max length, sorting, threads).
 fn raw_ort_seconds(texts: &[String]) -> f64 {
-    let script = r#"
-import json, os, sys, time
-import numpy as np, onnxruntime as ort
-from tokenizers import Tokenizer
-d, threads = sys.argv[1], int(sys.argv[2])
-texts = [json.loads(l) for l in open(sys.argv[3])]
-tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
-tok.enable_truncation(max_length=256); tok.enable_padding(pad_id=0, pad_token="[PAD]")
-o = ort.SessionOptions(); o.intra_op_num_threads = threads; o.inter_op_num_threads = 1
-s = ort.InferenceSession(os.path.join(d, "model.onnx"), o, providers=["CPUExecutionProvider"])
-names = {i.name for i in s.get_inputs()}
-texts.sort(key=len, reverse=True)
-t = time.perf_counter()
-for i in range(0, len(texts), 32):
-    enc = tok.encode_batch(texts[i:i+32])
-    ids = np.array([e.ids for e in enc], dtype=np.int64); m = np.array([e.attention_mask for e in enc], dtype=np.int64)
-    feed = {"input_ids": ids, "attention_mask": m}
-    if "token_type_ids" in names: feed["token_type_ids"] = np.zeros_like(ids)
-    h = s.run(None, feed)[0]
-    v = (h * m[..., None]).sum(1) / m.sum(1, keepdims=True); v /= np.linalg.norm(v, axis=1, keepdims=True)
-print(time.perf_counter() - t)
-"#;
-    let tmp = tempfile::tempdir().unwrap();
-    let input = tmp.path().join("t.jsonl");
-    let lines: Vec<String> = texts
-        .iter()
-        .map(|t| serde_json::to_string(t).unwrap())
-        .collect();
-    std::fs::write(&input, lines.join("\n")).unwrap();
-    let out = std::process::Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .arg(corpus::repo().join("models/all-minilm-l6-v2-int8"))
-        .arg(threads().to_string())
-        .arg(&input)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
+    corpus::run_reference(texts, &["--time".to_string(), threads().to_string()])
         .trim()
         .parse()
         .unwrap()

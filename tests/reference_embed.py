@@ -11,6 +11,11 @@ tokenize with truncation to 256 tokens, run the ONNX model with
 input_ids / attention_mask / token_type_ids, mean-pool `last_hidden_state`
 with the attention mask, and L2-normalise.
 
+With `--time THREADS` it measures instead of printing vectors: texts sorted by length
+(as Cairn batches them), ONNX Runtime limited to THREADS intra-op threads, and one line
+on stdout: the seconds spent embedding, model load excluded (the vault benchmark's
+"raw ONNX Runtime" baseline).
+
 Environment: CAIRN_MODEL_DIR overrides the model directory.
     pip install onnxruntime tokenizers numpy
 """
@@ -18,6 +23,7 @@ Environment: CAIRN_MODEL_DIR overrides the model directory.
 import json
 import os
 import sys
+import time
 
 import numpy as np
 import onnxruntime as ort
@@ -47,11 +53,18 @@ def read_texts(stream):
 
 
 def main() -> int:
+    args = sys.argv[1:]
+    threads = None
+    if args[:1] == ["--time"]:
+        threads, args = int(args[1]), args[2:]
     d = model_dir()
     tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
     tok.enable_truncation(max_length=MAX_LENGTH)
     tok.enable_padding(pad_id=0, pad_token="[PAD]")
     opts = ort.SessionOptions()
+    if threads is not None:
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
     sess = ort.InferenceSession(
         os.path.join(d, "model.onnx"), opts, providers=["CPUExecutionProvider"]
     )
@@ -59,13 +72,16 @@ def main() -> int:
     output_names = [o.name for o in sess.get_outputs()]
     out_name = "last_hidden_state" if "last_hidden_state" in output_names else output_names[0]
 
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], encoding="utf-8") as fh:
+    if args:
+        with open(args[0], encoding="utf-8") as fh:
             texts = read_texts(fh)
     else:
         texts = read_texts(sys.stdin)
+    if threads is not None:
+        texts.sort(key=len, reverse=True)
 
-    out = sys.stdout
+    vectors = []
+    started = time.perf_counter()
     for start in range(0, len(texts), BATCH):
         batch = texts[start : start + BATCH]
         enc = tok.encode_batch(batch)
@@ -79,9 +95,16 @@ def main() -> int:
         m = mask[:, :, None].astype(np.float32)
         pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        pooled = pooled / np.clip(norms, 1e-12, None)
-        for row in pooled:
-            out.write(json.dumps([float(x) for x in row]) + "\n")
+        vectors.append(pooled / np.clip(norms, 1e-12, None))
+    elapsed = time.perf_counter() - started
+
+    out = sys.stdout
+    if threads is not None:
+        out.write(f"{elapsed}\n")
+    else:
+        for batch in vectors:
+            for row in batch:
+                out.write(json.dumps([float(x) for x in row]) + "\n")
     out.flush()
     return 0
 

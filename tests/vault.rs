@@ -599,25 +599,7 @@ fn embedding_fidelity_against_python_onnxruntime() {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let ours = Embedder::default().embed_batch(&refs).unwrap();
 
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("texts.jsonl");
-    let lines: Vec<String> = texts
-        .iter()
-        .map(|t| serde_json::to_string(t).unwrap())
-        .collect();
-    std::fs::write(&input, lines.join("\n")).unwrap();
-    let out = std::process::Command::new("python3")
-        .arg(corpus::repo().join("tests/reference_embed.py"))
-        .arg(&input)
-        .output()
-        .expect("python3 runs (scripts/setup.sh installs onnxruntime, tokenizers, numpy)");
-    assert!(
-        out.status.success(),
-        "reference_embed.py failed (run scripts/setup.sh): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let reference: Vec<Vec<f32>> = String::from_utf8(out.stdout)
-        .unwrap()
+    let reference: Vec<Vec<f32>> = corpus::run_reference(&texts, &[])
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
