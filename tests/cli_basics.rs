@@ -122,3 +122,27 @@ fn scope_compute_writes_the_file_serve_reads_and_warns() {
     ]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn a_person_creates_a_sub_task_that_blocks_its_parent() {
+    let env = Env::new();
+    env.project("shop", None);
+    let parent = env.issue("shop", "Parent");
+    let child = env.ok(&[
+        "issue",
+        "subtask",
+        &parent,
+        "--title",
+        "Child",
+        "--description",
+        "d",
+        "--priority",
+        "1",
+    ]);
+    assert_eq!(child.trim(), "SHOP-2");
+    let c = env.json(&["issue", "show", "SHOP-2"]);
+    assert_eq!(c["parent"], "SHOP-1");
+    assert_eq!(c["priority"], 1);
+    assert_eq!(c["description"], "d");
+    assert_eq!(env.json(&["issue", "show", "SHOP-1"])["status"], "blocked");
+}

@@ -1,6 +1,6 @@
 //! `cairn issue ...`
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 
 use crate::issues::{Issue, IssueFilter, NewIssue, Status};
 use crate::service::Cairn;
@@ -14,13 +14,8 @@ pub enum IssueCmd {
         /// Project slug or id.
         #[arg(long)]
         project: String,
-        #[arg(long)]
-        title: String,
-        #[arg(long)]
-        description: Option<String>,
-        /// 1 = urgent, 2 = high, 3 = medium (default), 4 = low.
-        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
-        priority: Option<u8>,
+        #[command(flatten)]
+        text: IssueText,
         /// A label; repeat for more.
         #[arg(long = "label")]
         labels: Vec<String>,
@@ -65,12 +60,8 @@ pub enum IssueCmd {
     Subtask {
         /// The parent issue.
         parent: String,
-        #[arg(long)]
-        title: String,
-        #[arg(long)]
-        description: Option<String>,
-        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
-        priority: Option<u8>,
+        #[command(flatten)]
+        text: IssueText,
     },
     /// The issue with its whole trail: findings, comments, status history, PRs, runs.
     /// Always JSON: the whole record is meant for scripts and for reading with jq.
@@ -87,6 +78,29 @@ pub enum IssueCmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// Title, description and priority: what every new issue is given.
+#[derive(Debug, Args)]
+pub struct IssueText {
+    #[arg(long)]
+    title: String,
+    #[arg(long)]
+    description: Option<String>,
+    /// 1 = urgent, 2 = high, 3 = medium (default), 4 = low.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
+    priority: Option<u8>,
+}
+
+impl IssueText {
+    fn into_new_issue(self) -> NewIssue {
+        NewIssue {
+            title: self.title,
+            description: self.description,
+            priority: self.priority,
+            ..Default::default()
+        }
+    }
 }
 
 pub(crate) fn parse_status(s: &str) -> Result<Status, String> {
@@ -117,22 +131,17 @@ pub fn run(cairn: &Cairn, cmd: IssueCmd) -> anyhow::Result<std::process::ExitCod
     match cmd {
         IssueCmd::Create {
             project,
-            title,
-            description,
-            priority,
+            text,
             labels,
             depends_on,
             status,
         } => {
             let issue = cairn.create_issue(&NewIssue {
                 project,
-                title,
-                description,
-                priority,
                 labels,
                 depends_on,
                 status,
-                ..Default::default()
+                ..text.into_new_issue()
             })?;
             print_text(&issue.identifier)?;
         }
@@ -189,19 +198,12 @@ pub fn run(cairn: &Cairn, cmd: IssueCmd) -> anyhow::Result<std::process::ExitCod
         IssueCmd::Comment { issue, text } => {
             print_text(&cairn.add_comment(&issue, &text, "cli")?.id)?;
         }
-        IssueCmd::Subtask {
-            parent,
-            title,
-            description,
-            priority,
-        } => {
-            let new = NewIssue {
-                title,
-                description,
-                priority,
-                ..Default::default()
-            };
-            print_text(&cairn.create_subtask(&parent, new, "cli")?.identifier)?;
+        IssueCmd::Subtask { parent, text } => {
+            print_text(
+                &cairn
+                    .create_subtask(&parent, text.into_new_issue(), "cli")?
+                    .identifier,
+            )?;
         }
         IssueCmd::Trail { issue } => print_json(&cairn.issue_details(&issue)?)?,
         IssueCmd::Move {
