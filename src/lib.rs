@@ -20,6 +20,7 @@
 pub mod cli;
 pub mod colibri;
 pub mod error;
+pub mod eval;
 pub mod issues;
 pub mod learnings;
 pub mod mcp;

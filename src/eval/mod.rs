@@ -1,0 +1,7 @@
+//! `cairn eval`: ranking quality measured on graded query sets, with lexical-only and
+//! dense-only baselines computed in the same run.
+//!
+//! - [`metrics`]: nDCG@k, MRR@k, Recall@k over graded relevance judgements, and the
+//!   per-category summary every report prints.
+
+pub mod metrics;
