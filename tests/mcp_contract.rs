@@ -305,17 +305,28 @@ fn official_python_sdk_discover_and_legacy_lifecycles() {
         let c = out["calls"].as_array().unwrap();
         assert_eq!(c[0]["is_error"], false);
         assert_eq!(c[0]["structured"]["ok"], true);
-        assert_eq!(c[1]["is_error"], true);
-        assert_eq!(c[1]["structured"]["status"], "VALIDATION_FAILED");
-        assert_eq!(error_fields(&c[1]["structured"]), ["verbose"]);
+        // Errors reach the agent through the SDK: the envelope is the text content, and
+        // no structuredContent is there to fail the outputSchema.
+        for e in &c[1..] {
+            assert_eq!(e["is_error"], true);
+            assert_eq!(e["structured"], serde_json::Value::Null, "{e}");
+        }
+        assert_eq!(c[1]["envelope"]["status"], "VALIDATION_FAILED");
+        assert_eq!(c[1]["envelope"]["error"]["code"], "ERR_INVALID_INPUT");
+        assert_eq!(error_fields(&c[1]["envelope"]), ["verbose"]);
         assert!(
-            c[1]["structured"]["help_prompt"]
+            c[1]["envelope"]["help_prompt"]
                 .as_str()
                 .unwrap()
                 .contains("server_health")
         );
-        assert_eq!(c[2]["is_error"], true);
-        assert_eq!(error_fields(&c[2]["structured"]), ["tool_name"]);
+        assert_eq!(error_fields(&c[2]["envelope"]), ["tool_name"]);
+        assert!(
+            c[2]["envelope"]["help_prompt"]
+                .as_str()
+                .unwrap()
+                .contains("server_ping")
+        );
     }
 }
 
@@ -351,4 +362,276 @@ fn first_difference(a: &str, b: &str) -> String {
         a.lines().count(),
         b.lines().count()
     )
+}
+
+/// A raw stdio session with `cairn serve`: one JSON-RPC line out, one line back.
+struct Raw {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Raw {
+    fn start(env: &Env) -> Raw {
+        let mut child = spawn_raw(env);
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut raw = Raw { child, out };
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}});
+        let reply = raw.send(init.to_string().as_bytes());
+        assert_eq!(reply["result"]["protocolVersion"], "2025-11-25", "{reply}");
+        raw.write(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        raw
+    }
+
+    fn write(&mut self, line: &[u8]) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn send(&mut self, line: &[u8]) -> serde_json::Value {
+        use std::io::BufRead;
+        self.write(line);
+        let mut reply = String::new();
+        self.out.read_line(&mut reply).unwrap();
+        serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply:?}"))
+    }
+}
+
+#[test]
+fn garbage_on_the_wire_is_answered_and_the_server_keeps_serving() {
+    let env = Env::new();
+    let mut raw = Raw::start(&env);
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let long = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"x":"{}"}}}}"#,
+        "a".repeat(cairn::mcp::wire::MAX_LINE_BYTES)
+    );
+    let garbage: Vec<(&str, Vec<u8>)> =
+        vec![
+        ("invalid JSON", b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ".to_vec()),
+        (
+            "invalid UTF-8",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"s\":\"\xc3\x28\"}}"
+                .to_vec(),
+        ),
+        (
+            "lone surrogate",
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"s":"\udc00"}}"#.to_vec(),
+        ),
+        (
+            "1e400",
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":1e400}}"#.to_vec(),
+        ),
+        ("too deep", deep.into_bytes()),
+        ("over-long line", long.into_bytes()),
+    ];
+    for (i, (case, line)) in garbage.iter().enumerate() {
+        let reply = raw.send(line);
+        assert_eq!(reply["jsonrpc"], "2.0", "{case}: {reply}");
+        assert_eq!(reply["error"]["code"], -32700, "{case}: {reply}");
+        assert_eq!(reply["id"], serde_json::Value::Null, "{case}: {reply}");
+        // Still serving: a real request right after each case is answered.
+        let id = 100 + i as i64;
+        let pong = raw.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
+                .to_string()
+                .as_bytes(),
+        );
+        assert_eq!(pong["id"], id, "{case}: {pong}");
+        assert!(pong.get("result").is_some(), "{case}: {pong}");
+    }
+    for args in [json!([1, 2]), json!("text"), json!(42), json!(true)] {
+        let call = json!({"jsonrpc": "2.0", "id": "c1", "method": "tools/call",
+                          "params": {"name": "server_ping", "arguments": args}});
+        let reply = raw.send(call.to_string().as_bytes());
+        assert_eq!(reply["error"]["code"], -32602, "{args}: {reply}");
+        assert_eq!(reply["id"], "c1", "{reply}");
+    }
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                      "params": {"name": "server_ping", "arguments": {}}});
+    let reply = raw.send(call.to_string().as_bytes());
+    assert_eq!(reply["id"], 9);
+    assert_eq!(reply["result"]["structuredContent"]["ok"], true, "{reply}");
+    drop(raw.child.stdin.take());
+    let status = wait_exit(&mut raw.child, std::time::Duration::from_secs(5));
+    assert!(status.is_some_and(|s| s.success()));
+}
+
+/// Run a node script of `tests/mcp_ts` (installed by scripts/setup.sh with `npm ci`).
+fn node(script: &str, args: &[&std::ffi::OsStr], stdin: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_ts");
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
+        "tests/mcp_ts/node_modules is missing: run scripts/setup.sh (npm ci)"
+    );
+    let mut child = std::process::Command::new("node")
+        .arg(dir.join(script))
+        .args(args)
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("node (Node 20; scripts/setup.sh checks it)");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn official_typescript_sdk_sees_every_result_and_every_error() {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    env.project("colibri", Some(&repo));
+    let issue = env.issue("colibri", "TS SDK session");
+    let mut calls = Vec::new();
+    let tools = cairn::mcp::registry::all_tools();
+    for t in &tools {
+        calls.push(json!({"tool": t.name, "arguments": t.example}));
+        let mut invalid = t.example.clone();
+        invalid["not_a_field"] = json!(1);
+        calls.push(json!({"tool": t.name, "arguments": invalid}));
+    }
+    let db = env.db.as_os_str();
+    let bin = crate::common::bin();
+    let out = node(
+        "drive.mjs",
+        &[bin.as_os_str(), db, "--issue-id".as_ref(), issue.as_ref()],
+        serde_json::to_vec(&calls).unwrap().as_slice(),
+    );
+    assert!(
+        out.status.success(),
+        "TypeScript SDK driver failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).expect("driver JSON");
+    assert_eq!(seen["server"], "cairn");
+    assert_eq!(seen["tools"].as_array().unwrap().len(), tools.len());
+    // ajv warns once per non-standard keyword or format it meets.
+    assert_eq!(seen["warnings"], json!([]), "the SDK printed warnings");
+    let results = seen["calls"].as_array().unwrap();
+    assert_eq!(results.len(), calls.len());
+    let mut successes = 0;
+    for (i, r) in results.iter().enumerate() {
+        let tool = r["tool"].as_str().unwrap();
+        assert_eq!(
+            r["threw"],
+            serde_json::Value::Null,
+            "{tool}: the SDK threw: {r}"
+        );
+        if i % 2 == 0 {
+            // The spec example: a success (validated by the SDK) or an error it shows.
+            if r["is_error"] == false {
+                successes += 1;
+            } else {
+                assert!(r["envelope"]["error"]["code"].is_string(), "{tool}: {r}");
+                assert!(r["envelope"]["error"]["message"].is_string(), "{tool}: {r}");
+            }
+        } else {
+            // The invalid call: code, field and help prompt reach the caller.
+            assert_eq!(r["is_error"], true, "{tool}: {r}");
+            assert_eq!(r["structured"], serde_json::Value::Null, "{tool}: {r}");
+            let e = &r["envelope"];
+            assert_eq!(e["status"], "VALIDATION_FAILED", "{tool}: {r}");
+            assert_eq!(e["error"]["code"], "ERR_INVALID_INPUT", "{tool}: {r}");
+            assert_eq!(error_fields(e), ["not_a_field"], "{tool}: {r}");
+            let help = e["help_prompt"].as_str().unwrap_or_default();
+            assert!(
+                help.contains(tool) && help.contains("Valid example"),
+                "{tool}: {help}"
+            );
+        }
+    }
+    // Most examples succeed on this fixture; each success was validated by ajv.
+    assert!(
+        successes >= tools.len() / 3,
+        "only {successes} examples succeeded"
+    );
+}
+
+#[test]
+fn mcp_inspector_cli_lists_calls_and_shows_an_error() {
+    let env = Env::new();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_ts");
+    let inspector =
+        dir.join("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+    assert!(
+        inspector.is_file(),
+        "run scripts/setup.sh (npm ci in tests/mcp_ts)"
+    );
+    let bin = crate::common::bin();
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new("node")
+            .arg(&inspector)
+            .arg("--cli")
+            .arg("-e")
+            .arg("CAIRN_LOG=warn")
+            .args(extra)
+            .arg("--")
+            .arg(&bin)
+            .arg("--db")
+            .arg(&env.db)
+            .arg("serve")
+            .current_dir(&dir)
+            .env("MCP_CATALOG_PATH", env.path().join("catalog.json"))
+            .output()
+            .expect("node");
+        (
+            out.status,
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (status, stdout, stderr) = run(&["--method", "tools/list", "--strict"]);
+    assert!(
+        status.success(),
+        "tools/list --strict: {status}\n{stdout}\n{stderr}"
+    );
+    let listed: serde_json::Value = serde_json::from_str(&stdout).expect("tools/list JSON");
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names.len(),
+        cairn::mcp::registry::all_tools().len(),
+        "{names:?}"
+    );
+
+    let (status, stdout, stderr) = run(&["--method", "tools/call", "--tool-name", "server_ping"]);
+    assert!(
+        status.success(),
+        "server_ping: {status}\n{stdout}\n{stderr}"
+    );
+    let ping: serde_json::Value = serde_json::from_str(&stdout).expect("call JSON");
+    assert_eq!(ping["structuredContent"]["ok"], true, "{ping}");
+
+    let (_, stdout, stderr) = run(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "server_health",
+        "--tool-arg",
+        "verbose=true",
+    ]);
+    let shown = format!("{stdout}\n{stderr}");
+    let failed: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("the Inspector did not show the error ({e}):\n{shown}"));
+    assert_eq!(failed["isError"], true, "{shown}");
+    let text = failed["content"][0]["text"].as_str().unwrap();
+    let envelope: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(envelope["error"]["code"], "ERR_INVALID_INPUT");
+    assert!(
+        envelope["help_prompt"]
+            .as_str()
+            .unwrap()
+            .contains("server_health")
+    );
 }

@@ -1230,7 +1230,7 @@ async fn concurrent_verdicts_on_one_claim_record_exactly_one() {
         .collect();
     assert_eq!(errors.iter().filter(|e| **e).count(), 1, "{ra:?} {rb:?}");
     let failed = if errors[0] { &ra } else { &rb };
-    let body = failed.structured_content.clone().unwrap();
+    let body = crate::common::body(failed);
     assert_eq!(body["error"]["code"], "ERR_CONFLICT", "{body}");
     let issue = worker.ok("get_issue", json!({})).await;
     let verdicts = issue["findings"]
