@@ -1516,8 +1516,7 @@ async fn finishing_a_sub_task_through_task_update_releases_its_parent() {
     env.project("colibri", None);
     let parent = env.issue("colibri", "Parent");
     let c = env.serve(&["--issue-id", &parent]).await;
-    c.ok("update_issue_status", json!({"status": "in_progress"}))
-        .await;
+    env.ok(&["issue", "status", &parent, "in_progress"]);
     let sub = c.ok("create_subtask", json!({"title": "Child"})).await;
     let child = sub["subtask"]["identifier"].as_str().unwrap().to_string();
     assert_eq!(c.ok("get_issue", json!({})).await["status"], "blocked");

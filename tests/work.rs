@@ -1090,9 +1090,8 @@ async fn issue_walks_from_todo_through_phases_to_an_approved_pr() {
     assert_eq!(w.show("P-1")["status"], "todo");
 
     worker.ok("verify_workspace", json!({})).await;
-    worker
-        .ok("update_issue_status", json!({"status": "in_progress"}))
-        .await;
+    // The orchestrator starts the work (agents change status only from in_progress).
+    w.env.ok(&["issue", "status", "P-1", "in_progress"]);
 
     // First claim; the judge rejects it with fix instructions.
     let first = w.write(ART, &good_artifact("No rollback yet."));

@@ -12,9 +12,11 @@
 //! | `review`      | `in_progress` (rework), `todo`, `done` (merged), `cancelled` |
 //! | `done`, `cancelled` | none (terminal)                          |
 //!
-//! Agents (the `update_issue_status` tool) may only ask for `review`, `todo`, `blocked`
-//! or `in_progress`; `done`, `cancelled` and `backlog` are a person's call (CLI). A
-//! parent blocked by open sub-tasks cannot be unblocked by hand while one is open.
+//! Agents (the `update_issue_status` tool) follow the spec exactly: from `in_progress`
+//! only, to `review`, `todo` or `blocked`. Starting work (`in_progress`), `done`,
+//! `cancelled` and `backlog` are the orchestrator's or a person's call (CLI, or a server
+//! without an agent profile). A parent blocked by open sub-tasks cannot be unblocked by
+//! hand while one is open.
 //! Every change is written to `issue_status_history` with its reason and actor.
 //!
 //! ## Sub-tasks
@@ -33,13 +35,8 @@ use crate::error::{Error, Result};
 use crate::issues::Status;
 use crate::service::{Cairn, now_iso};
 
-/// Statuses an agent may ask for through `update_issue_status`.
-pub const AGENT_TARGETS: [Status; 4] = [
-    Status::Review,
-    Status::Todo,
-    Status::Blocked,
-    Status::InProgress,
-];
+/// Statuses an agent may ask for through `update_issue_status` (from `in_progress`).
+pub const AGENT_TARGETS: [Status; 3] = [Status::Review, Status::Todo, Status::Blocked];
 
 /// Where the trail vocabulary lets an issue go from `from`.
 pub fn allowed_targets(from: Status) -> &'static [Status] {
@@ -227,9 +224,19 @@ pub(crate) fn change_status_in(
     if agent && !AGENT_TARGETS.contains(&to) {
         return Err(Error::invalid(
             "status",
-            "agents may set review, todo, blocked or in_progress; done, cancelled and backlog \
-             are set by a person",
+            "agents may set review, todo or blocked; in_progress, done, cancelled and backlog \
+             are set by the orchestrator or a person",
         ));
+    }
+    if agent && from != Status::InProgress {
+        return Err(Error::InvalidTransition {
+            from: from.to_string(),
+            to: to.to_string(),
+            hint: format!(
+                "agents change an issue's status only from in_progress (to review, todo or \
+                 blocked); this issue is {from}, which the orchestrator or a person changes"
+            ),
+        });
     }
     check_transition(from, to)?;
     if from == Status::Blocked && !to.is_terminal() {
