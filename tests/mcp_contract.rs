@@ -635,3 +635,248 @@ fn mcp_inspector_cli_lists_calls_and_shows_an_error() {
             .contains("server_health")
     );
 }
+
+// ------------------------------------------------ Colibri scope, person-only moves, T-N
+
+fn colibri_tools() -> Vec<&'static str> {
+    vec![
+        "task_create",
+        "task_get",
+        "task_update",
+        "task_list",
+        "task_next_actions",
+        "thought_record",
+        "thought_record_list",
+        "audit_session_start",
+        "audit_verify_chain",
+        "merkle_finalize",
+        "merkle_root",
+        "skill_list",
+    ]
+}
+
+#[tokio::test]
+async fn colibri_tools_follow_the_profile_matrix_at_list_and_call_time() {
+    let env = Env::new();
+    env.project("sym", None);
+    let issue = env.issue("sym", "Bound");
+    for profile in cairn::scope::PROFILES {
+        let expected: Vec<&str> = cairn::scope::profile_defaults(profile)
+            .unwrap()
+            .into_iter()
+            .filter(|t| colibri_tools().contains(t))
+            .collect();
+        let c = env
+            .serve(&["--issue-id", &issue, "--agent-type", profile])
+            .await;
+        let listed = c.tool_names().await;
+        let listed: Vec<&str> = listed
+            .iter()
+            .map(String::as_str)
+            .filter(|t| colibri_tools().contains(t))
+            .collect();
+        assert_eq!(listed, expected, "{profile}");
+        for t in colibri_tools()
+            .into_iter()
+            .filter(|t| !expected.contains(t))
+        {
+            c.err_code(t, json!({}), "PERMISSION_DENIED").await;
+        }
+        c.close().await;
+    }
+    // The cautious rows: status changes only for worker, judge and planner; audits only
+    // for the judge; intake and scanner never change a task.
+    let rows = |p| cairn::scope::profile_defaults(p).unwrap();
+    assert!(!rows("intake").contains(&"task_update"));
+    assert!(!rows("scanner").contains(&"task_update"));
+    assert!(rows("worker").contains(&"task_update"));
+    assert_eq!(
+        cairn::scope::PROFILES
+            .iter()
+            .filter(|p| rows(p).contains(&"merkle_finalize"))
+            .collect::<Vec<_>>(),
+        [&"judge"]
+    );
+}
+
+#[tokio::test]
+async fn agents_cannot_make_person_only_moves_or_touch_other_issues_in_either_vocabulary() {
+    let env = Env::new();
+    env.project("sym", None);
+    let mine = env.issue("sym", "Mine");
+    let other = env.issue("sym", "Someone else's");
+    env.ok(&["issue", "status", &mine, "in_progress"]);
+    env.ok(&["issue", "status", &other, "in_progress"]);
+    let w = env
+        .serve(&["--issue-id", &mine, "--agent-type", "worker"])
+        .await;
+    // Colibri: done and cancelled are a person's call.
+    for s in ["done", "cancelled"] {
+        let e = w
+            .err_code(
+                "task_update",
+                json!({"task_id": mine, "status": s}),
+                "PERMISSION_DENIED",
+            )
+            .await;
+        assert_eq!(e["status"], "PERMISSION_DENIED");
+    }
+    // Symphony: done/cancelled are not even in update_issue_status's schema.
+    for s in ["done", "cancelled", "in_progress"] {
+        let e = w.err("update_issue_status", json!({"status": s})).await;
+        assert_eq!(error_fields(&e), ["status"], "{s}");
+    }
+    // Another issue: refused, nothing changed.
+    for (tool, args) in [
+        ("task_update", json!({"task_id": other, "status": "review"})),
+        ("task_update", json!({"task_id": other, "progress": 10})),
+        (
+            "thought_record",
+            json!({"task_id": other, "type": "decision", "content": "sneaky"}),
+        ),
+    ] {
+        let e = w.err_code(tool, args, "PERMISSION_DENIED").await;
+        assert!(
+            e["error"]["message"].as_str().unwrap().contains(&mine),
+            "{e}"
+        );
+    }
+    let o = w.ok("task_get", json!({"task_id": other})).await;
+    assert_eq!(
+        (o["status"].as_str(), o["progress"].as_u64()),
+        (Some("in_progress"), Some(0))
+    );
+    // The worker's own move: in_progress → review, in both vocabularies' rules.
+    let r = w
+        .ok(
+            "task_update",
+            json!({"task_id": mine, "status": "review", "progress": 100}),
+        )
+        .await;
+    assert_eq!(r["previous_status"], "in_progress");
+    assert_eq!(
+        r["warnings"],
+        json!(["Progress set to 100% but status != 'done'"])
+    );
+    let e = w
+        .err_code(
+            "task_update",
+            json!({"task_id": mine, "status": "backlog"}),
+            "ERR_INVALID_TRANSITION",
+        )
+        .await;
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only from in_progress")
+    );
+    w.close().await;
+    // An intake agent cannot touch tasks at all; the person can finish from the CLI.
+    let i = env
+        .serve(&["--agent-type", "intake", "--project-id", "sym"])
+        .await;
+    i.err_code(
+        "task_update",
+        json!({"task_id": other, "status": "cancelled"}),
+        "PERMISSION_DENIED",
+    )
+    .await;
+    i.close().await;
+    env.ok(&["issue", "status", &mine, "done"]);
+    let shown = env.json(&["issue", "show", &other]);
+    assert_eq!(shown["status"], "in_progress");
+}
+
+#[tokio::test]
+async fn a_parent_with_an_open_sub_task_stays_blocked_in_both_vocabularies() {
+    let env = Env::new();
+    env.project("sym", None);
+    let parent = env.issue("sym", "Parent");
+    env.ok(&["issue", "status", &parent, "in_progress"]);
+    let planner = env
+        .serve(&["--issue-id", &parent, "--agent-type", "planner"])
+        .await;
+    let sub = planner
+        .ok("create_subtask", json!({"title": "Child"}))
+        .await;
+    let child = sub["subtask"]["identifier"].as_str().unwrap().to_string();
+    for to in ["todo", "in_progress"] {
+        planner
+            .err_code(
+                "task_update",
+                json!({"task_id": parent, "status": to}),
+                "ERR_INVALID_TRANSITION",
+            )
+            .await;
+    }
+    planner.close().await;
+    // Not even the orchestrator's server (no profile) unblocks it while the child is open.
+    let orchestrator = env.serve(&["--project-id", "sym"]).await;
+    let e = orchestrator
+        .err_code(
+            "task_update",
+            json!({"task_id": parent, "status": "todo"}),
+            "ERR_INVALID_TRANSITION",
+        )
+        .await;
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains(&child),
+        "{e}"
+    );
+    for s in ["in_progress", "review", "done"] {
+        orchestrator
+            .ok("task_update", json!({"task_id": child, "status": s}))
+            .await;
+    }
+    let p = orchestrator
+        .ok("task_get", json!({"task_id": parent}))
+        .await;
+    assert_eq!(p["status"], "in_progress");
+    orchestrator.close().await;
+}
+
+#[tokio::test]
+async fn t_n_names_a_task_of_the_bound_project_only() {
+    let env = Env::new();
+    env.project("sym", None);
+    env.project("oth", None);
+    assert_eq!(env.issue("sym", "Sym one"), "SYM-1");
+    assert_eq!(env.issue("oth", "Other one"), "OTH-1");
+    let c = env.serve(&["--project-id", "oth"]).await;
+    let r = c
+        .ok(
+            "task_update",
+            json!({"task_id": "T-0001", "status": "blocked", "blocked_reason": "x"}),
+        )
+        .await;
+    assert_eq!(r["task_id"], "OTH-1");
+    assert_eq!(env.json(&["issue", "show", "SYM-1"])["status"], "todo");
+    let e = c
+        .err_code("task_get", json!({"task_id": "T-2"}), "ERR_TASK_NOT_FOUND")
+        .await;
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("OTH-2"),
+        "{e}"
+    );
+    c.close().await;
+    // No bound project: refused, with the identifier form to use instead.
+    let c = env.serve(&[]).await;
+    let e = c.err("task_get", json!({"task_id": "T-1"})).await;
+    assert_eq!(error_fields(&e), ["task_id"]);
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("PFX-N"),
+        "{e}"
+    );
+    c.close().await;
+    // A project whose prefix is T makes T-1 ambiguous from another project: refused.
+    env.ok(&[
+        "project", "create", "--slug", "tee", "--name", "tee", "--prefix", "T",
+    ]);
+    assert_eq!(env.issue("tee", "Tee one"), "T-1");
+    let c = env.serve(&["--project-id", "oth"]).await;
+    let e = c.err("task_get", json!({"task_id": "T-1"})).await;
+    let msg = e["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("OTH-1") && msg.contains("T-1"), "{msg}");
+    c.close().await;
+}

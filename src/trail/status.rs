@@ -125,6 +125,37 @@ pub(crate) fn set_status_in(
     })
 }
 
+/// Leaving `blocked` (to anything but done/cancelled) while sub-tasks are open is
+/// refused in both vocabularies: the parent returns by itself when they end. When
+/// allowed, the parent's sub-task block is dropped.
+pub(crate) fn check_unblock(
+    tx: &Transaction<'_>,
+    issue_id: &str,
+    from: Status,
+    to: Status,
+) -> Result<()> {
+    if from != Status::Blocked || to.is_terminal() || to == Status::Blocked {
+        return Ok(());
+    }
+    let open = open_subtasks(tx, issue_id)?;
+    if !open.is_empty() {
+        return Err(Error::InvalidTransition {
+            from: from.to_string(),
+            to: to.to_string(),
+            hint: format!(
+                "the issue waits for its open sub-tasks ({}); it returns by itself when \
+                 they are done",
+                open.join(", ")
+            ),
+        });
+    }
+    tx.execute(
+        "DELETE FROM subtask_blocks WHERE parent_id = ?1",
+        [issue_id],
+    )?;
+    Ok(())
+}
+
 fn open_subtasks(c: &Connection, parent_id: &str) -> Result<Vec<String>> {
     let mut stmt = c.prepare_cached(
         "SELECT identifier FROM issues WHERE parent_id = ?1
@@ -239,24 +270,7 @@ pub(crate) fn change_status_in(
         });
     }
     check_transition(from, to)?;
-    if from == Status::Blocked && !to.is_terminal() {
-        let open = open_subtasks(tx, issue_id)?;
-        if !open.is_empty() {
-            return Err(Error::InvalidTransition {
-                from: from.to_string(),
-                to: to.to_string(),
-                hint: format!(
-                    "the issue waits for its open sub-tasks ({}); it returns by itself when \
-                     they are done",
-                    open.join(", ")
-                ),
-            });
-        }
-        tx.execute(
-            "DELETE FROM subtask_blocks WHERE parent_id = ?1",
-            [issue_id],
-        )?;
-    }
+    check_unblock(tx, issue_id, from, to)?;
     set_status_in(tx, issue_id, to, reason, actor)
 }
 
