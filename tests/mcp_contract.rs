@@ -880,3 +880,175 @@ async fn t_n_names_a_task_of_the_bound_project_only() {
     assert!(msg.contains("OTH-1") && msg.contains("T-1"), "{msg}");
     c.close().await;
 }
+
+// ------------------------------------------------------------ the spec's own examples
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// A project with a path and an issue in progress; no `--worktree-path` anywhere.
+fn project_without_worktree() -> (Env, std::path::PathBuf) {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    env.project("sym", Some(&repo));
+    assert_eq!(env.issue("sym", "Token budgets"), "SYM-1");
+    env.ok(&["issue", "status", "SYM-1", "in_progress"]);
+    (env, std::fs::canonicalize(repo).unwrap())
+}
+
+#[tokio::test]
+async fn spec_examples_of_complete_phase_and_judging_work_without_a_worktree() {
+    let (env, repo) = project_without_worktree();
+    let art = "docs/tickets/SYM-1/design.md";
+    let text = "# Design\n\nToken counting middleware with three budget tiers, applied per \
+                request before the model client, with a per-project override.\n";
+    std::fs::create_dir_all(repo.join("docs/tickets/SYM-1")).unwrap();
+    std::fs::write(repo.join(art), text).unwrap();
+    let hash = sha256_hex(text.as_bytes());
+    let project_path = repo.to_str().unwrap();
+    let w = env
+        .serve(&["--issue-id", "SYM-1", "--agent-type", "researcher"])
+        .await;
+    // The spec's example, adapted only in ids, path and hash.
+    let claim = w
+        .ok(
+            "complete_phase",
+            json!({
+                "completed_phase": "architecture",
+                "contract_version": 1,
+                "artifact_path": art,
+                "artifact_hash": hash,
+                "summary": "Design proposes token counting middleware with 3 budget tiers",
+                "recommended_next_phase": "grooming",
+                "project_path": project_path
+            }),
+        )
+        .await;
+    assert_eq!(claim["worktree"]["verified"], false, "{claim}");
+    assert_eq!(claim["worktree"]["path"], project_path);
+    assert!(
+        claim["message"]
+            .as_str()
+            .unwrap()
+            .contains("No worktree was verified"),
+        "{claim}"
+    );
+    w.close().await;
+    let j = env
+        .serve(&["--issue-id", "SYM-1", "--agent-type", "judge"])
+        .await;
+    j.ok(
+        "approve_phase",
+        json!({"phase": "architecture", "artifact_hash": hash,
+               "reason": "Design is coherent, all required sections present"}),
+    )
+    .await;
+    // A ready claim without artifact_hash (the spec allows it) can be judged.
+    let worker = env
+        .serve(&["--issue-id", "SYM-1", "--agent-type", "worker"])
+        .await;
+    worker
+        .ok(
+            "complete_phase",
+            json!({"completed_phase": "ready", "summary": "Implemented and tested",
+                   "project_path": project_path}),
+        )
+        .await;
+    worker.close().await;
+    let reviewed = "ab".repeat(32);
+    let v = j
+        .ok(
+            "reject_phase",
+            json!({"phase": "ready", "artifact_hash": reviewed,
+                   "reason": "Missing tests for the override",
+                   "fix_instructions": "Add a test for the per-project override"}),
+        )
+        .await;
+    assert_eq!(v["verdict"], "rejected");
+    assert_eq!(v["artifact_hash"], reviewed);
+    j.close().await;
+}
+
+#[tokio::test]
+async fn spec_example_of_create_pr_moves_in_progress_to_review_only() {
+    let (env, _repo) = project_without_worktree();
+    const DIFF: &str = "diff --git a/server/utils/budget.ts b/server/utils/budget.ts\n\
+                        --- a/server/utils/budget.ts\n+++ b/server/utils/budget.ts\n\
+                        @@ -1 +1,2 @@\n line\n+added\n";
+    let w = env
+        .serve(&["--issue-id", "SYM-1", "--agent-type", "worker"])
+        .await;
+    let pr = w
+        .ok(
+            "create_pr",
+            json!({"diff": DIFF, "branch_name": "symphony/SYM-1", "base_branch": "main"}),
+        )
+        .await;
+    assert_eq!(pr["worktree"]["verified"], false, "{pr}");
+    assert_eq!(env.json(&["issue", "show", "SYM-1"])["status"], "review");
+    // The spec's update_issue_status example, from in_progress.
+    env.ok(&["issue", "status", "SYM-1", "todo"]);
+    let e = w
+        .err_code(
+            "create_pr",
+            json!({"diff": DIFF, "branch_name": "symphony/SYM-1", "base_branch": "main"}),
+            "ERR_INVALID_TRANSITION",
+        )
+        .await;
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("in_progress"),
+        "{e}"
+    );
+    assert_eq!(env.json(&["issue", "show", "SYM-1"])["status"], "todo");
+    env.ok(&["issue", "status", "SYM-1", "in_progress"]);
+    let r = w
+        .ok(
+            "update_issue_status",
+            json!({ "status": "review", "reason": "Implementation complete, all tests pass" }),
+        )
+        .await;
+    assert_eq!(
+        (r["from"].as_str(), r["to"].as_str()),
+        (Some("in_progress"), Some("review"))
+    );
+    w.close().await;
+}
+
+#[tokio::test]
+async fn numbers_as_the_spec_types_them() {
+    let env = Env::new();
+    env.project("sym", None);
+    let issue = env.issue("sym", "Numbers");
+    let c = env.serve(&["--issue-id", &issue]).await;
+    // The spec's search_learnings example, and a fractional threshold (a number).
+    c.ok(
+        "search_learnings",
+        json!({ "query": "auto-import", "min_quality_score": 40 }),
+    )
+    .await;
+    c.ok(
+        "search_learnings",
+        json!({ "query": "auto-import", "min_quality_score": 40.5 }),
+    )
+    .await;
+    // An integer written as 2.0 is an integer; 2.5 is refused on its own field.
+    let sub = c
+        .ok("create_subtask", json!({"title": "Child", "priority": 2.0}))
+        .await;
+    assert_eq!(sub["subtask"]["priority"], 2, "{sub}");
+    let e = c
+        .err("create_subtask", json!({"title": "Child", "priority": 2.5}))
+        .await;
+    assert_eq!(error_fields(&e), ["priority"]);
+    let page = c
+        .ok("task_list", json!({"project": "sym", "limit": 1.0}))
+        .await;
+    assert_eq!(page["tasks"].as_array().unwrap().len(), 1, "{page}");
+    c.close().await;
+}
