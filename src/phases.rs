@@ -3,7 +3,9 @@
 //!
 //! ## Claims
 //!
-//! [`Cairn::complete_phase`] verifies the workspace first, then checks the claim and,
+//! [`Cairn::complete_phase`] verifies the workspace first (with `--worktree-path`; without
+//! it, which the spec allows, the project's path is used and the result says that no
+//! worktree was verified: [`Cairn::worktree_check`]), then checks the claim and,
 //! for every phase but `ready`, the artifact, and only then appends a `pc-` finding
 //! (the spec's PhaseCompletionFinding; `processed` is derived, `false` until the
 //! orchestrator marks it). Decisions:
@@ -152,6 +154,8 @@ pub struct PhaseClaim {
     /// The checks the artifact passed.
     pub checks: Vec<String>,
     pub message: String,
+    /// The worktree that was verified, or that none was (no `--worktree-path`).
+    pub worktree: crate::session::WorktreeCheck,
 }
 
 /// A recorded judge verdict: the spec's PhaseVerdictFinding.
@@ -353,12 +357,16 @@ fn load_contract(project: &Path, dir: Option<&str>, phase: Phase) -> Result<Opti
 
 /// `project_path` checked against the bound project and worktree; returns the canonical
 /// project root.
-fn check_project_path(given: &str, project: &Project, worktree: &str) -> Result<PathBuf> {
+fn check_project_path(given: &str, project: &Project, worktree: Option<&str>) -> Result<PathBuf> {
     let path = Path::new(given);
+    let where_ = worktree
+        .or(project.path.as_deref())
+        .unwrap_or("the project's path");
+    let worktree = worktree.unwrap_or(where_);
     if given.contains('\0') || !path.is_absolute() {
         return Err(Error::invalid(
             "project_path",
-            format!("must be the absolute path of the project root or your worktree ({worktree})"),
+            format!("must be the absolute path of the project root or your worktree ({where_})"),
         ));
     }
     let canon = std::fs::canonicalize(path).map_err(|_| {
@@ -368,6 +376,7 @@ fn check_project_path(given: &str, project: &Project, worktree: &str) -> Result<
         )
     })?;
     let mut allowed: Vec<PathBuf> = vec![PathBuf::from(worktree)];
+    allowed.retain(|p| p.is_absolute());
     if let Some(p) = project
         .path
         .as_deref()
@@ -567,12 +576,13 @@ impl Cairn {
     /// `complete_phase`: verify the workspace, validate the claim and its artifact, and
     /// record a `pc-` finding on the bound issue (see the module docs).
     pub fn complete_phase(&self, session: &Session, p: &PhaseCompletion) -> Result<PhaseClaim> {
-        let workspace = self.verify_workspace(session)?;
+        let worktree = self.worktree_check(session)?;
         let bound = session.require_issue()?;
         let issue = self.issue(&bound.id)?;
         let project = self.project(&issue.project_id)?;
         required_fields(p)?;
-        let root = check_project_path(&p.project_path, &project, &workspace.path)?;
+        let verified = worktree.path.as_deref().filter(|_| worktree.verified);
+        let root = check_project_path(&p.project_path, &project, verified)?;
         let artifact = p
             .artifact_path
             .as_deref()
@@ -641,10 +651,16 @@ impl Cairn {
             checks,
             message: format!(
                 "Claim recorded: {} of {} is complete. The orchestrator validates it and \
-                 advances the phase on its next tick.",
+                 advances the phase on its next tick.{}",
                 p.completed_phase.as_str(),
-                issue.identifier
+                issue.identifier,
+                if worktree.verified {
+                    String::new()
+                } else {
+                    format!(" {}", worktree.message)
+                }
             ),
+            worktree,
         })
     }
 
@@ -678,7 +694,10 @@ impl Cairn {
                 artifact_hash: claim_hash,
                 verdict: earlier,
             } = latest_claim(tx, &issue_id, &identifier, phase)?;
-            if !claim_hash.eq_ignore_ascii_case(&hash) {
+            // A `ready` claim may come without an artifact_hash (the spec allows it: the
+            // artifact is the committed code); there is nothing to compare, and the
+            // verdict records the hash the judge reviewed.
+            if !claim_hash.is_empty() && !claim_hash.eq_ignore_ascii_case(&hash) {
                 return Err(Error::Conflict {
                     message: format!(
                         "artifact_hash {hash} does not match the latest {} claim {claim_id} \

@@ -110,7 +110,7 @@ async fn every_transition_pair_follows_the_table() {
                 .1
                 .contains(to);
             let r = c.call("task_update", status_args(&task, to)).await;
-            let body = r.structured_content.clone().unwrap();
+            let body = crate::common::body(&r);
             if ok {
                 allowed += 1;
                 assert_ne!(r.is_error, Some(true), "{from} -> {to} refused: {body:#}");
@@ -531,8 +531,25 @@ async fn think(c: &Client, task: &str, content: &str) -> Value {
 
 #[tokio::test]
 async fn a_known_chain_links_and_verifies() {
-    let (_env, c) = setup(&["--agent-type", "worker"]).await;
-    let task = new_task(&c, "chain").await;
+    let (env, orchestrator) = setup(&[]).await;
+    let task = new_task(&orchestrator, "chain").await;
+    let other = new_task(&orchestrator, "other chain").await;
+    // A worker records thoughts on its bound issue only.
+    let worker = |issue: String| {
+        let env = &env;
+        async move {
+            env.serve(&[
+                "--project-id",
+                "colibri",
+                "--agent-type",
+                "worker",
+                "--issue-id",
+                &issue,
+            ])
+            .await
+        }
+    };
+    let c = worker(task.clone()).await;
     let contents = [
         "first \"quoted\"",
         "second\nline \u{2028} 🐦",
@@ -547,10 +564,11 @@ async fn a_known_chain_links_and_verifies() {
         assert_eq!(t["hash"], doc_hash(&t, &task, content), "{t:#}");
         previous = t["hash"].as_str().map(String::from);
     }
-    let other = new_task(&c, "other chain").await;
-    let t = think(&c, &other, "independent").await;
+    let c2 = worker(other.clone()).await;
+    let t = think(&c2, &other, "independent").await;
     assert_eq!(t["chain_position"], 1);
     assert!(t["previous_hash"].is_null());
+    c2.close().await;
 
     let l = c
         .ok(
@@ -1516,8 +1534,7 @@ async fn finishing_a_sub_task_through_task_update_releases_its_parent() {
     env.project("colibri", None);
     let parent = env.issue("colibri", "Parent");
     let c = env.serve(&["--issue-id", &parent]).await;
-    c.ok("update_issue_status", json!({"status": "in_progress"}))
-        .await;
+    env.ok(&["issue", "status", &parent, "in_progress"]);
     let sub = c.ok("create_subtask", json!({"title": "Child"})).await;
     let child = sub["subtask"]["identifier"].as_str().unwrap().to_string();
     assert_eq!(c.ok("get_issue", json!({})).await["status"], "blocked");

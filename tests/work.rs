@@ -1090,9 +1090,8 @@ async fn issue_walks_from_todo_through_phases_to_an_approved_pr() {
     assert_eq!(w.show("P-1")["status"], "todo");
 
     worker.ok("verify_workspace", json!({})).await;
-    worker
-        .ok("update_issue_status", json!({"status": "in_progress"}))
-        .await;
+    // The orchestrator starts the work (agents change status only from in_progress).
+    w.env.ok(&["issue", "status", "P-1", "in_progress"]);
 
     // First claim; the judge rejects it with fix instructions.
     let first = w.write(ART, &good_artifact("No rollback yet."));
@@ -1230,7 +1229,7 @@ async fn concurrent_verdicts_on_one_claim_record_exactly_one() {
         .collect();
     assert_eq!(errors.iter().filter(|e| **e).count(), 1, "{ra:?} {rb:?}");
     let failed = if errors[0] { &ra } else { &rb };
-    let body = failed.structured_content.clone().unwrap();
+    let body = crate::common::body(failed);
     assert_eq!(body["error"]["code"], "ERR_CONFLICT", "{body}");
     let issue = worker.ok("get_issue", json!({})).await;
     let verdicts = issue["findings"]

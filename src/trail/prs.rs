@@ -431,7 +431,8 @@ pub enum Review {
 }
 
 impl Cairn {
-    /// Record a PR for an issue (id or identifier) and move the issue to review.
+    /// Record a PR for an issue (id or identifier) and move the issue from
+    /// `in_progress` to review.
     pub fn create_pr(&self, issue: &str, new: &NewPullRequest, actor: &str) -> Result<PullRequest> {
         let files = validate(new)?;
         self.store.write(|tx| {
@@ -445,9 +446,11 @@ impl Cairn {
             let (thresholds, globs) =
                 risk_settings(&serde_json::from_str(&settings).unwrap_or(Value::Null));
             let risk = risk_score(&files, &new.gate_results, &thresholds, &globs)?;
+            // The spec's rule for agents: review only from in_progress (a new PR while
+            // in review supersedes the open one).
             match current_status(tx, &issue_id)? {
                 Status::Review => {}
-                Status::InProgress | Status::Todo => {
+                Status::InProgress => {
                     set_status_in(
                         tx,
                         &issue_id,
@@ -460,7 +463,8 @@ impl Cairn {
                     return Err(Error::InvalidTransition {
                         from: other.to_string(),
                         to: Status::Review.to_string(),
-                        hint: "a PR can be created for an issue in todo, in_progress or review"
+                        hint: "a PR can be created for an issue in in_progress (it moves to \
+                               review) or in review"
                             .into(),
                     });
                 }

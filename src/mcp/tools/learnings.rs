@@ -40,9 +40,10 @@ pub struct SearchLearningsParams {
     /// Search the other projects instead of the current one (default false).
     #[serde(default)]
     pub cross_project: bool,
-    /// Leave out learnings below this quality (0-100); verified learnings always pass.
+    /// Leave out learnings below this quality (0-100, a number as the spec says: 40.5
+    /// keeps 41 and up); verified learnings always pass.
     #[schemars(range(min = 0, max = 100))]
-    pub min_quality_score: Option<u8>,
+    pub min_quality_score: Option<f64>,
 }
 
 fn add(cx: &ToolCtx<'_>, p: AddLearningParams) -> Result<Learning> {
@@ -67,7 +68,9 @@ fn search(cx: &ToolCtx<'_>, p: SearchLearningsParams) -> Result<SearchResults> {
             SearchScope::Project(project)
         },
         limit: p.limit.map(|l| l as usize),
-        min_quality_score: p.min_quality_score,
+        // Qualities are whole numbers: "at least 40.5" is "at least 41". The schema
+        // bounds the value to 0..=100, so the cast cannot truncate.
+        min_quality_score: p.min_quality_score.map(|q| q.ceil() as u8),
     })
 }
 

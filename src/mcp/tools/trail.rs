@@ -8,6 +8,7 @@ use serde_json::json;
 use crate::error::Result;
 use crate::issues::{Issue, IssueFilter, NewIssue, Project, Status};
 use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
+use crate::session::WorktreeCheck;
 use crate::trail::board::{IssueDetails, IssueStatus};
 use crate::trail::metrics::{Coverage, NewCoverage, NewTestHealth, TestHealth};
 use crate::trail::prs::{GateResult, NewPullRequest, PullRequest, Review};
@@ -54,7 +55,6 @@ pub enum AgentStatus {
     Review,
     Todo,
     Blocked,
-    InProgress,
 }
 
 impl From<AgentStatus> for Status {
@@ -63,7 +63,6 @@ impl From<AgentStatus> for Status {
             AgentStatus::Review => Status::Review,
             AgentStatus::Todo => Status::Todo,
             AgentStatus::Blocked => Status::Blocked,
-            AgentStatus::InProgress => Status::InProgress,
         }
     }
 }
@@ -71,7 +70,7 @@ impl From<AgentStatus> for Status {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateStatusParams {
-    /// review (done), todo (give up), blocked (need human input), or in_progress (start).
+    /// review (done), todo (give up) or blocked (need human input); from in_progress.
     pub status: AgentStatus,
     /// Reason for the change.
     #[schemars(length(max = 2000))]
@@ -314,10 +313,20 @@ fn without_diff(mut pr: PullRequest) -> PullRequest {
     pr
 }
 
-fn create_pr(cx: &ToolCtx<'_>, p: CreatePrParams) -> Result<PullRequest> {
-    // The spec: create_pr validates the worktree before executing.
-    cx.cairn.verify_workspace(cx.session)?;
-    cx.cairn
+/// What `create_pr` returns: the PR, and which worktree (if any) was verified.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PrCreated {
+    #[serde(flatten)]
+    pub pr: PullRequest,
+    pub worktree: WorktreeCheck,
+}
+
+fn create_pr(cx: &ToolCtx<'_>, p: CreatePrParams) -> Result<PrCreated> {
+    // The spec: create_pr validates the worktree before executing (when the server has
+    // one; without --worktree-path the result says that nothing was verified).
+    let worktree = cx.cairn.worktree_check(cx.session)?;
+    let pr = cx
+        .cairn
         .create_pr(
             &bound(cx)?,
             &NewPullRequest {
@@ -328,7 +337,8 @@ fn create_pr(cx: &ToolCtx<'_>, p: CreatePrParams) -> Result<PullRequest> {
             },
             &cx.session.actor,
         )
-        .map(without_diff)
+        .map(without_diff)?;
+    Ok(PrCreated { pr, worktree })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -435,12 +445,12 @@ pub struct RecordCoverageParams {
     /// Relative file path examined.
     #[schemars(length(min = 1, max = 1024))]
     pub file_path: String,
-    /// Research concept (e.g. test_coverage, error_handling).
+    /// Research concept, free text (e.g. test_coverage, error_handling, type safety).
     #[schemars(length(min = 1, max = 100))]
     pub concept: String,
     /// covered = no issues found, has_issues = a ticket was created.
     pub status: CoverageStatus,
-    /// The ticket created (required for has_issues).
+    /// The ticket created, if status is has_issues (optional; must name an issue).
     #[schemars(length(min = 1, max = 64))]
     pub ticket_id: Option<String>,
     /// Brief observation.
@@ -579,7 +589,7 @@ pub fn tools() -> Vec<ToolDef> {
         ),
         tool(
             "update_issue_status",
-            "Change the current issue's status. From in_progress: review (done), todo (give up), blocked (need human input); from todo: in_progress.",
+            "Change the current issue's status, from in_progress only: review (done), todo (give up) or blocked (need human input).",
             change,
             json!({"status": "review", "reason": "Implementation complete, all tests pass"}),
             update_issue_status,
