@@ -126,14 +126,10 @@ impl Cairn {
         };
         let relative_dir = format!("data/memory/{owner}/{profile}");
         let unsafe_dir = |e: Error| match e {
-            Error::InvalidInput(fields) => Error::FailedPrecondition(format!(
+            Error::InvalidInput(_) => Error::FailedPrecondition(format!(
                 "the memory directory {relative_dir} under {} is unsafe: {}",
                 root.display(),
-                fields
-                    .iter()
-                    .map(|f| f.message.clone())
-                    .collect::<Vec<_>>()
-                    .join("; ")
+                crate::paths::refusal_text(&e)
             )),
             other => other,
         };
@@ -150,13 +146,7 @@ impl Cairn {
                 "filename",
             )
             .map_err(|e| match e {
-                Error::InvalidInput(fields) => Error::FailedPrecondition(
-                    fields
-                        .iter()
-                        .map(|f| f.message.clone())
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                ),
+                Error::InvalidInput(_) => Error::FailedPrecondition(crate::paths::refusal_text(&e)),
                 other => other,
             })?;
         tracing::info!(path = %target.display(), profile, "memory file written");

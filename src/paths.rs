@@ -134,6 +134,19 @@ pub(crate) fn starts_with_parts(parts: &[&str], prefix: &[&str]) -> bool {
     parts.len() >= prefix.len() && parts.iter().zip(prefix).all(|(a, b)| a == b)
 }
 
+/// The text of a refusal for a message that is not a field error: the field messages
+/// joined with `; `, or the error itself.
+pub(crate) fn refusal_text(e: &Error) -> String {
+    match e {
+        Error::InvalidInput(fields) => fields
+            .iter()
+            .map(|f| f.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; "),
+        other => other.to_string(),
+    }
+}
+
 /// Set once `openat2` answered `ENOSYS`: from then on every open walks component by
 /// component.
 static NO_OPENAT2: AtomicBool = AtomicBool::new(false);

@@ -101,14 +101,7 @@ fn read_marker(worktree: &Path) -> Result<String> {
     );
     let marker = worktree.join(MARKER_FILE);
     let untrusted = |e: Error| {
-        let why = match e {
-            Error::InvalidInput(fields) => fields
-                .into_iter()
-                .map(|f| f.message)
-                .collect::<Vec<_>>()
-                .join("; "),
-            other => other.to_string(),
-        };
+        let why = crate::paths::refusal_text(&e);
         invalid(format!(
             "Worktree marker at {} cannot be trusted ({why}). {recovery}",
             marker.display()

@@ -525,14 +525,14 @@ async fn fifos_devices_and_hard_links_are_refused_without_reading() {
     std::fs::create_dir_all(&docs).unwrap();
     rustix::fs::mkfifoat(
         CWD,
-        &docs.join("pipe.md"),
+        docs.join("pipe.md"),
         rustix::fs::Mode::from_raw_mode(0o644),
     )
     .unwrap();
     // /dev/zero's node (we run as root; without CAP_MKNOD this part is skipped).
     let zero = rustix::fs::mknodat(
         CWD,
-        &docs.join("zero.md"),
+        docs.join("zero.md"),
         rustix::fs::FileType::CharacterDevice,
         rustix::fs::Mode::from_raw_mode(0o644),
         rustix::fs::makedev(1, 5),
@@ -573,7 +573,7 @@ async fn fifos_devices_and_hard_links_are_refused_without_reading() {
     std::fs::create_dir_all(&skills).unwrap();
     rustix::fs::mkfifoat(
         CWD,
-        &skills.join("SKILL.md"),
+        skills.join("SKILL.md"),
         rustix::fs::Mode::from_raw_mode(0o644),
     )
     .unwrap();

@@ -22,7 +22,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::paths::DirHandle;
+use crate::paths::{DirHandle, refusal_text};
 
 /// Largest `SKILL.md` read, in bytes.
 pub const SKILL_FILE_MAX_BYTES: u64 = 1024 * 1024;
@@ -244,18 +244,6 @@ fn parse_skill(name: &str, rel: &str, text: &str) -> std::result::Result<Skill, 
     })
 }
 
-/// Why a skill could not be read: the field messages of a refusal, or the error.
-fn reason_of(e: Error) -> String {
-    match e {
-        Error::InvalidInput(fields) => fields
-            .into_iter()
-            .map(|f| f.message)
-            .collect::<Vec<_>>()
-            .join("; "),
-        other => other.to_string(),
-    }
-}
-
 /// List the skills under `root/.agents/skills/`. A missing skills directory is an
 /// empty list.
 pub fn list_skills(root: &Path, filter: &SkillFilter) -> Result<SkillList> {
@@ -274,7 +262,7 @@ pub fn list_skills(root: &Path, filter: &SkillFilter) -> Result<SkillList> {
         Err(e) => {
             errors.push(SkillError {
                 path: ".agents/skills".into(),
-                reason: reason_of(e),
+                reason: refusal_text(&e),
             });
             return Ok(SkillList {
                 skills,
@@ -313,7 +301,7 @@ pub fn list_skills(root: &Path, filter: &SkillFilter) -> Result<SkillList> {
                 continue;
             }
             Err(e) => {
-                fail(reason_of(e));
+                fail(refusal_text(&e));
                 continue;
             }
         };
@@ -325,7 +313,7 @@ pub fn list_skills(root: &Path, filter: &SkillFilter) -> Result<SkillList> {
         let bytes = match bytes {
             Ok(b) => b,
             Err(e) => {
-                fail(format!("SKILL.md: {}", reason_of(e)));
+                fail(format!("SKILL.md: {}", refusal_text(&e)));
                 continue;
             }
         };

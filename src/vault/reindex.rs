@@ -180,12 +180,8 @@ impl Cairn {
                     progress(ReindexProgress::Done(1));
                     continue;
                 }
-                Err(Error::InvalidInput(fields)) => {
-                    let reason = fields
-                        .into_iter()
-                        .map(|f| f.message)
-                        .collect::<Vec<_>>()
-                        .join("; ");
+                Err(e @ Error::InvalidInput(_)) => {
+                    let reason = crate::paths::refusal_text(&e);
                     tracing::warn!(file = %rel, %reason, "skipped");
                     s.skipped.push(SkippedFile { path: rel, reason });
                     progress(ReindexProgress::Done(1));
