@@ -1021,7 +1021,7 @@ async fn skill_list_reads_the_fixture_tree() {
 
 #[cfg(unix)]
 #[tokio::test]
-async fn skill_list_refuses_symlinks_that_leave_the_root() {
+async fn skill_list_refuses_symlinks() {
     let env = Env::new();
     let root = env.path().join("repo");
     let skills = root.join(".agents/skills");
@@ -1048,7 +1048,8 @@ async fn skill_list_refuses_symlinks_that_leave_the_root() {
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["alias", "inside"]);
+    // Symlinks are never followed, even one that stays inside the root.
+    assert_eq!(names, ["inside"]);
     let bad: Vec<&str> = r["errors"]
         .as_array()
         .unwrap()
@@ -1058,9 +1059,18 @@ async fn skill_list_refuses_symlinks_that_leave_the_root() {
     assert_eq!(
         bad,
         [
+            ".agents/skills/alias/SKILL.md",
             ".agents/skills/escape/SKILL.md",
             ".agents/skills/linkfile/SKILL.md"
         ]
+    );
+    assert!(
+        r["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["reason"].as_str().unwrap().contains("is a symlink")),
+        "{r:#}"
     );
     assert!(!r.to_string().contains("secret"));
     c.close().await;

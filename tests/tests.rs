@@ -6,6 +6,7 @@ mod common;
 mod cli_basics;
 mod colibri;
 mod e2e;
+mod hostile_paths;
 mod learnings;
 mod mcp_contract;
 mod trail;

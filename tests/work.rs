@@ -215,7 +215,7 @@ async fn verify_workspace_path_safety() {
         .err_code("verify_workspace", json!({}), "ERR_WORKSPACE_INVALID")
         .await;
     assert!(
-        message(&e).contains("leads outside") && message(&e).contains("cannot be trusted"),
+        message(&e).contains("is a symlink") && message(&e).contains("cannot be trusted"),
         "{e}"
     );
     // NUL bytes and an over-long first line are not an issue identifier.
@@ -380,7 +380,7 @@ async fn update_memory_path_safety() {
             "ERR_FAILED_PRECONDITION",
         )
         .await;
-    assert!(message(&e).contains("leads outside"), "{e}");
+    assert!(message(&e).contains("is a symlink"), "{e}");
     assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
 
     // A memory file that is a symlink to a file outside is refused and left alone.
@@ -676,7 +676,7 @@ async fn complete_phase_path_safety() {
         (abs.as_str(), "absolute"),
         ("docs/other/research.md", "inside docs/tickets/"),
         ("docs/tickets", "inside docs/tickets/"),
-        ("docs/tickets/P-9/research.md", "leads outside"),
+        ("docs/tickets/P-9/research.md", "P-9 is a symlink"),
         ("docs/tickets/P-1/nul\u{0}.md", "NUL"),
         (long.as_str(), "at most 255"),
     ] {
@@ -688,7 +688,7 @@ async fn complete_phase_path_safety() {
         ("../docs/x.md", ".."),
         ("/docs/x.md", "absolute"),
         ("src/x.md", "inside docs/"),
-        ("docs/tickets/P-9/x.md", "leads outside"),
+        ("docs/tickets/P-9/x.md", "P-9 is a symlink"),
     ] {
         let mut args = w.claim(ART, &hash);
         args["promote_to"] = json!(bad);
@@ -1005,7 +1005,7 @@ async fn move_issue_path_safety() {
     let e = c
         .err_code("move_issue", args.clone(), "ERR_INVALID_INPUT")
         .await;
-    assert!(message(&e).contains("leads outside"), "{e}");
+    assert!(message(&e).contains("P-1 is a symlink"), "{e}");
     std::fs::remove_file(w.wt.join("docs/tickets/P-1")).unwrap();
     w.write("docs/tickets/P-1/research.md", "inside");
 
@@ -1017,7 +1017,7 @@ async fn move_issue_path_safety() {
     let e = c
         .err_code("move_issue", args.clone(), "ERR_INVALID_INPUT")
         .await;
-    assert!(message(&e).contains("leads outside"), "{e}");
+    assert!(message(&e).contains("docs/tickets is a symlink"), "{e}");
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
     std::fs::remove_file(q.join("docs/tickets")).unwrap();
 

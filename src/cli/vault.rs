@@ -88,6 +88,13 @@ pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<ExitCode> {
             s.chunks_removed,
             s.index_points
         ))?;
+        if s.files_skipped > 0 {
+            let mut text = format!("skipped {} files:", s.files_skipped);
+            for f in &s.skipped {
+                text.push_str(&format!("\n  {}: {}", f.path, f.reason));
+            }
+            print_text(&text)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
