@@ -8,6 +8,7 @@ mod colibri;
 mod e2e;
 mod learnings;
 mod mcp_contract;
+mod security;
 mod trail;
 mod vault;
 mod work;
