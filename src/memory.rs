@@ -94,6 +94,7 @@ impl Cairn {
         content: &str,
     ) -> Result<MemoryWritten> {
         validate(filename, content)?;
+        let content = &crate::text::prose_field("content", content)?;
         let profile = session
             .agent_type
             .as_deref()

@@ -9,6 +9,7 @@ mod e2e;
 mod hostile_paths;
 mod learnings;
 mod mcp_contract;
+mod security;
 mod trail;
 mod vault;
 mod work;

@@ -284,19 +284,19 @@ pub(crate) fn fts_query(text: &str) -> Option<String> {
 
 /// Assignees and labels are printable and not blank.
 fn check_names(assignee: Option<&str>, labels: Option<&[String]>) -> Result<()> {
-    let bad = |s: &str| s.trim().is_empty() || s.chars().any(char::is_control);
+    let bad = |s: &str| s.trim().is_empty() || crate::text::exact("", s).is_err();
     let mut errors = Vec::new();
     if assignee.is_some_and(bad) {
         errors.push(FieldError::new(
             "assignee",
-            "must be printable and not blank",
+            "must be printable (no hidden characters) and not blank",
         ));
     }
     for (i, l) in labels.unwrap_or_default().iter().enumerate() {
         if bad(l) {
             errors.push(FieldError::new(
                 format!("labels[{i}]"),
-                "a label must be printable and not blank",
+                "a label must be printable (no hidden characters) and not blank",
             ));
         }
     }
@@ -449,6 +449,14 @@ impl Cairn {
             ));
         }
         check_names(upd.assignee.as_deref(), upd.labels.as_deref())?;
+        let field = |e| Error::InvalidInput(vec![e]);
+        let upd = &TaskUpdate {
+            description: crate::text::prose_opt("description", upd.description.as_deref())
+                .map_err(field)?,
+            blocked_reason: crate::text::prose_opt("blocked_reason", upd.blocked_reason.as_deref())
+                .map_err(field)?,
+            ..upd.clone()
+        };
         self.store.write(|tx| {
             let id = resolve_task(tx, &upd.task)?;
             let current = load_task(tx, &id)?;

@@ -326,6 +326,7 @@ pub(crate) fn catch_up(
     let Some((index, mut writer)) = acquire_writer(dir, wait)? else {
         return Ok(CatchUp::Busy);
     };
+    collect_temp_files(dir);
     let (_, fields) = schema();
     let reader = index
         .reader_builder()
@@ -349,6 +350,27 @@ pub(crate) fn catch_up(
     writer.wait_merging_threads().map_err(index_err)?;
     tracing::debug!(rows = n, rebuild, "learnings index committed");
     Ok(CatchUp::Indexed(n))
+}
+
+/// Remove the temporary files (`.tmp*`, tantivy's atomic writes) that a killed writer
+/// left in `dir`. Only the writer writes them, so while the caller holds the writer lock
+/// every one found is a leftover.
+fn collect_temp_files(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let is_tmp = name.to_str().is_some_and(|n| n.starts_with(".tmp"));
+        if is_tmp && entry.file_type().is_ok_and(|t| t.is_file()) {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => tracing::info!(file = ?name, "removed a leftover index temp file"),
+                Err(e) => {
+                    tracing::warn!(file = ?name, error = %e, "could not remove a leftover temp file")
+                }
+            }
+        }
+    }
 }
 
 /// Quality, verified flag and project of one learning, as the blend needs them.
@@ -489,11 +511,28 @@ struct Open {
     upto: u64,
     meta: MetaCache,
     tail: Option<Tail>,
+    /// The disk index could not be opened (a full or read-only index directory): an
+    /// empty in-memory index, every learning scored in the in-memory tail.
+    in_memory: bool,
 }
 
 impl Open {
-    fn new(dir: &Path) -> Result<Open> {
-        let index = open_on_disk(dir)?;
+    /// The disk index, or, when it cannot be opened, an empty in-memory one (a read
+    /// never needs to write: the search then scores every learning as the tail).
+    fn new_or_in_memory(dir: &Path) -> Result<Open> {
+        match open_on_disk(dir) {
+            Ok(index) => Open::over(index, false),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "learnings index unusable; searching from memory");
+                let (schema, _) = schema();
+                let index = Index::create_in_ram(schema);
+                register(&index);
+                Open::over(index, true)
+            }
+        }
+    }
+
+    fn over(index: Index, in_memory: bool) -> Result<Open> {
         let reader: IndexReader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -505,6 +544,7 @@ impl Open {
             upto,
             meta: MetaCache::default(),
             tail: None,
+            in_memory,
         })
     }
 
@@ -653,12 +693,15 @@ impl LearningIndex {
     /// Bring the open reader (and caches) up to date with SQLite and return the
     /// searchers to query: the disk index, and the in-memory tail if any.
     fn fresh<'s>(&self, store: &Store, slot: &'s mut Option<OpenSlot>) -> Result<&'s mut Open> {
-        if slot.is_some() && !self.dir.join("meta.json").exists() {
+        if slot.as_ref().is_some_and(|s| s.0.in_memory) {
+            // Try the disk again: space may have been freed.
+            *slot = None;
+        } else if slot.is_some() && !self.dir.join("meta.json").exists() {
             tracing::warn!("learnings index directory vanished; rebuilding it from SQLite");
             *slot = None;
         }
         if slot.is_none() {
-            *slot = Some(OpenSlot(Open::new(&self.dir)?));
+            *slot = Some(OpenSlot(Open::new_or_in_memory(&self.dir)?));
         }
         let open = slot
             .as_mut()
@@ -670,7 +713,7 @@ impl LearningIndex {
             && let Err(e) = open.reload()
         {
             tracing::warn!("reloading the learnings index failed ({e}); reopening it");
-            *open = Open::new(&self.dir)?;
+            *open = Open::new_or_in_memory(&self.dir)?;
             open.meta.refresh(store, max_seq, max_history)?;
         }
         if open.upto < max_seq {

@@ -265,7 +265,7 @@ fn check_prefix(field: &str, p: &str) -> Option<FieldError> {
 /// Validate and clean a new learning; every problem, with its field.
 fn validate(new: &NewLearning) -> Result<(String, Option<String>, Vec<String>)> {
     let mut errors = Vec::new();
-    let pattern = match text::sanitize("pattern", &new.pattern) {
+    let pattern = match crate::text::strict("pattern", &new.pattern) {
         Ok(p) => p.trim().to_string(),
         Err(e) => {
             errors.push(e);
@@ -289,7 +289,7 @@ fn validate(new: &NewLearning) -> Result<(String, Option<String>, Vec<String>)> 
     }
     let context = match &new.context {
         None => None,
-        Some(c) => match text::sanitize("context", c) {
+        Some(c) => match crate::text::strict("context", c) {
             Ok(c) => {
                 let c = c.trim().to_string();
                 trimmed_len(
@@ -317,7 +317,7 @@ fn validate(new: &NewLearning) -> Result<(String, Option<String>, Vec<String>)> 
     let mut applies_to = Vec::new();
     for (i, p) in new.applies_to.iter().enumerate() {
         let field = format!("applies_to[{i}]");
-        match text::sanitize(&field, p) {
+        match crate::text::exact(&field, p).map(|()| p.clone()) {
             Ok(p) => match check_prefix(&field, &p) {
                 Some(e) => errors.push(e),
                 None => applies_to.push(p),
@@ -334,7 +334,7 @@ fn validate(new: &NewLearning) -> Result<(String, Option<String>, Vec<String>)> 
 
 fn check_note(note: Option<&str>) -> Result<Option<String>> {
     let Some(n) = note else { return Ok(None) };
-    let n = text::sanitize("note", n).map_err(|e| Error::InvalidInput(vec![e]))?;
+    let n = crate::text::strict("note", n).map_err(|e| Error::InvalidInput(vec![e]))?;
     if n.chars().count() > limits::NOTE_MAX {
         return Err(Error::invalid(
             "note",

@@ -318,6 +318,9 @@ impl Cairn {
                 ),
             ));
         }
+        let reason =
+            crate::text::prose_opt("reason", reason).map_err(|e| Error::InvalidInput(vec![e]))?;
+        let reason = reason.as_deref();
         self.store.write(|tx| {
             let (id, _) = super::resolve(tx, issue)?;
             change_status_in(tx, &id, to, reason, actor, agent)

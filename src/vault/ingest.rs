@@ -127,6 +127,8 @@ pub(crate) struct Committed {
     pub removed: usize,
     /// Chunks the document has now.
     pub chunks: usize,
+    /// Hidden characters removed from the file's text.
+    pub sanitized: crate::text::Removed,
 }
 
 impl Cairn {
@@ -155,6 +157,7 @@ impl Cairn {
         let mut out = Vec::with_capacity(batch.len());
         for p in batch {
             let embedded = p.missing();
+            let sanitized = p.doc.removed;
             let chunks: Vec<(Chunk, Vec<f32>)> = p
                 .doc
                 .chunks
@@ -191,6 +194,7 @@ impl Cairn {
                 reused: chunks.len() - embedded,
                 removed: stats.deleted,
                 chunks: chunks.len(),
+                sanitized,
             });
         }
         Ok(out)

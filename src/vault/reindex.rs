@@ -84,6 +84,11 @@ pub struct ReindexSummary {
     pub chunks_embedded: usize,
     pub chunks_reused: usize,
     pub chunks_removed: usize,
+    /// Hidden characters removed from changed files' text before chunking (see
+    /// docs/security.md, "Stored text").
+    pub removed_characters: u64,
+    /// The same, per class.
+    pub removed_characters_by_class: crate::text::Removed,
     /// Points in the HNSW graph afterwards (deleted chunks included until compaction).
     pub index_points: usize,
     pub seconds: f64,
@@ -250,7 +255,9 @@ impl Cairn {
             s.chunks_embedded += c.embedded;
             s.chunks_reused += c.reused;
             s.chunks_removed += c.removed;
+            s.removed_characters_by_class.add(&c.sanitized);
         }
+        s.removed_characters = s.removed_characters_by_class.total();
         progress(ReindexProgress::Done(n));
         Ok(())
     }

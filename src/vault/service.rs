@@ -67,6 +67,10 @@ pub struct UpdateResult {
     pub reused: usize,
     /// Old chunks removed.
     pub removed: usize,
+    /// Hidden characters removed from the file's text before chunking, per class;
+    /// absent when none were (see docs/security.md, "Stored text").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed_characters: Option<crate::text::Removed>,
 }
 
 /// The result of `vault_delete`.
@@ -238,6 +242,7 @@ impl Cairn {
                 embedded: 0,
                 reused: chunks,
                 removed: 0,
+                removed_characters: None,
             });
         }
         let pending =
@@ -256,6 +261,7 @@ impl Cairn {
             embedded: done.embedded,
             reused: done.reused,
             removed: done.removed,
+            removed_characters: done.sanitized.non_empty(),
         })
     }
 

@@ -34,6 +34,7 @@ use crate::colibri::thoughts::{
 use crate::error::{Error, Result};
 use crate::issues::Status;
 use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
+use crate::text::{Cleaned, cleaned};
 
 /// A task status on the wire (the issue [`Status`] names).
 #[derive(Debug, Clone, Copy)]
@@ -346,35 +347,37 @@ fn target_task(cx: &ToolCtx<'_>, field: &str, reference: &str) -> Result<String>
     Ok(r)
 }
 
-fn task_create(cx: &ToolCtx<'_>, p: TaskCreateParams) -> Result<TaskCreated> {
-    let parent = match &p.parent_id {
-        Some(r) => Some(target_task(cx, "parent_id", r)?),
-        None => None,
-    };
-    if is_agent(cx) {
-        let bound = cx.session.require_project()?;
-        let project = cx.cairn.project(&p.project)?;
-        if project.id != bound {
-            return Err(Error::PermissionDenied(format!(
-                "this {} session creates tasks only in its bound project; {} is another project",
-                cx.session.agent_type.as_deref().unwrap_or("agent"),
-                project.slug
-            )));
+fn task_create(cx: &ToolCtx<'_>, p: TaskCreateParams) -> Result<Cleaned<TaskCreated>> {
+    cleaned(|| {
+        let parent = match &p.parent_id {
+            Some(r) => Some(target_task(cx, "parent_id", r)?),
+            None => None,
+        };
+        if is_agent(cx) {
+            let bound = cx.session.require_project()?;
+            let project = cx.cairn.project(&p.project)?;
+            if project.id != bound {
+                return Err(Error::PermissionDenied(format!(
+                    "this {} session creates tasks only in its bound project; {} is another project",
+                    cx.session.agent_type.as_deref().unwrap_or("agent"),
+                    project.slug
+                )));
+            }
         }
-    }
-    cx.cairn.task_create(
-        &cx.session.actor,
-        &TaskCreate {
-            title: p.title,
-            description: p.description,
-            project: p.project,
-            parent,
-            priority: p.priority,
-            labels: p.labels.unwrap_or_default(),
-            assignee: p.assignee,
-            estimate_hours: p.estimate_hours,
-        },
-    )
+        cx.cairn.task_create(
+            &cx.session.actor,
+            &TaskCreate {
+                title: p.title,
+                description: p.description,
+                project: p.project,
+                parent,
+                priority: p.priority,
+                labels: p.labels.unwrap_or_default(),
+                assignee: p.assignee,
+                estimate_hours: p.estimate_hours,
+            },
+        )
+    })
 }
 
 fn task_get(cx: &ToolCtx<'_>, p: TaskGetParams) -> Result<TaskView> {
@@ -385,21 +388,23 @@ fn task_get(cx: &ToolCtx<'_>, p: TaskGetParams) -> Result<TaskView> {
     )
 }
 
-fn task_update(cx: &ToolCtx<'_>, p: TaskUpdateParams) -> Result<TaskUpdated> {
-    cx.cairn.task_update(
-        &cx.session.actor,
-        &TaskUpdate {
-            task: target_task(cx, "task_id", &p.task_id)?,
-            status: p.status.map(|s| s.0),
-            progress: p.progress,
-            description: p.description,
-            priority: p.priority,
-            assignee: p.assignee,
-            labels: p.labels,
-            blocked_reason: p.blocked_reason,
-            agent: is_agent(cx),
-        },
-    )
+fn task_update(cx: &ToolCtx<'_>, p: TaskUpdateParams) -> Result<Cleaned<TaskUpdated>> {
+    cleaned(|| {
+        cx.cairn.task_update(
+            &cx.session.actor,
+            &TaskUpdate {
+                task: target_task(cx, "task_id", &p.task_id)?,
+                status: p.status.map(|s| s.0),
+                progress: p.progress,
+                description: p.description,
+                priority: p.priority,
+                assignee: p.assignee,
+                labels: p.labels,
+                blocked_reason: p.blocked_reason,
+                agent: is_agent(cx),
+            },
+        )
+    })
 }
 
 fn task_list(cx: &ToolCtx<'_>, p: TaskListParams) -> Result<TaskPage> {
@@ -442,20 +447,22 @@ fn task_next_actions(cx: &ToolCtx<'_>, p: TaskNextActionsParams) -> Result<NextA
     )
 }
 
-fn thought_record(cx: &ToolCtx<'_>, p: ThoughtRecordParams) -> Result<ThoughtRecorded> {
-    cx.cairn.thought_record(
-        &cx.session.actor,
-        &NewThought {
-            task: target_task(cx, "task_id", &p.task_id)?,
-            kind: p.kind,
-            content: p.content,
-            branch: p.branch,
-            commit_sha: p.commit_sha,
-            tests_run: p.tests_run.unwrap_or_default(),
-            blockers: p.blockers.unwrap_or_default(),
-            metadata: p.metadata,
-        },
-    )
+fn thought_record(cx: &ToolCtx<'_>, p: ThoughtRecordParams) -> Result<Cleaned<ThoughtRecorded>> {
+    cleaned(|| {
+        cx.cairn.thought_record(
+            &cx.session.actor,
+            &NewThought {
+                task: target_task(cx, "task_id", &p.task_id)?,
+                kind: p.kind,
+                content: p.content,
+                branch: p.branch,
+                commit_sha: p.commit_sha,
+                tests_run: p.tests_run.unwrap_or_default(),
+                blockers: p.blockers.unwrap_or_default(),
+                metadata: p.metadata,
+            },
+        )
+    })
 }
 
 fn thought_record_list(cx: &ToolCtx<'_>, p: ThoughtRecordListParams) -> Result<ThoughtList> {

@@ -10,6 +10,7 @@ use crate::learnings::{
     Learning, LearningSearch, LearningType, NewLearning, SearchResults, SearchScope,
 };
 use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
+use crate::text::{Cleaned, cleaned};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -46,15 +47,17 @@ pub struct SearchLearningsParams {
     pub min_quality_score: Option<f64>,
 }
 
-fn add(cx: &ToolCtx<'_>, p: AddLearningParams) -> Result<Learning> {
-    let issue = cx.session.require_issue()?;
-    cx.cairn.add_learning(&NewLearning {
-        issue: issue.id.clone(),
-        pattern: p.pattern,
-        context: p.context,
-        applies_to: p.applies_to,
-        learning_type: p.learning_type,
-        created_by: cx.session.actor.clone(),
+fn add(cx: &ToolCtx<'_>, p: AddLearningParams) -> Result<Cleaned<Learning>> {
+    cleaned(|| {
+        let issue = cx.session.require_issue()?;
+        cx.cairn.add_learning(&NewLearning {
+            issue: issue.id.clone(),
+            pattern: p.pattern,
+            context: p.context,
+            applies_to: p.applies_to,
+            learning_type: p.learning_type,
+            created_by: cx.session.actor.clone(),
+        })
     })
 }
 

@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::issues::{Issue, IssueFilter, NewIssue, Project, Status};
 use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
 use crate::session::WorktreeCheck;
+use crate::text::{Cleaned, cleaned};
 use crate::trail::board::{IssueDetails, IssueStatus};
 use crate::trail::metrics::{Coverage, NewCoverage, NewTestHealth, TestHealth};
 use crate::trail::prs::{GateResult, NewPullRequest, PullRequest, Review};
@@ -85,18 +86,20 @@ pub struct StatusUpdated {
     pub change: StatusChange,
 }
 
-fn update_issue_status(cx: &ToolCtx<'_>, p: UpdateStatusParams) -> Result<StatusUpdated> {
-    let issue = cx.session.require_issue()?;
-    let change = cx.cairn.update_issue_status(
-        &issue.id,
-        p.status.into(),
-        p.reason.as_deref(),
-        &cx.session.actor,
-        true,
-    )?;
-    Ok(StatusUpdated {
-        issue: issue.identifier.clone(),
-        change,
+fn update_issue_status(cx: &ToolCtx<'_>, p: UpdateStatusParams) -> Result<Cleaned<StatusUpdated>> {
+    cleaned(|| {
+        let issue = cx.session.require_issue()?;
+        let change = cx.cairn.update_issue_status(
+            &issue.id,
+            p.status.into(),
+            p.reason.as_deref(),
+            &cx.session.actor,
+            true,
+        )?;
+        Ok(StatusUpdated {
+            issue: issue.identifier.clone(),
+            change,
+        })
     })
 }
 
@@ -126,18 +129,20 @@ pub struct AddFindingParams {
     pub files: Option<Vec<String>>,
 }
 
-fn add_finding(cx: &ToolCtx<'_>, p: AddFindingParams) -> Result<Finding> {
-    let category = enum_str(Some(p.category))?.unwrap_or_default();
-    cx.cairn.add_finding(
-        &bound(cx)?,
-        &NewFinding {
-            category,
-            summary: p.summary,
-            details: p.details,
-            files: p.files.unwrap_or_default(),
-        },
-        &cx.session.actor,
-    )
+fn add_finding(cx: &ToolCtx<'_>, p: AddFindingParams) -> Result<Cleaned<Finding>> {
+    cleaned(|| {
+        let category = enum_str(Some(p.category))?.unwrap_or_default();
+        cx.cairn.add_finding(
+            &bound(cx)?,
+            &NewFinding {
+                category,
+                summary: p.summary,
+                details: p.details,
+                files: p.files.unwrap_or_default(),
+            },
+            &cx.session.actor,
+        )
+    })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -148,9 +153,11 @@ pub struct AddCommentParams {
     pub content: String,
 }
 
-fn add_comment(cx: &ToolCtx<'_>, p: AddCommentParams) -> Result<Comment> {
-    cx.cairn
-        .add_comment(&bound(cx)?, &p.content, &cx.session.actor)
+fn add_comment(cx: &ToolCtx<'_>, p: AddCommentParams) -> Result<Cleaned<Comment>> {
+    cleaned(|| {
+        cx.cairn
+            .add_comment(&bound(cx)?, &p.content, &cx.session.actor)
+    })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -173,16 +180,18 @@ pub struct CreateIssueParams {
     pub depends_on: Option<Vec<String>>,
 }
 
-fn create_issue(cx: &ToolCtx<'_>, p: CreateIssueParams) -> Result<Issue> {
-    cx.cairn.create_issue(&NewIssue {
-        project: cx.session.require_project()?.to_string(),
-        title: p.title,
-        description: p.description,
-        priority: p.priority,
-        labels: p.labels.unwrap_or_default(),
-        depends_on: p.depends_on.unwrap_or_default(),
-        created_by: Some(cx.session.actor.clone()),
-        ..Default::default()
+fn create_issue(cx: &ToolCtx<'_>, p: CreateIssueParams) -> Result<Cleaned<Issue>> {
+    cleaned(|| {
+        cx.cairn.create_issue(&NewIssue {
+            project: cx.session.require_project()?.to_string(),
+            title: p.title,
+            description: p.description,
+            priority: p.priority,
+            labels: p.labels.unwrap_or_default(),
+            depends_on: p.depends_on.unwrap_or_default(),
+            created_by: Some(cx.session.actor.clone()),
+            ..Default::default()
+        })
     })
 }
 
@@ -212,23 +221,25 @@ pub struct SubtaskCreated {
     pub parent_status: Status,
 }
 
-fn create_subtask(cx: &ToolCtx<'_>, p: CreateSubtaskParams) -> Result<SubtaskCreated> {
-    let parent = cx.session.require_issue()?;
-    let subtask = cx.cairn.create_subtask(
-        &parent.id,
-        NewIssue {
-            title: p.title,
-            description: p.description,
-            priority: p.priority,
-            labels: p.labels.unwrap_or_default(),
-            ..Default::default()
-        },
-        &cx.session.actor,
-    )?;
-    Ok(SubtaskCreated {
-        subtask,
-        parent: parent.identifier.clone(),
-        parent_status: cx.cairn.issue(&parent.id)?.status,
+fn create_subtask(cx: &ToolCtx<'_>, p: CreateSubtaskParams) -> Result<Cleaned<SubtaskCreated>> {
+    cleaned(|| {
+        let parent = cx.session.require_issue()?;
+        let subtask = cx.cairn.create_subtask(
+            &parent.id,
+            NewIssue {
+                title: p.title,
+                description: p.description,
+                priority: p.priority,
+                labels: p.labels.unwrap_or_default(),
+                ..Default::default()
+            },
+            &cx.session.actor,
+        )?;
+        Ok(SubtaskCreated {
+            subtask,
+            parent: parent.identifier.clone(),
+            parent_status: cx.cairn.issue(&parent.id)?.status,
+        })
     })
 }
 
@@ -321,24 +332,26 @@ pub struct PrCreated {
     pub worktree: WorktreeCheck,
 }
 
-fn create_pr(cx: &ToolCtx<'_>, p: CreatePrParams) -> Result<PrCreated> {
-    // The spec: create_pr validates the worktree before executing (when the server has
-    // one; without --worktree-path the result says that nothing was verified).
-    let worktree = cx.cairn.worktree_check(cx.session)?;
-    let pr = cx
-        .cairn
-        .create_pr(
-            &bound(cx)?,
-            &NewPullRequest {
-                diff: p.diff,
-                branch_name: p.branch_name,
-                base_branch: p.base_branch,
-                gate_results: p.gate_results.unwrap_or_default(),
-            },
-            &cx.session.actor,
-        )
-        .map(without_diff)?;
-    Ok(PrCreated { pr, worktree })
+fn create_pr(cx: &ToolCtx<'_>, p: CreatePrParams) -> Result<Cleaned<PrCreated>> {
+    cleaned(|| {
+        // The spec: create_pr validates the worktree before executing (when the server has
+        // one; without --worktree-path the result says that nothing was verified).
+        let worktree = cx.cairn.worktree_check(cx.session)?;
+        let pr = cx
+            .cairn
+            .create_pr(
+                &bound(cx)?,
+                &NewPullRequest {
+                    diff: p.diff,
+                    branch_name: p.branch_name,
+                    base_branch: p.base_branch,
+                    gate_results: p.gate_results.unwrap_or_default(),
+                },
+                &cx.session.actor,
+            )
+            .map(without_diff)?;
+        Ok(PrCreated { pr, worktree })
+    })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -349,16 +362,18 @@ pub struct ApprovePrParams {
     pub reason: Option<String>,
 }
 
-fn approve_pr(cx: &ToolCtx<'_>, p: ApprovePrParams) -> Result<PullRequest> {
-    cx.cairn
-        .review_pr(
-            &bound(cx)?,
-            Review::Approve,
-            p.reason.as_deref(),
-            None,
-            &cx.session.actor,
-        )
-        .map(without_diff)
+fn approve_pr(cx: &ToolCtx<'_>, p: ApprovePrParams) -> Result<Cleaned<PullRequest>> {
+    cleaned(|| {
+        cx.cairn
+            .review_pr(
+                &bound(cx)?,
+                Review::Approve,
+                p.reason.as_deref(),
+                None,
+                &cx.session.actor,
+            )
+            .map(without_diff)
+    })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -372,16 +387,18 @@ pub struct RejectPrParams {
     pub fix_instructions: Option<String>,
 }
 
-fn reject_pr(cx: &ToolCtx<'_>, p: RejectPrParams) -> Result<PullRequest> {
-    cx.cairn
-        .review_pr(
-            &bound(cx)?,
-            Review::Reject,
-            p.reason.as_deref(),
-            p.fix_instructions.as_deref(),
-            &cx.session.actor,
-        )
-        .map(without_diff)
+fn reject_pr(cx: &ToolCtx<'_>, p: RejectPrParams) -> Result<Cleaned<PullRequest>> {
+    cleaned(|| {
+        cx.cairn
+            .review_pr(
+                &bound(cx)?,
+                Review::Reject,
+                p.reason.as_deref(),
+                p.fix_instructions.as_deref(),
+                &cx.session.actor,
+            )
+            .map(without_diff)
+    })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
