@@ -79,11 +79,26 @@ const STANDARD_FORMATS: &[&str] = &[
 /// same contract, which strict clients accept where a schema object is expected.
 fn strip_nonstandard_formats(v: &mut Value) {
     let Value::Object(map) = v else { return };
-    if map
-        .get("format")
-        .and_then(Value::as_str)
-        .is_some_and(|f| !STANDARD_FORMATS.contains(&f))
+    if let Some(f) = map.get("format").and_then(Value::as_str)
+        && !STANDARD_FORMATS.contains(&f)
     {
+        // The range a numeric format implied becomes explicit, so that the validator
+        // (not the typed parameters) refuses an out-of-range value, naming the field.
+        let range: Option<(Value, Value)> = match f {
+            "uint8" => Some((0.into(), u8::MAX.into())),
+            "uint16" => Some((0.into(), u16::MAX.into())),
+            "uint32" => Some((0.into(), u32::MAX.into())),
+            "uint64" | "uint" => Some((0.into(), u64::MAX.into())),
+            "int8" => Some((i8::MIN.into(), i8::MAX.into())),
+            "int16" => Some((i16::MIN.into(), i16::MAX.into())),
+            "int32" => Some((i32::MIN.into(), i32::MAX.into())),
+            "int64" | "int" => Some((i64::MIN.into(), i64::MAX.into())),
+            _ => None,
+        };
+        if let Some((lo, hi)) = range {
+            map.entry("minimum").or_insert(lo);
+            map.entry("maximum").or_insert(hi);
+        }
         map.remove("format");
     }
     let any = |s: &mut Value| {
@@ -496,6 +511,14 @@ mod tests {
         let text = s.to_string();
         assert!(!text.contains("\"format\""), "{text}");
         assert_eq!(s["properties"]["a"]["maximum"], 255, "{text}");
+        assert_eq!(s["properties"]["b"]["maximum"], u32::MAX, "{text}");
+        let e = validate(
+            &schema_for::<Numbers>(),
+            &serde_json::json!({
+            "a": 1, "b": 5_000_000_000u64, "c": 1, "d": 1.5}),
+        );
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].field, "b");
     }
 
     #[test]

@@ -652,7 +652,7 @@ pub fn tools() -> Vec<ToolDef> {
         ),
         tool(
             "create_pr",
-            "Create a local PR record from a diff with gate results; computes per-file stats and a risk score and moves the issue to review.",
+            "Create a local PR record from a diff with gate results; computes per-file stats and a risk score and moves the issue from in_progress to review. Verifies the worktree when the server has one (result.worktree.verified).",
             add,
             json!({"diff": "diff --git a/src/a.rs b/src/a.rs\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1 +1 @@\n-old\n+new\n", "branch_name": "symphony/SYM-001", "base_branch": "main", "gate_results": [{"command": "cargo test", "label": "Tests", "exit_code": 0, "output": "42 passed", "required": true}]}),
             create_pr,

@@ -185,8 +185,9 @@ pub fn tools() -> Vec<ToolDef> {
         .bound(),
         tool(
             "complete_phase",
-            "Submit a phase completion claim. Checks your workspace and the artifact (path in \
-             docs/tickets/, SHA-256, length, headings, the contract's sections) first.",
+            "Submit a phase completion claim. Checks your workspace (when the server has one; \
+             result.worktree.verified) and the artifact (path in docs/tickets/, SHA-256, \
+             length, headings, the contract's sections) first.",
             Effect::Additive { idempotent: false },
             json!({
                 "completed_phase": "architecture",
