@@ -36,69 +36,22 @@ fn hidden_in(v: &Value) -> Vec<char> {
     }
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .status()
-        .expect("git")
-        .success();
-    assert!(ok, "git {args:?}");
-}
+type Bound = crate::work::Work;
 
-struct Bound {
-    env: Env,
-    wt: PathBuf,
-    sym: PathBuf,
-    issue: String,
-}
-
-/// Project `p` rooted at a git worktree, issue P-1 bound to it, a symphony dir.
+/// Project `p` rooted at a git worktree with a `docs/` directory, issue P-1 bound to it.
 fn bound() -> Bound {
-    let env = Env::new();
-    let wt = env.path().join("wt");
-    let sym = env.path().join("symphony");
-    std::fs::create_dir_all(wt.join("docs")).unwrap();
-    std::fs::create_dir_all(&sym).unwrap();
-    git(&wt, &["init", "-q", "-b", "symphony/P-1"]);
-    env.project("p", Some(&wt));
-    let issue = env.issue("p", "Text policy");
-    std::fs::write(wt.join(".symphony-worktree"), format!("{issue}\n")).unwrap();
-    Bound {
-        env,
-        wt,
-        sym,
-        issue,
-    }
+    let b = Bound::new();
+    std::fs::create_dir_all(b.wt.join("docs")).unwrap();
+    b
 }
 
-impl Bound {
-    async fn serve(&self) -> Client {
-        let wt = self.wt.to_string_lossy().into_owned();
-        let sym = self.sym.to_string_lossy().into_owned();
-        self.env
-            .serve(&[
-                "--issue-id",
-                &self.issue,
-                "--worktree-path",
-                &wt,
-                "--agent-type",
-                "worker",
-                "--symphony-dir",
-                &sym,
-                "--project-slug",
-                "p",
-            ])
-            .await
-    }
-}
-
-const DIFF: &str = "diff --git a/src/a.rs b/src/a.rs\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1 +1 @@\n-old\n+new\n";
+const DIFF: &str =
+    "diff --git a/src/a.rs b/src/a.rs\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1 +1 @@\n-old\n+new\n";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_tool_that_stores_agent_text_cleans_it_and_says_what_it_removed() {
     let b = bound();
-    let c = b.serve().await;
+    let c = b.serve("worker").await;
     let task = c
         .ok("task_create", json!({"title": "target", "project": "p"}))
         .await["task_id"]
@@ -108,15 +61,20 @@ async fn every_tool_that_stores_agent_text_cleans_it_and_says_what_it_removed() 
     // (tool, arguments carrying HOSTILE in one text field)
     let table: Vec<(&str, Value)> = vec![
         ("create_issue", json!({"title": format!("Title {HOSTILE}")})),
-        ("create_subtask", json!({"title": format!("Sub {HOSTILE}")})),
-        ("add_finding", json!({"category": "bug", "summary": HOSTILE})),
+        (
+            "add_finding",
+            json!({"category": "bug", "summary": HOSTILE}),
+        ),
         ("add_comment", json!({"content": HOSTILE})),
         (
             "thought_record",
             json!({"task_id": b.issue, "type": "decision", "content": HOSTILE}),
         ),
         ("task_create", json!({"title": HOSTILE, "project": "p"})),
-        ("task_update", json!({"task_id": task, "description": HOSTILE})),
+        (
+            "task_update",
+            json!({"task_id": task, "description": HOSTILE}),
+        ),
         (
             "update_memory",
             json!({"scope": "project", "filename": "notes.md", "content": HOSTILE}),
@@ -127,6 +85,8 @@ async fn every_tool_that_stores_agent_text_cleans_it_and_says_what_it_removed() 
                    "gate_results": [{"command": "cargo test", "label": "Tests",
                                      "exit_code": 0, "output": HOSTILE}]}),
         ),
+        // Last: a sub-task blocks the bound issue.
+        ("create_subtask", json!({"title": format!("Sub {HOSTILE}")})),
     ];
     for (tool, args) in &table {
         let r = c.ok(tool, args.clone()).await;
@@ -198,11 +158,14 @@ async fn vault_documents_are_cleaned_at_chunk_time_by_update_and_reindex() {
         format!("# Ferry\n\n## Timetable\n\nThe ferry leaves at seven {HOSTILE}.\n"),
     )
     .unwrap();
-    let c = b.serve().await;
+    let c = b.serve("worker").await;
     let u = c.ok("vault_update", json!({"path": "docs/a.md"})).await;
     assert_eq!(u["removed_characters"], hostile_removed(), "{u:#}");
     let r = c
-        .ok("vault_retrieve", json!({"query": "ferry timetable", "top_k": 3}))
+        .ok(
+            "vault_retrieve",
+            json!({"query": "ferry timetable", "top_k": 3}),
+        )
         .await;
     assert!(hidden_in(&r).is_empty(), "{r:#}");
     assert!(r.to_string().contains("ABCDEFG"), "{r:#}");
@@ -214,9 +177,14 @@ async fn vault_documents_are_cleaned_at_chunk_time_by_update_and_reindex() {
     )
     .unwrap();
     let docs = b.wt.join("docs");
+    // Both files are (re)chunked: a.md was stored under the worktree's root key.
     let s = b.env.json(&["reindex", docs.to_str().unwrap()]);
-    assert_eq!(s["removed_characters"], 10, "{s:#}");
-    assert_eq!(s["removed_characters_by_class"], hostile_removed());
+    assert_eq!(s["files_changed"], 2, "{s:#}");
+    assert_eq!(s["removed_characters"], 20, "{s:#}");
+    assert_eq!(
+        s["removed_characters_by_class"],
+        json!({"control": 2, "ansi_escape": 10, "bidi": 4, "tag": 2, "zero_width": 2})
+    );
     let text = b.env.ok(&["reindex", docs.to_str().unwrap()]);
     assert!(text.contains("hidden characters removed: 0"), "{text}");
 }
@@ -231,8 +199,11 @@ async fn finalized(b: &Bound, c: &Client) -> String {
         json!({"task_id": b.issue, "type": "decision", "content": "use WAL"}),
     )
     .await;
-    c.ok("add_finding", json!({"category": "bug", "summary": "off by one"}))
-        .await;
+    c.ok(
+        "add_finding",
+        json!({"category": "bug", "summary": "off by one"}),
+    )
+    .await;
     c.ok("add_comment", json!({"content": "fixed"})).await;
     let s = c
         .ok(
@@ -277,13 +248,16 @@ async fn assert_root_broken(b: &Bound, c: &Client, session: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_consistently_rewritten_trail_and_an_edited_root_are_both_detected() {
     let b = bound();
-    let c = b.serve().await;
+    let c = b.serve("worker").await;
     let session = finalized(&b, &c).await;
     let v = c
         .ok("audit_verify_chain", json!({"session_id": session}))
         .await;
     assert_eq!(v["merkle_root_matches"], true, "{v:#}");
-    assert_eq!(b.env.run(&["audit", "verify", &b.issue]).status.code(), Some(0));
+    assert_eq!(
+        b.env.run(&["audit", "verify", &b.issue]).status.code(),
+        Some(0)
+    );
 
     // The audit tables refuse UPDATE and DELETE.
     let db = rusqlite::Connection::open(&b.env.db).unwrap();
@@ -345,7 +319,9 @@ async fn a_consistently_rewritten_trail_and_an_edited_root_are_both_detected() {
     )
     .unwrap();
     // Every chain verifies on its own...
-    let trail = b.env.json(&["findings", &b.issue, "--verify"]);
+    let out = b.env.run(&["findings", &b.issue, "--verify", "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let trail: Value = serde_json::from_slice(&out.stdout).unwrap();
     let chain_only: Vec<&Value> = trail["broken"]
         .as_array()
         .unwrap()
@@ -358,7 +334,7 @@ async fn a_consistently_rewritten_trail_and_an_edited_root_are_both_detected() {
 
     // Second attack on a fresh session: records untouched, the stored root edited.
     let b2 = bound();
-    let c2 = b2.serve().await;
+    let c2 = b2.serve("worker").await;
     let s2 = finalized(&b2, &c2).await;
     let db2 = rusqlite::Connection::open(&b2.env.db).unwrap();
     db2.execute_batch(
@@ -404,7 +380,7 @@ async fn malformed_rows_are_reported_at_their_position_not_crashed_on() {
             "DROP TRIGGER trail_records_no_update",
         ),
         (
-            "UPDATE trail_records SET hash = NULL WHERE position = 2",
+            "UPDATE trail_records SET hash = X'00ff' WHERE position = 2",
             "DROP TRIGGER trail_records_no_update",
         ),
         (
@@ -419,26 +395,26 @@ async fn malformed_rows_are_reported_at_their_position_not_crashed_on() {
             "UPDATE audit_merkle_leaves SET position = 'two', hash = 'zz' WHERE position = 2",
             "DROP TRIGGER audit_merkle_leaves_no_update",
         ),
-        (
-            "UPDATE trail_heads SET position = 1e300",
-            "SELECT 1",
-        ),
+        ("UPDATE trail_heads SET position = 1e300", "SELECT 1"),
     ];
     for (attack, drop) in cases {
         let b = bound();
-        let c = b.serve().await;
+        let c = b.serve("worker").await;
         let session = finalized(&b, &c).await;
-        c.ok("add_comment", json!({"content": "third record"})).await;
+        c.ok("add_comment", json!({"content": "third record"}))
+            .await;
         let db = rusqlite::Connection::open(&b.env.db).unwrap();
         db.execute_batch(&format!(
             "PRAGMA ignore_check_constraints = ON; {drop}; {attack};"
         ))
         .unwrap();
         drop_db(db);
-        for args in [
-            vec!["audit", "verify", b.issue.as_str(), "--json"],
-            vec!["findings", b.issue.as_str(), "--verify", "--json"],
-        ] {
+        let mut commands = vec![vec!["audit", "verify", b.issue.as_str(), "--json"]];
+        // `findings --verify` checks the work trail and the frozen roots, not thoughts.
+        if !attack.contains("thought_records") {
+            commands.push(vec!["findings", b.issue.as_str(), "--verify", "--json"]);
+        }
+        for args in commands {
             let out = b.env.run(&args);
             assert_eq!(
                 out.status.code(),
@@ -516,7 +492,8 @@ async fn a_full_disk_answers_a_stable_code_loses_nothing_and_recovers() {
     let issue = env.issue("p", "full disk");
     let c = env.serve(&["--issue-id", &issue]).await;
     for n in 0..5 {
-        c.ok("add_comment", json!({"content": format!("before {n}")})).await;
+        c.ok("add_comment", json!({"content": format!("before {n}")}))
+            .await;
     }
     let filler = fill(&mnt);
     // Writes fail with the stable code, saying what is full and not to retry.
@@ -543,7 +520,10 @@ async fn a_full_disk_answers_a_stable_code_loses_nothing_and_recovers() {
         .iter()
         .map(|c| c["content"].as_str().unwrap())
         .collect();
-    assert!(comments.starts_with(&["before 0", "before 1", "before 2", "before 3", "before 4"]), "{comments:?}");
+    assert!(
+        comments.starts_with(&["before 0", "before 1", "before 2", "before 3", "before 4"]),
+        "{comments:?}"
+    );
     // Space freed: writes work again, and the chain verifies.
     std::fs::remove_file(filler).unwrap();
     c.ok("add_comment", json!({"content": "after"})).await;
@@ -563,11 +543,14 @@ async fn only_the_index_directory_full_still_commits_and_answers_reads() {
         "# Ferry\n\n## Timetable\n\nThe ferry to Zanzibar leaves the harbour at seven.\n",
     )
     .unwrap();
-    let c = b.serve().await;
+    let c = b.serve("worker").await;
     let u = c.ok("vault_update", json!({"path": "docs/a.md"})).await;
     assert_eq!(u["changed"], true, "{u:#}");
     let r = c
-        .ok("vault_retrieve", json!({"query": "ferry to Zanzibar", "top_k": 1}))
+        .ok(
+            "vault_retrieve",
+            json!({"query": "ferry to Zanzibar", "top_k": 1}),
+        )
         .await;
     assert_eq!(r["results"][0]["path"], "docs/a.md", "{r:#}");
     let pattern = "Prefer the repository's typed query builder over raw SQL strings in handlers";
@@ -590,7 +573,12 @@ fn tantivy_temp_files_left_by_a_killed_writer_are_collected() {
     let b = bound();
     let pattern = "Prefer the repository's typed query builder over raw SQL strings in handlers";
     b.env.ok(&[
-        "learnings", "add", "--issue", &b.issue, "--pattern", pattern,
+        "learnings",
+        "add",
+        "--issue",
+        &b.issue,
+        "--pattern",
+        pattern,
     ]);
     let dir = PathBuf::from(format!("{}.index/learnings", b.env.db.display()));
     assert!(dir.join("meta.json").exists(), "the index exists");
