@@ -18,7 +18,7 @@
 //! | `zero_width` | U+200B, U+2060, U+FEFF (everywhere, a leading BOM too), U+180E; U+200C/U+200D unless between two non-ASCII characters |
 //! | `invisible_format` | U+00AD soft hyphen, U+2061–U+2064 invisible operators, U+206A–U+206F, U+FFF9–U+FFFC, Hangul fillers (U+115F, U+1160, U+3164, U+FFA0), U+1D173–U+1D17A, variation selectors U+E0100–U+E01EF |
 //!
-//! `\r\n` becomes `\n` and is not counted. Zero-width joiner and non-joiner stay
+//! `\r\n` becomes `\n` and is not counted (documents keep it: [`clean_document`]). Zero-width joiner and non-joiner stay
 //! between two non-ASCII characters (emoji sequences such as 👩‍💻, Persian and Indic
 //! scripts need them); next to ASCII they carry nothing and are removed. Variation
 //! selectors U+FE00–U+FE0F stay (emoji presentation). No Unicode normalisation.
@@ -158,6 +158,16 @@ fn is_joiner(c: char) -> bool {
 
 /// Clean `text` by the policy; returns the cleaned text and what was removed.
 pub fn clean(text: &str) -> (String, Removed) {
+    clean_with(text, false)
+}
+
+/// [`clean`] for a whole document whose line spans must stay exact (vault files):
+/// CRLF line endings are kept as they are.
+pub fn clean_document(text: &str) -> (String, Removed) {
+    clean_with(text, true)
+}
+
+fn clean_with(text: &str, keep_crlf: bool) -> (String, Removed) {
     let mut removed = Removed::default();
     // Fast path: most text has nothing to remove.
     if !text
@@ -172,7 +182,11 @@ pub fn clean(text: &str) -> (String, Removed) {
     while i < chars.len() {
         let c = chars[i];
         match c {
-            '\r' if chars.get(i + 1) == Some(&'\n') => {}
+            '\r' if chars.get(i + 1) == Some(&'\n') => {
+                if keep_crlf {
+                    out.push('\r');
+                }
+            }
             '\u{1B}' | '\u{9B}' => {
                 let end = escape_end(&chars, i);
                 removed.ansi_escape += (end - i) as u64;
@@ -514,6 +528,7 @@ mod tests {
             assert!(removed.is_empty(), "{t:?}: {removed:?}");
             assert_eq!(out, t.replace("\r\n", "\n"));
         }
+        assert_eq!(clean_document("a\r\nb\0").0, "a\r\nb");
     }
 
     #[test]

@@ -36,61 +36,13 @@ fn hidden_in(v: &Value) -> Vec<char> {
     }
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .status()
-        .expect("git")
-        .success();
-    assert!(ok, "git {args:?}");
-}
+type Bound = crate::work::Work;
 
-struct Bound {
-    env: Env,
-    wt: PathBuf,
-    sym: PathBuf,
-    issue: String,
-}
-
-/// Project `p` rooted at a git worktree, issue P-1 bound to it, a symphony dir.
+/// Project `p` rooted at a git worktree with a `docs/` directory, issue P-1 bound to it.
 fn bound() -> Bound {
-    let env = Env::new();
-    let wt = env.path().join("wt");
-    let sym = env.path().join("symphony");
-    std::fs::create_dir_all(wt.join("docs")).unwrap();
-    std::fs::create_dir_all(&sym).unwrap();
-    git(&wt, &["init", "-q", "-b", "symphony/P-1"]);
-    env.project("p", Some(&wt));
-    let issue = env.issue("p", "Text policy");
-    std::fs::write(wt.join(".symphony-worktree"), format!("{issue}\n")).unwrap();
-    Bound {
-        env,
-        wt,
-        sym,
-        issue,
-    }
-}
-
-impl Bound {
-    async fn serve(&self) -> Client {
-        let wt = self.wt.to_string_lossy().into_owned();
-        let sym = self.sym.to_string_lossy().into_owned();
-        self.env
-            .serve(&[
-                "--issue-id",
-                &self.issue,
-                "--worktree-path",
-                &wt,
-                "--agent-type",
-                "worker",
-                "--symphony-dir",
-                &sym,
-                "--project-slug",
-                "p",
-            ])
-            .await
-    }
+    let b = Bound::new();
+    std::fs::create_dir_all(b.wt.join("docs")).unwrap();
+    b
 }
 
 const DIFF: &str =
@@ -99,7 +51,7 @@ const DIFF: &str =
 #[tokio::test(flavor = "multi_thread")]
 async fn every_tool_that_stores_agent_text_cleans_it_and_says_what_it_removed() {
     let b = bound();
-    let c = b.serve().await;
+    let c = b.serve("worker").await;
     let task = c
         .ok("task_create", json!({"title": "target", "project": "p"}))
         .await["task_id"]
@@ -109,7 +61,6 @@ async fn every_tool_that_stores_agent_text_cleans_it_and_says_what_it_removed() 
     // (tool, arguments carrying HOSTILE in one text field)
     let table: Vec<(&str, Value)> = vec![
         ("create_issue", json!({"title": format!("Title {HOSTILE}")})),
-        ("create_subtask", json!({"title": format!("Sub {HOSTILE}")})),
         (
             "add_finding",
             json!({"category": "bug", "summary": HOSTILE}),
@@ -134,6 +85,8 @@ async fn every_tool_that_stores_agent_text_cleans_it_and_says_what_it_removed() 
                    "gate_results": [{"command": "cargo test", "label": "Tests",
                                      "exit_code": 0, "output": HOSTILE}]}),
         ),
+        // Last: a sub-task blocks the bound issue.
+        ("create_subtask", json!({"title": format!("Sub {HOSTILE}")})),
     ];
     for (tool, args) in &table {
         let r = c.ok(tool, args.clone()).await;
@@ -205,7 +158,7 @@ async fn vault_documents_are_cleaned_at_chunk_time_by_update_and_reindex() {
         format!("# Ferry\n\n## Timetable\n\nThe ferry leaves at seven {HOSTILE}.\n"),
     )
     .unwrap();
-    let c = b.serve().await;
+    let c = b.serve("worker").await;
     let u = c.ok("vault_update", json!({"path": "docs/a.md"})).await;
     assert_eq!(u["removed_characters"], hostile_removed(), "{u:#}");
     let r = c
@@ -224,9 +177,14 @@ async fn vault_documents_are_cleaned_at_chunk_time_by_update_and_reindex() {
     )
     .unwrap();
     let docs = b.wt.join("docs");
+    // Both files are (re)chunked: a.md was stored under the worktree's root key.
     let s = b.env.json(&["reindex", docs.to_str().unwrap()]);
-    assert_eq!(s["removed_characters"], 10, "{s:#}");
-    assert_eq!(s["removed_characters_by_class"], hostile_removed());
+    assert_eq!(s["files_changed"], 2, "{s:#}");
+    assert_eq!(s["removed_characters"], 20, "{s:#}");
+    assert_eq!(
+        s["removed_characters_by_class"],
+        json!({"control": 2, "ansi_escape": 10, "bidi": 4, "tag": 2, "zero_width": 2})
+    );
     let text = b.env.ok(&["reindex", docs.to_str().unwrap()]);
     assert!(text.contains("hidden characters removed: 0"), "{text}");
 }
@@ -290,7 +248,7 @@ async fn assert_root_broken(b: &Bound, c: &Client, session: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_consistently_rewritten_trail_and_an_edited_root_are_both_detected() {
     let b = bound();
-    let c = b.serve().await;
+    let c = b.serve("worker").await;
     let session = finalized(&b, &c).await;
     let v = c
         .ok("audit_verify_chain", json!({"session_id": session}))
@@ -361,7 +319,9 @@ async fn a_consistently_rewritten_trail_and_an_edited_root_are_both_detected() {
     )
     .unwrap();
     // Every chain verifies on its own...
-    let trail = b.env.json(&["findings", &b.issue, "--verify"]);
+    let out = b.env.run(&["findings", &b.issue, "--verify", "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let trail: Value = serde_json::from_slice(&out.stdout).unwrap();
     let chain_only: Vec<&Value> = trail["broken"]
         .as_array()
         .unwrap()
@@ -374,7 +334,7 @@ async fn a_consistently_rewritten_trail_and_an_edited_root_are_both_detected() {
 
     // Second attack on a fresh session: records untouched, the stored root edited.
     let b2 = bound();
-    let c2 = b2.serve().await;
+    let c2 = b2.serve("worker").await;
     let s2 = finalized(&b2, &c2).await;
     let db2 = rusqlite::Connection::open(&b2.env.db).unwrap();
     db2.execute_batch(
@@ -420,7 +380,7 @@ async fn malformed_rows_are_reported_at_their_position_not_crashed_on() {
             "DROP TRIGGER trail_records_no_update",
         ),
         (
-            "UPDATE trail_records SET hash = NULL WHERE position = 2",
+            "UPDATE trail_records SET hash = X'00ff' WHERE position = 2",
             "DROP TRIGGER trail_records_no_update",
         ),
         (
@@ -439,7 +399,7 @@ async fn malformed_rows_are_reported_at_their_position_not_crashed_on() {
     ];
     for (attack, drop) in cases {
         let b = bound();
-        let c = b.serve().await;
+        let c = b.serve("worker").await;
         let session = finalized(&b, &c).await;
         c.ok("add_comment", json!({"content": "third record"}))
             .await;
@@ -449,10 +409,12 @@ async fn malformed_rows_are_reported_at_their_position_not_crashed_on() {
         ))
         .unwrap();
         drop_db(db);
-        for args in [
-            vec!["audit", "verify", b.issue.as_str(), "--json"],
-            vec!["findings", b.issue.as_str(), "--verify", "--json"],
-        ] {
+        let mut commands = vec![vec!["audit", "verify", b.issue.as_str(), "--json"]];
+        // `findings --verify` checks the work trail and the frozen roots, not thoughts.
+        if !attack.contains("thought_records") {
+            commands.push(vec!["findings", b.issue.as_str(), "--verify", "--json"]);
+        }
+        for args in commands {
             let out = b.env.run(&args);
             assert_eq!(
                 out.status.code(),
@@ -581,7 +543,7 @@ async fn only_the_index_directory_full_still_commits_and_answers_reads() {
         "# Ferry\n\n## Timetable\n\nThe ferry to Zanzibar leaves the harbour at seven.\n",
     )
     .unwrap();
-    let c = b.serve().await;
+    let c = b.serve("worker").await;
     let u = c.ok("vault_update", json!({"path": "docs/a.md"})).await;
     assert_eq!(u["changed"], true, "{u:#}");
     let r = c

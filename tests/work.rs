@@ -10,14 +10,15 @@ use serde_json::{Value, json};
 
 use crate::common::{Client, Env, error_fields};
 
-/// A project `p` whose repository is a git worktree of issue P-1, with its marker.
-struct Work {
-    env: Env,
+/// A project `p` whose repository is a git worktree of issue P-1, with its marker
+/// (also used by `security.rs`).
+pub(crate) struct Work {
+    pub(crate) env: Env,
     /// The worktree (and project path).
-    wt: PathBuf,
+    pub(crate) wt: PathBuf,
     /// The Symphony root for memory.
-    sym: PathBuf,
-    issue: String,
+    pub(crate) sym: PathBuf,
+    pub(crate) issue: String,
 }
 
 fn git(dir: &Path, args: &[&str]) {
@@ -35,7 +36,7 @@ fn git(dir: &Path, args: &[&str]) {
 }
 
 impl Work {
-    fn new() -> Work {
+    pub(crate) fn new() -> Work {
         Work::with(&[])
     }
 
@@ -72,7 +73,7 @@ impl Work {
     }
 
     /// `cairn serve` bound to the issue and worktree, as `agent`.
-    async fn serve(&self, agent: &str) -> Client {
+    pub(crate) async fn serve(&self, agent: &str) -> Client {
         let wt = self.wt_str();
         let sym = self.sym.to_string_lossy().into_owned();
         self.env

@@ -184,7 +184,7 @@ pub fn chunk_markdown_with_budget(source: &[u8], budget: usize) -> ChunkedDoc {
     let budget = budget.max(16);
     // The one text policy, before anything is split: chunks, headings, title and front
     // matter are all read by agents. Newlines are kept, so line numbers stay exact.
-    let (text, removed) = crate::text::clean(&String::from_utf8_lossy(source));
+    let (text, removed) = crate::text::clean_document(&String::from_utf8_lossy(source));
     let lines = LineIndex::new(&text);
     let (front_matter, body_start) = split_front_matter(&lines);
     let items = top_level_items(&lines, body_start);
