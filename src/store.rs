@@ -44,6 +44,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0005_colibri.sql",
         include_str!("../migrations/0005_colibri.sql"),
     ),
+    (
+        7,
+        "0007_learning_embeddings.sql",
+        include_str!("../migrations/0007_learning_embeddings.sql"),
+    ),
 ];
 
 /// The highest migration version this binary knows.
