@@ -179,11 +179,6 @@ impl Vectors {
         b.data.extend_from_slice(v);
     }
 
-    /// How many learnings have a vector here.
-    pub(crate) fn len(&self) -> usize {
-        self.at.len()
-    }
-
     /// Cosine similarity of `query` and learning `seq`, if it has a vector.
     pub(crate) fn cosine(&self, query: &[f32], seq: u64) -> Option<f32> {
         let (p, i) = self.at.get(&seq)?;
@@ -243,7 +238,7 @@ mod tests {
         ] {
             vs.push(p, seq, &unit(&x));
         }
-        assert_eq!(vs.len(), 4);
+        assert_eq!(vs.at.len(), 4);
         let q = unit(&[1.0, 0.0]);
         let all = vs.top_k(&q, 10, |_| true, |_| true);
         assert_eq!(all.iter().map(|h| h.0).collect::<Vec<_>>(), [1, 3, 2, 4]);
