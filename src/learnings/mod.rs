@@ -504,7 +504,11 @@ impl Cairn {
             Ranking::Lexical => (None, Some("lexical ranking requested".to_string())),
             Ranking::Blend | Ranking::Dense => match self.vault.embedder.embed_query(&s.query) {
                 Ok(v) => {
-                    self.backfill_embeddings(semantic::BACKFILL_PER_SEARCH)?;
+                    // Not the caller's failure: the learnings stay lexical until a later
+                    // search or `reindex` embeds them.
+                    if let Err(e) = self.backfill_embeddings(semantic::BACKFILL_PER_SEARCH) {
+                        tracing::warn!("embedding learnings that had none failed ({e})");
+                    }
                     (Some(v), None)
                 }
                 Err(e) => (None, Some(e.to_string())),
