@@ -49,6 +49,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0006_audit_append_only.sql",
         include_str!("../migrations/0006_audit_append_only.sql"),
     ),
+    (
+        7,
+        "0007_learning_embeddings.sql",
+        include_str!("../migrations/0007_learning_embeddings.sql"),
+    ),
 ];
 
 /// The highest migration version this binary knows.

@@ -3,5 +3,7 @@
 //!
 //! - [`metrics`]: nDCG@k, MRR@k, Recall@k over graded relevance judgements, and the
 //!   per-category summary every report prints.
+//! - [`learnings`]: `cairn eval learnings SET`, the learnings search on a JSONL set.
 
+pub mod learnings;
 pub mod metrics;

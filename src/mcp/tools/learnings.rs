@@ -94,7 +94,7 @@ pub fn tools() -> Vec<ToolDef> {
         .bound(),
         tool(
             "search_learnings",
-            "Search learnings of the current project (or the other projects with cross_project), ranked by 50% BM25 + 30% field priority (pattern > applies_to > context) + 20% quality. Stemmed words; the last word also matches as a prefix.",
+            "Search learnings of the current project (or the other projects with cross_project), ranked by 50% relevance (BM25 fused with embedding similarity, so paraphrases match) + 30% field priority (how much of the query matched, pattern > applies_to > context) + 20% quality (scaled by relevance). Stemmed words; the last word also matches as a prefix, counting less than an exact word.",
             Effect::ReadOnly,
             json!({ "query": "auto-import", "min_quality_score": 40 }),
             search,
