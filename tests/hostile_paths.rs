@@ -456,7 +456,7 @@ async fn move_issue_races_symlink_swaps() {
             )
             .await;
         assert_not_echoed(&r);
-        let body = r.structured_content.clone().unwrap();
+        let body = crate::common::body(&r);
         if r.is_error == Some(true) {
             // A file swapped between listing and copying: refused, nothing moved.
             assert_eq!(body["error"]["code"], "ERR_CONFLICT", "{body:#}");
