@@ -99,6 +99,16 @@ async fn retrieval_on_the_sample_docs_finds_the_expected_sections() {
         if rank.is_some_and(|r| r < 3) {
             top3 += 1;
         }
+        // `score` is the rank key: results come in score order.
+        let score = |h: &Value| h["score"].as_f64().unwrap();
+        assert!(
+            hits.windows(2).all(|w| score(&w[0]) >= score(&w[1])),
+            "{r:#}"
+        );
+        assert!(
+            hits.iter()
+                .all(|h| score(h) <= 1.0001 && h["cosine"].as_f64().is_some())
+        );
         let h = &hits[0];
         assert!(h["score"].as_f64().unwrap() > 0.0 && h["score"].as_f64().unwrap() <= 1.0001);
         assert_eq!(h["metadata"]["collection"], "handbook");
@@ -414,6 +424,36 @@ async fn search_knowledge_searches_the_projects_collections() {
     assert!(best > 0.0 && best < 0.99);
     let note = strict["note"].as_str().unwrap();
     assert!(note.contains("3 hits fell below min_score 0.99"), "{note}");
+    // min_score filters on the rank key: a cut at the second hit's score keeps exactly
+    // the hits at or above it, in the same order.
+    let score = |h: &Value| h["score"].as_f64().unwrap();
+    let hits = r["results"].as_array().unwrap();
+    assert!(hits.len() >= 2, "{r:#}");
+    assert!(
+        hits.windows(2).all(|w| score(&w[0]) >= score(&w[1])),
+        "{r:#}"
+    );
+    let cut = score(&hits[1]);
+    let kept = client
+        .ok(
+            "search_knowledge",
+            json!({"query": "how do I install the binary?", "min_score": cut}),
+        )
+        .await;
+    let ids = |v: &[Value]| -> Vec<Value> {
+        v.iter()
+            .map(|h| h["metadata"]["chunk_id"].clone())
+            .collect()
+    };
+    let expected: Vec<Value> = hits.iter().filter(|h| score(h) >= cut).cloned().collect();
+    assert!(expected.len() >= 2);
+    assert_eq!(
+        ids(kept["results"].as_array().unwrap()),
+        ids(&expected),
+        "{kept:#}"
+    );
+    let below = r["below_min_score"].as_u64().unwrap() as usize;
+    assert_eq!(kept["below_min_score"], below + hits.len() - expected.len());
     client.close().await;
 
     // Without a bound project it says how to bind one.

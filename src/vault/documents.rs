@@ -264,15 +264,16 @@ pub struct VaultHit {
     pub text: String,
     /// The document's path relative to its root.
     pub path: String,
-    /// Cosine similarity to the query, -1 to 1 (higher is closer).
+    /// The ranking key, what results are ordered by and `min_score` filters on: the
+    /// weighted mean `(cosine + 0.2 × keyword overlap) / 1.2`, at most 1.
     pub score: f32,
-    /// The ranking key: `score` + 0.2 × the query's keyword overlap with the chunk.
-    pub relevance: f32,
+    /// Cosine similarity of the chunk's embedding to the query's, -1 to 1.
+    pub cosine: f32,
     pub metadata: HitMetadata,
 }
 
 /// The stored rows behind a search result, `None` when the chunk was deleted.
-pub(crate) fn load_hit(c: &Connection, id: u64, score: f32) -> Result<Option<VaultHit>> {
+pub(crate) fn load_hit(c: &Connection, id: u64, cosine: f32) -> Result<Option<VaultHit>> {
     Ok(c.prepare_cached(
         "SELECT c.text, c.heading_path, c.line_start, c.line_end, c.content_hash,
                 d.path, d.collection, d.title, d.root_key
@@ -284,8 +285,8 @@ pub(crate) fn load_hit(c: &Connection, id: u64, score: f32) -> Result<Option<Vau
         Ok(VaultHit {
             text: r.get(0)?,
             path: r.get(5)?,
-            score,
-            relevance: score,
+            score: cosine,
+            cosine,
             metadata: HitMetadata {
                 heading_path: headings.join(super::chunk::HEADING_SEPARATOR),
                 line_start: r.get(2)?,

@@ -39,7 +39,7 @@ pub const MAX_QUERY_CHARS: usize = 2000;
 /// The result of `search_knowledge`.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct KnowledgeResults {
-    /// Hits at or above `min_score`, by relevance.
+    /// Hits at or above `min_score`, best `score` first.
     pub results: Vec<VaultHit>,
     /// The collections searched (the project's `vault.collections`).
     pub collections: Vec<String>,
@@ -130,9 +130,9 @@ impl Cairn {
             .map(|h| format!("{}\n{}", h.metadata.heading_path, h.text))
             .collect();
         for (h, o) in hits.iter_mut().zip(rerank::overlaps(query, &texts)) {
-            h.relevance = h.score + rerank::KEYWORD_WEIGHT * o;
+            h.score = rerank::fused(h.cosine, o);
         }
-        hits.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
         hits.truncate(top_k);
         Ok(hits)
     }

@@ -45,7 +45,7 @@ pub struct PathParams {
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct RetrieveResult {
-    /// Best first: cosine candidates re-ranked by keyword overlap (`relevance`).
+    /// Best first by `score`: cosine candidates re-ranked by keyword overlap.
     pub results: Vec<VaultHit>,
 }
 
