@@ -21,7 +21,7 @@ use rustix::fs::{CWD, RenameFlags};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::common::{Client, Env};
+use crate::common::Env;
 
 /// Tool calls per race test.
 const CALLS: usize = 2000;
@@ -188,41 +188,10 @@ fn outside(env: &Env, files: &[&str]) -> (PathBuf, Vec<(PathBuf, Vec<u8>)>) {
     (dir, before)
 }
 
-/// A project `p` whose path is `wt`, one issue bound to it, and its marker file.
-struct Setup {
-    env: Env,
-    wt: PathBuf,
-    issue: String,
-}
-
-fn setup(issue_flags: &[&str]) -> Setup {
-    let env = Env::new();
-    let wt = env.path().join("wt");
-    std::fs::create_dir_all(&wt).unwrap();
-    env.project("p", Some(&wt));
-    let mut args = vec!["issue", "create", "--project", "p", "--title", "Budgets"];
-    args.extend(issue_flags);
-    let issue = env.ok(&args).trim().to_string();
-    write(&wt.join(".symphony-worktree"), &format!("{issue}\n"));
-    Setup { env, wt, issue }
-}
-
-impl Setup {
-    async fn serve(&self, agent: &str, extra: &[&str]) -> Client {
-        let wt = self.wt.to_string_lossy().into_owned();
-        let mut flags = vec![
-            "--issue-id",
-            &self.issue,
-            "--worktree-path",
-            &wt,
-            "--agent-type",
-            agent,
-            "--project-slug",
-            "p",
-        ];
-        flags.extend(extra);
-        self.env.serve(&flags).await
-    }
+/// A project `p` whose path is the git worktree `wt`, one issue bound to it, and its
+/// marker file (the shared fixture of tests/work.rs).
+fn setup(issue_flags: &[&str]) -> crate::work::Work {
+    crate::work::Work::with(issue_flags)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -230,7 +199,7 @@ async fn vault_update_and_delete_race_symlink_swaps() {
     let s = setup(&[]);
     let (out, before) = outside(&s.env, &["a.md", "docs/a.md"]);
     write(&s.wt.join("docs/a.md"), &doc("Inside."));
-    let c = s.serve("worker", &[]).await;
+    let c = s.serve("worker").await;
     let first = c.ok("vault_update", json!({"path": "docs/a.md"})).await;
     assert_eq!(first["changed"], true);
     let swapper = Swapper::start(vec![
@@ -272,16 +241,14 @@ async fn vault_update_and_delete_race_symlink_swaps() {
 #[tokio::test(flavor = "multi_thread")]
 async fn update_memory_races_symlink_swaps() {
     let s = setup(&[]);
-    let sym = s.env.path().join("symphony");
-    let mem = sym.join("data/memory/_global/planner");
+    let mem = s.sym.join("data/memory/_global/planner");
     write(&mem.join("m.md"), "old");
     let (out, before) = outside(&s.env, &["m.md", "dir/m.md"]);
-    let sym_s = sym.to_string_lossy().into_owned();
-    let c = s.serve("planner", &["--symphony-dir", &sym_s]).await;
+    let c = s.serve("planner").await;
     let swapper = Swapper::start(vec![
         pair(&mem.join("m.md"), &out.join("m.md")),
         pair(&mem, &out.join("dir")),
-        pair(&sym.join("data/memory/_global"), &out.join("dir")),
+        pair(&s.sym.join("data/memory/_global"), &out.join("dir")),
     ]);
     let mut ok = 0;
     for i in 0..CALLS {
@@ -317,7 +284,7 @@ async fn complete_phase_races_symlink_swaps() {
     write(&art, &inside);
     let (out, before) = outside(&s.env, &["research.md", "ticket/research.md"]);
     let outside_hash = sha256(doc(SECRET).as_bytes());
-    let c = s.serve("worker", &[]).await;
+    let c = s.serve("worker").await;
     let rel = format!("docs/tickets/{}/research.md", s.issue);
     let claim = |hash: &str| {
         json!({
@@ -379,7 +346,7 @@ async fn skill_list_races_symlink_swaps() {
         &dir.join("skill/SKILL.md"),
         &format!("---\ndescription: {SECRET}\n---\n"),
     );
-    let c = s.serve("worker", &[]).await;
+    let c = s.serve("worker").await;
     let swapper = Swapper::start(vec![
         pair(&skill.join("SKILL.md"), &dir.join("SKILL.md")),
         pair(&skill, &dir.join("skill")),
@@ -403,7 +370,7 @@ async fn verify_workspace_races_symlink_swaps() {
     let s = setup(&[]);
     let dir = s.env.path().join("outside");
     write(&dir.join("marker"), &format!("{SECRET}\n"));
-    let c = s.serve("worker", &[]).await;
+    let c = s.serve("worker").await;
     let swapper = Swapper::start(vec![pair(
         &s.wt.join(".symphony-worktree"),
         &dir.join("marker"),
@@ -440,7 +407,7 @@ async fn move_issue_races_symlink_swaps() {
     std::fs::create_dir_all(&q).unwrap();
     s.env.project("q", Some(&q));
     let (out, before) = outside(&s.env, &["research.md", "sub/notes.md"]);
-    let c = s.serve("planner", &[]).await;
+    let c = s.serve("planner").await;
     let mut ticket = s.wt.join("docs/tickets").join(&s.issue);
     let swapper = Swapper::start(ticket_layout(&ticket, &out));
     let mut copied = 0;
@@ -539,7 +506,7 @@ async fn fifos_devices_and_hard_links_are_refused_without_reading() {
     )
     .is_ok();
     std::fs::hard_link(out.join("secret.md"), docs.join("hard.md")).unwrap();
-    let c = s.serve("worker", &[]).await;
+    let c = s.serve("worker").await;
     let mut cases = vec![("docs/pipe.md", "FIFO"), ("docs/hard.md", "hard links")];
     if zero {
         cases.push(("docs/zero.md", "character device"));
@@ -589,7 +556,7 @@ async fn fifos_devices_and_hard_links_are_refused_without_reading() {
     std::fs::create_dir_all(&q).unwrap();
     s.env.project("q", Some(&q));
     write(&tdir.join("plan.md"), &doc("Inside plan."));
-    let c = s.serve("planner", &[]).await;
+    let c = s.serve("planner").await;
     let m = c
         .ok(
             "move_issue",

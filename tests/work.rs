@@ -41,7 +41,7 @@ impl Work {
     }
 
     /// Like [`Work::new`], with extra `cairn issue create` flags for P-1.
-    fn with(flags: &[&str]) -> Work {
+    pub(crate) fn with(flags: &[&str]) -> Work {
         let env = Env::new();
         let wt = env.path().join("wt");
         let sym = env.path().join("symphony");
@@ -74,22 +74,27 @@ impl Work {
 
     /// `cairn serve` bound to the issue and worktree, as `agent`.
     pub(crate) async fn serve(&self, agent: &str) -> Client {
+        self.serve_with(agent, &[]).await
+    }
+
+    /// [`Work::serve`] with extra `cairn serve` flags.
+    pub(crate) async fn serve_with(&self, agent: &str, extra: &[&str]) -> Client {
         let wt = self.wt_str();
         let sym = self.sym.to_string_lossy().into_owned();
-        self.env
-            .serve(&[
-                "--issue-id",
-                &self.issue,
-                "--worktree-path",
-                &wt,
-                "--agent-type",
-                agent,
-                "--symphony-dir",
-                &sym,
-                "--project-slug",
-                "p",
-            ])
-            .await
+        let mut flags = vec![
+            "--issue-id",
+            &self.issue,
+            "--worktree-path",
+            &wt,
+            "--agent-type",
+            agent,
+            "--symphony-dir",
+            &sym,
+            "--project-slug",
+            "p",
+        ];
+        flags.extend(extra);
+        self.env.serve(&flags).await
     }
 }
 
