@@ -521,6 +521,44 @@ async fn serve_lists_tools_without_the_model_and_names_the_fetch_script() {
 }
 
 #[test]
+fn reindex_takes_thread_settings_and_reports_model_tokens() {
+    let env = Env::new();
+    let docs = env.path().join("docs");
+    write(&docs, "a.md", &guide("Alpha", CONFIGURE));
+    write(&docs, "b.md", &guide("Beta", CONFIGURE));
+    let out = env.run(&["reindex", docs.to_str().unwrap(), "--spin", "sometimes"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("auto, on, off"), "{err}");
+
+    let s = reindex(&env, &docs, &["--threads", "1", "--spin", "on"]);
+    assert_eq!(s["chunks_embedded"], 6, "{s:#}");
+    let tokens = s["tokens_embedded"].as_u64().unwrap();
+    let padding = s["padding_tokens"].as_u64().unwrap();
+    // Every chunk carries at least [CLS], a heading and [SEP]; one batch of six pads
+    // to its longest member, so some padding but less than the tokens themselves.
+    assert!(tokens >= 6 * 5, "{s:#}");
+    assert!(padding < tokens, "{s:#}");
+
+    let again = env
+        .cmd(&["reindex", docs.to_str().unwrap(), "--json"])
+        .env("CAIRN_EMBED_SPIN", "off")
+        .env("CAIRN_EMBED_THREADS", "1")
+        .output()
+        .unwrap();
+    assert!(again.status.success());
+    let again: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(again["files_unchanged"], 2);
+    assert_eq!(
+        (
+            again["tokens_embedded"].as_u64(),
+            again["padding_tokens"].as_u64()
+        ),
+        (Some(0), Some(0))
+    );
+}
+
+#[test]
 fn a_killed_reindex_resumes_without_duplicates() {
     let env = Env::new();
     let docs = env.path().join("docs");
@@ -656,4 +694,32 @@ fn embedding_fidelity_against_python_onnxruntime() {
         texts.len()
     );
     assert!(mean >= 0.999, "mean cosine {mean}");
+    assert!(min >= 0.99999, "minimum cosine {min}");
+}
+
+/// Batches are formed by token count: the model runs exactly the tokens and padding of
+/// the reference's token-sorted batches of 32 (`tests/reference_embed.py --time`, its
+/// own tokenizer), which a sort by bytes does not reach on real chunks.
+#[test]
+fn batches_pad_exactly_as_a_token_sort() {
+    use cairn::vault::embed::Embedder;
+    let texts = corpus::real_chunks(256);
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let e = Embedder::default();
+    e.embed_batch(&refs).unwrap();
+    let ours = e.stats();
+    let raw: Value = serde_json::from_str(
+        corpus::run_reference(&texts, &["--time".into(), "1".into(), "off".into()]).trim(),
+    )
+    .unwrap();
+    assert_eq!(ours.texts, texts.len() as u64);
+    assert_eq!(ours.batches, texts.len().div_ceil(32) as u64);
+    assert_eq!(Some(ours.tokens), raw["tokens"].as_u64(), "{raw}");
+    assert_eq!(Some(ours.padding), raw["padding"].as_u64(), "{raw}");
+    eprintln!(
+        "{} real chunks: {} tokens, padding {:.1}%",
+        texts.len(),
+        ours.tokens,
+        100.0 * ours.padding as f64 / ours.tokens as f64
+    );
 }

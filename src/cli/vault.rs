@@ -7,6 +7,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::service::Cairn;
+use crate::vault::embed::Spin;
 use crate::vault::reindex::{ReindexOptions, ReindexProgress};
 
 use super::{print_json, print_text};
@@ -28,6 +29,14 @@ pub struct ReindexArgs {
     /// Chunks embedded per model call before their files are committed (default 512).
     #[arg(long, env = "CAIRN_EMBED_GROUP")]
     pub embed_group: Option<usize>,
+    /// ONNX Runtime threads for the model (default: every core).
+    #[arg(long, env = "CAIRN_EMBED_THREADS")]
+    pub threads: Option<usize>,
+    /// Whether ONNX Runtime's idle threads spin: on (fastest when the cores are free),
+    /// off (kinder to a busy machine), auto (on when the load average leaves the cores
+    /// free).
+    #[arg(long, env = "CAIRN_EMBED_SPIN", default_value = "auto")]
+    pub spin: Spin,
     #[arg(long)]
     pub json: bool,
 }
@@ -63,6 +72,8 @@ pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<ExitCode> {
             project: a.project,
             rebuild: a.rebuild,
             embed_group: a.embed_group,
+            threads: a.threads,
+            spin: Some(a.spin),
         },
         &on_progress,
     );
@@ -75,6 +86,7 @@ pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<ExitCode> {
             "reindexed {} ({}) into collection {:?} in {:.1}s\n\
              files: {} seen, {} changed, {} unchanged, {} removed\n\
              chunks: {} embedded, {} reused, {} removed; {} points in the index\n\
+             model input: {} tokens, {:.1}% padding\n\
              hidden characters removed: {}",
             if s.prefix.is_empty() { "." } else { &s.prefix },
             s.root,
@@ -88,6 +100,8 @@ pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<ExitCode> {
             s.chunks_reused,
             s.chunks_removed,
             s.index_points,
+            s.tokens_embedded,
+            100.0 * s.padding_tokens as f64 / s.tokens_embedded.max(1) as f64,
             s.removed_characters
         ))?;
         if s.files_skipped > 0 {
