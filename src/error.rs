@@ -120,11 +120,11 @@ fn join_fields(errors: &[FieldError]) -> String {
 
 impl Error {
     /// A one-field [`Error::InvalidInput`].
-    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         Error::InvalidInput(vec![FieldError::new(field, message)])
     }
 
-    pub fn not_found(kind: &'static str, id: impl Into<String>) -> Self {
+    pub(crate) fn not_found(kind: &'static str, id: impl Into<String>) -> Self {
         Error::NotFound {
             kind,
             id: id.into(),
@@ -132,7 +132,7 @@ impl Error {
     }
 
     /// An I/O failure on `path`; no space left there is [`Error::StorageFull`].
-    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         let path = path.into();
         if is_no_space(&source) {
             return Error::StorageFull {
@@ -211,8 +211,9 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    /// Every kind, for the transports' exhaustiveness tests.
-    pub const ALL: [ErrorKind; 16] = [
+    /// Every kind, for the transports' mapping tests.
+    #[cfg(test)]
+    pub(crate) const ALL: [ErrorKind; 16] = [
         ErrorKind::InvalidInput,
         ErrorKind::NotFound,
         ErrorKind::TaskNotFound,
@@ -234,7 +235,7 @@ impl ErrorKind {
 
 /// Whether an I/O error means no space is left (`ENOSPC`) or the quota is used up
 /// (`EDQUOT`).
-pub fn is_no_space(e: &std::io::Error) -> bool {
+pub(crate) fn is_no_space(e: &std::io::Error) -> bool {
     matches!(
         e.kind(),
         std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded

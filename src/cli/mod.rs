@@ -28,7 +28,7 @@ mod vault;
 /// Cairn: a knowledge service for AI coding agents (MCP server and CLI).
 #[derive(Debug, Parser)]
 #[command(name = "cairn", version, about, long_about = None)]
-pub struct Cli {
+struct Cli {
     /// SQLite database; search indexes live in `<db>.index/` beside it.
     #[arg(
         long,
@@ -36,14 +36,14 @@ pub struct Cli {
         env = "CAIRN_DB",
         default_value = "index/cairn.db"
     )]
-    pub db: PathBuf,
+    db: PathBuf,
 
     #[command(subcommand)]
-    pub command: Command,
+    command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+enum Command {
     /// Serve MCP over stdio for one agent session.
     Serve(serve::ServeArgs),
     /// Create and inspect projects.

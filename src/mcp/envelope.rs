@@ -49,7 +49,7 @@ fn envelope(kind: ErrorKind, message: String, details: Value) -> Value {
 }
 
 /// Validation failed before the handler ran.
-pub fn validation_failed(tool: &ToolDef, errors: &[FieldError]) -> Value {
+pub(crate) fn validation_failed(tool: &ToolDef, errors: &[FieldError]) -> Value {
     let summary = errors
         .iter()
         .map(|e| format!("{}: {}", e.field, e.message))
@@ -65,7 +65,7 @@ pub fn validation_failed(tool: &ToolDef, errors: &[FieldError]) -> Value {
 }
 
 /// The tool name is not one this caller may use.
-pub fn unknown_tool(name: &str, available: &[&str]) -> Value {
+pub(crate) fn unknown_tool(name: &str, available: &[&str]) -> Value {
     let shown: String = name.chars().take(100).collect();
     let message = format!("Unknown tool: {shown}");
     let details = json!({ "errors": [FieldError::new("tool_name", message.clone())] });
@@ -83,7 +83,7 @@ pub fn unknown_tool(name: &str, available: &[&str]) -> Value {
 
 /// A domain failure. Internal errors are reported without their details (they are
 /// logged on stderr by the caller).
-pub fn domain_error(tool: &ToolDef, err: &Error) -> Value {
+pub(crate) fn domain_error(tool: &ToolDef, err: &Error) -> Value {
     if let Error::InvalidInput(fields) = err {
         return validation_failed(tool, fields);
     }
@@ -109,7 +109,7 @@ pub fn domain_error(tool: &ToolDef, err: &Error) -> Value {
 }
 
 /// The tool is outside this caller's scope.
-pub fn permission_denied(name: &str, profile: &str) -> Value {
+pub(crate) fn permission_denied(name: &str, profile: &str) -> Value {
     envelope(
         ErrorKind::PermissionDenied,
         format!("tool {name} is not in the tool scope of this server ({profile})"),
@@ -118,7 +118,7 @@ pub fn permission_denied(name: &str, profile: &str) -> Value {
 }
 
 /// The arguments are larger than any call may be.
-pub fn too_large(tool: &ToolDef, bytes: usize, max: usize) -> Value {
+pub(crate) fn too_large(tool: &ToolDef, bytes: usize, max: usize) -> Value {
     validation_failed(
         tool,
         &[FieldError::new(
@@ -169,7 +169,7 @@ fn type_label(schema: &Value) -> String {
 
 /// The help prompt: tool name, description, each required field with its type, the
 /// optional field names, and a complete valid example. Kept under 500 tokens.
-pub fn help_prompt(tool: &ToolDef) -> String {
+pub(crate) fn help_prompt(tool: &ToolDef) -> String {
     let props = tool
         .input_schema
         .get("properties")
