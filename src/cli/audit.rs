@@ -22,7 +22,7 @@ pub enum AuditCmd {
     },
 }
 
-pub fn run(cairn: &Cairn, cmd: AuditCmd) -> anyhow::Result<Outcome> {
+pub(super) fn run(cairn: &Cairn, cmd: AuditCmd) -> anyhow::Result<Outcome> {
     match cmd {
         AuditCmd::Verify { issue, json } => {
             let v = cairn.audit_verify(&VerifyTarget {

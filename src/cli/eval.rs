@@ -23,7 +23,7 @@ pub enum EvalCmd {
 }
 
 #[allow(clippy::print_stderr)]
-pub fn run(cmd: EvalCmd) -> anyhow::Result<Outcome> {
+pub(super) fn run(cmd: EvalCmd) -> anyhow::Result<Outcome> {
     match cmd {
         EvalCmd::Learnings { set, json } => {
             let parsed = EvalSet::load(&set)?;

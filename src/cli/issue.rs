@@ -103,7 +103,7 @@ impl IssueText {
     }
 }
 
-pub(crate) fn parse_status(s: &str) -> Result<Status, String> {
+fn parse_status(s: &str) -> Result<Status, String> {
     Status::parse(s).ok_or_else(|| {
         format!(
             "unknown status {s:?}; one of: {}",
@@ -127,7 +127,7 @@ fn line(i: &Issue) -> String {
     )
 }
 
-pub fn run(cairn: &Cairn, cmd: IssueCmd) -> anyhow::Result<Outcome> {
+pub(super) fn run(cairn: &Cairn, cmd: IssueCmd) -> anyhow::Result<Outcome> {
     match cmd {
         IssueCmd::Create {
             project,

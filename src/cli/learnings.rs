@@ -148,7 +148,7 @@ fn show(l: &Learning, json: bool) -> anyhow::Result<()> {
     }
 }
 
-pub fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
+pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
     match cmd {
         LearningsCmd::Add {
             issue,

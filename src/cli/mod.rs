@@ -80,7 +80,7 @@ enum Command {
 
 /// What a command that ran to the end found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
+enum Outcome {
     /// It did what was asked.
     Done,
     /// A verification ran and found a hash chain that does not verify (or audit rows
@@ -176,7 +176,7 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
 }
 
 /// Open the database named by `--db`.
-pub(crate) fn open(db: &std::path::Path) -> anyhow::Result<Cairn> {
+fn open(db: &std::path::Path) -> anyhow::Result<Cairn> {
     Cairn::open(db).map_err(|e| anyhow::Error::new(e).context(format!("opening {}", db.display())))
 }
 
@@ -195,7 +195,7 @@ fn report(err: &anyhow::Error) {
 }
 
 /// Write `value` as pretty JSON to stdout.
-pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     // An I/O failure (a closed pipe) stays an `io::Error`, which `exit_code` recognises.
     serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::from)?;
@@ -204,7 +204,7 @@ pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
 }
 
 /// Write text lines to stdout.
-pub(crate) fn print_text(text: &str) -> anyhow::Result<()> {
+fn print_text(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
     if !text.ends_with('\n') {

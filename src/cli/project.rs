@@ -76,7 +76,7 @@ fn parse_json<T: serde::de::DeserializeOwned>(flag: &str, s: &str) -> anyhow::Re
     })
 }
 
-pub fn run(cairn: &Cairn, cmd: ProjectCmd) -> anyhow::Result<Outcome> {
+pub(super) fn run(cairn: &Cairn, cmd: ProjectCmd) -> anyhow::Result<Outcome> {
     match cmd {
         ProjectCmd::Create {
             slug,

@@ -56,7 +56,7 @@ fn non_empty(v: Vec<String>) -> Option<Vec<String>> {
 }
 
 #[allow(clippy::print_stderr)]
-pub fn run(cairn: &Cairn, cmd: ScopeCmd) -> anyhow::Result<Outcome> {
+pub(super) fn run(cairn: &Cairn, cmd: ScopeCmd) -> anyhow::Result<Outcome> {
     match cmd {
         ScopeCmd::Compute {
             profile,

@@ -39,7 +39,7 @@ pub struct ServeArgs {
     pub symphony_dir: Option<PathBuf>,
 }
 
-pub fn run(db: &Path, args: ServeArgs) -> anyhow::Result<Outcome> {
+pub(super) fn run(db: &Path, args: ServeArgs) -> anyhow::Result<Outcome> {
     let cairn = super::open(db)?;
     let session = cairn
         .bind(&SessionArgs {

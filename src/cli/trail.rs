@@ -27,7 +27,7 @@ pub struct FindingsArgs {
     pub json: bool,
 }
 
-pub fn findings(cairn: &Cairn, a: FindingsArgs) -> anyhow::Result<Outcome> {
+pub(super) fn findings(cairn: &Cairn, a: FindingsArgs) -> anyhow::Result<Outcome> {
     if a.verify {
         let v = cairn.verify_trail(&a.issue)?;
         if a.json {
@@ -118,7 +118,7 @@ fn pr_line(p: &PullRequest) -> String {
     )
 }
 
-pub fn pr(cairn: &Cairn, cmd: PrCmd) -> anyhow::Result<Outcome> {
+pub(super) fn pr(cairn: &Cairn, cmd: PrCmd) -> anyhow::Result<Outcome> {
     match cmd {
         PrCmd::List { project, json } => {
             let prs = cairn.pull_requests(project.as_deref())?;
@@ -178,7 +178,7 @@ pub enum RunCmd {
     },
 }
 
-pub fn run(cairn: &Cairn, cmd: RunCmd) -> anyhow::Result<Outcome> {
+pub(super) fn run(cairn: &Cairn, cmd: RunCmd) -> anyhow::Result<Outcome> {
     match cmd {
         RunCmd::Ingest {
             issue,

@@ -45,7 +45,7 @@ pub struct SearchArgs {
     pub json: bool,
 }
 
-pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<Outcome> {
+pub(super) fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<Outcome> {
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} files")
@@ -100,7 +100,7 @@ pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Done)
 }
 
-pub fn search(cairn: &Cairn, a: SearchArgs) -> anyhow::Result<Outcome> {
+pub(super) fn search(cairn: &Cairn, a: SearchArgs) -> anyhow::Result<Outcome> {
     let collections = (!a.collections.is_empty()).then_some(a.collections.as_slice());
     let hits = cairn.vault_search(&a.query, a.top_k, collections)?;
     if a.json {
