@@ -471,12 +471,12 @@ async fn serve_lists_tools_without_the_model_and_names_the_fetch_script() {
     write(&docs, "a.md", &guide("Alpha", CONFIGURE));
     let missing = env.path().join("no-models");
     let missing_s = missing.to_string_lossy().into_owned();
-    let started = Instant::now();
+    // The model is loaded on the first call that needs it, never at start-up (the
+    // start-up time itself is a figure of `cargo bench --bench vault`).
     let client = env
         .serve_env(&[], &[("CAIRN_MODEL_DIR", missing_s.as_str())])
         .await;
     let tools = client.service.list_all_tools().await.unwrap();
-    let elapsed = started.elapsed();
     let by_name = |n: &str| tools.iter().find(|t| t.name == n).unwrap().clone();
     for n in [
         "vault_retrieve",
@@ -491,10 +491,7 @@ async fn serve_lists_tools_without_the_model_and_names_the_fetch_script() {
     assert_eq!(ann("vault_delete").destructive_hint, Some(true));
     assert_eq!(ann("vault_update").idempotent_hint, Some(true));
     assert_eq!(ann("vault_update").read_only_hint, Some(false));
-    assert!(
-        elapsed < Duration::from_secs(5),
-        "start + tools/list took {elapsed:?}"
-    );
+    client.ok("server_ping", json!({})).await;
 
     let e = client
         .err_code(
@@ -667,13 +664,15 @@ fn an_index_from_another_chunker_is_refused_until_rebuilt() {
     assert_eq!(paths(&hit), ["a.md"]);
 }
 
-/// Cairn's vectors for ~1,000 real Markdown chunks against an independent computation
-/// (`tests/reference_embed.py`: Python onnxruntime + tokenizers, mean pooling, L2).
+/// Cairn's vectors for 1,000 real texts of the repository (its Markdown, `src/`'s
+/// documentation, the graded learnings; see `benches/corpus.rs`) against an independent
+/// computation (`tests/reference_embed.py`: Python onnxruntime + tokenizers, mean
+/// pooling, L2).
 #[test]
 fn embedding_fidelity_against_python_onnxruntime() {
     use cairn::vault::embed::{Embedder, dot};
-    let texts = corpus::real_chunks(1000);
-    assert!(texts.len() >= 900, "only {} real chunks found", texts.len());
+    let texts = corpus::repo_texts(1000);
+    assert_eq!(texts.len(), 1000, "the repository holds fewer texts");
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let ours = Embedder::default().embed_batch(&refs).unwrap();
 
@@ -690,20 +689,19 @@ fn embedding_fidelity_against_python_onnxruntime() {
     let mean = cosines.iter().sum::<f32>() / cosines.len() as f32;
     let min = cosines.iter().copied().fold(f32::MAX, f32::min);
     eprintln!(
-        "embedding fidelity over {} real chunks: mean cosine {mean:.7}, min {min:.7}",
+        "embedding fidelity over {} real texts: mean cosine {mean:.7}, min {min:.7}",
         texts.len()
     );
-    assert!(mean >= 0.999, "mean cosine {mean}");
-    assert!(min >= 0.99999, "minimum cosine {min}");
+    assert!(min >= 0.99999, "min cosine {min}, mean {mean}");
 }
 
 /// Batches are formed by token count: the model runs exactly the tokens and padding of
 /// the reference's token-sorted batches of 32 (`tests/reference_embed.py --time`, its
-/// own tokenizer), which a sort by bytes does not reach on real chunks.
+/// own tokenizer), on the repository's own texts.
 #[test]
 fn batches_pad_exactly_as_a_token_sort() {
     use cairn::vault::embed::Embedder;
-    let texts = corpus::real_chunks(256);
+    let texts = corpus::repo_texts(256);
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let e = Embedder::default();
     e.embed_batch(&refs).unwrap();

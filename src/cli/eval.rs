@@ -7,7 +7,7 @@ use clap::Subcommand;
 
 use crate::eval::learnings::{EvalReport, EvalSet};
 
-use super::{print_json, print_text};
+use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Subcommand)]
 pub enum EvalCmd {
@@ -23,7 +23,7 @@ pub enum EvalCmd {
 }
 
 #[allow(clippy::print_stderr)]
-pub fn run(cmd: EvalCmd) -> anyhow::Result<std::process::ExitCode> {
+pub(super) fn run(cmd: EvalCmd) -> anyhow::Result<Outcome> {
     match cmd {
         EvalCmd::Learnings { set, json } => {
             let parsed = EvalSet::load(&set)?;
@@ -36,7 +36,7 @@ pub fn run(cmd: EvalCmd) -> anyhow::Result<std::process::ExitCode> {
             }
         }
     }
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }
 
 /// The report as a Markdown table: one row per system, overall and per category.

@@ -1,7 +1,6 @@
 //! `cairn reindex DIR` and `cairn search QUERY`: the Knowledge Vault from the command line.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -10,7 +9,7 @@ use crate::service::Cairn;
 use crate::vault::embed::Spin;
 use crate::vault::reindex::{ReindexOptions, ReindexProgress};
 
-use super::{print_json, print_text};
+use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Args)]
 pub struct ReindexArgs {
@@ -55,7 +54,7 @@ pub struct SearchArgs {
     pub json: bool,
 }
 
-pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<Outcome> {
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} files")
@@ -112,15 +111,15 @@ pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<ExitCode> {
             print_text(&text)?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }
 
-pub fn search(cairn: &Cairn, a: SearchArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn search(cairn: &Cairn, a: SearchArgs) -> anyhow::Result<Outcome> {
     let collections = (!a.collections.is_empty()).then_some(a.collections.as_slice());
     let hits = cairn.vault_search(&a.query, a.top_k, collections)?;
     if a.json {
         print_json(&serde_json::json!({ "results": hits }))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Outcome::Done);
     }
     if hits.is_empty() {
         print_text("no results (is the vault empty? index documents with `cairn reindex DIR`)")?;
@@ -146,5 +145,5 @@ pub fn search(cairn: &Cairn, a: SearchArgs) -> anyhow::Result<ExitCode> {
     if !out.is_empty() {
         print_text(&out)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }
