@@ -2,7 +2,7 @@
 //!
 //! A knowledge service for AI coding agents. Agents talk to `cairn serve` over MCP
 //! (stdio); people and orchestrators use the `cairn` CLI. Both call one domain facade,
-//! [`service::Cairn`].
+//! [`api::Cairn`].
 //!
 //! Bird's-eye view:
 //! - [`store`]: SQLite, the source of truth (WAL, migrations, `BEGIN IMMEDIATE` writes).
@@ -17,6 +17,8 @@
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod api;
+pub mod base;
 pub mod cli;
 pub mod colibri;
 pub mod error;
@@ -30,7 +32,6 @@ pub(crate) mod paths;
 pub mod phases;
 pub mod rng;
 pub mod scope;
-pub mod service;
 pub mod session;
 pub mod store;
 pub mod text;
@@ -38,5 +39,5 @@ pub mod trail;
 pub mod vault;
 pub mod workspace;
 
+pub use api::Cairn;
 pub use error::{Error, Result};
-pub use service::Cairn;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::issues::Issue;
-use crate::service::Cairn;
+use crate::store::Store;
 
 /// The start-up binding of one server process.
 #[derive(Debug, Clone, Default)]
@@ -79,79 +79,77 @@ impl Session {
     }
 }
 
-impl Cairn {
-    /// The worktree check of `complete_phase` and `create_pr`: with `--worktree-path`,
-    /// [`Cairn::verify_workspace`] (an error when the marker names another issue);
-    /// without it, the bound project's path, reported as not verified.
-    pub fn worktree_check(&self, session: &Session) -> Result<WorktreeCheck> {
-        if session.worktree_path.is_some() {
-            let ws = self.verify_workspace(session)?;
-            return Ok(WorktreeCheck {
-                verified: true,
-                path: Some(ws.path),
-                message: ws.message,
-            });
-        }
-        let bound = session.require_issue()?;
-        let issue = self.issue(&bound.id)?;
-        let path = self.project(&issue.project_id)?.path;
-        let message = match &path {
-            Some(p) => format!(
-                "No worktree was verified: this server was started without --worktree-path, \
-                 so the project's path ({p}) is used."
-            ),
-            None => "No worktree was verified: this server was started without \
-                     --worktree-path and the project has no path."
-                .to_string(),
-        };
-        Ok(WorktreeCheck {
-            verified: false,
-            path,
-            message,
-        })
+/// The worktree check of `complete_phase` and `create_pr`: with `--worktree-path`,
+/// [`Cairn::verify_workspace`] (an error when the marker names another issue);
+/// without it, the bound project's path, reported as not verified.
+pub fn worktree_check(store: &Store, session: &Session) -> Result<WorktreeCheck> {
+    if session.worktree_path.is_some() {
+        let ws = crate::workspace::verify_workspace(store, session)?;
+        return Ok(WorktreeCheck {
+            verified: true,
+            path: Some(ws.path),
+            message: ws.message,
+        });
     }
+    let bound = session.require_issue()?;
+    let issue = crate::issues::issue(store, &bound.id)?;
+    let path = crate::issues::project(store, &issue.project_id)?.path;
+    let message = match &path {
+        Some(p) => format!(
+            "No worktree was verified: this server was started without --worktree-path, \
+             so the project's path ({p}) is used."
+        ),
+        None => "No worktree was verified: this server was started without \
+                 --worktree-path and the project has no path."
+            .to_string(),
+    };
+    Ok(WorktreeCheck {
+        verified: false,
+        path,
+        message,
+    })
+}
 
-    /// Check start-up arguments against the database and build the binding. An issue or
-    /// project that does not exist is an error (the server then refuses to start).
-    pub fn bind(&self, args: &SessionArgs) -> Result<Session> {
-        if let Some(t) = &args.agent_type {
-            crate::scope::check_profile(t)?;
-        }
-        let issue: Option<Issue> = match &args.issue {
-            Some(i) => Some(self.issue(i)?),
-            None => None,
-        };
-        let project_id = match (&args.project, &issue) {
-            (Some(p), _) => Some(self.project(p)?.id),
-            (None, Some(i)) => Some(i.project_id.clone()),
-            (None, None) => match &args.project_slug {
-                Some(slug) => self.project(slug).ok().map(|p| p.id),
-                None => None,
-            },
-        };
-        if let (Some(i), Some(p)) = (&issue, &project_id)
-            && &i.project_id != p
-        {
-            return Err(Error::invalid(
-                "project_id",
-                format!("issue {} belongs to another project than {p}", i.identifier),
-            ));
-        }
-        Ok(Session {
-            issue: issue.map(|i| BoundIssue {
-                id: i.id,
-                identifier: i.identifier,
-            }),
-            project_id,
-            worktree_path: args.worktree_path.clone(),
-            agent_type: args.agent_type.clone(),
-            project_slug: args.project_slug.clone(),
-            symphony_dir: args.symphony_dir.clone(),
-            actor: args
-                .agent_type
-                .as_ref()
-                .map(|t| format!("agent-{t}"))
-                .unwrap_or_else(|| "agent".to_string()),
-        })
+/// Check start-up arguments against the database and build the binding. An issue or
+/// project that does not exist is an error (the server then refuses to start).
+pub fn bind(store: &Store, args: &SessionArgs) -> Result<Session> {
+    if let Some(t) = &args.agent_type {
+        crate::scope::check_profile(t)?;
     }
+    let issue: Option<Issue> = match &args.issue {
+        Some(i) => Some(crate::issues::issue(store, i)?),
+        None => None,
+    };
+    let project_id = match (&args.project, &issue) {
+        (Some(p), _) => Some(crate::issues::project(store, p)?.id),
+        (None, Some(i)) => Some(i.project_id.clone()),
+        (None, None) => match &args.project_slug {
+            Some(slug) => crate::issues::project(store, slug).ok().map(|p| p.id),
+            None => None,
+        },
+    };
+    if let (Some(i), Some(p)) = (&issue, &project_id)
+        && &i.project_id != p
+    {
+        return Err(Error::invalid(
+            "project_id",
+            format!("issue {} belongs to another project than {p}", i.identifier),
+        ));
+    }
+    Ok(Session {
+        issue: issue.map(|i| BoundIssue {
+            id: i.id,
+            identifier: i.identifier,
+        }),
+        project_id,
+        worktree_path: args.worktree_path.clone(),
+        agent_type: args.agent_type.clone(),
+        project_slug: args.project_slug.clone(),
+        symphony_dir: args.symphony_dir.clone(),
+        actor: args
+            .agent_type
+            .as_ref()
+            .map(|t| format!("agent-{t}"))
+            .unwrap_or_else(|| "agent".to_string()),
+    })
 }

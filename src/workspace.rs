@@ -32,8 +32,8 @@ use std::process::{Command, Stdio};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::service::Cairn;
 use crate::session::Session;
+use crate::store::Store;
 
 /// The marker file's name, at the worktree root.
 pub const MARKER_FILE: &str = ".symphony-worktree";
@@ -158,39 +158,37 @@ fn git_branch(worktree: &Path) -> Option<String> {
     (out.status.success() && !branch.is_empty()).then_some(branch)
 }
 
-impl Cairn {
-    /// Verify that the session's worktree belongs to the bound issue (see the module
-    /// docs). `complete_phase` and `create_pr` call this first.
-    pub fn verify_workspace(&self, session: &Session) -> Result<WorkspaceInfo> {
-        let bound = session.require_issue()?;
-        let issue = self.issue(&bound.id)?;
-        let worktree = bound_worktree(session, &issue.identifier)?;
-        let named = read_marker(&worktree)?;
-        let canonical = crate::paths::canonical_root(&worktree)?;
-        if !named.eq_ignore_ascii_case(&issue.identifier) && named != issue.id {
-            return Err(invalid(format!(
-                "Worktree {} belongs to issue {named}, but this session works on {}. Recovery: \
-                 stop; ask the orchestrator to restart this session with --worktree-path set to \
-                 the worktree of {} (its {MARKER_FILE} names {}).",
-                canonical.display(),
-                issue.identifier,
-                issue.identifier,
-                issue.identifier
-            )));
-        }
-        let branch = git_branch(&canonical);
-        let message = match &branch {
-            Some(_) => "Workspace verified. You are in the correct worktree.".to_string(),
-            None => "Workspace verified. You are in the correct worktree (branch unknown: git is \
-                     missing, the worktree is not a git repository, or HEAD is detached)."
-                .to_string(),
-        };
-        Ok(WorkspaceInfo {
-            valid: true,
-            path: canonical.display().to_string(),
-            issue: issue.identifier,
-            branch,
-            message,
-        })
+/// Verify that the session's worktree belongs to the bound issue (see the module
+/// docs). `complete_phase` and `create_pr` call this first.
+pub fn verify_workspace(store: &Store, session: &Session) -> Result<WorkspaceInfo> {
+    let bound = session.require_issue()?;
+    let issue = crate::issues::issue(store, &bound.id)?;
+    let worktree = bound_worktree(session, &issue.identifier)?;
+    let named = read_marker(&worktree)?;
+    let canonical = crate::paths::canonical_root(&worktree)?;
+    if !named.eq_ignore_ascii_case(&issue.identifier) && named != issue.id {
+        return Err(invalid(format!(
+            "Worktree {} belongs to issue {named}, but this session works on {}. Recovery: \
+             stop; ask the orchestrator to restart this session with --worktree-path set to \
+             the worktree of {} (its {MARKER_FILE} names {}).",
+            canonical.display(),
+            issue.identifier,
+            issue.identifier,
+            issue.identifier
+        )));
     }
+    let branch = git_branch(&canonical);
+    let message = match &branch {
+        Some(_) => "Workspace verified. You are in the correct worktree.".to_string(),
+        None => "Workspace verified. You are in the correct worktree (branch unknown: git is \
+                 missing, the worktree is not a git repository, or HEAD is detached)."
+            .to_string(),
+    };
+    Ok(WorkspaceInfo {
+        valid: true,
+        path: canonical.display().to_string(),
+        issue: issue.identifier,
+        branch,
+        message,
+    })
 }

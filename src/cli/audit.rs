@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
+use crate::Cairn;
 use crate::colibri::audit::VerifyTarget;
-use crate::service::Cairn;
 
 use super::{print_json, print_text};
 

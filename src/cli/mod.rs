@@ -11,8 +11,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::Cairn;
 use crate::error::Error;
-use crate::service::Cairn;
 
 mod audit;
 mod eval;

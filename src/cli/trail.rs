@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use crate::service::Cairn;
+use crate::Cairn;
 use crate::trail::prs::PullRequest;
 
 use super::{print_json, print_text};

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::service::Cairn;
+use crate::Cairn;
 use crate::vault::reindex::{ReindexOptions, ReindexProgress};
 
 use super::{print_json, print_text};

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, FieldError};
 
-use super::registry::ToolDef;
+use super::tool::ToolDef;
 
 /// Validation failed before the handler ran.
 pub fn validation_failed(tool: &ToolDef, errors: &[FieldError]) -> Value {

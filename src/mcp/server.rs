@@ -24,12 +24,13 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
+use crate::Cairn;
 use crate::error::{Error, Result};
-use crate::service::Cairn;
 use crate::session::Session;
 
 use super::envelope;
-use super::registry::{Effect, MAX_ARGUMENT_BYTES, ToolCtx, ToolDef, all_tools};
+use super::registry::{MAX_ARGUMENT_BYTES, all_tools};
+use super::tool::{Effect, ToolCtx, ToolDef};
 use super::wire::LineTransport;
 
 /// Which tools a server exposes.

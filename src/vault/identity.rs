@@ -20,9 +20,9 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use crate::Cairn;
 use crate::error::{Error, Result};
 use crate::paths::canonical_root;
-use crate::service::Cairn;
 use crate::session::Session;
 
 /// Prefix of a project root key.

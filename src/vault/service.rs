@@ -20,9 +20,9 @@
 
 use serde::Serialize;
 
+use crate::Cairn;
 use crate::error::{Error, Result};
 use crate::paths::{DirHandle, relative_components, shown};
-use crate::service::Cairn;
 use crate::session::Session;
 
 use super::documents::{VaultHit, delete_document, load_hit};

@@ -33,7 +33,7 @@ use crate::colibri::thoughts::{
 };
 use crate::error::{Error, Result};
 use crate::issues::Status;
-use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
+use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
 use crate::text::{Cleaned, cleaned};
 
 /// A task status on the wire (the issue [`Status`] names).

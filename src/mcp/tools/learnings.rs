@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::learnings::{
     Learning, LearningSearch, LearningType, NewLearning, SearchResults, SearchScope,
 };
-use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
+use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
 use crate::text::{Cleaned, cleaned};
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::error::Result;
 use crate::issues::{Issue, IssueFilter, NewIssue, Project, Status};
-use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
+use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
 use crate::session::WorktreeCheck;
 use crate::text::{Cleaned, cleaned};
 use crate::trail::board::{IssueDetails, IssueStatus};

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::error::Result;
-use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
+use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
 use crate::vault::documents::VaultHit;
 use crate::vault::service::{DeleteResult, KnowledgeResults, UpdateResult};
 

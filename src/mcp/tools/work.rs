@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::error::Result;
-use crate::mcp::registry::{Effect, NoParams, ToolCtx, ToolDef, tool};
+use crate::mcp::tool::{Effect, NoParams, ToolCtx, ToolDef, tool};
 use crate::memory::{MemoryScope, MemoryWritten};
 use crate::moves::MovedIssue;
 use crate::phases::{Confidence, Phase, PhaseClaim, PhaseCompletion, PhaseVerdict};
