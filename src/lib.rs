@@ -8,7 +8,8 @@
 //! - [`store`]: SQLite, the source of truth (WAL, migrations, `BEGIN IMMEDIATE` writes).
 //! - [`issues`]: projects and issues (a Colibri task is an issue).
 //! - [`scope`]: which agent profile may use which tool.
-//! - [`session`]: what a server process is bound to (issue, project, worktree, profile).
+//! - [`context`]: the [`context::WorkContext`] a server process is bound to (issue, project,
+//!   work root, profile, actor).
 //! - [`mcp`]: the MCP protocol layer; nothing else knows JSON-RPC.
 //! - [`cli`]: the command line; glue over the facade.
 //!
@@ -21,6 +22,7 @@ pub mod api;
 pub mod base;
 pub mod cli;
 pub mod colibri;
+pub mod context;
 pub mod error;
 pub mod eval;
 pub mod issues;
@@ -32,7 +34,6 @@ pub(crate) mod paths;
 pub mod phases;
 pub mod rng;
 pub mod scope;
-pub mod session;
 pub mod store;
 pub mod text;
 pub mod trail;

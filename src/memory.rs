@@ -17,8 +17,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::context::WorkContext;
 use crate::error::{Error, Result};
-use crate::session::Session;
 
 /// Most characters of one memory file.
 pub const CONTENT_MAX: usize = 10_000;
@@ -85,26 +85,26 @@ fn validate(filename: &str, content: &str) -> Result<()> {
 
 /// Replace one of the session profile's memory files (see the module docs).
 pub fn update_memory(
-    session: &Session,
+    work: &WorkContext,
     scope: MemoryScope,
     filename: &str,
     content: &str,
 ) -> Result<MemoryWritten> {
     validate(filename, content)?;
     let content = &crate::text::prose_field("content", content)?;
-    let profile = session
+    let profile = work
         .agent_type
         .as_deref()
         .ok_or_else(|| missing_flag("--agent-type", "memory is private to a profile type"))?;
     crate::scope::check_profile(profile)?;
-    let root = session
+    let root = work
         .symphony_dir
         .as_deref()
         .ok_or_else(|| missing_flag("--symphony-dir", "memory lives under its data/memory/"))?;
     let owner = match scope {
         MemoryScope::Global => "_global".to_string(),
         MemoryScope::Project => {
-            let slug = session.project_slug.as_deref().ok_or_else(|| {
+            let slug = work.project_slug.as_deref().ok_or_else(|| {
                 missing_flag("--project-slug", "project-scope memory is kept per project")
             })?;
             let slug_ok = !slug.is_empty()

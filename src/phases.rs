@@ -66,10 +66,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::base::sha256_hex;
+use crate::context::WorkContext;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::Project;
 use crate::paths::{DirHandle, relative_components, shown, starts_with_parts};
-use crate::session::Session;
 use crate::store::Store;
 use crate::trail::FindingCategory;
 use crate::trail::findings::{add_comment_in, append_finding, latest_phase_claim_in};
@@ -159,7 +159,7 @@ pub struct PhaseClaim {
     pub checks: Vec<String>,
     pub message: String,
     /// The worktree that was verified, or that none was (no `--worktree-path`).
-    pub worktree: crate::session::WorktreeCheck,
+    pub worktree: crate::workspace::WorktreeCheck,
 }
 
 /// A recorded judge verdict: the spec's PhaseVerdictFinding.
@@ -551,9 +551,13 @@ fn latest_claim(
 
 /// `complete_phase`: verify the workspace, validate the claim and its artifact, and
 /// record a `pc-` finding on the bound issue (see the module docs).
-pub fn complete_phase(store: &Store, session: &Session, p: &PhaseCompletion) -> Result<PhaseClaim> {
-    let worktree = crate::session::worktree_check(store, session)?;
-    let bound = session.require_issue()?;
+pub fn complete_phase(
+    store: &Store,
+    work: &WorkContext,
+    p: &PhaseCompletion,
+) -> Result<PhaseClaim> {
+    let worktree = crate::workspace::worktree_check(store, work)?;
+    let bound = work.require_issue()?;
     let issue = crate::issues::issue(store, &bound.id)?;
     let project = crate::issues::project(store, &issue.project_id)?;
     required_fields(p)?;
@@ -608,7 +612,7 @@ pub fn complete_phase(store: &Store, session: &Session, p: &PhaseCompletion) -> 
             &issue.id,
             FindingCategory::PhaseCompletion,
             body,
-            &session.actor,
+            &work.actor,
         )
     })?;
     Ok(PhaseClaim {
@@ -645,14 +649,14 @@ pub fn complete_phase(store: &Store, session: &Session, p: &PhaseCompletion) -> 
 /// latest claim of `phase`; a rejection also posts a comment (one transaction).
 pub fn judge_phase(
     store: &Store,
-    session: &Session,
+    work: &WorkContext,
     phase: Phase,
     artifact_hash: &str,
     approved: bool,
     reason: Option<&str>,
     fix_instructions: Option<&str>,
 ) -> Result<PhaseVerdict> {
-    let bound = session.require_issue()?;
+    let bound = work.require_issue()?;
     let hash = artifact_hash.to_ascii_lowercase();
     let verdict = if approved { "approved" } else { "rejected" };
     let reason = reason
@@ -709,7 +713,7 @@ pub fn judge_phase(
             &issue_id,
             FindingCategory::PhaseVerdict,
             body,
-            &session.actor,
+            &work.actor,
         )?;
         let comment = if approved {
             None
@@ -721,7 +725,7 @@ pub fn judge_phase(
                     .map(|f| format!("\n\nFix instructions: {f}"))
                     .unwrap_or_default()
             );
-            Some(add_comment_in(tx, &issue_id, &text, &session.actor)?.id)
+            Some(add_comment_in(tx, &issue_id, &text, &work.actor)?.id)
         };
         Ok(PhaseVerdict {
             id: finding.id,

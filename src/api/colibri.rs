@@ -4,10 +4,12 @@ use crate::colibri::audit::{
     AuditScope, AuditSessionStarted, ChainVerification, MerkleFinalized, MerkleRootView,
     VerifyTarget,
 };
+use crate::colibri::skills::{SkillFilter, SkillList};
 use crate::colibri::tasks::{
     NextActions, TaskCreate, TaskCreated, TaskPage, TaskQuery, TaskUpdate, TaskUpdated, TaskView,
 };
 use crate::colibri::thoughts::{NewThought, ThoughtList, ThoughtQuery, ThoughtRecorded};
+use crate::context::WorkContext;
 use crate::error::Result;
 
 use super::Cairn;
@@ -89,5 +91,10 @@ impl Cairn {
     /// The thoughts of a task, of an audit session, or of every task.
     pub fn thought_list(&self, q: &ThoughtQuery) -> Result<ThoughtList> {
         crate::colibri::thoughts::thought_list(&self.store, q)
+    }
+
+    /// The skills of a piece of work's checkout (or its project's path).
+    pub fn list_work_skills(&self, work: &WorkContext, filter: &SkillFilter) -> Result<SkillList> {
+        crate::colibri::skills::list_work_skills(&self.store, work, filter)
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! The facade sits on top of the domain. Domain modules (`issues`, `learnings`, `vault`,
 //! `trail`, `colibri`, ...) expose plain functions over what they need (the [`Store`], an
-//! index handle, a [`crate::session::Session`]) and never name `Cairn`; the files of this
+//! index handle, a [`crate::context::WorkContext`]) and never name `Cairn`; the files of this
 //! folder list the whole API, one file per area, each method a short delegation. Nothing
 //! here knows about JSON-RPC or the command line.
 //!

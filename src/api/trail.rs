@@ -1,24 +1,29 @@
 //! The work trail: findings, comments, status, board views, PRs, metrics, runs, verification.
 
+use crate::context::WorkContext;
 use crate::error::Result;
 use crate::issues::{Issue, NewIssue, Project, Status};
 use crate::trail::board::{IssueDetails, IssueStatus};
-use crate::trail::chain::{TrailRecord, TrailVerification};
+use crate::trail::chain::TrailVerification;
 use crate::trail::findings::{Comment, Finding, NewFinding};
 use crate::trail::metrics::{Coverage, NewCoverage, NewTestHealth, TestHealth};
 use crate::trail::prs::{NewPullRequest, PullRequest, Review};
 use crate::trail::runs::{IngestReport, RunEventPage, RunEventQuery};
 use crate::trail::settings::SettingsUpdate;
 use crate::trail::status::StatusChange;
+use crate::workspace::WorktreeCheck;
 use std::path::Path;
 
 use super::Cairn;
 
 impl Cairn {
-    /// Record a PR for an issue (id or identifier) and move the issue from
-    /// `in_progress` to review.
-    pub fn create_pr(&self, issue: &str, new: &NewPullRequest, actor: &str) -> Result<PullRequest> {
-        crate::trail::prs::create_pr(&self.store, issue, new, actor)
+    /// Check the work's worktree, then record a PR on its bound issue.
+    pub fn create_work_pr(
+        &self,
+        work: &WorkContext,
+        new: &NewPullRequest,
+    ) -> Result<(PullRequest, WorktreeCheck)> {
+        crate::trail::prs::create_work_pr(&self.store, work, new)
     }
 
     /// Approve or reject the open PR of an issue (id or identifier).
@@ -48,11 +53,6 @@ impl Cairn {
     /// leaves and from the current records).
     pub fn verify_trail(&self, issue: &str) -> Result<TrailVerification> {
         crate::trail::verify::verify_trail(&self.store, issue)
-    }
-
-    /// The raw chain of an issue (id or identifier), in order.
-    pub fn trail_records(&self, issue: &str) -> Result<Vec<TrailRecord>> {
-        crate::trail::chain::trail_records(&self.store, issue)
     }
 
     /// Record an agent run of an issue (id or identifier) from a stream-JSON log.
@@ -102,16 +102,6 @@ impl Cairn {
         crate::trail::findings::findings(&self.store, issue)
     }
 
-    /// Every comment of an issue, oldest first.
-    pub fn comments(&self, issue: &str) -> Result<Vec<Comment>> {
-        crate::trail::findings::comments(&self.store, issue)
-    }
-
-    /// The latest completion claim of `phase` on an issue.
-    pub fn latest_phase_claim(&self, issue: &str, phase: &str) -> Result<Option<Finding>> {
-        crate::trail::findings::latest_phase_claim(&self.store, issue, phase)
-    }
-
     /// Mark a finding processed (the orchestrator's flag).
     pub fn mark_finding_processed(&self, finding_id: &str, actor: &str) -> Result<Finding> {
         crate::trail::findings::mark_finding_processed(&self.store, finding_id, actor)
@@ -132,11 +122,6 @@ impl Cairn {
         agent: bool,
     ) -> Result<StatusChange> {
         crate::trail::status::update_issue_status(&self.store, issue, to, reason, actor, agent)
-    }
-
-    /// An issue's status history, oldest first.
-    pub fn status_history(&self, issue: &str) -> Result<Vec<StatusChange>> {
-        crate::trail::status::status_history(&self.store, issue)
     }
 
     /// Record coverage of a file and concept in the project of `issue` (id or identifier).

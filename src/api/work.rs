@@ -1,40 +1,40 @@
-//! Work in a bound session: start-up binding, workspace check, phases, memory files.
+//! Work in a bound work: start-up binding, workspace check, phases, memory files.
 
+use crate::context::{BindArgs, WorkContext};
 use crate::error::Result;
 use crate::memory::{MemoryScope, MemoryWritten};
 use crate::phases::{Phase, PhaseClaim, PhaseCompletion, PhaseVerdict};
-use crate::session::{Session, SessionArgs, WorktreeCheck};
 use crate::workspace::WorkspaceInfo;
 
 use super::Cairn;
 
 impl Cairn {
-    /// Verify that the session's worktree belongs to the bound issue (see the module
+    /// Verify that the work's worktree belongs to the bound issue (see the module
     /// docs).
-    pub fn verify_workspace(&self, session: &Session) -> Result<WorkspaceInfo> {
-        crate::workspace::verify_workspace(&self.store, session)
+    pub fn verify_workspace(&self, work: &WorkContext) -> Result<WorkspaceInfo> {
+        crate::workspace::verify_workspace(&self.store, work)
     }
 
-    /// Replace one of the session profile's memory files (see the module docs).
+    /// Replace one of the work profile's memory files (see the module docs).
     pub fn update_memory(
         &self,
-        session: &Session,
+        work: &WorkContext,
         scope: MemoryScope,
         filename: &str,
         content: &str,
     ) -> Result<MemoryWritten> {
-        crate::memory::update_memory(session, scope, filename, content)
+        crate::memory::update_memory(work, scope, filename, content)
     }
 
     /// `complete_phase`.
-    pub fn complete_phase(&self, session: &Session, p: &PhaseCompletion) -> Result<PhaseClaim> {
-        crate::phases::complete_phase(&self.store, session, p)
+    pub fn complete_phase(&self, work: &WorkContext, p: &PhaseCompletion) -> Result<PhaseClaim> {
+        crate::phases::complete_phase(&self.store, work, p)
     }
 
     /// `approve_phase` / `reject_phase`.
     pub fn judge_phase(
         &self,
-        session: &Session,
+        work: &WorkContext,
         phase: Phase,
         artifact_hash: &str,
         approved: bool,
@@ -43,7 +43,7 @@ impl Cairn {
     ) -> Result<PhaseVerdict> {
         crate::phases::judge_phase(
             &self.store,
-            session,
+            work,
             phase,
             artifact_hash,
             approved,
@@ -52,13 +52,8 @@ impl Cairn {
         )
     }
 
-    /// The worktree check of `complete_phase` and `create_pr`.
-    pub fn worktree_check(&self, session: &Session) -> Result<WorktreeCheck> {
-        crate::session::worktree_check(&self.store, session)
-    }
-
     /// Check start-up arguments against the database and build the binding.
-    pub fn bind(&self, args: &SessionArgs) -> Result<Session> {
-        crate::session::bind(&self.store, args)
+    pub fn bind(&self, args: &BindArgs) -> Result<WorkContext> {
+        crate::context::bind(&self.store, args)
     }
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
+use crate::context::BindArgs;
 use crate::mcp::server::{CairnServer, Scope, serve_stdio};
-use crate::session::SessionArgs;
 
 /// Start-up flags of the spec ("Server Initialization").
 #[derive(Debug, Args)]
@@ -41,7 +41,7 @@ pub struct ServeArgs {
 pub fn run(db: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let cairn = super::open(db)?;
     let session = cairn
-        .bind(&SessionArgs {
+        .bind(&BindArgs {
             issue: args.issue_id,
             project: args.project_id,
             worktree_path: args.worktree_path,

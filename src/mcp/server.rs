@@ -25,8 +25,8 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
 use crate::Cairn;
+use crate::context::WorkContext;
 use crate::error::{Error, Result};
-use crate::session::Session;
 
 use super::envelope;
 use super::registry::{MAX_ARGUMENT_BYTES, all_tools};
@@ -101,7 +101,7 @@ pub struct CairnServer {
 
 struct Inner {
     cairn: Arc<Cairn>,
-    session: Session,
+    work: WorkContext,
     tools: Vec<ToolDef>,
     scope: Scope,
     listed: Vec<Tool>,
@@ -139,7 +139,7 @@ pub fn error_result(envelope: Value) -> CallToolResult {
 }
 
 impl CairnServer {
-    pub fn new(cairn: Arc<Cairn>, session: Session, scope: Scope) -> CairnServer {
+    pub fn new(cairn: Arc<Cairn>, work: WorkContext, scope: Scope) -> CairnServer {
         let tools = all_tools();
         let listed = tools
             .iter()
@@ -149,7 +149,7 @@ impl CairnServer {
         CairnServer {
             inner: Arc::new(Inner {
                 cairn,
-                session,
+                work,
                 tools,
                 scope,
                 listed,
@@ -201,7 +201,7 @@ impl CairnServer {
             let def = &inner.tools[index];
             let cx = ToolCtx {
                 cairn: &inner.cairn,
-                session: &inner.session,
+                work: &inner.work,
                 started: inner.started,
                 tools_registered: inner.tools.len(),
             };

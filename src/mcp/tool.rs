@@ -10,8 +10,8 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Map, Value};
 
 use crate::Cairn;
+use crate::context::WorkContext;
 use crate::error::{Error, FieldError, Result};
-use crate::session::Session;
 
 use super::schema::{coerce_integers, output_schema_for, schema_for, validate};
 
@@ -31,7 +31,7 @@ type Handler = dyn Fn(&ToolCtx<'_>, Value) -> Result<Value> + Send + Sync;
 /// What a handler sees: the domain facade, the start-up binding, the server's state.
 pub struct ToolCtx<'a> {
     pub cairn: &'a Cairn,
-    pub session: &'a Session,
+    pub work: &'a WorkContext,
     /// When the server process started.
     pub started: std::time::Instant,
     /// How many tools this server registers.
@@ -68,7 +68,7 @@ impl ToolDef {
     /// Run the handler on already-validated arguments.
     pub fn run(&self, cx: &ToolCtx<'_>, mut args: Value) -> Result<Value> {
         if self.needs_issue {
-            cx.session.require_issue()?;
+            cx.work.require_issue()?;
         }
         coerce_integers(&self.input_schema, &mut args);
         (self.handler)(cx, args)

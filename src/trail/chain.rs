@@ -38,7 +38,6 @@ use serde_json::Value;
 
 use crate::base::{new_id, now_iso, sha256_hex};
 use crate::error::{Error, Result};
-use crate::store::Store;
 
 /// `prev_hash` of the first record of every chain.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -327,6 +326,7 @@ pub(crate) fn append_record(
 }
 
 /// Every record of an issue's chain, in order.
+#[cfg(test)]
 pub(crate) fn chain(c: &Connection, issue_id: &str) -> Result<Vec<TrailRecord>> {
     let mut stmt =
         c.prepare_cached("SELECT * FROM trail_records WHERE issue_id = ?1 ORDER BY position")?;
@@ -511,17 +511,10 @@ pub(crate) fn verify_chain(
     })
 }
 
-/// The raw chain of an issue (id or identifier), in order.
-pub fn trail_records(store: &Store, issue: &str) -> Result<Vec<TrailRecord>> {
-    store.read(|c| {
-        let (id, _) = crate::trail::resolve(c, issue)?;
-        chain(c, &id)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Store;
 
     #[test]
     fn canonical_json_sorts_keys_at_every_depth() {
@@ -573,7 +566,7 @@ mod tests {
         }
         let v = c.read(|conn| verify_chain(conn, &issue, &issue)).unwrap();
         assert!(v.intact && v.total_records == 3, "{v:?}");
-        let recs = trail_records(&c, &issue).unwrap();
+        let recs = c.read(|conn| chain(conn, &issue)).unwrap();
         assert_eq!(recs[1].prev_hash, recs[0].hash);
         assert_eq!(recs[0].prev_hash, GENESIS_HASH);
     }

@@ -322,22 +322,6 @@ pub fn findings(store: &Store, issue: &str) -> Result<Vec<Finding>> {
     })
 }
 
-/// Every comment of an issue, oldest first.
-pub fn comments(store: &Store, issue: &str) -> Result<Vec<Comment>> {
-    store.read(|c| {
-        let (id, _) = super::resolve(c, issue)?;
-        comments_in(c, &id)
-    })
-}
-
-/// The latest completion claim of `phase` on an issue.
-pub fn latest_phase_claim(store: &Store, issue: &str, phase: &str) -> Result<Option<Finding>> {
-    store.read(|c| {
-        let (id, _) = super::resolve(c, issue)?;
-        latest_phase_claim_in(c, &id, phase)
-    })
-}
-
 /// Mark a finding processed (the orchestrator's flag). Idempotent: marking twice
 /// keeps the first time. The finding record itself is not touched.
 pub fn mark_finding_processed(store: &Store, finding_id: &str, actor: &str) -> Result<Finding> {

@@ -25,9 +25,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::base::{new_id, now_iso};
+use crate::context::WorkContext;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::Status;
 use crate::store::Store;
+use crate::workspace::WorktreeCheck;
 
 use super::findings::add_comment_in;
 use super::settings::{RiskThresholds, glob_matcher, risk_settings};
@@ -465,6 +467,19 @@ pub(crate) fn prs_of(c: &Connection, issue_id: &str) -> Result<Vec<PullRequestSu
 pub enum Review {
     Approve,
     Reject,
+}
+
+/// `create_pr` for a piece of work: the spec's precondition first (the worktree is
+/// validated before anything is recorded; without `--worktree-path` the check says that
+/// nothing was verified), then the PR on the bound issue under the work's actor.
+pub fn create_work_pr(
+    store: &Store,
+    work: &WorkContext,
+    new: &NewPullRequest,
+) -> Result<(PullRequest, WorktreeCheck)> {
+    let worktree = crate::workspace::worktree_check(store, work)?;
+    let issue = &work.require_issue()?.id;
+    Ok((create_pr(store, issue, new, &work.actor)?, worktree))
 }
 
 /// Record a PR for an issue (id or identifier) and move the issue from

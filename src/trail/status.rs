@@ -326,11 +326,3 @@ pub fn update_issue_status(
         change_status_in(tx, &id, to, reason, actor, agent)
     })
 }
-
-/// An issue's status history, oldest first.
-pub fn status_history(store: &Store, issue: &str) -> Result<Vec<StatusChange>> {
-    store.read(|c| {
-        let (id, _) = super::resolve(c, issue)?;
-        history_in(c, &id)
-    })
-}

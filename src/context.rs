@@ -1,5 +1,8 @@
-//! What a `cairn serve` process is bound to at start-up (the spec's `ToolContext`):
-//! the issue and project, the worktree, the agent profile, the memory root.
+//! The domain's [`WorkContext`]: what a piece of work is bound to (the spec's
+//! `ToolContext`): the issue and project, the work root (worktree), the agent profile,
+//! the actor records are attributed to, the memory root. `cairn serve` builds one at
+//! start-up with [`bind`]; the domain takes it wherever an operation acts on "the bound
+//! issue", so no domain signature names a transport's session.
 //!
 //! Mutations default to the bound issue; an agent may still read other issues.
 
@@ -9,32 +12,23 @@ use crate::error::{Error, Result};
 use crate::issues::Issue;
 use crate::store::Store;
 
-/// The start-up binding of one server process.
+/// What a piece of work is bound to: for `cairn serve`, the start-up binding of one
+/// server process.
 #[derive(Debug, Clone, Default)]
-pub struct Session {
+pub struct WorkContext {
     /// The bound issue's id and identifier, when `--issue-id` was given.
     pub issue: Option<BoundIssue>,
     /// The bound project id: explicit, or the bound issue's project.
     pub project_id: Option<String>,
+    /// The work root (`--worktree-path`), verified by its `.symphony-worktree` marker.
     pub worktree_path: Option<PathBuf>,
+    /// The agent profile (`--agent-type`).
     pub agent_type: Option<String>,
     pub project_slug: Option<String>,
+    /// The memory root (`--symphony-dir`).
     pub symphony_dir: Option<PathBuf>,
     /// Who the records of this session are attributed to (`agent-<type>` or `cli`).
     pub actor: String,
-}
-
-/// Where the phase and PR tools work: the verified worktree, or (without
-/// `--worktree-path`, which the spec makes optional) the project's path, unverified.
-#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
-pub struct WorktreeCheck {
-    /// True when `--worktree-path` was given and its `.symphony-worktree` marker names
-    /// the bound issue; false when the server has no worktree to verify.
-    pub verified: bool,
-    /// The worktree (verified) or the project's path (not verified); null when the
-    /// project has no path either.
-    pub path: Option<String>,
-    pub message: String,
 }
 
 /// The issue a server is bound to.
@@ -46,7 +40,7 @@ pub struct BoundIssue {
 
 /// The start-up arguments, before they are checked against the database.
 #[derive(Debug, Clone, Default)]
-pub struct SessionArgs {
+pub struct BindArgs {
     pub issue: Option<String>,
     pub project: Option<String>,
     pub worktree_path: Option<PathBuf>,
@@ -55,7 +49,7 @@ pub struct SessionArgs {
     pub symphony_dir: Option<PathBuf>,
 }
 
-impl Session {
+impl WorkContext {
     /// The bound issue, or an error saying which start-up flag would bind one.
     pub fn require_issue(&self) -> Result<&BoundIssue> {
         self.issue.as_ref().ok_or_else(|| {
@@ -79,40 +73,9 @@ impl Session {
     }
 }
 
-/// The worktree check of `complete_phase` and `create_pr`: with `--worktree-path`,
-/// [`Cairn::verify_workspace`] (an error when the marker names another issue);
-/// without it, the bound project's path, reported as not verified.
-pub fn worktree_check(store: &Store, session: &Session) -> Result<WorktreeCheck> {
-    if session.worktree_path.is_some() {
-        let ws = crate::workspace::verify_workspace(store, session)?;
-        return Ok(WorktreeCheck {
-            verified: true,
-            path: Some(ws.path),
-            message: ws.message,
-        });
-    }
-    let bound = session.require_issue()?;
-    let issue = crate::issues::issue(store, &bound.id)?;
-    let path = crate::issues::project(store, &issue.project_id)?.path;
-    let message = match &path {
-        Some(p) => format!(
-            "No worktree was verified: this server was started without --worktree-path, \
-             so the project's path ({p}) is used."
-        ),
-        None => "No worktree was verified: this server was started without \
-                 --worktree-path and the project has no path."
-            .to_string(),
-    };
-    Ok(WorktreeCheck {
-        verified: false,
-        path,
-        message,
-    })
-}
-
 /// Check start-up arguments against the database and build the binding. An issue or
 /// project that does not exist is an error (the server then refuses to start).
-pub fn bind(store: &Store, args: &SessionArgs) -> Result<Session> {
+pub fn bind(store: &Store, args: &BindArgs) -> Result<WorkContext> {
     if let Some(t) = &args.agent_type {
         crate::scope::check_profile(t)?;
     }
@@ -136,7 +99,7 @@ pub fn bind(store: &Store, args: &SessionArgs) -> Result<Session> {
             format!("issue {} belongs to another project than {p}", i.identifier),
         ));
     }
-    Ok(Session {
+    Ok(WorkContext {
         issue: issue.map(|i| BoundIssue {
             id: i.id,
             identifier: i.identifier,
