@@ -705,7 +705,7 @@ mod tests {
 
     fn think(c: &Store, task: &str, content: &str) {
         crate::colibri::thoughts::thought_record(
-            &c,
+            c,
             "tester",
             &NewThought {
                 task: task.into(),
