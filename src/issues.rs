@@ -9,8 +9,9 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 
+use crate::base::{new_id, now_iso};
 use crate::error::{Error, FieldError, Result};
-use crate::service::{Cairn, new_id, now_iso};
+use crate::store::Store;
 
 /// Limits on issue and project fields, shared by the CLI and the MCP schemas.
 pub mod limits {
@@ -438,166 +439,170 @@ fn validate_project(new: &NewProject) -> Result<String> {
     }
 }
 
-impl Cairn {
-    /// Create a project. Its issues are numbered `PREFIX-1`, `PREFIX-2`, ...
-    pub fn create_project(&self, new: &NewProject) -> Result<Project> {
-        let prefix = validate_project(new)?;
-        let path = match &new.path {
+/// Create a project. Its issues are numbered `PREFIX-1`, `PREFIX-2`, ...
+pub fn create_project(store: &Store, new: &NewProject) -> Result<Project> {
+    let prefix = validate_project(new)?;
+    let path = match &new.path {
+        Some(p) => Some(
+            std::fs::canonicalize(p)
+                .map_err(|_| Error::invalid("path", format!("{p} does not exist")))?
+                .to_string_lossy()
+                .into_owned(),
+        ),
+        None => None,
+    };
+    store.write(|tx| {
+        let taken: Option<String> = tx
+            .query_row(
+                "SELECT slug FROM projects WHERE slug = ?1 OR prefix = ?2",
+                params![new.slug, prefix],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(slug) = taken {
+            return Err(Error::Conflict {
+                message: format!(
+                    "project slug {:?} or prefix {prefix:?} is already used by project {slug:?}",
+                    new.slug
+                ),
+                existing_id: Some(slug),
+            });
+        }
+        let now = now_iso();
+        let id = new_id("proj");
+        tx.execute(
+            "INSERT INTO projects(id, slug, name, prefix, path, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+            params![id, new.slug, new.name.trim(), prefix, path, now],
+        )?;
+        find_project(tx, &id)?.ok_or_else(|| Error::Internal("project vanished".into()))
+    })
+}
+
+/// A project by id or slug.
+pub fn project(store: &Store, reference: &str) -> Result<Project> {
+    store
+        .read(|c| find_project(c, reference))?
+        .ok_or_else(|| Error::ProjectNotFound(reference.to_string()))
+}
+
+/// Every project, by slug.
+pub fn projects(store: &Store) -> Result<Vec<Project>> {
+    store.read(|c| {
+        let mut stmt = c.prepare("SELECT * FROM projects ORDER BY slug")?;
+        let rows = stmt
+            .query_map([], project_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    })
+}
+
+/// Create an issue; returns it with its new identifier.
+pub fn create_issue(store: &Store, new: &NewIssue) -> Result<Issue> {
+    store.write(|tx| {
+        let id = insert_issue(tx, new)?;
+        load_issue(tx, &id)?.ok_or_else(|| Error::Internal("issue vanished".into()))
+    })
+}
+
+/// An issue by id or identifier.
+pub fn issue(store: &Store, reference: &str) -> Result<Issue> {
+    store.read(|c| {
+        let id =
+            resolve_issue_id(c, reference)?.ok_or_else(|| Error::not_found("issue", reference))?;
+        load_issue(c, &id)?.ok_or_else(|| Error::not_found("issue", reference))
+    })
+}
+
+/// Issues matching `filter`, most urgent first, then by number.
+pub fn list_issues(store: &Store, filter: &IssueFilter) -> Result<Vec<Issue>> {
+    store.read(|c| {
+        let project_id = match &filter.project {
             Some(p) => Some(
-                std::fs::canonicalize(p)
-                    .map_err(|_| Error::invalid("path", format!("{p} does not exist")))?
-                    .to_string_lossy()
-                    .into_owned(),
+                find_project(c, p)?
+                    .ok_or_else(|| Error::ProjectNotFound(p.clone()))?
+                    .id,
             ),
             None => None,
         };
-        self.store.write(|tx| {
-            let taken: Option<String> = tx
-                .query_row(
-                    "SELECT slug FROM projects WHERE slug = ?1 OR prefix = ?2",
-                    params![new.slug, prefix],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            if let Some(slug) = taken {
-                return Err(Error::Conflict {
-                    message: format!(
-                        "project slug {:?} or prefix {prefix:?} is already used by project {slug:?}",
-                        new.slug
-                    ),
-                    existing_id: Some(slug),
-                });
-            }
-            let now = now_iso();
-            let id = new_id("proj");
-            tx.execute(
-                "INSERT INTO projects(id, slug, name, prefix, path, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
-                params![id, new.slug, new.name.trim(), prefix, path, now],
-            )?;
-            find_project(tx, &id)?.ok_or_else(|| Error::Internal("project vanished".into()))
-        })
-    }
-
-    /// A project by id or slug.
-    pub fn project(&self, reference: &str) -> Result<Project> {
-        self.store
-            .read(|c| find_project(c, reference))?
-            .ok_or_else(|| Error::ProjectNotFound(reference.to_string()))
-    }
-
-    /// Every project, by slug.
-    pub fn projects(&self) -> Result<Vec<Project>> {
-        self.store.read(|c| {
-            let mut stmt = c.prepare("SELECT * FROM projects ORDER BY slug")?;
-            let rows = stmt
-                .query_map([], project_from_row)?
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(rows)
-        })
-    }
-
-    /// Create an issue; returns it with its new identifier.
-    pub fn create_issue(&self, new: &NewIssue) -> Result<Issue> {
-        self.store.write(|tx| {
-            let id = insert_issue(tx, new)?;
-            load_issue(tx, &id)?.ok_or_else(|| Error::Internal("issue vanished".into()))
-        })
-    }
-
-    /// An issue by id or identifier.
-    pub fn issue(&self, reference: &str) -> Result<Issue> {
-        self.store.read(|c| {
-            let id = resolve_issue_id(c, reference)?
-                .ok_or_else(|| Error::not_found("issue", reference))?;
-            load_issue(c, &id)?.ok_or_else(|| Error::not_found("issue", reference))
-        })
-    }
-
-    /// Issues matching `filter`, most urgent first, then by number.
-    pub fn list_issues(&self, filter: &IssueFilter) -> Result<Vec<Issue>> {
-        self.store.read(|c| {
-            let project_id = match &filter.project {
-                Some(p) => Some(
-                    find_project(c, p)?
-                        .ok_or_else(|| Error::ProjectNotFound(p.clone()))?
-                        .id,
-                ),
-                None => None,
-            };
-            let statuses: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
-            let statuses_json = serde_json::to_string(&statuses)?;
-            let mut stmt = c.prepare(
-                "SELECT i.id FROM issues i
-                 WHERE (?1 IS NULL OR i.project_id = ?1)
-                   AND (?2 = '[]' OR i.status IN (SELECT value FROM json_each(?2)))
-                   AND (?3 IS NULL OR EXISTS (SELECT 1 FROM issue_labels l
-                                              WHERE l.issue_id = i.id AND l.label = ?3))
-                 ORDER BY i.priority, i.project_id, i.seq
-                 LIMIT ?4",
-            )?;
-            let limit = filter.limit.map(|l| l as i64).unwrap_or(-1);
-            let ids: Vec<String> = stmt
-                .query_map(
-                    params![project_id, statuses_json, filter.label, limit],
-                    |r| r.get(0),
-                )?
-                .collect::<rusqlite::Result<_>>()?;
-            ids.iter()
-                .filter_map(|id| load_issue(c, id).transpose())
-                .collect()
-        })
-    }
+        let statuses: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
+        let statuses_json = serde_json::to_string(&statuses)?;
+        let mut stmt = c.prepare(
+            "SELECT i.id FROM issues i
+             WHERE (?1 IS NULL OR i.project_id = ?1)
+               AND (?2 = '[]' OR i.status IN (SELECT value FROM json_each(?2)))
+               AND (?3 IS NULL OR EXISTS (SELECT 1 FROM issue_labels l
+                                          WHERE l.issue_id = i.id AND l.label = ?3))
+             ORDER BY i.priority, i.project_id, i.seq
+             LIMIT ?4",
+        )?;
+        let limit = filter.limit.map(|l| l as i64).unwrap_or(-1);
+        let ids: Vec<String> = stmt
+            .query_map(
+                params![project_id, statuses_json, filter.label, limit],
+                |r| r.get(0),
+            )?
+            .collect::<rusqlite::Result<_>>()?;
+        ids.iter()
+            .filter_map(|id| load_issue(c, id).transpose())
+            .collect()
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn cairn() -> (tempfile::TempDir, Cairn) {
+    fn cairn() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
-        let c = Cairn::open(&dir.path().join("c.db")).unwrap();
+        let c = Store::open(&dir.path().join("c.db")).unwrap();
         (dir, c)
     }
 
     #[test]
     fn identifiers_count_up_per_project() {
         let (_d, c) = cairn();
-        let p = c
-            .create_project(&NewProject {
+        let p = create_project(
+            &c,
+            &NewProject {
                 slug: "web-app".into(),
                 name: "Web".into(),
                 ..Default::default()
-            })
-            .unwrap();
+            },
+        )
+        .unwrap();
         assert_eq!(p.prefix, "WEBAPP");
         for n in 1..=3 {
-            let i = c
-                .create_issue(&NewIssue {
+            let i = create_issue(
+                &c,
+                &NewIssue {
                     project: "web-app".into(),
                     title: format!("issue {n}"),
                     labels: vec!["x".into()],
                     ..Default::default()
-                })
-                .unwrap();
+                },
+            )
+            .unwrap();
             assert_eq!(i.identifier, format!("WEBAPP-{n}"));
             assert_eq!(i.status, Status::Todo);
             assert_eq!(i.labels, vec!["x"]);
         }
-        assert_eq!(c.issue("webapp-2").unwrap().title, "issue 2");
+        assert_eq!(issue(&c, "webapp-2").unwrap().title, "issue 2");
     }
 
     #[test]
     fn bad_project_input_lists_every_field() {
         let (_d, c) = cairn();
-        let err = c
-            .create_project(&NewProject {
+        let err = create_project(
+            &c,
+            &NewProject {
                 slug: "Bad Slug".into(),
                 name: "".into(),
                 prefix: Some("1x".into()),
                 path: Some("relative".into()),
-            })
-            .unwrap_err();
+            },
+        )
+        .unwrap_err();
         let Error::InvalidInput(fields) = err else {
             panic!("expected invalid input")
         };
@@ -613,9 +618,9 @@ mod tests {
             name: "A".into(),
             ..Default::default()
         };
-        c.create_project(&np).unwrap();
+        create_project(&c, &np).unwrap();
         assert_eq!(
-            c.create_project(&np).unwrap_err().kind(),
+            create_project(&c, &np).unwrap_err().kind(),
             crate::error::ErrorKind::Conflict
         );
     }
@@ -623,29 +628,38 @@ mod tests {
     #[test]
     fn list_filters_by_status_and_label() {
         let (_d, c) = cairn();
-        c.create_project(&NewProject {
-            slug: "p".into(),
-            name: "P".into(),
-            ..Default::default()
-        })
+        create_project(
+            &c,
+            &NewProject {
+                slug: "p".into(),
+                name: "P".into(),
+                ..Default::default()
+            },
+        )
         .unwrap();
         for (t, l, s) in [("a", "x", Status::Todo), ("b", "y", Status::Backlog)] {
-            c.create_issue(&NewIssue {
-                project: "p".into(),
-                title: t.into(),
-                labels: vec![l.into()],
-                status: Some(s),
-                ..Default::default()
-            })
+            create_issue(
+                &c,
+                &NewIssue {
+                    project: "p".into(),
+                    title: t.into(),
+                    labels: vec![l.into()],
+                    status: Some(s),
+                    ..Default::default()
+                },
+            )
             .unwrap();
         }
         let f = |statuses: Vec<Status>, label: Option<&str>| {
-            c.list_issues(&IssueFilter {
-                project: Some("p".into()),
-                statuses,
-                label: label.map(String::from),
-                limit: None,
-            })
+            list_issues(
+                &c,
+                &IssueFilter {
+                    project: Some("p".into()),
+                    statuses,
+                    label: label.map(String::from),
+                    limit: None,
+                },
+            )
             .unwrap()
             .into_iter()
             .map(|i| i.title)

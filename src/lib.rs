@@ -2,13 +2,14 @@
 //!
 //! A knowledge service for AI coding agents. Agents talk to `cairn serve` over MCP
 //! (stdio); people and orchestrators use the `cairn` CLI. Both call one domain facade,
-//! [`service::Cairn`].
+//! [`api::Cairn`].
 //!
 //! Bird's-eye view:
 //! - [`store`]: SQLite, the source of truth (WAL, migrations, `BEGIN IMMEDIATE` writes).
 //! - [`issues`]: projects and issues (a Colibri task is an issue).
 //! - [`scope`]: which agent profile may use which tool.
-//! - [`session`]: what a server process is bound to (issue, project, worktree, profile).
+//! - [`context`]: the [`context::WorkContext`] a server process is bound to (issue, project,
+//!   work root, profile, actor).
 //! - [`mcp`]: the MCP protocol layer; nothing else knows JSON-RPC.
 //! - [`cli`]: the command line; glue over the facade.
 //!
@@ -18,8 +19,11 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod api;
+pub mod base;
 pub mod cli;
 pub mod colibri;
+pub mod context;
 pub mod error;
 pub mod eval;
 pub mod issues;
@@ -31,13 +35,11 @@ pub(crate) mod paths;
 pub mod phases;
 pub mod rng;
 pub mod scope;
-pub mod service;
-pub mod session;
 pub mod store;
 pub mod text;
 pub mod trail;
 pub mod vault;
 pub mod workspace;
 
+pub use api::Cairn;
 pub use error::{Error, Result};
-pub use service::Cairn;

@@ -17,9 +17,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::context::WorkContext;
 use crate::error::{Error, Result};
-use crate::service::Cairn;
-use crate::session::Session;
 
 /// Most characters of one memory file.
 pub const CONTENT_MAX: usize = 10_000;
@@ -84,81 +83,78 @@ fn validate(filename: &str, content: &str) -> Result<()> {
     Ok(())
 }
 
-impl Cairn {
-    /// Replace one of the session profile's memory files (see the module docs).
-    pub fn update_memory(
-        &self,
-        session: &Session,
-        scope: MemoryScope,
-        filename: &str,
-        content: &str,
-    ) -> Result<MemoryWritten> {
-        validate(filename, content)?;
-        let content = &crate::text::prose_field("content", content)?;
-        let profile = session
-            .agent_type
-            .as_deref()
-            .ok_or_else(|| missing_flag("--agent-type", "memory is private to a profile type"))?;
-        crate::scope::check_profile(profile)?;
-        let root = session
-            .symphony_dir
-            .as_deref()
-            .ok_or_else(|| missing_flag("--symphony-dir", "memory lives under its data/memory/"))?;
-        let owner = match scope {
-            MemoryScope::Global => "_global".to_string(),
-            MemoryScope::Project => {
-                let slug = session.project_slug.as_deref().ok_or_else(|| {
-                    missing_flag("--project-slug", "project-scope memory is kept per project")
-                })?;
-                let slug_ok = !slug.is_empty()
-                    && slug.len() <= crate::issues::limits::SLUG_MAX
-                    && slug
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                    && !slug.starts_with('-');
-                if !slug_ok {
-                    return Err(Error::FailedPrecondition(format!(
-                        "--project-slug {} is not a project slug (a-z, 0-9 and '-')",
-                        crate::paths::shown(slug)
-                    )));
-                }
-                slug.to_string()
-            }
-        };
-        let relative_dir = format!("data/memory/{owner}/{profile}");
-        let unsafe_dir = |e: Error| match e {
-            Error::InvalidInput(_) => Error::FailedPrecondition(format!(
-                "the memory directory {relative_dir} under {} is unsafe: {}",
-                root.display(),
-                crate::paths::refusal_text(&e)
-            )),
-            other => other,
-        };
-        let root = crate::paths::DirHandle::open_root(root)?;
-        let parts = ["data", "memory", owner.as_str(), profile];
-        let dir = root
-            .create_dirs(&parts, &relative_dir, "memory_dir")
-            .map_err(unsafe_dir)?;
-        let target = dir.path().join(filename);
-        let replaced = dir
-            .write_atomic(
-                std::ffi::OsStr::new(filename),
-                content.as_bytes(),
-                "filename",
-            )
-            .map_err(|e| match e {
-                Error::InvalidInput(_) => Error::FailedPrecondition(crate::paths::refusal_text(&e)),
-                other => other,
+/// Replace one of the session profile's memory files (see the module docs).
+pub fn update_memory(
+    work: &WorkContext,
+    scope: MemoryScope,
+    filename: &str,
+    content: &str,
+) -> Result<MemoryWritten> {
+    validate(filename, content)?;
+    let content = &crate::text::prose_field("content", content)?;
+    let profile = work
+        .agent_type
+        .as_deref()
+        .ok_or_else(|| missing_flag("--agent-type", "memory is private to a profile type"))?;
+    crate::scope::check_profile(profile)?;
+    let root = work
+        .symphony_dir
+        .as_deref()
+        .ok_or_else(|| missing_flag("--symphony-dir", "memory lives under its data/memory/"))?;
+    let owner = match scope {
+        MemoryScope::Global => "_global".to_string(),
+        MemoryScope::Project => {
+            let slug = work.project_slug.as_deref().ok_or_else(|| {
+                missing_flag("--project-slug", "project-scope memory is kept per project")
             })?;
-        tracing::info!(path = %target.display(), profile, "memory file written");
-        Ok(MemoryWritten {
-            scope,
-            filename: filename.to_string(),
-            path: target.display().to_string(),
-            profile_type: profile.to_string(),
-            characters: content.chars().count(),
-            bytes: content.len(),
-            replaced,
-        })
-    }
+            let slug_ok = !slug.is_empty()
+                && slug.len() <= crate::issues::limits::SLUG_MAX
+                && slug
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !slug.starts_with('-');
+            if !slug_ok {
+                return Err(Error::FailedPrecondition(format!(
+                    "--project-slug {} is not a project slug (a-z, 0-9 and '-')",
+                    crate::paths::shown(slug)
+                )));
+            }
+            slug.to_string()
+        }
+    };
+    let relative_dir = format!("data/memory/{owner}/{profile}");
+    let unsafe_dir = |e: Error| match e {
+        Error::InvalidInput(_) => Error::FailedPrecondition(format!(
+            "the memory directory {relative_dir} under {} is unsafe: {}",
+            root.display(),
+            crate::paths::refusal_text(&e)
+        )),
+        other => other,
+    };
+    let root = crate::paths::DirHandle::open_root(root)?;
+    let parts = ["data", "memory", owner.as_str(), profile];
+    let dir = root
+        .create_dirs(&parts, &relative_dir, "memory_dir")
+        .map_err(unsafe_dir)?;
+    let target = dir.path().join(filename);
+    let replaced = dir
+        .write_atomic(
+            std::ffi::OsStr::new(filename),
+            content.as_bytes(),
+            "filename",
+        )
+        .map_err(|e| match e {
+            Error::InvalidInput(_) => Error::FailedPrecondition(crate::paths::refusal_text(&e)),
+            other => other,
+        })?;
+    tracing::info!(path = %target.display(), profile, "memory file written");
+    Ok(MemoryWritten {
+        scope,
+        filename: filename.to_string(),
+        path: target.display().to_string(),
+        profile_type: profile.to_string(),
+        characters: content.chars().count(),
+        bytes: content.len(),
+        replaced,
+    })
 }

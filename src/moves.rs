@@ -40,11 +40,12 @@ use rustix::fs::FileType;
 use rusqlite::{Connection, Transaction, params};
 use serde::Serialize;
 
+use crate::base::now_iso;
 use crate::error::{Error, Result};
 use crate::issues::{Issue, Project, Status, find_project, load_issue};
 use crate::paths::DirHandle;
 use crate::phases::pipeline;
-use crate::service::{Cairn, now_iso};
+use crate::store::Store;
 use crate::trail::findings::{add_comment_in, latest_phase_claim_in};
 use crate::trail::status::set_status_in;
 
@@ -315,140 +316,135 @@ fn move_rows(
     Ok((identifier, comment.id))
 }
 
-impl Cairn {
-    /// `move_issue`: move `issue` (id or identifier) to `target` (project id or slug).
-    /// See the module docs for the rules.
-    pub fn move_issue(
-        &self,
-        issue: &str,
-        target: &str,
-        reason: &str,
-        actor: &str,
-    ) -> Result<MovedIssue> {
-        let reason = reason.trim();
-        if reason.is_empty() || reason.chars().count() > REASON_MAX {
-            return Err(Error::invalid(
-                "reason",
-                format!("say why the issue moves, in 1-{REASON_MAX} characters"),
-            ));
-        }
-        let (before, source, target, skips, files, skipped, ticket_dir) = self.store.read(|c| {
-            let id = crate::issues::resolve_issue_id(c, issue)?
-                .ok_or_else(|| Error::not_found("issue", issue))?;
-            let before = load_issue(c, &id)?.ok_or_else(|| Error::not_found("issue", issue))?;
-            let target =
-                find_project(c, target)?.ok_or_else(|| Error::ProjectNotFound(target.into()))?;
-            check_movable(&before, &target)?;
-            let source = find_project(c, &before.project_id)?
-                .ok_or_else(|| Error::ProjectNotFound(before.project_id.clone()))?;
-            let ticket = format!("docs/tickets/{}", before.identifier);
-            // A source project without a path, or whose directory is gone, has no
-            // artifacts to carry over.
-            let dir = match source.path.as_deref().map(Path::new) {
-                Some(p) if p.is_dir() => {
-                    DirHandle::open_root(p)?.dir(&ticket, "source ticket dir")?
-                }
-                _ => None,
-            };
-            let (files, skipped) = match &dir {
-                Some(d) => list_artifacts(d)?,
-                None => (Vec::new(), Vec::new()),
-            };
-            let skips = phases_with_artifacts(c, &before, &source, &files)?;
-            Ok((before, source, target, skips, files, skipped, dir))
-        })?;
-        let labels = moved_labels(&before, &target, &skips);
-
-        // Stage the copies beside their destination before touching the database.
-        let staging = if files.is_empty() {
-            None
-        } else {
-            let root = target.path.as_deref().ok_or_else(|| {
-                Error::FailedPrecondition(format!(
-                    "{} has artifacts but project {} has no path to copy them to; set the \
-                     project's path first",
-                    before.identifier, target.slug
-                ))
-            })?;
-            let tickets = DirHandle::open_root(Path::new(root))?.create_dirs(
-                &["docs", "tickets"],
-                "docs/tickets",
-                "target ticket dir",
-            )?;
-            let (tmp, staging) = tickets.create_temp_dir("cairn-move-")?;
-            let from = ticket_dir
-                .as_ref()
-                .ok_or_else(|| Error::Internal("artifacts without a ticket directory".into()))?;
-            if let Err(e) = files
-                .iter()
-                .try_for_each(|f| copy_artifact(from, f, &staging))
-            {
-                let _ = tickets.remove_tree(OsStr::new(&tmp));
-                return Err(e);
-            }
-            Some((tickets, tmp))
+/// `move_issue`: move `issue` (id or identifier) to `target` (project id or slug).
+/// See the module docs for the rules.
+pub fn move_issue(
+    store: &Store,
+    issue: &str,
+    target: &str,
+    reason: &str,
+    actor: &str,
+) -> Result<MovedIssue> {
+    let reason = reason.trim();
+    if reason.is_empty() || reason.chars().count() > REASON_MAX {
+        return Err(Error::invalid(
+            "reason",
+            format!("say why the issue moves, in 1-{REASON_MAX} characters"),
+        ));
+    }
+    let (before, source, target, skips, files, skipped, ticket_dir) = store.read(|c| {
+        let id = crate::issues::resolve_issue_id(c, issue)?
+            .ok_or_else(|| Error::not_found("issue", issue))?;
+        let before = load_issue(c, &id)?.ok_or_else(|| Error::not_found("issue", issue))?;
+        let target =
+            find_project(c, target)?.ok_or_else(|| Error::ProjectNotFound(target.into()))?;
+        check_movable(&before, &target)?;
+        let source = find_project(c, &before.project_id)?
+            .ok_or_else(|| Error::ProjectNotFound(before.project_id.clone()))?;
+        let ticket = format!("docs/tickets/{}", before.identifier);
+        // A source project without a path, or whose directory is gone, has no
+        // artifacts to carry over.
+        let dir = match source.path.as_deref().map(Path::new) {
+            Some(p) if p.is_dir() => DirHandle::open_root(p)?.dir(&ticket, "source ticket dir")?,
+            _ => None,
         };
+        let (files, skipped) = match &dir {
+            Some(d) => list_artifacts(d)?,
+            None => (Vec::new(), Vec::new()),
+        };
+        let skips = phases_with_artifacts(c, &before, &source, &files)?;
+        Ok((before, source, target, skips, files, skipped, dir))
+    })?;
+    let labels = moved_labels(&before, &target, &skips);
 
-        let placed: Cell<Option<String>> = Cell::new(None);
-        let outcome = self.store.write(|tx| {
-            let now =
-                load_issue(tx, &before.id)?.ok_or_else(|| Error::not_found("issue", issue))?;
-            if now.identifier != before.identifier
-                || now.labels != before.labels
-                || now.status != before.status
-            {
+    // Stage the copies beside their destination before touching the database.
+    let staging = if files.is_empty() {
+        None
+    } else {
+        let root = target.path.as_deref().ok_or_else(|| {
+            Error::FailedPrecondition(format!(
+                "{} has artifacts but project {} has no path to copy them to; set the \
+                 project's path first",
+                before.identifier, target.slug
+            ))
+        })?;
+        let tickets = DirHandle::open_root(Path::new(root))?.create_dirs(
+            &["docs", "tickets"],
+            "docs/tickets",
+            "target ticket dir",
+        )?;
+        let (tmp, staging) = tickets.create_temp_dir("cairn-move-")?;
+        let from = ticket_dir
+            .as_ref()
+            .ok_or_else(|| Error::Internal("artifacts without a ticket directory".into()))?;
+        if let Err(e) = files
+            .iter()
+            .try_for_each(|f| copy_artifact(from, f, &staging))
+        {
+            let _ = tickets.remove_tree(OsStr::new(&tmp));
+            return Err(e);
+        }
+        Some((tickets, tmp))
+    };
+
+    let placed: Cell<Option<String>> = Cell::new(None);
+    let outcome = store.write(|tx| {
+        let now = load_issue(tx, &before.id)?.ok_or_else(|| Error::not_found("issue", issue))?;
+        if now.identifier != before.identifier
+            || now.labels != before.labels
+            || now.status != before.status
+        {
+            return Err(Error::Conflict {
+                message: format!(
+                    "{} changed while it was being moved; retry the move",
+                    before.identifier
+                ),
+                existing_id: Some(before.id.clone()),
+            });
+        }
+        let (identifier, comment_id) = move_rows(tx, &before, &target, &labels, reason, actor)?;
+        if let Some((tickets, tmp)) = &staging {
+            if !tickets.rename_new(tmp, &identifier)? {
                 return Err(Error::Conflict {
                     message: format!(
-                        "{} changed while it was being moved; retry the move",
-                        before.identifier
+                        "{} already exists in project {}; remove it and retry the move",
+                        tickets.path().join(&identifier).display(),
+                        target.slug
                     ),
-                    existing_id: Some(before.id.clone()),
+                    existing_id: None,
                 });
             }
-            let (identifier, comment_id) = move_rows(tx, &before, &target, &labels, reason, actor)?;
-            if let Some((tickets, tmp)) = &staging {
-                if !tickets.rename_new(tmp, &identifier)? {
-                    return Err(Error::Conflict {
-                        message: format!(
-                            "{} already exists in project {}; remove it and retry the move",
-                            tickets.path().join(&identifier).display(),
-                            target.slug
-                        ),
-                        existing_id: None,
-                    });
-                }
-                placed.set(Some(identifier.clone()));
-            }
-            Ok((identifier, comment_id))
-        });
-        let (identifier, comment_id) = match outcome {
-            Ok(v) => v,
-            Err(e) => {
-                if let Some((tickets, tmp)) = &staging {
-                    let name = placed.take().unwrap_or_else(|| tmp.clone());
-                    let _ = tickets.remove_tree(OsStr::new(&name));
-                }
-                return Err(e);
-            }
-        };
-        if let Some((tickets, _)) = &staging {
-            tickets.sync()?;
+            placed.set(Some(identifier.clone()));
         }
-        tracing::info!(from = %before.identifier, to = %identifier, "issue moved");
-        Ok(MovedIssue {
-            id: before.id,
-            copied_files: files
-                .iter()
-                .map(|f| format!("docs/tickets/{identifier}/{}", f.rel))
-                .collect(),
-            identifier,
-            moved_from: before.identifier,
-            from_project: source.slug,
-            to_project: target.slug,
-            status: Status::Todo,
-            labels,
-            skipped_entries: skipped,
-            comment_id,
-        })
+        Ok((identifier, comment_id))
+    });
+    let (identifier, comment_id) = match outcome {
+        Ok(v) => v,
+        Err(e) => {
+            if let Some((tickets, tmp)) = &staging {
+                let name = placed.take().unwrap_or_else(|| tmp.clone());
+                let _ = tickets.remove_tree(OsStr::new(&name));
+            }
+            return Err(e);
+        }
+    };
+    if let Some((tickets, _)) = &staging {
+        tickets.sync()?;
     }
+    tracing::info!(from = %before.identifier, to = %identifier, "issue moved");
+    Ok(MovedIssue {
+        id: before.id,
+        copied_files: files
+            .iter()
+            .map(|f| format!("docs/tickets/{identifier}/{}", f.rel))
+            .collect(),
+        identifier,
+        moved_from: before.identifier,
+        from_project: source.slug,
+        to_project: target.slug,
+        status: Status::Todo,
+        labels,
+        skipped_entries: skipped,
+        comment_id,
+    })
 }

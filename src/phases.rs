@@ -65,11 +65,12 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::base::sha256_hex;
+use crate::context::WorkContext;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::Project;
 use crate::paths::{DirHandle, relative_components, shown, starts_with_parts};
-use crate::service::{Cairn, sha256_hex};
-use crate::session::Session;
+use crate::store::Store;
 use crate::trail::FindingCategory;
 use crate::trail::findings::{add_comment_in, append_finding, latest_phase_claim_in};
 
@@ -158,7 +159,7 @@ pub struct PhaseClaim {
     pub checks: Vec<String>,
     pub message: String,
     /// The worktree that was verified, or that none was (no `--worktree-path`).
-    pub worktree: crate::session::WorktreeCheck,
+    pub worktree: crate::workspace::WorktreeCheck,
 }
 
 /// A recorded judge verdict: the spec's PhaseVerdictFinding.
@@ -548,196 +549,198 @@ fn latest_claim(
     })
 }
 
-impl Cairn {
-    /// `complete_phase`: verify the workspace, validate the claim and its artifact, and
-    /// record a `pc-` finding on the bound issue (see the module docs).
-    pub fn complete_phase(&self, session: &Session, p: &PhaseCompletion) -> Result<PhaseClaim> {
-        let worktree = self.worktree_check(session)?;
-        let bound = session.require_issue()?;
-        let issue = self.issue(&bound.id)?;
-        let project = self.project(&issue.project_id)?;
-        required_fields(p)?;
-        let verified = worktree.path.as_deref().filter(|_| worktree.verified);
-        let root = check_project_path(&p.project_path, &project, verified)?;
-        let root = DirHandle::open_root(&root)?;
-        let artifact = p
-            .artifact_path
-            .as_deref()
-            .map(|a| check_under(&root, a, &["docs", "tickets"], "artifact_path"))
-            .transpose()?;
-        let promote_to = p
-            .promote_to
-            .as_deref()
-            .map(|t| check_under(&root, t, &["docs"], "promote_to"))
-            .transpose()?;
-        if let Some(next) = &p.recommended_next_phase {
-            let phases = pipeline(&project);
-            if !phases.contains(next) {
-                return Err(Error::invalid(
-                    "recommended_next_phase",
-                    format!(
-                        "{} is not a phase of project {}; one of: {}",
-                        shown(next),
-                        project.slug,
-                        phases.join(", ")
-                    ),
-                ));
-            }
+/// `complete_phase`: verify the workspace, validate the claim and its artifact, and
+/// record a `pc-` finding on the bound issue (see the module docs).
+pub fn complete_phase(
+    store: &Store,
+    work: &WorkContext,
+    p: &PhaseCompletion,
+) -> Result<PhaseClaim> {
+    let worktree = crate::workspace::worktree_check(store, work)?;
+    let bound = work.require_issue()?;
+    let issue = crate::issues::issue(store, &bound.id)?;
+    let project = crate::issues::project(store, &issue.project_id)?;
+    required_fields(p)?;
+    let verified = worktree.path.as_deref().filter(|_| worktree.verified);
+    let root = check_project_path(&p.project_path, &project, verified)?;
+    let root = DirHandle::open_root(&root)?;
+    let artifact = p
+        .artifact_path
+        .as_deref()
+        .map(|a| check_under(&root, a, &["docs", "tickets"], "artifact_path"))
+        .transpose()?;
+    let promote_to = p
+        .promote_to
+        .as_deref()
+        .map(|t| check_under(&root, t, &["docs"], "promote_to"))
+        .transpose()?;
+    if let Some(next) = &p.recommended_next_phase {
+        let phases = pipeline(&project);
+        if !phases.contains(next) {
+            return Err(Error::invalid(
+                "recommended_next_phase",
+                format!(
+                    "{} is not a phase of project {}; one of: {}",
+                    shown(next),
+                    project.slug,
+                    phases.join(", ")
+                ),
+            ));
         }
-        let checks = match (&artifact, p.completed_phase) {
-            (_, Phase::Ready) => vec!["content validation skipped for ready".to_string()],
-            (Some(rel), _) => check_artifact(&root, p, rel)?,
-            (None, _) => Vec::new(),
-        };
-        let artifact_path = artifact;
-        let artifact_hash = p.artifact_hash.as_ref().map(|h| h.to_ascii_lowercase());
-        let body = json!({
-            "completed_phase": p.completed_phase,
-            "contract_version": p.contract_version,
-            "artifact_path": artifact_path,
-            "artifact_hash": artifact_hash,
-            "summary": p.summary.trim(),
-            "open_questions": p.open_questions,
-            "confidence": p.confidence,
-            "promote_to": promote_to,
-            "recommended_next_phase": p.recommended_next_phase,
+    }
+    let checks = match (&artifact, p.completed_phase) {
+        (_, Phase::Ready) => vec!["content validation skipped for ready".to_string()],
+        (Some(rel), _) => check_artifact(&root, p, rel)?,
+        (None, _) => Vec::new(),
+    };
+    let artifact_path = artifact;
+    let artifact_hash = p.artifact_hash.as_ref().map(|h| h.to_ascii_lowercase());
+    let body = json!({
+        "completed_phase": p.completed_phase,
+        "contract_version": p.contract_version,
+        "artifact_path": artifact_path,
+        "artifact_hash": artifact_hash,
+        "summary": p.summary.trim(),
+        "open_questions": p.open_questions,
+        "confidence": p.confidence,
+        "promote_to": promote_to,
+        "recommended_next_phase": p.recommended_next_phase,
+    });
+    let finding = store.write(|tx| {
+        append_finding(
+            tx,
+            &issue.id,
+            FindingCategory::PhaseCompletion,
+            body,
+            &work.actor,
+        )
+    })?;
+    Ok(PhaseClaim {
+        id: finding.id,
+        category: FindingCategory::PhaseCompletion.as_str().into(),
+        completed_phase: p.completed_phase,
+        contract_version: p.contract_version,
+        artifact_path,
+        artifact_hash,
+        summary: p.summary.trim().to_string(),
+        open_questions: p.open_questions.clone(),
+        confidence: p.confidence,
+        promote_to,
+        recommended_next_phase: p.recommended_next_phase.clone(),
+        processed: finding.processed,
+        created_at: finding.created_at,
+        checks,
+        message: format!(
+            "Claim recorded: {} of {} is complete. The orchestrator validates it and \
+             advances the phase on its next tick.{}",
+            p.completed_phase.as_str(),
+            issue.identifier,
+            if worktree.verified {
+                String::new()
+            } else {
+                format!(" {}", worktree.message)
+            }
+        ),
+        worktree,
+    })
+}
+
+/// `approve_phase` / `reject_phase`: record a `pv-` verdict on the bound issue's
+/// latest claim of `phase`; a rejection also posts a comment (one transaction).
+pub fn judge_phase(
+    store: &Store,
+    work: &WorkContext,
+    phase: Phase,
+    artifact_hash: &str,
+    approved: bool,
+    reason: Option<&str>,
+    fix_instructions: Option<&str>,
+) -> Result<PhaseVerdict> {
+    let bound = work.require_issue()?;
+    let hash = artifact_hash.to_ascii_lowercase();
+    let verdict = if approved { "approved" } else { "rejected" };
+    let reason = reason
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .unwrap_or("approved without comment")
+        .to_string();
+    let fix = fix_instructions
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+        .map(String::from);
+    store.write(|tx| {
+        let (issue_id, identifier) = crate::trail::resolve(tx, &bound.id)?;
+        let LatestClaim {
+            id: claim_id,
+            artifact_hash: claim_hash,
+            verdict: earlier,
+        } = latest_claim(tx, &issue_id, &identifier, phase)?;
+        // A `ready` claim may come without an artifact_hash (the spec allows it: the
+        // artifact is the committed code); there is nothing to compare, and the
+        // verdict records the hash the judge reviewed.
+        if !claim_hash.is_empty() && !claim_hash.eq_ignore_ascii_case(&hash) {
+            return Err(Error::Conflict {
+                message: format!(
+                    "artifact_hash {hash} does not match the latest {} claim {claim_id} \
+                     (artifact_hash {claim_hash}); review that artifact and pass its hash",
+                    phase.as_str()
+                ),
+                existing_id: Some(claim_id),
+            });
+        }
+        if let Some((verdict_id, given)) = earlier {
+            return Err(Error::Conflict {
+                message: format!(
+                    "the latest {} claim {claim_id} was already {given} by {verdict_id}; a \
+                     new claim is needed before another verdict",
+                    phase.as_str()
+                ),
+                existing_id: Some(verdict_id),
+            });
+        }
+        let mut body = json!({
+            "phase": phase,
+            "artifact_hash": hash,
+            "verdict": verdict,
+            "reason": reason,
+            "claim_id": claim_id,
         });
-        let finding = self.store.write(|tx| {
-            append_finding(
-                tx,
-                &issue.id,
-                FindingCategory::PhaseCompletion,
-                body,
-                &session.actor,
-            )
-        })?;
-        Ok(PhaseClaim {
+        if let Some(f) = &fix {
+            body["fix_instructions"] = json!(f);
+        }
+        let finding = append_finding(
+            tx,
+            &issue_id,
+            FindingCategory::PhaseVerdict,
+            body,
+            &work.actor,
+        )?;
+        let comment = if approved {
+            None
+        } else {
+            let text = format!(
+                "Phase {} rejected (artifact {hash}): {reason}{}",
+                phase.as_str(),
+                fix.as_ref()
+                    .map(|f| format!("\n\nFix instructions: {f}"))
+                    .unwrap_or_default()
+            );
+            Some(add_comment_in(tx, &issue_id, &text, &work.actor)?.id)
+        };
+        Ok(PhaseVerdict {
             id: finding.id,
-            category: FindingCategory::PhaseCompletion.as_str().into(),
-            completed_phase: p.completed_phase,
-            contract_version: p.contract_version,
-            artifact_path,
-            artifact_hash,
-            summary: p.summary.trim().to_string(),
-            open_questions: p.open_questions.clone(),
-            confidence: p.confidence,
-            promote_to,
-            recommended_next_phase: p.recommended_next_phase.clone(),
+            category: FindingCategory::PhaseVerdict.as_str().into(),
+            phase,
+            artifact_hash: hash.clone(),
+            verdict: verdict.into(),
+            reason: reason.clone(),
+            fix_instructions: fix.clone(),
+            claim_id,
+            comment_id: comment,
             processed: finding.processed,
             created_at: finding.created_at,
-            checks,
-            message: format!(
-                "Claim recorded: {} of {} is complete. The orchestrator validates it and \
-                 advances the phase on its next tick.{}",
-                p.completed_phase.as_str(),
-                issue.identifier,
-                if worktree.verified {
-                    String::new()
-                } else {
-                    format!(" {}", worktree.message)
-                }
-            ),
-            worktree,
         })
-    }
-
-    /// `approve_phase` / `reject_phase`: record a `pv-` verdict on the bound issue's
-    /// latest claim of `phase`; a rejection also posts a comment (one transaction).
-    pub fn judge_phase(
-        &self,
-        session: &Session,
-        phase: Phase,
-        artifact_hash: &str,
-        approved: bool,
-        reason: Option<&str>,
-        fix_instructions: Option<&str>,
-    ) -> Result<PhaseVerdict> {
-        let bound = session.require_issue()?;
-        let hash = artifact_hash.to_ascii_lowercase();
-        let verdict = if approved { "approved" } else { "rejected" };
-        let reason = reason
-            .map(str::trim)
-            .filter(|r| !r.is_empty())
-            .unwrap_or("approved without comment")
-            .to_string();
-        let fix = fix_instructions
-            .map(str::trim)
-            .filter(|f| !f.is_empty())
-            .map(String::from);
-        self.store.write(|tx| {
-            let (issue_id, identifier) = crate::trail::resolve(tx, &bound.id)?;
-            let LatestClaim {
-                id: claim_id,
-                artifact_hash: claim_hash,
-                verdict: earlier,
-            } = latest_claim(tx, &issue_id, &identifier, phase)?;
-            // A `ready` claim may come without an artifact_hash (the spec allows it: the
-            // artifact is the committed code); there is nothing to compare, and the
-            // verdict records the hash the judge reviewed.
-            if !claim_hash.is_empty() && !claim_hash.eq_ignore_ascii_case(&hash) {
-                return Err(Error::Conflict {
-                    message: format!(
-                        "artifact_hash {hash} does not match the latest {} claim {claim_id} \
-                         (artifact_hash {claim_hash}); review that artifact and pass its hash",
-                        phase.as_str()
-                    ),
-                    existing_id: Some(claim_id),
-                });
-            }
-            if let Some((verdict_id, given)) = earlier {
-                return Err(Error::Conflict {
-                    message: format!(
-                        "the latest {} claim {claim_id} was already {given} by {verdict_id}; a \
-                         new claim is needed before another verdict",
-                        phase.as_str()
-                    ),
-                    existing_id: Some(verdict_id),
-                });
-            }
-            let mut body = json!({
-                "phase": phase,
-                "artifact_hash": hash,
-                "verdict": verdict,
-                "reason": reason,
-                "claim_id": claim_id,
-            });
-            if let Some(f) = &fix {
-                body["fix_instructions"] = json!(f);
-            }
-            let finding = append_finding(
-                tx,
-                &issue_id,
-                FindingCategory::PhaseVerdict,
-                body,
-                &session.actor,
-            )?;
-            let comment = if approved {
-                None
-            } else {
-                let text = format!(
-                    "Phase {} rejected (artifact {hash}): {reason}{}",
-                    phase.as_str(),
-                    fix.as_ref()
-                        .map(|f| format!("\n\nFix instructions: {f}"))
-                        .unwrap_or_default()
-                );
-                Some(add_comment_in(tx, &issue_id, &text, &session.actor)?.id)
-            };
-            Ok(PhaseVerdict {
-                id: finding.id,
-                category: FindingCategory::PhaseVerdict.as_str().into(),
-                phase,
-                artifact_hash: hash.clone(),
-                verdict: verdict.into(),
-                reason: reason.clone(),
-                fix_instructions: fix.clone(),
-                claim_id,
-                comment_id: comment,
-                processed: finding.processed,
-                created_at: finding.created_at,
-            })
-        })
-    }
+    })
 }
 
 #[cfg(test)]

@@ -17,8 +17,9 @@
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
+use crate::base::now_iso;
 use crate::error::{Error, Result};
-use crate::service::{Cairn, now_iso};
+use crate::store::Store;
 
 /// The agent profiles of the spec.
 pub const PROFILES: [&str; 7] = [
@@ -226,52 +227,50 @@ fn check_tool_names(field: &str, names: &[String]) -> Result<()> {
     Ok(())
 }
 
-impl Cairn {
-    /// The stored allow/deny lists of a profile (empty when never set).
-    pub fn profile_scope(&self, profile: &str) -> Result<ProfileScope> {
-        check_profile(profile)?;
-        let row: Option<(Option<String>, Option<String>)> = self.store.read(|c| {
-            Ok(c.query_row(
-                "SELECT allowed_tools, disallowed_tools FROM agent_profiles WHERE profile_type = ?1",
-                [profile],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?)
-        })?;
-        let parse = |s: Option<String>| -> Result<Option<Vec<String>>> {
-            s.map(|s| serde_json::from_str(&s).map_err(Error::from))
-                .transpose()
-        };
-        let (allowed, denied) = row.unwrap_or_default();
-        Ok(ProfileScope {
-            profile_type: profile.to_string(),
-            allowed_tools: parse(allowed)?,
-            disallowed_tools: parse(denied)?,
-        })
-    }
+/// The stored allow/deny lists of a profile (empty when never set).
+pub fn profile_scope(store: &Store, profile: &str) -> Result<ProfileScope> {
+    check_profile(profile)?;
+    let row: Option<(Option<String>, Option<String>)> = store.read(|c| {
+        Ok(c.query_row(
+            "SELECT allowed_tools, disallowed_tools FROM agent_profiles WHERE profile_type = ?1",
+            [profile],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?)
+    })?;
+    let parse = |s: Option<String>| -> Result<Option<Vec<String>>> {
+        s.map(|s| serde_json::from_str(&s).map_err(Error::from))
+            .transpose()
+    };
+    let (allowed, denied) = row.unwrap_or_default();
+    Ok(ProfileScope {
+        profile_type: profile.to_string(),
+        allowed_tools: parse(allowed)?,
+        disallowed_tools: parse(denied)?,
+    })
+}
 
-    /// Store a profile's allow/deny lists (`None` clears a list).
-    pub fn set_profile_scope(&self, scope: &ProfileScope) -> Result<()> {
-        check_profile(&scope.profile_type)?;
-        if let Some(a) = &scope.allowed_tools {
-            check_tool_names("allow", a)?;
-        }
-        if let Some(d) = &scope.disallowed_tools {
-            check_tool_names("deny", d)?;
-        }
-        let enc = |v: &Option<Vec<String>>| v.as_ref().map(serde_json::to_string).transpose();
-        let (allowed, denied) = (enc(&scope.allowed_tools)?, enc(&scope.disallowed_tools)?);
-        self.store.write(|tx| {
-            tx.execute(
-                "INSERT INTO agent_profiles(profile_type, allowed_tools, disallowed_tools, updated_at)
-                 VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(profile_type) DO UPDATE SET allowed_tools = ?2,
-                     disallowed_tools = ?3, updated_at = ?4",
-                params![scope.profile_type, allowed, denied, now_iso()],
-            )?;
-            Ok(())
-        })
+/// Store a profile's allow/deny lists (`None` clears a list).
+pub fn set_profile_scope(store: &Store, scope: &ProfileScope) -> Result<()> {
+    check_profile(&scope.profile_type)?;
+    if let Some(a) = &scope.allowed_tools {
+        check_tool_names("allow", a)?;
     }
+    if let Some(d) = &scope.disallowed_tools {
+        check_tool_names("deny", d)?;
+    }
+    let enc = |v: &Option<Vec<String>>| v.as_ref().map(serde_json::to_string).transpose();
+    let (allowed, denied) = (enc(&scope.allowed_tools)?, enc(&scope.disallowed_tools)?);
+    store.write(|tx| {
+        tx.execute(
+            "INSERT INTO agent_profiles(profile_type, allowed_tools, disallowed_tools, updated_at)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(profile_type) DO UPDATE SET allowed_tools = ?2,
+                 disallowed_tools = ?3, updated_at = ?4",
+            params![scope.profile_type, allowed, denied, now_iso()],
+        )?;
+        Ok(())
+    })
 }
 
 #[cfg(test)]

@@ -31,9 +31,9 @@ use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
+use crate::context::WorkContext;
 use crate::error::{Error, Result};
-use crate::service::Cairn;
-use crate::session::Session;
+use crate::store::Store;
 
 /// The marker file's name, at the worktree root.
 pub const MARKER_FILE: &str = ".symphony-worktree";
@@ -62,8 +62,8 @@ fn invalid(message: String) -> Error {
 }
 
 /// The bound worktree path, checked for shape: set, absolute, no `..`.
-fn bound_worktree(session: &Session, identifier: &str) -> Result<PathBuf> {
-    let Some(path) = &session.worktree_path else {
+fn bound_worktree(work: &WorkContext, identifier: &str) -> Result<PathBuf> {
+    let Some(path) = &work.worktree_path else {
         return Err(invalid(format!(
             "This server was started without --worktree-path, so the workspace of {identifier} \
              cannot be verified. Recovery: restart `cairn serve` with --worktree-path <the \
@@ -158,39 +158,81 @@ fn git_branch(worktree: &Path) -> Option<String> {
     (out.status.success() && !branch.is_empty()).then_some(branch)
 }
 
-impl Cairn {
-    /// Verify that the session's worktree belongs to the bound issue (see the module
-    /// docs). `complete_phase` and `create_pr` call this first.
-    pub fn verify_workspace(&self, session: &Session) -> Result<WorkspaceInfo> {
-        let bound = session.require_issue()?;
-        let issue = self.issue(&bound.id)?;
-        let worktree = bound_worktree(session, &issue.identifier)?;
-        let named = read_marker(&worktree)?;
-        let canonical = crate::paths::canonical_root(&worktree)?;
-        if !named.eq_ignore_ascii_case(&issue.identifier) && named != issue.id {
-            return Err(invalid(format!(
-                "Worktree {} belongs to issue {named}, but this session works on {}. Recovery: \
-                 stop; ask the orchestrator to restart this session with --worktree-path set to \
-                 the worktree of {} (its {MARKER_FILE} names {}).",
-                canonical.display(),
-                issue.identifier,
-                issue.identifier,
-                issue.identifier
-            )));
-        }
-        let branch = git_branch(&canonical);
-        let message = match &branch {
-            Some(_) => "Workspace verified. You are in the correct worktree.".to_string(),
-            None => "Workspace verified. You are in the correct worktree (branch unknown: git is \
-                     missing, the worktree is not a git repository, or HEAD is detached)."
-                .to_string(),
-        };
-        Ok(WorkspaceInfo {
-            valid: true,
-            path: canonical.display().to_string(),
-            issue: issue.identifier,
-            branch,
-            message,
-        })
+/// Verify that the session's worktree belongs to the bound issue (see the module
+/// docs). `complete_phase` and `create_pr` call this first.
+pub fn verify_workspace(store: &Store, work: &WorkContext) -> Result<WorkspaceInfo> {
+    let bound = work.require_issue()?;
+    let issue = crate::issues::issue(store, &bound.id)?;
+    let worktree = bound_worktree(work, &issue.identifier)?;
+    let named = read_marker(&worktree)?;
+    let canonical = crate::paths::canonical_root(&worktree)?;
+    if !named.eq_ignore_ascii_case(&issue.identifier) && named != issue.id {
+        return Err(invalid(format!(
+            "Worktree {} belongs to issue {named}, but this session works on {}. Recovery: \
+             stop; ask the orchestrator to restart this session with --worktree-path set to \
+             the worktree of {} (its {MARKER_FILE} names {}).",
+            canonical.display(),
+            issue.identifier,
+            issue.identifier,
+            issue.identifier
+        )));
     }
+    let branch = git_branch(&canonical);
+    let message = match &branch {
+        Some(_) => "Workspace verified. You are in the correct worktree.".to_string(),
+        None => "Workspace verified. You are in the correct worktree (branch unknown: git is \
+                 missing, the worktree is not a git repository, or HEAD is detached)."
+            .to_string(),
+    };
+    Ok(WorkspaceInfo {
+        valid: true,
+        path: canonical.display().to_string(),
+        issue: issue.identifier,
+        branch,
+        message,
+    })
+}
+
+/// Where the phase and PR tools work: the verified worktree, or (without
+/// `--worktree-path`, which the spec makes optional) the project's path, unverified.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct WorktreeCheck {
+    /// True when `--worktree-path` was given and its `.symphony-worktree` marker names
+    /// the bound issue; false when the server has no worktree to verify.
+    pub verified: bool,
+    /// The worktree (verified) or the project's path (not verified); null when the
+    /// project has no path either.
+    pub path: Option<String>,
+    pub message: String,
+}
+
+/// The worktree check of `complete_phase` and `create_pr`: with `--worktree-path`,
+/// [`Cairn::verify_workspace`] (an error when the marker names another issue);
+/// without it, the bound project's path, reported as not verified.
+pub fn worktree_check(store: &Store, work: &WorkContext) -> Result<WorktreeCheck> {
+    if work.worktree_path.is_some() {
+        let ws = verify_workspace(store, work)?;
+        return Ok(WorktreeCheck {
+            verified: true,
+            path: Some(ws.path),
+            message: ws.message,
+        });
+    }
+    let bound = work.require_issue()?;
+    let issue = crate::issues::issue(store, &bound.id)?;
+    let path = crate::issues::project(store, &issue.project_id)?.path;
+    let message = match &path {
+        Some(p) => format!(
+            "No worktree was verified: this server was started without --worktree-path, \
+             so the project's path ({p}) is used."
+        ),
+        None => "No worktree was verified: this server was started without \
+                 --worktree-path and the project has no path."
+            .to_string(),
+    };
+    Ok(WorktreeCheck {
+        verified: false,
+        path,
+        message,
+    })
 }

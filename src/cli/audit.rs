@@ -4,8 +4,8 @@
 
 use clap::Subcommand;
 
+use crate::Cairn;
 use crate::colibri::audit::VerifyTarget;
-use crate::service::Cairn;
 
 use super::{Outcome, print_json, print_text};
 

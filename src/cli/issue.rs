@@ -2,8 +2,8 @@
 
 use clap::{Args, Subcommand};
 
+use crate::Cairn;
 use crate::issues::{Issue, IssueFilter, NewIssue, Status};
-use crate::service::Cairn;
 
 use super::{Outcome, print_json, print_text};
 

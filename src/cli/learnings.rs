@@ -2,10 +2,10 @@
 
 use clap::Subcommand;
 
+use crate::Cairn;
 use crate::learnings::{
     Learning, LearningDetail, LearningSearch, LearningType, NewLearning, SearchScope,
 };
-use crate::service::Cairn;
 
 use super::{Outcome, print_json, print_text};
 

@@ -12,8 +12,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::Cairn;
 use crate::error::{Error, ErrorKind};
-use crate::service::Cairn;
 
 mod audit;
 mod eval;

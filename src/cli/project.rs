@@ -2,8 +2,8 @@
 
 use clap::Subcommand;
 
+use crate::Cairn;
 use crate::issues::NewProject;
-use crate::service::Cairn;
 use crate::trail::settings::SettingsUpdate;
 
 use super::{Outcome, print_json, print_text};

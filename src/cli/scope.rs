@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 
+use crate::Cairn;
 use crate::scope::{ProfileScope, compute_effective};
-use crate::service::Cairn;
 
 use super::{Outcome, print_json, print_text};
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
+use crate::context::BindArgs;
 use crate::mcp::server::{CairnServer, Scope, serve_stdio};
-use crate::session::SessionArgs;
 
 use super::Outcome;
 
@@ -42,7 +42,7 @@ pub struct ServeArgs {
 pub(super) fn run(db: &Path, args: ServeArgs) -> anyhow::Result<Outcome> {
     let cairn = super::open(db)?;
     let session = cairn
-        .bind(&SessionArgs {
+        .bind(&BindArgs {
             issue: args.issue_id,
             project: args.project_id,
             worktree_path: args.worktree_path,

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use crate::service::Cairn;
+use crate::Cairn;
 use crate::trail::prs::PullRequest;
 
 use super::{Outcome, print_json, print_text};

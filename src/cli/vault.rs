@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::service::Cairn;
+use crate::Cairn;
 use crate::vault::embed::Spin;
 use crate::vault::reindex::{ReindexOptions, ReindexProgress};
 

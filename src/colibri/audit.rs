@@ -19,109 +19,19 @@
 
 use std::collections::HashSet;
 
-use rusqlite::{Connection, OptionalExtension, params};
-use serde::{Deserialize, Serialize};
+use rusqlite::{Connection, params};
+use serde::Serialize;
 
+use crate::base::now_iso;
 use crate::error::{Error, Result};
-use crate::service::{Cairn, now_iso};
+use crate::store::Store;
 
 use super::merkle;
-use super::tasks::task_family;
+pub use super::sessions::AuditScope;
+use super::sessions::{SessionRow, frozen_leaves, load_session};
 use super::thoughts::{BrokenLink, ChainCheck, chain_loose, check_chain};
-use super::{parse_session_id, resolve_task, session_id, task_identifier};
+use super::{resolve_task, session_id, task_identifier};
 use crate::trail::chain::{MalformedRow, loose_text};
-
-/// How much an audit session covers.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum AuditScope {
-    /// The task only.
-    #[default]
-    Shallow,
-    /// The task and all its sub-tasks, recursively.
-    Deep,
-}
-
-impl AuditScope {
-    fn as_str(self) -> &'static str {
-        match self {
-            AuditScope::Shallow => "shallow",
-            AuditScope::Deep => "deep",
-        }
-    }
-}
-
-/// A stored audit session.
-#[derive(Debug, Clone)]
-pub(crate) struct SessionRow {
-    pub id: i64,
-    pub issue_id: String,
-    pub scope: AuditScope,
-    pub started_at: String,
-    pub merkle_root: Option<String>,
-    pub tree_depth: Option<u32>,
-    pub leaf_count: Option<usize>,
-    pub finalized_at: Option<String>,
-}
-
-impl SessionRow {
-    pub(crate) fn display_id(&self) -> String {
-        session_id(self.id)
-    }
-
-    /// The issue ids the session covers, the audited task first.
-    pub(crate) fn issue_ids(&self, c: &Connection) -> Result<Vec<String>> {
-        task_family(c, &self.issue_id, self.scope == AuditScope::Deep)
-    }
-
-    /// For a finalized session, the ids of its frozen records.
-    pub(crate) fn frozen_record_ids(&self, c: &Connection) -> Result<Option<HashSet<String>>> {
-        if self.finalized_at.is_none() {
-            return Ok(None);
-        }
-        Ok(Some(
-            frozen_leaves(c, self.id)?
-                .into_iter()
-                .map(|l| l.record_id)
-                .collect(),
-        ))
-    }
-}
-
-/// Load a session by its `A-N` id; unknown → `ERR_SESSION_NOT_FOUND`.
-pub(crate) fn load_session(c: &Connection, reference: &str) -> Result<SessionRow> {
-    let id = parse_session_id(reference)?;
-    c.query_row(
-        "SELECT id, issue_id, scope, started_at, merkle_root, tree_depth, leaf_count,
-                finalized_at
-         FROM audit_sessions WHERE id = ?1",
-        [id],
-        |r| {
-            let scope: String = r.get(2)?;
-            Ok(SessionRow {
-                id: r.get(0)?,
-                issue_id: r.get(1)?,
-                scope: if scope == "deep" {
-                    AuditScope::Deep
-                } else {
-                    AuditScope::Shallow
-                },
-                started_at: r.get(3)?,
-                // Read loosely: verification reports a tampered root, it does not fail.
-                merkle_root: r
-                    .get(4)
-                    .unwrap_or_else(|_| Some(loose_text(r, "merkle_root"))),
-                tree_depth: r.get(5).ok().flatten(),
-                leaf_count: r.get(6).ok().flatten(),
-                finalized_at: r.get(7)?,
-            })
-        },
-    )
-    .optional()?
-    .ok_or_else(|| Error::SessionNotFound(reference.to_string()))
-}
 
 /// One hash-chained record, as a Merkle leaf candidate.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -244,49 +154,6 @@ fn numbered(chains: Vec<Vec<ChainRecord>>) -> Vec<ChainRecord> {
             r
         })
         .collect()
-}
-
-#[derive(Debug, Clone)]
-struct FrozenLeaf {
-    record_id: String,
-    hash: String,
-    /// Why the stored leaf row is malformed (a position that is not its 1-based index,
-    /// a hash that is not 64 hex characters, a NULL), if it is.
-    malformed: Option<String>,
-}
-
-/// The frozen leaves of a session, in position order, read loosely: a malformed row is
-/// kept and marked, never an error.
-fn frozen_leaves(c: &Connection, session: i64) -> Result<Vec<FrozenLeaf>> {
-    let mut stmt = c.prepare_cached(
-        "SELECT position, record_id, hash FROM audit_merkle_leaves WHERE session_id = ?1
-         ORDER BY typeof(position) <> 'integer', position, rowid",
-    )?;
-    let mut rows = stmt.query([session])?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        let index = out.len() as i64 + 1;
-        let hash = loose_text(r, "hash");
-        let mut problems = Vec::new();
-        if r.get::<_, i64>("position").ok() != Some(index) {
-            problems.push(format!(
-                "position {:?} is not {index}",
-                loose_text(r, "position")
-            ));
-        }
-        if r.get::<_, String>("record_id").is_err() {
-            problems.push("record_id is not text".to_string());
-        }
-        if r.get::<_, String>("hash").is_err() || merkle::leaf(&hash).is_err() {
-            problems.push(format!("hash {hash:?} is not 64 hex characters"));
-        }
-        out.push(FrozenLeaf {
-            record_id: loose_text(r, "record_id"),
-            hash,
-            malformed: (!problems.is_empty()).then(|| problems.join("; ")),
-        });
-    }
-    Ok(out)
 }
 
 /// Recompute a finalized session's root from its frozen leaves and from the current
@@ -510,296 +377,296 @@ fn tree_of(records: &[ChainRecord]) -> Result<merkle::Tree> {
     Ok(merkle::build(&leaves))
 }
 
-impl Cairn {
-    /// Open an audit session on a task.
-    pub fn audit_session_start(
-        &self,
-        task: &str,
-        auditor_id: &str,
-        reason: Option<&str>,
-        scope: AuditScope,
-    ) -> Result<AuditSessionStarted> {
-        if auditor_id.trim().is_empty() {
-            return Err(Error::invalid("auditor_id", "must not be blank"));
-        }
-        self.store.write(|tx| {
-            let issue_id = resolve_task(tx, task)?;
-            let started_at = now_iso();
-            tx.execute(
-                "INSERT INTO audit_sessions (issue_id, auditor_id, reason, scope, started_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![issue_id, auditor_id, reason, scope.as_str(), started_at],
-            )?;
-            Ok(AuditSessionStarted {
-                session_id: session_id(tx.last_insert_rowid()),
-                task_id: task_identifier(tx, &issue_id)?,
-                auditor_id: auditor_id.to_string(),
-                started_at,
-                scope,
-            })
-        })
+/// Open an audit session on a task.
+pub fn audit_session_start(
+    store: &Store,
+    task: &str,
+    auditor_id: &str,
+    reason: Option<&str>,
+    scope: AuditScope,
+) -> Result<AuditSessionStarted> {
+    if auditor_id.trim().is_empty() {
+        return Err(Error::invalid("auditor_id", "must not be blank"));
     }
-
-    /// Check every chain of the given tasks, in sequence order.
-    fn check_chains(&self, issue_ids: &[String]) -> Result<Vec<ChainReport>> {
-        self.store.read(|c| {
-            let mut reports = Vec::new();
-            for id in issue_ids {
-                let checks = [check_chain(c, id)?, check_trail(c, id)?];
-                for (records, check) in records_of(c, id)?.into_iter().zip(checks) {
-                    reports.push(ChainReport { records, check });
-                }
-            }
-            Ok(reports)
+    store.write(|tx| {
+        let issue_id = resolve_task(tx, task)?;
+        let started_at = now_iso();
+        tx.execute(
+            "INSERT INTO audit_sessions (issue_id, auditor_id, reason, scope, started_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![issue_id, auditor_id, reason, scope.as_str(), started_at],
+        )?;
+        Ok(AuditSessionStarted {
+            session_id: session_id(tx.last_insert_rowid()),
+            task_id: task_identifier(tx, &issue_id)?,
+            auditor_id: auditor_id.to_string(),
+            started_at,
+            scope,
         })
+    })
+}
+
+/// Check every chain of the given tasks, in sequence order.
+fn check_chains(store: &Store, issue_ids: &[String]) -> Result<Vec<ChainReport>> {
+    store.read(|c| {
+        let mut reports = Vec::new();
+        for id in issue_ids {
+            let checks = [check_chain(c, id)?, check_trail(c, id)?];
+            for (records, check) in records_of(c, id)?.into_iter().zip(checks) {
+                reports.push(ChainReport { records, check });
+            }
+        }
+        Ok(reports)
+    })
+}
+
+/// Verify the chains of a session's tasks, of one task, or of one task within a
+/// session.
+pub fn audit_verify(store: &Store, target: &VerifyTarget) -> Result<ChainVerification> {
+    if target.session.is_none() && target.task.is_none() {
+        return Err(Error::InvalidInput(vec![
+            crate::error::FieldError::new("session_id", "give session_id or task_id (or both)"),
+            crate::error::FieldError::new("task_id", "give session_id or task_id (or both)"),
+        ]));
     }
-
-    /// Verify the chains of a session's tasks, of one task, or of one task within a
-    /// session.
-    pub fn audit_verify(&self, target: &VerifyTarget) -> Result<ChainVerification> {
-        if target.session.is_none() && target.task.is_none() {
-            return Err(Error::InvalidInput(vec![
-                crate::error::FieldError::new("session_id", "give session_id or task_id (or both)"),
-                crate::error::FieldError::new("task_id", "give session_id or task_id (or both)"),
-            ]));
-        }
-        let (session, issue_ids, task_id) = self.store.read(|c| {
-            let session = target
-                .session
-                .as_deref()
-                .map(|s| load_session(c, s))
-                .transpose()?;
-            let task = target
-                .task
-                .as_deref()
-                .map(|t| resolve_task(c, t))
-                .transpose()?;
-            let issue_ids = match (&session, &task) {
-                (Some(s), Some(t)) => {
-                    if !s.issue_ids(c)?.contains(t) {
-                        return Err(Error::invalid(
-                            "task_id",
-                            format!(
-                                "task {} is not covered by audit session {}",
-                                target.task.as_deref().unwrap_or_default(),
-                                s.display_id()
-                            ),
-                        ));
-                    }
-                    vec![t.clone()]
+    let (session, issue_ids, task_id) = store.read(|c| {
+        let session = target
+            .session
+            .as_deref()
+            .map(|s| load_session(c, s))
+            .transpose()?;
+        let task = target
+            .task
+            .as_deref()
+            .map(|t| resolve_task(c, t))
+            .transpose()?;
+        let issue_ids = match (&session, &task) {
+            (Some(s), Some(t)) => {
+                if !s.issue_ids(c)?.contains(t) {
+                    return Err(Error::invalid(
+                        "task_id",
+                        format!(
+                            "task {} is not covered by audit session {}",
+                            target.task.as_deref().unwrap_or_default(),
+                            s.display_id()
+                        ),
+                    ));
                 }
-                (Some(s), None) => s.issue_ids(c)?,
-                (None, Some(t)) => vec![t.clone()],
-                (None, None) => Vec::new(),
-            };
-            let task_id = task.map(|t| task_identifier(c, &t)).transpose()?;
-            Ok((session, issue_ids, task_id))
-        })?;
-        let reports = self.check_chains(&issue_ids)?;
-
-        // Renumber every chain's problems into the one sequence.
-        let mut broken = Vec::new();
-        let mut bad = 0i64;
-        let mut missing = 0i64;
-        let mut offset = 0i64;
-        let mut bad_positions = HashSet::new();
-        for r in &reports {
-            for b in &r.check.broken {
-                let mut b = b.clone();
-                b.position = offset + b.chain_position;
-                bad_positions.insert(b.position);
-                broken.push(b);
+                vec![t.clone()]
             }
-            bad += r.check.bad_positions.len() as i64;
-            missing += r.check.missing;
-            offset += r.check.total + r.check.missing;
-        }
-        let records = numbered(reports.into_iter().map(|r| r.records).collect());
-        let total = records.len() as i64;
-
-        let mut merkle_root_matches = None;
-        // The finalized session verified, or, for a task alone, every finalized session
-        // covering it: each root is recomputed from its leaves and from the records.
-        let sessions = self
-            .store
-            .read(|c| match (&session, &task_id, issue_ids.first()) {
-                (Some(s), _, _) => Ok(vec![s.clone()]
-                    .into_iter()
-                    .filter(|s| s.finalized_at.is_some())
-                    .collect()),
-                (None, Some(_), Some(issue)) => finalized_sessions_covering(c, issue),
-                _ => Ok(Vec::new()),
-            })?;
-        for s in &sessions {
-            let frozen = self.store.read(|c| frozen_leaves(c, s.id))?;
-            let mut matches = true;
-            if let Some(b) = self.store.read(|c| root_break(c, s))? {
-                matches = false;
-                broken.push(b);
-            }
-            for (i, leaf) in frozen.iter().enumerate() {
-                let current = records.iter().find(|r| r.record_id == leaf.record_id);
-                if leaf.malformed.is_some() || current.is_none_or(|r| r.hash != leaf.hash) {
-                    matches = false;
-                    let position = current.map(|r| r.position).unwrap_or(i as i64 + 1);
-                    if bad_positions.insert(position) {
-                        bad += 1;
-                    }
-                    broken.push(BrokenLink {
-                        position,
-                        expected_hash: leaf.hash.clone(),
-                        actual_hash: current.map(|r| r.hash.clone()).unwrap_or_default(),
-                        reason: if leaf.malformed.is_some() {
-                            "malformed_record".into()
-                        } else {
-                            "frozen_leaf_mismatch".into()
-                        },
-                        chain: current.map(|r| r.chain.clone()).unwrap_or_default(),
-                        task_id: current.map(|r| r.task_id.clone()).unwrap_or_default(),
-                        record_id: leaf.record_id.clone(),
-                        chain_position: current.map(|r| r.chain_position).unwrap_or(0),
-                        detail: leaf.malformed.clone(),
-                    });
-                }
-            }
-            merkle_root_matches = Some(merkle_root_matches.unwrap_or(true) && matches);
-        }
-        broken.sort_by_key(|b| b.position);
-
-        let denominator = total + missing;
-        let integrity_score = if denominator == 0 {
-            100
-        } else {
-            (((denominator - bad.min(denominator)) * 100) / denominator) as u32
+            (Some(s), None) => s.issue_ids(c)?,
+            (None, Some(t)) => vec![t.clone()],
+            (None, None) => Vec::new(),
         };
-        let traced = target.full_trace.then(|| {
-            records
-                .iter()
-                .map(|r| TracedRecord {
-                    valid: !bad_positions.contains(&r.position),
-                    record: r.clone(),
-                })
-                .collect()
-        });
-        Ok(ChainVerification {
-            session_id: session.map(|s| s.display_id()),
-            task_id,
-            chain_valid: broken.is_empty(),
-            total_records: total,
-            integrity_score,
-            broken_links: broken,
-            verified_at: now_iso(),
-            merkle_root_matches,
-            records: traced,
-        })
-    }
+        let task_id = task.map(|t| task_identifier(c, &t)).transpose()?;
+        Ok((session, issue_ids, task_id))
+    })?;
+    let reports = check_chains(store, &issue_ids)?;
 
-    /// Build the session's Merkle tree over its records and freeze it.
-    pub fn merkle_finalize(&self, session: &str, task: Option<&str>) -> Result<MerkleFinalized> {
-        self.store.write(|tx| {
-            let s = load_session(tx, session)?;
-            if s.finalized_at.is_some() {
-                return Err(Error::AlreadyFinalized(s.display_id()));
-            }
-            let family = s.issue_ids(tx)?;
-            let issue_ids = match task {
-                Some(t) => {
-                    let id = resolve_task(tx, t)?;
-                    if !family.contains(&id) {
-                        return Err(Error::invalid(
-                            "task_id",
-                            format!("task {t} is not covered by audit session {session}"),
-                        ));
-                    }
-                    vec![id]
+    // Renumber every chain's problems into the one sequence.
+    let mut broken = Vec::new();
+    let mut bad = 0i64;
+    let mut missing = 0i64;
+    let mut offset = 0i64;
+    let mut bad_positions = HashSet::new();
+    for r in &reports {
+        for b in &r.check.broken {
+            let mut b = b.clone();
+            b.position = offset + b.chain_position;
+            bad_positions.insert(b.position);
+            broken.push(b);
+        }
+        bad += r.check.bad_positions.len() as i64;
+        missing += r.check.missing;
+        offset += r.check.total + r.check.missing;
+    }
+    let records = numbered(reports.into_iter().map(|r| r.records).collect());
+    let total = records.len() as i64;
+
+    let mut merkle_root_matches = None;
+    // The finalized session verified, or, for a task alone, every finalized session
+    // covering it: each root is recomputed from its leaves and from the records.
+    let sessions = store.read(|c| match (&session, &task_id, issue_ids.first()) {
+        (Some(s), _, _) => Ok(vec![s.clone()]
+            .into_iter()
+            .filter(|s| s.finalized_at.is_some())
+            .collect()),
+        (None, Some(_), Some(issue)) => finalized_sessions_covering(c, issue),
+        _ => Ok(Vec::new()),
+    })?;
+    for s in &sessions {
+        let frozen = store.read(|c| frozen_leaves(c, s.id))?;
+        let mut matches = true;
+        if let Some(b) = store.read(|c| root_break(c, s))? {
+            matches = false;
+            broken.push(b);
+        }
+        for (i, leaf) in frozen.iter().enumerate() {
+            let current = records.iter().find(|r| r.record_id == leaf.record_id);
+            if leaf.malformed.is_some() || current.is_none_or(|r| r.hash != leaf.hash) {
+                matches = false;
+                let position = current.map(|r| r.position).unwrap_or(i as i64 + 1);
+                if bad_positions.insert(position) {
+                    bad += 1;
                 }
-                None => family,
-            };
-            let mut chains = Vec::new();
-            for id in &issue_ids {
-                chains.extend(records_of(tx, id)?);
-            }
-            let records = numbered(chains);
-            if records.is_empty() {
-                return Err(Error::invalid(
-                    "session_id",
-                    format!(
-                        "audit session {} has no records to finalize yet; record a thought \
-                         on its task first",
-                        s.display_id()
-                    ),
-                ));
-            }
-            let tree = tree_of(&records)?;
-            let finalized_at = now_iso();
-            let finalized_task = task.map(|_| issue_ids[0].clone());
-            tx.execute(
-                "UPDATE audit_sessions SET merkle_root = ?2, tree_depth = ?3, leaf_count = ?4,
-                        finalized_task = ?5, finalized_at = ?6
-                 WHERE id = ?1",
-                params![
-                    s.id,
-                    tree.root,
-                    tree.depth,
-                    tree.leaf_count as i64,
-                    finalized_task,
-                    finalized_at
-                ],
-            )?;
-            for r in &records {
-                tx.execute(
-                    "INSERT INTO audit_merkle_leaves (session_id, position, chain, record_id, hash)
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![s.id, r.position, r.chain, r.record_id, r.hash],
-                )?;
-            }
-            Ok(MerkleFinalized {
-                session_id: s.display_id(),
-                merkle_root: tree.root,
-                tree_depth: tree.depth,
-                leaf_count: tree.leaf_count,
-                finalized_at,
-                frozen: true,
-            })
-        })
-    }
-
-    /// The session's root: frozen if finalized, else over its current records.
-    pub fn merkle_root(&self, session: &str) -> Result<MerkleRootView> {
-        self.store.read(|c| {
-            let s = load_session(c, session)?;
-            if let (Some(root), Some(at)) = (&s.merkle_root, &s.finalized_at) {
-                return Ok(MerkleRootView {
-                    session_id: s.display_id(),
-                    merkle_root: root.clone(),
-                    is_finalized: true,
-                    as_of: at.clone(),
-                    leaf_count: s.leaf_count.unwrap_or(0),
-                    tree_depth: s.tree_depth.unwrap_or(0),
+                broken.push(BrokenLink {
+                    position,
+                    expected_hash: leaf.hash.clone(),
+                    actual_hash: current.map(|r| r.hash.clone()).unwrap_or_default(),
+                    reason: if leaf.malformed.is_some() {
+                        "malformed_record".into()
+                    } else {
+                        "frozen_leaf_mismatch".into()
+                    },
+                    chain: current.map(|r| r.chain.clone()).unwrap_or_default(),
+                    task_id: current.map(|r| r.task_id.clone()).unwrap_or_default(),
+                    record_id: leaf.record_id.clone(),
+                    chain_position: current.map(|r| r.chain_position).unwrap_or(0),
+                    detail: leaf.malformed.clone(),
                 });
             }
-            let mut chains = Vec::new();
-            for id in s.issue_ids(c)? {
-                chains.extend(records_of(c, &id)?);
-            }
-            let records = numbered(chains);
-            let tree = tree_of(&records)?;
-            let as_of = records
-                .iter()
-                .map(|r| r.recorded_at.as_str())
-                .max()
-                .unwrap_or(&s.started_at)
-                .to_string();
-            Ok(MerkleRootView {
-                session_id: s.display_id(),
-                merkle_root: tree.root,
-                is_finalized: false,
-                as_of,
-                leaf_count: tree.leaf_count,
-                tree_depth: tree.depth,
-            })
-        })
+        }
+        merkle_root_matches = Some(merkle_root_matches.unwrap_or(true) && matches);
     }
+    broken.sort_by_key(|b| b.position);
+
+    let denominator = total + missing;
+    let integrity_score = if denominator == 0 {
+        100
+    } else {
+        (((denominator - bad.min(denominator)) * 100) / denominator) as u32
+    };
+    let traced = target.full_trace.then(|| {
+        records
+            .iter()
+            .map(|r| TracedRecord {
+                valid: !bad_positions.contains(&r.position),
+                record: r.clone(),
+            })
+            .collect()
+    });
+    Ok(ChainVerification {
+        session_id: session.map(|s| s.display_id()),
+        task_id,
+        chain_valid: broken.is_empty(),
+        total_records: total,
+        integrity_score,
+        broken_links: broken,
+        verified_at: now_iso(),
+        merkle_root_matches,
+        records: traced,
+    })
+}
+
+/// Build the session's Merkle tree over its records and freeze it.
+pub fn merkle_finalize(
+    store: &Store,
+    session: &str,
+    task: Option<&str>,
+) -> Result<MerkleFinalized> {
+    store.write(|tx| {
+        let s = load_session(tx, session)?;
+        if s.finalized_at.is_some() {
+            return Err(Error::AlreadyFinalized(s.display_id()));
+        }
+        let family = s.issue_ids(tx)?;
+        let issue_ids = match task {
+            Some(t) => {
+                let id = resolve_task(tx, t)?;
+                if !family.contains(&id) {
+                    return Err(Error::invalid(
+                        "task_id",
+                        format!("task {t} is not covered by audit session {session}"),
+                    ));
+                }
+                vec![id]
+            }
+            None => family,
+        };
+        let mut chains = Vec::new();
+        for id in &issue_ids {
+            chains.extend(records_of(tx, id)?);
+        }
+        let records = numbered(chains);
+        if records.is_empty() {
+            return Err(Error::invalid(
+                "session_id",
+                format!(
+                    "audit session {} has no records to finalize yet; record a thought \
+                     on its task first",
+                    s.display_id()
+                ),
+            ));
+        }
+        let tree = tree_of(&records)?;
+        let finalized_at = now_iso();
+        let finalized_task = task.map(|_| issue_ids[0].clone());
+        tx.execute(
+            "UPDATE audit_sessions SET merkle_root = ?2, tree_depth = ?3, leaf_count = ?4,
+                    finalized_task = ?5, finalized_at = ?6
+             WHERE id = ?1",
+            params![
+                s.id,
+                tree.root,
+                tree.depth,
+                tree.leaf_count as i64,
+                finalized_task,
+                finalized_at
+            ],
+        )?;
+        for r in &records {
+            tx.execute(
+                "INSERT INTO audit_merkle_leaves (session_id, position, chain, record_id, hash)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![s.id, r.position, r.chain, r.record_id, r.hash],
+            )?;
+        }
+        Ok(MerkleFinalized {
+            session_id: s.display_id(),
+            merkle_root: tree.root,
+            tree_depth: tree.depth,
+            leaf_count: tree.leaf_count,
+            finalized_at,
+            frozen: true,
+        })
+    })
+}
+
+/// The session's root: frozen if finalized, else over its current records.
+pub fn merkle_root(store: &Store, session: &str) -> Result<MerkleRootView> {
+    store.read(|c| {
+        let s = load_session(c, session)?;
+        if let (Some(root), Some(at)) = (&s.merkle_root, &s.finalized_at) {
+            return Ok(MerkleRootView {
+                session_id: s.display_id(),
+                merkle_root: root.clone(),
+                is_finalized: true,
+                as_of: at.clone(),
+                leaf_count: s.leaf_count.unwrap_or(0),
+                tree_depth: s.tree_depth.unwrap_or(0),
+            });
+        }
+        let mut chains = Vec::new();
+        for id in s.issue_ids(c)? {
+            chains.extend(records_of(c, &id)?);
+        }
+        let records = numbered(chains);
+        let tree = tree_of(&records)?;
+        let as_of = records
+            .iter()
+            .map(|r| r.recorded_at.as_str())
+            .max()
+            .unwrap_or(&s.started_at)
+            .to_string();
+        Ok(MerkleRootView {
+            session_id: s.display_id(),
+            merkle_root: tree.root,
+            is_finalized: false,
+            as_of,
+            leaf_count: tree.leaf_count,
+            tree_depth: tree.depth,
+        })
+    })
 }
 
 #[cfg(test)]
@@ -811,30 +678,34 @@ mod tests {
     use crate::trail::chain::append_record;
     use crate::trail::{FindingCategory, RecordKind};
 
-    fn setup() -> (tempfile::TempDir, Cairn, String) {
+    fn setup() -> (tempfile::TempDir, Store, String) {
         let dir = tempfile::tempdir().unwrap();
-        let c = Cairn::open(&dir.path().join("c.db")).unwrap();
-        c.create_project(&NewProject {
-            slug: "p".into(),
-            name: "P".into(),
-            ..Default::default()
-        })
+        let c = Store::open(&dir.path().join("c.db")).unwrap();
+        crate::issues::create_project(
+            &c,
+            &NewProject {
+                slug: "p".into(),
+                name: "P".into(),
+                ..Default::default()
+            },
+        )
         .unwrap();
-        let t = c
-            .task_create(
-                "tester",
-                &TaskCreate {
-                    title: "t".into(),
-                    project: "p".into(),
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+        let t = crate::colibri::tasks::task_create(
+            &c,
+            "tester",
+            &TaskCreate {
+                title: "t".into(),
+                project: "p".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         (dir, c, t.task_id)
     }
 
-    fn think(c: &Cairn, task: &str, content: &str) {
-        c.thought_record(
+    fn think(c: &Store, task: &str, content: &str) {
+        crate::colibri::thoughts::thought_record(
+            c,
             "tester",
             &NewThought {
                 task: task.into(),
@@ -855,28 +726,27 @@ mod tests {
     #[test]
     fn verification_and_leaves_cover_the_work_trail() {
         let (_d, c, task) = setup();
-        let issue_id = c.issue(&task).unwrap().id;
+        let issue_id = crate::issues::issue(&c, &task).unwrap().id;
         think(&c, &task, "one");
         think(&c, &task, "two");
         for n in 0..3 {
-            c.store
-                .write(|tx| {
-                    append_record(
-                        tx,
-                        &issue_id,
-                        RecordKind::Finding(FindingCategory::Bug),
-                        serde_json::json!({ "summary": format!("finding {n}") }),
-                        "judge",
-                    )
-                })
-                .unwrap();
+            c.write(|tx| {
+                append_record(
+                    tx,
+                    &issue_id,
+                    RecordKind::Finding(FindingCategory::Bug),
+                    serde_json::json!({ "summary": format!("finding {n}") }),
+                    "judge",
+                )
+            })
+            .unwrap();
         }
         let target = VerifyTarget {
             task: Some(task.clone()),
             full_trace: true,
             ..Default::default()
         };
-        let v = c.audit_verify(&target).unwrap();
+        let v = audit_verify(&c, &target).unwrap();
         assert!(v.chain_valid, "{v:?}");
         assert_eq!((v.total_records, v.integrity_score), (5, 100));
         let chains: Vec<(String, i64)> = v
@@ -897,10 +767,8 @@ mod tests {
         );
 
         // Finalization freezes all five records as leaves.
-        let s = c
-            .audit_session_start(&task, "auditor", None, AuditScope::Shallow)
-            .unwrap();
-        let m = c.merkle_finalize(&s.session_id, None).unwrap();
+        let s = audit_session_start(&c, &task, "auditor", None, AuditScope::Shallow).unwrap();
+        let m = merkle_finalize(&c, &s.session_id, None).unwrap();
         assert_eq!((m.leaf_count, m.tree_depth), (5, 4));
     }
 }

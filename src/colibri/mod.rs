@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 
 pub mod audit;
 pub mod merkle;
+pub(crate) mod sessions;
 pub mod skills;
 pub mod tasks;
 pub mod thoughts;

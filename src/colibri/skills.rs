@@ -17,12 +17,14 @@
 //!   `key:`), block scalars (`|` keeps newlines, `>` folds them), `#` comment lines;
 //!   nested maps under other keys are skipped.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::context::WorkContext;
 use crate::error::{Error, Result};
 use crate::paths::{DirHandle, refusal_text};
+use crate::store::Store;
 
 /// Largest `SKILL.md` read, in bytes.
 pub const SKILL_FILE_MAX_BYTES: u64 = 1024 * 1024;
@@ -242,6 +244,33 @@ fn parse_skill(name: &str, rel: &str, text: &str) -> std::result::Result<Skill, 
         capabilities,
         path: rel.to_string(),
     })
+}
+
+/// The skill root of a piece of work: its `--worktree-path` when given (the agent's own
+/// checkout, where it sees the skills it is editing), else the bound project's `path`.
+pub fn skill_root(store: &Store, work: &WorkContext) -> Result<PathBuf> {
+    if let Some(w) = &work.worktree_path {
+        return Ok(w.clone());
+    }
+    if let Some(pid) = &work.project_id
+        && let Some(path) = crate::issues::project(store, pid)?.path
+    {
+        return Ok(PathBuf::from(path));
+    }
+    Err(Error::FailedPrecondition(
+        "skill_list needs a project root: start `cairn serve` with --worktree-path, or bind \
+         a project that has a path (--project-id / --issue-id)"
+            .into(),
+    ))
+}
+
+/// `skill_list` for a piece of work: the skills under its [`skill_root`].
+pub fn list_work_skills(
+    store: &Store,
+    work: &WorkContext,
+    filter: &SkillFilter,
+) -> Result<SkillList> {
+    list_skills(&skill_root(store, work)?, filter)
 }
 
 /// List the skills under `root/.agents/skills/`. A missing skills directory is an

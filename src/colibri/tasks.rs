@@ -19,9 +19,10 @@
 use rusqlite::{Connection, params};
 use serde::Serialize;
 
+use crate::base::now_iso;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::{NewIssue, Status, find_project, insert_issue};
-use crate::service::{Cairn, now_iso};
+use crate::store::Store;
 use crate::trail::status::set_status_in;
 
 use super::{Priority, resolve_task, thought_id};
@@ -346,372 +347,369 @@ fn strings(c: &Connection, sql: &str, arg: &str) -> Result<Vec<String>> {
     Ok(rows)
 }
 
-impl Cairn {
-    /// Create a task in `backlog`, attributed to `actor`.
-    pub fn task_create(&self, actor: &str, new: &TaskCreate) -> Result<TaskCreated> {
-        check_names(new.assignee.as_deref(), Some(&new.labels))?;
-        self.store.write(|tx| {
-            let (project_id, _) = project_id(tx, &new.project)?;
-            let parent = match &new.parent {
-                Some(p) => {
-                    let id = resolve_task(tx, p)?;
-                    let parent_project: String =
-                        tx.query_row("SELECT project_id FROM issues WHERE id = ?1", [&id], |r| {
-                            r.get(0)
-                        })?;
-                    if parent_project != project_id {
-                        return Err(Error::invalid(
-                            "parent_id",
-                            format!("task {p} belongs to another project than {}", new.project),
-                        ));
-                    }
-                    Some(id)
-                }
-                None => None,
-            };
-            let id = insert_issue(
-                tx,
-                &NewIssue {
-                    project: project_id,
-                    title: new.title.clone(),
-                    description: new.description.clone(),
-                    priority: Some(new.priority.unwrap_or(Priority::Normal).level()),
-                    labels: new.labels.clone(),
-                    parent,
-                    status: Some(Status::Backlog),
-                    assignee: new.assignee.clone(),
-                    estimate_hours: new.estimate_hours,
-                    created_by: Some(actor.to_string()),
-                    ..Default::default()
-                },
-            )?;
-            Ok(tx.query_row(
-                "SELECT identifier, created_at, created_by, seq FROM issues WHERE id = ?1",
-                [&id],
-                |r| {
-                    Ok(TaskCreated {
-                        task_id: r.get(0)?,
-                        status: Status::Backlog,
-                        created_at: r.get(1)?,
-                        created_by: r.get(2)?,
-                        sequence: r.get(3)?,
-                    })
-                },
-            )?)
-        })
-    }
-
-    /// One task, optionally with its thought trail and its direct sub-tasks.
-    pub fn task_get(
-        &self,
-        task: &str,
-        include_thought_trail: bool,
-        include_dependents: bool,
-    ) -> Result<TaskView> {
-        self.store.read(|c| {
-            let id = resolve_task(c, task)?;
-            let mut view = load_task(c, &id)?;
-            if include_thought_trail {
-                let mut stmt = c.prepare_cached(
-                    "SELECT id FROM thought_records WHERE issue_id = ?1 ORDER BY chain_position",
-                )?;
-                let ids = stmt
-                    .query_map([&id], |r| r.get::<_, i64>(0))?
-                    .map(|r| r.map(thought_id))
-                    .collect::<rusqlite::Result<_>>()?;
-                view.thought_trail = Some(ids);
-            }
-            if include_dependents {
-                view.dependents = Some(strings(
-                    c,
-                    "SELECT identifier FROM issues WHERE parent_id = ?1 ORDER BY rowid",
-                    &id,
-                )?);
-            }
-            Ok(view)
-        })
-    }
-
-    /// Change a task's fields; a status change must be in Colibri's transition table.
-    pub fn task_update(&self, actor: &str, upd: &TaskUpdate) -> Result<TaskUpdated> {
-        let nothing = upd.status.is_none()
-            && upd.progress.is_none()
-            && upd.description.is_none()
-            && upd.priority.is_none()
-            && upd.assignee.is_none()
-            && upd.labels.is_none()
-            && upd.blocked_reason.is_none();
-        if nothing {
-            return Err(Error::invalid(
-                "arguments",
-                "nothing to update: give at least one of status, progress, description, \
-                 priority, assignee, labels, blocked_reason",
-            ));
-        }
-        check_names(upd.assignee.as_deref(), upd.labels.as_deref())?;
-        let field = |e| Error::InvalidInput(vec![e]);
-        let upd = &TaskUpdate {
-            description: crate::text::prose_opt("description", upd.description.as_deref())
-                .map_err(field)?,
-            blocked_reason: crate::text::prose_opt("blocked_reason", upd.blocked_reason.as_deref())
-                .map_err(field)?,
-            ..upd.clone()
-        };
-        self.store.write(|tx| {
-            let id = resolve_task(tx, &upd.task)?;
-            let current = load_task(tx, &id)?;
-            let from = current.status;
-            let to = upd.status.unwrap_or(from);
-            if let Some(s) = upd.status {
-                if upd.agent && matches!(s, Status::Done | Status::Cancelled) {
-                    return Err(Error::PermissionDenied(format!(
-                        "{s} is a person's decision (a human merge or a cancellation); agents \
-                         may move a task from in_progress to review or blocked"
-                    )));
-                }
-                if !transition_allowed(from, s) {
-                    return Err(transition_error(from, s));
-                }
-                if upd.agent && (from != Status::InProgress || s == Status::InProgress) {
-                    return Err(Error::InvalidTransition {
-                        from: from.to_string(),
-                        to: s.to_string(),
-                        hint: format!(
-                            "agents change a task's status only from in_progress (to review or \
-                             blocked); this task is {from}, which the orchestrator or a person \
-                             changes"
-                        ),
-                    });
-                }
-                crate::trail::status::check_unblock(tx, &id, from, s)?;
-            }
-            let mut warnings = Vec::new();
-            let reason = upd
-                .blocked_reason
-                .as_deref()
-                .map(str::trim)
-                .filter(|r| !r.is_empty());
-            let blocked_reason = if to == Status::Blocked {
-                match (reason, upd.status) {
-                    (Some(r), _) => Some(r.to_string()),
-                    (None, Some(_)) => {
-                        return Err(Error::invalid(
-                            "blocked_reason",
-                            "required when status is 'blocked': say what blocks the task",
-                        ));
-                    }
-                    (None, None) => current.blocked_reason.clone(),
-                }
-            } else {
-                if upd.blocked_reason.is_some() {
-                    warnings.push(format!(
-                        "blocked_reason ignored: the task is {to}, not blocked"
+/// Create a task in `backlog`, attributed to `actor`.
+pub fn task_create(store: &Store, actor: &str, new: &TaskCreate) -> Result<TaskCreated> {
+    check_names(new.assignee.as_deref(), Some(&new.labels))?;
+    store.write(|tx| {
+        let (project_id, _) = project_id(tx, &new.project)?;
+        let parent = match &new.parent {
+            Some(p) => {
+                let id = resolve_task(tx, p)?;
+                let parent_project: String =
+                    tx.query_row("SELECT project_id FROM issues WHERE id = ?1", [&id], |r| {
+                        r.get(0)
+                    })?;
+                if parent_project != project_id {
+                    return Err(Error::invalid(
+                        "parent_id",
+                        format!("task {p} belongs to another project than {}", new.project),
                     ));
                 }
-                None
-            };
-            let progress = upd.progress.unwrap_or(current.progress);
-            if progress == 100 && to != Status::Done {
-                warnings.push("Progress set to 100% but status != 'done'".to_string());
+                Some(id)
             }
-            if to == Status::Done && progress < 100 {
-                warnings.push(format!("Status is 'done' but progress is {progress}%"));
-            }
-            // A status change goes through the trail's one status writer, so it lands in
-            // the status history and a finished sub-task releases its parent.
-            if to != from {
-                set_status_in(tx, &id, to, blocked_reason.as_deref(), actor)?;
-            }
-            let now = now_iso();
-            tx.execute(
-                "UPDATE issues SET progress = ?2, description = ?3, priority = ?4,
-                        assignee = ?5, blocked_reason = ?6, updated_by = ?7, updated_at = ?8
-                 WHERE id = ?1",
-                params![
-                    id,
-                    progress,
-                    upd.description.as_ref().unwrap_or(&current.description),
-                    upd.priority.unwrap_or(current.priority).level(),
-                    upd.assignee.as_ref().unwrap_or(&current.assignee),
-                    blocked_reason,
-                    actor,
-                    now,
-                ],
-            )?;
-            if let Some(labels) = &upd.labels {
-                tx.execute("DELETE FROM issue_labels WHERE issue_id = ?1", [&id])?;
-                for l in labels {
-                    tx.execute(
-                        "INSERT OR IGNORE INTO issue_labels(issue_id, label) VALUES (?1, ?2)",
-                        params![id, l.trim()],
-                    )?;
-                }
-            }
-            Ok(TaskUpdated {
-                task_id: current.task_id,
-                status: to,
-                progress,
-                updated_at: now,
-                updated_by: actor.to_string(),
-                previous_status: from,
-                warnings,
-            })
-        })
-    }
+            None => None,
+        };
+        let id = insert_issue(
+            tx,
+            &NewIssue {
+                project: project_id,
+                title: new.title.clone(),
+                description: new.description.clone(),
+                priority: Some(new.priority.unwrap_or(Priority::Normal).level()),
+                labels: new.labels.clone(),
+                parent,
+                status: Some(Status::Backlog),
+                assignee: new.assignee.clone(),
+                estimate_hours: new.estimate_hours,
+                created_by: Some(actor.to_string()),
+                ..Default::default()
+            },
+        )?;
+        Ok(tx.query_row(
+            "SELECT identifier, created_at, created_by, seq FROM issues WHERE id = ?1",
+            [&id],
+            |r| {
+                Ok(TaskCreated {
+                    task_id: r.get(0)?,
+                    status: Status::Backlog,
+                    created_at: r.get(1)?,
+                    created_by: r.get(2)?,
+                    sequence: r.get(3)?,
+                })
+            },
+        )?)
+    })
+}
 
-    /// Filter, sort and page tasks.
-    pub fn task_list(&self, q: &TaskQuery) -> Result<TaskPage> {
-        let after = q
-            .created_after
-            .as_deref()
-            .map(|s| parse_instant("created_after", s))
-            .transpose()?;
-        let before = q
-            .created_before
-            .as_deref()
-            .map(|s| parse_instant("created_before", s))
-            .transpose()?;
-        let search = q.search.as_deref().and_then(fts_query);
-        let statuses = serde_json::to_string(&q.statuses)?;
-        let priorities: Vec<u8> = q.priorities.iter().map(|p| p.level()).collect();
-        let priorities = serde_json::to_string(&priorities)?;
-        self.store.read(|c| {
-            let project = match &q.project {
-                Some(p) => Some(project_id(c, p)?.0),
-                None => None,
-            };
-            let filter = "FROM issues i JOIN projects p ON p.id = i.project_id
-                 WHERE (?1 IS NULL OR i.project_id = ?1)
-                   AND (?2 = '[]' OR i.status IN (SELECT value FROM json_each(?2)))
-                   AND (?3 = '[]' OR i.priority IN (SELECT value FROM json_each(?3)))
-                   AND (?4 IS NULL OR i.assignee = ?4)
-                   AND (?5 IS NULL OR EXISTS (SELECT 1 FROM issue_labels l
-                                              WHERE l.issue_id = i.id AND l.label = ?5))
-                   AND (?6 IS NULL OR unixepoch(i.created_at, 'subsec') > ?6)
-                   AND (?7 IS NULL OR unixepoch(i.created_at, 'subsec') < ?7)
-                   AND (?8 IS NULL OR i.rowid IN (SELECT rowid FROM issues_fts
-                                                  WHERE issues_fts MATCH ?8))";
-            let args = params![
-                project, statuses, priorities, q.assignee, q.label, after, before, search,
-            ];
-            let total: i64 =
-                c.query_row(&format!("SELECT count(*) {filter}"), args, |r| r.get(0))?;
-            // Priority levels run the other way: "desc" means most urgent (1) first.
-            let (column, flip) = match q.sort_by {
-                SortBy::Created => ("i.created_at", false),
-                SortBy::Updated => ("i.updated_at", false),
-                SortBy::Priority => ("i.priority", true),
-                SortBy::Progress => ("i.progress", false),
-            };
-            let desc = (q.sort_order == SortOrder::Desc) != flip;
-            let dir = if desc { "DESC" } else { "ASC" };
-            let sql = format!(
-                "SELECT i.identifier, i.title, p.slug, i.status, i.priority, i.progress,
-                        i.assignee, i.created_at, i.updated_at {filter}
-                 ORDER BY {column} {dir}, i.rowid {dir} LIMIT ?9 OFFSET ?10"
-            );
-            let mut stmt = c.prepare(&sql)?;
-            let tasks: Vec<TaskSummary> = stmt
-                .query_map(
-                    params![
-                        project,
-                        statuses,
-                        priorities,
-                        q.assignee,
-                        q.label,
-                        after,
-                        before,
-                        search,
-                        q.limit as i64,
-                        q.offset as i64,
-                    ],
-                    |r| {
-                        let status: String = r.get(3)?;
-                        Ok(TaskSummary {
-                            task_id: r.get(0)?,
-                            title: r.get(1)?,
-                            project: r.get(2)?,
-                            status: Status::parse(&status).unwrap_or(Status::Todo),
-                            priority: Priority::from_level(r.get(4)?),
-                            progress: r.get(5)?,
-                            assignee: r.get(6)?,
-                            created_at: r.get(7)?,
-                            updated_at: r.get(8)?,
-                        })
-                    },
-                )?
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(TaskPage {
-                returned_count: tasks.len(),
-                tasks,
-                total_count: total as usize,
-                offset: q.offset,
-                limit: q.limit,
-            })
-        })
-    }
-
-    /// The project's `todo` tasks, most urgent first (then fewest unmet dependencies,
-    /// then oldest), and with `include_blocked` its blocked tasks with their reasons.
-    pub fn task_next_actions(
-        &self,
-        project: &str,
-        limit: usize,
-        include_blocked: bool,
-    ) -> Result<NextActions> {
-        self.store.read(|c| {
-            let (pid, slug) = project_id(c, project)?;
+/// One task, optionally with its thought trail and its direct sub-tasks.
+pub fn task_get(
+    store: &Store,
+    task: &str,
+    include_thought_trail: bool,
+    include_dependents: bool,
+) -> Result<TaskView> {
+    store.read(|c| {
+        let id = resolve_task(c, task)?;
+        let mut view = load_task(c, &id)?;
+        if include_thought_trail {
             let mut stmt = c.prepare_cached(
-                "SELECT i.identifier, i.title, i.priority, i.assignee, i.estimate_hours,
-                        par.identifier,
-                        (SELECT count(*) FROM issue_dependencies d
-                           JOIN issues x ON x.id = d.depends_on_id
-                          WHERE d.issue_id = i.id AND x.status NOT IN ('done', 'cancelled'))
-                          AS unmet
-                 FROM issues i LEFT JOIN issues par ON par.id = i.parent_id
-                 WHERE i.project_id = ?1 AND i.status = 'todo'
-                 ORDER BY i.priority, unmet, i.rowid LIMIT ?2",
+                "SELECT id FROM thought_records WHERE issue_id = ?1 ORDER BY chain_position",
             )?;
-            let next_actions: Vec<NextAction> = stmt
-                .query_map(params![pid, limit as i64], |r| {
-                    Ok(NextAction {
+            let ids = stmt
+                .query_map([&id], |r| r.get::<_, i64>(0))?
+                .map(|r| r.map(thought_id))
+                .collect::<rusqlite::Result<_>>()?;
+            view.thought_trail = Some(ids);
+        }
+        if include_dependents {
+            view.dependents = Some(strings(
+                c,
+                "SELECT identifier FROM issues WHERE parent_id = ?1 ORDER BY rowid",
+                &id,
+            )?);
+        }
+        Ok(view)
+    })
+}
+
+/// Change a task's fields; a status change must be in Colibri's transition table.
+pub fn task_update(store: &Store, actor: &str, upd: &TaskUpdate) -> Result<TaskUpdated> {
+    let nothing = upd.status.is_none()
+        && upd.progress.is_none()
+        && upd.description.is_none()
+        && upd.priority.is_none()
+        && upd.assignee.is_none()
+        && upd.labels.is_none()
+        && upd.blocked_reason.is_none();
+    if nothing {
+        return Err(Error::invalid(
+            "arguments",
+            "nothing to update: give at least one of status, progress, description, \
+             priority, assignee, labels, blocked_reason",
+        ));
+    }
+    check_names(upd.assignee.as_deref(), upd.labels.as_deref())?;
+    let field = |e| Error::InvalidInput(vec![e]);
+    let upd = &TaskUpdate {
+        description: crate::text::prose_opt("description", upd.description.as_deref())
+            .map_err(field)?,
+        blocked_reason: crate::text::prose_opt("blocked_reason", upd.blocked_reason.as_deref())
+            .map_err(field)?,
+        ..upd.clone()
+    };
+    store.write(|tx| {
+        let id = resolve_task(tx, &upd.task)?;
+        let current = load_task(tx, &id)?;
+        let from = current.status;
+        let to = upd.status.unwrap_or(from);
+        if let Some(s) = upd.status {
+            if upd.agent && matches!(s, Status::Done | Status::Cancelled) {
+                return Err(Error::PermissionDenied(format!(
+                    "{s} is a person's decision (a human merge or a cancellation); agents \
+                     may move a task from in_progress to review or blocked"
+                )));
+            }
+            if !transition_allowed(from, s) {
+                return Err(transition_error(from, s));
+            }
+            if upd.agent && (from != Status::InProgress || s == Status::InProgress) {
+                return Err(Error::InvalidTransition {
+                    from: from.to_string(),
+                    to: s.to_string(),
+                    hint: format!(
+                        "agents change a task's status only from in_progress (to review or \
+                         blocked); this task is {from}, which the orchestrator or a person \
+                         changes"
+                    ),
+                });
+            }
+            crate::trail::status::check_unblock(tx, &id, from, s)?;
+        }
+        let mut warnings = Vec::new();
+        let reason = upd
+            .blocked_reason
+            .as_deref()
+            .map(str::trim)
+            .filter(|r| !r.is_empty());
+        let blocked_reason = if to == Status::Blocked {
+            match (reason, upd.status) {
+                (Some(r), _) => Some(r.to_string()),
+                (None, Some(_)) => {
+                    return Err(Error::invalid(
+                        "blocked_reason",
+                        "required when status is 'blocked': say what blocks the task",
+                    ));
+                }
+                (None, None) => current.blocked_reason.clone(),
+            }
+        } else {
+            if upd.blocked_reason.is_some() {
+                warnings.push(format!(
+                    "blocked_reason ignored: the task is {to}, not blocked"
+                ));
+            }
+            None
+        };
+        let progress = upd.progress.unwrap_or(current.progress);
+        if progress == 100 && to != Status::Done {
+            warnings.push("Progress set to 100% but status != 'done'".to_string());
+        }
+        if to == Status::Done && progress < 100 {
+            warnings.push(format!("Status is 'done' but progress is {progress}%"));
+        }
+        // A status change goes through the trail's one status writer, so it lands in
+        // the status history and a finished sub-task releases its parent.
+        if to != from {
+            set_status_in(tx, &id, to, blocked_reason.as_deref(), actor)?;
+        }
+        let now = now_iso();
+        tx.execute(
+            "UPDATE issues SET progress = ?2, description = ?3, priority = ?4,
+                    assignee = ?5, blocked_reason = ?6, updated_by = ?7, updated_at = ?8
+             WHERE id = ?1",
+            params![
+                id,
+                progress,
+                upd.description.as_ref().unwrap_or(&current.description),
+                upd.priority.unwrap_or(current.priority).level(),
+                upd.assignee.as_ref().unwrap_or(&current.assignee),
+                blocked_reason,
+                actor,
+                now,
+            ],
+        )?;
+        if let Some(labels) = &upd.labels {
+            tx.execute("DELETE FROM issue_labels WHERE issue_id = ?1", [&id])?;
+            for l in labels {
+                tx.execute(
+                    "INSERT OR IGNORE INTO issue_labels(issue_id, label) VALUES (?1, ?2)",
+                    params![id, l.trim()],
+                )?;
+            }
+        }
+        Ok(TaskUpdated {
+            task_id: current.task_id,
+            status: to,
+            progress,
+            updated_at: now,
+            updated_by: actor.to_string(),
+            previous_status: from,
+            warnings,
+        })
+    })
+}
+
+/// Filter, sort and page tasks.
+pub fn task_list(store: &Store, q: &TaskQuery) -> Result<TaskPage> {
+    let after = q
+        .created_after
+        .as_deref()
+        .map(|s| parse_instant("created_after", s))
+        .transpose()?;
+    let before = q
+        .created_before
+        .as_deref()
+        .map(|s| parse_instant("created_before", s))
+        .transpose()?;
+    let search = q.search.as_deref().and_then(fts_query);
+    let statuses = serde_json::to_string(&q.statuses)?;
+    let priorities: Vec<u8> = q.priorities.iter().map(|p| p.level()).collect();
+    let priorities = serde_json::to_string(&priorities)?;
+    store.read(|c| {
+        let project = match &q.project {
+            Some(p) => Some(project_id(c, p)?.0),
+            None => None,
+        };
+        let filter = "FROM issues i JOIN projects p ON p.id = i.project_id
+             WHERE (?1 IS NULL OR i.project_id = ?1)
+               AND (?2 = '[]' OR i.status IN (SELECT value FROM json_each(?2)))
+               AND (?3 = '[]' OR i.priority IN (SELECT value FROM json_each(?3)))
+               AND (?4 IS NULL OR i.assignee = ?4)
+               AND (?5 IS NULL OR EXISTS (SELECT 1 FROM issue_labels l
+                                          WHERE l.issue_id = i.id AND l.label = ?5))
+               AND (?6 IS NULL OR unixepoch(i.created_at, 'subsec') > ?6)
+               AND (?7 IS NULL OR unixepoch(i.created_at, 'subsec') < ?7)
+               AND (?8 IS NULL OR i.rowid IN (SELECT rowid FROM issues_fts
+                                              WHERE issues_fts MATCH ?8))";
+        let args = params![
+            project, statuses, priorities, q.assignee, q.label, after, before, search,
+        ];
+        let total: i64 = c.query_row(&format!("SELECT count(*) {filter}"), args, |r| r.get(0))?;
+        // Priority levels run the other way: "desc" means most urgent (1) first.
+        let (column, flip) = match q.sort_by {
+            SortBy::Created => ("i.created_at", false),
+            SortBy::Updated => ("i.updated_at", false),
+            SortBy::Priority => ("i.priority", true),
+            SortBy::Progress => ("i.progress", false),
+        };
+        let desc = (q.sort_order == SortOrder::Desc) != flip;
+        let dir = if desc { "DESC" } else { "ASC" };
+        let sql = format!(
+            "SELECT i.identifier, i.title, p.slug, i.status, i.priority, i.progress,
+                    i.assignee, i.created_at, i.updated_at {filter}
+             ORDER BY {column} {dir}, i.rowid {dir} LIMIT ?9 OFFSET ?10"
+        );
+        let mut stmt = c.prepare(&sql)?;
+        let tasks: Vec<TaskSummary> = stmt
+            .query_map(
+                params![
+                    project,
+                    statuses,
+                    priorities,
+                    q.assignee,
+                    q.label,
+                    after,
+                    before,
+                    search,
+                    q.limit as i64,
+                    q.offset as i64,
+                ],
+                |r| {
+                    let status: String = r.get(3)?;
+                    Ok(TaskSummary {
                         task_id: r.get(0)?,
                         title: r.get(1)?,
-                        priority: Priority::from_level(r.get(2)?),
-                        assignee: r.get(3)?,
-                        estimate_hours: r.get(4)?,
-                        parent_id: r.get(5)?,
-                        dependencies_unmet: r.get(6)?,
+                        project: r.get(2)?,
+                        status: Status::parse(&status).unwrap_or(Status::Todo),
+                        priority: Priority::from_level(r.get(4)?),
+                        progress: r.get(5)?,
+                        assignee: r.get(6)?,
+                        created_at: r.get(7)?,
+                        updated_at: r.get(8)?,
+                    })
+                },
+            )?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(TaskPage {
+            returned_count: tasks.len(),
+            tasks,
+            total_count: total as usize,
+            offset: q.offset,
+            limit: q.limit,
+        })
+    })
+}
+
+/// The project's `todo` tasks, most urgent first (then fewest unmet dependencies,
+/// then oldest), and with `include_blocked` its blocked tasks with their reasons.
+pub fn task_next_actions(
+    store: &Store,
+    project: &str,
+    limit: usize,
+    include_blocked: bool,
+) -> Result<NextActions> {
+    store.read(|c| {
+        let (pid, slug) = project_id(c, project)?;
+        let mut stmt = c.prepare_cached(
+            "SELECT i.identifier, i.title, i.priority, i.assignee, i.estimate_hours,
+                    par.identifier,
+                    (SELECT count(*) FROM issue_dependencies d
+                       JOIN issues x ON x.id = d.depends_on_id
+                      WHERE d.issue_id = i.id AND x.status NOT IN ('done', 'cancelled'))
+                      AS unmet
+             FROM issues i LEFT JOIN issues par ON par.id = i.parent_id
+             WHERE i.project_id = ?1 AND i.status = 'todo'
+             ORDER BY i.priority, unmet, i.rowid LIMIT ?2",
+        )?;
+        let next_actions: Vec<NextAction> = stmt
+            .query_map(params![pid, limit as i64], |r| {
+                Ok(NextAction {
+                    task_id: r.get(0)?,
+                    title: r.get(1)?,
+                    priority: Priority::from_level(r.get(2)?),
+                    assignee: r.get(3)?,
+                    estimate_hours: r.get(4)?,
+                    parent_id: r.get(5)?,
+                    dependencies_unmet: r.get(6)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let blocked = if include_blocked {
+            let mut stmt = c.prepare_cached(
+                "SELECT identifier, title, coalesce(blocked_reason, '') FROM issues
+                 WHERE project_id = ?1 AND status = 'blocked'
+                 ORDER BY priority, rowid LIMIT ?2",
+            )?;
+            let rows = stmt
+                .query_map(params![pid, limit as i64], |r| {
+                    Ok(BlockedTask {
+                        task_id: r.get(0)?,
+                        title: r.get(1)?,
+                        blocked_reason: r.get(2)?,
                     })
                 })?
                 .collect::<rusqlite::Result<_>>()?;
-            let blocked = if include_blocked {
-                let mut stmt = c.prepare_cached(
-                    "SELECT identifier, title, coalesce(blocked_reason, '') FROM issues
-                     WHERE project_id = ?1 AND status = 'blocked'
-                     ORDER BY priority, rowid LIMIT ?2",
-                )?;
-                let rows = stmt
-                    .query_map(params![pid, limit as i64], |r| {
-                        Ok(BlockedTask {
-                            task_id: r.get(0)?,
-                            title: r.get(1)?,
-                            blocked_reason: r.get(2)?,
-                        })
-                    })?
-                    .collect::<rusqlite::Result<_>>()?;
-                Some(rows)
-            } else {
-                None
-            };
-            Ok(NextActions {
-                count: next_actions.len(),
-                next_actions,
-                project: slug,
-                blocked,
-            })
+            Some(rows)
+        } else {
+            None
+        };
+        Ok(NextActions {
+            count: next_actions.len(),
+            next_actions,
+            project: slug,
+            blocked,
         })
-    }
+    })
 }
 
 /// The issue ids an audit covers: the task alone, or with `deep` the task and every

@@ -22,8 +22,9 @@ use std::fmt::Write as _;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
+use crate::base::{now_iso, sha256_hex};
 use crate::error::{Error, Result};
-use crate::service::{Cairn, now_iso, sha256_hex};
+use crate::store::Store;
 use crate::trail::chain::{MalformedRow, loose_text};
 
 use super::{resolve_task, task_identifier, thought_id};
@@ -472,211 +473,209 @@ fn clean_thought(new: &NewThought) -> Result<NewThought> {
     }
 }
 
-impl Cairn {
-    /// Append a thought to its task's chain, attributed to `actor`.
-    pub fn thought_record(&self, actor: &str, new: &NewThought) -> Result<ThoughtRecorded> {
-        if new.content.trim().is_empty() {
-            return Err(Error::invalid("content", "must not be blank"));
+/// Append a thought to its task's chain, attributed to `actor`.
+pub fn thought_record(store: &Store, actor: &str, new: &NewThought) -> Result<ThoughtRecorded> {
+    if new.content.trim().is_empty() {
+        return Err(Error::invalid("content", "must not be blank"));
+    }
+    // The one text policy, before anything is hashed.
+    let new = &clean_thought(new)?;
+    let metadata = match &new.metadata {
+        Some(m) => {
+            let s = serde_json::to_string(m)?;
+            if s.len() > METADATA_MAX_BYTES {
+                return Err(Error::invalid(
+                    "metadata",
+                    format!(
+                        "is {} bytes serialized; at most {METADATA_MAX_BYTES}",
+                        s.len()
+                    ),
+                ));
+            }
+            Some(s)
         }
-        // The one text policy, before anything is hashed.
-        let new = &clean_thought(new)?;
-        let metadata = match &new.metadata {
-            Some(m) => {
-                let s = serde_json::to_string(m)?;
-                if s.len() > METADATA_MAX_BYTES {
+        None => None,
+    };
+    let tests_run = serde_json::to_string(&new.tests_run)?;
+    let blockers = serde_json::to_string(&new.blockers)?;
+    store.write(|tx| {
+        let issue_id = resolve_task(tx, &new.task)?;
+        let task_id = task_identifier(tx, &issue_id)?;
+        let last: Option<(i64, String)> = tx
+            .query_row(
+                "SELECT chain_position, hash FROM thought_records WHERE issue_id = ?1
+                 ORDER BY chain_position DESC LIMIT 1",
+                [&issue_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        let (position, previous_hash) = match last {
+            Some((p, h)) => (p + 1, Some(h)),
+            None => (1, None),
+        };
+        let recorded_at = now_iso();
+        let hash = thought_hash(&HashedFields {
+            task_id: &task_id,
+            kind: new.kind.as_str(),
+            content: &new.content,
+            previous_hash: previous_hash.as_deref(),
+            recorded_at: &recorded_at,
+            recorded_by: actor,
+        });
+        tx.execute(
+            "INSERT INTO thought_records (issue_id, task_ref, chain_position, type, content,
+                 branch, commit_sha, tests_run, blockers, metadata, previous_hash, hash,
+                 recorded_at, recorded_by)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            params![
+                issue_id,
+                task_id,
+                position,
+                new.kind.as_str(),
+                new.content,
+                new.branch,
+                new.commit_sha,
+                tests_run,
+                blockers,
+                metadata,
+                previous_hash,
+                hash,
+                recorded_at,
+                actor,
+            ],
+        )?;
+        let id = tx.last_insert_rowid();
+        tx.execute(
+            "INSERT INTO thought_heads (issue_id, chain_position, hash) VALUES (?1, ?2, ?3)
+             ON CONFLICT (issue_id) DO UPDATE SET chain_position = ?2, hash = ?3",
+            params![issue_id, position, hash],
+        )?;
+        Ok(ThoughtRecorded {
+            thought_id: thought_id(id),
+            task_id,
+            kind: new.kind,
+            hash,
+            previous_hash,
+            recorded_at,
+            recorded_by: actor.to_string(),
+            chain_position: position,
+        })
+    })
+}
+
+/// The thoughts of a task, of an audit session, or of every task; with
+/// `verify_chain` also whether the chains involved hold (checked in full,
+/// whatever the filters and limit).
+pub fn thought_list(store: &Store, q: &ThoughtQuery) -> Result<ThoughtList> {
+    store.read(|c| {
+        let task_issue = q.task.as_deref().map(|t| resolve_task(c, t)).transpose()?;
+        let session = q
+            .session
+            .as_deref()
+            .map(|s| super::sessions::load_session(c, s))
+            .transpose()?;
+        // The tasks to read, and for a finalized session the frozen records.
+        let (issues, frozen): (Option<Vec<String>>, Option<HashSet<String>>) = match &session {
+            Some(s) => {
+                let family = s.issue_ids(c)?;
+                if let Some(t) = &task_issue
+                    && !family.contains(t)
+                {
                     return Err(Error::invalid(
-                        "metadata",
+                        "task_id",
                         format!(
-                            "is {} bytes serialized; at most {METADATA_MAX_BYTES}",
-                            s.len()
+                            "task {} is not covered by audit session {}",
+                            q.task.as_deref().unwrap_or_default(),
+                            s.display_id()
                         ),
                     ));
                 }
-                Some(s)
-            }
-            None => None,
-        };
-        let tests_run = serde_json::to_string(&new.tests_run)?;
-        let blockers = serde_json::to_string(&new.blockers)?;
-        self.store.write(|tx| {
-            let issue_id = resolve_task(tx, &new.task)?;
-            let task_id = task_identifier(tx, &issue_id)?;
-            let last: Option<(i64, String)> = tx
-                .query_row(
-                    "SELECT chain_position, hash FROM thought_records WHERE issue_id = ?1
-                     ORDER BY chain_position DESC LIMIT 1",
-                    [&issue_id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            let (position, previous_hash) = match last {
-                Some((p, h)) => (p + 1, Some(h)),
-                None => (1, None),
-            };
-            let recorded_at = now_iso();
-            let hash = thought_hash(&HashedFields {
-                task_id: &task_id,
-                kind: new.kind.as_str(),
-                content: &new.content,
-                previous_hash: previous_hash.as_deref(),
-                recorded_at: &recorded_at,
-                recorded_by: actor,
-            });
-            tx.execute(
-                "INSERT INTO thought_records (issue_id, task_ref, chain_position, type, content,
-                     branch, commit_sha, tests_run, blockers, metadata, previous_hash, hash,
-                     recorded_at, recorded_by)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                params![
-                    issue_id,
-                    task_id,
-                    position,
-                    new.kind.as_str(),
-                    new.content,
-                    new.branch,
-                    new.commit_sha,
-                    tests_run,
-                    blockers,
-                    metadata,
-                    previous_hash,
-                    hash,
-                    recorded_at,
-                    actor,
-                ],
-            )?;
-            let id = tx.last_insert_rowid();
-            tx.execute(
-                "INSERT INTO thought_heads (issue_id, chain_position, hash) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (issue_id) DO UPDATE SET chain_position = ?2, hash = ?3",
-                params![issue_id, position, hash],
-            )?;
-            Ok(ThoughtRecorded {
-                thought_id: thought_id(id),
-                task_id,
-                kind: new.kind,
-                hash,
-                previous_hash,
-                recorded_at,
-                recorded_by: actor.to_string(),
-                chain_position: position,
-            })
-        })
-    }
-
-    /// The thoughts of a task, of an audit session, or of every task; with
-    /// `verify_chain` also whether the chains involved hold (checked in full,
-    /// whatever the filters and limit).
-    pub fn thought_list(&self, q: &ThoughtQuery) -> Result<ThoughtList> {
-        self.store.read(|c| {
-            let task_issue = q.task.as_deref().map(|t| resolve_task(c, t)).transpose()?;
-            let session = q
-                .session
-                .as_deref()
-                .map(|s| super::audit::load_session(c, s))
-                .transpose()?;
-            // The tasks to read, and for a finalized session the frozen records.
-            let (issues, frozen): (Option<Vec<String>>, Option<HashSet<String>>) = match &session {
-                Some(s) => {
-                    let family = s.issue_ids(c)?;
-                    if let Some(t) = &task_issue
-                        && !family.contains(t)
-                    {
-                        return Err(Error::invalid(
-                            "task_id",
-                            format!(
-                                "task {} is not covered by audit session {}",
-                                q.task.as_deref().unwrap_or_default(),
-                                s.display_id()
-                            ),
-                        ));
-                    }
-                    let issues = match &task_issue {
-                        Some(t) => vec![t.clone()],
-                        None => family,
-                    };
-                    (Some(issues), s.frozen_record_ids(c)?)
-                }
-                None => (task_issue.clone().map(|t| vec![t]), None),
-            };
-            let kind = q.kind.map(ThoughtType::as_str);
-            let (thought_count, thoughts): (usize, Vec<Thought>) = match &issues {
-                Some(ids) => {
-                    let mut matching = Vec::new();
-                    for id in ids {
-                        matching.extend(chain_of(c, id)?.into_iter().filter(|t| {
-                            q.kind.is_none_or(|k| t.thought.kind == k)
-                                && frozen
-                                    .as_ref()
-                                    .is_none_or(|f| f.contains(&t.thought.thought_id))
-                        }));
-                    }
-                    let count = matching.len();
-                    let page = matching.into_iter().take(q.limit).map(|t| t.thought);
-                    (count, page.collect())
-                }
-                None => {
-                    let count: i64 = c.query_row(
-                        "SELECT count(*) FROM thought_records WHERE ?1 IS NULL OR type = ?1",
-                        [kind],
-                        |r| r.get(0),
-                    )?;
-                    let mut stmt = c.prepare(&format!(
-                        "SELECT {THOUGHT_COLUMNS} FROM thought_records t
-                         JOIN issues i ON i.id = t.issue_id
-                         WHERE ?1 IS NULL OR t.type = ?1
-                         ORDER BY i.rowid, t.chain_position, t.id LIMIT ?2"
-                    ))?;
-                    let page = stmt
-                        .query_map(params![kind, q.limit as i64], |r| {
-                            thought_from_row(r).map(|t| t.thought)
-                        })?
-                        .collect::<rusqlite::Result<_>>()?;
-                    (count as usize, page)
-                }
-            };
-            let (mut chain_valid, mut invalid_links, mut invalid_thoughts) = (None, None, None);
-            if q.verify_chain {
-                let chains: Vec<String> = match &issues {
-                    Some(ids) => ids.clone(),
-                    None => {
-                        let mut stmt = c.prepare(
-                            "SELECT DISTINCT t.issue_id FROM thought_records t
-                             JOIN issues i ON i.id = t.issue_id ORDER BY i.rowid",
-                        )?;
-                        stmt.query_map([], |r| r.get(0))?
-                            .collect::<rusqlite::Result<_>>()?
-                    }
+                let issues = match &task_issue {
+                    Some(t) => vec![t.clone()],
+                    None => family,
                 };
-                let mut links = Vec::new();
-                let mut records = Vec::new();
-                for id in &chains {
-                    for b in check_chain(c, id)?.broken {
-                        links.push(b.chain_position);
-                        if !b.record_id.is_empty() {
-                            records.push(b.record_id);
-                        }
+                (Some(issues), s.frozen_record_ids(c)?)
+            }
+            None => (task_issue.clone().map(|t| vec![t]), None),
+        };
+        let kind = q.kind.map(ThoughtType::as_str);
+        let (thought_count, thoughts): (usize, Vec<Thought>) = match &issues {
+            Some(ids) => {
+                let mut matching = Vec::new();
+                for id in ids {
+                    matching.extend(chain_of(c, id)?.into_iter().filter(|t| {
+                        q.kind.is_none_or(|k| t.thought.kind == k)
+                            && frozen
+                                .as_ref()
+                                .is_none_or(|f| f.contains(&t.thought.thought_id))
+                    }));
+                }
+                let count = matching.len();
+                let page = matching.into_iter().take(q.limit).map(|t| t.thought);
+                (count, page.collect())
+            }
+            None => {
+                let count: i64 = c.query_row(
+                    "SELECT count(*) FROM thought_records WHERE ?1 IS NULL OR type = ?1",
+                    [kind],
+                    |r| r.get(0),
+                )?;
+                let mut stmt = c.prepare(&format!(
+                    "SELECT {THOUGHT_COLUMNS} FROM thought_records t
+                     JOIN issues i ON i.id = t.issue_id
+                     WHERE ?1 IS NULL OR t.type = ?1
+                     ORDER BY i.rowid, t.chain_position, t.id LIMIT ?2"
+                ))?;
+                let page = stmt
+                    .query_map(params![kind, q.limit as i64], |r| {
+                        thought_from_row(r).map(|t| t.thought)
+                    })?
+                    .collect::<rusqlite::Result<_>>()?;
+                (count as usize, page)
+            }
+        };
+        let (mut chain_valid, mut invalid_links, mut invalid_thoughts) = (None, None, None);
+        if q.verify_chain {
+            let chains: Vec<String> = match &issues {
+                Some(ids) => ids.clone(),
+                None => {
+                    let mut stmt = c.prepare(
+                        "SELECT DISTINCT t.issue_id FROM thought_records t
+                         JOIN issues i ON i.id = t.issue_id ORDER BY i.rowid",
+                    )?;
+                    stmt.query_map([], |r| r.get(0))?
+                        .collect::<rusqlite::Result<_>>()?
+                }
+            };
+            let mut links = Vec::new();
+            let mut records = Vec::new();
+            for id in &chains {
+                for b in check_chain(c, id)?.broken {
+                    links.push(b.chain_position);
+                    if !b.record_id.is_empty() {
+                        records.push(b.record_id);
                     }
                 }
-                links.dedup();
-                records.dedup();
-                chain_valid = Some(links.is_empty());
-                invalid_links = Some(links);
-                invalid_thoughts = Some(records);
             }
-            Ok(ThoughtList {
-                task_id: match &task_issue {
-                    Some(id) => Some(task_identifier(c, id)?),
-                    None => None,
-                },
-                session_id: session.as_ref().map(|s| s.display_id()),
-                thought_count,
-                thoughts,
-                chain_valid,
-                invalid_links,
-                invalid_thoughts,
-            })
+            links.dedup();
+            records.dedup();
+            chain_valid = Some(links.is_empty());
+            invalid_links = Some(links);
+            invalid_thoughts = Some(records);
+        }
+        Ok(ThoughtList {
+            task_id: match &task_issue {
+                Some(id) => Some(task_identifier(c, id)?),
+                None => None,
+            },
+            session_id: session.as_ref().map(|s| s.display_id()),
+            thought_count,
+            thoughts,
+            chain_valid,
+            invalid_links,
+            invalid_thoughts,
         })
-    }
+    })
 }
 
 #[cfg(test)]

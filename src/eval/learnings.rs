@@ -15,10 +15,10 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::Cairn;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::{NewIssue, NewProject};
 use crate::learnings::{LearningSearch, LearningType, NewLearning, Ranking, SearchScope};
-use crate::service::Cairn;
 
 use super::metrics::{QueryScore, Summary, by_category, p50};
 

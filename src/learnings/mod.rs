@@ -1,7 +1,7 @@
 //! Learnings: reusable patterns and gotchas an agent records on an issue, searched by
 //! every later agent.
 //!
-//! - this file: the domain API on [`Cairn`] (`add_learning`, `search_learnings`,
+//! - this file: the domain API on [`Learnings`] (`add_learning`, `search_learnings`,
 //!   `learning`, `verify_learning`, `rate_learning`, `reindex_learnings`), the quality
 //!   gates, and the SQLite side (table `learnings`, history in `learning_history`).
 //! - [`text`]: which characters a learning may hold; the duplicate-pattern normal form.
@@ -31,9 +31,11 @@ use serde::{Deserialize, Serialize};
 pub use index::{LearningIndex, Ranking, SearchScope};
 pub use query::{STOP_WORDS, ScoreBreakdown};
 
+use crate::base::{new_id, now_iso};
 use crate::error::{Error, FieldError, Result};
 use crate::issues::{find_project, resolve_issue_id};
-use crate::service::{Cairn, new_id, now_iso};
+use crate::store::Store;
+use crate::vault::embed::Embedder;
 
 /// Limits on learning fields, shared by the CLI and the MCP schemas.
 pub mod limits {
@@ -357,7 +359,16 @@ fn check_note(note: Option<&str>) -> Result<Option<String>> {
     Ok(Some(n))
 }
 
-impl Cairn {
+/// What the learnings operations work over: the store, the process's tantivy index of
+/// it, and the embedding model (shared with the vault).
+#[derive(Debug, Clone, Copy)]
+pub struct Learnings<'a> {
+    pub store: &'a Store,
+    pub index: &'a LearningIndex,
+    pub embedder: &'a Embedder,
+}
+
+impl Learnings<'_> {
     /// Record learnings, all in one transaction, then index them. Each passes the
     /// quality gates; a pattern already recorded on the same issue (same normal form)
     /// is refused with [`Error::Conflict`] naming the existing learning.
@@ -373,7 +384,7 @@ impl Cairn {
             .map(|(p, c, _)| semantic::embedding_text(p, c.as_deref()))
             .collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let vectors = match self.vault.embedder.embed_batch(&refs) {
+        let vectors = match self.embedder.embed_batch(&refs) {
             Ok(v) => Some(v),
             Err(e) => {
                 tracing::warn!("learnings stored without embeddings ({e}); backfilled later");
@@ -445,12 +456,12 @@ impl Cairn {
             }
             Ok(ids)
         })?;
-        self.learnings.after_insert(&self.store);
+        self.index.after_insert(self.store);
         self.store
             .read(|c| ids.iter().map(|id| load_by_id(c, id)).collect())
     }
 
-    /// Record one learning (see [`Cairn::add_learnings`]).
+    /// Record one learning (see [`Learnings::add_learnings`]).
     pub fn add_learning(&self, new: &NewLearning) -> Result<Learning> {
         let mut out = self.add_learnings(std::slice::from_ref(new))?;
         out.pop()
@@ -463,7 +474,7 @@ impl Cairn {
         self.search_learnings_ranked(s, Ranking::Blend)
     }
 
-    /// [`Cairn::search_learnings`] under another ordering: `cairn eval` compares the
+    /// [`Learnings::search_learnings`] under another ordering: `cairn eval` compares the
     /// blend with BM25 alone and cosine alone on the same candidates and filters.
     pub fn search_learnings_ranked(
         &self,
@@ -502,7 +513,7 @@ impl Cairn {
         };
         let (vector, semantic_unavailable) = match ranking {
             Ranking::Lexical => (None, Some("lexical ranking requested".to_string())),
-            Ranking::Blend | Ranking::Dense => match self.vault.embedder.embed_query(&s.query) {
+            Ranking::Blend | Ranking::Dense => match self.embedder.embed_query(&s.query) {
                 Ok(v) => {
                     // Not the caller's failure: the learnings stay lexical until a later
                     // search or `reindex` embeds them.
@@ -514,8 +525,8 @@ impl Cairn {
                 Err(e) => (None, Some(e.to_string())),
             },
         };
-        let ranked = self.learnings.search(
-            &self.store,
+        let ranked = self.index.search(
+            self.store,
             &index::IndexSearch {
                 query: &parsed,
                 scope: &scope,
@@ -555,13 +566,13 @@ impl Cairn {
     /// Embed up to `max` learnings that have no embedding yet (see [`semantic`]);
     /// returns how many. Needs the model.
     fn backfill_embeddings(&self, max: usize) -> Result<usize> {
-        let after = self.learnings.embedded_upto.load(Ordering::Relaxed);
+        let after = self.index.embedded_upto.load(Ordering::Relaxed);
         let (n, reached) = if max == usize::MAX {
-            semantic::backfill_all(&self.store, &self.vault.embedder)?
+            semantic::backfill_all(self.store, self.embedder)?
         } else {
-            semantic::backfill(&self.store, &self.vault.embedder, after, max)?
+            semantic::backfill(self.store, self.embedder, after, max)?
         };
-        self.learnings
+        self.index
             .embedded_upto
             .fetch_max(reached, Ordering::Relaxed);
         if n > 0 {
@@ -665,8 +676,8 @@ impl Cairn {
     /// embedding (when the model is available).
     pub fn reindex_learnings(&self) -> Result<ReindexReport> {
         let t = Instant::now();
-        let n = self.learnings.rebuild(&self.store)?;
-        let (embedded, semantic_unavailable) = match self.vault.embedder.load() {
+        let n = self.index.rebuild(self.store)?;
+        let (embedded, semantic_unavailable) = match self.embedder.load() {
             Ok(()) => (self.backfill_embeddings(usize::MAX)? as u64, None),
             Err(e) => (0, Some(e.to_string())),
         };

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, ErrorKind, FieldError};
 
-use super::registry::ToolDef;
+use super::tool::ToolDef;
 
 /// The envelope's `status` and stable `code` for a kind of failure. One table, no
 /// wildcard arm: a new kind does not compile until it has a code.

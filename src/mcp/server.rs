@@ -24,12 +24,13 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
+use crate::Cairn;
+use crate::context::WorkContext;
 use crate::error::{Error, Result};
-use crate::service::Cairn;
-use crate::session::Session;
 
 use super::envelope;
-use super::registry::{Effect, MAX_ARGUMENT_BYTES, ToolCtx, ToolDef, all_tools};
+use super::registry::{MAX_ARGUMENT_BYTES, all_tools};
+use super::tool::{Effect, ToolCtx, ToolDef};
 use super::wire::LineTransport;
 
 /// Which tools a server exposes.
@@ -100,7 +101,7 @@ pub struct CairnServer {
 
 struct Inner {
     cairn: Arc<Cairn>,
-    session: Session,
+    work: WorkContext,
     tools: Vec<ToolDef>,
     scope: Scope,
     listed: Vec<Tool>,
@@ -138,7 +139,7 @@ pub fn error_result(envelope: Value) -> CallToolResult {
 }
 
 impl CairnServer {
-    pub fn new(cairn: Arc<Cairn>, session: Session, scope: Scope) -> CairnServer {
+    pub fn new(cairn: Arc<Cairn>, work: WorkContext, scope: Scope) -> CairnServer {
         let tools = all_tools();
         let listed = tools
             .iter()
@@ -148,7 +149,7 @@ impl CairnServer {
         CairnServer {
             inner: Arc::new(Inner {
                 cairn,
-                session,
+                work,
                 tools,
                 scope,
                 listed,
@@ -200,7 +201,7 @@ impl CairnServer {
             let def = &inner.tools[index];
             let cx = ToolCtx {
                 cairn: &inner.cairn,
-                session: &inner.session,
+                work: &inner.work,
                 started: inner.started,
                 tools_registered: inner.tools.len(),
             };

@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::issues::{Issue, NewIssue, Status, insert_issue, load_issue};
 use crate::learnings::{Learning, learnings_of_issue};
-use crate::service::Cairn;
+use crate::store::Store;
 
 use super::findings::{Comment, Finding, comments_in, findings_in, recent_findings_in};
 use super::prs::{PullRequestSummary, prs_of};
@@ -73,74 +73,72 @@ fn load(c: &Connection, id: &str) -> Result<Issue> {
     load_issue(c, id)?.ok_or_else(|| Error::not_found("issue", id))
 }
 
-impl Cairn {
-    /// The full issue with its trail (id or identifier).
-    pub fn issue_details(&self, issue: &str) -> Result<IssueDetails> {
-        self.store.read(|c| {
-            let (id, _) = super::resolve(c, issue)?;
-            Ok(IssueDetails {
-                issue: load(c, &id)?,
-                subtasks: subtasks_in(c, &id)?,
-                findings: findings_in(c, &id)?,
-                learnings: learnings_of_issue(c, &id)?,
-                comments: comments_in(c, &id)?,
-                status_history: history_in(c, &id)?,
-                pull_requests: prs_of(c, &id)?,
-                runs: recent_runs_in(c, &id, usize::MAX)?,
-            })
+/// The full issue with its trail (id or identifier).
+pub fn issue_details(store: &Store, issue: &str) -> Result<IssueDetails> {
+    store.read(|c| {
+        let (id, _) = super::resolve(c, issue)?;
+        Ok(IssueDetails {
+            issue: load(c, &id)?,
+            subtasks: subtasks_in(c, &id)?,
+            findings: findings_in(c, &id)?,
+            learnings: learnings_of_issue(c, &id)?,
+            comments: comments_in(c, &id)?,
+            status_history: history_in(c, &id)?,
+            pull_requests: prs_of(c, &id)?,
+            runs: recent_runs_in(c, &id, usize::MAX)?,
         })
-    }
+    })
+}
 
-    /// The slim status of an issue (id or identifier).
-    pub fn issue_status(&self, issue: &str) -> Result<IssueStatus> {
-        self.store.read(|c| {
-            let (id, _) = super::resolve(c, issue)?;
-            let i = load(c, &id)?;
-            Ok(IssueStatus {
-                recent_findings: recent_findings_in(c, &id, 5)?
-                    .into_iter()
-                    .map(|f| FindingSummary {
-                        id: f.id,
-                        category: f.category,
-                        summary: f.summary,
-                        created_at: f.created_at,
-                    })
-                    .collect(),
-                recent_runs: recent_runs_in(c, &id, 3)?,
-                id: i.id,
-                identifier: i.identifier,
-                title: i.title,
-                status: i.status,
-                labels: i.labels,
-                priority: i.priority,
-                size: i.size,
-                updated_at: i.updated_at,
-            })
+/// The slim status of an issue (id or identifier).
+pub fn issue_status(store: &Store, issue: &str) -> Result<IssueStatus> {
+    store.read(|c| {
+        let (id, _) = super::resolve(c, issue)?;
+        let i = load(c, &id)?;
+        Ok(IssueStatus {
+            recent_findings: recent_findings_in(c, &id, 5)?
+                .into_iter()
+                .map(|f| FindingSummary {
+                    id: f.id,
+                    category: f.category,
+                    summary: f.summary,
+                    created_at: f.created_at,
+                })
+                .collect(),
+            recent_runs: recent_runs_in(c, &id, 3)?,
+            id: i.id,
+            identifier: i.identifier,
+            title: i.title,
+            status: i.status,
+            labels: i.labels,
+            priority: i.priority,
+            size: i.size,
+            updated_at: i.updated_at,
         })
-    }
+    })
+}
 
-    /// Create a sub-task of `parent` (id or identifier) in the parent's project and block
-    /// the parent until it is done (see [`super::status`]).
-    pub fn create_subtask(&self, parent: &str, new: NewIssue, actor: &str) -> Result<Issue> {
-        self.store.write(|tx| {
-            let (parent_id, _) = super::resolve(tx, parent)?;
-            let project_id: String = tx.query_row(
-                "SELECT project_id FROM issues WHERE id = ?1",
-                [&parent_id],
-                |r| r.get(0),
-            )?;
-            let child_id = insert_issue(
-                tx,
-                &NewIssue {
-                    project: project_id,
-                    parent: Some(parent_id.clone()),
-                    created_by: Some(actor.to_string()),
-                    ..new
-                },
-            )?;
-            let child = load(tx, &child_id)?;
-            block_parent_in(tx, &parent_id, &child_id, &child.identifier, actor)?;
-            Ok(child)
-        })
-    }
+/// Create a sub-task of `parent` (id or identifier) in the parent's project and block
+/// the parent until it is done (see [`super::status`]).
+pub fn create_subtask(store: &Store, parent: &str, new: NewIssue, actor: &str) -> Result<Issue> {
+    store.write(|tx| {
+        let (parent_id, _) = super::resolve(tx, parent)?;
+        let project_id: String = tx.query_row(
+            "SELECT project_id FROM issues WHERE id = ?1",
+            [&parent_id],
+            |r| r.get(0),
+        )?;
+        let child_id = insert_issue(
+            tx,
+            &NewIssue {
+                project: project_id,
+                parent: Some(parent_id.clone()),
+                created_by: Some(actor.to_string()),
+                ..new
+            },
+        )?;
+        let child = load(tx, &child_id)?;
+        block_parent_in(tx, &parent_id, &child_id, &child.identifier, actor)?;
+        Ok(child)
+    })
 }

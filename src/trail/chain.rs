@@ -36,8 +36,8 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::base::{new_id, now_iso, sha256_hex};
 use crate::error::{Error, Result};
-use crate::service::{Cairn, new_id, now_iso, sha256_hex};
 
 /// `prev_hash` of the first record of every chain.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -326,6 +326,7 @@ pub(crate) fn append_record(
 }
 
 /// Every record of an issue's chain, in order.
+#[cfg(test)]
 pub(crate) fn chain(c: &Connection, issue_id: &str) -> Result<Vec<TrailRecord>> {
     let mut stmt =
         c.prepare_cached("SELECT * FROM trail_records WHERE issue_id = ?1 ORDER BY position")?;
@@ -510,35 +511,10 @@ pub(crate) fn verify_chain(
     })
 }
 
-impl Cairn {
-    /// Re-compute every hash and link of an issue's trail (id or identifier), and the
-    /// stored root of every finalized audit session covering the issue (from its frozen
-    /// leaves and from the current records).
-    pub fn verify_trail(&self, issue: &str) -> Result<TrailVerification> {
-        self.store.read(|c| {
-            let (id, identifier) = crate::trail::resolve(c, issue)?;
-            let mut v = verify_chain(c, &id, &identifier)?;
-            let roots = crate::colibri::audit::frozen_root_breaks(c, &id)?;
-            if !roots.is_empty() {
-                v.broken.extend(roots);
-                v.intact = false;
-            }
-            Ok(v)
-        })
-    }
-
-    /// The raw chain of an issue (id or identifier), in order.
-    pub fn trail_records(&self, issue: &str) -> Result<Vec<TrailRecord>> {
-        self.store.read(|c| {
-            let (id, _) = crate::trail::resolve(c, issue)?;
-            chain(c, &id)
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Store;
 
     #[test]
     fn canonical_json_sorts_keys_at_every_depth() {
@@ -549,22 +525,27 @@ mod tests {
         );
     }
 
-    fn cairn_with_issue() -> (tempfile::TempDir, Cairn, String) {
+    fn cairn_with_issue() -> (tempfile::TempDir, Store, String) {
         let dir = tempfile::tempdir().unwrap();
-        let c = Cairn::open(&dir.path().join("c.db")).unwrap();
-        c.create_project(&crate::issues::NewProject {
-            slug: "p".into(),
-            name: "P".into(),
-            ..Default::default()
-        })
+        let c = Store::open(&dir.path().join("c.db")).unwrap();
+        crate::issues::create_project(
+            &c,
+            &crate::issues::NewProject {
+                slug: "p".into(),
+                name: "P".into(),
+                ..Default::default()
+            },
+        )
         .unwrap();
-        let i = c
-            .create_issue(&crate::issues::NewIssue {
+        let i = crate::issues::create_issue(
+            &c,
+            &crate::issues::NewIssue {
                 project: "p".into(),
                 title: "t".into(),
                 ..Default::default()
-            })
-            .unwrap();
+            },
+        )
+        .unwrap();
         (dir, c, i.id)
     }
 
@@ -572,21 +553,20 @@ mod tests {
     fn appends_link_to_the_previous_hash() {
         let (_d, c, issue) = cairn_with_issue();
         for n in 0..3 {
-            c.store
-                .write(|tx| {
-                    append_record(
-                        tx,
-                        &issue,
-                        RecordKind::Finding(FindingCategory::Bug),
-                        serde_json::json!({ "summary": format!("s{n}") }),
-                        "t",
-                    )
-                })
-                .unwrap();
+            c.write(|tx| {
+                append_record(
+                    tx,
+                    &issue,
+                    RecordKind::Finding(FindingCategory::Bug),
+                    serde_json::json!({ "summary": format!("s{n}") }),
+                    "t",
+                )
+            })
+            .unwrap();
         }
-        let v = c.verify_trail(&issue).unwrap();
+        let v = c.read(|conn| verify_chain(conn, &issue, &issue)).unwrap();
         assert!(v.intact && v.total_records == 3, "{v:?}");
-        let recs = c.trail_records(&issue).unwrap();
+        let recs = c.read(|conn| chain(conn, &issue)).unwrap();
         assert_eq!(recs[1].prev_hash, recs[0].hash);
         assert_eq!(recs[0].prev_hash, GENESIS_HASH);
     }

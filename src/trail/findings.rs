@@ -5,8 +5,9 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use crate::base::now_iso;
 use crate::error::{Error, FieldError, Result};
-use crate::service::{Cairn, now_iso};
+use crate::store::Store;
 
 use super::chain::{FindingCategory, RecordKind, TrailRecord, append_record, record_from_row};
 
@@ -292,73 +293,55 @@ pub(crate) fn comments_in(c: &Connection, issue_id: &str) -> Result<Vec<Comment>
     Ok(rows)
 }
 
-impl Cairn {
-    /// Record a finding (`add_finding`) on an issue (id or identifier).
-    pub fn add_finding(&self, issue: &str, new: &NewFinding, actor: &str) -> Result<Finding> {
-        let category = validate_finding(new)?;
-        let mut body = json!({ "summary": new.summary.trim(), "files": new.files });
-        if let Some(d) = &new.details {
-            body["details"] = json!(d);
-        }
-        self.store.write(|tx| {
-            let (id, _) = super::resolve(tx, issue)?;
-            append_finding(tx, &id, category, body, actor)
-        })
+/// Record a finding (`add_finding`) on an issue (id or identifier).
+pub fn add_finding(store: &Store, issue: &str, new: &NewFinding, actor: &str) -> Result<Finding> {
+    let category = validate_finding(new)?;
+    let mut body = json!({ "summary": new.summary.trim(), "files": new.files });
+    if let Some(d) = &new.details {
+        body["details"] = json!(d);
     }
+    store.write(|tx| {
+        let (id, _) = super::resolve(tx, issue)?;
+        append_finding(tx, &id, category, body, actor)
+    })
+}
 
-    /// Post a comment on an issue (id or identifier).
-    pub fn add_comment(&self, issue: &str, content: &str, actor: &str) -> Result<Comment> {
-        self.store.write(|tx| {
-            let (id, _) = super::resolve(tx, issue)?;
-            add_comment_in(tx, &id, content, actor)
-        })
-    }
+/// Post a comment on an issue (id or identifier).
+pub fn add_comment(store: &Store, issue: &str, content: &str, actor: &str) -> Result<Comment> {
+    store.write(|tx| {
+        let (id, _) = super::resolve(tx, issue)?;
+        add_comment_in(tx, &id, content, actor)
+    })
+}
 
-    /// Every finding of an issue, oldest first, with its derived `processed` flag.
-    pub fn findings(&self, issue: &str) -> Result<Vec<Finding>> {
-        self.store.read(|c| {
-            let (id, _) = super::resolve(c, issue)?;
-            findings_in(c, &id)
-        })
-    }
+/// Every finding of an issue, oldest first, with its derived `processed` flag.
+pub fn findings(store: &Store, issue: &str) -> Result<Vec<Finding>> {
+    store.read(|c| {
+        let (id, _) = super::resolve(c, issue)?;
+        findings_in(c, &id)
+    })
+}
 
-    /// Every comment of an issue, oldest first.
-    pub fn comments(&self, issue: &str) -> Result<Vec<Comment>> {
-        self.store.read(|c| {
-            let (id, _) = super::resolve(c, issue)?;
-            comments_in(c, &id)
-        })
-    }
-
-    /// The latest completion claim of `phase` on an issue.
-    pub fn latest_phase_claim(&self, issue: &str, phase: &str) -> Result<Option<Finding>> {
-        self.store.read(|c| {
-            let (id, _) = super::resolve(c, issue)?;
-            latest_phase_claim_in(c, &id, phase)
-        })
-    }
-
-    /// Mark a finding processed (the orchestrator's flag). Idempotent: marking twice
-    /// keeps the first time. The finding record itself is not touched.
-    pub fn mark_finding_processed(&self, finding_id: &str, actor: &str) -> Result<Finding> {
-        self.store.write(|tx| {
-            let issue_id: String = tx
-                .query_row(
-                    "SELECT issue_id FROM trail_records WHERE id = ?1 AND kind = 'finding'",
-                    [finding_id],
-                    |r| r.get(0),
-                )
-                .optional()?
-                .ok_or_else(|| Error::not_found("finding", finding_id))?;
-            tx.execute(
-                "INSERT OR IGNORE INTO finding_processing(finding_id, processed_at, processed_by)
-                 VALUES (?1, ?2, ?3)",
-                params![finding_id, now_iso(), actor],
-            )?;
-            findings_in(tx, &issue_id)?
-                .into_iter()
-                .find(|f| f.id == finding_id)
-                .ok_or_else(|| Error::not_found("finding", finding_id))
-        })
-    }
+/// Mark a finding processed (the orchestrator's flag). Idempotent: marking twice
+/// keeps the first time. The finding record itself is not touched.
+pub fn mark_finding_processed(store: &Store, finding_id: &str, actor: &str) -> Result<Finding> {
+    store.write(|tx| {
+        let issue_id: String = tx
+            .query_row(
+                "SELECT issue_id FROM trail_records WHERE id = ?1 AND kind = 'finding'",
+                [finding_id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .ok_or_else(|| Error::not_found("finding", finding_id))?;
+        tx.execute(
+            "INSERT OR IGNORE INTO finding_processing(finding_id, processed_at, processed_by)
+             VALUES (?1, ?2, ?3)",
+            params![finding_id, now_iso(), actor],
+        )?;
+        findings_in(tx, &issue_id)?
+            .into_iter()
+            .find(|f| f.id == finding_id)
+            .ok_or_else(|| Error::not_found("finding", finding_id))
+    })
 }

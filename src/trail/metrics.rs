@@ -5,8 +5,9 @@
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
+use crate::base::now_iso;
 use crate::error::{Error, FieldError, Result};
-use crate::service::{Cairn, now_iso};
+use crate::store::Store;
 
 /// Limits on coverage fields.
 pub mod limits {
@@ -91,156 +92,159 @@ pub struct TestHealth {
     pub created_at: String,
 }
 
-impl Cairn {
-    /// Record coverage of a file and concept in the project of `issue` (id or identifier).
-    pub fn record_coverage(&self, issue: &str, new: &NewCoverage, actor: &str) -> Result<Coverage> {
-        let mut errors = Vec::new();
-        errors.extend(check_relative_path(
-            "file_path",
-            &new.file_path,
-            limits::FILE_PATH_MAX,
+/// Record coverage of a file and concept in the project of `issue` (id or identifier).
+pub fn record_coverage(
+    store: &Store,
+    issue: &str,
+    new: &NewCoverage,
+    actor: &str,
+) -> Result<Coverage> {
+    let mut errors = Vec::new();
+    errors.extend(check_relative_path(
+        "file_path",
+        &new.file_path,
+        limits::FILE_PATH_MAX,
+    ));
+    // The spec's concepts are free text ("type safety", error_handling): any
+    // words, no control characters, trimmed.
+    let concept = new.concept.trim();
+    let concept_ok = !concept.is_empty()
+        && concept.chars().count() <= limits::CONCEPT_MAX
+        && !concept.chars().any(char::is_control);
+    if !concept_ok {
+        errors.push(FieldError::new(
+            "concept",
+            format!(
+                "1-{} characters of text without control characters (e.g. error_handling, \
+                 type safety)",
+                limits::CONCEPT_MAX
+            ),
         ));
-        // The spec's concepts are free text ("type safety", error_handling): any
-        // words, no control characters, trimmed.
-        let concept = new.concept.trim();
-        let concept_ok = !concept.is_empty()
-            && concept.chars().count() <= limits::CONCEPT_MAX
-            && !concept.chars().any(char::is_control);
-        if !concept_ok {
-            errors.push(FieldError::new(
-                "concept",
-                format!(
-                    "1-{} characters of text without control characters (e.g. error_handling, \
-                     type safety)",
-                    limits::CONCEPT_MAX
-                ),
-            ));
-        }
-        // ticket_id is optional, as in the spec; when given it must name an issue.
-        if !matches!(new.status.as_str(), "covered" | "has_issues") {
-            errors.push(FieldError::new("status", "must be covered or has_issues"));
-        }
-        if new
-            .notes
-            .as_ref()
-            .is_some_and(|n| n.chars().count() > limits::NOTES_MAX)
-        {
-            errors.push(FieldError::new(
-                "notes",
-                format!("at most {} characters", limits::NOTES_MAX),
-            ));
-        }
-        if !errors.is_empty() {
-            return Err(Error::InvalidInput(errors));
-        }
-        self.store.write(|tx| {
-            let (issue_id, _) = super::resolve(tx, issue)?;
-            let project_id: String = tx.query_row(
-                "SELECT project_id FROM issues WHERE id = ?1",
+    }
+    // ticket_id is optional, as in the spec; when given it must name an issue.
+    if !matches!(new.status.as_str(), "covered" | "has_issues") {
+        errors.push(FieldError::new("status", "must be covered or has_issues"));
+    }
+    if new
+        .notes
+        .as_ref()
+        .is_some_and(|n| n.chars().count() > limits::NOTES_MAX)
+    {
+        errors.push(FieldError::new(
+            "notes",
+            format!("at most {} characters", limits::NOTES_MAX),
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(Error::InvalidInput(errors));
+    }
+    store.write(|tx| {
+        let (issue_id, _) = super::resolve(tx, issue)?;
+        let project_id: String = tx.query_row(
+            "SELECT project_id FROM issues WHERE id = ?1",
+            [&issue_id],
+            |r| r.get(0),
+        )?;
+        let ticket = match &new.ticket_id {
+            Some(t) => Some(
+                super::resolve(tx, t)
+                    .map_err(|_| {
+                        Error::invalid("ticket_id", format!("no issue {t}; create it first"))
+                    })?
+                    .1,
+            ),
+            None => None,
+        };
+        let replaced = tx
+            .query_row(
+                "SELECT 1 FROM coverage WHERE project_id = ?1 AND file_path = ?2 AND concept = ?3",
+                params![project_id, new.file_path, concept],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()?
+            .is_some();
+        let now = now_iso();
+        tx.execute(
+            "INSERT INTO coverage (project_id, file_path, concept, status, ticket_id, notes,
+                 issue_id, actor, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             ON CONFLICT(project_id, file_path, concept) DO UPDATE SET status = ?4,
+                 ticket_id = ?5, notes = ?6, issue_id = ?7, actor = ?8, updated_at = ?9",
+            params![
+                project_id,
+                new.file_path,
+                concept,
+                new.status,
+                ticket,
+                new.notes,
+                issue_id,
+                actor,
+                now
+            ],
+        )?;
+        let project_total: u64 = tx.query_row(
+            "SELECT count(*) FROM coverage WHERE project_id = ?1",
+            [&project_id],
+            |r| r.get(0),
+        )?;
+        Ok(Coverage {
+            file_path: new.file_path.clone(),
+            concept: concept.to_string(),
+            status: new.status.clone(),
+            ticket,
+            notes: new.notes.clone(),
+            replaced,
+            project_total,
+            updated_at: now,
+        })
+    })
+}
+
+/// Record the test health of a run on `issue` (id or identifier).
+pub fn record_test_health(
+    store: &Store,
+    issue: &str,
+    new: &NewTestHealth,
+    actor: &str,
+) -> Result<TestHealth> {
+    store.write(|tx| {
+        let (issue_id, identifier) = super::resolve(tx, issue)?;
+        let previous: Option<u64> = tx
+            .query_row(
+                "SELECT t.test_count FROM test_health t JOIN issues i ON i.id = t.issue_id
+                 WHERE i.project_id = (SELECT project_id FROM issues WHERE id = ?1)
+                 ORDER BY t.id DESC LIMIT 1",
                 [&issue_id],
                 |r| r.get(0),
-            )?;
-            let ticket = match &new.ticket_id {
-                Some(t) => Some(
-                    super::resolve(tx, t)
-                        .map_err(|_| {
-                            Error::invalid("ticket_id", format!("no issue {t}; create it first"))
-                        })?
-                        .1,
-                ),
-                None => None,
-            };
-            let replaced = tx
-                .query_row(
-                    "SELECT 1 FROM coverage WHERE project_id = ?1 AND file_path = ?2 AND concept = ?3",
-                    params![project_id, new.file_path, concept],
-                    |r| r.get::<_, i64>(0),
-                )
-                .optional()?
-                .is_some();
-            let now = now_iso();
-            tx.execute(
-                "INSERT INTO coverage (project_id, file_path, concept, status, ticket_id, notes,
-                     issue_id, actor, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                 ON CONFLICT(project_id, file_path, concept) DO UPDATE SET status = ?4,
-                     ticket_id = ?5, notes = ?6, issue_id = ?7, actor = ?8, updated_at = ?9",
-                params![
-                    project_id,
-                    new.file_path,
-                    concept,
-                    new.status,
-                    ticket,
-                    new.notes,
-                    issue_id,
-                    actor,
-                    now
-                ],
-            )?;
-            let project_total: u64 = tx.query_row(
-                "SELECT count(*) FROM coverage WHERE project_id = ?1",
-                [&project_id],
-                |r| r.get(0),
-            )?;
-            Ok(Coverage {
-                file_path: new.file_path.clone(),
-                concept: concept.to_string(),
-                status: new.status.clone(),
-                ticket,
-                notes: new.notes.clone(),
-                replaced,
-                project_total,
-                updated_at: now,
-            })
+            )
+            .optional()?;
+        let now = now_iso();
+        tx.execute(
+            "INSERT INTO test_health (issue_id, test_count, test_files_changed, tests_added,
+                 tests_removed, execution_time_ms, actor, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                issue_id,
+                new.test_count,
+                new.test_files_changed,
+                new.tests_added,
+                new.tests_removed,
+                new.execution_time_ms,
+                actor,
+                now
+            ],
+        )?;
+        Ok(TestHealth {
+            id: tx.last_insert_rowid(),
+            issue: identifier,
+            test_count: new.test_count,
+            test_files_changed: new.test_files_changed,
+            tests_added: new.tests_added,
+            tests_removed: new.tests_removed,
+            execution_time_ms: new.execution_time_ms,
+            previous_test_count: previous,
+            delta: previous.map(|p| new.test_count as i64 - p as i64),
+            created_at: now,
         })
-    }
-
-    /// Record the test health of a run on `issue` (id or identifier).
-    pub fn record_test_health(
-        &self,
-        issue: &str,
-        new: &NewTestHealth,
-        actor: &str,
-    ) -> Result<TestHealth> {
-        self.store.write(|tx| {
-            let (issue_id, identifier) = super::resolve(tx, issue)?;
-            let previous: Option<u64> = tx
-                .query_row(
-                    "SELECT t.test_count FROM test_health t JOIN issues i ON i.id = t.issue_id
-                     WHERE i.project_id = (SELECT project_id FROM issues WHERE id = ?1)
-                     ORDER BY t.id DESC LIMIT 1",
-                    [&issue_id],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            let now = now_iso();
-            tx.execute(
-                "INSERT INTO test_health (issue_id, test_count, test_files_changed, tests_added,
-                     tests_removed, execution_time_ms, actor, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
-                    issue_id,
-                    new.test_count,
-                    new.test_files_changed,
-                    new.tests_added,
-                    new.tests_removed,
-                    new.execution_time_ms,
-                    actor,
-                    now
-                ],
-            )?;
-            Ok(TestHealth {
-                id: tx.last_insert_rowid(),
-                issue: identifier,
-                test_count: new.test_count,
-                test_files_changed: new.test_files_changed,
-                tests_added: new.tests_added,
-                tests_removed: new.tests_removed,
-                execution_time_ms: new.execution_time_ms,
-                previous_test_count: previous,
-                delta: previous.map(|p| new.test_count as i64 - p as i64),
-                created_at: now,
-            })
-        })
-    }
+    })
 }

@@ -24,9 +24,12 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::base::{new_id, now_iso};
+use crate::context::WorkContext;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::Status;
-use crate::service::{Cairn, new_id, now_iso};
+use crate::store::Store;
+use crate::workspace::WorktreeCheck;
 
 use super::findings::add_comment_in;
 use super::settings::{RiskThresholds, glob_matcher, risk_settings};
@@ -466,168 +469,184 @@ pub enum Review {
     Reject,
 }
 
-impl Cairn {
-    /// Record a PR for an issue (id or identifier) and move the issue from
-    /// `in_progress` to review.
-    pub fn create_pr(&self, issue: &str, new: &NewPullRequest, actor: &str) -> Result<PullRequest> {
-        let new = &clean_pr(new)?;
-        let files = validate(new)?;
-        self.store.write(|tx| {
-            let (issue_id, _) = super::resolve(tx, issue)?;
-            let settings: String = tx.query_row(
-                "SELECT p.settings FROM projects p JOIN issues i ON i.project_id = p.id
-                 WHERE i.id = ?1",
-                [&issue_id],
-                |r| r.get(0),
-            )?;
-            let (thresholds, globs) =
-                risk_settings(&serde_json::from_str(&settings).unwrap_or(Value::Null));
-            let risk = risk_score(&files, &new.gate_results, &thresholds, &globs)?;
-            // The spec's rule for agents: review only from in_progress (a new PR while
-            // in review supersedes the open one).
-            match current_status(tx, &issue_id)? {
-                Status::Review => {}
-                Status::InProgress => {
-                    set_status_in(
-                        tx,
-                        &issue_id,
-                        Status::Review,
-                        Some("pull request created"),
-                        actor,
-                    )?;
-                }
-                other => {
-                    return Err(Error::InvalidTransition {
-                        from: other.to_string(),
-                        to: Status::Review.to_string(),
-                        hint: "a PR can be created for an issue in in_progress (it moves to \
-                               review) or in review"
-                            .into(),
-                    });
-                }
-            }
-            tx.execute(
-                "UPDATE pull_requests SET status = 'superseded' WHERE issue_id = ?1 AND status = 'open'",
-                [&issue_id],
-            )?;
-            let id = new_id("pr");
-            let additions: u64 = files.iter().map(|f| f.additions).sum();
-            let deletions: u64 = files.iter().map(|f| f.deletions).sum();
-            tx.execute(
-                "INSERT INTO pull_requests (id, issue_id, status, branch_name, base_branch, diff,
-                     files, additions, deletions, gate_results, risk_score, risk_level,
-                     risk_factors, created_by, created_at)
-                 VALUES (?1, ?2, 'open', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                params![
-                    id,
-                    issue_id,
-                    new.branch_name,
-                    new.base_branch,
-                    new.diff,
-                    serde_json::to_string(&files)?,
-                    additions,
-                    deletions,
-                    serde_json::to_string(&new.gate_results)?,
-                    risk.score,
-                    risk.level,
-                    serde_json::to_string(&risk.factors)?,
-                    actor,
-                    now_iso(),
-                ],
-            )?;
-            load_pr(tx, &id)
-        })
-    }
+/// `create_pr` for a piece of work: the spec's precondition first (the worktree is
+/// validated before anything is recorded; without `--worktree-path` the check says that
+/// nothing was verified), then the PR on the bound issue under the work's actor.
+pub fn create_work_pr(
+    store: &Store,
+    work: &WorkContext,
+    new: &NewPullRequest,
+) -> Result<(PullRequest, WorktreeCheck)> {
+    let worktree = crate::workspace::worktree_check(store, work)?;
+    let issue = &work.require_issue()?.id;
+    Ok((create_pr(store, issue, new, &work.actor)?, worktree))
+}
 
-    /// Approve or reject the open PR of an issue (id or identifier). A rejection moves
-    /// the issue to todo and records a comment with the reason and fix instructions; an
-    /// approval leaves the issue in review (a person merges) and records a comment too.
-    pub fn review_pr(
-        &self,
-        issue: &str,
-        review: Review,
-        reason: Option<&str>,
-        fix_instructions: Option<&str>,
-        actor: &str,
-    ) -> Result<PullRequest> {
-        self.store.write(|tx| {
-            let (issue_id, identifier) = super::resolve(tx, issue)?;
-            let pr_id: String = tx
-                .query_row(
-                    "SELECT id FROM pull_requests WHERE issue_id = ?1 AND status = 'open'
-                     ORDER BY created_at DESC, rowid DESC LIMIT 1",
-                    [&issue_id],
-                    |r| r.get(0),
-                )
-                .optional()?
-                .ok_or_else(|| {
-                    Error::not_found(
-                        "pull request",
-                        format!("open PR of {identifier} (create one with create_pr)"),
-                    )
-                })?;
-            let (status, verb) = match review {
-                Review::Approve => ("approved", "approved"),
-                Review::Reject => ("rejected", "rejected"),
-            };
-            tx.execute(
-                "UPDATE pull_requests SET status = ?2, review_reason = ?3, fix_instructions = ?4,
-                     reviewed_by = ?5, reviewed_at = ?6 WHERE id = ?1",
-                params![pr_id, status, reason, fix_instructions, actor, now_iso()],
-            )?;
-            let mut comment = format!("PR {pr_id} {verb}");
-            if let Some(r) = reason {
-                comment.push_str(&format!(": {r}"));
-            }
-            if let Some(f) = fix_instructions {
-                comment.push_str(&format!("\n\nFix instructions: {f}"));
-            }
-            add_comment_in(tx, &issue_id, &comment, actor)?;
-            if review == Review::Reject {
-                change_status_in(
+/// Record a PR for an issue (id or identifier) and move the issue from
+/// `in_progress` to review.
+pub fn create_pr(
+    store: &Store,
+    issue: &str,
+    new: &NewPullRequest,
+    actor: &str,
+) -> Result<PullRequest> {
+    let new = &clean_pr(new)?;
+    let files = validate(new)?;
+    store.write(|tx| {
+        let (issue_id, _) = super::resolve(tx, issue)?;
+        let settings: String = tx.query_row(
+            "SELECT p.settings FROM projects p JOIN issues i ON i.project_id = p.id
+             WHERE i.id = ?1",
+            [&issue_id],
+            |r| r.get(0),
+        )?;
+        let (thresholds, globs) =
+            risk_settings(&serde_json::from_str(&settings).unwrap_or(Value::Null));
+        let risk = risk_score(&files, &new.gate_results, &thresholds, &globs)?;
+        // The spec's rule for agents: review only from in_progress (a new PR while
+        // in review supersedes the open one).
+        match current_status(tx, &issue_id)? {
+            Status::Review => {}
+            Status::InProgress => {
+                set_status_in(
                     tx,
                     &issue_id,
-                    Status::Todo,
-                    Some(reason.unwrap_or("pull request rejected")),
+                    Status::Review,
+                    Some("pull request created"),
                     actor,
-                    false,
                 )?;
             }
-            load_pr(tx, &pr_id)
-        })
-    }
+            other => {
+                return Err(Error::InvalidTransition {
+                    from: other.to_string(),
+                    to: Status::Review.to_string(),
+                    hint: "a PR can be created for an issue in in_progress (it moves to \
+                           review) or in review"
+                        .into(),
+                });
+            }
+        }
+        tx.execute(
+            "UPDATE pull_requests SET status = 'superseded' WHERE issue_id = ?1 AND status = 'open'",
+            [&issue_id],
+        )?;
+        let id = new_id("pr");
+        let additions: u64 = files.iter().map(|f| f.additions).sum();
+        let deletions: u64 = files.iter().map(|f| f.deletions).sum();
+        tx.execute(
+            "INSERT INTO pull_requests (id, issue_id, status, branch_name, base_branch, diff,
+                 files, additions, deletions, gate_results, risk_score, risk_level,
+                 risk_factors, created_by, created_at)
+             VALUES (?1, ?2, 'open', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            params![
+                id,
+                issue_id,
+                new.branch_name,
+                new.base_branch,
+                new.diff,
+                serde_json::to_string(&files)?,
+                additions,
+                deletions,
+                serde_json::to_string(&new.gate_results)?,
+                risk.score,
+                risk.level,
+                serde_json::to_string(&risk.factors)?,
+                actor,
+                now_iso(),
+            ],
+        )?;
+        load_pr(tx, &id)
+    })
+}
 
-    /// PRs, newest first: of one project (id or slug) or of all.
-    pub fn pull_requests(&self, project: Option<&str>) -> Result<Vec<PullRequest>> {
-        self.store.read(|c| {
-            let project_id = match project {
-                Some(p) => Some(
-                    crate::issues::find_project(c, p)?
-                        .ok_or_else(|| Error::ProjectNotFound(p.to_string()))?
-                        .id,
-                ),
-                None => None,
-            };
-            let mut stmt = c.prepare(&format!(
-                "{PR_SQL} WHERE (?1 IS NULL OR i.project_id = ?1)
-                 ORDER BY pr.created_at DESC, pr.rowid DESC"
-            ))?;
-            let rows = stmt
-                .query_map([project_id], |r| {
-                    pr_from_row(r).map(|mut pr| {
-                        pr.diff = None;
-                        pr
-                    })
-                })?
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(rows)
-        })
-    }
+/// Approve or reject the open PR of an issue (id or identifier). A rejection moves
+/// the issue to todo and records a comment with the reason and fix instructions; an
+/// approval leaves the issue in review (a person merges) and records a comment too.
+pub fn review_pr(
+    store: &Store,
+    issue: &str,
+    review: Review,
+    reason: Option<&str>,
+    fix_instructions: Option<&str>,
+    actor: &str,
+) -> Result<PullRequest> {
+    store.write(|tx| {
+        let (issue_id, identifier) = super::resolve(tx, issue)?;
+        let pr_id: String = tx
+            .query_row(
+                "SELECT id FROM pull_requests WHERE issue_id = ?1 AND status = 'open'
+                 ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                [&issue_id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .ok_or_else(|| {
+                Error::not_found(
+                    "pull request",
+                    format!("open PR of {identifier} (create one with create_pr)"),
+                )
+            })?;
+        let (status, verb) = match review {
+            Review::Approve => ("approved", "approved"),
+            Review::Reject => ("rejected", "rejected"),
+        };
+        tx.execute(
+            "UPDATE pull_requests SET status = ?2, review_reason = ?3, fix_instructions = ?4,
+                 reviewed_by = ?5, reviewed_at = ?6 WHERE id = ?1",
+            params![pr_id, status, reason, fix_instructions, actor, now_iso()],
+        )?;
+        let mut comment = format!("PR {pr_id} {verb}");
+        if let Some(r) = reason {
+            comment.push_str(&format!(": {r}"));
+        }
+        if let Some(f) = fix_instructions {
+            comment.push_str(&format!("\n\nFix instructions: {f}"));
+        }
+        add_comment_in(tx, &issue_id, &comment, actor)?;
+        if review == Review::Reject {
+            change_status_in(
+                tx,
+                &issue_id,
+                Status::Todo,
+                Some(reason.unwrap_or("pull request rejected")),
+                actor,
+                false,
+            )?;
+        }
+        load_pr(tx, &pr_id)
+    })
+}
 
-    /// One PR with its diff.
-    pub fn pull_request(&self, id: &str) -> Result<PullRequest> {
-        self.store.read(|c| load_pr(c, id))
-    }
+/// PRs, newest first: of one project (id or slug) or of all.
+pub fn pull_requests(store: &Store, project: Option<&str>) -> Result<Vec<PullRequest>> {
+    store.read(|c| {
+        let project_id = match project {
+            Some(p) => Some(
+                crate::issues::find_project(c, p)?
+                    .ok_or_else(|| Error::ProjectNotFound(p.to_string()))?
+                    .id,
+            ),
+            None => None,
+        };
+        let mut stmt = c.prepare(&format!(
+            "{PR_SQL} WHERE (?1 IS NULL OR i.project_id = ?1)
+             ORDER BY pr.created_at DESC, pr.rowid DESC"
+        ))?;
+        let rows = stmt
+            .query_map([project_id], |r| {
+                pr_from_row(r).map(|mut pr| {
+                    pr.diff = None;
+                    pr
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    })
+}
+
+/// One PR with its diff.
+pub fn pull_request(store: &Store, id: &str) -> Result<PullRequest> {
+    store.read(|c| load_pr(c, id))
 }
 
 #[cfg(test)]

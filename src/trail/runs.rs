@@ -28,8 +28,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::base::{new_id, now_iso};
 use crate::error::{Error, Result};
-use crate::service::{Cairn, new_id, now_iso};
+use crate::store::Store;
 
 /// Largest payload stored as is, in bytes.
 pub const PAYLOAD_MAX: usize = 64 * 1024;
@@ -236,195 +237,192 @@ pub(crate) fn recent_runs_in(c: &Connection, issue_id: &str, n: usize) -> Result
     Ok(rows)
 }
 
-impl Cairn {
-    /// Record an agent run of an issue (id or identifier) from a stream-JSON log.
-    pub fn ingest_run(
-        &self,
-        issue: &str,
-        run_id: Option<&str>,
-        log: &Path,
-        replace: bool,
-    ) -> Result<IngestReport> {
-        if let Some(id) = run_id {
-            check_run_id(id)?;
-        }
-        let file = std::fs::File::open(log).map_err(|e| Error::io(log, e))?;
-        let parsed = parse_log(std::io::BufReader::new(file)).map_err(|e| Error::io(log, e))?;
-        let run_id = match run_id {
-            Some(id) => id.to_string(),
-            None => match &parsed.session_id {
-                Some(s) if check_run_id(s).is_ok() => s.clone(),
-                _ => new_id("run"),
-            },
-        };
-        let result = parsed.result.clone().unwrap_or(Value::Null);
-        let subtype = str_field(&result, "subtype");
-        let is_error = result
-            .get("is_error")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        let outcome = match (&parsed.result, subtype) {
-            (None, _) => "incomplete".to_string(),
-            (Some(_), Some(s)) => s,
-            (Some(_), None) if is_error => "error".to_string(),
-            (Some(_), None) => "success".to_string(),
-        };
-        let failed = is_error || (parsed.result.is_some() && outcome != "success");
-        let error = failed
-            .then(|| {
-                str_field(&result, "result")
-                    .or_else(|| result.get("errors").map(Value::to_string))
-                    .or_else(|| Some(outcome.clone()))
+/// Record an agent run of an issue (id or identifier) from a stream-JSON log.
+pub fn ingest_run(
+    store: &Store,
+    issue: &str,
+    run_id: Option<&str>,
+    log: &Path,
+    replace: bool,
+) -> Result<IngestReport> {
+    if let Some(id) = run_id {
+        check_run_id(id)?;
+    }
+    let file = std::fs::File::open(log).map_err(|e| Error::io(log, e))?;
+    let parsed = parse_log(std::io::BufReader::new(file)).map_err(|e| Error::io(log, e))?;
+    let run_id = match run_id {
+        Some(id) => id.to_string(),
+        None => match &parsed.session_id {
+            Some(s) if check_run_id(s).is_ok() => s.clone(),
+            _ => new_id("run"),
+        },
+    };
+    let result = parsed.result.clone().unwrap_or(Value::Null);
+    let subtype = str_field(&result, "subtype");
+    let is_error = result
+        .get("is_error")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let outcome = match (&parsed.result, subtype) {
+        (None, _) => "incomplete".to_string(),
+        (Some(_), Some(s)) => s,
+        (Some(_), None) if is_error => "error".to_string(),
+        (Some(_), None) => "success".to_string(),
+    };
+    let failed = is_error || (parsed.result.is_some() && outcome != "success");
+    let error = failed
+        .then(|| {
+            str_field(&result, "result")
+                .or_else(|| result.get("errors").map(Value::to_string))
+                .or_else(|| Some(outcome.clone()))
+        })
+        .flatten()
+        .map(|e| e.chars().take(4000).collect::<String>());
+    let source = log.display().to_string();
+    store.write(|tx| {
+        let (issue_id, identifier) = super::resolve(tx, issue)?;
+        let existing: Option<String> = tx
+            .query_row("SELECT issue_id FROM runs WHERE id = ?1", [&run_id], |r| {
+                r.get(0)
             })
-            .flatten()
-            .map(|e| e.chars().take(4000).collect::<String>());
-        let source = log.display().to_string();
-        self.store.write(|tx| {
-            let (issue_id, identifier) = super::resolve(tx, issue)?;
-            let existing: Option<String> = tx
-                .query_row("SELECT issue_id FROM runs WHERE id = ?1", [&run_id], |r| {
-                    r.get(0)
+            .optional()?;
+        let replaced = match existing {
+            None => false,
+            Some(owner) if replace && owner == issue_id => {
+                tx.execute("DELETE FROM run_events WHERE run_id = ?1", [&run_id])?;
+                tx.execute("DELETE FROM runs WHERE id = ?1", [&run_id])?;
+                true
+            }
+            Some(_) => {
+                return Err(Error::Conflict {
+                    message: format!(
+                        "run {run_id} was already ingested{}; pass --replace to replace \
+                         it, or --run-id to record this log as another run",
+                        if replace { " for another issue" } else { "" }
+                    ),
+                    existing_id: Some(run_id.clone()),
+                });
+            }
+        };
+        tx.execute(
+            "INSERT INTO runs (id, issue_id, outcome, is_error, error, cost_usd, duration_ms,
+                 num_turns, session_id, model, event_count, malformed_lines, source, ingested_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            params![
+                run_id,
+                issue_id,
+                outcome,
+                failed,
+                error,
+                result.get("total_cost_usd").and_then(Value::as_f64),
+                result.get("duration_ms").and_then(Value::as_i64),
+                result.get("num_turns").and_then(Value::as_i64),
+                parsed.session_id,
+                parsed.model,
+                parsed.events.len() as i64,
+                parsed.malformed_count as i64,
+                source,
+                now_iso(),
+            ],
+        )?;
+        let mut stmt = tx.prepare_cached(
+            "INSERT INTO run_events (run_id, seq, line, event_type, event_subtype, payload)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?;
+        for (i, (line, ty, sub, payload)) in parsed.events.iter().enumerate() {
+            stmt.execute(params![
+                run_id,
+                i as i64 + 1,
+                *line as i64,
+                ty,
+                sub,
+                payload.to_string()
+            ])?;
+        }
+        let run = tx.query_row("SELECT * FROM runs WHERE id = ?1", [&run_id], run_from_row)?;
+        Ok(IngestReport {
+            issue: identifier,
+            run,
+            replaced,
+            malformed_line_numbers: parsed.malformed.clone(),
+        })
+    })
+}
+
+/// Filter and page the events of a run or of every run of an issue.
+pub fn query_run_events(store: &Store, q: &RunEventQuery) -> Result<RunEventPage> {
+    if q.issue.is_none() && q.run_id.is_none() {
+        return Err(Error::invalid(
+            "issue_id",
+            "either run_id or issue_id is required",
+        ));
+    }
+    let limit = q
+        .limit
+        .unwrap_or(QUERY_LIMIT_DEFAULT)
+        .clamp(1, QUERY_LIMIT_MAX);
+    let offset = q.offset.unwrap_or(0);
+    store.read(|c| {
+        let issue_id = match &q.issue {
+            Some(i) => Some(super::resolve(c, i)?.0),
+            None => None,
+        };
+        if let Some(r) = &q.run_id {
+            let owner: Option<String> = c
+                .query_row("SELECT issue_id FROM runs WHERE id = ?1", [r], |row| {
+                    row.get(0)
                 })
                 .optional()?;
-            let replaced = match existing {
-                None => false,
-                Some(owner) if replace && owner == issue_id => {
-                    tx.execute("DELETE FROM run_events WHERE run_id = ?1", [&run_id])?;
-                    tx.execute("DELETE FROM runs WHERE id = ?1", [&run_id])?;
-                    true
+            match owner {
+                None => return Err(Error::not_found("run", r)),
+                Some(o) if issue_id.as_ref().is_some_and(|i| *i != o) => {
+                    return Err(Error::invalid(
+                        "run_id",
+                        format!("run {r} belongs to another issue than issue_id"),
+                    ));
                 }
-                Some(_) => {
-                    return Err(Error::Conflict {
-                        message: format!(
-                            "run {run_id} was already ingested{}; pass --replace to replace \
-                             it, or --run-id to record this log as another run",
-                            if replace { " for another issue" } else { "" }
-                        ),
-                        existing_id: Some(run_id.clone()),
-                    });
-                }
-            };
-            tx.execute(
-                "INSERT INTO runs (id, issue_id, outcome, is_error, error, cost_usd, duration_ms,
-                     num_turns, session_id, model, event_count, malformed_lines, source, ingested_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                params![
-                    run_id,
-                    issue_id,
-                    outcome,
-                    failed,
-                    error,
-                    result.get("total_cost_usd").and_then(Value::as_f64),
-                    result.get("duration_ms").and_then(Value::as_i64),
-                    result.get("num_turns").and_then(Value::as_i64),
-                    parsed.session_id,
-                    parsed.model,
-                    parsed.events.len() as i64,
-                    parsed.malformed_count as i64,
-                    source,
-                    now_iso(),
-                ],
-            )?;
-            let mut stmt = tx.prepare_cached(
-                "INSERT INTO run_events (run_id, seq, line, event_type, event_subtype, payload)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?;
-            for (i, (line, ty, sub, payload)) in parsed.events.iter().enumerate() {
-                stmt.execute(params![
-                    run_id,
-                    i as i64 + 1,
-                    *line as i64,
-                    ty,
-                    sub,
-                    payload.to_string()
-                ])?;
+                Some(_) => {}
             }
-            let run = tx.query_row("SELECT * FROM runs WHERE id = ?1", [&run_id], run_from_row)?;
-            Ok(IngestReport {
-                issue: identifier,
-                run,
-                replaced,
-                malformed_line_numbers: parsed.malformed.clone(),
-            })
-        })
-    }
-
-    /// Filter and page the events of a run or of every run of an issue.
-    pub fn query_run_events(&self, q: &RunEventQuery) -> Result<RunEventPage> {
-        if q.issue.is_none() && q.run_id.is_none() {
-            return Err(Error::invalid(
-                "issue_id",
-                "either run_id or issue_id is required",
-            ));
         }
-        let limit = q
-            .limit
-            .unwrap_or(QUERY_LIMIT_DEFAULT)
-            .clamp(1, QUERY_LIMIT_MAX);
-        let offset = q.offset.unwrap_or(0);
-        self.store.read(|c| {
-            let issue_id = match &q.issue {
-                Some(i) => Some(super::resolve(c, i)?.0),
-                None => None,
-            };
-            if let Some(r) = &q.run_id {
-                let owner: Option<String> = c
-                    .query_row("SELECT issue_id FROM runs WHERE id = ?1", [r], |row| {
-                        row.get(0)
+        let filter = "FROM run_events e JOIN runs r ON r.id = e.run_id
+             WHERE (?1 IS NULL OR r.issue_id = ?1) AND (?2 IS NULL OR e.run_id = ?2)
+               AND (?3 IS NULL OR e.event_type = ?3) AND (?4 IS NULL OR e.event_subtype = ?4)";
+        let args = params![issue_id, q.run_id, q.event_type, q.event_subtype];
+        let total: u64 = c.query_row(&format!("SELECT count(*) {filter}"), args, |r| r.get(0))?;
+        let mut stmt = c.prepare(&format!(
+            "SELECT e.* {filter} ORDER BY r.ingested_at, r.rowid, e.seq LIMIT ?5 OFFSET ?6"
+        ))?;
+        let events: Vec<RunEvent> = stmt
+            .query_map(
+                params![
+                    issue_id,
+                    q.run_id,
+                    q.event_type,
+                    q.event_subtype,
+                    limit,
+                    i64::try_from(offset).unwrap_or(i64::MAX)
+                ],
+                |r| {
+                    let payload: String = r.get("payload")?;
+                    Ok(RunEvent {
+                        run_id: r.get("run_id")?,
+                        seq: r.get("seq")?,
+                        line: r.get("line")?,
+                        event_type: r.get("event_type")?,
+                        event_subtype: r.get("event_subtype")?,
+                        payload: serde_json::from_str(&payload).unwrap_or(Value::Null),
                     })
-                    .optional()?;
-                match owner {
-                    None => return Err(Error::not_found("run", r)),
-                    Some(o) if issue_id.as_ref().is_some_and(|i| *i != o) => {
-                        return Err(Error::invalid(
-                            "run_id",
-                            format!("run {r} belongs to another issue than issue_id"),
-                        ));
-                    }
-                    Some(_) => {}
-                }
-            }
-            let filter = "FROM run_events e JOIN runs r ON r.id = e.run_id
-                 WHERE (?1 IS NULL OR r.issue_id = ?1) AND (?2 IS NULL OR e.run_id = ?2)
-                   AND (?3 IS NULL OR e.event_type = ?3) AND (?4 IS NULL OR e.event_subtype = ?4)";
-            let args = params![issue_id, q.run_id, q.event_type, q.event_subtype];
-            let total: u64 =
-                c.query_row(&format!("SELECT count(*) {filter}"), args, |r| r.get(0))?;
-            let mut stmt = c.prepare(&format!(
-                "SELECT e.* {filter} ORDER BY r.ingested_at, r.rowid, e.seq LIMIT ?5 OFFSET ?6"
-            ))?;
-            let events: Vec<RunEvent> = stmt
-                .query_map(
-                    params![
-                        issue_id,
-                        q.run_id,
-                        q.event_type,
-                        q.event_subtype,
-                        limit,
-                        i64::try_from(offset).unwrap_or(i64::MAX)
-                    ],
-                    |r| {
-                        let payload: String = r.get("payload")?;
-                        Ok(RunEvent {
-                            run_id: r.get("run_id")?,
-                            seq: r.get("seq")?,
-                            line: r.get("line")?,
-                            event_type: r.get("event_type")?,
-                            event_subtype: r.get("event_subtype")?,
-                            payload: serde_json::from_str(&payload).unwrap_or(Value::Null),
-                        })
-                    },
-                )?
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(RunEventPage {
-                has_more: offset + (events.len() as u64) < total,
-                events,
-                total,
-                limit,
-                offset,
-            })
+                },
+            )?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(RunEventPage {
+            has_more: offset + (events.len() as u64) < total,
+            events,
+            total,
+            limit,
+            offset,
         })
-    }
+    })
 }
 
 #[cfg(test)]

@@ -16,9 +16,10 @@ use rusqlite::params;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::base::now_iso;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::{Project, find_project};
-use crate::service::{Cairn, now_iso};
+use crate::store::Store;
 
 /// Limits on settings.
 pub mod limits {
@@ -253,48 +254,46 @@ pub(crate) fn risk_settings(settings: &Value) -> (RiskThresholds, Vec<String>) {
     (thresholds, globs)
 }
 
-impl Cairn {
-    /// Change a project's settings (id or slug); returns the project as stored.
-    pub fn configure_project(&self, project: &str, update: &SettingsUpdate) -> Result<Project> {
-        validate(update)?;
-        self.store.write(|tx| {
-            let p = find_project(tx, project)?
-                .ok_or_else(|| Error::ProjectNotFound(project.to_string()))?;
-            let mut settings = match p.settings {
-                Value::Object(m) => m,
-                _ => serde_json::Map::new(),
-            };
-            if let Some(g) = &update.gates {
-                settings.insert("gates".into(), json!(g));
+/// Change a project's settings (id or slug); returns the project as stored.
+pub fn configure_project(store: &Store, project: &str, update: &SettingsUpdate) -> Result<Project> {
+    validate(update)?;
+    store.write(|tx| {
+        let p = find_project(tx, project)?
+            .ok_or_else(|| Error::ProjectNotFound(project.to_string()))?;
+        let mut settings = match p.settings {
+            Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        };
+        if let Some(g) = &update.gates {
+            settings.insert("gates".into(), json!(g));
+        }
+        if let Some(s) = &update.sensitive_paths {
+            settings.insert("sensitive_paths".into(), json!(s));
+        }
+        if let Some(t) = &update.risk_thresholds {
+            settings.insert("risk_thresholds".into(), json!(t));
+        }
+        if let Some(w) = &update.worker_instructions {
+            settings.insert("worker_instructions".into(), json!(w));
+        }
+        if let Some(j) = &update.judge_instructions {
+            settings.insert("judge_instructions".into(), json!(j));
+        }
+        if let Some(p) = &update.phases {
+            settings.insert("phases".into(), json!(p));
+        }
+        if let Some(c) = &update.vault_collections {
+            // Only `vault.collections`: other keys of the vault section stay.
+            let vault = settings.entry("vault").or_insert_with(|| json!({}));
+            if !vault.is_object() {
+                *vault = json!({});
             }
-            if let Some(s) = &update.sensitive_paths {
-                settings.insert("sensitive_paths".into(), json!(s));
-            }
-            if let Some(t) = &update.risk_thresholds {
-                settings.insert("risk_thresholds".into(), json!(t));
-            }
-            if let Some(w) = &update.worker_instructions {
-                settings.insert("worker_instructions".into(), json!(w));
-            }
-            if let Some(j) = &update.judge_instructions {
-                settings.insert("judge_instructions".into(), json!(j));
-            }
-            if let Some(p) = &update.phases {
-                settings.insert("phases".into(), json!(p));
-            }
-            if let Some(c) = &update.vault_collections {
-                // Only `vault.collections`: other keys of the vault section stay.
-                let vault = settings.entry("vault").or_insert_with(|| json!({}));
-                if !vault.is_object() {
-                    *vault = json!({});
-                }
-                vault["collections"] = json!(c);
-            }
-            tx.execute(
-                "UPDATE projects SET settings = ?2, updated_at = ?3 WHERE id = ?1",
-                params![p.id, Value::Object(settings).to_string(), now_iso()],
-            )?;
-            find_project(tx, &p.id)?.ok_or_else(|| Error::ProjectNotFound(p.id.clone()))
-        })
-    }
+            vault["collections"] = json!(c);
+        }
+        tx.execute(
+            "UPDATE projects SET settings = ?2, updated_at = ?3 WHERE id = ?1",
+            params![p.id, Value::Object(settings).to_string(), now_iso()],
+        )?;
+        find_project(tx, &p.id)?.ok_or_else(|| Error::ProjectNotFound(p.id.clone()))
+    })
 }

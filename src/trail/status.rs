@@ -31,9 +31,10 @@
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde::Serialize;
 
+use crate::base::now_iso;
 use crate::error::{Error, Result};
 use crate::issues::Status;
-use crate::service::{Cairn, now_iso};
+use crate::store::Store;
 
 /// Statuses an agent may ask for through `update_issue_status` (from `in_progress`).
 pub const AGENT_TARGETS: [Status; 3] = [Status::Review, Status::Todo, Status::Blocked];
@@ -296,42 +297,32 @@ pub(crate) fn history_in(c: &Connection, issue_id: &str) -> Result<Vec<StatusCha
     Ok(rows)
 }
 
-impl Cairn {
-    /// Change an issue's status (id or identifier) by the trail vocabulary's rules.
-    /// `agent` = the caller is an agent (restricted targets).
-    pub fn update_issue_status(
-        &self,
-        issue: &str,
-        to: Status,
-        reason: Option<&str>,
-        actor: &str,
-        agent: bool,
-    ) -> Result<StatusChange> {
-        if let Some(r) = reason
-            && r.chars().count() > super::findings::limits::REASON_MAX
-        {
-            return Err(Error::invalid(
-                "reason",
-                format!(
-                    "must be at most {} characters",
-                    super::findings::limits::REASON_MAX
-                ),
-            ));
-        }
-        let reason =
-            crate::text::prose_opt("reason", reason).map_err(|e| Error::InvalidInput(vec![e]))?;
-        let reason = reason.as_deref();
-        self.store.write(|tx| {
-            let (id, _) = super::resolve(tx, issue)?;
-            change_status_in(tx, &id, to, reason, actor, agent)
-        })
+/// Change an issue's status (id or identifier) by the trail vocabulary's rules.
+/// `agent` = the caller is an agent (restricted targets).
+pub fn update_issue_status(
+    store: &Store,
+    issue: &str,
+    to: Status,
+    reason: Option<&str>,
+    actor: &str,
+    agent: bool,
+) -> Result<StatusChange> {
+    if let Some(r) = reason
+        && r.chars().count() > super::findings::limits::REASON_MAX
+    {
+        return Err(Error::invalid(
+            "reason",
+            format!(
+                "must be at most {} characters",
+                super::findings::limits::REASON_MAX
+            ),
+        ));
     }
-
-    /// An issue's status history, oldest first.
-    pub fn status_history(&self, issue: &str) -> Result<Vec<StatusChange>> {
-        self.store.read(|c| {
-            let (id, _) = super::resolve(c, issue)?;
-            history_in(c, &id)
-        })
-    }
+    let reason =
+        crate::text::prose_opt("reason", reason).map_err(|e| Error::InvalidInput(vec![e]))?;
+    let reason = reason.as_deref();
+    store.write(|tx| {
+        let (id, _) = super::resolve(tx, issue)?;
+        change_status_in(tx, &id, to, reason, actor, agent)
+    })
 }

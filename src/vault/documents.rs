@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
+use crate::base::now_iso;
 use crate::error::{Error, Result};
-use crate::service::now_iso;
 
 use super::chunk::Chunk;
 use super::embed::DIMENSION;

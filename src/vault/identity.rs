@@ -20,10 +20,10 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use crate::Cairn;
+use crate::context::WorkContext;
 use crate::error::{Error, Result};
 use crate::paths::canonical_root;
-use crate::service::Cairn;
-use crate::session::Session;
 
 /// Prefix of a project root key.
 const PROJECT_KEY: &str = "project:";
@@ -124,7 +124,7 @@ impl Cairn {
     /// The root of the vault tools for a server's binding: the bound project (files read
     /// from `--worktree-path` when given, else from the project's path), or, without a
     /// project, the worktree itself.
-    pub(crate) fn tool_root(&self, session: &Session) -> Result<DocRoot> {
+    pub(crate) fn tool_root(&self, session: &WorkContext) -> Result<DocRoot> {
         match (&session.project_id, &session.worktree_path) {
             (Some(id), worktree) => {
                 let p = self.project(id)?;

@@ -10,9 +10,10 @@
 
 use std::path::Path;
 
+use crate::Cairn;
+use crate::base::sha256_hex;
 use crate::error::{Error, Result};
 use crate::paths::DirHandle;
-use crate::service::{Cairn, sha256_hex};
 
 use super::chunk::{CHUNKER_VERSION, Chunk, ChunkedDoc, chunk_markdown};
 use super::documents::{DocWrite, StoredDoc, WriteStats, chunk_embeddings, chunk_key, find_doc};

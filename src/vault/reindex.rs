@@ -37,9 +37,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::Cairn;
 use crate::error::{Error, Result};
 use crate::paths::{DirHandle, canonical_root};
-use crate::service::Cairn;
 use crate::trail::settings::limits::COLLECTION_MAX;
 
 use super::documents::{delete_document, doc_paths};

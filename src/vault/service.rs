@@ -20,10 +20,10 @@
 
 use serde::Serialize;
 
+use crate::Cairn;
+use crate::context::WorkContext;
 use crate::error::{Error, Result};
 use crate::paths::{DirHandle, relative_components, shown};
-use crate::service::Cairn;
-use crate::session::Session;
 
 use super::documents::{VaultHit, delete_document, load_hit};
 use super::identity::DocRoot;
@@ -140,7 +140,7 @@ impl Cairn {
     /// `search_knowledge`: search the bound project's vault collections.
     pub fn search_knowledge(
         &self,
-        session: &Session,
+        session: &WorkContext,
         query: &str,
         top_k: usize,
         min_score: f32,
@@ -198,7 +198,7 @@ impl Cairn {
     }
 
     /// `vault_update`: re-read, re-chunk and re-embed one file (only changed chunks).
-    pub fn vault_update(&self, session: &Session, path: &str) -> Result<UpdateResult> {
+    pub fn vault_update(&self, session: &WorkContext, path: &str) -> Result<UpdateResult> {
         let root = self.tool_root(session)?;
         let (handle, rel) = self.tool_path(&root, path)?;
         if !is_markdown(std::path::Path::new(&rel)) {
@@ -266,7 +266,7 @@ impl Cairn {
     }
 
     /// `vault_delete`: remove one document and all its chunks and vectors.
-    pub fn vault_delete(&self, session: &Session, path: &str) -> Result<DeleteResult> {
+    pub fn vault_delete(&self, session: &WorkContext, path: &str) -> Result<DeleteResult> {
         let root = self.tool_root(session)?;
         let (handle, rel) = self.tool_path(&root, path)?;
         let parts: Vec<&str> = rel.split('/').collect();

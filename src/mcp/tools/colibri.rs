@@ -12,7 +12,6 @@
 //!   parent. A server without a profile (the orchestrator's) acts on any issue.
 
 use std::borrow::Cow;
-use std::path::PathBuf;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -23,7 +22,7 @@ use crate::colibri::audit::{
     AuditScope, AuditSessionStarted, ChainVerification, MerkleFinalized, MerkleRootView,
     VerifyTarget,
 };
-use crate::colibri::skills::{SkillFilter, SkillList, list_skills};
+use crate::colibri::skills::{SkillFilter, SkillList};
 use crate::colibri::tasks::{
     NextActions, SortBy, SortOrder, TaskCreate, TaskCreated, TaskPage, TaskQuery, TaskUpdate,
     TaskUpdated, TaskView,
@@ -33,7 +32,7 @@ use crate::colibri::thoughts::{
 };
 use crate::error::{Error, Result};
 use crate::issues::Status;
-use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
+use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
 use crate::text::{Cleaned, cleaned};
 
 /// A task status on the wire (the issue [`Status`] names).
@@ -286,7 +285,7 @@ fn task_ref(cx: &ToolCtx<'_>, field: &str, reference: &str) -> Result<String> {
     let Some(n) = crate::colibri::task_number(reference) else {
         return Ok(reference.to_string());
     };
-    let Some(pid) = &cx.session.project_id else {
+    let Some(pid) = &cx.work.project_id else {
         return Err(Error::invalid(
             field,
             format!(
@@ -320,7 +319,7 @@ fn task_ref(cx: &ToolCtx<'_>, field: &str, reference: &str) -> Result<String> {
 
 /// Whether this session is an agent's (bound by a profile), not the orchestrator's.
 fn is_agent(cx: &ToolCtx<'_>) -> bool {
-    cx.session.agent_type.is_some()
+    cx.work.agent_type.is_some()
 }
 
 /// A task an agent may change: its bound issue only (see the module docs). For the
@@ -330,7 +329,7 @@ fn target_task(cx: &ToolCtx<'_>, field: &str, reference: &str) -> Result<String>
     if !is_agent(cx) {
         return Ok(r);
     }
-    let bound = cx.session.require_issue()?;
+    let bound = cx.work.require_issue()?;
     let issue = cx
         .cairn
         .issue(&r)
@@ -339,7 +338,7 @@ fn target_task(cx: &ToolCtx<'_>, field: &str, reference: &str) -> Result<String>
         return Err(Error::PermissionDenied(format!(
             "this {} session changes only its bound issue {}; {} is another issue (ask the \
              orchestrator, or record a finding on your issue)",
-            cx.session.agent_type.as_deref().unwrap_or("agent"),
+            cx.work.agent_type.as_deref().unwrap_or("agent"),
             bound.identifier,
             issue.identifier
         )));
@@ -354,18 +353,18 @@ fn task_create(cx: &ToolCtx<'_>, p: TaskCreateParams) -> Result<Cleaned<TaskCrea
             None => None,
         };
         if is_agent(cx) {
-            let bound = cx.session.require_project()?;
+            let bound = cx.work.require_project()?;
             let project = cx.cairn.project(&p.project)?;
             if project.id != bound {
                 return Err(Error::PermissionDenied(format!(
                     "this {} session creates tasks only in its bound project; {} is another project",
-                    cx.session.agent_type.as_deref().unwrap_or("agent"),
+                    cx.work.agent_type.as_deref().unwrap_or("agent"),
                     project.slug
                 )));
             }
         }
         cx.cairn.task_create(
-            &cx.session.actor,
+            &cx.work.actor,
             &TaskCreate {
                 title: p.title,
                 description: p.description,
@@ -391,7 +390,7 @@ fn task_get(cx: &ToolCtx<'_>, p: TaskGetParams) -> Result<TaskView> {
 fn task_update(cx: &ToolCtx<'_>, p: TaskUpdateParams) -> Result<Cleaned<TaskUpdated>> {
     cleaned(|| {
         cx.cairn.task_update(
-            &cx.session.actor,
+            &cx.work.actor,
             &TaskUpdate {
                 task: target_task(cx, "task_id", &p.task_id)?,
                 status: p.status.map(|s| s.0),
@@ -430,7 +429,7 @@ fn task_list(cx: &ToolCtx<'_>, p: TaskListParams) -> Result<TaskPage> {
 }
 
 fn task_next_actions(cx: &ToolCtx<'_>, p: TaskNextActionsParams) -> Result<NextActions> {
-    let project = match (&p.project, &cx.session.project_id) {
+    let project = match (&p.project, &cx.work.project_id) {
         (Some(p), _) => p.as_str(),
         (None, Some(bound)) => bound.as_str(),
         (None, None) => {
@@ -450,7 +449,7 @@ fn task_next_actions(cx: &ToolCtx<'_>, p: TaskNextActionsParams) -> Result<NextA
 fn thought_record(cx: &ToolCtx<'_>, p: ThoughtRecordParams) -> Result<Cleaned<ThoughtRecorded>> {
     cleaned(|| {
         cx.cairn.thought_record(
-            &cx.session.actor,
+            &cx.work.actor,
             &NewThought {
                 task: target_task(cx, "task_id", &p.task_id)?,
                 kind: p.kind,
@@ -507,27 +506,9 @@ fn merkle_root(cx: &ToolCtx<'_>, p: MerkleRootParams) -> Result<MerkleRootView> 
     cx.cairn.merkle_root(&p.session_id)
 }
 
-/// The skill root: the server's `--worktree-path` when given (the agent's own checkout,
-/// where it sees the skills it is editing), else the bound project's `path`.
-fn skill_root(cx: &ToolCtx<'_>) -> Result<PathBuf> {
-    if let Some(w) = &cx.session.worktree_path {
-        return Ok(w.clone());
-    }
-    if let Some(pid) = &cx.session.project_id
-        && let Some(path) = cx.cairn.project(pid)?.path
-    {
-        return Ok(PathBuf::from(path));
-    }
-    Err(Error::FailedPrecondition(
-        "skill_list needs a project root: start `cairn serve` with --worktree-path, or bind \
-         a project that has a path (--project-id / --issue-id)"
-            .into(),
-    ))
-}
-
 fn skill_list(cx: &ToolCtx<'_>, p: SkillListParams) -> Result<SkillList> {
-    list_skills(
-        &skill_root(cx)?,
+    cx.cairn.list_work_skills(
+        cx.work,
         &SkillFilter {
             search: p.search,
             capability: p.capability,

@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::learnings::{
     Learning, LearningSearch, LearningType, NewLearning, SearchResults, SearchScope,
 };
-use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
+use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
 use crate::text::{Cleaned, cleaned};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -49,20 +49,20 @@ pub struct SearchLearningsParams {
 
 fn add(cx: &ToolCtx<'_>, p: AddLearningParams) -> Result<Cleaned<Learning>> {
     cleaned(|| {
-        let issue = cx.session.require_issue()?;
+        let issue = cx.work.require_issue()?;
         cx.cairn.add_learning(&NewLearning {
             issue: issue.id.clone(),
             pattern: p.pattern,
             context: p.context,
             applies_to: p.applies_to,
             learning_type: p.learning_type,
-            created_by: cx.session.actor.clone(),
+            created_by: cx.work.actor.clone(),
         })
     })
 }
 
 fn search(cx: &ToolCtx<'_>, p: SearchLearningsParams) -> Result<SearchResults> {
-    let project = cx.session.require_project()?.to_string();
+    let project = cx.work.require_project()?.to_string();
     cx.cairn.search_learnings(&LearningSearch {
         query: p.query,
         scope: if p.cross_project {

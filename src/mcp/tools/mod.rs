@@ -1,4 +1,4 @@
-//! Tool families. Each file declares its tools with [`super::registry::tool`] and converts
+//! Tool families. Each file declares its tools with [`super::tool::tool`] and converts
 //! between wire parameters and the domain API; no domain logic lives here.
 
 pub mod colibri;

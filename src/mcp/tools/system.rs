@@ -4,9 +4,9 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::base::now_iso;
 use crate::error::Result;
-use crate::mcp::registry::{Effect, NoParams, ToolCtx, ToolDef, tool};
-use crate::service::now_iso;
+use crate::mcp::tool::{Effect, NoParams, ToolCtx, ToolDef, tool};
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Ping {

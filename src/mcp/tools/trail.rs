@@ -7,8 +7,7 @@ use serde_json::json;
 
 use crate::error::Result;
 use crate::issues::{Issue, IssueFilter, NewIssue, Project, Status};
-use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
-use crate::session::WorktreeCheck;
+use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
 use crate::text::{Cleaned, cleaned};
 use crate::trail::board::{IssueDetails, IssueStatus};
 use crate::trail::metrics::{Coverage, NewCoverage, NewTestHealth, TestHealth};
@@ -17,6 +16,7 @@ use crate::trail::runs::{RunEventPage, RunEventQuery};
 use crate::trail::settings::{Gate, RiskThresholds, SettingsUpdate};
 use crate::trail::status::StatusChange;
 use crate::trail::{Comment, Finding, NewFinding};
+use crate::workspace::WorktreeCheck;
 
 /// An issue reference: identifier (`PFX-12`) or id.
 type IssueRef = String;
@@ -25,12 +25,12 @@ type IssueRef = String;
 fn issue_or_bound(cx: &ToolCtx<'_>, issue_id: Option<IssueRef>) -> Result<String> {
     match issue_id {
         Some(i) => Ok(i),
-        None => Ok(cx.session.require_issue()?.id.clone()),
+        None => Ok(cx.work.require_issue()?.id.clone()),
     }
 }
 
 fn bound(cx: &ToolCtx<'_>) -> Result<String> {
-    Ok(cx.session.require_issue()?.id.clone())
+    Ok(cx.work.require_issue()?.id.clone())
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -88,12 +88,12 @@ pub struct StatusUpdated {
 
 fn update_issue_status(cx: &ToolCtx<'_>, p: UpdateStatusParams) -> Result<Cleaned<StatusUpdated>> {
     cleaned(|| {
-        let issue = cx.session.require_issue()?;
+        let issue = cx.work.require_issue()?;
         let change = cx.cairn.update_issue_status(
             &issue.id,
             p.status.into(),
             p.reason.as_deref(),
-            &cx.session.actor,
+            &cx.work.actor,
             true,
         )?;
         Ok(StatusUpdated {
@@ -140,7 +140,7 @@ fn add_finding(cx: &ToolCtx<'_>, p: AddFindingParams) -> Result<Cleaned<Finding>
                 details: p.details,
                 files: p.files.unwrap_or_default(),
             },
-            &cx.session.actor,
+            &cx.work.actor,
         )
     })
 }
@@ -156,7 +156,7 @@ pub struct AddCommentParams {
 fn add_comment(cx: &ToolCtx<'_>, p: AddCommentParams) -> Result<Cleaned<Comment>> {
     cleaned(|| {
         cx.cairn
-            .add_comment(&bound(cx)?, &p.content, &cx.session.actor)
+            .add_comment(&bound(cx)?, &p.content, &cx.work.actor)
     })
 }
 
@@ -183,13 +183,13 @@ pub struct CreateIssueParams {
 fn create_issue(cx: &ToolCtx<'_>, p: CreateIssueParams) -> Result<Cleaned<Issue>> {
     cleaned(|| {
         cx.cairn.create_issue(&NewIssue {
-            project: cx.session.require_project()?.to_string(),
+            project: cx.work.require_project()?.to_string(),
             title: p.title,
             description: p.description,
             priority: p.priority,
             labels: p.labels.unwrap_or_default(),
             depends_on: p.depends_on.unwrap_or_default(),
-            created_by: Some(cx.session.actor.clone()),
+            created_by: Some(cx.work.actor.clone()),
             ..Default::default()
         })
     })
@@ -223,7 +223,7 @@ pub struct SubtaskCreated {
 
 fn create_subtask(cx: &ToolCtx<'_>, p: CreateSubtaskParams) -> Result<Cleaned<SubtaskCreated>> {
     cleaned(|| {
-        let parent = cx.session.require_issue()?;
+        let parent = cx.work.require_issue()?;
         let subtask = cx.cairn.create_subtask(
             &parent.id,
             NewIssue {
@@ -233,7 +233,7 @@ fn create_subtask(cx: &ToolCtx<'_>, p: CreateSubtaskParams) -> Result<Cleaned<Su
                 labels: p.labels.unwrap_or_default(),
                 ..Default::default()
             },
-            &cx.session.actor,
+            &cx.work.actor,
         )?;
         Ok(SubtaskCreated {
             subtask,
@@ -279,7 +279,7 @@ fn list_issues(cx: &ToolCtx<'_>, p: ListIssuesParams) -> Result<IssueList> {
     let issues: Vec<IssueBrief> = cx
         .cairn
         .list_issues(&IssueFilter {
-            project: Some(cx.session.require_project()?.to_string()),
+            project: Some(cx.work.require_project()?.to_string()),
             statuses: p.status.into_iter().collect(),
             label: p.labels,
             limit: Some(p.limit.unwrap_or(50) as usize),
@@ -334,23 +334,19 @@ pub struct PrCreated {
 
 fn create_pr(cx: &ToolCtx<'_>, p: CreatePrParams) -> Result<Cleaned<PrCreated>> {
     cleaned(|| {
-        // The spec: create_pr validates the worktree before executing (when the server has
-        // one; without --worktree-path the result says that nothing was verified).
-        let worktree = cx.cairn.worktree_check(cx.session)?;
-        let pr = cx
-            .cairn
-            .create_pr(
-                &bound(cx)?,
-                &NewPullRequest {
-                    diff: p.diff,
-                    branch_name: p.branch_name,
-                    base_branch: p.base_branch,
-                    gate_results: p.gate_results.unwrap_or_default(),
-                },
-                &cx.session.actor,
-            )
-            .map(without_diff)?;
-        Ok(PrCreated { pr, worktree })
+        let (pr, worktree) = cx.cairn.create_work_pr(
+            cx.work,
+            &NewPullRequest {
+                diff: p.diff,
+                branch_name: p.branch_name,
+                base_branch: p.base_branch,
+                gate_results: p.gate_results.unwrap_or_default(),
+            },
+        )?;
+        Ok(PrCreated {
+            pr: without_diff(pr),
+            worktree,
+        })
     })
 }
 
@@ -370,7 +366,7 @@ fn approve_pr(cx: &ToolCtx<'_>, p: ApprovePrParams) -> Result<Cleaned<PullReques
                 Review::Approve,
                 p.reason.as_deref(),
                 None,
-                &cx.session.actor,
+                &cx.work.actor,
             )
             .map(without_diff)
     })
@@ -395,7 +391,7 @@ fn reject_pr(cx: &ToolCtx<'_>, p: RejectPrParams) -> Result<Cleaned<PullRequest>
                 Review::Reject,
                 p.reason.as_deref(),
                 p.fix_instructions.as_deref(),
-                &cx.session.actor,
+                &cx.work.actor,
             )
             .map(without_diff)
     })
@@ -435,7 +431,7 @@ pub struct ConfigureProjectParams {
 
 fn configure_project(cx: &ToolCtx<'_>, p: ConfigureProjectParams) -> Result<Project> {
     cx.cairn.configure_project(
-        cx.session.require_project()?,
+        cx.work.require_project()?,
         &SettingsUpdate {
             gates: p.gates,
             sensitive_paths: p.sensitive_paths,
@@ -489,7 +485,7 @@ fn record_coverage(cx: &ToolCtx<'_>, p: RecordCoverageParams) -> Result<Coverage
             ticket_id: p.ticket_id,
             notes: p.notes,
         },
-        &cx.session.actor,
+        &cx.work.actor,
     )
 }
 
@@ -523,7 +519,7 @@ fn record_test_health(cx: &ToolCtx<'_>, p: TestHealthParams) -> Result<TestHealt
             tests_removed: p.tests_removed,
             execution_time_ms: p.execution_time_ms,
         },
-        &cx.session.actor,
+        &cx.work.actor,
     )
 }
 

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::error::Result;
-use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
+use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
 use crate::vault::documents::VaultHit;
 use crate::vault::service::{DeleteResult, KnowledgeResults, UpdateResult};
 
@@ -58,7 +58,7 @@ fn retrieve(cx: &ToolCtx<'_>, p: RetrieveParams) -> Result<RetrieveResult> {
 
 fn knowledge(cx: &ToolCtx<'_>, p: KnowledgeParams) -> Result<KnowledgeResults> {
     cx.cairn.search_knowledge(
-        cx.session,
+        cx.work,
         &p.query,
         p.top_k.unwrap_or(5) as usize,
         p.min_score.unwrap_or(0.3),
@@ -66,11 +66,11 @@ fn knowledge(cx: &ToolCtx<'_>, p: KnowledgeParams) -> Result<KnowledgeResults> {
 }
 
 fn update(cx: &ToolCtx<'_>, p: PathParams) -> Result<UpdateResult> {
-    cx.cairn.vault_update(cx.session, &p.path)
+    cx.cairn.vault_update(cx.work, &p.path)
 }
 
 fn delete(cx: &ToolCtx<'_>, p: PathParams) -> Result<DeleteResult> {
-    cx.cairn.vault_delete(cx.session, &p.path)
+    cx.cairn.vault_delete(cx.work, &p.path)
 }
 
 pub fn tools() -> Vec<ToolDef> {

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::error::Result;
-use crate::mcp::registry::{Effect, NoParams, ToolCtx, ToolDef, tool};
+use crate::mcp::tool::{Effect, NoParams, ToolCtx, ToolDef, tool};
 use crate::memory::{MemoryScope, MemoryWritten};
 use crate::moves::MovedIssue;
 use crate::phases::{Confidence, Phase, PhaseClaim, PhaseCompletion, PhaseVerdict};
@@ -96,7 +96,7 @@ pub struct RejectPhaseParams {
 fn complete_phase(cx: &ToolCtx<'_>, p: CompletePhaseParams) -> Result<Cleaned<PhaseClaim>> {
     cleaned(|| {
         cx.cairn.complete_phase(
-            cx.session,
+            cx.work,
             &PhaseCompletion {
                 completed_phase: p.completed_phase,
                 contract_version: p.contract_version,
@@ -117,7 +117,7 @@ fn complete_phase(cx: &ToolCtx<'_>, p: CompletePhaseParams) -> Result<Cleaned<Ph
 fn approve_phase(cx: &ToolCtx<'_>, p: ApprovePhaseParams) -> Result<Cleaned<PhaseVerdict>> {
     cleaned(|| {
         cx.cairn.judge_phase(
-            cx.session,
+            cx.work,
             p.phase,
             &p.artifact_hash,
             true,
@@ -130,7 +130,7 @@ fn approve_phase(cx: &ToolCtx<'_>, p: ApprovePhaseParams) -> Result<Cleaned<Phas
 fn reject_phase(cx: &ToolCtx<'_>, p: RejectPhaseParams) -> Result<Cleaned<PhaseVerdict>> {
     cleaned(|| {
         cx.cairn.judge_phase(
-            cx.session,
+            cx.work,
             p.phase,
             &p.artifact_hash,
             false,
@@ -152,23 +152,19 @@ pub struct MoveIssueParams {
 }
 
 fn move_issue(cx: &ToolCtx<'_>, p: MoveIssueParams) -> Result<MovedIssue> {
-    let bound = cx.session.require_issue()?;
-    cx.cairn.move_issue(
-        &bound.id,
-        &p.target_project_id,
-        &p.reason,
-        &cx.session.actor,
-    )
+    let bound = cx.work.require_issue()?;
+    cx.cairn
+        .move_issue(&bound.id, &p.target_project_id, &p.reason, &cx.work.actor)
 }
 
 fn verify_workspace(cx: &ToolCtx<'_>, _p: NoParams) -> Result<WorkspaceInfo> {
-    cx.cairn.verify_workspace(cx.session)
+    cx.cairn.verify_workspace(cx.work)
 }
 
 fn update_memory(cx: &ToolCtx<'_>, p: UpdateMemoryParams) -> Result<Cleaned<MemoryWritten>> {
     cleaned(|| {
         cx.cairn
-            .update_memory(cx.session, p.scope, &p.filename, &p.content)
+            .update_memory(cx.work, p.scope, &p.filename, &p.content)
     })
 }
 

@@ -1,53 +1,6 @@
-//! The domain facade: [`Cairn`], the one API that both the CLI and the MCP layer call.
-//!
-//! Each domain module (`issues`, `learnings`, `vault`, `trail`, `colibri`, ...) adds its
-//! operations as `impl Cairn` blocks, so there is one entry point and no second path to
-//! the data. Nothing here knows about JSON-RPC or the command line.
+//! Below the domain: ids, the clock and hashing, used by every module that writes.
 
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-
-use crate::error::Result;
-use crate::store::Store;
-
-/// An open Cairn: the store and the derived indexes beside it.
-#[derive(Debug)]
-pub struct Cairn {
-    pub(crate) store: Store,
-    pub(crate) learnings: crate::learnings::LearningIndex,
-    pub(crate) vault: crate::vault::VaultState,
-}
-
-impl Cairn {
-    /// Open (creating and migrating if needed) the database at `db`.
-    pub fn open(db: &Path) -> Result<Cairn> {
-        let store = Store::open(db)?;
-        let learnings = crate::learnings::LearningIndex::new(store.index_dir().join("learnings"));
-        Ok(Cairn {
-            store,
-            learnings,
-            vault: Default::default(),
-        })
-    }
-
-    /// [`Cairn::open`] with an explicit embedding model handle (benchmarks and tests
-    /// that must run without the model, or with another configuration).
-    pub fn open_with_embedder(db: &Path, embedder: crate::vault::embed::Embedder) -> Result<Cairn> {
-        let mut cairn = Cairn::open(db)?;
-        cairn.vault = crate::vault::VaultState::with_embedder(embedder);
-        Ok(cairn)
-    }
-
-    /// The underlying store.
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
-
-    /// Where derived indexes of this database live.
-    pub fn index_dir(&self) -> PathBuf {
-        self.store.index_dir()
-    }
-}
 
 /// The current time as ISO-8601 UTC with second precision (`2026-04-08T22:15:30Z`).
 pub fn now_iso() -> String {

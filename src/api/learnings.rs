@@ -1,0 +1,70 @@
+//! Learnings: record, search, rate and verify reusable lessons; rebuild their index.
+
+use crate::error::Result;
+use crate::learnings::{
+    Learning, LearningDetail, LearningSearch, Learnings, NewLearning, Ranking, ReindexReport,
+    SearchResults,
+};
+
+use super::Cairn;
+
+impl Cairn {
+    /// The learnings operations over this store, its index and the embedding model.
+    fn learnings(&self) -> Learnings<'_> {
+        Learnings {
+            store: &self.store,
+            index: &self.learnings,
+            embedder: &self.vault.embedder,
+        }
+    }
+
+    /// Record learnings, all in one transaction, then index them.
+    pub fn add_learnings(&self, items: &[NewLearning]) -> Result<Vec<Learning>> {
+        self.learnings().add_learnings(items)
+    }
+
+    /// Record one learning.
+    pub fn add_learning(&self, new: &NewLearning) -> Result<Learning> {
+        self.learnings().add_learning(new)
+    }
+
+    /// Search learnings under the blend.
+    pub fn search_learnings(&self, s: &LearningSearch) -> Result<SearchResults> {
+        self.learnings().search_learnings(s)
+    }
+
+    /// Search learnings under another ordering (`cairn eval`).
+    pub fn search_learnings_ranked(
+        &self,
+        s: &LearningSearch,
+        ranking: Ranking,
+    ) -> Result<SearchResults> {
+        self.learnings().search_learnings_ranked(s, ranking)
+    }
+
+    /// One learning with its history.
+    pub fn learning(&self, id: &str) -> Result<LearningDetail> {
+        self.learnings().learning(id)
+    }
+
+    /// Mark a learning verified by a person.
+    pub fn verify_learning(&self, id: &str, actor: &str, note: Option<&str>) -> Result<Learning> {
+        self.learnings().verify_learning(id, actor, note)
+    }
+
+    /// Rate a learning (1 to 5).
+    pub fn rate_learning(
+        &self,
+        id: &str,
+        score: u8,
+        actor: &str,
+        note: Option<&str>,
+    ) -> Result<Learning> {
+        self.learnings().rate_learning(id, score, actor, note)
+    }
+
+    /// Rebuild the learnings index from SQLite and embed what has no embedding.
+    pub fn reindex_learnings(&self) -> Result<ReindexReport> {
+        self.learnings().reindex_learnings()
+    }
+}

@@ -1,0 +1,62 @@
+//! The facade: [`Cairn`], the one API that both the CLI and the MCP layer call.
+//!
+//! The facade sits on top of the domain. Domain modules (`issues`, `learnings`, `vault`,
+//! `trail`, `colibri`, ...) expose plain functions over what they need (the [`Store`], an
+//! index handle, a [`crate::context::WorkContext`]) and never name `Cairn`; the files of this
+//! folder list the whole API, one file per area, each method a short delegation. Nothing
+//! here knows about JSON-RPC or the command line.
+//!
+//! - `issues`: projects and issues; `work`: binding, workspace, phases, memory;
+//!   `trail`: the work trail; `colibri`: the Colibri vocabulary; `system`: profiles;
+//!   `learnings` and `vault`: the two searchable stores.
+
+use std::path::{Path, PathBuf};
+
+mod colibri;
+mod issues;
+mod learnings;
+mod system;
+mod trail;
+mod work;
+
+use crate::error::Result;
+use crate::store::Store;
+
+/// An open Cairn: the store and the derived indexes beside it.
+#[derive(Debug)]
+pub struct Cairn {
+    pub(crate) store: Store,
+    pub(crate) learnings: crate::learnings::LearningIndex,
+    pub(crate) vault: crate::vault::VaultState,
+}
+
+impl Cairn {
+    /// Open (creating and migrating if needed) the database at `db`.
+    pub fn open(db: &Path) -> Result<Cairn> {
+        let store = Store::open(db)?;
+        let learnings = crate::learnings::LearningIndex::new(store.index_dir().join("learnings"));
+        Ok(Cairn {
+            store,
+            learnings,
+            vault: Default::default(),
+        })
+    }
+
+    /// [`Cairn::open`] with an explicit embedding model handle (benchmarks and tests
+    /// that must run without the model, or with another configuration).
+    pub fn open_with_embedder(db: &Path, embedder: crate::vault::embed::Embedder) -> Result<Cairn> {
+        let mut cairn = Cairn::open(db)?;
+        cairn.vault = crate::vault::VaultState::with_embedder(embedder);
+        Ok(cairn)
+    }
+
+    /// The underlying store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Where derived indexes of this database live.
+    pub fn index_dir(&self) -> PathBuf {
+        self.store.index_dir()
+    }
+}

@@ -1,0 +1,141 @@
+//! The work trail: findings, comments, status, board views, PRs, metrics, runs, verification.
+
+use crate::context::WorkContext;
+use crate::error::Result;
+use crate::issues::{Issue, NewIssue, Project, Status};
+use crate::trail::board::{IssueDetails, IssueStatus};
+use crate::trail::chain::TrailVerification;
+use crate::trail::findings::{Comment, Finding, NewFinding};
+use crate::trail::metrics::{Coverage, NewCoverage, NewTestHealth, TestHealth};
+use crate::trail::prs::{NewPullRequest, PullRequest, Review};
+use crate::trail::runs::{IngestReport, RunEventPage, RunEventQuery};
+use crate::trail::settings::SettingsUpdate;
+use crate::trail::status::StatusChange;
+use crate::workspace::WorktreeCheck;
+use std::path::Path;
+
+use super::Cairn;
+
+impl Cairn {
+    /// Check the work's worktree, then record a PR on its bound issue.
+    pub fn create_work_pr(
+        &self,
+        work: &WorkContext,
+        new: &NewPullRequest,
+    ) -> Result<(PullRequest, WorktreeCheck)> {
+        crate::trail::prs::create_work_pr(&self.store, work, new)
+    }
+
+    /// Approve or reject the open PR of an issue (id or identifier).
+    pub fn review_pr(
+        &self,
+        issue: &str,
+        review: Review,
+        reason: Option<&str>,
+        fix_instructions: Option<&str>,
+        actor: &str,
+    ) -> Result<PullRequest> {
+        crate::trail::prs::review_pr(&self.store, issue, review, reason, fix_instructions, actor)
+    }
+
+    /// PRs, newest first.
+    pub fn pull_requests(&self, project: Option<&str>) -> Result<Vec<PullRequest>> {
+        crate::trail::prs::pull_requests(&self.store, project)
+    }
+
+    /// One PR with its diff.
+    pub fn pull_request(&self, id: &str) -> Result<PullRequest> {
+        crate::trail::prs::pull_request(&self.store, id)
+    }
+
+    /// Re-compute every hash and link of an issue's trail (id or identifier), and the
+    /// stored root of every finalized audit session covering the issue (from its frozen
+    /// leaves and from the current records).
+    pub fn verify_trail(&self, issue: &str) -> Result<TrailVerification> {
+        crate::trail::verify::verify_trail(&self.store, issue)
+    }
+
+    /// Record an agent run of an issue (id or identifier) from a stream-JSON log.
+    pub fn ingest_run(
+        &self,
+        issue: &str,
+        run_id: Option<&str>,
+        log: &Path,
+        replace: bool,
+    ) -> Result<IngestReport> {
+        crate::trail::runs::ingest_run(&self.store, issue, run_id, log, replace)
+    }
+
+    /// Filter and page the events of a run or of every run of an issue.
+    pub fn query_run_events(&self, q: &RunEventQuery) -> Result<RunEventPage> {
+        crate::trail::runs::query_run_events(&self.store, q)
+    }
+
+    /// The full issue with its trail (id or identifier).
+    pub fn issue_details(&self, issue: &str) -> Result<IssueDetails> {
+        crate::trail::board::issue_details(&self.store, issue)
+    }
+
+    /// The slim status of an issue (id or identifier).
+    pub fn issue_status(&self, issue: &str) -> Result<IssueStatus> {
+        crate::trail::board::issue_status(&self.store, issue)
+    }
+
+    /// Create a sub-task of `parent` (id or identifier) in the parent's project and block
+    /// the parent until it is done (see [`super::status`]).
+    pub fn create_subtask(&self, parent: &str, new: NewIssue, actor: &str) -> Result<Issue> {
+        crate::trail::board::create_subtask(&self.store, parent, new, actor)
+    }
+
+    /// Record a finding (`add_finding`) on an issue (id or identifier).
+    pub fn add_finding(&self, issue: &str, new: &NewFinding, actor: &str) -> Result<Finding> {
+        crate::trail::findings::add_finding(&self.store, issue, new, actor)
+    }
+
+    /// Post a comment on an issue (id or identifier).
+    pub fn add_comment(&self, issue: &str, content: &str, actor: &str) -> Result<Comment> {
+        crate::trail::findings::add_comment(&self.store, issue, content, actor)
+    }
+
+    /// Every finding of an issue, oldest first, with its derived `processed` flag.
+    pub fn findings(&self, issue: &str) -> Result<Vec<Finding>> {
+        crate::trail::findings::findings(&self.store, issue)
+    }
+
+    /// Mark a finding processed (the orchestrator's flag).
+    pub fn mark_finding_processed(&self, finding_id: &str, actor: &str) -> Result<Finding> {
+        crate::trail::findings::mark_finding_processed(&self.store, finding_id, actor)
+    }
+
+    /// Change a project's settings (id or slug).
+    pub fn configure_project(&self, project: &str, update: &SettingsUpdate) -> Result<Project> {
+        crate::trail::settings::configure_project(&self.store, project, update)
+    }
+
+    /// Change an issue's status (id or identifier) by the trail vocabulary's rules.
+    pub fn update_issue_status(
+        &self,
+        issue: &str,
+        to: Status,
+        reason: Option<&str>,
+        actor: &str,
+        agent: bool,
+    ) -> Result<StatusChange> {
+        crate::trail::status::update_issue_status(&self.store, issue, to, reason, actor, agent)
+    }
+
+    /// Record coverage of a file and concept in the project of `issue` (id or identifier).
+    pub fn record_coverage(&self, issue: &str, new: &NewCoverage, actor: &str) -> Result<Coverage> {
+        crate::trail::metrics::record_coverage(&self.store, issue, new, actor)
+    }
+
+    /// Record the test health of a run on `issue` (id or identifier).
+    pub fn record_test_health(
+        &self,
+        issue: &str,
+        new: &NewTestHealth,
+        actor: &str,
+    ) -> Result<TestHealth> {
+        crate::trail::metrics::record_test_health(&self.store, issue, new, actor)
+    }
+}

@@ -1,0 +1,59 @@
+//! Work in a bound work: start-up binding, workspace check, phases, memory files.
+
+use crate::context::{BindArgs, WorkContext};
+use crate::error::Result;
+use crate::memory::{MemoryScope, MemoryWritten};
+use crate::phases::{Phase, PhaseClaim, PhaseCompletion, PhaseVerdict};
+use crate::workspace::WorkspaceInfo;
+
+use super::Cairn;
+
+impl Cairn {
+    /// Verify that the work's worktree belongs to the bound issue (see the module
+    /// docs).
+    pub fn verify_workspace(&self, work: &WorkContext) -> Result<WorkspaceInfo> {
+        crate::workspace::verify_workspace(&self.store, work)
+    }
+
+    /// Replace one of the work profile's memory files (see the module docs).
+    pub fn update_memory(
+        &self,
+        work: &WorkContext,
+        scope: MemoryScope,
+        filename: &str,
+        content: &str,
+    ) -> Result<MemoryWritten> {
+        crate::memory::update_memory(work, scope, filename, content)
+    }
+
+    /// `complete_phase`.
+    pub fn complete_phase(&self, work: &WorkContext, p: &PhaseCompletion) -> Result<PhaseClaim> {
+        crate::phases::complete_phase(&self.store, work, p)
+    }
+
+    /// `approve_phase` / `reject_phase`.
+    pub fn judge_phase(
+        &self,
+        work: &WorkContext,
+        phase: Phase,
+        artifact_hash: &str,
+        approved: bool,
+        reason: Option<&str>,
+        fix_instructions: Option<&str>,
+    ) -> Result<PhaseVerdict> {
+        crate::phases::judge_phase(
+            &self.store,
+            work,
+            phase,
+            artifact_hash,
+            approved,
+            reason,
+            fix_instructions,
+        )
+    }
+
+    /// Check start-up arguments against the database and build the binding.
+    pub fn bind(&self, args: &BindArgs) -> Result<WorkContext> {
+        crate::context::bind(&self.store, args)
+    }
+}

@@ -1,0 +1,119 @@
+//! Declaring a tool: its typed parameters (the `inputSchema`; `#[serde(deny_unknown_fields)]`
+//! makes unknown properties an error), its typed result (the `outputSchema`), its effect,
+//! an example and a handler. Handlers are plain synchronous functions over the domain
+//! facade; the server runs them on the blocking pool.
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::{Map, Value};
+
+use crate::Cairn;
+use crate::context::WorkContext;
+use crate::error::{Error, FieldError, Result};
+
+use super::schema::{coerce_integers, output_schema_for, schema_for, validate};
+
+/// What a tool does to the world, told truthfully to clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Reads only.
+    ReadOnly,
+    /// Adds records; never destroys or rewrites existing ones.
+    Additive { idempotent: bool },
+    /// May overwrite or remove existing data.
+    Destructive { idempotent: bool },
+}
+
+type Handler = dyn Fn(&ToolCtx<'_>, Value) -> Result<Value> + Send + Sync;
+
+/// What a handler sees: the domain facade, the start-up binding, the server's state.
+pub struct ToolCtx<'a> {
+    pub cairn: &'a Cairn,
+    pub work: &'a WorkContext,
+    /// When the server process started.
+    pub started: std::time::Instant,
+    /// How many tools this server registers.
+    pub tools_registered: usize,
+}
+
+/// One registered tool.
+pub struct ToolDef {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub effect: Effect,
+    pub input_schema: Map<String, Value>,
+    pub output_schema: Map<String, Value>,
+    /// A complete, valid example call.
+    pub example: Value,
+    /// The handler acts on the bound issue and cannot run without one.
+    pub needs_issue: bool,
+    handler: Arc<Handler>,
+}
+
+impl std::fmt::Debug for ToolDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolDef").field("name", &self.name).finish()
+    }
+}
+
+impl ToolDef {
+    /// Mark the tool as acting on the bound issue.
+    pub fn bound(mut self) -> Self {
+        self.needs_issue = true;
+        self
+    }
+
+    /// Run the handler on already-validated arguments.
+    pub fn run(&self, cx: &ToolCtx<'_>, mut args: Value) -> Result<Value> {
+        if self.needs_issue {
+            cx.work.require_issue()?;
+        }
+        coerce_integers(&self.input_schema, &mut args);
+        (self.handler)(cx, args)
+    }
+
+    /// Validate `args` against the input schema: every problem, with its field.
+    pub fn validate(&self, args: &Value) -> Vec<FieldError> {
+        validate(&self.input_schema, args)
+    }
+}
+
+/// Declare a tool from its typed parameters `P`, typed result `R` and handler.
+pub fn tool<P, R, F>(
+    name: &'static str,
+    description: &'static str,
+    effect: Effect,
+    example: Value,
+    handler: F,
+) -> ToolDef
+where
+    P: DeserializeOwned + JsonSchema + 'static,
+    R: Serialize + JsonSchema + 'static,
+    F: Fn(&ToolCtx<'_>, P) -> Result<R> + Send + Sync + 'static,
+{
+    let handler = move |cx: &ToolCtx<'_>, args: Value| -> Result<Value> {
+        // The schema check ran first; a failure here is a mismatch the schema cannot
+        // express (for example an integer too large for the field's type).
+        let params: P =
+            serde_json::from_value(args).map_err(|e| Error::invalid("arguments", e.to_string()))?;
+        let out = handler(cx, params)?;
+        Ok(serde_json::to_value(out)?)
+    };
+    ToolDef {
+        name,
+        description,
+        effect,
+        input_schema: schema_for::<P>(),
+        output_schema: output_schema_for::<R>(),
+        example,
+        needs_issue: false,
+        handler: Arc::new(handler),
+    }
+}
+
+/// Parameters of a tool that takes none.
+#[derive(Debug, serde::Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
