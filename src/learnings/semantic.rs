@@ -195,7 +195,19 @@ impl Vectors {
         project_ok: impl Fn(u32) -> bool,
         accept: impl Fn(u64) -> bool,
     ) -> Vec<(u64, f32)> {
-        let mut hits: Vec<(u64, f32)> = Vec::new();
+        // A total order (score, then the newer learning), so the selection is exact
+        // and deterministic whatever order the blocks are visited in.
+        let by_score = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
+        // The best `k` so far, cut back whenever it reaches `2k`: memory stays small
+        // (no large buffer allocated and faulted in per search) and the cost linear.
+        let cap = 2 * k.max(1);
+        let mut hits: Vec<(u64, f32)> = Vec::with_capacity(cap);
+        let keep = |hits: &mut Vec<(u64, f32)>| {
+            if hits.len() > k && k > 0 {
+                hits.select_nth_unstable_by(k - 1, by_score);
+                hits.truncate(k);
+            }
+        };
         for (p, b) in &self.blocks {
             if !project_ok(*p) {
                 continue;
@@ -203,14 +215,13 @@ impl Vectors {
             for (seq, v) in b.seqs.iter().zip(b.data.chunks_exact(DIMENSION)) {
                 if accept(*seq) {
                     hits.push((*seq, dot(query, v)));
+                    if hits.len() == cap {
+                        keep(&mut hits);
+                    }
                 }
             }
         }
-        let by_score = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
-        if hits.len() > k && k > 0 {
-            hits.select_nth_unstable_by(k - 1, by_score);
-            hits.truncate(k);
-        }
+        keep(&mut hits);
         hits.sort_by(by_score);
         hits
     }
