@@ -16,7 +16,8 @@
 //!   learnings' `max(seq)`, so every vector read belongs to a learning already known).
 //!
 //! **Cost.** Exact cosine over one project's vectors: 384 multiply-adds per learning,
-//! about 1 ms per 10,000 learnings on one core; the vectors take 1.5 KB per learning.
+//! about 2 ms per 10,000 learnings on a loaded core (memory-bound; see
+//! docs/learnings.md); the vectors take 1.5 KB per learning.
 
 use std::collections::HashMap;
 
