@@ -262,4 +262,27 @@ mod tests {
         assert!((vs.cosine(&q, 2).unwrap() - 0.8).abs() < 1e-6);
         assert_eq!(vs.cosine(&q, 9), None);
     }
+
+    #[test]
+    fn top_k_bounded_selection_equals_a_full_sort() {
+        // Many more vectors than 2k, with ties (repeated vectors): the selection cut back
+        // whenever full must give exactly the full sort's first k, ties by newer seq.
+        let mut rng = crate::rng::SplitMix64::new(5);
+        let mut vs = Vectors::default();
+        let mut all = Vec::new();
+        let q = unit(&[0.3, -0.2, 0.9, 0.1]);
+        for seq in 1..=1_000u64 {
+            let x: Vec<f32> = (0..4).map(|_| (rng.below(9) as f32 - 4.0) / 4.0).collect();
+            let v = unit(&x);
+            vs.push((seq % 3) as u32, seq, &v);
+            if seq % 3 != 1 {
+                all.push((seq, dot(&q, &v)));
+            }
+        }
+        all.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        for k in [1, 7, 50] {
+            let got = vs.top_k(&q, k, |p| p != 1, |_| true);
+            assert_eq!(got, all[..k].to_vec(), "k = {k}");
+        }
+    }
 }
