@@ -16,7 +16,8 @@
 //!   learnings' `max(seq)`, so every vector read belongs to a learning already known).
 //!
 //! **Cost.** Exact cosine over one project's vectors: 384 multiply-adds per learning,
-//! about 1 ms per 10,000 learnings on one core; the vectors take 1.5 KB per learning.
+//! about 2 ms per 10,000 learnings on a loaded core (memory-bound; see
+//! docs/learnings.md); the vectors take 1.5 KB per learning.
 
 use std::collections::HashMap;
 
@@ -195,7 +196,19 @@ impl Vectors {
         project_ok: impl Fn(u32) -> bool,
         accept: impl Fn(u64) -> bool,
     ) -> Vec<(u64, f32)> {
-        let mut hits: Vec<(u64, f32)> = Vec::new();
+        // A total order (score, then the newer learning), so the selection is exact
+        // and deterministic whatever order the blocks are visited in.
+        let by_score = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
+        // The best `k` so far, cut back whenever it reaches `2k`: memory stays small
+        // (no large buffer allocated and faulted in per search) and the cost linear.
+        let cap = 2 * k.max(1);
+        let mut hits: Vec<(u64, f32)> = Vec::with_capacity(cap);
+        let keep = |hits: &mut Vec<(u64, f32)>| {
+            if hits.len() > k && k > 0 {
+                hits.select_nth_unstable_by(k - 1, by_score);
+                hits.truncate(k);
+            }
+        };
         for (p, b) in &self.blocks {
             if !project_ok(*p) {
                 continue;
@@ -203,14 +216,13 @@ impl Vectors {
             for (seq, v) in b.seqs.iter().zip(b.data.chunks_exact(DIMENSION)) {
                 if accept(*seq) {
                     hits.push((*seq, dot(query, v)));
+                    if hits.len() == cap {
+                        keep(&mut hits);
+                    }
                 }
             }
         }
-        let by_score = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
-        if hits.len() > k && k > 0 {
-            hits.select_nth_unstable_by(k - 1, by_score);
-            hits.truncate(k);
-        }
+        keep(&mut hits);
         hits.sort_by(by_score);
         hits
     }
@@ -249,5 +261,28 @@ mod tests {
         assert!((all[0].1 - 1.0).abs() < 1e-6);
         assert!((vs.cosine(&q, 2).unwrap() - 0.8).abs() < 1e-6);
         assert_eq!(vs.cosine(&q, 9), None);
+    }
+
+    #[test]
+    fn top_k_bounded_selection_equals_a_full_sort() {
+        // Many more vectors than 2k, with ties (repeated vectors): the selection cut back
+        // whenever full must give exactly the full sort's first k, ties by newer seq.
+        let mut rng = crate::rng::SplitMix64::new(5);
+        let mut vs = Vectors::default();
+        let mut all = Vec::new();
+        let q = unit(&[0.3, -0.2, 0.9, 0.1]);
+        for seq in 1..=1_000u64 {
+            let x: Vec<f32> = (0..4).map(|_| (rng.below(9) as f32 - 4.0) / 4.0).collect();
+            let v = unit(&x);
+            vs.push((seq % 3) as u32, seq, &v);
+            if seq % 3 != 1 {
+                all.push((seq, dot(&q, &v)));
+            }
+        }
+        all.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        for k in [1, 7, 50] {
+            let got = vs.top_k(&q, k, |p| p != 1, |_| true);
+            assert_eq!(got, all[..k].to_vec(), "k = {k}");
+        }
     }
 }
