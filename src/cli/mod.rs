@@ -15,6 +15,7 @@ use crate::error::Error;
 use crate::service::Cairn;
 
 mod audit;
+mod eval;
 mod issue;
 mod learnings;
 mod project;
@@ -71,6 +72,9 @@ pub enum Command {
     Reindex(vault::ReindexArgs),
     /// Search the Knowledge Vault.
     Search(vault::SearchArgs),
+    /// Measure ranking quality on a graded query set (a temporary database).
+    #[command(subcommand)]
+    Eval(eval::EvalCmd),
 }
 
 /// Entry point of the binary.
@@ -107,6 +111,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Audit(cmd) => audit::run(&open(&cli.db)?, cmd),
         Command::Reindex(a) => vault::reindex(&open(&cli.db)?, a),
         Command::Search(a) => vault::search(&open(&cli.db)?, a),
+        Command::Eval(cmd) => eval::run_cmd(cmd),
     }
 }
 

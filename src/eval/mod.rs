@@ -3,5 +3,7 @@
 //!
 //! - [`metrics`]: nDCG@k, MRR@k, Recall@k over graded relevance judgements, and the
 //!   per-category summary every report prints.
+//! - [`vault`]: `cairn eval vault`, the Knowledge Vault's ranking on a BEIR-format set.
 
 pub mod metrics;
+pub mod vault;

@@ -1,32 +1,152 @@
-//! Hybrid re-ranking of vector-search candidates by keyword overlap.
+//! How the vault ranks chunks: dense candidates (HNSW, cosine) and lexical candidates
+//! (BM25 over chunks, [`super::lexical`]) fused into one score, then a per-document cap.
 //!
-//! The vector search fetches [`candidates`] chunks by cosine similarity; each gets
-//! `relevance = score + KEYWORD_WEIGHT × overlap`, where `overlap` (0 to 1) is the
-//! IDF-weighted share of the query's keywords found in the chunk's heading path and
-//! text, with IDF computed among the candidates (a keyword in every candidate weighs
-//! little, a rare one much). Keywords are lower-cased alphanumeric words of 3+
-//! characters, minus common English stop words, with a light suffix stemming
-//! (`requests` → `request`, `retrying` → `retry`).
+//! - `cosine`: the query's and the chunk's embeddings (exact, from the stored vector,
+//!   also for chunks only BM25 found).
+//! - `lexical`: the chunk's BM25 score over the best BM25 score among the query's
+//!   candidates (0 to 1; 0 for a chunk without a query word).
+//! - `score = (1 − w)·cosine + w·lexical` with `w` = [`LEXICAL_WEIGHT`]: the ranking key,
+//!   what results are sorted by and `min_score` filters on.
+//! - At most `max_per_document` chunks of one document ([`MAX_PER_DOCUMENT`] by default),
+//!   so that one long document does not fill the list.
 //!
-//! Why: MiniLM alone put the right section first for 13 of the 16 paraphrased queries of
-//! `tests/fixtures/retrieval_queries.json` (all 16 in the top 3); the keyword term
-//! lifts that to 15 of 16. The result is stable for weights 0.15-0.3 and 20-50
-//! candidates; [`KEYWORD_WEIGHT`] = 0.2 sits in the middle. `score` stays the cosine
-//! (what `min_score` filters on); results are ordered by `relevance`.
+//! The weight, the cap and the choice of BM25 over the earlier keyword-overlap rerank
+//! were measured with `cairn eval vault` (figures in docs/vault.md, "Ranking"). The
+//! other [`Fusion`]s stay selectable for that comparison.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-/// Weight of the keyword overlap in `relevance`.
-pub const KEYWORD_WEIGHT: f32 = 0.2;
-/// Fewest candidates fetched for re-ranking.
-const MIN_CANDIDATES: usize = 30;
+/// Weight of the lexical part in `score`.
+pub const LEXICAL_WEIGHT: f32 = 0.2;
+/// Weight of the keyword overlap in `score` under [`Fusion::KeywordOverlap`]: the
+/// earlier `cosine + 0.2 × overlap`, scaled to sum to one (the same order).
+pub const KEYWORD_WEIGHT: f32 = 0.2 / 1.2;
+/// Default cap of chunks per document in one result list.
+pub const MAX_PER_DOCUMENT: usize = 2;
+/// Fewest candidates fetched from each index.
+const MIN_CANDIDATES: usize = 40;
 
-/// How many candidates to fetch for `top_k` results.
-pub fn candidates(top_k: usize) -> usize {
-    (top_k * 3).max(MIN_CANDIDATES)
+/// How candidates are found and scored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fusion {
+    /// Dense candidates, `score = cosine`.
+    Dense,
+    /// BM25 candidates, `score = lexical`.
+    Lexical,
+    /// Dense candidates re-ranked by IDF-weighted keyword overlap ([`overlaps`]).
+    KeywordOverlap,
+    /// Dense and BM25 candidates, `score = (1 − w)·cosine + w·lexical`.
+    Bm25,
 }
 
-const STOP_WORDS: &[&str] = &[
+impl Fusion {
+    /// Whether the query embedding is needed.
+    pub fn dense(self) -> bool {
+        self != Fusion::Lexical
+    }
+    /// Whether BM25 candidates are fetched.
+    pub fn lexical(self) -> bool {
+        matches!(self, Fusion::Lexical | Fusion::Bm25)
+    }
+}
+
+/// A ranking: how to fuse, and the per-document cap (`None`: no cap).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ranking {
+    pub fusion: Fusion,
+    pub lexical_weight: f32,
+    pub max_per_document: Option<usize>,
+}
+
+impl Default for Ranking {
+    fn default() -> Self {
+        Ranking {
+            fusion: Fusion::Bm25,
+            lexical_weight: LEXICAL_WEIGHT,
+            max_per_document: Some(MAX_PER_DOCUMENT),
+        }
+    }
+}
+
+/// How many candidates to fetch from each index for `top_k` results.
+pub fn candidates(top_k: usize) -> usize {
+    (top_k * 4).max(MIN_CANDIDATES)
+}
+
+/// One candidate chunk before ranking.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub chunk: u64,
+    /// The document it belongs to (any key unique per document).
+    pub document: String,
+    pub cosine: f32,
+    /// Raw BM25 score; 0 when BM25 did not return the chunk.
+    pub bm25: f32,
+    /// Keyword overlap (0 to 1), used by [`Fusion::KeywordOverlap`] only.
+    pub overlap: f32,
+}
+
+/// A ranked candidate: index into the input, `score`, normalised `lexical`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ranked {
+    pub index: usize,
+    pub score: f32,
+    pub lexical: f32,
+}
+
+/// Score, sort (ties by chunk id) and cap `candidates`; at most `top_k`.
+pub fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) -> Vec<Ranked> {
+    let best_bm25 = candidates.iter().map(|c| c.bm25).fold(0.0f32, f32::max);
+    let mut ranked: Vec<Ranked> = candidates
+        .iter()
+        .enumerate()
+        .map(|(index, c)| {
+            let lexical = if best_bm25 > 0.0 {
+                c.bm25 / best_bm25
+            } else {
+                0.0
+            };
+            let score = match ranking.fusion {
+                Fusion::Dense => c.cosine,
+                Fusion::Lexical => lexical,
+                Fusion::KeywordOverlap => {
+                    (1.0 - KEYWORD_WEIGHT) * c.cosine + KEYWORD_WEIGHT * c.overlap
+                }
+                Fusion::Bm25 => {
+                    (1.0 - ranking.lexical_weight) * c.cosine + ranking.lexical_weight * lexical
+                }
+            };
+            Ranked {
+                index,
+                score,
+                lexical,
+            }
+        })
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(candidates[a.index].chunk.cmp(&candidates[b.index].chunk))
+    });
+    let mut per_doc: HashMap<&str, usize> = HashMap::new();
+    let mut out = Vec::with_capacity(top_k);
+    for r in ranked {
+        if out.len() == top_k {
+            break;
+        }
+        let n = per_doc
+            .entry(candidates[r.index].document.as_str())
+            .or_default();
+        if ranking.max_per_document.is_some_and(|cap| *n >= cap) {
+            continue;
+        }
+        *n += 1;
+        out.push(r);
+    }
+    out
+}
+
+pub const STOP_WORDS: &[&str] = &[
     "the", "and", "for", "are", "how", "what", "who", "does", "our", "should", "when", "can",
     "after", "has", "have", "been", "while", "out", "into", "which", "this", "that", "with",
     "from", "its", "not", "but", "all", "any", "you", "your", "they", "them", "their", "there",
