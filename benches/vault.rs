@@ -335,7 +335,7 @@ fn pipeline_benches(_c: &mut Criterion) {
     let cairn = Cairn::open(&tmp.path().join("cairn.db")).unwrap();
     // Load the model first: both sides exclude model loading.
     Embedder::new(EmbedderConfig::default()).load().unwrap();
-    cairn.vault_search("warm up", 1, None).unwrap();
+    cairn.vault_search("warm up", 1, None, None).unwrap();
     let opts = ReindexOptions {
         dir: docs.clone(),
         ..Default::default()

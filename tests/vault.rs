@@ -617,3 +617,189 @@ fn embedding_fidelity_against_python_onnxruntime() {
     );
     assert!(mean >= 0.999, "mean cosine {mean}");
 }
+
+/// `score` is the ranking key (0.8 × cosine + 0.2 × relative BM25): results come in
+/// descending `score`, and `min_score` keeps exactly the prefix at or above it.
+#[tokio::test(flavor = "multi_thread")]
+async fn scores_are_in_rank_order_and_min_score_filters_on_them() {
+    let env = Env::new();
+    env.project("proj", Some(&samples()));
+    reindex(&env, &samples(), &["--collection", "handbook"]);
+    env.ok(&[
+        "project",
+        "configure",
+        "proj",
+        "--vault-collection",
+        "handbook",
+    ]);
+    let client = env.serve(&["--project-id", "proj"]).await;
+    let queries: Vec<Value> =
+        serde_json::from_str(include_str!("fixtures/retrieval_queries.json")).unwrap();
+    for q in queries.iter().take(6) {
+        let r = client
+            .ok("vault_retrieve", json!({"query": q["query"], "top_k": 10}))
+            .await;
+        let hits = r["results"].as_array().unwrap();
+        assert_eq!(hits.len(), 10);
+        let score = |h: &Value| h["score"].as_f64().unwrap();
+        for h in hits {
+            let (cos, lex) = (
+                h["cosine"].as_f64().unwrap(),
+                h["lexical"].as_f64().unwrap(),
+            );
+            assert!((0.0..=1.0).contains(&lex), "{h:#}");
+            assert!((score(h) - (0.8 * cos + 0.2 * lex)).abs() < 1e-4, "{h:#}");
+        }
+        assert!(
+            hits.windows(2).all(|w| score(&w[0]) >= score(&w[1])),
+            "not in score order: {:?}",
+            hits.iter().map(score).collect::<Vec<_>>()
+        );
+        // min_score at the fourth hit's score keeps exactly the first four (ties aside).
+        let cut = score(&hits[3]);
+        let k = client
+            .ok(
+                "search_knowledge",
+                json!({"query": q["query"], "top_k": 10, "min_score": cut}),
+            )
+            .await;
+        let kept = k["results"].as_array().unwrap();
+        let expected = hits.iter().filter(|h| score(h) >= cut).count();
+        assert!(expected >= 4);
+        assert_eq!(kept.len(), expected, "{k:#}");
+        assert_eq!(k["below_min_score"], 10 - expected);
+        for (a, b) in kept.iter().zip(hits) {
+            assert_eq!(a["metadata"]["chunk_id"], b["metadata"]["chunk_id"]);
+        }
+        assert_eq!(k["best_score"].as_f64().unwrap(), score(&hits[0]));
+    }
+    client.close().await;
+}
+
+/// A long document whose every section matches the query would fill the list; the cap
+/// (default 2, `max_per_document`) makes room for other documents.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_per_document_cap_limits_chunks_of_one_document() {
+    let env = Env::new();
+    let docs = env.path().join("docs");
+    let long: String = (1..=8)
+        .map(|i| {
+            format!(
+                "## Backoff step {i}\n\nRetry step {i}: wait with exponential backoff and jitter \
+                 before retrying the failed request.\n\n"
+            )
+        })
+        .collect();
+    write(&docs, "long.md", &format!("# Retries\n\n{long}"));
+    for name in ["alpha", "beta", "gamma"] {
+        write(
+            &docs,
+            &format!("{name}.md"),
+            &format!(
+                "# {name}\n\n## Retry\n\nThe {name} client retries failed requests with \
+                 backoff.\n\n## Timeouts\n\nThe {name} client gives up after thirty seconds.\n"
+            ),
+        );
+    }
+    reindex(&env, &docs, &[]);
+    let client = env.serve(&[]).await;
+    let q = "retry the failed request with exponential backoff";
+    let per_doc = |r: &Value| {
+        let mut m: std::collections::HashMap<String, usize> = Default::default();
+        for p in paths(r) {
+            *m.entry(p).or_default() += 1;
+        }
+        m
+    };
+    let uncapped = client
+        .ok(
+            "vault_retrieve",
+            json!({"query": q, "top_k": 6, "max_per_document": 0}),
+        )
+        .await;
+    assert!(per_doc(&uncapped)["long.md"] > 2, "{uncapped:#}");
+    let default = client
+        .ok("vault_retrieve", json!({"query": q, "top_k": 6}))
+        .await;
+    let m = per_doc(&default);
+    assert_eq!(paths(&default).len(), 6, "{default:#}");
+    assert_eq!(m["long.md"], 2, "{m:?}");
+    assert!(m.values().all(|&n| n <= 2), "{m:?}");
+    let one = client
+        .ok(
+            "vault_retrieve",
+            json!({"query": q, "top_k": 6, "max_per_document": 1}),
+        )
+        .await;
+    let got = paths(&one);
+    assert_eq!(got.len(), 4, "four documents, one chunk each: {got:?}");
+    assert_eq!(got.iter().collect::<HashSet<_>>().len(), 4);
+    // The CLI takes the same option.
+    let cli = env.json(&["search", q, "--top-k", "3", "--max-per-document", "1"]);
+    assert_eq!(paths(&cli).iter().collect::<HashSet<_>>().len(), 3);
+    client.close().await;
+}
+
+/// `cairn eval vault` on the small checked-in BEIR set: every system reported, figures
+/// in range, the categories of the queries, and the hybrid ranking at least as good as
+/// either baseline.
+#[test]
+fn eval_vault_reports_every_system_on_a_small_beir_set() {
+    let env = Env::new();
+    let set = corpus::repo().join("tests/eval/vault-beir");
+    let s = |p: &str| set.join(p).to_string_lossy().into_owned();
+    let r = env.json(&[
+        "eval",
+        "vault",
+        "--corpus",
+        &s("corpus.jsonl"),
+        "--queries",
+        &s("queries.jsonl"),
+        "--qrels",
+        &s("qrels/test.tsv"),
+        "--json",
+    ]);
+    assert_eq!(r["documents"], 12, "{r:#}");
+    assert_eq!(r["queries"], 10);
+    assert_eq!(r["top_k"], 10);
+    let systems = r["systems"].as_array().unwrap();
+    let by = |name: &str| {
+        systems
+            .iter()
+            .find(|s| s["name"].as_str().unwrap().starts_with(name))
+            .unwrap_or_else(|| panic!("no system {name}: {r:#}"))
+    };
+    for s in systems {
+        for m in ["ndcg10", "mrr10", "recall5"] {
+            let x = s["overall"][m].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&x), "{s:#}");
+        }
+        assert!(s["p50_ms"].as_f64().unwrap() > 0.0);
+        let cats: Vec<&String> = s["categories"].as_object().unwrap().keys().collect();
+        assert_eq!(cats, ["keyword", "paraphrase"]);
+        assert_eq!(s["categories"]["keyword"]["queries"], 4);
+    }
+    let cairn = by("cairn (bm25 fusion, cap)");
+    assert_eq!(cairn["max_per_document"], 2);
+    let mrr = |s: &Value| s["overall"]["mrr10"].as_f64().unwrap();
+    let (lexical, dense) = (by("lexical-only"), by("dense-only"));
+    assert!(
+        mrr(cairn) >= mrr(lexical) && mrr(cairn) >= mrr(dense),
+        "{r:#}"
+    );
+    assert!(mrr(cairn) >= 0.8, "{r:#}");
+    // The text report names the same systems.
+    let text = env.ok(&[
+        "eval",
+        "vault",
+        "--corpus",
+        &s(""),
+        "--queries",
+        &s("queries.jsonl"),
+        "--qrels",
+        &s("qrels/test.tsv"),
+    ]);
+    assert!(text.contains("12 documents"), "{text}");
+    assert!(text.contains("category paraphrase (6 queries)"), "{text}");
+    assert!(text.contains("dense-only"), "{text}");
+}

@@ -377,3 +377,158 @@ impl LexicalState {
         Ok((s.num_docs(), watermark(&s)?))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vault::chunk::{CHUNKER_VERSION, chunk_markdown};
+    use crate::vault::documents::{DocWrite, delete_document, write_document};
+    use crate::vault::embed::{DIMENSION, MODEL_ID};
+
+    /// Store `path` with one section per entry of `sections` (zero vectors: BM25 only).
+    fn add_doc(store: &Store, path: &str, sections: &[&str]) {
+        let md: String = sections
+            .iter()
+            .enumerate()
+            .map(|(i, s)| format!("## Part {i}\n\n{s}\n\n"))
+            .collect();
+        let chunks: Vec<_> = chunk_markdown(md.as_bytes())
+            .chunks
+            .into_iter()
+            .map(|c| (c, vec![0.0; DIMENSION]))
+            .collect();
+        assert_eq!(chunks.len(), sections.len());
+        store
+            .write(|tx| {
+                write_document(
+                    tx,
+                    &DocWrite {
+                        root_key: "dir:/t",
+                        path,
+                        collection: "c",
+                        content_hash: path,
+                        title: None,
+                        modified_at: None,
+                        front_matter: None,
+                        chunker_version: CHUNKER_VERSION,
+                        embed_model: MODEL_ID,
+                        chunks: &chunks,
+                    },
+                )
+            })
+            .unwrap();
+    }
+
+    fn chunk_ids(store: &Store) -> Vec<u64> {
+        store
+            .read(|c| {
+                let mut st = c.prepare("SELECT id FROM vault_chunks ORDER BY id")?;
+                let ids = st
+                    .query_map([], |r| r.get::<_, i64>(0))?
+                    .map(|r| r.map(|i| i as u64))
+                    .collect::<rusqlite::Result<_>>()?;
+                Ok(ids)
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn stemmed_terms_rank_the_matching_chunk_first_and_stop_words_find_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("c.db")).unwrap();
+        let dir = lexical_dir(&store.index_dir());
+        add_doc(
+            &store,
+            "a.md",
+            &[
+                "Retrying requests with exponential backoff and jitter.",
+                "Deploying a release to production.",
+            ],
+        );
+        let state = LexicalState::default();
+        let ids = chunk_ids(&store);
+        let hits = state
+            .search(&store, &dir, "how do I retry a request?", 10)
+            .unwrap();
+        assert_eq!(hits.len(), 1, "{hits:?}");
+        assert_eq!(hits[0].0, ids[0]);
+        assert!(hits[0].1 > 0.0);
+        // The heading path is indexed too.
+        assert_eq!(state.search(&store, &dir, "part", 10).unwrap().len(), 2);
+        assert!(
+            state
+                .search(&store, &dir, "how do the", 10)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_process_catches_up_with_chunks_another_process_added() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = tmp.path().join("c.db");
+        let (store_a, state_a) = (Store::open(&db).unwrap(), LexicalState::default());
+        let dir = lexical_dir(&store_a.index_dir());
+        add_doc(&store_a, "a.md", &["circuit breaker opens after failures"]);
+        assert_eq!(
+            state_a.search(&store_a, &dir, "breaker", 5).unwrap().len(),
+            1
+        );
+        assert_eq!(state_a.stats(&dir).unwrap(), (1, chunk_ids(&store_a)[0]));
+
+        // Another process adds a document and searches: it indexes it (one writer).
+        let (store_b, state_b) = (Store::open(&db).unwrap(), LexicalState::default());
+        add_doc(&store_b, "b.md", &["idempotency keys deduplicate payments"]);
+        let b_id = *chunk_ids(&store_b).last().unwrap();
+        assert_eq!(
+            state_b.search(&store_b, &dir, "idempotency", 5).unwrap()[0].0,
+            b_id
+        );
+        // A third writes without searching; the first process catches up by watermark.
+        add_doc(&store_b, "c.md", &["rollback a deployment"]);
+        let c_id = *chunk_ids(&store_b).last().unwrap();
+        assert_eq!(
+            state_a.search(&store_a, &dir, "rollback", 5).unwrap()[0].0,
+            c_id
+        );
+        assert_eq!(state_a.stats(&dir).unwrap(), (3, c_id));
+        // A fresh process on a deleted index directory rebuilds it from SQLite.
+        std::fs::remove_dir_all(&dir).unwrap();
+        let state_d = LexicalState::default();
+        assert_eq!(
+            state_d.search(&store_a, &dir, "payments", 5).unwrap()[0].0,
+            b_id
+        );
+        assert_eq!(state_d.stats(&dir).unwrap(), (3, c_id));
+    }
+
+    #[test]
+    fn deleted_chunks_are_rebuilt_away_past_a_fifth_dead() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("c.db")).unwrap();
+        let dir = lexical_dir(&store.index_dir());
+        for i in 0..10 {
+            add_doc(
+                &store,
+                &format!("d{i}.md"),
+                &[&format!("topic{i} shared word")],
+            );
+        }
+        let state = LexicalState::default();
+        assert_eq!(state.search(&store, &dir, "shared", 20).unwrap().len(), 10);
+        let delete = |p: &str| store.write(|tx| delete_document(tx, "dir:/t", p)).unwrap();
+        delete("d0.md");
+        delete("d1.md");
+        // 2 dead of 10: not past the share; the index keeps them (callers skip them).
+        assert_eq!(state.search(&store, &dir, "shared", 20).unwrap().len(), 10);
+        assert_eq!(state.stats(&dir).unwrap().0, 10);
+        delete("d2.md");
+        // 3 dead of 10: rebuilt from the 7 live chunks before answering.
+        let hits = state.search(&store, &dir, "shared", 20).unwrap();
+        assert_eq!(hits.len(), 7);
+        let live = chunk_ids(&store);
+        assert!(hits.iter().all(|(id, _)| live.contains(id)), "{hits:?}");
+        assert_eq!(state.stats(&dir).unwrap(), (7, *live.last().unwrap()));
+        assert!(state.search(&store, &dir, "topic0", 5).unwrap().is_empty());
+    }
+}

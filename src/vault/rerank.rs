@@ -204,6 +204,73 @@ pub fn overlaps(query: &str, candidates: &[String]) -> Vec<f32> {
 mod tests {
     use super::*;
 
+    fn cand(chunk: u64, document: &str, cosine: f32, bm25: f32) -> Candidate {
+        Candidate {
+            chunk,
+            document: document.into(),
+            cosine,
+            bm25,
+            overlap: 0.0,
+        }
+    }
+
+    #[test]
+    fn score_is_the_fused_rank_key_in_descending_order() {
+        let c = [
+            cand(1, "a", 0.50, 0.0),
+            cand(2, "b", 0.45, 10.0),
+            cand(3, "c", 0.60, 2.0),
+        ];
+        let r = rank(&c, &Ranking::default(), 10);
+        let order: Vec<u64> = r.iter().map(|x| c[x.index].chunk).collect();
+        // b: 0.8·0.45 + 0.2·1 = 0.56; c: 0.48 + 0.2·0.2 = 0.52; a: 0.40.
+        assert_eq!(order, [2, 3, 1]);
+        assert!((r[0].score - 0.56).abs() < 1e-6 && (r[0].lexical - 1.0).abs() < 1e-6);
+        assert!((r[1].score - 0.52).abs() < 1e-6);
+        assert!(r.windows(2).all(|w| w[0].score >= w[1].score));
+        let dense = Ranking {
+            fusion: Fusion::Dense,
+            ..Ranking::default()
+        };
+        let order: Vec<u64> = rank(&c, &dense, 10)
+            .iter()
+            .map(|x| c[x.index].chunk)
+            .collect();
+        assert_eq!(order, [3, 1, 2]);
+    }
+
+    #[test]
+    fn the_cap_keeps_at_most_n_chunks_per_document_and_fills_from_others() {
+        let c: Vec<Candidate> = (0..6)
+            .map(|i| {
+                cand(
+                    i,
+                    if i < 4 { "long" } else { "other" },
+                    0.9 - i as f32 * 0.1,
+                    0.0,
+                )
+            })
+            .collect();
+        let docs = |r: &Ranking, k| -> Vec<&str> {
+            rank(&c, r, k)
+                .iter()
+                .map(|x| c[x.index].document.as_str())
+                .collect()
+        };
+        let capped = Ranking::default();
+        assert_eq!(docs(&capped, 4), ["long", "long", "other", "other"]);
+        let one = Ranking {
+            max_per_document: Some(1),
+            ..capped
+        };
+        assert_eq!(docs(&one, 4), ["long", "other"]);
+        let none = Ranking {
+            max_per_document: None,
+            ..capped
+        };
+        assert_eq!(docs(&none, 4), ["long"; 4]);
+    }
+
     #[test]
     fn keywords_drop_stop_words_and_stem() {
         let k = keywords("How should the client retry failed requests?");
