@@ -9,7 +9,9 @@
 //! - **Queries**: BEIR `queries.jsonl` (`_id`, `text`); the category is
 //!   `metadata.category` or `category` when present, else `all`.
 //! - **Qrels**: BEIR TSV with the header `query-id corpus-id score`. Only queries with at
-//!   least one judged-relevant document are scored.
+//!   least one judged-relevant document are scored. A corpus id `path#Heading` judges a
+//!   section: a hit of document `path` whose heading path contains `Heading`; a query
+//!   judged by sections is scored on the ranking of distinct sections.
 //! - **Figures**: each system returns its top [`TOP_K`] chunks (what an agent sees);
 //!   the document ranking is their distinct documents in order of first appearance;
 //!   nDCG@10, MRR@10 and Recall@5 over it ([`super::metrics`]), per category; p50
@@ -26,7 +28,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::service::Cairn;
 use crate::vault::reindex::ReindexOptions;
-use crate::vault::rerank::{Fusion, LEXICAL_WEIGHT, MAX_PER_DOCUMENT, Ranking};
+use crate::vault::rerank::{MAX_PER_DOCUMENT, OLD_OVERLAP_WEIGHT, Ranking, Sources};
 
 use super::metrics::{Qrels, QueryScore, Summary, by_category, p50};
 
@@ -51,9 +53,11 @@ pub struct VaultEvalOptions {
 #[derive(Debug, Clone, Serialize)]
 pub struct SystemReport {
     pub name: String,
-    /// `dense`, `lexical`, `keyword-overlap` or `bm25`.
-    pub fusion: String,
-    pub lexical_weight: Option<f32>,
+    /// Where candidates come from: `dense`, `lexical` or `dense+bm25`.
+    pub sources: String,
+    /// Weights of BM25 and keyword overlap in `score` (the rest is cosine).
+    pub lexical_weight: f32,
+    pub overlap_weight: f32,
     /// `None`: no per-document cap.
     pub max_per_document: Option<usize>,
     pub overall: Summary,
@@ -215,48 +219,76 @@ fn write_beir(corpus: &Path, into: &Path) -> Result<Prepared> {
 
 /// The systems every run reports.
 fn systems(sweep: bool) -> Vec<(String, Ranking)> {
-    let r = |fusion, lexical_weight, max_per_document| Ranking {
-        fusion,
+    let r = |sources, lexical_weight, overlap_weight, max_per_document| Ranking {
+        sources,
         lexical_weight,
+        overlap_weight,
         max_per_document,
     };
+    let d = Ranking::default();
     let cap = Some(MAX_PER_DOCUMENT);
     let mut out = vec![
-        ("cairn (bm25 fusion, cap)".to_string(), Ranking::default()),
+        ("cairn".to_string(), d),
         (
             "cairn, no cap".to_string(),
-            r(Fusion::Bm25, LEXICAL_WEIGHT, None),
+            Ranking {
+                max_per_document: None,
+                ..d
+            },
         ),
         (
-            "cairn, no fusion (dense, cap)".to_string(),
-            r(Fusion::Dense, 0.0, cap),
+            "cairn, no BM25 (dense + overlap, cap)".to_string(),
+            Ranking {
+                sources: Sources::Dense,
+                lexical_weight: 0.0,
+                ..d
+            },
+        ),
+        (
+            "BM25 fusion only (no overlap, cap)".to_string(),
+            r(Sources::Both, d.lexical_weight + d.overlap_weight, 0.0, cap),
         ),
         (
             "keyword overlap rerank (before), no cap".to_string(),
-            r(Fusion::KeywordOverlap, 0.0, None),
+            r(Sources::Dense, 0.0, OLD_OVERLAP_WEIGHT, None),
         ),
         (
             "keyword overlap rerank, cap".to_string(),
-            r(Fusion::KeywordOverlap, 0.0, cap),
+            r(Sources::Dense, 0.0, OLD_OVERLAP_WEIGHT, cap),
         ),
         (
             "lexical-only (BM25 chunks)".to_string(),
-            r(Fusion::Lexical, 0.0, None),
+            r(Sources::Lexical, 0.0, 0.0, None),
         ),
         (
             "dense-only (cosine)".to_string(),
-            r(Fusion::Dense, 0.0, None),
+            r(Sources::Dense, 0.0, 0.0, None),
         ),
     ];
     if sweep {
-        for w in [0.1, 0.2, 0.3, 0.4, 0.5, 0.6] {
-            for c in [Some(1), Some(2), Some(3), None] {
+        for (wl, wo) in [
+            (0.1, 0.0),
+            (0.2, 0.0),
+            (0.3, 0.0),
+            (0.0, 0.1),
+            (0.0, 0.2),
+            (0.05, 0.1),
+            (0.05, 0.15),
+            (0.1, 0.05),
+            (0.1, 0.1),
+            (0.1, 0.15),
+            (0.1, 0.2),
+            (0.15, 0.1),
+            (0.15, 0.15),
+            (0.2, 0.1),
+        ] {
+            for c in [Some(1), Some(2), None] {
                 out.push((
                     format!(
-                        "sweep w={w} cap={}",
+                        "sweep bm25={wl} overlap={wo} cap={}",
                         c.map_or("none".into(), |c| c.to_string())
                     ),
-                    r(Fusion::Bm25, w, c),
+                    r(Sources::Both, wl, wo, c),
                 ));
             }
         }
@@ -264,12 +296,30 @@ fn systems(sweep: bool) -> Vec<(String, Ranking)> {
     out
 }
 
-fn fusion_name(f: Fusion) -> &'static str {
-    match f {
-        Fusion::Dense => "dense",
-        Fusion::Lexical => "lexical",
-        Fusion::KeywordOverlap => "keyword-overlap",
-        Fusion::Bm25 => "bm25",
+fn sources_name(r: &Ranking) -> &'static str {
+    match r.sources {
+        Sources::Dense => "dense",
+        Sources::Lexical => "lexical",
+        Sources::Both => "dense+bm25",
+    }
+}
+
+/// The key a hit is judged under: its document id, or `id#heading` when the query's
+/// judgements name sections (`path#Heading`: the hit's document is `path` and its
+/// heading path contains `Heading`).
+fn judged_key(doc: &str, heading_path: &str, qrels: &Qrels) -> String {
+    for k in qrels.keys() {
+        if let Some((d, h)) = k.split_once('#')
+            && d == doc
+            && heading_path.contains(h)
+        {
+            return k.clone();
+        }
+    }
+    if qrels.keys().any(|k| k.contains('#')) {
+        format!("{doc}#{heading_path}")
+    } else {
+        doc.to_string()
     }
 }
 
@@ -344,19 +394,25 @@ pub fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<VaultEval
             let t = Instant::now();
             let hits = cairn.vault_rank(&q.text, Some(&vector), TOP_K, None, ranking)?;
             let mut ms = t.elapsed().as_secs_f64() * 1e3;
-            if ranking.fusion.dense() {
+            if ranking.sources.dense() {
                 ms += embed_ms;
             }
             latency[si].push(ms);
+            let judged = &qrels[&q.id];
+            let mut keys: Vec<String> = Vec::new();
             let mut docs: Vec<String> = Vec::new();
             for h in &hits {
                 let d = doc_id(&h.path);
+                let k = judged_key(&d, &h.metadata.heading_path, judged);
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
                 if !docs.contains(&d) {
                     docs.push(d);
                 }
             }
             distinct[si] += docs.len() as f64;
-            scores[si].push((q.category.clone(), QueryScore::of(&docs, &qrels[&q.id])));
+            scores[si].push((q.category.clone(), QueryScore::of(&keys, judged)));
         }
     }
     let n = queries.len() as f64;
@@ -368,8 +424,9 @@ pub fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<VaultEval
                 by_category(scores[si].iter().map(|(c, s)| (c.as_str(), *s)));
             SystemReport {
                 name: name.clone(),
-                fusion: fusion_name(r.fusion).into(),
-                lexical_weight: (r.fusion == Fusion::Bm25).then_some(r.lexical_weight),
+                sources: sources_name(r).into(),
+                lexical_weight: r.lexical_weight,
+                overlap_weight: r.overlap_weight,
                 max_per_document: r.max_per_document,
                 overall,
                 categories,

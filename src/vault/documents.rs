@@ -265,13 +265,16 @@ pub struct VaultHit {
     /// The document's path relative to its root.
     pub path: String,
     /// The ranking key: results are ordered by it and `min_score` filters on it.
-    /// `0.8 × cosine + 0.2 × lexical` (see docs/vault.md, "Ranking"), -0.8 to 1.
+    /// `0.8 × cosine + 0.05 × lexical + 0.15 × overlap` (docs/vault.md, "Ranking"), -0.8 to 1.
     pub score: f32,
     /// Cosine similarity of the query's and the chunk's embeddings, -1 to 1.
     pub cosine: f32,
     /// The chunk's BM25 score over the best BM25 score among this query's candidates,
     /// 0 to 1 (0 when the chunk shares no word with the query).
     pub lexical: f32,
+    /// The IDF-weighted share of the query's keywords in the chunk's heading path and
+    /// text, IDF among this query's candidates, 0 to 1.
+    pub overlap: f32,
     pub metadata: HitMetadata,
 }
 
@@ -292,6 +295,7 @@ pub(crate) fn load_hit(c: &Connection, id: u64) -> Result<Option<VaultHit>> {
             score: 0.0,
             cosine: 0.0,
             lexical: 0.0,
+            overlap: 0.0,
             metadata: HitMetadata {
                 heading_path: headings.join(super::chunk::HEADING_SEPARATOR),
                 line_start: r.get(2)?,

@@ -5,64 +5,68 @@
 //!   also for chunks only BM25 found).
 //! - `lexical`: the chunk's BM25 score over the best BM25 score among the query's
 //!   candidates (0 to 1; 0 for a chunk without a query word).
-//! - `score = (1 − w)·cosine + w·lexical` with `w` = [`LEXICAL_WEIGHT`]: the ranking key,
-//!   what results are sorted by and `min_score` filters on.
+//! - `overlap`: the IDF-weighted share of the query's keywords found in the chunk's heading
+//!   path and text, IDF computed among the candidates ([`overlaps`]).
+//! - `score = (1 − a − b)·cosine + a·lexical + b·overlap` with `a` = [`LEXICAL_WEIGHT`],
+//!   `b` = [`OVERLAP_WEIGHT`]: the ranking key, what results are sorted by and
+//!   `min_score` filters on.
 //! - At most `max_per_document` chunks of one document ([`MAX_PER_DOCUMENT`] by default),
 //!   so that one long document does not fill the list.
 //!
-//! The weight, the cap and the choice of BM25 over the earlier keyword-overlap rerank
-//! were measured with `cairn eval vault` (figures in docs/vault.md, "Ranking"). The
-//! other [`Fusion`]s stay selectable for that comparison.
+//! The weights and the cap were measured with `cairn eval vault` (figures in
+//! docs/vault.md, "Ranking"); other [`Ranking`]s stay selectable for that comparison.
 
 use std::collections::{HashMap, HashSet};
 
-/// Weight of the lexical part in `score`.
-pub const LEXICAL_WEIGHT: f32 = 0.2;
-/// Weight of the keyword overlap in `score` under [`Fusion::KeywordOverlap`]: the
-/// earlier `cosine + 0.2 × overlap`, scaled to sum to one (the same order).
-pub const KEYWORD_WEIGHT: f32 = 0.2 / 1.2;
+/// Weight of the lexical (BM25) part in `score`.
+pub const LEXICAL_WEIGHT: f32 = 0.05;
+/// Weight of the keyword overlap in `score`.
+pub const OVERLAP_WEIGHT: f32 = 0.15;
+/// The earlier ranking's overlap weight: `cosine + 0.2 × overlap`, scaled to sum to one.
+pub const OLD_OVERLAP_WEIGHT: f32 = 0.2 / 1.2;
 /// Default cap of chunks per document in one result list.
 pub const MAX_PER_DOCUMENT: usize = 2;
 /// Fewest candidates fetched from each index.
 const MIN_CANDIDATES: usize = 40;
 
-/// How candidates are found and scored.
+/// Where candidates come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fusion {
-    /// Dense candidates, `score = cosine`.
+pub enum Sources {
+    /// HNSW only (cosine).
     Dense,
-    /// BM25 candidates, `score = lexical`.
+    /// BM25 only; `score = lexical`.
     Lexical,
-    /// Dense candidates re-ranked by IDF-weighted keyword overlap ([`overlaps`]).
-    KeywordOverlap,
-    /// Dense and BM25 candidates, `score = (1 − w)·cosine + w·lexical`.
-    Bm25,
+    /// Both, fused.
+    Both,
 }
 
-impl Fusion {
+impl Sources {
     /// Whether the query embedding is needed.
     pub fn dense(self) -> bool {
-        self != Fusion::Lexical
+        self != Sources::Lexical
     }
     /// Whether BM25 candidates are fetched.
     pub fn lexical(self) -> bool {
-        matches!(self, Fusion::Lexical | Fusion::Bm25)
+        self != Sources::Dense
     }
 }
 
-/// A ranking: how to fuse, and the per-document cap (`None`: no cap).
+/// A ranking: candidate sources, the weights of the fused score, the per-document cap
+/// (`None`: no cap).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Ranking {
-    pub fusion: Fusion,
+    pub sources: Sources,
     pub lexical_weight: f32,
+    pub overlap_weight: f32,
     pub max_per_document: Option<usize>,
 }
 
 impl Default for Ranking {
     fn default() -> Self {
         Ranking {
-            fusion: Fusion::Bm25,
+            sources: Sources::Both,
             lexical_weight: LEXICAL_WEIGHT,
+            overlap_weight: OVERLAP_WEIGHT,
             max_per_document: Some(MAX_PER_DOCUMENT),
         }
     }
@@ -82,7 +86,7 @@ pub struct Candidate {
     pub cosine: f32,
     /// Raw BM25 score; 0 when BM25 did not return the chunk.
     pub bm25: f32,
-    /// Keyword overlap (0 to 1), used by [`Fusion::KeywordOverlap`] only.
+    /// Keyword overlap (0 to 1, [`overlaps`]); computed when its weight is not zero.
     pub overlap: f32,
 }
 
@@ -97,6 +101,7 @@ pub struct Ranked {
 /// Score, sort (ties by chunk id) and cap `candidates`; at most `top_k`.
 pub fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) -> Vec<Ranked> {
     let best_bm25 = candidates.iter().map(|c| c.bm25).fold(0.0f32, f32::max);
+    let (wl, wo) = (ranking.lexical_weight, ranking.overlap_weight);
     let mut ranked: Vec<Ranked> = candidates
         .iter()
         .enumerate()
@@ -106,15 +111,9 @@ pub fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) -> Vec<Ra
             } else {
                 0.0
             };
-            let score = match ranking.fusion {
-                Fusion::Dense => c.cosine,
-                Fusion::Lexical => lexical,
-                Fusion::KeywordOverlap => {
-                    (1.0 - KEYWORD_WEIGHT) * c.cosine + KEYWORD_WEIGHT * c.overlap
-                }
-                Fusion::Bm25 => {
-                    (1.0 - ranking.lexical_weight) * c.cosine + ranking.lexical_weight * lexical
-                }
+            let score = match ranking.sources {
+                Sources::Lexical => lexical,
+                _ => (1.0 - wl - wo) * c.cosine + wl * lexical + wo * c.overlap,
             };
             Ranked {
                 index,
@@ -221,7 +220,12 @@ mod tests {
             cand(2, "b", 0.45, 10.0),
             cand(3, "c", 0.60, 2.0),
         ];
-        let r = rank(&c, &Ranking::default(), 10);
+        let fused = Ranking {
+            lexical_weight: 0.2,
+            overlap_weight: 0.0,
+            ..Ranking::default()
+        };
+        let r = rank(&c, &fused, 10);
         let order: Vec<u64> = r.iter().map(|x| c[x.index].chunk).collect();
         // b: 0.8·0.45 + 0.2·1 = 0.56; c: 0.48 + 0.2·0.2 = 0.52; a: 0.40.
         assert_eq!(order, [2, 3, 1]);
@@ -229,7 +233,9 @@ mod tests {
         assert!((r[1].score - 0.52).abs() < 1e-6);
         assert!(r.windows(2).all(|w| w[0].score >= w[1].score));
         let dense = Ranking {
-            fusion: Fusion::Dense,
+            sources: Sources::Dense,
+            lexical_weight: 0.0,
+            overlap_weight: 0.0,
             ..Ranking::default()
         };
         let order: Vec<u64> = rank(&c, &dense, 10)

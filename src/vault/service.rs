@@ -23,12 +23,13 @@ use crate::paths::{resolve_in_root, shown};
 use crate::service::Cairn;
 use crate::session::Session;
 
+use super::documents::chunk_collection;
 use super::documents::{VaultHit, chunk_vector, delete_document, load_hit};
 use super::identity::{DocRoot, relative_path};
 use super::ingest::{Pending, is_current, is_markdown, read_file};
 use super::lexical::lexical_dir;
 use super::live::vault_dir;
-use super::rerank::{self, Candidate, Fusion, Ranking};
+use super::rerank::{self, Candidate, Ranking};
 
 /// Largest `top_k` of a vault search.
 pub const MAX_TOP_K: usize = 50;
@@ -119,7 +120,7 @@ impl Cairn {
         ranking: &Ranking,
     ) -> Result<Vec<VaultHit>> {
         check_query(query, top_k)?;
-        let vector = match ranking.fusion.dense() {
+        let vector = match ranking.sources.dense() {
             true => Some(self.vault.embedder.embed_query(query)?),
             false => None,
         };
@@ -127,7 +128,7 @@ impl Cairn {
     }
 
     /// Rank with a query embedding computed by the caller (`None` only for
-    /// [`Fusion::Lexical`]).
+    /// [`Sources::Lexical`](super::rerank::Sources::Lexical)).
     pub(crate) fn vault_rank(
         &self,
         query: &str,
@@ -143,7 +144,7 @@ impl Cairn {
         let accept = |c: &str| collections.is_none_or(|cs| cs.iter().any(|x| x == c));
         let n = rerank::candidates(top_k);
         let index_dir = self.index_dir();
-        let dense = match (ranking.fusion.dense(), vector) {
+        let dense = match (ranking.sources.dense(), vector) {
             (true, Some(q)) => {
                 self.vault
                     .search(&self.store, &vault_dir(&index_dir), q, n, accept)?
@@ -155,14 +156,8 @@ impl Cairn {
             }
             (false, _) => Vec::new(),
         };
-        let lexical = match ranking.fusion.lexical() {
-            // BM25 does not filter by collection: fetch more when filtering afterwards.
-            true => self.vault.lexical.search(
-                &self.store,
-                &lexical_dir(&index_dir),
-                query,
-                if collections.is_some() { 4 * n } else { n },
-            )?,
+        let lexical = match ranking.sources.lexical() {
+            true => self.lexical_candidates(query, n, &accept)?,
             false => Vec::new(),
         };
         let mut order: Vec<u64> = Vec::with_capacity(dense.len() + lexical.len());
@@ -209,7 +204,7 @@ impl Cairn {
             }
             Ok((hits, candidates))
         })?;
-        if ranking.fusion == Fusion::KeywordOverlap {
+        if ranking.overlap_weight != 0.0 {
             let texts: Vec<String> = hits
                 .iter()
                 .map(|h| format!("{}\n{}", h.metadata.heading_path, h.text))
@@ -227,9 +222,41 @@ impl Cairn {
                 h.score = r.score;
                 h.cosine = candidates[r.index].cosine;
                 h.lexical = r.lexical;
+                h.overlap = candidates[r.index].overlap;
                 Some(h)
             })
             .collect())
+    }
+
+    /// The `n` best BM25 chunks in the accepted collections. BM25 does not filter by
+    /// collection, so when filtering leaves fewer than `n`, more are fetched (up to
+    /// 16·`n`): with every chunk accepted the candidates are those of an unfiltered search.
+    fn lexical_candidates(
+        &self,
+        query: &str,
+        n: usize,
+        accept: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<(u64, f32)>> {
+        let dir = lexical_dir(&self.index_dir());
+        let mut k = n;
+        loop {
+            let raw = self.vault.lexical.search(&self.store, &dir, query, k)?;
+            let full = raw.len() == k;
+            let mut kept = self.store.read(|c| {
+                let mut kept = Vec::with_capacity(raw.len());
+                for &(id, s) in &raw {
+                    if chunk_collection(c, id)?.is_some_and(|col| accept(&col)) {
+                        kept.push((id, s));
+                    }
+                }
+                Ok(kept)
+            })?;
+            if kept.len() >= n || !full || k >= 16 * n {
+                kept.truncate(n);
+                return Ok(kept);
+            }
+            k *= 4;
+        }
     }
 
     /// `search_knowledge`: search the bound project's vault collections.

@@ -33,7 +33,7 @@ pub struct KnowledgeParams {
     /// Results to return (default 5, max 20).
     #[schemars(range(min = 1, max = 20))]
     pub top_k: Option<u32>,
-    /// Minimum `score` (the ranking key: 0.8 × cosine similarity + 0.2 × relative BM25), -1 to 1 (default 0.3).
+    /// Minimum `score` (the ranking key: cosine similarity fused with BM25 and keyword overlap), -1 to 1 (default 0.3).
     #[schemars(range(min = -1.0, max = 1.0))]
     pub min_score: Option<f32>,
     /// At most this many chunks of one document (default 2; 0 = no cap).
@@ -51,7 +51,7 @@ pub struct PathParams {
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct RetrieveResult {
-    /// Best first, by `score` (cosine similarity fused with BM25).
+    /// Best first, by `score` (cosine similarity fused with BM25 and keyword overlap).
     pub results: Vec<VaultHit>,
 }
 
@@ -94,7 +94,7 @@ pub fn tools() -> Vec<ToolDef> {
         ),
         tool(
             "vault_retrieve",
-            "Semantic search over the whole Knowledge Vault (cosine similarity fused with BM25, at most 2 chunks per document by default): text, path, score and metadata (heading path, lines, collection, chunk hash).",
+            "Semantic search over the whole Knowledge Vault (cosine similarity fused with BM25 and keyword overlap, at most 2 chunks per document by default): text, path, score and metadata (heading path, lines, collection, chunk hash).",
             Effect::ReadOnly,
             json!({"query": "retry pattern with exponential backoff", "top_k": 10}),
             retrieve,
