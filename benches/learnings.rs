@@ -3,6 +3,12 @@
 //! set of natural-language queries), add latency, full rebuild time, and the same
 //! corpus, queries and blend on SQLite FTS5 as the baseline.
 //!
+//! Semantic part: the corpus is recorded without the model (embedding 100,000 texts
+//! would take hours), then every learning gets a deterministic random unit vector in
+//! `learning_embeddings`. Exact cosine costs the same whatever the values, so the hybrid
+//! search latency (query embedding by the real model + cosine over the project's vectors
+//! + BM25 + blend) is representative; its ranking on these vectors is not.
+//!
 //! Run: `cargo bench --bench learnings`. Corpora are built once and cached under
 //! `target/bench-corpus/` (delete it to rebuild). `LEARNINGS_BENCH_SIZES=10000` limits
 //! the sizes.
@@ -24,12 +30,13 @@ use std::time::{Duration, Instant};
 
 use cairn::Cairn;
 use cairn::issues::{NewIssue, NewProject};
-use cairn::learnings::{LearningSearch, NewLearning, STOP_WORDS, SearchScope};
+use cairn::learnings::{LearningSearch, NewLearning, Ranking, STOP_WORDS, SearchScope};
+use cairn::vault::embed::{DIMENSION, Embedder, EmbedderConfig, MODEL_ID};
 use criterion::{Criterion, criterion_group, criterion_main};
 use rusqlite::{Connection, params};
 
 /// Corpus format version: bump when the generator changes.
-const CORPUS_VERSION: u32 = 1;
+const CORPUS_VERSION: u32 = 2;
 const PROJECTS: usize = 10;
 const PER_ISSUE: usize = 40;
 const LIMIT: usize = 50;
@@ -289,7 +296,11 @@ fn corpus(n: usize) -> PathBuf {
     let _ = std::fs::remove_dir_all(cairn::store::index_dir_for(&db));
     std::fs::create_dir_all(&dir).unwrap();
     let t = Instant::now();
-    let cairn = Cairn::open(&db).unwrap();
+    let no_model = Embedder::new(EmbedderConfig {
+        model_dir: Some(dir.join("no-model")),
+        ..Default::default()
+    });
+    let cairn = Cairn::open_with_embedder(&db, no_model).unwrap();
     let mut rng = Rng(cairn::rng::SplitMix64::new(42));
     let mut seen = HashSet::new();
     let mut batch = Vec::new();
@@ -347,6 +358,7 @@ fn corpus(n: usize) -> PathBuf {
          CREATE VIRTUAL TABLE bench_fts_vocab USING fts5vocab('bench_fts', 'row');",
     )
     .unwrap();
+    random_vectors(&c);
     drop(c);
     std::fs::write(&done, "").unwrap();
     println!(
@@ -354,6 +366,34 @@ fn corpus(n: usize) -> PathBuf {
         t.elapsed().as_secs_f64()
     );
     db
+}
+
+/// A deterministic random unit vector for every learning (see the module docs).
+fn random_vectors(c: &Connection) {
+    let mut rng = cairn::rng::SplitMix64::new(99);
+    let seqs: Vec<i64> = c
+        .prepare("SELECT seq FROM learnings ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    c.execute_batch("BEGIN").unwrap();
+    let mut st = c
+        .prepare(
+            "INSERT INTO learning_embeddings(learning_seq, model, embedding) VALUES (?1, ?2, ?3)",
+        )
+        .unwrap();
+    for seq in seqs {
+        let mut v: Vec<f32> = (0..DIMENSION)
+            .map(|_| rng.below(2_000_001) as f32 / 1_000_000.0 - 1.0)
+            .collect();
+        cairn::vault::embed::l2_normalize(&mut v);
+        let blob: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        st.execute(params![seq, MODEL_ID, blob]).unwrap();
+    }
+    drop(st);
+    c.execute_batch("COMMIT").unwrap();
 }
 
 /// Copy a corpus (database and index) into a temp dir, for benches that write.
@@ -373,14 +413,19 @@ fn scratch_copy(db: &Path) -> (tempfile::TempDir, PathBuf) {
     (tmp, to)
 }
 
-fn search(cairn: &Cairn, q: &str) -> usize {
+/// One search of project `proj3`: lexical only (BM25, field priority, quality, no
+/// embedding), or the hybrid blend (query embedding included).
+fn search(cairn: &Cairn, q: &str, ranking: Ranking) -> usize {
     cairn
-        .search_learnings(&LearningSearch {
-            query: q.to_string(),
-            scope: SearchScope::Project("proj3".into()),
-            limit: Some(LIMIT),
-            min_quality_score: None,
-        })
+        .search_learnings_ranked(
+            &LearningSearch {
+                query: q.to_string(),
+                scope: SearchScope::Project("proj3".into()),
+                limit: Some(LIMIT),
+                min_quality_score: None,
+            },
+            ranking,
+        )
         .unwrap()
         .count
 }
@@ -485,14 +530,14 @@ fn bench(c: &mut Criterion) {
         let cairn = Cairn::open(&db).unwrap();
         let fts = Fts5::open(&db);
         for q in &qs {
-            search(&cairn, q);
+            search(&cairn, q, Ranking::Lexical);
             fts.search(q);
         }
         let mut i = 0;
         c.bench_function(&format!("learnings/search/tantivy/{label}"), |b| {
             b.iter(|| {
                 i += 1;
-                search(&cairn, &qs[i % qs.len()])
+                search(&cairn, &qs[i % qs.len()], Ranking::Lexical)
             })
         });
         let mut j = 0;
@@ -511,10 +556,35 @@ fn bench(c: &mut Criterion) {
         for _ in 0..25 {
             for q in &qs {
                 let t = Instant::now();
-                hits += search(&cairn, q);
+                hits += search(&cairn, q, Ranking::Lexical);
                 tantivy_times.push(t.elapsed());
             }
         }
+        // Hybrid: the real default search, query embedding included.
+        let mut hybrid_times = Vec::new();
+        let mut embed_times = Vec::new();
+        for _ in 0..3 {
+            for q in &qs {
+                let t = Instant::now();
+                search(&cairn, q, Ranking::Blend);
+                hybrid_times.push(t.elapsed());
+            }
+        }
+        let embedder = Embedder::default();
+        embedder.load().unwrap();
+        for q in &qs {
+            let t = Instant::now();
+            embedder.embed_query(q).unwrap();
+            embed_times.push(t.elapsed());
+        }
+        let (hp50, hp99) = percentiles(hybrid_times);
+        let (ep50, _) = percentiles(embed_times);
+        println!(
+            "[{label}] hybrid search p50/p99: {:.3}/{:.3} ms (query embedding alone p50 {:.3} ms)",
+            hp50.as_secs_f64() * 1e3,
+            hp99.as_secs_f64() * 1e3,
+            ep50.as_secs_f64() * 1e3
+        );
         let mut fts_times = Vec::new();
         for _ in 0..3 {
             for q in &qs {

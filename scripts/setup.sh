@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set up a fresh machine for Cairn: Rust toolchain check, Python packages used by the
 # tests (the official MCP SDK as a real client; ONNX Runtime + tokenizers for the
-# independent embedding reference), and the embedding model under models/.
+# independent embedding reference), the official TypeScript SDK and the MCP Inspector
+# (pinned in tests/mcp_ts/package-lock.json, installed with `npm ci`; Node 20+), and the
+# embedding model under models/.
 # Idempotent: a second run only verifies. Progress goes to stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +12,10 @@ say() { printf '[setup] %s\n' "$*" >&2; }
 
 command -v cargo >/dev/null || { say "cargo not found: install Rust (rustup) first"; exit 1; }
 command -v python3 >/dev/null || { say "python3 not found"; exit 1; }
+command -v node >/dev/null || { say "node not found: install Node.js 20 or later"; exit 1; }
+command -v npm >/dev/null || { say "npm not found: install Node.js 20 or later"; exit 1; }
+NODE_MAJOR=$(node -p 'process.versions.node.split(".")[0]')
+[ "$NODE_MAJOR" -ge 20 ] || { say "node $NODE_MAJOR found; Node.js 20 or later is needed"; exit 1; }
 
 PY_PKGS=(mcp==2.3.0 onnxruntime==1.31.1 tokenizers numpy)
 if python3 -c 'import mcp, onnxruntime, tokenizers, numpy' 2>/dev/null; then
@@ -17,6 +23,16 @@ if python3 -c 'import mcp, onnxruntime, tokenizers, numpy' 2>/dev/null; then
 else
   say "installing python packages: ${PY_PKGS[*]}"
   python3 -m pip install --quiet --disable-pip-version-check "${PY_PKGS[@]}" >&2
+fi
+
+# The TypeScript SDK and the Inspector CLI, exactly as locked.
+if [ -f tests/mcp_ts/node_modules/.package-lock.json ] \
+   && cmp -s tests/mcp_ts/package-lock.json tests/mcp_ts/node_modules/.package-lock.json.src 2>/dev/null; then
+  say "node packages present"
+else
+  say "installing node packages (npm ci in tests/mcp_ts)"
+  (cd tests/mcp_ts && npm ci --no-audit --no-fund --loglevel=error >&2)
+  cp tests/mcp_ts/package-lock.json tests/mcp_ts/node_modules/.package-lock.json.src
 fi
 
 if [ -x models/fetch.sh ] || [ -f models/fetch.sh ]; then

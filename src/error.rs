@@ -84,9 +84,20 @@ pub enum Error {
     /// A derived index is unusable and must be rebuilt.
     #[error("index error: {0}")]
     Index(String),
+    /// A filesystem (of the database or of the index directory) has no space left
+    /// (`SQLITE_FULL`, `ENOSPC`, `EDQUOT`). Not internal: the caller learns what is full
+    /// and that retrying is pointless until space is freed.
+    #[error(
+        "storage full: {what} has no space left; nothing was lost, but a retry will not \
+         succeed until space is freed there"
+    )]
+    StorageFull {
+        /// What is full: "the database <path>" or "the index directory <path>".
+        what: String,
+    },
     /// SQLite failed.
     #[error("database error: {0}")]
-    Database(#[from] rusqlite::Error),
+    Database(#[source] rusqlite::Error),
     /// Filesystem I/O failed on a path.
     #[error("i/o error on {path}: {source}")]
     Io {
@@ -120,11 +131,15 @@ impl Error {
         }
     }
 
+    /// An I/O failure on `path`; no space left there is [`Error::StorageFull`].
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
-            path: path.into(),
-            source,
+        let path = path.into();
+        if is_no_space(&source) {
+            return Error::StorageFull {
+                what: format!("the filesystem of {}", path.display()),
+            };
         }
+        Error::Io { path, source }
     }
 
     /// The stable code a client sees. One table, no wildcard arm.
@@ -145,6 +160,7 @@ impl Error {
             Error::WorkspaceInvalid(_) => "ERR_WORKSPACE_INVALID",
             Error::ModelUnavailable(_) => "ERR_MODEL_UNAVAILABLE",
             Error::Index(_) => "ERR_INDEX",
+            Error::StorageFull { .. } => "ERR_STORAGE_FULL",
             Error::Database(_) => "ERR_INTERNAL",
             Error::Io { .. } => "ERR_INTERNAL",
             Error::Internal(_) => "ERR_INTERNAL",
@@ -158,6 +174,28 @@ impl Error {
             self,
             Error::Database(_) | Error::Io { .. } | Error::Internal(_)
         )
+    }
+}
+
+/// Whether an I/O error means no space is left (`ENOSPC`) or the quota is used up
+/// (`EDQUOT`).
+pub fn is_no_space(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
+}
+
+impl From<rusqlite::Error> for Error {
+    /// `SQLITE_FULL` is [`Error::StorageFull`] (the store names the database file, see
+    /// `Store::write`); everything else is [`Error::Database`].
+    fn from(e: rusqlite::Error) -> Self {
+        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
+            return Error::StorageFull {
+                what: "the database".into(),
+            };
+        }
+        Error::Database(e)
     }
 }
 

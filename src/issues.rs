@@ -300,6 +300,20 @@ pub(crate) fn insert_issue(c: &Connection, new: &NewIssue) -> Result<String> {
         errors.push(FieldError::new("priority", "must be 1 (urgent) to 4 (low)"));
     }
     validate_labels(&mut errors, "labels", &new.labels);
+    for (i, l) in new.labels.iter().enumerate() {
+        if let Err(e) = crate::text::exact(&format!("labels[{i}]"), l) {
+            errors.push(e);
+        }
+    }
+    let title = crate::text::prose("title", &new.title).unwrap_or_else(|e| {
+        errors.push(e);
+        String::new()
+    });
+    let description = crate::text::prose_opt("description", new.description.as_deref())
+        .unwrap_or_else(|e| {
+            errors.push(e);
+            None
+        });
     if !errors.is_empty() {
         return Err(Error::InvalidInput(errors));
     }
@@ -339,8 +353,8 @@ pub(crate) fn insert_issue(c: &Connection, new: &NewIssue) -> Result<String> {
             project.id,
             seq,
             identifier,
-            new.title.trim(),
-            new.description.clone().unwrap_or_default(),
+            title.trim(),
+            description.unwrap_or_default(),
             new.status.unwrap_or(Status::Todo).as_str(),
             new.priority.unwrap_or(3),
             parent_id,

@@ -33,6 +33,7 @@ pub mod scope;
 pub mod service;
 pub mod session;
 pub mod store;
+pub mod text;
 pub mod trail;
 pub mod vault;
 pub mod workspace;

@@ -6,14 +6,14 @@
 //! `data/memory/_global/<profileType>/<filename>` (scope `global`). `_global` cannot
 //! collide with a project slug (slugs start with a letter or digit).
 //!
-//! A write replaces the whole file atomically: a temp file in the same directory,
-//! written, fsynced, renamed over the target, then the directory fsynced, so a reader
-//! sees the old or the new content, never a mix. The directory is resolved through
-//! [`crate::paths`]: an existing component that is a symlink leading outside the
-//! Symphony root is refused, as is a target that is a symlink leaving it.
-
-use std::io::Write;
-use std::path::Path;
+//! A write replaces the whole file atomically ([`crate::paths::DirHandle::write_atomic`]):
+//! a temp file in the same directory, written, fsynced, renamed over the target, then the
+//! directory fsynced, so a reader sees the old or the new content, never a mix. The
+//! Symphony root is opened once and the memory directory is created and opened beneath
+//! that handle with `mkdirat`/`openat` ([`crate::paths`]): a symlink anywhere along
+//! `data/memory/<owner>/<profile>` is refused, and the temp file is created and renamed
+//! relative to the verified directory handle. A target that is not a regular file
+//! (symlink, directory, FIFO, device) is refused and left alone.
 
 use serde::{Deserialize, Serialize};
 
@@ -84,24 +84,6 @@ fn validate(filename: &str, content: &str) -> Result<()> {
     Ok(())
 }
 
-/// Write `content` to `target` atomically (temp file in the same directory, fsync,
-/// rename, fsync of the directory).
-fn write_atomic(dir: &Path, target: &Path, content: &str) -> Result<()> {
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".memory-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(|e| Error::io(dir, e))?;
-    tmp.write_all(content.as_bytes())
-        .and_then(|_| tmp.as_file().sync_all())
-        .map_err(|e| Error::io(tmp.path(), e))?;
-    tmp.persist(target)
-        .map_err(|e| Error::io(target, e.error))?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(dir, e))
-}
-
 impl Cairn {
     /// Replace one of the session profile's memory files (see the module docs).
     pub fn update_memory(
@@ -112,6 +94,7 @@ impl Cairn {
         content: &str,
     ) -> Result<MemoryWritten> {
         validate(filename, content)?;
+        let content = &crate::text::prose_field("content", content)?;
         let profile = session
             .agent_type
             .as_deref()
@@ -144,33 +127,29 @@ impl Cairn {
         };
         let relative_dir = format!("data/memory/{owner}/{profile}");
         let unsafe_dir = |e: Error| match e {
-            Error::InvalidInput(fields) => Error::FailedPrecondition(format!(
+            Error::InvalidInput(_) => Error::FailedPrecondition(format!(
                 "the memory directory {relative_dir} under {} is unsafe: {}",
                 root.display(),
-                fields
-                    .iter()
-                    .map(|f| f.message.clone())
-                    .collect::<Vec<_>>()
-                    .join("; ")
+                crate::paths::refusal_text(&e)
             )),
             other => other,
         };
-        let dir = crate::paths::ensure_dir_in_root(root, &relative_dir, "memory_dir")
+        let root = crate::paths::DirHandle::open_root(root)?;
+        let parts = ["data", "memory", owner.as_str(), profile];
+        let dir = root
+            .create_dirs(&parts, &relative_dir, "memory_dir")
             .map_err(unsafe_dir)?;
-        let target =
-            crate::paths::resolve_in_root(root, &format!("{relative_dir}/{filename}"), "filename")
-                .map_err(unsafe_dir)?;
-        let replaced = match std::fs::symlink_metadata(&target) {
-            Ok(m) if m.is_dir() => {
-                return Err(Error::FailedPrecondition(format!(
-                    "{} is a directory; remove it or pick another filename",
-                    target.display()
-                )));
-            }
-            Ok(_) => true,
-            Err(_) => false,
-        };
-        write_atomic(&dir, &target, content)?;
+        let target = dir.path().join(filename);
+        let replaced = dir
+            .write_atomic(
+                std::ffi::OsStr::new(filename),
+                content.as_bytes(),
+                "filename",
+            )
+            .map_err(|e| match e {
+                Error::InvalidInput(_) => Error::FailedPrecondition(crate::paths::refusal_text(&e)),
+                other => other,
+            })?;
         tracing::info!(path = %target.display(), profile, "memory file written");
         Ok(MemoryWritten {
             scope,

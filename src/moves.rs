@@ -14,27 +14,35 @@
 //!   is replaced by `phase:<first phase of the target>`. An issue without a phase label
 //!   gets none.
 //! - **Artifacts**: the regular files under `docs/tickets/<old>/` of the source
-//!   project's path are copied to `docs/tickets/<new>/` of the target's path. Symlinks
-//!   are never followed (they are skipped and listed); every file is opened and checked
-//!   to be the very file that was inspected (device and inode), so a swap in between is
-//!   refused. `skip:<phase>` is added for each phase (but `ready`) with an artifact: a
+//!   project's path are copied to `docs/tickets/<new>/` of the target's path. Both
+//!   directories are opened beneath a handle on their project root and every entry
+//!   beneath those handles ([`crate::paths::DirHandle`]): symlinks are never followed,
+//!   and symlinks, special files and files with more than one hard link are skipped and
+//!   listed; every file is opened again for the copy and checked to be the very file
+//!   that was listed (device and inode), so a swap in between is refused. `skip:<phase>` is added for each phase (but `ready`) with an artifact: a
 //!   `<phase>.md` file, or the file named by the phase's latest claim.
-//! - **No half state**: files are copied into a temp directory beside the destination,
-//!   then renamed into place as the last step of the database transaction; if the
+//! - **No half state**: files are copied (`O_CREAT | O_EXCL`, `mkdirat`) into a temp
+//!   directory created beneath the target's `docs/tickets` handle, then renamed into
+//!   place relative to that handle (`renameat2(RENAME_NOREPLACE)`) as the last step of
+//!   the database transaction; if the
 //!   rename or the commit fails, the copy is removed and nothing in the database
 //!   changed. The status goes to `todo` (with a status-history entry) and the reason is
 //!   posted as a comment, in the same transaction.
 
 use std::cell::Cell;
+use std::ffi::OsStr;
+use std::io::Read;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use rustix::fs::FileType;
 
 use rusqlite::{Connection, Transaction, params};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::issues::{Issue, Project, Status, find_project, load_issue};
-use crate::paths::{ensure_dir_in_root, resolve_in_root};
+use crate::paths::DirHandle;
 use crate::phases::pipeline;
 use crate::service::{Cairn, now_iso};
 use crate::trail::findings::{add_comment_in, latest_phase_claim_in};
@@ -72,73 +80,109 @@ pub struct MovedIssue {
 /// identity (device, inode) it had when listed.
 struct Artifact {
     rel: String,
-    src: PathBuf,
     dev: u64,
     ino: u64,
 }
 
-/// Files under `dir`, recursively, without following symlinks.
-fn list_artifacts(dir: &Path) -> Result<(Vec<Artifact>, Vec<String>)> {
+/// Files under the ticket directory `dir`, recursively, each directory and file opened
+/// beneath `dir`'s handle without following symlinks. Symlinks, special files and files
+/// with more than one hard link are skipped and listed.
+fn list_artifacts(dir: &DirHandle) -> Result<(Vec<Artifact>, Vec<String>)> {
+    const FIELD: &str = "source ticket dir";
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     let mut total = 0u64;
-    let mut stack = vec![(dir.to_path_buf(), String::new())];
-    while let Some((path, prefix)) = stack.pop() {
-        let mut entries: Vec<_> = std::fs::read_dir(&path)
-            .map_err(|e| Error::io(&path, e))?
-            .collect::<std::io::Result<_>>()
-            .map_err(|e| Error::io(&path, e))?;
-        entries.sort_by_key(|e| e.file_name());
-        for entry in entries {
-            let name = entry.file_name().to_string_lossy().into_owned();
+    let mut dirs = 0usize;
+    let mut stack: Vec<String> = vec![String::new()];
+    while let Some(prefix) = stack.pop() {
+        let parts: Vec<&str> = prefix.split('/').filter(|p| !p.is_empty()).collect();
+        let current = if parts.is_empty() {
+            None
+        } else {
+            match dir.dir_parts(&parts, &prefix, FIELD) {
+                Ok(Some(d)) => Some(d),
+                Ok(None) => continue,
+                Err(Error::InvalidInput(_)) => {
+                    skipped.push(prefix.clone());
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let here = current.as_ref().unwrap_or(dir);
+        for entry in here.entries()? {
+            let Some(name) = entry.name.to_str() else {
+                skipped.push(format!("{prefix}{}", entry.name.to_string_lossy()));
+                continue;
+            };
             let rel = format!("{prefix}{name}");
-            let meta =
-                std::fs::symlink_metadata(entry.path()).map_err(|e| Error::io(entry.path(), e))?;
-            if meta.is_dir() {
-                stack.push((entry.path(), format!("{rel}/")));
-            } else if meta.is_file() {
-                total += meta.len();
-                files.push(Artifact {
-                    rel,
-                    src: entry.path(),
-                    dev: meta.dev(),
-                    ino: meta.ino(),
-                });
-            } else {
-                skipped.push(rel);
+            match entry.kind {
+                FileType::Directory => {
+                    dirs += 1;
+                    stack.push(format!("{rel}/"));
+                }
+                FileType::RegularFile => {
+                    let rel_parts: Vec<&str> = rel.split('/').collect();
+                    match dir.open_file_parts(&rel_parts, &rel, FIELD, MAX_BYTES) {
+                        Ok(Some(f)) => {
+                            total += f.metadata().len();
+                            files.push(Artifact {
+                                rel,
+                                dev: f.metadata().dev(),
+                                ino: f.metadata().ino(),
+                            });
+                        }
+                        Ok(None) => {}
+                        Err(Error::InvalidInput(_)) => skipped.push(rel),
+                        Err(e) => return Err(e),
+                    }
+                }
+                _ => skipped.push(rel),
             }
         }
-        if files.len() > MAX_FILES || total > MAX_BYTES {
+        if files.len() + dirs > MAX_FILES || total > MAX_BYTES {
             return Err(Error::FailedPrecondition(format!(
-                "{} holds more than {MAX_FILES} files or {MAX_BYTES} bytes; move the issue's \
-                 artifacts by hand",
-                dir.display()
+                "{} holds more than {MAX_FILES} files and directories or {MAX_BYTES} bytes; \
+                 move the issue's artifacts by hand",
+                dir.path().display()
             )));
         }
     }
     files.sort_by(|a, b| a.rel.cmp(&b.rel));
+    skipped.sort();
     Ok((files, skipped))
 }
 
-/// Copy one artifact into `staging`, refusing a file that is not the one listed.
-fn copy_artifact(a: &Artifact, staging: &Path) -> Result<()> {
-    let mut src = std::fs::File::open(&a.src).map_err(|e| Error::io(&a.src, e))?;
-    let meta = src.metadata().map_err(|e| Error::io(&a.src, e))?;
-    if !meta.is_file() || meta.dev() != a.dev || meta.ino() != a.ino {
-        return Err(Error::Conflict {
-            message: format!(
-                "{} changed while the move was copying it; retry the move",
-                a.src.display()
-            ),
-            existing_id: None,
-        });
+/// Copy one artifact from the ticket directory `from` into `staging`, both beneath
+/// their handles; a file that is not the one listed is refused.
+fn copy_artifact(from: &DirHandle, a: &Artifact, staging: &DirHandle) -> Result<()> {
+    let parts: Vec<&str> = a.rel.split('/').collect();
+    let changed = || Error::Conflict {
+        message: format!(
+            "{} changed while the move was copying it; retry the move",
+            from.path().join(&a.rel).display()
+        ),
+        existing_id: None,
+    };
+    let src = match from.open_file_parts(&parts, &a.rel, "source ticket dir", MAX_BYTES) {
+        Ok(Some(f)) => f,
+        Ok(None) | Err(Error::InvalidInput(_)) => return Err(changed()),
+        Err(e) => return Err(e),
+    };
+    if src.metadata().dev() != a.dev || src.metadata().ino() != a.ino {
+        return Err(changed());
     }
-    let dest = staging.join(&a.rel);
-    if let Some(parent) = dest.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    let (name, dirs) = parts
+        .split_last()
+        .ok_or_else(|| Error::Internal("empty artifact path".into()))?;
+    let parent = staging.create_dirs(dirs, &a.rel, "target ticket dir")?;
+    let dest = parent.path().join(name);
+    let mut out = parent.create_new(std::ffi::OsStr::new(name))?;
+    let n = std::io::copy(&mut src.file().take(MAX_BYTES + 1), &mut out)
+        .map_err(|e| Error::io(&dest, e))?;
+    if n > MAX_BYTES {
+        return Err(changed());
     }
-    let mut out = std::fs::File::create_new(&dest).map_err(|e| Error::io(&dest, e))?;
-    std::io::copy(&mut src, &mut out).map_err(|e| Error::io(&dest, e))?;
     out.sync_all().map_err(|e| Error::io(&dest, e))
 }
 
@@ -288,7 +332,7 @@ impl Cairn {
                 format!("say why the issue moves, in 1-{REASON_MAX} characters"),
             ));
         }
-        let (before, source, target, skips, files, skipped) = self.store.read(|c| {
+        let (before, source, target, skips, files, skipped, ticket_dir) = self.store.read(|c| {
             let id = crate::issues::resolve_issue_id(c, issue)?
                 .ok_or_else(|| Error::not_found("issue", issue))?;
             let before = load_issue(c, &id)?.ok_or_else(|| Error::not_found("issue", issue))?;
@@ -301,15 +345,17 @@ impl Cairn {
             // A source project without a path, or whose directory is gone, has no
             // artifacts to carry over.
             let dir = match source.path.as_deref().map(Path::new) {
-                Some(p) if p.is_dir() => Some(resolve_in_root(p, &ticket, "source ticket dir")?),
+                Some(p) if p.is_dir() => {
+                    DirHandle::open_root(p)?.dir(&ticket, "source ticket dir")?
+                }
                 _ => None,
             };
-            let (files, skipped) = match dir.filter(|d| d.is_dir()) {
-                Some(d) => list_artifacts(&d)?,
+            let (files, skipped) = match &dir {
+                Some(d) => list_artifacts(d)?,
                 None => (Vec::new(), Vec::new()),
             };
             let skips = phases_with_artifacts(c, &before, &source, &files)?;
-            Ok((before, source, target, skips, files, skipped))
+            Ok((before, source, target, skips, files, skipped, dir))
         })?;
         let labels = moved_labels(&before, &target, &skips);
 
@@ -324,18 +370,26 @@ impl Cairn {
                     before.identifier, target.slug
                 ))
             })?;
-            let tickets = ensure_dir_in_root(Path::new(root), "docs/tickets", "target ticket dir")?;
-            let tmp = tempfile::Builder::new()
-                .prefix(".cairn-move-")
-                .tempdir_in(&tickets)
-                .map_err(|e| Error::io(&tickets, e))?;
-            for f in &files {
-                copy_artifact(f, tmp.path())?;
+            let tickets = DirHandle::open_root(Path::new(root))?.create_dirs(
+                &["docs", "tickets"],
+                "docs/tickets",
+                "target ticket dir",
+            )?;
+            let (tmp, staging) = tickets.create_temp_dir("cairn-move-")?;
+            let from = ticket_dir
+                .as_ref()
+                .ok_or_else(|| Error::Internal("artifacts without a ticket directory".into()))?;
+            if let Err(e) = files
+                .iter()
+                .try_for_each(|f| copy_artifact(from, f, &staging))
+            {
+                let _ = tickets.remove_tree(OsStr::new(&tmp));
+                return Err(e);
             }
             Some((tickets, tmp))
         };
 
-        let placed: Cell<Option<PathBuf>> = Cell::new(None);
+        let placed: Cell<Option<String>> = Cell::new(None);
         let outcome = self.store.write(|tx| {
             let now =
                 load_issue(tx, &before.id)?.ok_or_else(|| Error::not_found("issue", issue))?;
@@ -353,31 +407,33 @@ impl Cairn {
             }
             let (identifier, comment_id) = move_rows(tx, &before, &target, &labels, reason, actor)?;
             if let Some((tickets, tmp)) = &staging {
-                let dest = tickets.join(&identifier);
-                if std::fs::symlink_metadata(&dest).is_ok() {
+                if !tickets.rename_new(tmp, &identifier)? {
                     return Err(Error::Conflict {
                         message: format!(
                             "{} already exists in project {}; remove it and retry the move",
-                            dest.display(),
+                            tickets.path().join(&identifier).display(),
                             target.slug
                         ),
                         existing_id: None,
                     });
                 }
-                std::fs::rename(tmp.path(), &dest).map_err(|e| Error::io(&dest, e))?;
-                placed.set(Some(dest));
+                placed.set(Some(identifier.clone()));
             }
             Ok((identifier, comment_id))
         });
         let (identifier, comment_id) = match outcome {
             Ok(v) => v,
             Err(e) => {
-                if let Some(dest) = placed.take() {
-                    let _ = std::fs::remove_dir_all(dest);
+                if let Some((tickets, tmp)) = &staging {
+                    let name = placed.take().unwrap_or_else(|| tmp.clone());
+                    let _ = tickets.remove_tree(OsStr::new(&name));
                 }
                 return Err(e);
             }
         };
+        if let Some((tickets, _)) = &staging {
+            tickets.sync()?;
+        }
         tracing::info!(from = %before.identifier, to = %identifier, "issue moved");
         Ok(MovedIssue {
             id: before.id,

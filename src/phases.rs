@@ -3,15 +3,21 @@
 //!
 //! ## Claims
 //!
-//! [`Cairn::complete_phase`] verifies the workspace first, then checks the claim and,
+//! [`Cairn::complete_phase`] verifies the workspace first (with `--worktree-path`; without
+//! it, which the spec allows, the project's path is used and the result says that no
+//! worktree was verified: [`Cairn::worktree_check`]), then checks the claim and,
 //! for every phase but `ready`, the artifact, and only then appends a `pc-` finding
 //! (the spec's PhaseCompletionFinding; `processed` is derived, `false` until the
 //! orchestrator marks it). Decisions:
 //! - `project_path` must be absolute and, canonicalized, be the bound project's path or
 //!   the session's worktree (where agents write artifacts before they are merged).
-//! - `artifact_path` is relative to `project_path`, inside `docs/tickets/` (by its
-//!   components *and* after resolving symlinks, see [`crate::paths`]); `promote_to` is
-//!   relative, inside `docs/`. For `ready` the artifact fields are optional and no
+//! - `artifact_path` is relative to `project_path`, inside `docs/tickets/` by its
+//!   components, and is opened beneath a handle on `project_path` without following any
+//!   symlink ([`crate::paths::DirHandle`]): a regular file with one link, read through a
+//!   bound of [`ARTIFACT_MAX_BYTES`] + 1. The hash and the content checks are computed on
+//!   the bytes read from that handle. `promote_to` is relative, inside `docs/`, and its
+//!   existing part must not go through a symlink. The contract file is opened beneath
+//!   `contracts_dir`'s handle the same way. For `ready` the artifact fields are optional and no
 //!   content is checked (the artifact is the committed code); given paths are still
 //!   checked for safety.
 //! - Content checks: SHA-256 of the file's bytes equals `artifact_hash` (hex, any case);
@@ -52,7 +58,6 @@
 //! A project's pipeline is the `phases` list of its settings (strings), default
 //! [`DEFAULT_PIPELINE`]. `move_issue` uses it to keep or reset an issue's phase label.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
@@ -62,7 +67,7 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, FieldError, Result};
 use crate::issues::Project;
-use crate::paths::{relative_components, resolve_in_root, shown, starts_with_parts};
+use crate::paths::{DirHandle, relative_components, shown, starts_with_parts};
 use crate::service::{Cairn, sha256_hex};
 use crate::session::Session;
 use crate::trail::FindingCategory;
@@ -152,6 +157,8 @@ pub struct PhaseClaim {
     /// The checks the artifact passed.
     pub checks: Vec<String>,
     pub message: String,
+    /// The worktree that was verified, or that none was (no `--worktree-path`).
+    pub worktree: crate::session::WorktreeCheck,
 }
 
 /// A recorded judge verdict: the spec's PhaseVerdictFinding.
@@ -204,15 +211,10 @@ pub(crate) fn pipeline(project: &Project) -> Vec<String> {
     }
 }
 
-/// Resolve a caller-given relative path inside `root`, requiring its components to
-/// begin with `prefix` and its resolved form to stay under the resolved prefix.
-/// Returns the normalized relative text and the resolved path.
-fn resolve_under(
-    root: &Path,
-    relative: &str,
-    prefix: &[&str],
-    field: &str,
-) -> Result<(String, PathBuf)> {
+/// Check a caller-given relative path: its components begin with `prefix` and go
+/// beyond it, and its existing part has no symlink beneath `root`. Returns the
+/// normalized relative text.
+fn check_under(root: &DirHandle, relative: &str, prefix: &[&str], field: &str) -> Result<String> {
     let parts = relative_components(relative, field)?;
     let inside = prefix.join("/");
     if !starts_with_parts(&parts, prefix) || parts.len() == prefix.len() {
@@ -224,18 +226,8 @@ fn resolve_under(
             ),
         ));
     }
-    let resolved = resolve_in_root(root, relative, field)?;
-    let base = resolve_in_root(root, &inside, field)?;
-    if !resolved.starts_with(&base) {
-        return Err(Error::invalid(
-            field,
-            format!(
-                "{} resolves outside {inside}/ through a symlink",
-                shown(relative)
-            ),
-        ));
-    }
-    Ok((parts.join("/"), resolved))
+    root.probe(&parts, relative, field)?;
+    Ok(parts.join("/"))
 }
 
 /// Level and text of every heading of a Markdown document.
@@ -298,52 +290,44 @@ fn content_problems(text: &str, required: &[String]) -> Vec<String> {
     problems
 }
 
-fn read_limited(path: &Path, max: u64) -> Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(max + 1).read_to_end(&mut bytes))
-        .map_err(|e| Error::io(path, e))?;
-    Ok(bytes)
-}
-
 /// The contract of `phase`, if its file exists.
-fn load_contract(project: &Path, dir: Option<&str>, phase: Phase) -> Result<Option<Contract>> {
-    let (dir_text, field) = match dir {
-        Some(d) => (d, "contracts_dir"),
-        None => (DEFAULT_CONTRACTS_DIR, "contracts_dir"),
-    };
-    let resolved_dir = resolve_in_root(project, dir_text, field)?;
-    if !resolved_dir.is_dir() {
-        if dir.is_some() {
+fn load_contract(project: &DirHandle, dir: Option<&str>, phase: Phase) -> Result<Option<Contract>> {
+    let field = "contracts_dir";
+    let dir_text = dir.unwrap_or(DEFAULT_CONTRACTS_DIR);
+    let contracts = match project.dir(dir_text, field) {
+        Ok(Some(d)) => d,
+        Ok(None) if dir.is_some() => {
             return Err(Error::invalid(
                 field,
                 format!(
-                    "{} is not a directory under project_path; omit it to use {DEFAULT_CONTRACTS_DIR}/",
+                    "{} is not a directory under project_path (symlinks are not followed); \
+                     omit it to use {DEFAULT_CONTRACTS_DIR}/",
                     shown(dir_text)
                 ),
             ));
         }
-        return Ok(None);
-    }
-    let file = resolve_in_root(
-        project,
-        &format!("{dir_text}/{}.json", phase.as_str()),
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let name = format!("{}.json", phase.as_str());
+    let Some(file) = contracts.open_file_parts(
+        &[&name],
+        &format!("{dir_text}/{name}"),
         field,
-    )?;
-    if !file.is_file() {
+        CONTRACT_MAX_BYTES,
+    )?
+    else {
         return Ok(None);
-    }
-    let bytes = read_limited(&file, CONTRACT_MAX_BYTES)?;
+    };
+    let path = contracts.path().join(&name);
+    let bytes = file.read_capped()?;
     let bad = |why: String| {
         Error::FailedPrecondition(format!(
             "phase contract {} is not usable: {why}; expected {{\"version\": 1, \
              \"required_sections\": [\"summary\", …]}} (see docs/phase-contracts.md)",
-            file.display()
+            path.display()
         ))
     };
-    if bytes.len() as u64 > CONTRACT_MAX_BYTES {
-        return Err(bad(format!("larger than {CONTRACT_MAX_BYTES} bytes")));
-    }
     let contract: Contract = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
     if contract.version == 0 {
         return Err(bad("version must be at least 1".into()));
@@ -353,12 +337,16 @@ fn load_contract(project: &Path, dir: Option<&str>, phase: Phase) -> Result<Opti
 
 /// `project_path` checked against the bound project and worktree; returns the canonical
 /// project root.
-fn check_project_path(given: &str, project: &Project, worktree: &str) -> Result<PathBuf> {
+fn check_project_path(given: &str, project: &Project, worktree: Option<&str>) -> Result<PathBuf> {
     let path = Path::new(given);
+    let where_ = worktree
+        .or(project.path.as_deref())
+        .unwrap_or("the project's path");
+    let worktree = worktree.unwrap_or(where_);
     if given.contains('\0') || !path.is_absolute() {
         return Err(Error::invalid(
             "project_path",
-            format!("must be the absolute path of the project root or your worktree ({worktree})"),
+            format!("must be the absolute path of the project root or your worktree ({where_})"),
         ));
     }
     let canon = std::fs::canonicalize(path).map_err(|_| {
@@ -368,6 +356,7 @@ fn check_project_path(given: &str, project: &Project, worktree: &str) -> Result<
         )
     })?;
     let mut allowed: Vec<PathBuf> = vec![PathBuf::from(worktree)];
+    allowed.retain(|p| p.is_absolute());
     if let Some(p) = project
         .path
         .as_deref()
@@ -440,25 +429,21 @@ fn required_fields(p: &PhaseCompletion) -> Result<()> {
     }
 }
 
-/// Validate the artifact of a non-ready claim; returns the checks it passed.
-fn check_artifact(root: &Path, p: &PhaseCompletion, resolved: &Path) -> Result<Vec<String>> {
-    let rel = p.artifact_path.as_deref().unwrap_or_default();
-    if !resolved.is_file() {
+/// Validate the artifact of a non-ready claim (`rel`, checked by [`check_under`]),
+/// opened beneath `root`; returns the checks it passed.
+fn check_artifact(root: &DirHandle, p: &PhaseCompletion, rel: &str) -> Result<Vec<String>> {
+    let parts: Vec<&str> = rel.split('/').collect();
+    let file = root.open_file_parts(&parts, rel, "artifact_path", ARTIFACT_MAX_BYTES)?;
+    let Some(file) = file else {
         return Err(Error::invalid(
             "artifact_path",
             format!(
-                "{} does not exist under project_path (or is not a file); write the artifact first",
+                "{} does not exist under project_path; write the artifact first",
                 shown(rel)
             ),
         ));
-    }
-    let bytes = read_limited(resolved, ARTIFACT_MAX_BYTES)?;
-    if bytes.len() as u64 > ARTIFACT_MAX_BYTES {
-        return Err(Error::invalid(
-            "artifact_path",
-            format!("the artifact is larger than {ARTIFACT_MAX_BYTES} bytes; split or shorten it"),
-        ));
-    }
+    };
+    let bytes = file.read_capped()?;
     let actual = sha256_hex(&bytes);
     let claimed = p.artifact_hash.as_deref().unwrap_or_default();
     if !actual.eq_ignore_ascii_case(claimed) {
@@ -567,21 +552,23 @@ impl Cairn {
     /// `complete_phase`: verify the workspace, validate the claim and its artifact, and
     /// record a `pc-` finding on the bound issue (see the module docs).
     pub fn complete_phase(&self, session: &Session, p: &PhaseCompletion) -> Result<PhaseClaim> {
-        let workspace = self.verify_workspace(session)?;
+        let worktree = self.worktree_check(session)?;
         let bound = session.require_issue()?;
         let issue = self.issue(&bound.id)?;
         let project = self.project(&issue.project_id)?;
         required_fields(p)?;
-        let root = check_project_path(&p.project_path, &project, &workspace.path)?;
+        let verified = worktree.path.as_deref().filter(|_| worktree.verified);
+        let root = check_project_path(&p.project_path, &project, verified)?;
+        let root = DirHandle::open_root(&root)?;
         let artifact = p
             .artifact_path
             .as_deref()
-            .map(|a| resolve_under(&root, a, &["docs", "tickets"], "artifact_path"))
+            .map(|a| check_under(&root, a, &["docs", "tickets"], "artifact_path"))
             .transpose()?;
         let promote_to = p
             .promote_to
             .as_deref()
-            .map(|t| resolve_under(&root, t, &["docs"], "promote_to").map(|(rel, _)| rel))
+            .map(|t| check_under(&root, t, &["docs"], "promote_to"))
             .transpose()?;
         if let Some(next) = &p.recommended_next_phase {
             let phases = pipeline(&project);
@@ -599,10 +586,10 @@ impl Cairn {
         }
         let checks = match (&artifact, p.completed_phase) {
             (_, Phase::Ready) => vec!["content validation skipped for ready".to_string()],
-            (Some((_, resolved)), _) => check_artifact(&root, p, resolved)?,
+            (Some(rel), _) => check_artifact(&root, p, rel)?,
             (None, _) => Vec::new(),
         };
-        let artifact_path = artifact.map(|(rel, _)| rel);
+        let artifact_path = artifact;
         let artifact_hash = p.artifact_hash.as_ref().map(|h| h.to_ascii_lowercase());
         let body = json!({
             "completed_phase": p.completed_phase,
@@ -641,10 +628,16 @@ impl Cairn {
             checks,
             message: format!(
                 "Claim recorded: {} of {} is complete. The orchestrator validates it and \
-                 advances the phase on its next tick.",
+                 advances the phase on its next tick.{}",
                 p.completed_phase.as_str(),
-                issue.identifier
+                issue.identifier,
+                if worktree.verified {
+                    String::new()
+                } else {
+                    format!(" {}", worktree.message)
+                }
             ),
+            worktree,
         })
     }
 
@@ -678,7 +671,10 @@ impl Cairn {
                 artifact_hash: claim_hash,
                 verdict: earlier,
             } = latest_claim(tx, &issue_id, &identifier, phase)?;
-            if !claim_hash.eq_ignore_ascii_case(&hash) {
+            // A `ready` claim may come without an artifact_hash (the spec allows it: the
+            // artifact is the committed code); there is nothing to compare, and the
+            // verdict records the hash the judge reviewed.
+            if !claim_hash.is_empty() && !claim_hash.eq_ignore_ascii_case(&hash) {
                 return Err(Error::Conflict {
                     message: format!(
                         "artifact_hash {hash} does not match the latest {} claim {claim_id} \

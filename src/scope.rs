@@ -1,11 +1,18 @@
 //! Tool scope by agent profile: the spec's profile matrix, kept as data in one place,
 //! the per-profile allow/deny lists stored in SQLite, and `computeEffectiveTools()`.
 //!
-//! The matrix covers the Symphony tools as the spec gives it. Two decisions of ours:
-//! the system tools (`server_ping`, `server_health`) and the Colibri vocabulary
-//! (`task_*`, `thought_*`, `audit_*`, `merkle_*`, `skill_list`) are open to every
-//! profile, since they are a second view of the same trail; and `create_pr` (⚠️,
-//! deprecated in the spec) stays available to workers.
+//! The matrix covers the Symphony tools as the spec gives it. Decisions of ours:
+//! - the system tools (`server_ping`, `server_health`) are open to every profile;
+//! - `create_pr` (⚠️, deprecated in the spec) stays available to workers;
+//! - the Colibri vocabulary (the Colibri document has no matrix) gets the rows of its
+//!   Symphony counterparts, never more: `task_get` = `get_issue`, `task_list` and
+//!   `task_next_actions` = `list_issues`, `task_create` = `create_issue`,
+//!   `task_update` = `update_issue_status`, `thought_record` = `add_comment` (the
+//!   profiles that work on an issue), `thought_record_list`, `audit_verify_chain`
+//!   and `merkle_root` = `get_issue` (reads of an issue's records), `audit_session_start`
+//!   and `merkle_finalize` = the judge's verdict tools, `skill_list` open to all (it
+//!   reads the checkout's skill catalog). At call time an agent's Colibri mutations
+//!   are further limited to its bound issue (`docs/colibri.md`).
 
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
@@ -64,17 +71,18 @@ const MATRIX: &[(&str, u8)] = &[
     ("update_memory", ALL),
     ("server_ping", ALL),
     ("server_health", ALL),
-    ("task_create", ALL),
-    ("task_get", ALL),
-    ("task_update", ALL),
-    ("task_list", ALL),
-    ("task_next_actions", ALL),
-    ("thought_record", ALL),
-    ("thought_record_list", ALL),
-    ("audit_session_start", ALL),
-    ("audit_verify_chain", ALL),
-    ("merkle_finalize", ALL),
-    ("merkle_root", ALL),
+    // The Colibri vocabulary: the rows of the Symphony counterparts (module docs).
+    ("task_create", W | S | A | I),
+    ("task_get", W | R | J | A | P),
+    ("task_update", W | J | P),
+    ("task_list", W | R | S | A | P | I),
+    ("task_next_actions", W | R | S | A | P | I),
+    ("thought_record", W | R | J | A | P),
+    ("thought_record_list", W | R | J | A | P),
+    ("audit_session_start", J),
+    ("audit_verify_chain", W | R | J | A | P),
+    ("merkle_finalize", J),
+    ("merkle_root", W | R | J | A | P),
     ("skill_list", ALL),
 ];
 

@@ -30,6 +30,14 @@ impl Cairn {
         })
     }
 
+    /// [`Cairn::open`] with an explicit embedding model handle (benchmarks and tests
+    /// that must run without the model, or with another configuration).
+    pub fn open_with_embedder(db: &Path, embedder: crate::vault::embed::Embedder) -> Result<Cairn> {
+        let mut cairn = Cairn::open(db)?;
+        cairn.vault = crate::vault::VaultState::with_embedder(embedder);
+        Ok(cairn)
+    }
+
     /// The underlying store.
     pub fn store(&self) -> &Store {
         &self.store

@@ -24,6 +24,19 @@ pub struct Session {
     pub actor: String,
 }
 
+/// Where the phase and PR tools work: the verified worktree, or (without
+/// `--worktree-path`, which the spec makes optional) the project's path, unverified.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct WorktreeCheck {
+    /// True when `--worktree-path` was given and its `.symphony-worktree` marker names
+    /// the bound issue; false when the server has no worktree to verify.
+    pub verified: bool,
+    /// The worktree (verified) or the project's path (not verified); null when the
+    /// project has no path either.
+    pub path: Option<String>,
+    pub message: String,
+}
+
 /// The issue a server is bound to.
 #[derive(Debug, Clone)]
 pub struct BoundIssue {
@@ -67,6 +80,37 @@ impl Session {
 }
 
 impl Cairn {
+    /// The worktree check of `complete_phase` and `create_pr`: with `--worktree-path`,
+    /// [`Cairn::verify_workspace`] (an error when the marker names another issue);
+    /// without it, the bound project's path, reported as not verified.
+    pub fn worktree_check(&self, session: &Session) -> Result<WorktreeCheck> {
+        if session.worktree_path.is_some() {
+            let ws = self.verify_workspace(session)?;
+            return Ok(WorktreeCheck {
+                verified: true,
+                path: Some(ws.path),
+                message: ws.message,
+            });
+        }
+        let bound = session.require_issue()?;
+        let issue = self.issue(&bound.id)?;
+        let path = self.project(&issue.project_id)?.path;
+        let message = match &path {
+            Some(p) => format!(
+                "No worktree was verified: this server was started without --worktree-path, \
+                 so the project's path ({p}) is used."
+            ),
+            None => "No worktree was verified: this server was started without \
+                     --worktree-path and the project has no path."
+                .to_string(),
+        };
+        Ok(WorktreeCheck {
+            verified: false,
+            path,
+            message,
+        })
+    }
+
     /// Check start-up arguments against the database and build the binding. An issue or
     /// project that does not exist is an error (the server then refuses to start).
     pub fn bind(&self, args: &SessionArgs) -> Result<Session> {

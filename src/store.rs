@@ -44,6 +44,16 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0005_colibri.sql",
         include_str!("../migrations/0005_colibri.sql"),
     ),
+    (
+        6,
+        "0006_audit_append_only.sql",
+        include_str!("../migrations/0006_audit_append_only.sql"),
+    ),
+    (
+        7,
+        "0007_learning_embeddings.sql",
+        include_str!("../migrations/0007_learning_embeddings.sql"),
+    ),
 ];
 
 /// The highest migration version this binary knows.
@@ -107,17 +117,32 @@ impl Store {
     /// Run `f` on the connection outside any explicit transaction (reads).
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let conn = self.lock();
-        f(&conn)
+        f(&conn).map_err(|e| self.name_full(e))
     }
 
     /// Run `f` inside a `BEGIN IMMEDIATE` transaction, committed when `f` returns `Ok`
-    /// and rolled back otherwise, so no call ever leaves partial state.
+    /// and rolled back otherwise, so no call ever leaves partial state. A full disk
+    /// (`SQLITE_FULL`) rolls back too and is reported as [`Error::StorageFull`] naming
+    /// the database file.
     pub fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
         let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let out = f(&tx)?;
-        tx.commit()?;
-        Ok(out)
+        let run = || -> Result<T> {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        };
+        run().map_err(|e| self.name_full(e))
+    }
+
+    /// Name the database file in a [`Error::StorageFull`] raised by SQLite.
+    fn name_full(&self, e: Error) -> Error {
+        match e {
+            Error::StorageFull { what } if what == "the database" => Error::StorageFull {
+                what: format!("the database {}", self.path.display()),
+            },
+            other => other,
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Connection> {

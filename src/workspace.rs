@@ -13,8 +13,8 @@
 //!   only looks at `isError` must not carry on in the wrong place. The message is the
 //!   spec's failure text with a `Recovery:` instruction; each cause (no
 //!   `--worktree-path`, a relative or `..` path, a missing worktree, a missing marker, a
-//!   marker that escapes the worktree through a symlink, an unreadable or empty marker, a
-//!   marker naming another issue) has its own message. The success result always has
+//!   marker that is a symlink, a special file or a hard link, an unreadable or empty
+//!   marker, a marker naming another issue) has its own message. The success result always has
 //!   `valid: true`, so the tool keeps one output schema.
 //! - The marker may name the issue by identifier (case-insensitive) or by opaque id; the
 //!   bound issue is re-read from the database, so an issue moved to another project is
@@ -39,6 +39,8 @@ use crate::session::Session;
 pub const MARKER_FILE: &str = ".symphony-worktree";
 /// The most of the marker file that is read.
 const MARKER_MAX_BYTES: u64 = 4096;
+/// The largest marker file opened at all.
+const MARKER_FILE_MAX_BYTES: u64 = 1024 * 1024;
 
 /// A verified workspace (the spec's success shape).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -88,28 +90,37 @@ fn bound_worktree(session: &Session, identifier: &str) -> Result<PathBuf> {
     Ok(path.clone())
 }
 
-/// The first line of the marker, read through path safety (a marker that is a symlink
-/// leaving the worktree is refused).
+/// The first line of the marker, opened beneath a handle on the worktree
+/// ([`crate::paths::DirHandle::open_file`]): a marker that is a symlink, a special file,
+/// has more than one hard link or is larger than [`MARKER_FILE_MAX_BYTES`] is refused,
+/// and no byte of it is read or echoed; of the others, [`MARKER_MAX_BYTES`] are read.
 fn read_marker(worktree: &Path) -> Result<String> {
     let recovery = format!(
         "Recovery: run `cd {}` to return to your worktree.",
         worktree.display()
     );
-    let marker = crate::paths::resolve_in_root(worktree, MARKER_FILE, "marker").map_err(|e| {
+    let marker = worktree.join(MARKER_FILE);
+    let untrusted = |e: Error| {
+        let why = crate::paths::refusal_text(&e);
         invalid(format!(
-            "Worktree marker at {} cannot be trusted ({e}). {recovery}",
-            worktree.join(MARKER_FILE).display()
+            "Worktree marker at {} cannot be trusted ({why}). {recovery}",
+            marker.display()
         ))
-    })?;
-    if !marker.is_file() {
+    };
+    let root = crate::paths::DirHandle::open_root(worktree).map_err(untrusted)?;
+    let Some(file) = root
+        .open_file(MARKER_FILE, "marker", MARKER_FILE_MAX_BYTES)
+        .map_err(untrusted)?
+    else {
         return Err(invalid(format!(
             "Worktree marker file not found at {}. {recovery}",
-            worktree.join(MARKER_FILE).display()
+            marker.display()
         )));
-    }
+    };
     let mut text = String::new();
-    std::fs::File::open(&marker)
-        .and_then(|f| f.take(MARKER_MAX_BYTES).read_to_string(&mut text))
+    file.file()
+        .take(MARKER_MAX_BYTES)
+        .read_to_string(&mut text)
         .map_err(|e| {
             invalid(format!(
                 "Worktree marker {} cannot be read as text ({e}). {recovery}",

@@ -68,12 +68,15 @@ async fn an_issue_goes_from_todo_through_phases_and_a_pr_to_approval() {
     };
 
     worker.ok("verify_workspace", json!({})).await;
-    worker
-        .ok(
-            "update_issue_status",
-            json!({"status": "in_progress", "reason": "starting"}),
-        )
-        .await;
+    // The orchestrator starts the work (agents change status only from in_progress).
+    env.ok(&[
+        "issue",
+        "status",
+        "SHOP-1",
+        "in_progress",
+        "--reason",
+        "starting",
+    ]);
     let h1 = write(&artifact("First draft."));
     let pc1 = worker.ok("complete_phase", claim(&h1)).await;
     judge

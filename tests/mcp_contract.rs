@@ -305,17 +305,28 @@ fn official_python_sdk_discover_and_legacy_lifecycles() {
         let c = out["calls"].as_array().unwrap();
         assert_eq!(c[0]["is_error"], false);
         assert_eq!(c[0]["structured"]["ok"], true);
-        assert_eq!(c[1]["is_error"], true);
-        assert_eq!(c[1]["structured"]["status"], "VALIDATION_FAILED");
-        assert_eq!(error_fields(&c[1]["structured"]), ["verbose"]);
+        // Errors reach the agent through the SDK: the envelope is the text content, and
+        // no structuredContent is there to fail the outputSchema.
+        for e in &c[1..] {
+            assert_eq!(e["is_error"], true);
+            assert_eq!(e["structured"], serde_json::Value::Null, "{e}");
+        }
+        assert_eq!(c[1]["envelope"]["status"], "VALIDATION_FAILED");
+        assert_eq!(c[1]["envelope"]["error"]["code"], "ERR_INVALID_INPUT");
+        assert_eq!(error_fields(&c[1]["envelope"]), ["verbose"]);
         assert!(
-            c[1]["structured"]["help_prompt"]
+            c[1]["envelope"]["help_prompt"]
                 .as_str()
                 .unwrap()
                 .contains("server_health")
         );
-        assert_eq!(c[2]["is_error"], true);
-        assert_eq!(error_fields(&c[2]["structured"]), ["tool_name"]);
+        assert_eq!(error_fields(&c[2]["envelope"]), ["tool_name"]);
+        assert!(
+            c[2]["envelope"]["help_prompt"]
+                .as_str()
+                .unwrap()
+                .contains("server_ping")
+        );
     }
 }
 
@@ -351,4 +362,693 @@ fn first_difference(a: &str, b: &str) -> String {
         a.lines().count(),
         b.lines().count()
     )
+}
+
+/// A raw stdio session with `cairn serve`: one JSON-RPC line out, one line back.
+struct Raw {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Raw {
+    fn start(env: &Env) -> Raw {
+        let mut child = spawn_raw(env);
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut raw = Raw { child, out };
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}});
+        let reply = raw.send(init.to_string().as_bytes());
+        assert_eq!(reply["result"]["protocolVersion"], "2025-11-25", "{reply}");
+        raw.write(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        raw
+    }
+
+    fn write(&mut self, line: &[u8]) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn send(&mut self, line: &[u8]) -> serde_json::Value {
+        use std::io::BufRead;
+        self.write(line);
+        let mut reply = String::new();
+        self.out.read_line(&mut reply).unwrap();
+        serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply:?}"))
+    }
+}
+
+#[test]
+fn garbage_on_the_wire_is_answered_and_the_server_keeps_serving() {
+    let env = Env::new();
+    let mut raw = Raw::start(&env);
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let long = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"x":"{}"}}}}"#,
+        "a".repeat(cairn::mcp::wire::MAX_LINE_BYTES)
+    );
+    let garbage: Vec<(&str, Vec<u8>)> =
+        vec![
+        ("invalid JSON", b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ".to_vec()),
+        (
+            "invalid UTF-8",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"s\":\"\xc3\x28\"}}"
+                .to_vec(),
+        ),
+        (
+            "lone surrogate",
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"s":"\udc00"}}"#.to_vec(),
+        ),
+        (
+            "1e400",
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":1e400}}"#.to_vec(),
+        ),
+        ("too deep", deep.into_bytes()),
+        ("over-long line", long.into_bytes()),
+    ];
+    for (i, (case, line)) in garbage.iter().enumerate() {
+        let reply = raw.send(line);
+        assert_eq!(reply["jsonrpc"], "2.0", "{case}: {reply}");
+        assert_eq!(reply["error"]["code"], -32700, "{case}: {reply}");
+        assert_eq!(reply["id"], serde_json::Value::Null, "{case}: {reply}");
+        // Still serving: a real request right after each case is answered.
+        let id = 100 + i as i64;
+        let pong = raw.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
+                .to_string()
+                .as_bytes(),
+        );
+        assert_eq!(pong["id"], id, "{case}: {pong}");
+        assert!(pong.get("result").is_some(), "{case}: {pong}");
+    }
+    for args in [json!([1, 2]), json!("text"), json!(42), json!(true)] {
+        let call = json!({"jsonrpc": "2.0", "id": "c1", "method": "tools/call",
+                          "params": {"name": "server_ping", "arguments": args}});
+        let reply = raw.send(call.to_string().as_bytes());
+        assert_eq!(reply["error"]["code"], -32602, "{args}: {reply}");
+        assert_eq!(reply["id"], "c1", "{reply}");
+    }
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                      "params": {"name": "server_ping", "arguments": {}}});
+    let reply = raw.send(call.to_string().as_bytes());
+    assert_eq!(reply["id"], 9);
+    assert_eq!(reply["result"]["structuredContent"]["ok"], true, "{reply}");
+    drop(raw.child.stdin.take());
+    let status = wait_exit(&mut raw.child, std::time::Duration::from_secs(5));
+    assert!(status.is_some_and(|s| s.success()));
+}
+
+/// Run a node script of `tests/mcp_ts` (installed by scripts/setup.sh with `npm ci`).
+fn node(script: &str, args: &[&std::ffi::OsStr], stdin: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_ts");
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
+        "tests/mcp_ts/node_modules is missing: run scripts/setup.sh (npm ci)"
+    );
+    let mut child = std::process::Command::new("node")
+        .arg(dir.join(script))
+        .args(args)
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("node (Node 20; scripts/setup.sh checks it)");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn official_typescript_sdk_sees_every_result_and_every_error() {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    env.project("colibri", Some(&repo));
+    let issue = env.issue("colibri", "TS SDK session");
+    let mut calls = Vec::new();
+    let tools = cairn::mcp::registry::all_tools();
+    for t in &tools {
+        calls.push(json!({"tool": t.name, "arguments": t.example}));
+        let mut invalid = t.example.clone();
+        invalid["not_a_field"] = json!(1);
+        calls.push(json!({"tool": t.name, "arguments": invalid}));
+    }
+    let db = env.db.as_os_str();
+    let bin = crate::common::bin();
+    let out = node(
+        "drive.mjs",
+        &[bin.as_os_str(), db, "--issue-id".as_ref(), issue.as_ref()],
+        serde_json::to_vec(&calls).unwrap().as_slice(),
+    );
+    assert!(
+        out.status.success(),
+        "TypeScript SDK driver failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).expect("driver JSON");
+    assert_eq!(seen["server"], "cairn");
+    assert_eq!(seen["tools"].as_array().unwrap().len(), tools.len());
+    // ajv warns once per non-standard keyword or format it meets.
+    assert_eq!(seen["warnings"], json!([]), "the SDK printed warnings");
+    let results = seen["calls"].as_array().unwrap();
+    assert_eq!(results.len(), calls.len());
+    let mut successes = 0;
+    for (i, r) in results.iter().enumerate() {
+        let tool = r["tool"].as_str().unwrap();
+        assert_eq!(
+            r["threw"],
+            serde_json::Value::Null,
+            "{tool}: the SDK threw: {r}"
+        );
+        if i % 2 == 0 {
+            // The spec example: a success (validated by the SDK) or an error it shows.
+            if r["is_error"] == false {
+                successes += 1;
+            } else {
+                assert!(r["envelope"]["error"]["code"].is_string(), "{tool}: {r}");
+                assert!(r["envelope"]["error"]["message"].is_string(), "{tool}: {r}");
+            }
+        } else {
+            // The invalid call: code, field and help prompt reach the caller.
+            assert_eq!(r["is_error"], true, "{tool}: {r}");
+            assert_eq!(r["structured"], serde_json::Value::Null, "{tool}: {r}");
+            let e = &r["envelope"];
+            assert_eq!(e["status"], "VALIDATION_FAILED", "{tool}: {r}");
+            assert_eq!(e["error"]["code"], "ERR_INVALID_INPUT", "{tool}: {r}");
+            assert_eq!(error_fields(e), ["not_a_field"], "{tool}: {r}");
+            let help = e["help_prompt"].as_str().unwrap_or_default();
+            assert!(
+                help.contains(tool) && help.contains("Valid example"),
+                "{tool}: {help}"
+            );
+        }
+    }
+    // Most examples succeed on this fixture; each success was validated by ajv.
+    assert!(
+        successes >= tools.len() / 3,
+        "only {successes} examples succeeded"
+    );
+}
+
+#[test]
+fn mcp_inspector_cli_lists_calls_and_shows_an_error() {
+    let env = Env::new();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_ts");
+    let inspector =
+        dir.join("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+    assert!(
+        inspector.is_file(),
+        "run scripts/setup.sh (npm ci in tests/mcp_ts)"
+    );
+    let bin = crate::common::bin();
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new("node")
+            .arg(&inspector)
+            .arg("--cli")
+            .arg("-e")
+            .arg("CAIRN_LOG=warn")
+            .args(extra)
+            .arg("--")
+            .arg(&bin)
+            .arg("--db")
+            .arg(&env.db)
+            .arg("serve")
+            .current_dir(&dir)
+            .env("MCP_CATALOG_PATH", env.path().join("catalog.json"))
+            .output()
+            .expect("node");
+        (
+            out.status,
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (status, stdout, stderr) = run(&["--method", "tools/list", "--strict"]);
+    assert!(
+        status.success(),
+        "tools/list --strict: {status}\n{stdout}\n{stderr}"
+    );
+    let listed: serde_json::Value = serde_json::from_str(&stdout).expect("tools/list JSON");
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names.len(),
+        cairn::mcp::registry::all_tools().len(),
+        "{names:?}"
+    );
+
+    let (status, stdout, stderr) = run(&["--method", "tools/call", "--tool-name", "server_ping"]);
+    assert!(
+        status.success(),
+        "server_ping: {status}\n{stdout}\n{stderr}"
+    );
+    let ping: serde_json::Value = serde_json::from_str(&stdout).expect("call JSON");
+    assert_eq!(ping["structuredContent"]["ok"], true, "{ping}");
+
+    let (_, stdout, stderr) = run(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "server_health",
+        "--tool-arg",
+        "verbose=true",
+    ]);
+    let shown = format!("{stdout}\n{stderr}");
+    let failed: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("the Inspector did not show the error ({e}):\n{shown}"));
+    assert_eq!(failed["isError"], true, "{shown}");
+    let text = failed["content"][0]["text"].as_str().unwrap();
+    let envelope: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(envelope["error"]["code"], "ERR_INVALID_INPUT");
+    assert!(
+        envelope["help_prompt"]
+            .as_str()
+            .unwrap()
+            .contains("server_health")
+    );
+}
+
+// ------------------------------------------------ Colibri scope, person-only moves, T-N
+
+fn colibri_tools() -> Vec<&'static str> {
+    vec![
+        "task_create",
+        "task_get",
+        "task_update",
+        "task_list",
+        "task_next_actions",
+        "thought_record",
+        "thought_record_list",
+        "audit_session_start",
+        "audit_verify_chain",
+        "merkle_finalize",
+        "merkle_root",
+        "skill_list",
+    ]
+}
+
+#[tokio::test]
+async fn colibri_tools_follow_the_profile_matrix_at_list_and_call_time() {
+    let env = Env::new();
+    env.project("sym", None);
+    let issue = env.issue("sym", "Bound");
+    for profile in cairn::scope::PROFILES {
+        let expected: Vec<&str> = cairn::scope::profile_defaults(profile)
+            .unwrap()
+            .into_iter()
+            .filter(|t| colibri_tools().contains(t))
+            .collect();
+        let c = env
+            .serve(&["--issue-id", &issue, "--agent-type", profile])
+            .await;
+        let listed = c.tool_names().await;
+        let listed: Vec<&str> = listed
+            .iter()
+            .map(String::as_str)
+            .filter(|t| colibri_tools().contains(t))
+            .collect();
+        assert_eq!(listed, expected, "{profile}");
+        for t in colibri_tools()
+            .into_iter()
+            .filter(|t| !expected.contains(t))
+        {
+            c.err_code(t, json!({}), "PERMISSION_DENIED").await;
+        }
+        c.close().await;
+    }
+    // The cautious rows: status changes only for worker, judge and planner; audits only
+    // for the judge; intake and scanner never change a task.
+    let rows = |p| cairn::scope::profile_defaults(p).unwrap();
+    assert!(!rows("intake").contains(&"task_update"));
+    assert!(!rows("scanner").contains(&"task_update"));
+    assert!(rows("worker").contains(&"task_update"));
+    assert_eq!(
+        cairn::scope::PROFILES
+            .iter()
+            .filter(|p| rows(p).contains(&"merkle_finalize"))
+            .collect::<Vec<_>>(),
+        [&"judge"]
+    );
+}
+
+#[tokio::test]
+async fn agents_cannot_make_person_only_moves_or_touch_other_issues_in_either_vocabulary() {
+    let env = Env::new();
+    env.project("sym", None);
+    let mine = env.issue("sym", "Mine");
+    let other = env.issue("sym", "Someone else's");
+    env.ok(&["issue", "status", &mine, "in_progress"]);
+    env.ok(&["issue", "status", &other, "in_progress"]);
+    let w = env
+        .serve(&["--issue-id", &mine, "--agent-type", "worker"])
+        .await;
+    // Colibri: done and cancelled are a person's call.
+    for s in ["done", "cancelled"] {
+        let e = w
+            .err_code(
+                "task_update",
+                json!({"task_id": mine, "status": s}),
+                "PERMISSION_DENIED",
+            )
+            .await;
+        assert_eq!(e["status"], "PERMISSION_DENIED");
+    }
+    // Symphony: done/cancelled are not even in update_issue_status's schema.
+    for s in ["done", "cancelled", "in_progress"] {
+        let e = w.err("update_issue_status", json!({"status": s})).await;
+        assert_eq!(error_fields(&e), ["status"], "{s}");
+    }
+    // Another issue: refused, nothing changed.
+    for (tool, args) in [
+        ("task_update", json!({"task_id": other, "status": "review"})),
+        ("task_update", json!({"task_id": other, "progress": 10})),
+        (
+            "thought_record",
+            json!({"task_id": other, "type": "decision", "content": "sneaky"}),
+        ),
+    ] {
+        let e = w.err_code(tool, args, "PERMISSION_DENIED").await;
+        assert!(
+            e["error"]["message"].as_str().unwrap().contains(&mine),
+            "{e}"
+        );
+    }
+    let o = w.ok("task_get", json!({"task_id": other})).await;
+    assert_eq!(
+        (o["status"].as_str(), o["progress"].as_u64()),
+        (Some("in_progress"), Some(0))
+    );
+    // The worker's own move: in_progress → review, in both vocabularies' rules.
+    let r = w
+        .ok(
+            "task_update",
+            json!({"task_id": mine, "status": "review", "progress": 100}),
+        )
+        .await;
+    assert_eq!(r["previous_status"], "in_progress");
+    assert_eq!(
+        r["warnings"],
+        json!(["Progress set to 100% but status != 'done'"])
+    );
+    let e = w
+        .err_code(
+            "task_update",
+            json!({"task_id": mine, "status": "backlog"}),
+            "ERR_INVALID_TRANSITION",
+        )
+        .await;
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only from in_progress")
+    );
+    w.close().await;
+    // An intake agent cannot touch tasks at all; the person can finish from the CLI.
+    let i = env
+        .serve(&["--agent-type", "intake", "--project-id", "sym"])
+        .await;
+    i.err_code(
+        "task_update",
+        json!({"task_id": other, "status": "cancelled"}),
+        "PERMISSION_DENIED",
+    )
+    .await;
+    i.close().await;
+    env.ok(&["issue", "status", &mine, "done"]);
+    let shown = env.json(&["issue", "show", &other]);
+    assert_eq!(shown["status"], "in_progress");
+}
+
+#[tokio::test]
+async fn a_parent_with_an_open_sub_task_stays_blocked_in_both_vocabularies() {
+    let env = Env::new();
+    env.project("sym", None);
+    let parent = env.issue("sym", "Parent");
+    env.ok(&["issue", "status", &parent, "in_progress"]);
+    let planner = env
+        .serve(&["--issue-id", &parent, "--agent-type", "planner"])
+        .await;
+    let sub = planner
+        .ok("create_subtask", json!({"title": "Child"}))
+        .await;
+    let child = sub["subtask"]["identifier"].as_str().unwrap().to_string();
+    for to in ["todo", "in_progress"] {
+        planner
+            .err_code(
+                "task_update",
+                json!({"task_id": parent, "status": to}),
+                "ERR_INVALID_TRANSITION",
+            )
+            .await;
+    }
+    planner.close().await;
+    // Not even the orchestrator's server (no profile) unblocks it while the child is open.
+    let orchestrator = env.serve(&["--project-id", "sym"]).await;
+    let e = orchestrator
+        .err_code(
+            "task_update",
+            json!({"task_id": parent, "status": "todo"}),
+            "ERR_INVALID_TRANSITION",
+        )
+        .await;
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains(&child),
+        "{e}"
+    );
+    for s in ["in_progress", "review", "done"] {
+        orchestrator
+            .ok("task_update", json!({"task_id": child, "status": s}))
+            .await;
+    }
+    let p = orchestrator
+        .ok("task_get", json!({"task_id": parent}))
+        .await;
+    assert_eq!(p["status"], "in_progress");
+    orchestrator.close().await;
+}
+
+#[tokio::test]
+async fn t_n_names_a_task_of_the_bound_project_only() {
+    let env = Env::new();
+    env.project("sym", None);
+    env.project("oth", None);
+    assert_eq!(env.issue("sym", "Sym one"), "SYM-1");
+    assert_eq!(env.issue("oth", "Other one"), "OTH-1");
+    let c = env.serve(&["--project-id", "oth"]).await;
+    let r = c
+        .ok(
+            "task_update",
+            json!({"task_id": "T-0001", "status": "blocked", "blocked_reason": "x"}),
+        )
+        .await;
+    assert_eq!(r["task_id"], "OTH-1");
+    assert_eq!(env.json(&["issue", "show", "SYM-1"])["status"], "todo");
+    let e = c
+        .err_code("task_get", json!({"task_id": "T-2"}), "ERR_TASK_NOT_FOUND")
+        .await;
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("OTH-2"),
+        "{e}"
+    );
+    c.close().await;
+    // No bound project: refused, with the identifier form to use instead.
+    let c = env.serve(&[]).await;
+    let e = c.err("task_get", json!({"task_id": "T-1"})).await;
+    assert_eq!(error_fields(&e), ["task_id"]);
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("PFX-N"),
+        "{e}"
+    );
+    c.close().await;
+    // A project whose prefix is T makes T-1 ambiguous from another project: refused.
+    env.ok(&[
+        "project", "create", "--slug", "tee", "--name", "tee", "--prefix", "T",
+    ]);
+    assert_eq!(env.issue("tee", "Tee one"), "T-1");
+    let c = env.serve(&["--project-id", "oth"]).await;
+    let e = c.err("task_get", json!({"task_id": "T-1"})).await;
+    let msg = e["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("OTH-1") && msg.contains("T-1"), "{msg}");
+    c.close().await;
+}
+
+// ------------------------------------------------------------ the spec's own examples
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// A project with a path and an issue in progress; no `--worktree-path` anywhere.
+fn project_without_worktree() -> (Env, std::path::PathBuf) {
+    let env = Env::new();
+    let repo = env.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    env.project("sym", Some(&repo));
+    assert_eq!(env.issue("sym", "Token budgets"), "SYM-1");
+    env.ok(&["issue", "status", "SYM-1", "in_progress"]);
+    (env, std::fs::canonicalize(repo).unwrap())
+}
+
+#[tokio::test]
+async fn spec_examples_of_complete_phase_and_judging_work_without_a_worktree() {
+    let (env, repo) = project_without_worktree();
+    let art = "docs/tickets/SYM-1/design.md";
+    let text = "# Design\n\nToken counting middleware with three budget tiers, applied per \
+                request before the model client, with a per-project override.\n";
+    std::fs::create_dir_all(repo.join("docs/tickets/SYM-1")).unwrap();
+    std::fs::write(repo.join(art), text).unwrap();
+    let hash = sha256_hex(text.as_bytes());
+    let project_path = repo.to_str().unwrap();
+    let w = env
+        .serve(&["--issue-id", "SYM-1", "--agent-type", "researcher"])
+        .await;
+    // The spec's example, adapted only in ids, path and hash.
+    let claim = w
+        .ok(
+            "complete_phase",
+            json!({
+                "completed_phase": "architecture",
+                "contract_version": 1,
+                "artifact_path": art,
+                "artifact_hash": hash,
+                "summary": "Design proposes token counting middleware with 3 budget tiers",
+                "recommended_next_phase": "grooming",
+                "project_path": project_path
+            }),
+        )
+        .await;
+    assert_eq!(claim["worktree"]["verified"], false, "{claim}");
+    assert_eq!(claim["worktree"]["path"], project_path);
+    assert!(
+        claim["message"]
+            .as_str()
+            .unwrap()
+            .contains("No worktree was verified"),
+        "{claim}"
+    );
+    w.close().await;
+    let j = env
+        .serve(&["--issue-id", "SYM-1", "--agent-type", "judge"])
+        .await;
+    j.ok(
+        "approve_phase",
+        json!({"phase": "architecture", "artifact_hash": hash,
+               "reason": "Design is coherent, all required sections present"}),
+    )
+    .await;
+    // A ready claim without artifact_hash (the spec allows it) can be judged.
+    let worker = env
+        .serve(&["--issue-id", "SYM-1", "--agent-type", "worker"])
+        .await;
+    worker
+        .ok(
+            "complete_phase",
+            json!({"completed_phase": "ready", "summary": "Implemented and tested",
+                   "project_path": project_path}),
+        )
+        .await;
+    worker.close().await;
+    let reviewed = "ab".repeat(32);
+    let v = j
+        .ok(
+            "reject_phase",
+            json!({"phase": "ready", "artifact_hash": reviewed,
+                   "reason": "Missing tests for the override",
+                   "fix_instructions": "Add a test for the per-project override"}),
+        )
+        .await;
+    assert_eq!(v["verdict"], "rejected");
+    assert_eq!(v["artifact_hash"], reviewed);
+    j.close().await;
+}
+
+#[tokio::test]
+async fn spec_example_of_create_pr_moves_in_progress_to_review_only() {
+    let (env, _repo) = project_without_worktree();
+    const DIFF: &str = "diff --git a/server/utils/budget.ts b/server/utils/budget.ts\n\
+                        --- a/server/utils/budget.ts\n+++ b/server/utils/budget.ts\n\
+                        @@ -1 +1,2 @@\n line\n+added\n";
+    let w = env
+        .serve(&["--issue-id", "SYM-1", "--agent-type", "worker"])
+        .await;
+    let pr = w
+        .ok(
+            "create_pr",
+            json!({"diff": DIFF, "branch_name": "symphony/SYM-1", "base_branch": "main"}),
+        )
+        .await;
+    assert_eq!(pr["worktree"]["verified"], false, "{pr}");
+    assert_eq!(env.json(&["issue", "show", "SYM-1"])["status"], "review");
+    // The spec's update_issue_status example, from in_progress.
+    env.ok(&["issue", "status", "SYM-1", "todo"]);
+    let e = w
+        .err_code(
+            "create_pr",
+            json!({"diff": DIFF, "branch_name": "symphony/SYM-1", "base_branch": "main"}),
+            "ERR_INVALID_TRANSITION",
+        )
+        .await;
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("in_progress"),
+        "{e}"
+    );
+    assert_eq!(env.json(&["issue", "show", "SYM-1"])["status"], "todo");
+    env.ok(&["issue", "status", "SYM-1", "in_progress"]);
+    let r = w
+        .ok(
+            "update_issue_status",
+            json!({ "status": "review", "reason": "Implementation complete, all tests pass" }),
+        )
+        .await;
+    assert_eq!(
+        (r["from"].as_str(), r["to"].as_str()),
+        (Some("in_progress"), Some("review"))
+    );
+    w.close().await;
+}
+
+#[tokio::test]
+async fn numbers_as_the_spec_types_them() {
+    let env = Env::new();
+    env.project("sym", None);
+    let issue = env.issue("sym", "Numbers");
+    let c = env.serve(&["--issue-id", &issue]).await;
+    // The spec's search_learnings example, and a fractional threshold (a number).
+    c.ok(
+        "search_learnings",
+        json!({ "query": "auto-import", "min_quality_score": 40 }),
+    )
+    .await;
+    c.ok(
+        "search_learnings",
+        json!({ "query": "auto-import", "min_quality_score": 40.5 }),
+    )
+    .await;
+    // An integer written as 2.0 is an integer; 2.5 is refused on its own field.
+    let sub = c
+        .ok("create_subtask", json!({"title": "Child", "priority": 2.0}))
+        .await;
+    assert_eq!(sub["subtask"]["priority"], 2, "{sub}");
+    let e = c
+        .err("create_subtask", json!({"title": "Child", "priority": 2.5}))
+        .await;
+    assert_eq!(error_fields(&e), ["priority"]);
+    let page = c
+        .ok("task_list", json!({"project": "sym", "limit": 1.0}))
+        .await;
+    assert_eq!(page["tasks"].as_array().unwrap().len(), 1, "{page}");
+    c.close().await;
 }

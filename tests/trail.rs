@@ -171,37 +171,45 @@ async fn update_issue_status_follows_the_transitions_and_keeps_history() {
     let c = env
         .serve(&["--issue-id", "WEB-1", "--agent-type", "worker"])
         .await;
+    // The spec gives agents review, todo and blocked, from in_progress only: starting
+    // work is the orchestrator's move, and so is anything from todo, review or blocked.
+    let start = c
+        .err("update_issue_status", json!({"status": "in_progress"}))
+        .await;
+    assert_eq!(error_fields(&start), ["status"]);
+    for s in ["review", "todo", "blocked"] {
+        let body = c
+            .err_code(
+                "update_issue_status",
+                json!({"status": s, "reason": "x"}),
+                "ERR_INVALID_TRANSITION",
+            )
+            .await;
+        let msg = body["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("only from in_progress"), "{msg}");
+    }
+    env.ok(&[
+        "issue",
+        "status",
+        "WEB-1",
+        "in_progress",
+        "--reason",
+        "dispatched",
+    ]);
     let r = c
         .ok(
             "update_issue_status",
-            json!({"status": "in_progress", "reason": "starting"}),
+            json!({"status": "review", "reason": "all tests pass"}),
         )
         .await;
     assert_eq!(
         (r["issue"].as_str(), r["from"].as_str(), r["to"].as_str()),
-        (Some("WEB-1"), Some("todo"), Some("in_progress"))
+        (Some("WEB-1"), Some("in_progress"), Some("review"))
     );
-    // in_progress → review, then review → blocked is not a transition.
-    c.ok(
-        "update_issue_status",
-        json!({"status": "review", "reason": "all tests pass"}),
-    )
-    .await;
-    let body = c
-        .err_code(
-            "update_issue_status",
-            json!({"status": "blocked"}),
-            "ERR_INVALID_TRANSITION",
-        )
-        .await;
-    let msg = body["error"]["message"].as_str().unwrap();
-    assert!(
-        msg.contains("from review the issue can go to: in_progress, todo"),
-        "{msg}"
-    );
+    // From review the agent can do nothing; rework is the orchestrator's call.
     c.err_code(
         "update_issue_status",
-        json!({"status": "review"}),
+        json!({"status": "todo"}),
         "ERR_INVALID_TRANSITION",
     )
     .await;
@@ -217,18 +225,23 @@ async fn update_issue_status_follows_the_transitions_and_keeps_history() {
         )
         .await;
     assert_eq!(error_fields(&long), ["reason"]);
-    // review → in_progress (rework) → todo (give up) → in_progress → blocked.
-    for s in ["in_progress", "todo", "in_progress", "blocked"] {
-        c.ok(
-            "update_issue_status",
-            json!({"status": s, "reason": format!("to {s}")}),
-        )
-        .await;
-    }
+    // in_progress → todo (give up), and in_progress → blocked.
+    env.ok(&["issue", "status", "WEB-1", "in_progress"]);
+    c.ok(
+        "update_issue_status",
+        json!({"status": "todo", "reason": "to todo"}),
+    )
+    .await;
+    env.ok(&["issue", "status", "WEB-1", "in_progress"]);
+    c.ok(
+        "update_issue_status",
+        json!({"status": "blocked", "reason": "to blocked"}),
+    )
+    .await;
     let issue = c.ok("get_issue", json!({})).await;
     assert_eq!(issue["status"], "blocked");
     assert_eq!(issue["blocked_reason"], "to blocked");
-    let hist: Vec<(String, String)> = issue["status_history"]
+    let hist: Vec<(String, String, String)> = issue["status_history"]
         .as_array()
         .unwrap()
         .iter()
@@ -236,17 +249,18 @@ async fn update_issue_status_follows_the_transitions_and_keeps_history() {
             (
                 h["to"].as_str().unwrap().to_string(),
                 h["reason"].as_str().unwrap_or("").to_string(),
+                h["actor"].as_str().unwrap().to_string(),
             )
         })
         .collect();
-    assert_eq!(hist.len(), 6);
+    assert_eq!(hist.len(), 6, "{hist:?}");
     assert_eq!(
-        hist[1],
-        ("review".to_string(), "all tests pass".to_string())
+        (hist[1].0.as_str(), hist[1].1.as_str(), hist[1].2.as_str()),
+        ("review", "all tests pass", "agent-worker")
     );
-    assert_eq!(issue["status_history"][0]["actor"], "agent-worker");
+    assert_ne!(hist[0].2, "agent-worker", "{hist:?}");
     c.close().await;
-    // A person finishes it from the CLI; done is terminal.
+    // A person finishes it from the CLI; cancelled is terminal.
     env.ok(&["issue", "status", "WEB-1", "todo"]);
     env.ok(&["issue", "status", "WEB-1", "cancelled", "--reason", "dup"]);
     let out = env.run(&["issue", "status", "WEB-1", "todo"]);
@@ -623,8 +637,7 @@ async fn create_subtask_blocks_the_parent_until_its_subtasks_end() {
     let c = env
         .serve(&["--issue-id", "WEB-1", "--agent-type", "planner"])
         .await;
-    c.ok("update_issue_status", json!({"status": "in_progress"}))
-        .await;
+    env.ok(&["issue", "status", "WEB-1", "in_progress"]);
     let s1 = c
         .ok(
             "create_subtask",
@@ -641,19 +654,20 @@ async fn create_subtask_blocks_the_parent_until_its_subtasks_end() {
     assert_eq!(parent["subtasks"], json!(["WEB-3", "WEB-4"]));
     assert_eq!(parent["depends_on"], json!(["WEB-3", "WEB-4"]));
     assert_eq!(parent["blocked_reason"], "waiting for sub-task WEB-4");
-    // Cannot be unblocked by hand while a sub-task is open.
-    let body = c
-        .err_code(
-            "update_issue_status",
-            json!({"status": "in_progress"}),
-            "ERR_INVALID_TRANSITION",
-        )
-        .await;
+    // Cannot be unblocked while a sub-task is open: not by the planner (agents change
+    // status only from in_progress), not by a person.
+    c.err_code(
+        "update_issue_status",
+        json!({"status": "todo"}),
+        "ERR_INVALID_TRANSITION",
+    )
+    .await;
+    let out = env.run(&["issue", "status", "WEB-1", "in_progress"]);
+    assert!(!out.status.success());
     assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("WEB-3, WEB-4")
+        String::from_utf8_lossy(&out.stderr).contains("WEB-3, WEB-4"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
     let bad = c.err("create_subtask", json!({"title": ""})).await;
     assert_eq!(error_fields(&bad), ["title"]);
@@ -774,10 +788,21 @@ async fn create_pr_records_stats_and_risk_and_reviews_move_the_issue() {
         "--risk-thresholds-json",
         r#"{"lowLines": 1, "highLines": 5, "lowFiles": 1, "highFiles": 3}"#,
     ]);
-    // create_pr verifies the workspace first: without a worktree nothing is recorded.
+    // create_pr verifies the workspace first: a worktree of another issue records nothing.
+    let wrong = env.path().join("wrong");
+    std::fs::create_dir(&wrong).unwrap();
+    std::fs::write(wrong.join(".symphony-worktree"), "WEB-2\n").unwrap();
     let lost = env
-        .serve(&["--issue-id", "WEB-1", "--agent-type", "worker"])
+        .serve(&[
+            "--issue-id",
+            "WEB-1",
+            "--agent-type",
+            "worker",
+            "--worktree-path",
+            wrong.to_str().unwrap(),
+        ])
         .await;
+    env.ok(&["issue", "status", "WEB-1", "in_progress"]);
     lost.err_code(
         "create_pr",
         json!({"diff": DIFF, "branch_name": "symphony/WEB-1", "base_branch": "main"}),
@@ -787,6 +812,7 @@ async fn create_pr_records_stats_and_risk_and_reviews_move_the_issue() {
     let none = lost.ok("get_issue", json!({})).await;
     assert!(none["pull_requests"].as_array().unwrap().is_empty());
     lost.close().await;
+    env.ok(&["issue", "status", "WEB-1", "todo"]);
     let wt = env.path().join("wt");
     std::fs::create_dir(&wt).unwrap();
     std::fs::write(wt.join(".symphony-worktree"), "WEB-1\n").unwrap();
@@ -800,8 +826,7 @@ async fn create_pr_records_stats_and_risk_and_reviews_move_the_issue() {
         wt.as_str(),
     ];
     let w = env.serve(&worker).await;
-    w.ok("update_issue_status", json!({"status": "in_progress"}))
-        .await;
+    env.ok(&["issue", "status", "WEB-1", "in_progress"]);
     let bad = w
         .err(
             "create_pr",
@@ -879,8 +904,7 @@ async fn create_pr_records_stats_and_risk_and_reviews_move_the_issue() {
     assert_eq!(error_fields(&bad), ["reason"]);
 
     let w = env.serve(&worker).await;
-    w.ok("update_issue_status", json!({"status": "in_progress"}))
-        .await;
+    env.ok(&["issue", "status", "WEB-1", "in_progress"]);
     let second = w
         .ok(
             "create_pr",
@@ -1009,13 +1033,16 @@ async fn record_coverage_upserts_and_refuses_unsafe_paths() {
         (Some(true), Some(1))
     );
     assert_eq!(r["ticket"], "WEB-2");
-    let bad = c
-        .err(
+    // The spec's scanner example: has_issues without a ticket, a concept with a space.
+    let r = c
+        .ok(
             "record_coverage",
-            json!({"file_path": "a.rs", "concept": "x", "status": "has_issues"}),
+            json!({"file_path": "src/types.ts", "concept": "type safety", "status": "has_issues",
+                   "notes": "any used in 12 places"}),
         )
         .await;
-    assert_eq!(error_fields(&bad), ["ticket_id"]);
+    assert_eq!(r["concept"], "type safety");
+    assert!(r["ticket"].is_null(), "{r}");
     let bad = c
         .err("record_coverage", json!({"file_path": "a.rs", "concept": "x", "status": "has_issues", "ticket_id": "WEB-99"}))
         .await;
@@ -1037,13 +1064,15 @@ async fn record_coverage_upserts_and_refuses_unsafe_paths() {
             .await;
         assert_eq!(error_fields(&bad), ["file_path"], "{path:?}");
     }
-    let bad = c
-        .err(
-            "record_coverage",
-            json!({"file_path": "a.rs", "concept": "has space", "status": "covered"}),
-        )
-        .await;
-    assert_eq!(error_fields(&bad), ["concept"]);
+    for concept in ["   ", "tab\there", "esc\u{1b}[31m"] {
+        let bad = c
+            .err(
+                "record_coverage",
+                json!({"file_path": "a.rs", "concept": concept, "status": "covered"}),
+            )
+            .await;
+        assert_eq!(error_fields(&bad), ["concept"], "{concept:?}");
+    }
     let bad = c
         .err(
             "record_coverage",

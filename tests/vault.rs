@@ -51,6 +51,19 @@ fn count(env: &Env, sql: &str) -> i64 {
     db(env).query_row(sql, [], |r| r.get(0)).unwrap()
 }
 
+/// A `min_score` strictly between two distinct scores of a ranking (`scores`, best
+/// first), at the first gap after position `from` wider than any rounding of a score on
+/// its way through JSON and `f32` (past the last score when there is none): `(n,
+/// threshold)`, the first `n` scores (`n > from`) above the threshold, every other below.
+fn cut_after(scores: &[f64], from: usize) -> (usize, f64) {
+    assert!(from < scores.len(), "{from} >= {}", scores.len());
+    let next = |i: usize| scores.get(i + 1).copied().unwrap_or(scores[i] - 2e-3);
+    let i = (from..scores.len())
+        .find(|&i| scores[i] - next(i) > 1e-4)
+        .expect("the last score has a gap below it");
+    (i + 1, (scores[i] + next(i)) / 2.0)
+}
+
 fn paths(hits: &Value) -> Vec<String> {
     hits["results"]
         .as_array()
@@ -99,6 +112,16 @@ async fn retrieval_on_the_sample_docs_finds_the_expected_sections() {
         if rank.is_some_and(|r| r < 3) {
             top3 += 1;
         }
+        // `score` is the rank key: results come in score order.
+        let score = |h: &Value| h["score"].as_f64().unwrap();
+        assert!(
+            hits.windows(2).all(|w| score(&w[0]) >= score(&w[1])),
+            "{r:#}"
+        );
+        assert!(
+            hits.iter()
+                .all(|h| score(h) <= 1.0001 && h["cosine"].as_f64().is_some())
+        );
         let h = &hits[0];
         assert!(h["score"].as_f64().unwrap() > 0.0 && h["score"].as_f64().unwrap() <= 1.0001);
         assert_eq!(h["metadata"]["collection"], "handbook");
@@ -414,6 +437,33 @@ async fn search_knowledge_searches_the_projects_collections() {
     assert!(best > 0.0 && best < 0.99);
     let note = strict["note"].as_str().unwrap();
     assert!(note.contains("3 hits fell below min_score 0.99"), "{note}");
+    // min_score filters on the rank key: a cut between two scores, below the second
+    // hit's, keeps exactly the hits above it, in the same order.
+    let score = |h: &Value| h["score"].as_f64().unwrap();
+    let hits = r["results"].as_array().unwrap();
+    assert!(hits.len() >= 2, "{r:#}");
+    assert!(
+        hits.windows(2).all(|w| score(&w[0]) >= score(&w[1])),
+        "{r:#}"
+    );
+    let scores: Vec<f64> = hits.iter().map(score).collect();
+    let (expected, cut) = cut_after(&scores, 1);
+    let kept = client
+        .ok(
+            "search_knowledge",
+            json!({"query": "how do I install the binary?", "min_score": cut}),
+        )
+        .await;
+    let ids = |v: &[Value]| -> Vec<Value> {
+        v.iter()
+            .map(|h| h["metadata"]["chunk_id"].clone())
+            .collect()
+    };
+    let kept_hits = kept["results"].as_array().unwrap();
+    assert!(kept_hits.iter().all(|h| score(h) >= cut), "{kept:#}");
+    assert_eq!(ids(kept_hits), ids(&hits[..expected]), "{kept:#}");
+    let below = r["below_min_score"].as_u64().unwrap() as usize;
+    assert_eq!(kept["below_min_score"], below + hits.len() - expected);
     client.close().await;
 
     // Without a bound project it says how to bind one.
@@ -673,8 +723,11 @@ async fn scores_are_in_rank_order_and_min_score_filters_on_them() {
                 .collect()
         };
         assert_eq!(ids(&r), ids(&all));
-        // min_score at the fourth hit's score keeps exactly the hits at or above it.
-        let cut = score(&hits[3]);
+        // A min_score between two scores, below the fourth hit's, keeps exactly the
+        // hits above it: every returned score is at or above it, every dropped one
+        // (the rest of the ranking) below.
+        let scores: Vec<f64> = hits.iter().map(score).collect();
+        let (expected, cut) = cut_after(&scores, 3);
         let k = client
             .ok(
                 "search_knowledge",
@@ -682,8 +735,7 @@ async fn scores_are_in_rank_order_and_min_score_filters_on_them() {
             )
             .await;
         let kept = k["results"].as_array().unwrap();
-        let expected = hits.iter().filter(|h| score(h) >= cut).count();
-        assert!(expected >= 4);
+        assert!(kept.iter().all(|h| score(h) >= cut), "{k:#}");
         assert_eq!(kept.len(), expected, "{k:#}");
         assert_eq!(k["below_min_score"], 10 - expected);
         assert_eq!(ids(&k)[..], ids(&all)[..expected]);

@@ -10,14 +10,15 @@ use serde_json::{Value, json};
 
 use crate::common::{Client, Env, error_fields};
 
-/// A project `p` whose repository is a git worktree of issue P-1, with its marker.
-struct Work {
-    env: Env,
+/// A project `p` whose repository is a git worktree of issue P-1, with its marker
+/// (also used by `security.rs`).
+pub(crate) struct Work {
+    pub(crate) env: Env,
     /// The worktree (and project path).
-    wt: PathBuf,
+    pub(crate) wt: PathBuf,
     /// The Symphony root for memory.
-    sym: PathBuf,
-    issue: String,
+    pub(crate) sym: PathBuf,
+    pub(crate) issue: String,
 }
 
 fn git(dir: &Path, args: &[&str]) {
@@ -35,12 +36,12 @@ fn git(dir: &Path, args: &[&str]) {
 }
 
 impl Work {
-    fn new() -> Work {
+    pub(crate) fn new() -> Work {
         Work::with(&[])
     }
 
     /// Like [`Work::new`], with extra `cairn issue create` flags for P-1.
-    fn with(flags: &[&str]) -> Work {
+    pub(crate) fn with(flags: &[&str]) -> Work {
         let env = Env::new();
         let wt = env.path().join("wt");
         let sym = env.path().join("symphony");
@@ -72,23 +73,28 @@ impl Work {
     }
 
     /// `cairn serve` bound to the issue and worktree, as `agent`.
-    async fn serve(&self, agent: &str) -> Client {
+    pub(crate) async fn serve(&self, agent: &str) -> Client {
+        self.serve_with(agent, &[]).await
+    }
+
+    /// [`Work::serve`] with extra `cairn serve` flags.
+    pub(crate) async fn serve_with(&self, agent: &str, extra: &[&str]) -> Client {
         let wt = self.wt_str();
         let sym = self.sym.to_string_lossy().into_owned();
-        self.env
-            .serve(&[
-                "--issue-id",
-                &self.issue,
-                "--worktree-path",
-                &wt,
-                "--agent-type",
-                agent,
-                "--symphony-dir",
-                &sym,
-                "--project-slug",
-                "p",
-            ])
-            .await
+        let mut flags = vec![
+            "--issue-id",
+            &self.issue,
+            "--worktree-path",
+            &wt,
+            "--agent-type",
+            agent,
+            "--symphony-dir",
+            &sym,
+            "--project-slug",
+            "p",
+        ];
+        flags.extend(extra);
+        self.env.serve(&flags).await
     }
 }
 
@@ -215,7 +221,7 @@ async fn verify_workspace_path_safety() {
         .err_code("verify_workspace", json!({}), "ERR_WORKSPACE_INVALID")
         .await;
     assert!(
-        message(&e).contains("leads outside") && message(&e).contains("cannot be trusted"),
+        message(&e).contains("is a symlink") && message(&e).contains("cannot be trusted"),
         "{e}"
     );
     // NUL bytes and an over-long first line are not an issue identifier.
@@ -380,7 +386,7 @@ async fn update_memory_path_safety() {
             "ERR_FAILED_PRECONDITION",
         )
         .await;
-    assert!(message(&e).contains("leads outside"), "{e}");
+    assert!(message(&e).contains("is a symlink"), "{e}");
     assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
 
     // A memory file that is a symlink to a file outside is refused and left alone.
@@ -676,7 +682,7 @@ async fn complete_phase_path_safety() {
         (abs.as_str(), "absolute"),
         ("docs/other/research.md", "inside docs/tickets/"),
         ("docs/tickets", "inside docs/tickets/"),
-        ("docs/tickets/P-9/research.md", "leads outside"),
+        ("docs/tickets/P-9/research.md", "P-9 is a symlink"),
         ("docs/tickets/P-1/nul\u{0}.md", "NUL"),
         (long.as_str(), "at most 255"),
     ] {
@@ -688,7 +694,7 @@ async fn complete_phase_path_safety() {
         ("../docs/x.md", ".."),
         ("/docs/x.md", "absolute"),
         ("src/x.md", "inside docs/"),
-        ("docs/tickets/P-9/x.md", "leads outside"),
+        ("docs/tickets/P-9/x.md", "P-9 is a symlink"),
     ] {
         let mut args = w.claim(ART, &hash);
         args["promote_to"] = json!(bad);
@@ -1005,7 +1011,7 @@ async fn move_issue_path_safety() {
     let e = c
         .err_code("move_issue", args.clone(), "ERR_INVALID_INPUT")
         .await;
-    assert!(message(&e).contains("leads outside"), "{e}");
+    assert!(message(&e).contains("P-1 is a symlink"), "{e}");
     std::fs::remove_file(w.wt.join("docs/tickets/P-1")).unwrap();
     w.write("docs/tickets/P-1/research.md", "inside");
 
@@ -1017,7 +1023,7 @@ async fn move_issue_path_safety() {
     let e = c
         .err_code("move_issue", args.clone(), "ERR_INVALID_INPUT")
         .await;
-    assert!(message(&e).contains("leads outside"), "{e}");
+    assert!(message(&e).contains("docs/tickets is a symlink"), "{e}");
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
     std::fs::remove_file(q.join("docs/tickets")).unwrap();
 
@@ -1090,9 +1096,8 @@ async fn issue_walks_from_todo_through_phases_to_an_approved_pr() {
     assert_eq!(w.show("P-1")["status"], "todo");
 
     worker.ok("verify_workspace", json!({})).await;
-    worker
-        .ok("update_issue_status", json!({"status": "in_progress"}))
-        .await;
+    // The orchestrator starts the work (agents change status only from in_progress).
+    w.env.ok(&["issue", "status", "P-1", "in_progress"]);
 
     // First claim; the judge rejects it with fix instructions.
     let first = w.write(ART, &good_artifact("No rollback yet."));
@@ -1230,7 +1235,7 @@ async fn concurrent_verdicts_on_one_claim_record_exactly_one() {
         .collect();
     assert_eq!(errors.iter().filter(|e| **e).count(), 1, "{ra:?} {rb:?}");
     let failed = if errors[0] { &ra } else { &rb };
-    let body = failed.structured_content.clone().unwrap();
+    let body = crate::common::body(failed);
     assert_eq!(body["error"]["code"], "ERR_CONFLICT", "{body}");
     let issue = worker.ok("get_issue", json!({})).await;
     let verdicts = issue["findings"]

@@ -1,16 +1,26 @@
-//! `cairn eval`: ranking quality on graded query sets, with baselines in the same run.
+//! `cairn eval ...`: ranking quality on graded sets, with baselines from the same run.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use crate::eval::vault::{VaultEvalOptions, render, run};
+use crate::eval::learnings::{EvalReport, EvalSet};
+use crate::eval::vault::{VaultEvalOptions, render};
 
 use super::{print_json, print_text};
 
 #[derive(Debug, Subcommand)]
 pub enum EvalCmd {
+    /// Measure `search_learnings` on a JSONL set of learnings and graded queries:
+    /// nDCG@10, MRR@10, Recall@5 overall and per category, p50 latency, for Cairn's
+    /// blend, BM25 alone and cosine alone. Uses a temporary database (not --db).
+    Learnings {
+        /// The set (JSONL; format in docs/learnings.md).
+        set: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// The Knowledge Vault's ranking on a BEIR-format set (or a Markdown directory),
     /// indexed into a temporary database: nDCG@10, MRR@10, Recall@5 per category, p50
     /// latency, against lexical-only and dense-only rankings.
@@ -36,26 +46,77 @@ pub struct VaultEvalArgs {
     pub json: bool,
 }
 
-pub fn run_cmd(cmd: EvalCmd) -> anyhow::Result<ExitCode> {
+#[allow(clippy::print_stderr)]
+pub fn run(cmd: EvalCmd) -> anyhow::Result<std::process::ExitCode> {
     match cmd {
+        EvalCmd::Learnings { set, json } => {
+            let parsed = EvalSet::load(&set)?;
+            let report =
+                crate::eval::learnings::run(&parsed, |line| eprintln!("eval learnings: {line}"))?;
+            if json {
+                print_json(&report)?;
+            } else {
+                print_text(&learnings_table(&report))?;
+            }
+        }
         EvalCmd::Vault(a) => {
-            #[allow(clippy::print_stderr)]
-            let progress = |m: &str| eprintln!("{m}");
-            let report = run(
+            let report = crate::eval::vault::run(
                 &VaultEvalOptions {
                     corpus: a.corpus,
                     queries: a.queries,
                     qrels: a.qrels,
                     sweep: a.sweep,
                 },
-                &progress,
+                &|m: &str| eprintln!("eval vault: {m}"),
             )?;
             if a.json {
                 print_json(&report)?;
             } else {
                 print_text(&render(&report))?;
             }
-            Ok(ExitCode::SUCCESS)
         }
     }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// The report as a Markdown table: one row per system, overall and per category.
+fn learnings_table(r: &EvalReport) -> String {
+    let mut out = format!(
+        "{} learnings, {} queries; semantic: {}\n\n",
+        r.learnings,
+        r.queries,
+        match &r.semantic_unavailable {
+            None => "on".to_string(),
+            Some(why) => format!("off ({why})"),
+        }
+    );
+    let categories: Vec<&String> = r
+        .systems
+        .first()
+        .map(|s| s.categories.keys().collect())
+        .unwrap_or_default();
+    out.push_str("| system | nDCG@10 | MRR@10 | R@5 | p50 ms |");
+    for c in &categories {
+        let _ = write!(out, " {c} nDCG / MRR |");
+    }
+    out.push_str("\n|---|---|---|---|---|");
+    out.push_str(&"---|".repeat(categories.len()));
+    out.push('\n');
+    for s in &r.systems {
+        let _ = write!(
+            out,
+            "| {} | {:.3} | {:.3} | {:.3} | {:.1} |",
+            s.system, s.overall.ndcg10, s.overall.mrr10, s.overall.recall5, s.p50_ms
+        );
+        for c in &categories {
+            match s.categories.get(*c) {
+                Some(x) => {
+                    let _ = write!(out, " {:.3} / {:.3} |", x.ndcg10, x.mrr10);
+                }
+                None => out.push_str(" |"),
+            }
+        }
+        out.push('\n');
+    }
+    out
 }

@@ -227,8 +227,12 @@ pub fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<std::process::Exi
             if json {
                 print_json(&r)?;
             } else {
+                let semantic = match &r.semantic_unavailable {
+                    None => format!("embedded {} that had no embedding", r.embedded),
+                    Some(why) => format!("no embeddings: {why}"),
+                };
                 print_text(&format!(
-                    "indexed {} learnings in {} ms",
+                    "indexed {} learnings in {} ms; {semantic}",
                     r.learnings, r.millis
                 ))?;
             }

@@ -72,7 +72,7 @@ pub enum Command {
     Reindex(vault::ReindexArgs),
     /// Search the Knowledge Vault.
     Search(vault::SearchArgs),
-    /// Measure ranking quality on a graded query set (a temporary database).
+    /// Measure ranking quality on a graded set, with baselines from the same run.
     #[command(subcommand)]
     Eval(eval::EvalCmd),
 }
@@ -111,7 +111,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Audit(cmd) => audit::run(&open(&cli.db)?, cmd),
         Command::Reindex(a) => vault::reindex(&open(&cli.db)?, a),
         Command::Search(a) => vault::search(&open(&cli.db)?, a),
-        Command::Eval(cmd) => eval::run_cmd(cmd),
+        Command::Eval(cmd) => eval::run(cmd),
     }
 }
 

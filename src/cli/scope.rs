@@ -76,9 +76,7 @@ pub fn run(cairn: &Cairn, cmd: ScopeCmd) -> anyhow::Result<std::process::ExitCod
             for w in &eff.warnings {
                 eprintln!("warning: {w}");
             }
-            let tmp = out.with_extension("json.tmp");
-            std::fs::write(&tmp, serde_json::to_vec_pretty(&eff.tools)?)?;
-            std::fs::rename(&tmp, &out)?;
+            crate::paths::write_output(&out, &serde_json::to_vec_pretty(&eff.tools)?)?;
             if json {
                 print_json(&eff)?;
             } else {

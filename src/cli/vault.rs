@@ -77,7 +77,8 @@ pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<ExitCode> {
         print_text(&format!(
             "reindexed {} ({}) into collection {:?} in {:.1}s\n\
              files: {} seen, {} changed, {} unchanged, {} removed\n\
-             chunks: {} embedded, {} reused, {} removed; {} points in the index",
+             chunks: {} embedded, {} reused, {} removed; {} points in the index\n\
+             hidden characters removed: {}",
             if s.prefix.is_empty() { "." } else { &s.prefix },
             s.root,
             s.collection,
@@ -89,8 +90,16 @@ pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<ExitCode> {
             s.chunks_embedded,
             s.chunks_reused,
             s.chunks_removed,
-            s.index_points
+            s.index_points,
+            s.removed_characters
         ))?;
+        if s.files_skipped > 0 {
+            let mut text = format!("skipped {} files:", s.files_skipped);
+            for f in &s.skipped {
+                text.push_str(&format!("\n  {}: {}", f.path, f.reason));
+            }
+            print_text(&text)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -27,8 +27,9 @@ use crate::service::{Cairn, now_iso};
 
 use super::merkle;
 use super::tasks::task_family;
-use super::thoughts::{BrokenLink, ChainCheck, chain_of, check_chain};
+use super::thoughts::{BrokenLink, ChainCheck, chain_loose, check_chain};
 use super::{parse_session_id, resolve_task, session_id, task_identifier};
+use crate::trail::chain::{MalformedRow, loose_text};
 
 /// How much an audit session covers.
 #[derive(
@@ -108,9 +109,12 @@ pub(crate) fn load_session(c: &Connection, reference: &str) -> Result<SessionRow
                     AuditScope::Shallow
                 },
                 started_at: r.get(3)?,
-                merkle_root: r.get(4)?,
-                tree_depth: r.get(5)?,
-                leaf_count: r.get(6)?,
+                // Read loosely: verification reports a tampered root, it does not fail.
+                merkle_root: r
+                    .get(4)
+                    .unwrap_or_else(|_| Some(loose_text(r, "merkle_root"))),
+                tree_depth: r.get(5).ok().flatten(),
+                leaf_count: r.get(6).ok().flatten(),
                 finalized_at: r.get(7)?,
             })
         },
@@ -141,30 +145,49 @@ struct ChainReport {
 
 /// The records of one task's chains, in sequence order (positions unnumbered: 0):
 /// its thought chain, then its work-trail chain.
+/// Rows that do not read (see [`crate::trail::chain::MalformedRow`]) are kept with their
+/// id and stored hash at their place, so verification can report them.
 fn records_of(c: &Connection, issue_id: &str) -> Result<Vec<Vec<ChainRecord>>> {
-    let thoughts = chain_of(c, issue_id)?
+    let task_id = task_identifier(c, issue_id)?;
+    let malformed = |chain: &str, i: usize, m: MalformedRow| ChainRecord {
+        position: 0,
+        chain: chain.into(),
+        task_id: task_id.clone(),
+        record_id: m.id,
+        chain_position: i as i64 + 1,
+        hash: m.hash,
+        recorded_at: String::new(),
+    };
+    let thoughts = chain_loose(c, issue_id)?
         .into_iter()
-        .map(|t| ChainRecord {
-            position: 0,
-            chain: "thought".into(),
-            task_id: t.thought.task_id,
-            record_id: t.thought.thought_id,
-            chain_position: t.thought.chain_position,
-            hash: t.thought.hash,
-            recorded_at: t.thought.recorded_at,
+        .enumerate()
+        .map(|(i, t)| match t {
+            Ok(t) => ChainRecord {
+                position: 0,
+                chain: "thought".into(),
+                task_id: t.thought.task_id,
+                record_id: t.thought.thought_id,
+                chain_position: t.thought.chain_position,
+                hash: t.thought.hash,
+                recorded_at: t.thought.recorded_at,
+            },
+            Err(m) => malformed("thought", i, m),
         })
         .collect();
-    let task_id = task_identifier(c, issue_id)?;
-    let trail = crate::trail::chain::chain(c, issue_id)?
+    let trail = crate::trail::chain::chain_loose(c, issue_id)?
         .into_iter()
-        .map(|r| ChainRecord {
-            position: 0,
-            chain: "trail".into(),
-            task_id: task_id.clone(),
-            record_id: r.id,
-            chain_position: r.position as i64,
-            hash: r.hash,
-            recorded_at: r.created_at,
+        .enumerate()
+        .map(|(i, r)| match r {
+            Ok(r) => ChainRecord {
+                position: 0,
+                chain: "trail".into(),
+                task_id: task_id.clone(),
+                record_id: r.id,
+                chain_position: r.position as i64,
+                hash: r.hash,
+                recorded_at: r.created_at,
+            },
+            Err(m) => malformed("trail", i, m),
         })
         .collect();
     Ok(vec![thoughts, trail])
@@ -186,6 +209,7 @@ fn check_trail(c: &Connection, issue_id: &str) -> Result<ChainCheck> {
             "link" => "previous_hash_mismatch",
             "position" => "position_mismatch",
             "head" => "head_mismatch",
+            "malformed" => "malformed_record",
             other => other,
         };
         if b.problem == "head" && position > check.total {
@@ -203,6 +227,7 @@ fn check_trail(c: &Connection, issue_id: &str) -> Result<ChainCheck> {
             task_id: task_id.clone(),
             record_id: b.record_id,
             chain_position: position,
+            detail: b.detail,
         });
     }
     Ok(check)
@@ -225,21 +250,174 @@ fn numbered(chains: Vec<Vec<ChainRecord>>) -> Vec<ChainRecord> {
 struct FrozenLeaf {
     record_id: String,
     hash: String,
+    /// Why the stored leaf row is malformed (a position that is not its 1-based index,
+    /// a hash that is not 64 hex characters, a NULL), if it is.
+    malformed: Option<String>,
 }
 
+/// The frozen leaves of a session, in position order, read loosely: a malformed row is
+/// kept and marked, never an error.
 fn frozen_leaves(c: &Connection, session: i64) -> Result<Vec<FrozenLeaf>> {
     let mut stmt = c.prepare_cached(
-        "SELECT record_id, hash FROM audit_merkle_leaves WHERE session_id = ?1 ORDER BY position",
+        "SELECT position, record_id, hash FROM audit_merkle_leaves WHERE session_id = ?1
+         ORDER BY typeof(position) <> 'integer', position, rowid",
     )?;
-    let rows = stmt
-        .query_map([session], |r| {
-            Ok(FrozenLeaf {
-                record_id: r.get(0)?,
-                hash: r.get(1)?,
-            })
-        })?
+    let mut rows = stmt.query([session])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let index = out.len() as i64 + 1;
+        let hash = loose_text(r, "hash");
+        let mut problems = Vec::new();
+        if r.get::<_, i64>("position").ok() != Some(index) {
+            problems.push(format!(
+                "position {:?} is not {index}",
+                loose_text(r, "position")
+            ));
+        }
+        if r.get::<_, String>("record_id").is_err() {
+            problems.push("record_id is not text".to_string());
+        }
+        if r.get::<_, String>("hash").is_err() || merkle::leaf(&hash).is_err() {
+            problems.push(format!("hash {hash:?} is not 64 hex characters"));
+        }
+        out.push(FrozenLeaf {
+            record_id: loose_text(r, "record_id"),
+            hash,
+            malformed: (!problems.is_empty()).then(|| problems.join("; ")),
+        });
+    }
+    Ok(out)
+}
+
+/// Recompute a finalized session's root from its frozen leaves and from the current
+/// records those leaves name, and compare both with the stored root (and the stored
+/// leaf count). Returns what does not hold; empty when the root stands.
+fn root_problems(c: &Connection, session: i64) -> Result<Vec<String>> {
+    let (stored_root, stored_count) = c.query_row(
+        "SELECT merkle_root, leaf_count FROM audit_sessions WHERE id = ?1",
+        [session],
+        |r| {
+            Ok((
+                loose_text(r, "merkle_root"),
+                r.get::<_, i64>("leaf_count").ok(),
+            ))
+        },
+    )?;
+    let leaves = frozen_leaves(c, session)?;
+    let mut problems = Vec::new();
+    if stored_count != Some(leaves.len() as i64) {
+        problems.push(format!(
+            "{} frozen leaves, but the session records {}",
+            leaves.len(),
+            stored_count.map_or("no count".to_string(), |n| n.to_string())
+        ));
+    }
+    for (i, l) in leaves.iter().enumerate() {
+        if let Some(m) = &l.malformed {
+            problems.push(format!("frozen leaf {} is malformed: {m}", i + 1));
+        }
+    }
+    let tree = |hashes: &mut dyn Iterator<Item = &str>| -> Option<merkle::Tree> {
+        let leaves = hashes
+            .map(|h| merkle::leaf(h).ok())
+            .collect::<Option<Vec<_>>>()?;
+        Some(merkle::build(&leaves))
+    };
+    match tree(&mut leaves.iter().map(|l| l.hash.as_str())) {
+        Some(t) if t.root == stored_root => {}
+        Some(t) => problems.push(format!(
+            "the root recomputed from the frozen leaves is {}, the stored root is {stored_root:?}",
+            t.root
+        )),
+        None => problems.push("the frozen leaves do not form a tree".to_string()),
+    }
+    // The current records: every chain of the session's tasks, by record id.
+    let s = load_session(c, &super::session_id(session))?;
+    let mut current = std::collections::HashMap::new();
+    for id in s.issue_ids(c)? {
+        for r in records_of(c, &id)?.into_iter().flatten() {
+            current.insert(r.record_id, r.hash);
+        }
+    }
+    let gone: Vec<&str> = leaves
+        .iter()
+        .filter(|l| !current.contains_key(&l.record_id))
+        .map(|l| l.record_id.as_str())
+        .collect();
+    if !gone.is_empty() {
+        problems.push(format!(
+            "frozen records no longer stored: {}",
+            gone.join(", ")
+        ));
+    } else {
+        match tree(&mut leaves.iter().map(|l| current[&l.record_id].as_str())) {
+            Some(t) if t.root == stored_root => {}
+            Some(t) => problems.push(format!(
+                "the root recomputed from the current records is {}, the stored root is \
+                 {stored_root:?}",
+                t.root
+            )),
+            None => problems.push("a frozen record's hash is not 64 hex characters".to_string()),
+        }
+    }
+    Ok(problems)
+}
+
+/// The finalized sessions whose tasks include `issue_id`.
+fn finalized_sessions_covering(c: &Connection, issue_id: &str) -> Result<Vec<SessionRow>> {
+    let ids: Vec<i64> = c
+        .prepare_cached("SELECT id FROM audit_sessions WHERE finalized_at IS NOT NULL ORDER BY id")?
+        .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    Ok(rows)
+    let mut out = Vec::new();
+    for id in ids {
+        let s = load_session(c, &super::session_id(id))?;
+        if s.issue_ids(c)?.iter().any(|i| i == issue_id) {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+/// A session's root problems as one broken link (position 0), if any.
+fn root_break(c: &Connection, s: &SessionRow) -> Result<Option<BrokenLink>> {
+    let problems = root_problems(c, s.id)?;
+    if problems.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(BrokenLink {
+        position: 0,
+        expected_hash: s.merkle_root.clone().unwrap_or_default(),
+        actual_hash: String::new(),
+        reason: "merkle_root_mismatch".into(),
+        chain: String::new(),
+        task_id: String::new(),
+        record_id: s.display_id(),
+        chain_position: 0,
+        detail: Some(problems.join("; ")),
+    }))
+}
+
+/// For `findings --verify`: every finalized audit session covering `issue_id` whose
+/// stored root no longer stands, as trail broken links (`merkle_root`, position 0).
+pub(crate) fn frozen_root_breaks(
+    c: &Connection,
+    issue_id: &str,
+) -> Result<Vec<crate::trail::chain::BrokenLink>> {
+    let mut out = Vec::new();
+    for s in finalized_sessions_covering(c, issue_id)? {
+        if let Some(b) = root_break(c, &s)? {
+            out.push(crate::trail::chain::BrokenLink {
+                position: 0,
+                record_id: b.record_id,
+                problem: "merkle_root".into(),
+                expected_hash: b.expected_hash,
+                actual_hash: b.actual_hash,
+                detail: b.detail,
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// What `audit_session_start` returns.
@@ -286,7 +464,10 @@ pub struct ChainVerification {
     pub integrity_score: u32,
     pub broken_links: Vec<BrokenLink>,
     pub verified_at: String,
-    /// For a finalized session: whether the frozen leaves still match their records.
+    /// For a finalized session (or, verifying a task alone, every finalized session
+    /// covering it): whether the stored root is still the root recomputed from the
+    /// frozen leaves and from the current records, and every frozen leaf matches its
+    /// record.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub merkle_root_matches: Option<bool>,
     /// With full_trace: every record in sequence order with its hash.
@@ -437,12 +618,28 @@ impl Cairn {
         let total = records.len() as i64;
 
         let mut merkle_root_matches = None;
-        if let Some(s) = session.as_ref().filter(|s| s.finalized_at.is_some()) {
+        // The finalized session verified, or, for a task alone, every finalized session
+        // covering it: each root is recomputed from its leaves and from the records.
+        let sessions = self
+            .store
+            .read(|c| match (&session, &task_id, issue_ids.first()) {
+                (Some(s), _, _) => Ok(vec![s.clone()]
+                    .into_iter()
+                    .filter(|s| s.finalized_at.is_some())
+                    .collect()),
+                (None, Some(_), Some(issue)) => finalized_sessions_covering(c, issue),
+                _ => Ok(Vec::new()),
+            })?;
+        for s in &sessions {
             let frozen = self.store.read(|c| frozen_leaves(c, s.id))?;
             let mut matches = true;
+            if let Some(b) = self.store.read(|c| root_break(c, s))? {
+                matches = false;
+                broken.push(b);
+            }
             for (i, leaf) in frozen.iter().enumerate() {
                 let current = records.iter().find(|r| r.record_id == leaf.record_id);
-                if current.is_none_or(|r| r.hash != leaf.hash) {
+                if leaf.malformed.is_some() || current.is_none_or(|r| r.hash != leaf.hash) {
                     matches = false;
                     let position = current.map(|r| r.position).unwrap_or(i as i64 + 1);
                     if bad_positions.insert(position) {
@@ -452,15 +649,20 @@ impl Cairn {
                         position,
                         expected_hash: leaf.hash.clone(),
                         actual_hash: current.map(|r| r.hash.clone()).unwrap_or_default(),
-                        reason: "frozen_leaf_mismatch".into(),
+                        reason: if leaf.malformed.is_some() {
+                            "malformed_record".into()
+                        } else {
+                            "frozen_leaf_mismatch".into()
+                        },
                         chain: current.map(|r| r.chain.clone()).unwrap_or_default(),
                         task_id: current.map(|r| r.task_id.clone()).unwrap_or_default(),
                         record_id: leaf.record_id.clone(),
                         chain_position: current.map(|r| r.chain_position).unwrap_or(0),
+                        detail: leaf.malformed.clone(),
                     });
                 }
             }
-            merkle_root_matches = Some(matches);
+            merkle_root_matches = Some(merkle_root_matches.unwrap_or(true) && matches);
         }
         broken.sort_by_key(|b| b.position);
 

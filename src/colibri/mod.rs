@@ -12,10 +12,10 @@
 //! Identifiers (decision): a task has ONE identity, the issue identifier `PFX-N`, and
 //! every tool returns it as `task_id`. The document's `T-{monotonic}` with a
 //! project-scoped `sequence` is exactly that shape with the project prefix in place of
-//! `T` (a bare `T-N` would collide between projects). For callers that follow the
-//! document literally, `T-N` (any number of digits, `T-0042`) is also *accepted* as an
-//! alias naming the N-th issue created in the database (the global, monotonic issue
-//! rowid); it is never returned. Opaque ids (`iss_...`) are accepted too. Thoughts are
+//! `T` (a bare `T-N` would collide between projects). The domain resolves identifiers
+//! and opaque ids (`iss_...`) only; the MCP layer accepts the document's `T-N` as task N
+//! *of the server's bound project* (`src/mcp/tools/colibri.rs`), so a `T-N` can never
+//! name an issue of another project. Thoughts are
 //! `Θ-{id}` and audit sessions `A-{id}`, with ids from global counters, shown with at
 //! least four digits (`Θ-0047`, `A-0002`).
 
@@ -88,23 +88,16 @@ pub(crate) fn parse_session_id(reference: &str) -> Result<i64> {
         .ok_or_else(|| Error::SessionNotFound(reference.to_string()))
 }
 
-/// Resolve a task reference (issue identifier, opaque issue id, or the `T-N` alias) to
-/// the issue id; unknown → `ERR_TASK_NOT_FOUND`.
+/// Resolve a task reference (issue identifier or opaque issue id) to the issue id;
+/// unknown → `ERR_TASK_NOT_FOUND`.
 pub(crate) fn resolve_task(c: &Connection, reference: &str) -> Result<String> {
-    if let Some(id) = crate::issues::resolve_issue_id(c, reference)? {
-        return Ok(id);
-    }
-    let alias = parse_numbered(reference, "T-").or_else(|| parse_numbered(reference, "t-"));
-    if let Some(rowid) = alias
-        && let Some(id) = c
-            .query_row("SELECT id FROM issues WHERE rowid = ?1", [rowid], |r| {
-                r.get::<_, String>(0)
-            })
-            .optional()?
-    {
-        return Ok(id);
-    }
-    Err(Error::TaskNotFound(reference.to_string()))
+    crate::issues::resolve_issue_id(c, reference)?
+        .ok_or_else(|| Error::TaskNotFound(reference.to_string()))
+}
+
+/// The N of the Colibri document's task id `T-N` (`T-0042` → 42), if it has that shape.
+pub fn task_number(reference: &str) -> Option<i64> {
+    parse_numbered(reference, "T-").or_else(|| parse_numbered(reference, "t-"))
 }
 
 /// The identifier (`task_id`) of an issue id.

@@ -7,19 +7,22 @@
 //! - A directory without `SKILL.md` is not a skill and is skipped silently. Any other
 //!   problem (no front matter, unterminated front matter, a line that is not
 //!   `key: value`, a `capabilities` value that is not a list, a file that is not UTF-8 or
-//!   larger than [`SKILL_FILE_MAX_BYTES`], a directory or file reached through a
-//!   symlink that leads outside the root) is reported for that skill in `errors`; the
-//!   other skills are still listed.
+//!   larger than [`SKILL_FILE_MAX_BYTES`], a skill directory or SKILL.md that is a
+//!   symlink (symlinks are never followed, wherever they lead), a SKILL.md that is not a
+//!   regular file or has more than one hard link) is reported for that skill in
+//!   `errors`; the other skills are still listed. Every directory and file is opened
+//!   beneath a handle on the root ([`crate::paths::DirHandle`]), never by name.
 //! - The front matter is a small YAML subset: `key: value` lines, values plain or
 //!   quoted ('…' or "…"), inline lists `[a, "b"]`, block lists (`- a` lines below
 //!   `key:`), block scalars (`|` keeps newlines, `>` folds them), `#` comment lines;
 //!   nested maps under other keys are skipped.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::paths::{DirHandle, refusal_text};
 
 /// Largest `SKILL.md` read, in bytes.
 pub const SKILL_FILE_MAX_BYTES: u64 = 1024 * 1024;
@@ -244,37 +247,42 @@ fn parse_skill(name: &str, rel: &str, text: &str) -> std::result::Result<Skill, 
 /// List the skills under `root/.agents/skills/`. A missing skills directory is an
 /// empty list.
 pub fn list_skills(root: &Path, filter: &SkillFilter) -> Result<SkillList> {
-    let root = root
-        .canonicalize()
-        .map_err(|e| Error::FailedPrecondition(format!("skill root {}: {e}", root.display())))?;
-    let dir = root.join(".agents").join("skills");
+    let root = DirHandle::open_root(root)?;
     let mut skills = Vec::new();
     let mut errors = Vec::new();
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    let dir = match root.dir(".agents/skills", "skills_dir") {
+        Ok(Some(d)) => d,
+        Ok(None) => {
             return Ok(SkillList {
                 skills,
                 total_count: 0,
                 errors,
             });
         }
-        Err(e) => return Err(Error::io(&dir, e)),
+        Err(e) => {
+            errors.push(SkillError {
+                path: ".agents/skills".into(),
+                reason: refusal_text(&e),
+            });
+            return Ok(SkillList {
+                skills,
+                total_count: 0,
+                errors,
+            });
+        }
     };
-    let mut names: Vec<(String, PathBuf)> = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(&dir, e))?;
-        match entry.file_name().into_string() {
+    let mut names: Vec<String> = Vec::new();
+    for entry in dir.entries()? {
+        match entry.name.into_string() {
             Ok(n) if n.starts_with('.') => {}
-            Ok(n) => names.push((n, entry.path())),
+            Ok(n) => names.push(n),
             Err(raw) => errors.push(SkillError {
                 path: format!(".agents/skills/{}", raw.to_string_lossy()),
                 reason: "the directory name is not valid UTF-8".into(),
             }),
         }
     }
-    names.sort();
-    for (name, path) in names {
+    for name in names {
         let rel = format!(".agents/skills/{name}/SKILL.md");
         let mut fail = |reason: String| {
             errors.push(SkillError {
@@ -282,53 +290,30 @@ pub fn list_skills(root: &Path, filter: &SkillFilter) -> Result<SkillList> {
                 reason,
             })
         };
-        // Resolve symlinks and insist on staying under the root.
-        let Ok(real_dir) = path.canonicalize() else {
-            fail("the skill directory cannot be resolved (a dangling symlink?)".into());
-            continue;
-        };
-        if !real_dir.is_dir() {
-            continue;
-        }
-        if !real_dir.starts_with(&root) {
-            fail("the skill directory is a symlink that leads outside the project root".into());
-            continue;
-        }
-        let file = real_dir.join("SKILL.md");
-        let real_file = match file.canonicalize() {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+        // The skill directory and its SKILL.md, opened beneath the skills directory's
+        // handle without following symlinks; a plain file is not a skill.
+        let skill_dir = match dir.dir_parts(&[&name], &name, "skill") {
+            Ok(Some(d)) => d,
+            Ok(None) => continue,
+            Err(Error::InvalidInput(f))
+                if f.iter().any(|f| f.message.contains("not a directory")) =>
+            {
+                continue;
+            }
             Err(e) => {
-                fail(format!("SKILL.md cannot be resolved: {e}"));
+                fail(refusal_text(&e));
                 continue;
             }
         };
-        if !real_file.starts_with(&root) {
-            fail("SKILL.md is a symlink that leads outside the project root".into());
-            continue;
-        }
-        match std::fs::metadata(&real_file) {
-            Ok(m) if !m.is_file() => {
-                fail("SKILL.md is not a file".into());
-                continue;
-            }
-            Ok(m) if m.len() > SKILL_FILE_MAX_BYTES => {
-                fail(format!(
-                    "SKILL.md is {} bytes; at most {SKILL_FILE_MAX_BYTES} are read",
-                    m.len()
-                ));
-                continue;
-            }
-            Ok(_) => {}
-            Err(e) => {
-                fail(format!("SKILL.md cannot be read: {e}"));
-                continue;
-            }
-        }
-        let bytes = match std::fs::read(&real_file) {
+        let bytes = match skill_dir.open_file("SKILL.md", "skill", SKILL_FILE_MAX_BYTES) {
+            Ok(Some(f)) => f.read_capped(),
+            Ok(None) => continue,
+            Err(e) => Err(e),
+        };
+        let bytes = match bytes {
             Ok(b) => b,
             Err(e) => {
-                fail(format!("SKILL.md cannot be read: {e}"));
+                fail(format!("SKILL.md: {}", refusal_text(&e)));
                 continue;
             }
         };

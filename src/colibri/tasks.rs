@@ -5,7 +5,13 @@
 //!   to keep it). `done` and `cancelled` are terminal for status, while the other fields
 //!   of a finished task stay editable (decision: the document only forbids outbound
 //!   transitions).
-//! - `blocked` needs a `blocked_reason`; leaving `blocked` clears the reason.
+//! - `blocked` needs a `blocked_reason`; leaving `blocked` clears the reason. A parent
+//!   blocked by open sub-tasks cannot leave `blocked` while one is open (as in the
+//!   trail vocabulary).
+//! - Agents (a server with an agent profile; [`TaskUpdate::agent`]) change a task's
+//!   status as the spec lets them change an issue's: only from `in_progress`, to
+//!   `review` or `blocked` (Colibri's table has no `in_progress → todo`). `done` and
+//!   `cancelled` are a person's call in both vocabularies (`PERMISSION_DENIED`).
 //! - Full-text search uses the `issues_fts` FTS5 table (title + description). Every
 //!   token of the caller's text is quoted, so no query text can be FTS5 syntax; each
 //!   token matches as a prefix and all tokens must match.
@@ -127,6 +133,8 @@ pub struct TaskUpdate {
     /// Replaces every label.
     pub labels: Option<Vec<String>>,
     pub blocked_reason: Option<String>,
+    /// The caller is an agent: the restricted status rules of the module docs.
+    pub agent: bool,
 }
 
 /// What `task_update` returns.
@@ -276,19 +284,19 @@ pub(crate) fn fts_query(text: &str) -> Option<String> {
 
 /// Assignees and labels are printable and not blank.
 fn check_names(assignee: Option<&str>, labels: Option<&[String]>) -> Result<()> {
-    let bad = |s: &str| s.trim().is_empty() || s.chars().any(char::is_control);
+    let bad = |s: &str| s.trim().is_empty() || crate::text::exact("", s).is_err();
     let mut errors = Vec::new();
     if assignee.is_some_and(bad) {
         errors.push(FieldError::new(
             "assignee",
-            "must be printable and not blank",
+            "must be printable (no hidden characters) and not blank",
         ));
     }
     for (i, l) in labels.unwrap_or_default().iter().enumerate() {
         if bad(l) {
             errors.push(FieldError::new(
                 format!("labels[{i}]"),
-                "a label must be printable and not blank",
+                "a label must be printable (no hidden characters) and not blank",
             ));
         }
     }
@@ -441,15 +449,41 @@ impl Cairn {
             ));
         }
         check_names(upd.assignee.as_deref(), upd.labels.as_deref())?;
+        let field = |e| Error::InvalidInput(vec![e]);
+        let upd = &TaskUpdate {
+            description: crate::text::prose_opt("description", upd.description.as_deref())
+                .map_err(field)?,
+            blocked_reason: crate::text::prose_opt("blocked_reason", upd.blocked_reason.as_deref())
+                .map_err(field)?,
+            ..upd.clone()
+        };
         self.store.write(|tx| {
             let id = resolve_task(tx, &upd.task)?;
             let current = load_task(tx, &id)?;
             let from = current.status;
             let to = upd.status.unwrap_or(from);
-            if let Some(s) = upd.status
-                && !transition_allowed(from, s)
-            {
-                return Err(transition_error(from, s));
+            if let Some(s) = upd.status {
+                if upd.agent && matches!(s, Status::Done | Status::Cancelled) {
+                    return Err(Error::PermissionDenied(format!(
+                        "{s} is a person's decision (a human merge or a cancellation); agents \
+                         may move a task from in_progress to review or blocked"
+                    )));
+                }
+                if !transition_allowed(from, s) {
+                    return Err(transition_error(from, s));
+                }
+                if upd.agent && (from != Status::InProgress || s == Status::InProgress) {
+                    return Err(Error::InvalidTransition {
+                        from: from.to_string(),
+                        to: s.to_string(),
+                        hint: format!(
+                            "agents change a task's status only from in_progress (to review or \
+                             blocked); this task is {from}, which the orchestrator or a person \
+                             changes"
+                        ),
+                    });
+                }
+                crate::trail::status::check_unblock(tx, &id, from, s)?;
             }
             let mut warnings = Vec::new();
             let reason = upd

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::service::{Cairn, now_iso, sha256_hex};
+use crate::trail::chain::{MalformedRow, loose_text};
 
 use super::{resolve_task, task_identifier, thought_id};
 
@@ -203,7 +204,11 @@ pub struct BrokenLink {
     /// `position_mismatch` (a gap or duplicate in a trail chain's positions),
     /// `head_mismatch` (the chain's recorded head is not its last record: records were
     /// removed from the end), or
-    /// `frozen_leaf_mismatch` (a record differs from the leaf frozen by merkle_finalize).
+    /// `frozen_leaf_mismatch` (a record differs from the leaf frozen by merkle_finalize),
+    /// `malformed_record` (a stored row has a column of the wrong type, NULL or out of
+    /// range; see `detail`), or
+    /// `merkle_root_mismatch` (a finalized session's stored root is not the root of its
+    /// frozen leaves or of its current records; position 0, `record_id` the session).
     pub reason: String,
     /// `thought` or `trail`.
     pub chain: String,
@@ -212,6 +217,9 @@ pub struct BrokenLink {
     pub record_id: String,
     /// The position within its own chain.
     pub chain_position: i64,
+    /// For `malformed_record` and `merkle_root_mismatch`: what is wrong.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// The outcome of checking one chain.
@@ -276,55 +284,101 @@ pub(crate) fn chain_of(c: &Connection, issue_id: &str) -> Result<Vec<StoredThoug
     Ok(rows)
 }
 
+/// Every thought row of one task for verification, in chain order (rows whose position
+/// is not an integer last); a row that does not read is kept as a [`MalformedRow`].
+pub(crate) fn chain_loose(
+    c: &Connection,
+    issue_id: &str,
+) -> Result<Vec<std::result::Result<StoredThought, MalformedRow>>> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {THOUGHT_COLUMNS} FROM thought_records t JOIN issues i ON i.id = t.issue_id
+         WHERE t.issue_id = ?1
+         ORDER BY typeof(t.chain_position) <> 'integer', t.chain_position, t.id"
+    ))?;
+    let mut rows = stmt.query([issue_id])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(thought_from_row(r).map_err(|e| MalformedRow {
+            id: thought_id(r.get::<_, i64>(0).unwrap_or(0)),
+            hash: loose_text(r, "hash"),
+            problem: e.to_string(),
+        }));
+    }
+    Ok(out)
+}
+
 /// Check one task's thought chain: every stored hash against its fields, every link
-/// against the record before, and the chain's head against its last record.
+/// against the record before, and the chain's head against its last record. A row
+/// that does not read (wrong type, NULL, out of range) is reported as
+/// `malformed_record` at its place.
 pub(crate) fn check_chain(c: &Connection, issue_id: &str) -> Result<ChainCheck> {
-    let chain = chain_of(c, issue_id)?;
+    let chain = chain_loose(c, issue_id)?;
     let task_id = task_identifier(c, issue_id)?;
     let mut check = ChainCheck {
         total: chain.len() as i64,
         ..Default::default()
     };
     let mut previous: Option<&str> = None;
-    for rec in &chain {
-        let t = &rec.thought;
-        let mut fail = |expected: &str, actual: &str, reason: &str| {
-            check.bad_positions.insert(t.chain_position);
+    let mut last = 0;
+    for (i, row) in chain.iter().enumerate() {
+        let (position, record_id) = match row {
+            Ok(rec) => (rec.thought.chain_position, rec.thought.thought_id.clone()),
+            Err(m) => (i as i64 + 1, m.id.clone()),
+        };
+        last = position;
+        let mut fail = |expected: &str, actual: &str, reason: &str, detail: Option<String>| {
+            check.bad_positions.insert(position);
             check.broken.push(BrokenLink {
-                position: t.chain_position,
+                position,
                 expected_hash: expected.to_string(),
                 actual_hash: actual.to_string(),
                 reason: reason.to_string(),
                 chain: "thought".into(),
                 task_id: task_id.clone(),
-                record_id: t.thought_id.clone(),
-                chain_position: t.chain_position,
+                record_id: record_id.clone(),
+                chain_position: position,
+                detail,
             });
         };
+        let rec = match row {
+            Ok(rec) => rec,
+            Err(m) => {
+                fail(
+                    previous.unwrap_or(""),
+                    &m.hash,
+                    "malformed_record",
+                    Some(m.problem.clone()),
+                );
+                previous = Some(&m.hash);
+                continue;
+            }
+        };
+        let t = &rec.thought;
         let recomputed = rec.recomputed_hash();
         if recomputed != t.hash {
-            fail(&recomputed, &t.hash, "content_hash_mismatch");
+            fail(&recomputed, &t.hash, "content_hash_mismatch", None);
         }
         if t.previous_hash.as_deref() != previous {
             fail(
                 previous.unwrap_or(""),
                 t.previous_hash.as_deref().unwrap_or(""),
                 "previous_hash_mismatch",
+                None,
             );
         }
         previous = Some(&t.hash);
     }
-    let head: Option<(i64, String)> = c
+    let head: Option<(Option<i64>, String)> = c
         .query_row(
             "SELECT chain_position, hash FROM thought_heads WHERE issue_id = ?1",
             [issue_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get::<_, i64>(0).ok(), loose_text(r, "hash"))),
         )
         .optional()?;
-    let last = chain.last().map(|r| r.thought.chain_position).unwrap_or(0);
-    if let Some((position, hash)) = head
-        && (position != last || Some(hash.as_str()) != previous)
+    if let Some((recorded, hash)) = head
+        && (recorded != Some(last) || Some(hash.as_str()) != previous)
     {
+        let position = recorded.unwrap_or(last);
         check.missing = (position - last).max(0);
         for p in (last + 1)..=position {
             check.bad_positions.insert(p);
@@ -338,6 +392,9 @@ pub(crate) fn check_chain(c: &Connection, issue_id: &str) -> Result<ChainCheck> 
             task_id,
             record_id: String::new(),
             chain_position: position,
+            detail: recorded
+                .is_none()
+                .then(|| "the recorded head's position is not a count".to_string()),
         });
     }
     Ok(check)
@@ -375,12 +432,54 @@ pub struct ThoughtList {
     pub invalid_thoughts: Option<Vec<String>>,
 }
 
+/// `new` with its agent text cleaned by [`crate::text`]; branch and commit are names
+/// and refused if they hide characters.
+fn clean_thought(new: &NewThought) -> Result<NewThought> {
+    use crate::text;
+    let mut errors = Vec::new();
+    for (field, v) in [("branch", &new.branch), ("commit_sha", &new.commit_sha)] {
+        if let Some(Err(e)) = v.as_deref().map(|v| text::exact(field, v)) {
+            errors.push(e);
+        }
+    }
+    let mut out = new.clone();
+    let mut take = |r: std::result::Result<String, crate::error::FieldError>| {
+        r.unwrap_or_else(|e| {
+            errors.push(e);
+            String::new()
+        })
+    };
+    out.content = take(text::prose("content", &new.content));
+    for (i, t) in out.tests_run.iter_mut().enumerate() {
+        *t = take(text::prose(&format!("tests_run[{i}]"), t));
+    }
+    for (i, b) in out.blockers.iter_mut().enumerate() {
+        *b = take(text::prose(&format!("blockers[{i}]"), b));
+    }
+    if let Some(m) = out.metadata.take() {
+        let mut v = serde_json::Value::Object(m);
+        if let Err(e) = text::prose_json("metadata", &mut v) {
+            errors.push(e);
+        }
+        if let serde_json::Value::Object(m) = v {
+            out.metadata = Some(m);
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(Error::InvalidInput(errors))
+    }
+}
+
 impl Cairn {
     /// Append a thought to its task's chain, attributed to `actor`.
     pub fn thought_record(&self, actor: &str, new: &NewThought) -> Result<ThoughtRecorded> {
         if new.content.trim().is_empty() {
             return Err(Error::invalid("content", "must not be blank"));
         }
+        // The one text policy, before anything is hashed.
+        let new = &clean_thought(new)?;
         let metadata = match &new.metadata {
             Some(m) => {
                 let s = serde_json::to_string(m)?;

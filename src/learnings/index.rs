@@ -47,7 +47,7 @@ use rusqlite::params;
 use tantivy::directory::MmapDirectory;
 use tantivy::directory::error::LockError;
 use tantivy::query::{
-    Bm25StatisticsProvider, BooleanQuery, EnableScoring, Occur, Query, TermQuery,
+    Bm25StatisticsProvider, BooleanQuery, BoostQuery, EnableScoring, Occur, Query, TermQuery,
 };
 use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::tokenizer::{PreTokenizedString, TextAnalyzer};
@@ -59,7 +59,11 @@ use tantivy::{
 use crate::error::{Error, Result};
 use crate::store::Store;
 
-use super::query::{FIELD_WEIGHTS, MAX_EXPANSIONS, ParsedQuery, ScoreBreakdown, Slot, TOKENIZER};
+use super::query::{
+    Evidence, FIELD_WEIGHTS, MAX_EXPANSIONS, PREFIX_BOOST, ParsedQuery, SEMANTIC_FLOOR,
+    ScoreBreakdown, Slot, TOKENIZER,
+};
+use super::semantic::Vectors;
 
 /// How long `add_learning` waits for the writer lock before leaving the rows to the
 /// next search.
@@ -219,15 +223,28 @@ fn rows_after(store: &Store, after: u64, upto: u64, limit: usize) -> Result<Vec<
     })
 }
 
-/// `(max(seq), max(history id))` in one snapshot.
-fn watermarks(store: &Store) -> Result<(u64, u64)> {
+/// The watermarks of one snapshot.
+#[derive(Debug, Clone, Copy)]
+struct Watermarks {
+    seq: u64,
+    history: u64,
+    embedding: u64,
+}
+
+/// `max(seq)`, `max(history id)` and `max(embedding id)` in one snapshot.
+fn watermarks(store: &Store) -> Result<Watermarks> {
     store.read(|c| {
         let mut st = c.prepare_cached(
             "SELECT (SELECT ifnull(max(seq), 0) FROM learnings),
-                    (SELECT ifnull(max(id), 0) FROM learning_history)",
+                    (SELECT ifnull(max(id), 0) FROM learning_history),
+                    (SELECT ifnull(max(id), 0) FROM learning_embeddings)",
         )?;
         Ok(st.query_row([], |r| {
-            Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
+            Ok(Watermarks {
+                seq: r.get::<_, i64>(0)? as u64,
+                history: r.get::<_, i64>(1)? as u64,
+                embedding: r.get::<_, i64>(2)? as u64,
+            })
         })?)
     })
 }
@@ -326,6 +343,7 @@ pub(crate) fn catch_up(
     let Some((index, mut writer)) = acquire_writer(dir, wait)? else {
         return Ok(CatchUp::Busy);
     };
+    collect_temp_files(dir);
     let (_, fields) = schema();
     let reader = index
         .reader_builder()
@@ -338,7 +356,7 @@ pub(crate) fn catch_up(
     } else {
         max_seq(&reader.searcher())?
     };
-    let (upto, _) = watermarks(store)?;
+    let upto = watermarks(store)?.seq;
     if after >= upto && !rebuild {
         return Ok(CatchUp::Indexed(0));
     }
@@ -349,6 +367,27 @@ pub(crate) fn catch_up(
     writer.wait_merging_threads().map_err(index_err)?;
     tracing::debug!(rows = n, rebuild, "learnings index committed");
     Ok(CatchUp::Indexed(n))
+}
+
+/// Remove the temporary files (`.tmp*`, tantivy's atomic writes) that a killed writer
+/// left in `dir`. Only the writer writes them, so while the caller holds the writer lock
+/// every one found is a leftover.
+fn collect_temp_files(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let is_tmp = name.to_str().is_some_and(|n| n.starts_with(".tmp"));
+        if is_tmp && entry.file_type().is_ok_and(|t| t.is_file()) {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => tracing::info!(file = ?name, "removed a leftover index temp file"),
+                Err(e) => {
+                    tracing::warn!(file = ?name, error = %e, "could not remove a leftover temp file")
+                }
+            }
+        }
+    }
 }
 
 /// Quality, verified flag and project of one learning, as the blend needs them.
@@ -466,10 +505,25 @@ pub enum SearchScope {
     All,
 }
 
+/// How a search orders its hits: the blend, or one of the baselines `cairn eval`
+/// compares it with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ranking {
+    /// The blend of relevance (lexical and semantic), field priority and quality.
+    #[default]
+    Blend,
+    /// BM25 alone.
+    Lexical,
+    /// Cosine similarity of embeddings alone.
+    Dense,
+}
+
 /// A candidate before hydration: its `seq` and score.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ranked {
     pub seq: u64,
+    /// What the ranking sorted by.
+    pub key: f32,
     pub score: ScoreBreakdown,
     pub quality: u8,
     pub verified: bool,
@@ -488,12 +542,30 @@ struct Open {
     /// Largest `seq` in the reader's current searcher.
     upto: u64,
     meta: MetaCache,
+    vectors: Vectors,
     tail: Option<Tail>,
+    /// The disk index could not be opened (a full or read-only index directory): an
+    /// empty in-memory index, every learning scored in the in-memory tail.
+    in_memory: bool,
 }
 
 impl Open {
-    fn new(dir: &Path) -> Result<Open> {
-        let index = open_on_disk(dir)?;
+    /// The disk index, or, when it cannot be opened, an empty in-memory one (a read
+    /// never needs to write: the search then scores every learning as the tail).
+    fn new_or_in_memory(dir: &Path) -> Result<Open> {
+        match open_on_disk(dir) {
+            Ok(index) => Open::over(index, false),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "learnings index unusable; searching from memory");
+                let (schema, _) = schema();
+                let index = Index::create_in_ram(schema);
+                register(&index);
+                Open::over(index, true)
+            }
+        }
+    }
+
+    fn over(index: Index, in_memory: bool) -> Result<Open> {
         let reader: IndexReader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -504,7 +576,18 @@ impl Open {
             reader,
             upto,
             meta: MetaCache::default(),
+            vectors: Vectors::default(),
             tail: None,
+            in_memory,
+        })
+    }
+
+    /// Bring the metadata and vectors up to one snapshot's watermarks.
+    fn refresh_caches(&mut self, store: &Store, marks: Watermarks) -> Result<()> {
+        self.meta.refresh(store, marks.seq, marks.history)?;
+        let meta = &self.meta;
+        self.vectors.refresh(store, marks.embedding, |seq| {
+            meta.get(seq).map(|m| m.project)
         })
     }
 
@@ -520,6 +603,8 @@ impl Open {
 pub struct LearningIndex {
     dir: PathBuf,
     state: Mutex<Option<OpenSlot>>,
+    /// Learnings up to this `seq` were found to have an embedding (backfill watermark).
+    pub(crate) embedded_upto: std::sync::atomic::AtomicU64,
 }
 
 /// `Open` is not `Debug` (tantivy readers are not); this wrapper is.
@@ -599,9 +684,12 @@ pub(crate) struct IndexSearch<'a> {
     pub query: &'a ParsedQuery,
     pub scope: &'a SearchScope,
     pub min_quality: Option<u8>,
-    /// Candidates taken by BM25 before the blend re-ranks them.
+    /// Candidates taken by BM25 (and by cosine) before the blend re-ranks them.
     pub candidates: usize,
     pub limit: usize,
+    /// The query's embedding, when the model is available (and the ranking uses it).
+    pub vector: Option<&'a [f32]>,
+    pub ranking: Ranking,
 }
 
 impl LearningIndex {
@@ -609,6 +697,7 @@ impl LearningIndex {
         LearningIndex {
             dir,
             state: Mutex::new(None),
+            embedded_upto: Default::default(),
         }
     }
 
@@ -653,25 +742,29 @@ impl LearningIndex {
     /// Bring the open reader (and caches) up to date with SQLite and return the
     /// searchers to query: the disk index, and the in-memory tail if any.
     fn fresh<'s>(&self, store: &Store, slot: &'s mut Option<OpenSlot>) -> Result<&'s mut Open> {
-        if slot.is_some() && !self.dir.join("meta.json").exists() {
+        if slot.as_ref().is_some_and(|s| s.0.in_memory) {
+            // Try the disk again: space may have been freed.
+            *slot = None;
+        } else if slot.is_some() && !self.dir.join("meta.json").exists() {
             tracing::warn!("learnings index directory vanished; rebuilding it from SQLite");
             *slot = None;
         }
         if slot.is_none() {
-            *slot = Some(OpenSlot(Open::new(&self.dir)?));
+            *slot = Some(OpenSlot(Open::new_or_in_memory(&self.dir)?));
         }
         let open = slot
             .as_mut()
             .map(|s| &mut s.0)
             .ok_or_else(|| index_err("not open"))?;
-        let (max_seq, max_history) = watermarks(store)?;
-        open.meta.refresh(store, max_seq, max_history)?;
+        let marks = watermarks(store)?;
+        let max_seq = marks.seq;
+        open.refresh_caches(store, marks)?;
         if open.upto < max_seq
             && let Err(e) = open.reload()
         {
             tracing::warn!("reloading the learnings index failed ({e}); reopening it");
-            *open = Open::new(&self.dir)?;
-            open.meta.refresh(store, max_seq, max_history)?;
+            *open = Open::new_or_in_memory(&self.dir)?;
+            open.refresh_caches(store, marks)?;
         }
         if open.upto < max_seq {
             let wait = if max_seq - open.upto > TAIL_MAX {
@@ -722,28 +815,28 @@ impl LearningIndex {
             },
         };
         let slots = expand(s.query, &searchers, &lexicon)?;
-        // Reference score: each slot's most frequent term, once, in one field.
-        let mut reference = 0.0;
+        // Each slot's idf (of its most frequent term): the weights of field priority.
+        let mut slot_idf = Vec::with_capacity(slots.len());
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for terms in &slots {
             let mut max_df = 0;
-            for term in terms {
+            for (term, exact) in terms {
                 let df = stats.doc_freq(term).map_err(index_err)?;
                 if df == 0 {
                     continue;
                 }
                 max_df = max_df.max(df);
-                clauses.push((
-                    Occur::Should,
-                    Box::new(TermQuery::new(term.clone(), IndexRecordOption::WithFreqs)),
-                ));
+                let q: Box<dyn Query> =
+                    Box::new(TermQuery::new(term.clone(), IndexRecordOption::WithFreqs));
+                let q = if *exact {
+                    q
+                } else {
+                    Box::new(BoostQuery::new(q, PREFIX_BOOST))
+                };
+                clauses.push((Occur::Should, q));
             }
-            reference += idf(max_df, docs);
+            slot_idf.push(idf(max_df, docs));
         }
-        if clauses.is_empty() {
-            return Ok(Vec::new());
-        }
-        let query = BooleanQuery::new(clauses);
         let meta = &open.meta;
         let project = match s.scope {
             SearchScope::Project(p) | SearchScope::OtherProjects(p) => {
@@ -751,18 +844,22 @@ impl LearningIndex {
             }
             SearchScope::All => None,
         };
-        let accepts = |m: &Meta| -> bool {
-            let in_scope = match (s.scope, project) {
-                (SearchScope::Project(_), Some(p)) => p == Some(m.project),
-                (SearchScope::OtherProjects(_), Some(p)) => p != Some(m.project),
+        let project_ok = |p: u32| -> bool {
+            match (s.scope, project) {
+                (SearchScope::Project(_), Some(want)) => want == Some(p),
+                (SearchScope::OtherProjects(_), Some(not)) => not != Some(p),
                 _ => true,
-            };
-            in_scope && (m.verified || s.min_quality.is_none_or(|q| m.quality >= q))
+            }
+        };
+        let accepts = |m: &Meta| -> bool {
+            project_ok(m.project) && (m.verified || s.min_quality.is_none_or(|q| m.quality >= q))
         };
 
         let k = s.candidates.max(s.limit).max(1);
         let mut heap: BinaryHeap<Candidate> = BinaryHeap::with_capacity(k + 1);
-        for (si, searcher) in searchers.iter().enumerate() {
+        let lexical = s.ranking != Ranking::Dense && !clauses.is_empty();
+        let query = BooleanQuery::new(clauses);
+        for (si, searcher) in searchers.iter().enumerate().filter(|_| lexical) {
             let weight = query
                 .weight(EnableScoring::enabled_from_statistics_provider(
                     &stats, searcher,
@@ -802,27 +899,71 @@ impl LearningIndex {
             }
         }
 
-        let candidates = heap.into_vec();
-        let weights = slot_weights(&candidates, &searchers, &slots, &lexicon)?;
-        let mut ranked: Vec<Ranked> = candidates
+        let lexical_hits = heap.into_vec();
+        let weights = slot_weights(&lexical_hits, &searchers, &slots, &lexicon)?;
+        let mut seqs: Vec<u64> = Vec::with_capacity(lexical_hits.len());
+        let mut evidence: Vec<Evidence> = Vec::with_capacity(lexical_hits.len());
+        let mut position: HashMap<u64, usize> = HashMap::with_capacity(lexical_hits.len());
+        for (c, w) in lexical_hits.iter().zip(&weights) {
+            let Some(m) = meta.get(c.seq) else { continue };
+            position.insert(c.seq, seqs.len());
+            seqs.push(c.seq);
+            evidence.push(Evidence {
+                bm25: c.score,
+                field_priority: super::query::field_priority(w, &slot_idf),
+                cosine: None,
+                quality: m.quality,
+            });
+        }
+        let semantic = s.ranking != Ranking::Lexical && s.vector.is_some();
+        if let Some(v) = s.vector.filter(|_| semantic) {
+            let nearest = open.vectors.top_k(v, k, project_ok, |seq| {
+                meta.get(seq).is_some_and(|m| accepts(&m))
+            });
+            for (seq, cos) in nearest {
+                if let Some(&i) = position.get(&seq) {
+                    evidence[i].cosine = Some(cos);
+                } else if s.ranking == Ranking::Dense || cos >= SEMANTIC_FLOOR {
+                    let Some(m) = meta.get(seq) else { continue };
+                    position.insert(seq, seqs.len());
+                    seqs.push(seq);
+                    evidence.push(Evidence {
+                        bm25: 0.0,
+                        field_priority: 0.0,
+                        cosine: Some(cos),
+                        quality: m.quality,
+                    });
+                }
+            }
+            // Lexical candidates beyond the nearest k still get their similarity.
+            for (seq, e) in seqs.iter().zip(evidence.iter_mut()) {
+                if e.cosine.is_none() {
+                    e.cosine = open.vectors.cosine(v, *seq);
+                }
+            }
+        }
+        let scores = super::query::blend(&evidence, semantic);
+        let mut ranked: Vec<Ranked> = seqs
             .iter()
-            .zip(weights)
-            .filter_map(|(c, w)| {
-                let m = meta.get(c.seq)?;
+            .zip(&evidence)
+            .zip(scores)
+            .filter_map(|((seq, e), score)| {
+                let m = meta.get(*seq)?;
+                let key = match s.ranking {
+                    Ranking::Blend => score.total,
+                    Ranking::Lexical => e.bm25,
+                    Ranking::Dense => e.cosine.unwrap_or(f32::MIN),
+                };
                 Some(Ranked {
-                    seq: c.seq,
-                    score: ScoreBreakdown::blend(c.score, reference, &w, m.quality),
+                    seq: *seq,
+                    key,
+                    score,
                     quality: m.quality,
                     verified: m.verified,
                 })
             })
             .collect();
-        ranked.sort_by(|a, b| {
-            b.score
-                .total
-                .total_cmp(&a.score.total)
-                .then(b.seq.cmp(&a.seq))
-        });
+        ranked.sort_by(|a, b| b.key.total_cmp(&a.key).then(b.seq.cmp(&a.seq)));
         ranked.truncate(s.limit);
         Ok(ranked)
     }
@@ -855,19 +996,35 @@ fn build_tail(store: &Store, from: u64, to: u64) -> Result<Tail> {
     })
 }
 
-/// Each slot's index terms, one per (field, term) present in some searcher. Exact slots
-/// keep their term even when absent (it still counts in the reference score).
-fn expand(query: &ParsedQuery, searchers: &[Searcher], lex: &Lexicon) -> Result<Vec<Vec<Term>>> {
+/// Each slot's index terms, one per (field, term), each marked exact (the word or its
+/// stem) or a prefix expansion. Exact slots keep their term even when absent (it still
+/// counts in the slot's idf).
+fn expand(
+    query: &ParsedQuery,
+    searchers: &[Searcher],
+    lex: &Lexicon,
+) -> Result<Vec<Vec<(Term, bool)>>> {
     let mut out = Vec::with_capacity(query.slots.len());
     for slot in &query.slots {
-        let words: Vec<String> = match slot {
-            Slot::Exact(t) => vec![format!("{}{t}", lex.key)],
-            Slot::Prefix(prefixes) => prefix_terms(prefixes, searchers, lex)?,
+        let words: Vec<(String, bool)> = match slot {
+            Slot::Exact(t) => vec![(format!("{}{t}", lex.key), true)],
+            Slot::Prefix(prefixes) => {
+                let exact: Vec<String> =
+                    prefixes.iter().map(|p| format!("{}{p}", lex.key)).collect();
+                let mut words: Vec<(String, bool)> =
+                    exact.iter().map(|w| (w.clone(), true)).collect();
+                for w in prefix_terms(prefixes, searchers, lex)? {
+                    if !exact.contains(&w) {
+                        words.push((w, false));
+                    }
+                }
+                words
+            }
         };
         let mut terms = Vec::new();
-        for w in &words {
+        for (w, exact) in &words {
             for field in lex.fields {
-                terms.push(Term::from_field_text(field, w));
+                terms.push((Term::from_field_text(field, w), *exact));
             }
         }
         out.push(terms);
@@ -915,12 +1072,13 @@ fn prefix_terms(prefixes: &[String], searchers: &[Searcher], lex: &Lexicon) -> R
     Ok(words.into_iter().map(|w| w.0).collect())
 }
 
-/// For each candidate, each slot's best-field weight (0 when the slot did not match),
-/// read from the postings: one seek per (candidate, term).
+/// For each candidate, each slot's best-field weight (0 when the slot did not match;
+/// a prefix expansion × [`PREFIX_BOOST`]), read from the postings: one seek per
+/// (candidate, term).
 fn slot_weights(
     candidates: &[Candidate],
     searchers: &[Searcher],
-    slots: &[Vec<Term>],
+    slots: &[Vec<(Term, bool)>],
     lex: &Lexicon,
 ) -> Result<Vec<Vec<f32>>> {
     let mut out = vec![vec![0.0f32; slots.len()]; candidates.len()];
@@ -938,7 +1096,8 @@ fn slot_weights(
         for (fi, field) in lex.fields.iter().enumerate() {
             let inv = seg.inverted_index(*field).map_err(index_err)?;
             for (slot, terms) in slots.iter().enumerate() {
-                for term in terms.iter().filter(|t| t.field() == *field) {
+                for (term, exact) in terms.iter().filter(|t| t.0.field() == *field) {
+                    let weight = FIELD_WEIGHTS[fi] * if *exact { 1.0 } else { PREFIX_BOOST };
                     let Some(mut postings) = inv
                         .read_postings(term, IndexRecordOption::Basic)
                         .map_err(index_err)?
@@ -950,7 +1109,7 @@ fn slot_weights(
                         let at = if at < doc { postings.seek(doc) } else { at };
                         if at == doc {
                             let w = &mut out[i][slot];
-                            *w = w.max(FIELD_WEIGHTS[fi]);
+                            *w = w.max(weight);
                         }
                     }
                 }

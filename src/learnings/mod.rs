@@ -8,6 +8,7 @@
 //! - [`query`]: agent text → search slots (stemming, prefixes, no parse failures) and
 //!   the ranking blend with its documented normalisation.
 //! - [`index`]: the derived tantivy index, its cross-process life cycle, the search.
+//! - [`semantic`]: learning embeddings (the vault's model), backfill, exact cosine.
 //!
 //! Decisions where the spec is silent: a learning belongs to the project its issue had
 //! when it was recorded; `learning_type` defaults to `pattern`; surrounding whitespace
@@ -17,15 +18,17 @@
 
 mod index;
 mod query;
+mod semantic;
 mod text;
 
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use index::{LearningIndex, SearchScope};
+pub use index::{LearningIndex, Ranking, SearchScope};
 pub use query::{STOP_WORDS, ScoreBreakdown};
 
 use crate::error::{Error, FieldError, Result};
@@ -137,6 +140,11 @@ pub struct LearningHit {
 pub struct SearchResults {
     pub results: Vec<LearningHit>,
     pub count: usize,
+    /// Whether semantic recall (embeddings) took part; when false, `semantic_unavailable`
+    /// says why and the ranking is lexical.
+    pub semantic: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub semantic_unavailable: Option<String>,
 }
 
 /// One entry of a learning's history.
@@ -166,6 +174,11 @@ pub struct LearningDetail {
 pub struct ReindexReport {
     /// Learnings in the rebuilt index.
     pub learnings: u64,
+    /// Learnings that had no embedding and were embedded now.
+    pub embedded: u64,
+    /// Why learnings could not be embedded (the model is missing), if so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub semantic_unavailable: Option<String>,
     pub millis: u64,
 }
 
@@ -265,7 +278,7 @@ fn check_prefix(field: &str, p: &str) -> Option<FieldError> {
 /// Validate and clean a new learning; every problem, with its field.
 fn validate(new: &NewLearning) -> Result<(String, Option<String>, Vec<String>)> {
     let mut errors = Vec::new();
-    let pattern = match text::sanitize("pattern", &new.pattern) {
+    let pattern = match crate::text::strict("pattern", &new.pattern) {
         Ok(p) => p.trim().to_string(),
         Err(e) => {
             errors.push(e);
@@ -289,7 +302,7 @@ fn validate(new: &NewLearning) -> Result<(String, Option<String>, Vec<String>)> 
     }
     let context = match &new.context {
         None => None,
-        Some(c) => match text::sanitize("context", c) {
+        Some(c) => match crate::text::strict("context", c) {
             Ok(c) => {
                 let c = c.trim().to_string();
                 trimmed_len(
@@ -317,7 +330,7 @@ fn validate(new: &NewLearning) -> Result<(String, Option<String>, Vec<String>)> 
     let mut applies_to = Vec::new();
     for (i, p) in new.applies_to.iter().enumerate() {
         let field = format!("applies_to[{i}]");
-        match text::sanitize(&field, p) {
+        match crate::text::exact(&field, p).map(|()| p.clone()) {
             Ok(p) => match check_prefix(&field, &p) {
                 Some(e) => errors.push(e),
                 None => applies_to.push(p),
@@ -334,7 +347,7 @@ fn validate(new: &NewLearning) -> Result<(String, Option<String>, Vec<String>)> 
 
 fn check_note(note: Option<&str>) -> Result<Option<String>> {
     let Some(n) = note else { return Ok(None) };
-    let n = text::sanitize("note", n).map_err(|e| Error::InvalidInput(vec![e]))?;
+    let n = crate::text::strict("note", n).map_err(|e| Error::InvalidInput(vec![e]))?;
     if n.chars().count() > limits::NOTE_MAX {
         return Err(Error::invalid(
             "note",
@@ -353,9 +366,23 @@ impl Cairn {
         for new in items {
             clean.push(validate(new)?);
         }
+        // Embedded before the transaction (tens of ms per text), stored in it. Without
+        // the model the learnings are stored alone and backfilled later.
+        let texts: Vec<String> = clean
+            .iter()
+            .map(|(p, c, _)| semantic::embedding_text(p, c.as_deref()))
+            .collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = match self.vault.embedder.embed_batch(&refs) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::warn!("learnings stored without embeddings ({e}); backfilled later");
+                None
+            }
+        };
         let ids = self.store.write(|tx| {
             let mut ids = Vec::with_capacity(items.len());
-            for (new, (pattern, context, applies_to)) in items.iter().zip(clean) {
+            for (n, (new, (pattern, context, applies_to))) in items.iter().zip(clean).enumerate() {
                 let issue_id = resolve_issue_id(tx, &new.issue)?
                     .ok_or_else(|| Error::not_found("issue", &new.issue))?;
                 let (project_id, identifier): (String, String) = tx.query_row(
@@ -407,6 +434,13 @@ impl Cairn {
                      FROM learnings WHERE id = ?1",
                 )?
                 .execute([&id])?;
+                if let Some(v) = vectors.as_ref().and_then(|v| v.get(n)) {
+                    let seq: i64 =
+                        tx.query_row("SELECT seq FROM learnings WHERE id = ?1", [&id], |r| {
+                            r.get(0)
+                        })?;
+                    semantic::insert(tx, seq as u64, v)?;
+                }
                 ids.push(id);
             }
             Ok(ids)
@@ -423,9 +457,19 @@ impl Cairn {
             .ok_or_else(|| Error::Internal("no learning recorded".into()))
     }
 
-    /// Search learnings: BM25 over pattern, applies_to and context, blended with field
-    /// priority and quality (see [`query`]).
+    /// Search learnings: BM25 over pattern, applies_to and context fused with embedding
+    /// similarity, blended with field priority and quality (see [`query`]).
     pub fn search_learnings(&self, s: &LearningSearch) -> Result<SearchResults> {
+        self.search_learnings_ranked(s, Ranking::Blend)
+    }
+
+    /// [`Cairn::search_learnings`] under another ordering: `cairn eval` compares the
+    /// blend with BM25 alone and cosine alone on the same candidates and filters.
+    pub fn search_learnings_ranked(
+        &self,
+        s: &LearningSearch,
+        ranking: Ranking,
+    ) -> Result<SearchResults> {
         let mut errors = Vec::new();
         let n = s.query.chars().count();
         if n > limits::QUERY_MAX {
@@ -456,6 +500,20 @@ impl Cairn {
             SearchScope::OtherProjects(r) => SearchScope::OtherProjects(self.project_id(r)?),
             SearchScope::All => SearchScope::All,
         };
+        let (vector, semantic_unavailable) = match ranking {
+            Ranking::Lexical => (None, Some("lexical ranking requested".to_string())),
+            Ranking::Blend | Ranking::Dense => match self.vault.embedder.embed_query(&s.query) {
+                Ok(v) => {
+                    // Not the caller's failure: the learnings stay lexical until a later
+                    // search or `reindex` embeds them.
+                    if let Err(e) = self.backfill_embeddings(semantic::BACKFILL_PER_SEARCH) {
+                        tracing::warn!("embedding learnings that had none failed ({e})");
+                    }
+                    (Some(v), None)
+                }
+                Err(e) => (None, Some(e.to_string())),
+            },
+        };
         let ranked = self.learnings.search(
             &self.store,
             &index::IndexSearch {
@@ -464,6 +522,8 @@ impl Cairn {
                 min_quality: s.min_quality_score,
                 candidates: (2 * limit).max(limits::CANDIDATES_MIN),
                 limit,
+                vector: vector.as_deref(),
+                ranking,
             },
         )?;
         let results = self.store.read(|c| {
@@ -487,7 +547,27 @@ impl Cairn {
         Ok(SearchResults {
             count: results.len(),
             results,
+            semantic: vector.is_some(),
+            semantic_unavailable,
         })
+    }
+
+    /// Embed up to `max` learnings that have no embedding yet (see [`semantic`]);
+    /// returns how many. Needs the model.
+    fn backfill_embeddings(&self, max: usize) -> Result<usize> {
+        let after = self.learnings.embedded_upto.load(Ordering::Relaxed);
+        let (n, reached) = if max == usize::MAX {
+            semantic::backfill_all(&self.store, &self.vault.embedder)?
+        } else {
+            semantic::backfill(&self.store, &self.vault.embedder, after, max)?
+        };
+        self.learnings
+            .embedded_upto
+            .fetch_max(reached, Ordering::Relaxed);
+        if n > 0 {
+            tracing::info!(learnings = n, "embedded learnings that had no embedding");
+        }
+        Ok(n)
     }
 
     fn project_id(&self, reference: &str) -> Result<String> {
@@ -581,12 +661,19 @@ impl Cairn {
         })
     }
 
-    /// Rebuild the learnings index from SQLite.
+    /// Rebuild the learnings index from SQLite, and embed every learning that has no
+    /// embedding (when the model is available).
     pub fn reindex_learnings(&self) -> Result<ReindexReport> {
         let t = Instant::now();
         let n = self.learnings.rebuild(&self.store)?;
+        let (embedded, semantic_unavailable) = match self.vault.embedder.load() {
+            Ok(()) => (self.backfill_embeddings(usize::MAX)? as u64, None),
+            Err(e) => (0, Some(e.to_string())),
+        };
         Ok(ReindexReport {
             learnings: n,
+            embedded,
+            semantic_unavailable,
             millis: t.elapsed().as_millis() as u64,
         })
     }

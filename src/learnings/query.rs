@@ -14,17 +14,25 @@
 //! Slots are OR-ed (a learning matches when any slot matches, in any field), and scored
 //! by BM25 summed over the three fields. At most [`MAX_SLOTS`] distinct slots are used.
 //!
-//! **Blend.** `score = 0.5·bm25 + 0.3·field_priority + 0.2·quality`, each in `[0, 1]`:
-//! - `bm25 = s / (s + s_ref)`, where `s` is the learning's BM25 score and `s_ref` is
-//!   the score of a learning holding every query slot once in a field of average length
-//!   (the sum over slots of the idf of the slot's most frequent term). It depends on the
-//!   query and the corpus, never on the other results: 0.5 means "as good as a plain
-//!   match of every query word", and a learning matching one rare word of five stays low
-//!   even when it is the best hit. (A per-result-set min-max would give every top hit 1.)
-//! - `field_priority` says *where* the query matched: each matched slot counts the
-//!   best field it occurs in — pattern 1.0, applies_to 0.6, context 0.3 — averaged
-//!   over the matched slots. How *much* of the query matched is BM25's job.
-//! - `quality = quality_score / 100`.
+//! **Prefix expansions** never outrank exact matches: an indexed term equal to the
+//! prefix (or its stem) counts fully, every longer term it expands to counts
+//! [`PREFIX_BOOST`] in BM25 and in field priority.
+//!
+//! **Blend.** `score = 0.5·relevance + 0.3·field_priority + 0.2·quality`, each in
+//! `[0, 1]`, computed over one query's candidates (the best lexical ones and, with the
+//! model, the nearest ones by embedding):
+//! - `relevance` fuses `lexical = bm25 / best bm25 among the candidates` and, when the
+//!   model is available, `semantic = (cos − floor) / (best cos − floor)` (clamped at 0,
+//!   `floor` = [`SEMANTIC_FLOOR`]) as `LEXICAL_SHARE·lexical + (1 − LEXICAL_SHARE)·semantic`.
+//!   Both are normalised by the query's best candidate, so the spread within one query is
+//!   kept whole (the top hit has relevance near 1, a hit half as good near 0.5).
+//! - `field_priority` says *how much* of the query matched *where*: each query slot
+//!   counts the best field it occurs in (pattern 1.0, applies_to 0.6, context 0.3; a
+//!   prefix expansion × [`PREFIX_BOOST`]), weighted by the slot's idf, summed over
+//!   **all** query slots and divided by their total idf. Matching one common word in the
+//!   pattern therefore scores little; matching most of the query's rare words scores high.
+//! - `quality = quality_score / 100 × relevance`: a rating decides between hits of about
+//!   the same relevance and cannot lift an unrelated learning over a relevant one.
 
 use std::sync::LazyLock;
 
@@ -58,12 +66,20 @@ pub const MAX_EXPANSIONS: usize = 16;
 pub const MAX_SLOTS: usize = 32;
 
 /// Blend weights.
-pub const W_BM25: f32 = 0.5;
+pub const W_RELEVANCE: f32 = 0.5;
 pub const W_FIELD: f32 = 0.3;
 pub const W_QUALITY: f32 = 0.2;
 
 /// Field-priority weight of a match in the pattern, applies_to and context fields.
 pub const FIELD_WEIGHTS: [f32; 3] = [1.0, 0.6, 0.3];
+/// Weight of a prefix expansion (an indexed term longer than the prefix) relative to an
+/// exact match, in BM25 and in field priority.
+pub const PREFIX_BOOST: f32 = 0.3;
+/// Share of the lexical part in `relevance` when semantic recall is on.
+pub const LEXICAL_SHARE: f32 = 0.5;
+/// Cosine similarity at which the semantic part is 0; a learning matching no query word
+/// joins the candidates only above it.
+pub const SEMANTIC_FLOOR: f32 = 0.25;
 
 /// The analyzer of the indexed fields: words, ≤ 40 bytes, lower-cased, stop words
 /// removed, English (Snowball) stems.
@@ -181,42 +197,86 @@ pub(crate) fn parse(text: &str) -> Result<ParsedQuery> {
     Ok(ParsedQuery { slots })
 }
 
-/// The score of a hit and its three components, each in `[0, 1]`.
+/// The score of a hit, its three components (each in `[0, 1]`) and the evidence behind
+/// its relevance.
 #[derive(Debug, Clone, Copy, Serialize, schemars::JsonSchema)]
 pub struct ScoreBreakdown {
-    /// `0.5·bm25 + 0.3·field_priority + 0.2·quality`.
+    /// `0.5·relevance + 0.3·field_priority + 0.2·quality`.
     pub total: f32,
-    /// Normalised BM25: `s / (s + s_ref)`, 0.5 = every query word matched once.
-    pub bm25: f32,
-    /// Where the query matched: pattern 1.0, applies_to 0.6, context 0.3, averaged over matched words.
+    /// Lexical and semantic relevance fused; 1 = the best candidate of this query on both.
+    pub relevance: f32,
+    /// How much of the query (idf-weighted) matched where: pattern 1.0, applies_to 0.6,
+    /// context 0.3; prefix expansions count less.
     pub field_priority: f32,
-    /// quality_score / 100.
+    /// quality_score / 100 × relevance.
     pub quality: f32,
+    /// BM25 over the best BM25 among this query's candidates (0 = no query word matched).
+    pub lexical: f32,
+    /// Cosine similarity of query and learning embeddings; absent without semantic search.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub semantic: Option<f32>,
 }
 
-impl ScoreBreakdown {
-    /// Blend a raw BM25 score, the query's reference score, the per-slot best-field
-    /// weights of the matched slots, and a quality score.
-    pub(crate) fn blend(raw: f32, reference: f32, slot_weights: &[f32], quality: u8) -> Self {
-        let bm25 = if raw > 0.0 && reference > 0.0 {
-            raw / (raw + reference)
-        } else {
-            0.0
-        };
-        let matched: Vec<f32> = slot_weights.iter().copied().filter(|w| *w > 0.0).collect();
-        let field_priority = if matched.is_empty() {
-            0.0
-        } else {
-            matched.iter().sum::<f32>() / matched.len() as f32
-        };
-        let quality = f32::from(quality.min(100)) / 100.0;
-        ScoreBreakdown {
-            total: W_BM25 * bm25 + W_FIELD * field_priority + W_QUALITY * quality,
-            bm25,
-            field_priority,
-            quality,
-        }
+/// What is known of one candidate before the blend.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Evidence {
+    /// BM25 score (0 when no query word matched).
+    pub bm25: f32,
+    /// Per-slot field weights already reduced to the idf-weighted share.
+    pub field_priority: f32,
+    /// Cosine similarity, when semantic search ran and the learning has an embedding.
+    pub cosine: Option<f32>,
+    pub quality: u8,
+}
+
+/// Field priority: `Σ idf·best_field_weight / Σ idf` over **all** query slots.
+pub(crate) fn field_priority(slot_weights: &[f32], slot_idf: &[f32]) -> f32 {
+    let total: f32 = slot_idf.iter().sum();
+    if total <= 0.0 {
+        return 0.0;
     }
+    let matched: f32 = slot_weights.iter().zip(slot_idf).map(|(w, i)| w * i).sum();
+    (matched / total).clamp(0.0, 1.0)
+}
+
+/// Blend one query's candidates (see the module docs). `semantic` says whether the
+/// query was embedded (a candidate without `cosine` then counts 0 there).
+pub(crate) fn blend(candidates: &[Evidence], semantic: bool) -> Vec<ScoreBreakdown> {
+    let best_bm25 = candidates.iter().map(|c| c.bm25).fold(0.0f32, f32::max);
+    let best_cos = candidates
+        .iter()
+        .filter_map(|c| c.cosine)
+        .fold(SEMANTIC_FLOOR, f32::max);
+    candidates
+        .iter()
+        .map(|c| {
+            let lexical = if best_bm25 > 0.0 {
+                c.bm25 / best_bm25
+            } else {
+                0.0
+            };
+            let relevance = if semantic {
+                let sem = match c.cosine {
+                    Some(cos) if best_cos > SEMANTIC_FLOOR => {
+                        ((cos - SEMANTIC_FLOOR) / (best_cos - SEMANTIC_FLOOR)).clamp(0.0, 1.0)
+                    }
+                    _ => 0.0,
+                };
+                LEXICAL_SHARE * lexical + (1.0 - LEXICAL_SHARE) * sem
+            } else {
+                lexical
+            };
+            let quality = f32::from(c.quality.min(100)) / 100.0 * relevance;
+            ScoreBreakdown {
+                total: W_RELEVANCE * relevance + W_FIELD * c.field_priority + W_QUALITY * quality,
+                relevance,
+                field_priority: c.field_priority,
+                quality,
+                lexical,
+                semantic: if semantic { c.cosine } else { None },
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -276,16 +336,71 @@ mod tests {
         assert_eq!(slots("cache caching cached").len(), 2);
     }
 
+    fn lexical(bm25: f32, field_priority: f32, quality: u8) -> Evidence {
+        Evidence {
+            bm25,
+            field_priority,
+            cosine: None,
+            quality,
+        }
+    }
+
     #[test]
-    fn blend_is_stable_and_weighted() {
-        let s = ScoreBreakdown::blend(2.0, 2.0, &[1.0, 0.0], 50);
-        assert!((s.bm25 - 0.5).abs() < 1e-6);
-        assert!((s.field_priority - 1.0).abs() < 1e-6);
-        assert!((s.total - (0.25 + 0.3 + 0.1)).abs() < 1e-6);
-        // The same raw score means the same bm25 component whatever else is found.
-        let weak = ScoreBreakdown::blend(0.2, 2.0, &[0.3], 50);
-        assert!(weak.bm25 < 0.1);
-        let ctx = ScoreBreakdown::blend(2.0, 2.0, &[0.3, 0.3], 50);
-        assert!(ctx.total < s.total);
+    fn blend_is_weighted_and_keeps_the_spread() {
+        let s = blend(&[lexical(4.0, 1.0, 50), lexical(2.0, 0.3, 50)], false);
+        assert!((s[0].relevance - 1.0).abs() < 1e-6);
+        assert!(
+            (s[1].relevance - 0.5).abs() < 1e-6,
+            "half the BM25, half the relevance"
+        );
+        for x in &s {
+            let want = 0.5 * x.relevance + 0.3 * x.field_priority + 0.2 * x.quality;
+            assert!((x.total - want).abs() < 1e-6);
+            assert!(x.semantic.is_none());
+        }
+        assert!((s[0].quality - 0.5).abs() < 1e-6);
+        assert!(
+            (s[1].quality - 0.25).abs() < 1e-6,
+            "quality scales with relevance"
+        );
+    }
+
+    #[test]
+    fn field_priority_weighs_how_much_of_the_query_matched() {
+        // Failure mode of the averaged form: one common word in the pattern scored 1.0,
+        // five rare words mostly in the context scored 0.3.
+        let idf = [0.5, 3.0, 3.0, 3.0, 3.0, 3.0];
+        let one_common_in_pattern = field_priority(&[1.0, 0.0, 0.0, 0.0, 0.0, 0.0], &idf);
+        let five_rare_in_context = field_priority(&[0.0, 1.0, 0.3, 0.3, 0.3, 0.3], &idf);
+        assert!(one_common_in_pattern < 0.05, "{one_common_in_pattern}");
+        assert!(five_rare_in_context > 0.35, "{five_rare_in_context}");
+        assert_eq!(field_priority(&[1.0, 1.0], &[2.0, 1.0]), 1.0);
+        assert_eq!(field_priority(&[0.0], &[0.0]), 0.0);
+    }
+
+    #[test]
+    fn quality_decides_near_ties_but_cannot_flood() {
+        // An unrelated learning rated 100 (a third of the best BM25, same field
+        // priority) stays below a relevant one rated 0.
+        let s = blend(&[lexical(9.0, 0.5, 0), lexical(3.0, 0.5, 100)], false);
+        assert!(s[0].total > s[1].total, "{s:?}");
+        // Near tie: the better rated wins.
+        let s = blend(&[lexical(10.0, 0.5, 30), lexical(9.8, 0.5, 90)], false);
+        assert!(s[1].total > s[0].total, "{s:?}");
+    }
+
+    #[test]
+    fn semantic_evidence_is_fused_into_relevance() {
+        let with = |bm25, cos| Evidence {
+            bm25,
+            field_priority: 0.0,
+            cosine: Some(cos),
+            quality: 50,
+        };
+        let s = blend(&[with(5.0, SEMANTIC_FLOOR), with(0.0, 0.75)], true);
+        assert!((s[0].relevance - LEXICAL_SHARE).abs() < 1e-6);
+        assert!((s[1].relevance - (1.0 - LEXICAL_SHARE)).abs() < 1e-6);
+        assert_eq!(s[1].semantic, Some(0.75));
+        assert_eq!(s[1].lexical, 0.0);
     }
 }

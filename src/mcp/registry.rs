@@ -16,7 +16,7 @@ use crate::error::{Error, FieldError, Result};
 use crate::service::Cairn;
 use crate::session::Session;
 
-use super::schema::{schema_for, validate};
+use super::schema::{coerce_integers, output_schema_for, schema_for, validate};
 
 /// Largest total size of one call's arguments, serialized, in bytes.
 pub const MAX_ARGUMENT_BYTES: usize = 4 * 1024 * 1024;
@@ -72,10 +72,11 @@ impl ToolDef {
     }
 
     /// Run the handler on already-validated arguments.
-    pub fn run(&self, cx: &ToolCtx<'_>, args: Value) -> Result<Value> {
+    pub fn run(&self, cx: &ToolCtx<'_>, mut args: Value) -> Result<Value> {
         if self.needs_issue {
             cx.session.require_issue()?;
         }
+        coerce_integers(&self.input_schema, &mut args);
         (self.handler)(cx, args)
     }
 
@@ -111,7 +112,7 @@ where
         description,
         effect,
         input_schema: schema_for::<P>(),
-        output_schema: schema_for::<R>(),
+        output_schema: output_schema_for::<R>(),
         example,
         needs_issue: false,
         handler: Arc::new(handler),

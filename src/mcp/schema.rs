@@ -13,9 +13,20 @@ use serde_json::{Map, Value};
 
 use crate::error::FieldError;
 
-/// The schema of `T`, inlined, as a JSON object.
+/// The schema of what `T` accepts (a tool's parameters), inlined, as a JSON object.
 pub fn schema_for<T: JsonSchema>() -> Map<String, Value> {
-    let settings = schemars::generate::SchemaSettings::draft2020_12().with(|s| {
+    generate::<T>(schemars::generate::SchemaSettings::draft2020_12().for_deserialize())
+}
+
+/// The schema of what `T` serializes to (a tool's result): a field that
+/// `skip_serializing_if` may leave out is not `required`, so the `outputSchema` tells
+/// the truth about every result.
+pub fn output_schema_for<T: JsonSchema>() -> Map<String, Value> {
+    generate::<T>(schemars::generate::SchemaSettings::draft2020_12().for_serialize())
+}
+
+fn generate<T: JsonSchema>(settings: schemars::generate::SchemaSettings) -> Map<String, Value> {
+    let settings = settings.with(|s| {
         s.inline_subschemas = true;
     });
     let schema = settings.into_generator().into_root_schema_for::<T>();
@@ -30,9 +41,144 @@ pub fn schema_for<T: JsonSchema>() -> Map<String, Value> {
         if !map.contains_key("properties") {
             map.insert("properties".into(), Value::Object(Map::new()));
         }
+    }
+    strip_nonstandard_formats(&mut value);
+    if let Value::Object(map) = &mut value {
         return std::mem::take(map);
     }
     Map::new()
+}
+
+/// The `format` values JSON Schema 2020-12 defines. schemars adds its own (`uint8`,
+/// `uint32`, `int64`, `double`, ...), which validators such as ajv warn about once per
+/// field; the range they imply is already in `minimum`/`maximum`.
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// Remove every `format` that is not a standard one, at any depth, and spell a bare
+/// `true` subschema (any value; schemars' form for a `serde_json::Value`) as `{}`, the
+/// same contract, which strict clients accept where a schema object is expected.
+fn strip_nonstandard_formats(v: &mut Value) {
+    let Value::Object(map) = v else { return };
+    if let Some(f) = map.get("format").and_then(Value::as_str)
+        && !STANDARD_FORMATS.contains(&f)
+    {
+        // The range a numeric format implied becomes explicit, so that the validator
+        // (not the typed parameters) refuses an out-of-range value, naming the field.
+        let range: Option<(Value, Value)> = match f {
+            "uint8" => Some((0.into(), u8::MAX.into())),
+            "uint16" => Some((0.into(), u16::MAX.into())),
+            "uint32" => Some((0.into(), u32::MAX.into())),
+            "uint64" | "uint" => Some((0.into(), u64::MAX.into())),
+            "int8" => Some((i8::MIN.into(), i8::MAX.into())),
+            "int16" => Some((i16::MIN.into(), i16::MAX.into())),
+            "int32" => Some((i32::MIN.into(), i32::MAX.into())),
+            "int64" | "int" => Some((i64::MIN.into(), i64::MAX.into())),
+            _ => None,
+        };
+        if let Some((lo, hi)) = range {
+            map.entry("minimum").or_insert(lo);
+            map.entry("maximum").or_insert(hi);
+        }
+        map.remove("format");
+    }
+    let any = |s: &mut Value| {
+        if *s == Value::Bool(true) {
+            *s = Value::Object(Map::new());
+        }
+    };
+    for (key, child) in map.iter_mut() {
+        match key.as_str() {
+            // Values, not schemas: left as they are.
+            "default" | "const" | "enum" | "examples" | "required" => {}
+            "properties" | "$defs" => {
+                if let Value::Object(props) = child {
+                    for p in props.values_mut() {
+                        any(p);
+                        strip_nonstandard_formats(p);
+                    }
+                }
+            }
+            "items" | "additionalProperties" => {
+                if key == "items" {
+                    any(child);
+                }
+                strip_nonstandard_formats(child);
+            }
+            _ => match child {
+                Value::Array(items) => items.iter_mut().for_each(strip_nonstandard_formats),
+                other => strip_nonstandard_formats(other),
+            },
+        }
+    }
+}
+
+/// Rewrite integral numbers written as floats (`2.0`) as integers wherever the schema
+/// says `integer`: JSON Schema counts `2.0` as an integer, so the validator accepts it,
+/// and the typed parameters then read it as `2`.
+pub fn coerce_integers(schema: &Map<String, Value>, v: &mut Value) {
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = schema.get(key) {
+            for b in branches.iter().filter_map(Value::as_object) {
+                if validate(b, v).is_empty() {
+                    coerce_integers(b, v);
+                    return;
+                }
+            }
+        }
+    }
+    let says_integer = match schema.get("type") {
+        Some(Value::String(t)) => t == "integer",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
+        _ => false,
+    };
+    match v {
+        Value::Number(n) if says_integer && !(n.is_i64() || n.is_u64()) => {
+            if let Some(f) = n.as_f64()
+                && f.fract() == 0.0
+            {
+                if f >= 0.0 && f < u64::MAX as f64 {
+                    *v = Value::from(f as u64);
+                } else if f < 0.0 && f >= i64::MIN as f64 {
+                    *v = Value::from(f as i64);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(Value::Object(item)) = schema.get("items") {
+                items.iter_mut().for_each(|i| coerce_integers(item, i));
+            }
+        }
+        Value::Object(obj) => {
+            if let Some(Value::Object(props)) = schema.get("properties") {
+                for (k, val) in obj.iter_mut() {
+                    if let Some(Value::Object(p)) = props.get(k) {
+                        coerce_integers(p, val);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Validate `value` against `schema`; returns every violation found.
@@ -348,6 +494,45 @@ mod tests {
         assert!(fields.contains(&"extra"));
         let kind = e.iter().find(|(f, _)| f == "kind").unwrap();
         assert!(kind.1.contains("\"alpha\""), "{kind:?}");
+    }
+
+    #[test]
+    fn schemas_carry_only_standard_formats() {
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Numbers {
+            a: u8,
+            b: u32,
+            c: i64,
+            d: f64,
+            e: Option<Vec<u16>>,
+        }
+        let s = Value::Object(schema_for::<Numbers>());
+        let text = s.to_string();
+        assert!(!text.contains("\"format\""), "{text}");
+        assert_eq!(s["properties"]["a"]["maximum"], 255, "{text}");
+        assert_eq!(s["properties"]["b"]["maximum"], u32::MAX, "{text}");
+        let e = validate(
+            &schema_for::<Numbers>(),
+            &serde_json::json!({
+            "a": 1, "b": 5_000_000_000u64, "c": 1, "d": 1.5}),
+        );
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].field, "b");
+    }
+
+    #[test]
+    fn integral_floats_become_integers_where_the_schema_says_integer() {
+        let schema = schema_for::<Params>();
+        let mut v = json!({"name": "abc", "priority": 2.0});
+        assert!(validate(&schema, &v).is_empty());
+        coerce_integers(&schema, &mut v);
+        assert_eq!(v["priority"], json!(2));
+        assert!(v["priority"].is_u64());
+        let p: Params = serde_json::from_value(v).unwrap();
+        assert_eq!(p.priority, Some(2));
+        let e = errs(json!({"name": "abc", "priority": 2.5}));
+        assert_eq!(e[0].0, "priority", "{e:?}");
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! The MCP server over stdio (rmcp): `tools/list` filtered by scope, and `tools/call`
 //! through scope → size limit → schema validation → binding → handler.
 //!
-//! Every outcome of a call is a `CallToolResult`; failures carry `isError: true` and
-//! the envelope of [`super::envelope`] as `structuredContent`. A handler that panics is
+//! Every outcome of a call is a `CallToolResult`. A success carries its result as
+//! `structuredContent` (valid against the tool's `outputSchema`) and as JSON text; a
+//! failure carries `isError: true` and the envelope of [`super::envelope`] as JSON *text
+//! content only*: a `structuredContent` that fails the `outputSchema` makes the
+//! TypeScript SDK and the Inspector throw before the agent sees the error
+//! (docs/mcp-clients.md). A handler that panics is
 //! caught at the blocking-pool boundary and reported as an internal error; the server
 //! keeps serving.
 
@@ -12,8 +16,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -25,6 +30,7 @@ use crate::session::Session;
 
 use super::envelope;
 use super::registry::{Effect, MAX_ARGUMENT_BYTES, ToolCtx, ToolDef, all_tools};
+use super::wire::LineTransport;
 
 /// Which tools a server exposes.
 #[derive(Debug, Clone)]
@@ -126,6 +132,11 @@ pub fn to_mcp_tool(def: &ToolDef) -> Tool {
     tool
 }
 
+/// A failed call: the envelope as JSON text, no `structuredContent`.
+pub fn error_result(envelope: Value) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(envelope.to_string())])
+}
+
 impl CairnServer {
     pub fn new(cairn: Arc<Cairn>, session: Session, scope: Scope) -> CairnServer {
         let tools = all_tools();
@@ -160,7 +171,7 @@ impl CairnServer {
                 .filter(|t| inner.scope.allows(t.name))
                 .map(|t| t.name)
                 .collect();
-            return CallToolResult::structured_error(envelope::unknown_tool(name, &visible));
+            return error_result(envelope::unknown_tool(name, &visible));
         };
         let def = &inner.tools[index];
         if !inner.scope.allows(name) {
@@ -169,25 +180,18 @@ impl CairnServer {
                 scope = inner.scope.label(),
                 "call outside tool scope refused"
             );
-            return CallToolResult::structured_error(envelope::permission_denied(
-                name,
-                inner.scope.label(),
-            ));
+            return error_result(envelope::permission_denied(name, inner.scope.label()));
         }
         let args = Value::Object(args.unwrap_or_default());
         let size = serde_json::to_vec(&args)
             .map(|v| v.len())
             .unwrap_or(usize::MAX);
         if size > MAX_ARGUMENT_BYTES {
-            return CallToolResult::structured_error(envelope::too_large(
-                def,
-                size,
-                MAX_ARGUMENT_BYTES,
-            ));
+            return error_result(envelope::too_large(def, size, MAX_ARGUMENT_BYTES));
         }
         let errors = def.validate(&args);
         if !errors.is_empty() {
-            return CallToolResult::structured_error(envelope::validation_failed(def, &errors));
+            return error_result(envelope::validation_failed(def, &errors));
         }
         let this = self.clone();
         let started = Instant::now();
@@ -215,11 +219,11 @@ impl CairnServer {
                 } else {
                     tracing::info!(tool = name, code = err.code(), "tool call refused");
                 }
-                CallToolResult::structured_error(envelope::domain_error(def, &err))
+                error_result(envelope::domain_error(def, &err))
             }
             Err(join) => {
                 tracing::error!(tool = name, error = %join, "tool handler panicked");
-                CallToolResult::structured_error(envelope::domain_error(
+                error_result(envelope::domain_error(
                     def,
                     &Error::Internal("handler panicked".into()),
                 ))
@@ -261,7 +265,10 @@ impl ServerHandler for CairnServer {
 /// Serve MCP on stdin/stdout until stdin closes or SIGTERM/SIGINT arrives.
 pub async fn serve_stdio(server: CairnServer) -> anyhow::Result<()> {
     let session = async move {
-        match server.serve(rmcp::transport::stdio()).await {
+        match server
+            .serve(LineTransport::new(tokio::io::stdin(), tokio::io::stdout()))
+            .await
+        {
             Ok(running) => match running.waiting().await {
                 Ok(reason) => tracing::info!(?reason, "MCP session ended"),
                 Err(e) => tracing::warn!(error = %e, "MCP session task failed"),

@@ -262,6 +262,10 @@ pub(crate) fn append_record(
             "a trail record body must be an object".into(),
         ));
     }
+    // Every string a record carries is agent text read by later agents: cleaned by the
+    // one text policy before it is hashed.
+    let mut body = body;
+    crate::text::prose_json("", &mut body).map_err(|e| Error::InvalidInput(vec![e]))?;
     let exists: Option<i64> = tx
         .query_row("SELECT 1 FROM issues WHERE id = ?1", [issue_id], |r| {
             r.get(0)
@@ -331,6 +335,52 @@ pub(crate) fn chain(c: &Connection, issue_id: &str) -> Result<Vec<TrailRecord>> 
     Ok(rows)
 }
 
+/// A stored row that does not read as a record (a column of the wrong type, NULL, or
+/// out of range): verification reports it at its place in the chain instead of failing.
+#[derive(Debug, Clone)]
+pub(crate) struct MalformedRow {
+    /// The row's id, if it reads as text.
+    pub id: String,
+    /// The row's stored hash, if it reads as text.
+    pub hash: String,
+    /// What could not be read.
+    pub problem: String,
+}
+
+/// The text of column `name` of `r`, whatever its type ("" for NULL or a blob).
+pub(crate) fn loose_text(r: &Row<'_>, name: &str) -> String {
+    use rusqlite::types::ValueRef;
+    match r.get_ref(name) {
+        Ok(ValueRef::Text(t)) => String::from_utf8_lossy(t).into_owned(),
+        Ok(ValueRef::Integer(i)) => i.to_string(),
+        Ok(ValueRef::Real(f)) => f.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Every row of an issue's chain for verification, in position order (rows whose
+/// position is not an integer last); a row that does not read is kept as a
+/// [`MalformedRow`].
+pub(crate) fn chain_loose(
+    c: &Connection,
+    issue_id: &str,
+) -> Result<Vec<std::result::Result<TrailRecord, MalformedRow>>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT * FROM trail_records WHERE issue_id = ?1
+         ORDER BY typeof(position) <> 'integer', position, rowid",
+    )?;
+    let mut rows = stmt.query([issue_id])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(record_from_row(r).map_err(|e| MalformedRow {
+            id: loose_text(r, "id"),
+            hash: loose_text(r, "hash"),
+            problem: e.to_string(),
+        }));
+    }
+    Ok(out)
+}
+
 /// One place where a chain does not hold.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct BrokenLink {
@@ -340,13 +390,19 @@ pub struct BrokenLink {
     pub record_id: String,
     /// `content` (the record's fields do not hash to its stored hash), `link` (its
     /// `prev_hash` is not the previous record's hash), `position` (a gap or a
-    /// duplicate), or `head` (the chain is shorter or different from its recorded head).
+    /// duplicate), `head` (the chain is shorter or different from its recorded head),
+    /// `malformed` (the stored row has a column of the wrong type, NULL or out of
+    /// range: see `detail`), or `merkle_root` (a finalized audit session covering this
+    /// issue no longer has the root it froze: see `detail`; position 0).
     pub problem: String,
     /// What the hash should be (`content`: recomputed; `link`/`head`: the previous or
     /// recorded hash).
     pub expected_hash: String,
     /// What is stored.
     pub actual_hash: String,
+    /// For `malformed` and `merkle_root`: what is wrong.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// The result of re-computing an issue's chain.
@@ -367,11 +423,29 @@ pub(crate) fn verify_chain(
     issue_id: &str,
     identifier: &str,
 ) -> Result<TrailVerification> {
-    let records = chain(c, issue_id)?;
+    let rows = chain_loose(c, issue_id)?;
     let mut broken = Vec::new();
     let mut prev = GENESIS_HASH.to_string();
-    for (i, rec) in records.iter().enumerate() {
+    let mut last = None;
+    for (i, row) in rows.iter().enumerate() {
         let expected_pos = i as u64 + 1;
+        let rec = match row {
+            Ok(rec) => rec,
+            Err(m) => {
+                broken.push(BrokenLink {
+                    position: expected_pos,
+                    record_id: m.id.clone(),
+                    problem: "malformed".into(),
+                    expected_hash: prev.clone(),
+                    actual_hash: m.hash.clone(),
+                    detail: Some(m.problem.clone()),
+                });
+                prev = m.hash.clone();
+                last = Some((expected_pos, m.hash.clone()));
+                continue;
+            }
+        };
+        last = Some((rec.position, rec.hash.clone()));
         if rec.position != expected_pos {
             broken.push(BrokenLink {
                 position: expected_pos,
@@ -379,6 +453,7 @@ pub(crate) fn verify_chain(
                 problem: "position".into(),
                 expected_hash: prev.clone(),
                 actual_hash: rec.prev_hash.clone(),
+                detail: None,
             });
         } else if rec.prev_hash != prev {
             broken.push(BrokenLink {
@@ -387,6 +462,7 @@ pub(crate) fn verify_chain(
                 problem: "link".into(),
                 expected_hash: prev.clone(),
                 actual_hash: rec.prev_hash.clone(),
+                detail: None,
             });
         }
         let recomputed = rec.compute_hash();
@@ -397,32 +473,37 @@ pub(crate) fn verify_chain(
                 problem: "content".into(),
                 expected_hash: recomputed,
                 actual_hash: rec.hash.clone(),
+                detail: None,
             });
         }
         prev = rec.hash.clone();
     }
-    let head: Option<(u64, String)> = c
+    // The head row is read loosely too: a position that is not a count is a broken head.
+    let head: Option<(Option<u64>, String)> = c
         .query_row(
             "SELECT position, hash FROM trail_heads WHERE issue_id = ?1",
             [issue_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get::<_, u64>("position").ok(), loose_text(r, "hash"))),
         )
         .optional()?;
-    let last = records.last().map(|r| (r.position, r.hash.clone()));
-    let recorded = head.clone().unwrap_or((0, GENESIS_HASH.to_string()));
-    let actual = last.clone().unwrap_or((0, GENESIS_HASH.to_string()));
-    if recorded != actual {
+    let recorded = head.unwrap_or((Some(0), GENESIS_HASH.to_string()));
+    let actual = last.unwrap_or((0, GENESIS_HASH.to_string()));
+    if recorded != (Some(actual.0), actual.1.clone()) {
         broken.push(BrokenLink {
-            position: recorded.0,
+            position: recorded.0.unwrap_or(actual.0),
             record_id: String::new(),
             problem: "head".into(),
             expected_hash: recorded.1,
             actual_hash: actual.1,
+            detail: recorded
+                .0
+                .is_none()
+                .then(|| "the recorded head's position is not a count".to_string()),
         });
     }
     Ok(TrailVerification {
         issue: identifier.to_string(),
-        total_records: records.len() as u64,
+        total_records: rows.len() as u64,
         intact: broken.is_empty(),
         broken,
         head_hash: prev,
@@ -430,11 +511,19 @@ pub(crate) fn verify_chain(
 }
 
 impl Cairn {
-    /// Re-compute every hash and link of an issue's trail (id or identifier).
+    /// Re-compute every hash and link of an issue's trail (id or identifier), and the
+    /// stored root of every finalized audit session covering the issue (from its frozen
+    /// leaves and from the current records).
     pub fn verify_trail(&self, issue: &str) -> Result<TrailVerification> {
         self.store.read(|c| {
             let (id, identifier) = crate::trail::resolve(c, issue)?;
-            verify_chain(c, &id, &identifier)
+            let mut v = verify_chain(c, &id, &identifier)?;
+            let roots = crate::colibri::audit::frozen_root_breaks(c, &id)?;
+            if !roots.is_empty() {
+                v.broken.extend(roots);
+                v.intact = false;
+            }
+            Ok(v)
         })
     }
 

@@ -188,6 +188,8 @@ fn validate_finding(f: &NewFinding) -> Result<FindingCategory> {
                     limits::FILE_PATH_MAX
                 ),
             ));
+        } else if let Err(e) = crate::text::exact(&format!("files[{i}]"), p) {
+            errors.push(e);
         }
     }
     match (category, errors.is_empty()) {

@@ -100,28 +100,25 @@ impl Cairn {
             &new.file_path,
             limits::FILE_PATH_MAX,
         ));
-        let concept_ok = !new.concept.is_empty()
-            && new.concept.len() <= limits::CONCEPT_MAX
-            && new
-                .concept
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        // The spec's concepts are free text ("type safety", error_handling): any
+        // words, no control characters, trimmed.
+        let concept = new.concept.trim();
+        let concept_ok = !concept.is_empty()
+            && concept.chars().count() <= limits::CONCEPT_MAX
+            && !concept.chars().any(char::is_control);
         if !concept_ok {
             errors.push(FieldError::new(
                 "concept",
                 format!(
-                    "1-{} characters of a-z, A-Z, 0-9, '_' and '-' (e.g. error_handling)",
+                    "1-{} characters of text without control characters (e.g. error_handling, \
+                     type safety)",
                     limits::CONCEPT_MAX
                 ),
             ));
         }
-        match (new.status.as_str(), &new.ticket_id) {
-            ("has_issues", None) => errors.push(FieldError::new(
-                "ticket_id",
-                "required when status is has_issues: the ticket you created for the problem",
-            )),
-            ("covered" | "has_issues", _) => {}
-            _ => errors.push(FieldError::new("status", "must be covered or has_issues")),
+        // ticket_id is optional, as in the spec; when given it must name an issue.
+        if !matches!(new.status.as_str(), "covered" | "has_issues") {
+            errors.push(FieldError::new("status", "must be covered or has_issues"));
         }
         if new
             .notes
@@ -156,7 +153,7 @@ impl Cairn {
             let replaced = tx
                 .query_row(
                     "SELECT 1 FROM coverage WHERE project_id = ?1 AND file_path = ?2 AND concept = ?3",
-                    params![project_id, new.file_path, new.concept],
+                    params![project_id, new.file_path, concept],
                     |r| r.get::<_, i64>(0),
                 )
                 .optional()?
@@ -171,7 +168,7 @@ impl Cairn {
                 params![
                     project_id,
                     new.file_path,
-                    new.concept,
+                    concept,
                     new.status,
                     ticket,
                     new.notes,
@@ -187,7 +184,7 @@ impl Cairn {
             )?;
             Ok(Coverage {
                 file_path: new.file_path.clone(),
-                concept: new.concept.clone(),
+                concept: concept.to_string(),
                 status: new.status.clone(),
                 ticket,
                 notes: new.notes.clone(),

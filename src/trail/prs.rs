@@ -319,6 +319,42 @@ pub fn risk_score(
     })
 }
 
+/// `new` with its text cleaned by [`crate::text`] (the diff and the gate results are read
+/// by the judge agent); branch names are names and refused if they hide characters.
+fn clean_pr(new: &NewPullRequest) -> Result<NewPullRequest> {
+    use crate::text;
+    let mut errors = Vec::new();
+    for (field, v) in [
+        ("branch_name", &new.branch_name),
+        ("base_branch", &new.base_branch),
+    ] {
+        if let Err(e) = text::exact(field, v) {
+            errors.push(e);
+        }
+    }
+    let mut out = new.clone();
+    let mut take = |r: std::result::Result<String, FieldError>| {
+        r.unwrap_or_else(|e| {
+            errors.push(e);
+            String::new()
+        })
+    };
+    out.diff = take(text::prose("diff", &new.diff));
+    for (i, g) in out.gate_results.iter_mut().enumerate() {
+        g.command = take(text::prose(
+            &format!("gate_results[{i}].command"),
+            &g.command,
+        ));
+        g.label = take(text::prose(&format!("gate_results[{i}].label"), &g.label));
+        g.output = take(text::prose(&format!("gate_results[{i}].output"), &g.output));
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(Error::InvalidInput(errors))
+    }
+}
+
 fn validate(new: &NewPullRequest) -> Result<Vec<FileStat>> {
     let mut errors = Vec::new();
     for (field, v) in [
@@ -431,8 +467,10 @@ pub enum Review {
 }
 
 impl Cairn {
-    /// Record a PR for an issue (id or identifier) and move the issue to review.
+    /// Record a PR for an issue (id or identifier) and move the issue from
+    /// `in_progress` to review.
     pub fn create_pr(&self, issue: &str, new: &NewPullRequest, actor: &str) -> Result<PullRequest> {
+        let new = &clean_pr(new)?;
         let files = validate(new)?;
         self.store.write(|tx| {
             let (issue_id, _) = super::resolve(tx, issue)?;
@@ -445,9 +483,11 @@ impl Cairn {
             let (thresholds, globs) =
                 risk_settings(&serde_json::from_str(&settings).unwrap_or(Value::Null));
             let risk = risk_score(&files, &new.gate_results, &thresholds, &globs)?;
+            // The spec's rule for agents: review only from in_progress (a new PR while
+            // in review supersedes the open one).
             match current_status(tx, &issue_id)? {
                 Status::Review => {}
-                Status::InProgress | Status::Todo => {
+                Status::InProgress => {
                     set_status_in(
                         tx,
                         &issue_id,
@@ -460,7 +500,8 @@ impl Cairn {
                     return Err(Error::InvalidTransition {
                         from: other.to_string(),
                         to: Status::Review.to_string(),
-                        hint: "a PR can be created for an issue in todo, in_progress or review"
+                        hint: "a PR can be created for an issue in in_progress (it moves to \
+                               review) or in review"
                             .into(),
                     });
                 }

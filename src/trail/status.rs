@@ -12,9 +12,11 @@
 //! | `review`      | `in_progress` (rework), `todo`, `done` (merged), `cancelled` |
 //! | `done`, `cancelled` | none (terminal)                          |
 //!
-//! Agents (the `update_issue_status` tool) may only ask for `review`, `todo`, `blocked`
-//! or `in_progress`; `done`, `cancelled` and `backlog` are a person's call (CLI). A
-//! parent blocked by open sub-tasks cannot be unblocked by hand while one is open.
+//! Agents (the `update_issue_status` tool) follow the spec exactly: from `in_progress`
+//! only, to `review`, `todo` or `blocked`. Starting work (`in_progress`), `done`,
+//! `cancelled` and `backlog` are the orchestrator's or a person's call (CLI, or a server
+//! without an agent profile). A parent blocked by open sub-tasks cannot be unblocked by
+//! hand while one is open.
 //! Every change is written to `issue_status_history` with its reason and actor.
 //!
 //! ## Sub-tasks
@@ -33,13 +35,8 @@ use crate::error::{Error, Result};
 use crate::issues::Status;
 use crate::service::{Cairn, now_iso};
 
-/// Statuses an agent may ask for through `update_issue_status`.
-pub const AGENT_TARGETS: [Status; 4] = [
-    Status::Review,
-    Status::Todo,
-    Status::Blocked,
-    Status::InProgress,
-];
+/// Statuses an agent may ask for through `update_issue_status` (from `in_progress`).
+pub const AGENT_TARGETS: [Status; 3] = [Status::Review, Status::Todo, Status::Blocked];
 
 /// Where the trail vocabulary lets an issue go from `from`.
 pub fn allowed_targets(from: Status) -> &'static [Status] {
@@ -126,6 +123,37 @@ pub(crate) fn set_status_in(
         actor: actor.to_string(),
         at,
     })
+}
+
+/// Leaving `blocked` (to anything but done/cancelled) while sub-tasks are open is
+/// refused in both vocabularies: the parent returns by itself when they end. When
+/// allowed, the parent's sub-task block is dropped.
+pub(crate) fn check_unblock(
+    tx: &Transaction<'_>,
+    issue_id: &str,
+    from: Status,
+    to: Status,
+) -> Result<()> {
+    if from != Status::Blocked || to.is_terminal() || to == Status::Blocked {
+        return Ok(());
+    }
+    let open = open_subtasks(tx, issue_id)?;
+    if !open.is_empty() {
+        return Err(Error::InvalidTransition {
+            from: from.to_string(),
+            to: to.to_string(),
+            hint: format!(
+                "the issue waits for its open sub-tasks ({}); it returns by itself when \
+                 they are done",
+                open.join(", ")
+            ),
+        });
+    }
+    tx.execute(
+        "DELETE FROM subtask_blocks WHERE parent_id = ?1",
+        [issue_id],
+    )?;
+    Ok(())
 }
 
 fn open_subtasks(c: &Connection, parent_id: &str) -> Result<Vec<String>> {
@@ -227,29 +255,22 @@ pub(crate) fn change_status_in(
     if agent && !AGENT_TARGETS.contains(&to) {
         return Err(Error::invalid(
             "status",
-            "agents may set review, todo, blocked or in_progress; done, cancelled and backlog \
-             are set by a person",
+            "agents may set review, todo or blocked; in_progress, done, cancelled and backlog \
+             are set by the orchestrator or a person",
         ));
     }
-    check_transition(from, to)?;
-    if from == Status::Blocked && !to.is_terminal() {
-        let open = open_subtasks(tx, issue_id)?;
-        if !open.is_empty() {
-            return Err(Error::InvalidTransition {
-                from: from.to_string(),
-                to: to.to_string(),
-                hint: format!(
-                    "the issue waits for its open sub-tasks ({}); it returns by itself when \
-                     they are done",
-                    open.join(", ")
-                ),
-            });
-        }
-        tx.execute(
-            "DELETE FROM subtask_blocks WHERE parent_id = ?1",
-            [issue_id],
-        )?;
+    if agent && from != Status::InProgress {
+        return Err(Error::InvalidTransition {
+            from: from.to_string(),
+            to: to.to_string(),
+            hint: format!(
+                "agents change an issue's status only from in_progress (to review, todo or \
+                 blocked); this issue is {from}, which the orchestrator or a person changes"
+            ),
+        });
     }
+    check_transition(from, to)?;
+    check_unblock(tx, issue_id, from, to)?;
     set_status_in(tx, issue_id, to, reason, actor)
 }
 
@@ -297,6 +318,9 @@ impl Cairn {
                 ),
             ));
         }
+        let reason =
+            crate::text::prose_opt("reason", reason).map_err(|e| Error::InvalidInput(vec![e]))?;
+        let reason = reason.as_deref();
         self.store.write(|tx| {
             let (id, _) = super::resolve(tx, issue)?;
             change_status_in(tx, &id, to, reason, actor, agent)

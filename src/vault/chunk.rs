@@ -51,7 +51,7 @@ use sha2::{Digest, Sha256};
 
 /// Version of the chunking rules; stored in the index manifest so an index
 /// built with other rules is detected and rebuilt.
-pub const CHUNKER_VERSION: u32 = 1;
+pub const CHUNKER_VERSION: u32 = 2;
 
 /// Maximum approximate tokens of a chunk's [`Chunk::embedding_text`].
 ///
@@ -113,6 +113,9 @@ pub struct ChunkedDoc {
     pub front_matter: Option<BTreeMap<String, String>>,
     /// The chunks in file order.
     pub chunks: Vec<Chunk>,
+    /// Hidden characters removed from the file before chunking ([`crate::text`]).
+    #[serde(default)]
+    pub removed: crate::text::Removed,
 }
 
 /// Approximate WordPiece token count of `text`, cheap and model-free.
@@ -179,7 +182,9 @@ pub fn chunk_markdown(source: &[u8]) -> ChunkedDoc {
 /// within `budget` approximate tokens (at least 16).
 pub fn chunk_markdown_with_budget(source: &[u8], budget: usize) -> ChunkedDoc {
     let budget = budget.max(16);
-    let text = String::from_utf8_lossy(source);
+    // The one text policy, before anything is split: chunks, headings, title and front
+    // matter are all read by agents. Newlines are kept, so line numbers stay exact.
+    let (text, removed) = crate::text::clean_document(&String::from_utf8_lossy(source));
     let lines = LineIndex::new(&text);
     let (front_matter, body_start) = split_front_matter(&lines);
     let items = top_level_items(&lines, body_start);
@@ -212,6 +217,7 @@ pub fn chunk_markdown_with_budget(source: &[u8], budget: usize) -> ChunkedDoc {
         title,
         front_matter,
         chunks,
+        removed,
     }
 }
 

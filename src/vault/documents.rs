@@ -264,8 +264,9 @@ pub struct VaultHit {
     pub text: String,
     /// The document's path relative to its root.
     pub path: String,
-    /// The ranking key: results are ordered by it and `min_score` filters on it.
-    /// `0.8 × cosine + 0.05 × lexical + 0.15 × overlap` (docs/vault.md, "Ranking"), -0.8 to 1.
+    /// The ranking key: results are ordered by it and `min_score` filters on it. A
+    /// weighted sum of `cosine`, `lexical` and `overlap` whose weights sum to one
+    /// (docs/vault.md, "Ranking"), at most 1.
     pub score: f32,
     /// Cosine similarity of the query's and the chunk's embeddings, -1 to 1.
     pub cosine: f32,

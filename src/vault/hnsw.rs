@@ -432,14 +432,38 @@ impl VectorIndex {
         sync_dir(dir)?;
 
         // Old generations (and leftovers of crashed saves) go last.
-        for (g, path) in existing_generations(dir)? {
-            if g != generation
-                && let Err(e) = fs::remove_dir_all(&path)
-            {
-                tracing::warn!(path = %path.display(), error = %e, "could not remove old index generation");
-            }
+        if let Err(e) = Self::collect_leftovers(dir) {
+            tracing::warn!(dir = %dir.display(), error = %e, "could not remove old index generations");
         }
         Ok(stored)
+    }
+
+    /// Remove every generation directory that `CURRENT` does not name (older ones, and
+    /// partial ones of failed or killed saves) and a stale `CURRENT.tmp`. Call only
+    /// while no save can run (holding the directory lock). Returns how many entries
+    /// were removed.
+    pub fn collect_leftovers(dir: &Path) -> Result<usize> {
+        if !dir.exists() {
+            return Ok(0);
+        }
+        // An unreadable CURRENT is left for `cairn reindex --rebuild` to judge.
+        let Ok(current) = current_generation(dir) else {
+            return Ok(0);
+        };
+        let current = current.map(|(g, _)| g);
+        let mut removed = 0;
+        for (g, path) in existing_generations(dir)? {
+            if Some(g) != current {
+                fs::remove_dir_all(&path).map_err(|e| VaultError::io("remove", &path, e))?;
+                removed += 1;
+            }
+        }
+        let tmp = dir.join(CURRENT_TMP);
+        if tmp.exists() {
+            fs::remove_file(&tmp).map_err(|e| VaultError::io("remove", &tmp, e))?;
+            removed += 1;
+        }
+        Ok(removed)
     }
 
     /// The manifest of the current generation under `dir`, without loading

@@ -7,9 +7,10 @@
 //!   the project named with `cairn reindex --project`, else the project whose path is
 //!   the deepest ancestor of the reindexed directory; for the MCP tools, the bound
 //!   project. Otherwise it is `dir:<canonical absolute path of the reindexed directory>`.
-//! - `path` is the file's path relative to that root, `/`-separated, on canonical paths
-//!   (symlinked directories inside the root resolve to their real location; the walker
-//!   does not follow symlinks).
+//! - `path` is the file's path relative to that root, `/`-separated: the normal
+//!   components of the caller's path (`./docs/a.md` is `docs/a.md`). Symlinks are never
+//!   followed: the walker skips them and the tools refuse a path through one
+//!   ([`crate::paths`]).
 //!
 //! So `cairn reindex ~/proj/docs` stores `docs/a.md` under `project:<id>`, and
 //! `vault_update("docs/a.md")` from a server bound to that project (reading the file

@@ -11,6 +11,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::paths::DirHandle;
 use crate::service::{Cairn, sha256_hex};
 
 use super::chunk::{CHUNKER_VERSION, Chunk, ChunkedDoc, chunk_markdown};
@@ -35,31 +36,26 @@ pub(crate) struct FileRead {
     pub modified_at: Option<String>,
 }
 
-/// Read a file (at most [`MAX_FILE_BYTES`]) and hash it.
-pub(crate) fn read_file(path: &Path, shown: &str) -> Result<FileRead> {
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(Error::invalid(
-            "path",
-            format!(
-                "{shown} has {} bytes; the vault reads Markdown files up to {MAX_FILE_BYTES} bytes",
-                meta.len()
-            ),
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let modified_at = meta.modified().ok().and_then(|t| {
+/// Open the document `rel` beneath the root handle and read it (a regular file with one
+/// link, at most [`MAX_FILE_BYTES`], see [`crate::paths::DirHandle::open_file`]) and hash
+/// it. `None` when it does not exist.
+pub(crate) fn read_file(root: &DirHandle, rel: &str) -> Result<Option<FileRead>> {
+    let Some(file) = root.open_file(rel, "path", MAX_FILE_BYTES)? else {
+        return Ok(None);
+    };
+    let modified_at = file.metadata().modified().ok().and_then(|t| {
         let t: time::OffsetDateTime = t.into();
         t.replace_nanosecond(0)
             .ok()?
             .format(&time::format_description::well_known::Rfc3339)
             .ok()
     });
-    Ok(FileRead {
+    let bytes = file.read_capped()?;
+    Ok(Some(FileRead {
         hash: sha256_hex(&bytes),
         bytes,
         modified_at,
-    })
+    }))
 }
 
 /// Whether a stored document is current for this file content and collection.
@@ -131,6 +127,8 @@ pub(crate) struct Committed {
     pub removed: usize,
     /// Chunks the document has now.
     pub chunks: usize,
+    /// Hidden characters removed from the file's text.
+    pub sanitized: crate::text::Removed,
 }
 
 impl Cairn {
@@ -159,6 +157,7 @@ impl Cairn {
         let mut out = Vec::with_capacity(batch.len());
         for p in batch {
             let embedded = p.missing();
+            let sanitized = p.doc.removed;
             let chunks: Vec<(Chunk, Vec<f32>)> = p
                 .doc
                 .chunks
@@ -195,6 +194,7 @@ impl Cairn {
                 reused: chunks.len() - embedded,
                 removed: stats.deleted,
                 chunks: chunks.len(),
+                sanitized,
             });
         }
         Ok(out)

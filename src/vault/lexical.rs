@@ -20,6 +20,9 @@
 //!   newest chunks are then found by the dense half only) and a later search catches up.
 //! - **Crash**: a tantivy commit is atomic, so an interrupted one leaves a lower `W`;
 //!   an unreadable directory (or another schema) is wiped and rebuilt.
+//! - **Unusable directory** (full disk, read-only, not creatable): searches build the
+//!   index in memory from SQLite and catch it up the same way (the HNSW graph does the
+//!   same, [`super::live`]); the first search that can write the directory again drops it.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -204,9 +207,15 @@ fn need(store: &Store, w: u64, docs: u64) -> Result<(Need, u64)> {
 /// `rebuild` (or when too many entries are dead), and commit. `None` when another
 /// process held the writer for `wait`.
 fn write(store: &Store, dir: &Path, wait: Duration, rebuild: bool) -> Result<Option<u64>> {
-    let Some((index, mut writer)) = acquire_writer(dir, wait)? else {
+    let Some((index, writer)) = acquire_writer(dir, wait)? else {
         return Ok(None);
     };
+    fill(store, &index, writer, rebuild).map(Some)
+}
+
+/// With `index`'s writer: bring it up to date with SQLite (see [`write`]) and commit;
+/// returns how many chunks were indexed.
+fn fill(store: &Store, index: &Index, mut writer: IndexWriter, rebuild: bool) -> Result<u64> {
     let (_, f) = schema();
     let reader: IndexReader = index
         .reader_builder()
@@ -218,7 +227,7 @@ fn write(store: &Store, dir: &Path, wait: Duration, rebuild: bool) -> Result<Opt
     let (need, top) = need(store, w, searcher.num_docs())?;
     let rebuild = rebuild || need == Need::Rebuild;
     if !rebuild && need == Need::Nothing {
-        return Ok(Some(0));
+        return Ok(0);
     }
     let mut after = if rebuild {
         writer.delete_all_documents().map_err(index_err)?;
@@ -242,7 +251,7 @@ fn write(store: &Store, dir: &Path, wait: Duration, rebuild: bool) -> Result<Opt
     writer.commit().map_err(index_err)?;
     writer.wait_merging_threads().map_err(index_err)?;
     tracing::debug!(chunks = n, rebuild, "vault BM25 index committed");
-    Ok(Some(n))
+    Ok(n)
 }
 
 /// The query's distinct analysed terms (at most [`MAX_TERMS`]).
@@ -264,6 +273,10 @@ fn query_terms(field: Field, query: &str) -> Vec<Term> {
 #[derive(Default)]
 pub struct LexicalState {
     reader: Mutex<Option<IndexReader>>,
+    /// While the directory is unusable (full, read-only, not creatable): an index in
+    /// memory, built from SQLite and caught up the same way; dropped once the directory
+    /// works again.
+    memory: Mutex<Option<IndexReader>>,
 }
 
 impl std::fmt::Debug for LexicalState {
@@ -314,7 +327,16 @@ impl LexicalState {
         query: &str,
         n: usize,
     ) -> Result<Vec<(u64, f32)>> {
-        let searcher = self.ready(store, dir)?;
+        let searcher = match self.ready(store, dir) {
+            Ok(s) => {
+                self.memory
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                s
+            }
+            Err(e) => self.in_memory(store, &e)?,
+        };
         let (_, f) = schema();
         let terms = query_terms(f.text, query);
         if terms.is_empty() || n == 0 {
@@ -345,6 +367,38 @@ impl LexicalState {
             }
         }
         Ok(out)
+    }
+
+    /// The in-memory index, built on first use and caught up with SQLite: searches use it
+    /// while the directory fails with `why` (a write committed to SQLite is then still
+    /// found by its words). Fails only when SQLite does.
+    fn in_memory(&self, store: &Store, why: &Error) -> Result<Searcher> {
+        let mut guard = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
+        if guard.is_none() {
+            tracing::warn!(error = %why, "vault BM25 index directory unusable; indexing in memory");
+            let index = Index::create_in_ram(schema().0);
+            index.tokenizers().register(TOKENIZER, analyzer());
+            *guard = Some(
+                index
+                    .reader_builder()
+                    .reload_policy(ReloadPolicy::Manual)
+                    .try_into()
+                    .map_err(index_err)?,
+            );
+        }
+        let reader = guard.as_ref().expect("created above");
+        let searcher = reader.searcher();
+        let (need, _) = need(store, watermark(&searcher)?, searcher.num_docs())?;
+        if need == Need::Nothing {
+            return Ok(searcher);
+        }
+        let index = searcher.index().clone();
+        let writer = index
+            .writer_with_num_threads::<TantivyDocument>(1, WRITER_MEMORY)
+            .map_err(index_err)?;
+        fill(store, &index, writer, false)?;
+        reader.reload().map_err(index_err)?;
+        Ok(reader.searcher())
     }
 
     /// After writes through this process: catch up (rebuilding past the dead share).
@@ -500,6 +554,44 @@ mod tests {
             b_id
         );
         assert_eq!(state_d.stats(&dir).unwrap(), (3, c_id));
+    }
+
+    #[test]
+    fn an_unusable_directory_is_replaced_by_an_index_in_memory_until_it_works() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("c.db")).unwrap();
+        let dir = lexical_dir(&store.index_dir());
+        // A regular file where the directory should be: it can be neither created nor
+        // opened.
+        std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+        std::fs::write(&dir, b"not a directory").unwrap();
+        add_doc(&store, "a.md", &["circuit breaker opens after failures"]);
+        let state = LexicalState::default();
+        let ids = chunk_ids(&store);
+        let hits = state.search(&store, &dir, "breaker", 5).unwrap();
+        assert_eq!(hits.len(), 1, "{hits:?}");
+        assert_eq!(hits[0].0, ids[0]);
+        assert!(state.memory.lock().unwrap().is_some());
+        // Chunks written later are caught up in memory too.
+        add_doc(&store, "b.md", &["idempotency keys deduplicate payments"]);
+        let b_id = *chunk_ids(&store).last().unwrap();
+        assert_eq!(
+            state.search(&store, &dir, "idempotency", 5).unwrap()[0].0,
+            b_id
+        );
+        assert!(
+            std::fs::metadata(&dir).unwrap().is_file(),
+            "nothing written"
+        );
+        // The directory usable again: the next search indexes on disk and drops the
+        // in-memory index.
+        std::fs::remove_file(&dir).unwrap();
+        assert_eq!(
+            state.search(&store, &dir, "payments", 5).unwrap()[0].0,
+            b_id
+        );
+        assert!(state.memory.lock().unwrap().is_none());
+        assert_eq!(state.stats(&dir).unwrap(), (2, b_id));
     }
 
     #[test]

@@ -128,7 +128,10 @@ impl VaultState {
 
     /// Refuse early when the index on disk was built for another model or chunker.
     pub(crate) fn check_disk_manifest(&self, dir: &Path) -> Result<()> {
-        let _l = DirLock::shared(dir)?;
+        // An unusable directory holds no manifest to disagree with.
+        let Ok(_l) = DirLock::shared(dir) else {
+            return Ok(());
+        };
         if let Some(m) = VectorIndex::read_manifest(dir).map_err(vault_err)? {
             m.check(&expected_manifest(0)).map_err(vault_err)?;
         }
@@ -219,9 +222,25 @@ fn vault_err(e: super::VaultError) -> Error {
 }
 
 fn load_or_build(store: &Store, dir: &Path) -> Result<Live> {
-    let loaded = {
-        let _l = DirLock::shared(dir)?;
-        VectorIndex::load(dir).map_err(vault_err)?
+    let loaded = match DirLock::shared(dir) {
+        Ok(_l) => {
+            // No save runs while this shared lock is held, so whatever generation
+            // `CURRENT` does not name is a leftover of a failed or killed save.
+            match VectorIndex::collect_leftovers(dir) {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::info!(removed = n, "removed leftovers of interrupted index saves")
+                }
+                Err(e) => tracing::warn!(error = %e, "could not remove leftovers of index saves"),
+            }
+            VectorIndex::load(dir).map_err(vault_err)?
+        }
+        // A directory that cannot be created or locked (full, read-only): the graph is
+        // built from SQLite and served from memory.
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "vault index directory unusable; building the graph in memory");
+            None
+        }
     };
     if let Some((index, manifest)) = loaded {
         manifest.check(&expected_manifest(0)).map_err(vault_err)?;
@@ -237,7 +256,7 @@ fn load_or_build(store: &Store, dir: &Path) -> Result<Live> {
         });
     }
     let mut live = build(store)?;
-    save(&mut live, dir, false)?;
+    save_or_warn(&mut live, dir, false);
     Ok(live)
 }
 
@@ -286,14 +305,28 @@ fn maintain(live: &mut Live, store: &Store, dir: &Path, save_now: bool) -> Resul
     if points > 0 && dead as f64 > COMPACT_DEAD_SHARE * points as f64 {
         tracing::info!(points, dead, "compacting the vault index");
         let mut fresh = build(store)?;
-        save(&mut fresh, dir, true)?;
+        save_or_warn(&mut fresh, dir, true);
         *live = fresh;
         return Ok(());
     }
     if save_now || live.unsaved >= SAVE_AFTER_INSERTS {
-        save(live, dir, false)?;
+        save_or_warn(live, dir, false);
     }
     Ok(())
+}
+
+/// [`save`] where a failure must not fail the caller: the writes are committed to
+/// SQLite and a search answers from the graph in memory. The failure (a full or
+/// read-only index directory) is logged; the graph stays unsaved, so a later write or
+/// search saves it once it can.
+fn save_or_warn(live: &mut Live, dir: &Path, force: bool) {
+    if let Err(e) = save(live, dir, force) {
+        tracing::warn!(
+            dir = %dir.display(),
+            error = %e,
+            "could not save the vault index; serving it from memory until a save succeeds"
+        );
+    }
 }
 
 /// Save a new generation under the exclusive lock, unless (without `force`) the disk

@@ -53,6 +53,13 @@ impl From<VaultError> for crate::error::Error {
     fn from(e: VaultError) -> Self {
         use crate::error::Error;
         match e {
+            VaultError::Io {
+                ref path,
+                ref source,
+                ..
+            } if crate::error::is_no_space(source) => Error::StorageFull {
+                what: format!("the index directory ({})", path.display()),
+            },
             VaultError::ModelMissing { .. }
             | VaultError::ModelManifest { .. }
             | VaultError::RuntimeInit { .. }

@@ -2,8 +2,12 @@
 //!
 //! - **Walk**: `.md` / `.markdown` files under DIR, respecting `.gitignore` files (in DIR,
 //!   its subdirectories and its parents, also outside a git repository), `.ignore` files
-//!   and `.git/info/exclude`; hidden files and directories are skipped, symlinks are not
-//!   followed, files are visited in path order.
+//!   and `.git/info/exclude`; hidden files and directories are skipped, files are visited
+//!   in path order. Each file is then opened beneath a handle on the root
+//!   ([`crate::paths::DirHandle::open_file`]), never by the walker's path: a symlink
+//!   (anywhere along the path), a file with more than one hard link, a FIFO, device or
+//!   socket, and a file over [`super::ingest::MAX_FILE_BYTES`] are skipped and reported
+//!   in the summary (`files_skipped`, `skipped` with the reason), not fatal.
 //! - **Identity**: see [`super::identity`]; paths are relative to the project root or DIR.
 //! - **Collection**: `--collection`, default the name of DIR (`samples/docs` → `docs`).
 //!   A file reindexed under another collection moves to it.
@@ -25,7 +29,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::paths::canonical_root;
+use crate::paths::{DirHandle, canonical_root};
 use crate::service::Cairn;
 use crate::trail::settings::limits::COLLECTION_MAX;
 
@@ -80,9 +84,25 @@ pub struct ReindexSummary {
     pub chunks_embedded: usize,
     pub chunks_reused: usize,
     pub chunks_removed: usize,
+    /// Hidden characters removed from changed files' text before chunking (see
+    /// docs/security.md, "Stored text").
+    pub removed_characters: u64,
+    /// The same, per class.
+    pub removed_characters_by_class: crate::text::Removed,
     /// Points in the HNSW graph afterwards (deleted chunks included until compaction).
     pub index_points: usize,
     pub seconds: f64,
+    /// Markdown entries not indexed (symlinks, hard links, special or over-size files).
+    pub files_skipped: usize,
+    /// Each skipped entry, relative to the root, with the reason.
+    pub skipped: Vec<SkippedFile>,
+}
+
+/// A Markdown entry `cairn reindex` did not index, and why.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct SkippedFile {
+    pub path: String,
+    pub reason: String,
 }
 
 /// Validate a collection name: 1-64 characters, no NUL, no surrounding whitespace.
@@ -124,7 +144,8 @@ impl Cairn {
         let root = self.reindex_root(&dir, opts.project.as_deref())?;
         let prefix = relative_path(&root.dir, &dir)?;
 
-        let files = walk(&dir)?;
+        let handle = DirHandle::open_root(&root.dir)?;
+        let (files, walk_skipped) = walk(&dir)?;
         progress(ReindexProgress::Found(files.len()));
         let mut s = ReindexSummary {
             root: root.key.clone(),
@@ -133,6 +154,14 @@ impl Cairn {
             files_seen: files.len(),
             ..Default::default()
         };
+        for file in walk_skipped {
+            if let Ok(rel) = relative_path(&root.dir, &file) {
+                s.skipped.push(SkippedFile {
+                    path: rel,
+                    reason: "a symlink or special file; only regular files are indexed".into(),
+                });
+            }
+        }
         let mut seen = std::collections::HashSet::new();
         let mut pending: Vec<Pending> = Vec::new();
         let mut missing = 0;
@@ -146,7 +175,25 @@ impl Cairn {
                     continue;
                 }
             };
-            let read = read_file(file, &rel)?;
+            let read = match read_file(&handle, &rel) {
+                Ok(Some(read)) => read,
+                Ok(None) => {
+                    s.skipped.push(SkippedFile {
+                        path: rel,
+                        reason: "removed while the directory was walked".into(),
+                    });
+                    progress(ReindexProgress::Done(1));
+                    continue;
+                }
+                Err(e @ Error::InvalidInput(_)) => {
+                    let reason = crate::paths::refusal_text(&e);
+                    tracing::warn!(file = %rel, %reason, "skipped");
+                    s.skipped.push(SkippedFile { path: rel, reason });
+                    progress(ReindexProgress::Done(1));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             seen.insert(rel.clone());
             let existing = self.vault_doc(&root.key, &rel)?;
             if !opts.rebuild
@@ -187,6 +234,7 @@ impl Cairn {
         } else {
             self.vault.after_write(&self.store, &index_dir, true)?
         };
+        s.files_skipped = s.skipped.len();
         s.seconds = started.elapsed().as_secs_f64();
         Ok(s)
     }
@@ -207,7 +255,9 @@ impl Cairn {
             s.chunks_embedded += c.embedded;
             s.chunks_reused += c.reused;
             s.chunks_removed += c.removed;
+            s.removed_characters_by_class.add(&c.sanitized);
         }
+        s.removed_characters = s.removed_characters_by_class.total();
         progress(ReindexProgress::Done(n));
         Ok(())
     }
@@ -221,9 +271,11 @@ fn under(path: &str, prefix: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('/'))
 }
 
-/// The Markdown files under `dir` (canonical), in path order, ignore files respected.
-pub(crate) fn walk(dir: &Path) -> Result<Vec<PathBuf>> {
+/// The Markdown files under `dir` (canonical), in path order, ignore files respected;
+/// and the Markdown-named entries that are not regular files (symlinks, FIFOs, ...).
+pub(crate) fn walk(dir: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
     let mut files = Vec::new();
+    let mut skipped = Vec::new();
     let walker = ignore::WalkBuilder::new(dir)
         .require_git(false)
         .follow_links(false)
@@ -237,11 +289,16 @@ pub(crate) fn walk(dir: &Path) -> Result<Vec<PathBuf>> {
                 continue;
             }
         };
-        if entry.file_type().is_some_and(|t| t.is_file()) && is_markdown(entry.path()) {
-            files.push(entry.into_path());
+        if !is_markdown(entry.path()) || entry.depth() == 0 {
+            continue;
+        }
+        match entry.file_type() {
+            Some(t) if t.is_file() => files.push(entry.into_path()),
+            Some(t) if t.is_dir() => {}
+            _ => skipped.push(entry.into_path()),
         }
     }
-    Ok(files)
+    Ok((files, skipped))
 }
 
 #[cfg(test)]
@@ -280,6 +337,7 @@ mod tests {
         let canon = canonical_root(root).unwrap();
         let got: Vec<String> = walk(&canon.join("docs"))
             .unwrap()
+            .0
             .iter()
             .map(|p| relative_path(&canon, p).unwrap())
             .collect();

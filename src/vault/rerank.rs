@@ -173,9 +173,14 @@ pub fn keywords(text: &str) -> HashSet<String> {
         .collect()
 }
 
-/// The keyword overlap (0 to 1) of the query with each candidate text.
+/// The keyword overlap (0 to 1) of the query with each candidate text. The query's
+/// keywords are summed in sorted order, so the same query and candidates give the same
+/// bits every time (a set's iteration order differs between calls, and float sums in
+/// another order differ in the last bits: a `min_score` equal to a hit's score would
+/// then keep or drop it by chance).
 pub fn overlaps(query: &str, candidates: &[String]) -> Vec<f32> {
-    let q = keywords(query);
+    let mut q: Vec<String> = keywords(query).into_iter().collect();
+    q.sort_unstable();
     let docs: Vec<HashSet<String>> = candidates.iter().map(|t| keywords(t)).collect();
     let n = docs.len() as f32;
     let idf = |w: &String| {
@@ -275,6 +280,32 @@ mod tests {
             ..capped
         };
         assert_eq!(docs(&none, 4), ["long"; 4]);
+    }
+
+    #[test]
+    fn overlaps_are_the_same_bits_on_every_call() {
+        let query = "rotate expired signing certificates before renewal deadlines without \
+                     downtime across regional clusters";
+        let texts: Vec<String> = [
+            "Renewal of signing certificates: rotate them before the deadline.",
+            "Regional clusters roll out without downtime.",
+            "Expired certificates break the deadlines of every regional renewal.",
+        ]
+        .map(String::from)
+        .to_vec();
+        let first = overlaps(query, &texts);
+        assert!(first.iter().all(|&o| o > 0.0 && o < 1.0), "{first:?}");
+        // Each call builds fresh sets with their own iteration order.
+        for _ in 0..50 {
+            let again = overlaps(query, &texts);
+            assert!(
+                first
+                    .iter()
+                    .zip(&again)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{first:?} vs {again:?}"
+            );
+        }
     }
 
     #[test]

@@ -10,22 +10,26 @@
 //! - `vault_update` of a file not yet in the vault stores it in the existing
 //!   document's collection, else the project's first configured collection, else a
 //!   collection named after the project's slug (or the root directory without project).
-//! - Both `vault_update` and `vault_delete` resolve the path inside the root with
-//!   [`crate::paths::resolve_in_root`] (no `..`, no absolute paths, no NUL, no symlink
-//!   leaving the root) and key the document as described in [`super::identity`].
+//! - Both `vault_update` and `vault_delete` check the path's shape with
+//!   [`crate::paths::relative_components`] (no `..`, no absolute paths, no NUL) and key
+//!   the document by its components joined with `/` ([`super::identity`]).
+//!   `vault_update` opens the file beneath a handle on the root
+//!   ([`crate::paths::DirHandle::open_file`]: no symlink anywhere along the path, a
+//!   regular file with one link, at most [`super::ingest::MAX_FILE_BYTES`], read through
+//!   that bound); `vault_delete` reads no file but refuses a path whose existing part
+//!   has a symlink, the same way.
 
 use std::collections::HashMap;
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::paths::{resolve_in_root, shown};
+use crate::paths::{DirHandle, relative_components, shown};
 use crate::service::Cairn;
 use crate::session::Session;
 
-use super::documents::chunk_collection;
-use super::documents::{VaultHit, chunk_vector, delete_document, load_hit};
-use super::identity::{DocRoot, relative_path};
+use super::documents::{VaultHit, chunk_collection, chunk_vector, delete_document, load_hit};
+use super::identity::DocRoot;
 use super::ingest::{Pending, is_current, is_markdown, read_file};
 use super::lexical::lexical_dir;
 use super::live::vault_dir;
@@ -39,7 +43,7 @@ pub const MAX_QUERY_CHARS: usize = 2000;
 /// The result of `search_knowledge`.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct KnowledgeResults {
-    /// Hits at or above `min_score`, by relevance.
+    /// Hits at or above `min_score`, best `score` first.
     pub results: Vec<VaultHit>,
     /// The collections searched (the project's `vault.collections`).
     pub collections: Vec<String>,
@@ -67,6 +71,10 @@ pub struct UpdateResult {
     pub reused: usize,
     /// Old chunks removed.
     pub removed: usize,
+    /// Hidden characters removed from the file's text before chunking, per class;
+    /// absent when none were (see docs/security.md, "Stored text").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed_characters: Option<crate::text::Removed>,
 }
 
 /// The result of `vault_delete`.
@@ -311,19 +319,20 @@ impl Cairn {
         })
     }
 
-    /// Resolve a tool's `path` inside the root: the file on disk and the document's
-    /// relative path.
-    fn tool_path(&self, root: &DocRoot, path: &str) -> Result<(std::path::PathBuf, String)> {
-        let file = resolve_in_root(&root.dir, path, "path")?;
-        let rel = relative_path(&root.dir, &file)?;
-        Ok((file, rel))
+    /// Check a tool's `path` (see [`crate::paths::relative_components`]) and open the
+    /// root; returns the handle and the document's relative path (the path's normal
+    /// components joined by `/`).
+    fn tool_path(&self, root: &DocRoot, path: &str) -> Result<(DirHandle, String)> {
+        let parts = relative_components(path, "path")?;
+        let handle = DirHandle::open_root(&root.dir)?;
+        Ok((handle, parts.join("/")))
     }
 
     /// `vault_update`: re-read, re-chunk and re-embed one file (only changed chunks).
     pub fn vault_update(&self, session: &Session, path: &str) -> Result<UpdateResult> {
         let root = self.tool_root(session)?;
-        let (file, rel) = self.tool_path(&root, path)?;
-        if !is_markdown(&file) {
+        let (handle, rel) = self.tool_path(&root, path)?;
+        if !is_markdown(std::path::Path::new(&rel)) {
             return Err(Error::invalid(
                 "path",
                 format!(
@@ -332,7 +341,7 @@ impl Cairn {
                 ),
             ));
         }
-        if !file.is_file() {
+        let Some(read) = read_file(&handle, &rel)? else {
             return Err(Error::not_found(
                 "file",
                 format!(
@@ -340,13 +349,12 @@ impl Cairn {
                     root.dir.display()
                 ),
             ));
-        }
+        };
         let existing = self.vault_doc(&root.key, &rel)?;
         let collection = match &existing {
             Some(d) => d.collection.clone(),
             None => default_collection(&root),
         };
-        let read = read_file(&file, &rel)?;
         if let Some(doc) = &existing
             && is_current(doc, &read.hash, &collection)
         {
@@ -365,6 +373,7 @@ impl Cairn {
                 embedded: 0,
                 reused: chunks,
                 removed: 0,
+                removed_characters: None,
             });
         }
         let pending =
@@ -383,13 +392,16 @@ impl Cairn {
             embedded: done.embedded,
             reused: done.reused,
             removed: done.removed,
+            removed_characters: done.sanitized.non_empty(),
         })
     }
 
     /// `vault_delete`: remove one document and all its chunks and vectors.
     pub fn vault_delete(&self, session: &Session, path: &str) -> Result<DeleteResult> {
         let root = self.tool_root(session)?;
-        let (_, rel) = self.tool_path(&root, path)?;
+        let (handle, rel) = self.tool_path(&root, path)?;
+        let parts: Vec<&str> = rel.split('/').collect();
+        handle.probe(&parts, path, "path")?;
         let removed = self
             .store
             .write(|tx| delete_document(tx, &root.key, &rel))?

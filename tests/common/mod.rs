@@ -1,10 +1,20 @@
 //! The test DSL: a temp directory per test with its own database, the real `cairn`
 //! binary, and a real MCP client (rmcp) talking to `cairn serve` over stdio.
+//!
+//! Every call made through [`Client::call`] is checked against the contract that the
+//! official clients enforce: a successful `structuredContent` must validate against the
+//! tool's `outputSchema` (JSON Schema 2020-12, fetched once per client with
+//! `tools/list`), and an error must carry no `structuredContent` and the envelope
+//! (`status`, `error.code`, `error.message`) as JSON text. A schema lie fails the test
+//! that made the call, wherever it is.
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
@@ -116,31 +126,111 @@ impl Env {
             .expect("spawn cairn serve")
             .0;
         let service = ().serve(transport).await.expect("MCP handshake");
-        Client { service }
+        Client {
+            service,
+            validators: tokio::sync::OnceCell::new(),
+        }
     }
 }
 
 /// An rmcp client connected to one `cairn serve`.
 pub struct Client {
     pub service: RunningService<RoleClient, ()>,
+    /// Output-schema validators by tool name, from this server's `tools/list`.
+    validators: tokio::sync::OnceCell<HashMap<String, Arc<jsonschema::Validator>>>,
+}
+
+/// What a call returned: the structured result of a success, the envelope of an error.
+pub fn body(r: &CallToolResult) -> Value {
+    if r.is_error == Some(true) {
+        envelope_of(r)
+    } else {
+        r.structured_content.clone().unwrap_or(Value::Null)
+    }
+}
+
+/// The error envelope of a failed call, from its text content.
+pub fn envelope_of(r: &CallToolResult) -> Value {
+    let text = r
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
+/// Assert what every official client needs of a result (see the module comment).
+pub fn check_result(name: &str, r: &CallToolResult, validator: Option<&jsonschema::Validator>) {
+    if r.is_error == Some(true) {
+        assert!(
+            r.structured_content.is_none(),
+            "{name}: an error result must not carry structuredContent (clients validate it \
+             against the outputSchema): {r:?}"
+        );
+        let env = envelope_of(r);
+        assert!(
+            env["status"].is_string()
+                && env["error"]["code"].is_string()
+                && env["error"]["message"].is_string(),
+            "{name}: error text is not an envelope: {r:?}"
+        );
+        return;
+    }
+    let Some(value) = &r.structured_content else {
+        panic!("{name}: a success without structuredContent: {r:?}");
+    };
+    if let Some(v) = validator {
+        let problems: Vec<String> = v
+            .iter_errors(value)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(
+            problems.is_empty(),
+            "{name}: result does not match its outputSchema: {problems:#?}\nresult: {value:#}"
+        );
+    }
 }
 
 impl Client {
+    async fn validators(&self) -> &HashMap<String, Arc<jsonschema::Validator>> {
+        self.validators
+            .get_or_init(|| async {
+                let tools = self.service.list_all_tools().await.expect("tools/list");
+                tools
+                    .into_iter()
+                    .filter_map(|t| {
+                        let schema = Value::Object((*t.output_schema?).clone());
+                        let v = jsonschema::draft202012::new(&schema).unwrap_or_else(|e| {
+                            panic!("{}: outputSchema is not valid JSON Schema: {e}", t.name)
+                        });
+                        Some((t.name.to_string(), Arc::new(v)))
+                    })
+                    .collect()
+            })
+            .await
+    }
+
+    /// Call a tool; the result is checked with [`check_result`].
     pub async fn call(&self, name: &str, args: Value) -> CallToolResult {
         let mut p = CallToolRequestParams::new(name.to_string());
         if let Value::Object(map) = args {
             p = p.with_arguments(map);
         }
-        self.service
+        let r = self
+            .service
             .call_tool(p)
             .await
-            .expect("tools/call transport")
+            .expect("tools/call transport");
+        let validator = self.validators().await.get(name).cloned();
+        check_result(name, &r, validator.as_deref());
+        r
     }
 
     /// Call a tool, assert it succeeded, return its structured content.
     pub async fn ok(&self, name: &str, args: Value) -> Value {
         let r = self.call(name, args.clone()).await;
-        let body = r.structured_content.clone().unwrap_or(Value::Null);
+        let body = body(&r);
         assert_ne!(r.is_error, Some(true), "{name}({args}) failed: {body:#}");
         body
     }
@@ -148,7 +238,7 @@ impl Client {
     /// Call a tool, assert it failed, return the error envelope.
     pub async fn err(&self, name: &str, args: Value) -> Value {
         let r = self.call(name, args.clone()).await;
-        let body = r.structured_content.clone().unwrap_or(Value::Null);
+        let body = body(&r);
         assert_eq!(
             r.is_error,
             Some(true),

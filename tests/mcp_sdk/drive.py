@@ -5,7 +5,9 @@ Usage: python3 drive.py CAIRN_BIN DB [serve flags...] < calls.json
 stdin holds a JSON array of calls: [{"tool": name, "arguments": {...}}, ...]. The script
 connects with the SDK's default client (mode "auto": it probes `server/discover` first),
 lists tools, makes each call in order, and prints one JSON object on stdout:
-{"tools": [names], "calls": [{"tool", "is_error", "structured", "text"}...]}.
+{"tools": [names], "calls": [{"tool", "is_error", "structured", "text", "envelope"}...]}.
+"envelope" is the error envelope parsed from the text content of a failed call (what an
+agent reading the SDK's result sees), null for a success.
 The Rust test asserts on it; this script asserts nothing itself.
 """
 
@@ -43,6 +45,7 @@ async def main() -> None:
                     "is_error": bool(result.is_error),
                     "structured": result.structured_content,
                     "text": text,
+                    "envelope": json.loads(text) if result.is_error else None,
                 }
             )
     json.dump(out, sys.stdout)

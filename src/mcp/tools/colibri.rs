@@ -1,6 +1,15 @@
 //! The Colibri phase-0 tools (besides `server_ping`/`server_health`): `task_*`,
 //! `thought_record*`, `audit_*`, `merkle_*`, `skill_list`. Wire parameters with the
 //! document's limits, converted to [`crate::colibri`] calls.
+//!
+//! Two rules live here, where the session is known (`docs/colibri.md`):
+//! - `T-N` (the document's task id) is task N of the server's bound project; without a
+//!   bound project, or when `T-N` is also the identifier of another project's issue, it
+//!   is refused with a message naming the real identifiers.
+//! - An agent session (`--agent-type`) mutates only its bound issue: `task_update`,
+//!   `thought_record`, `audit_session_start` and `merkle_finalize` name it, and
+//!   `task_create` creates in the bound project, under the bound issue when it has a
+//!   parent. A server without a profile (the orchestrator's) acts on any issue.
 
 use std::borrow::Cow;
 use std::path::PathBuf;
@@ -25,6 +34,7 @@ use crate::colibri::thoughts::{
 use crate::error::{Error, Result};
 use crate::issues::Status;
 use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
+use crate::text::{Cleaned, cleaned};
 
 /// A task status on the wire (the issue [`Status`] names).
 #[derive(Debug, Clone, Copy)]
@@ -270,44 +280,131 @@ pub struct SkillListParams {
     pub capability: Option<String>,
 }
 
-fn task_create(cx: &ToolCtx<'_>, p: TaskCreateParams) -> Result<TaskCreated> {
-    cx.cairn.task_create(
-        &cx.session.actor,
-        &TaskCreate {
-            title: p.title,
-            description: p.description,
-            project: p.project,
-            parent: p.parent_id,
-            priority: p.priority,
-            labels: p.labels.unwrap_or_default(),
-            assignee: p.assignee,
-            estimate_hours: p.estimate_hours,
-        },
-    )
+/// Map a task reference to what the domain resolves: `T-N` becomes the bound
+/// project's `PFX-N` (see the module docs); anything else is passed on.
+fn task_ref(cx: &ToolCtx<'_>, field: &str, reference: &str) -> Result<String> {
+    let Some(n) = crate::colibri::task_number(reference) else {
+        return Ok(reference.to_string());
+    };
+    let Some(pid) = &cx.session.project_id else {
+        return Err(Error::invalid(
+            field,
+            format!(
+                "{reference} is a project-scoped task number and this server has no bound \
+                 project; pass the task's identifier (PFX-N) instead"
+            ),
+        ));
+    };
+    let project = cx.cairn.project(pid)?;
+    let identifier = format!("{}-{n}", project.prefix);
+    if let Ok(literal) = cx.cairn.issue(reference)
+        && literal.project_id != project.id
+    {
+        return Err(Error::invalid(
+            field,
+            format!(
+                "{reference} is ambiguous: it is the identifier of {} in project {}, and task \
+                 {n} of this server's project {} is {identifier}; pass the identifier you mean",
+                literal.identifier, literal.project_slug, project.slug
+            ),
+        ));
+    }
+    match cx.cairn.issue(&identifier) {
+        Ok(_) => Ok(identifier),
+        Err(_) => Err(Error::TaskNotFound(format!(
+            "{reference} (task {n} of project {} would be {identifier}, which does not exist)",
+            project.slug
+        ))),
+    }
+}
+
+/// Whether this session is an agent's (bound by a profile), not the orchestrator's.
+fn is_agent(cx: &ToolCtx<'_>) -> bool {
+    cx.session.agent_type.is_some()
+}
+
+/// A task an agent may change: its bound issue only (see the module docs). For the
+/// orchestrator's server, any task.
+fn target_task(cx: &ToolCtx<'_>, field: &str, reference: &str) -> Result<String> {
+    let r = task_ref(cx, field, reference)?;
+    if !is_agent(cx) {
+        return Ok(r);
+    }
+    let bound = cx.session.require_issue()?;
+    let issue = cx
+        .cairn
+        .issue(&r)
+        .map_err(|_| Error::TaskNotFound(reference.to_string()))?;
+    if issue.id != bound.id {
+        return Err(Error::PermissionDenied(format!(
+            "this {} session changes only its bound issue {}; {} is another issue (ask the \
+             orchestrator, or record a finding on your issue)",
+            cx.session.agent_type.as_deref().unwrap_or("agent"),
+            bound.identifier,
+            issue.identifier
+        )));
+    }
+    Ok(r)
+}
+
+fn task_create(cx: &ToolCtx<'_>, p: TaskCreateParams) -> Result<Cleaned<TaskCreated>> {
+    cleaned(|| {
+        let parent = match &p.parent_id {
+            Some(r) => Some(target_task(cx, "parent_id", r)?),
+            None => None,
+        };
+        if is_agent(cx) {
+            let bound = cx.session.require_project()?;
+            let project = cx.cairn.project(&p.project)?;
+            if project.id != bound {
+                return Err(Error::PermissionDenied(format!(
+                    "this {} session creates tasks only in its bound project; {} is another project",
+                    cx.session.agent_type.as_deref().unwrap_or("agent"),
+                    project.slug
+                )));
+            }
+        }
+        cx.cairn.task_create(
+            &cx.session.actor,
+            &TaskCreate {
+                title: p.title,
+                description: p.description,
+                project: p.project,
+                parent,
+                priority: p.priority,
+                labels: p.labels.unwrap_or_default(),
+                assignee: p.assignee,
+                estimate_hours: p.estimate_hours,
+            },
+        )
+    })
 }
 
 fn task_get(cx: &ToolCtx<'_>, p: TaskGetParams) -> Result<TaskView> {
     cx.cairn.task_get(
-        &p.task_id,
+        &task_ref(cx, "task_id", &p.task_id)?,
         p.include_thought_trail.unwrap_or(false),
         p.include_dependents.unwrap_or(false),
     )
 }
 
-fn task_update(cx: &ToolCtx<'_>, p: TaskUpdateParams) -> Result<TaskUpdated> {
-    cx.cairn.task_update(
-        &cx.session.actor,
-        &TaskUpdate {
-            task: p.task_id,
-            status: p.status.map(|s| s.0),
-            progress: p.progress,
-            description: p.description,
-            priority: p.priority,
-            assignee: p.assignee,
-            labels: p.labels,
-            blocked_reason: p.blocked_reason,
-        },
-    )
+fn task_update(cx: &ToolCtx<'_>, p: TaskUpdateParams) -> Result<Cleaned<TaskUpdated>> {
+    cleaned(|| {
+        cx.cairn.task_update(
+            &cx.session.actor,
+            &TaskUpdate {
+                task: target_task(cx, "task_id", &p.task_id)?,
+                status: p.status.map(|s| s.0),
+                progress: p.progress,
+                description: p.description,
+                priority: p.priority,
+                assignee: p.assignee,
+                labels: p.labels,
+                blocked_reason: p.blocked_reason,
+                agent: is_agent(cx),
+            },
+        )
+    })
 }
 
 fn task_list(cx: &ToolCtx<'_>, p: TaskListParams) -> Result<TaskPage> {
@@ -350,25 +447,27 @@ fn task_next_actions(cx: &ToolCtx<'_>, p: TaskNextActionsParams) -> Result<NextA
     )
 }
 
-fn thought_record(cx: &ToolCtx<'_>, p: ThoughtRecordParams) -> Result<ThoughtRecorded> {
-    cx.cairn.thought_record(
-        &cx.session.actor,
-        &NewThought {
-            task: p.task_id,
-            kind: p.kind,
-            content: p.content,
-            branch: p.branch,
-            commit_sha: p.commit_sha,
-            tests_run: p.tests_run.unwrap_or_default(),
-            blockers: p.blockers.unwrap_or_default(),
-            metadata: p.metadata,
-        },
-    )
+fn thought_record(cx: &ToolCtx<'_>, p: ThoughtRecordParams) -> Result<Cleaned<ThoughtRecorded>> {
+    cleaned(|| {
+        cx.cairn.thought_record(
+            &cx.session.actor,
+            &NewThought {
+                task: target_task(cx, "task_id", &p.task_id)?,
+                kind: p.kind,
+                content: p.content,
+                branch: p.branch,
+                commit_sha: p.commit_sha,
+                tests_run: p.tests_run.unwrap_or_default(),
+                blockers: p.blockers.unwrap_or_default(),
+                metadata: p.metadata,
+            },
+        )
+    })
 }
 
 fn thought_record_list(cx: &ToolCtx<'_>, p: ThoughtRecordListParams) -> Result<ThoughtList> {
     cx.cairn.thought_list(&ThoughtQuery {
-        task: p.task_id,
+        task: p.task_id.map(|t| task_ref(cx, "task_id", &t)).transpose()?,
         session: p.session_id,
         kind: p.kind,
         limit: p.limit.unwrap_or(100) as usize,
@@ -381,7 +480,7 @@ fn audit_session_start(
     p: AuditSessionStartParams,
 ) -> Result<AuditSessionStarted> {
     cx.cairn.audit_session_start(
-        &p.task_id,
+        &target_task(cx, "task_id", &p.task_id)?,
         &p.auditor_id,
         p.reason.as_deref(),
         p.scope.unwrap_or_default(),
@@ -391,14 +490,17 @@ fn audit_session_start(
 fn audit_verify_chain(cx: &ToolCtx<'_>, p: AuditVerifyChainParams) -> Result<ChainVerification> {
     cx.cairn.audit_verify(&VerifyTarget {
         session: p.session_id,
-        task: p.task_id,
+        task: p.task_id.map(|t| task_ref(cx, "task_id", &t)).transpose()?,
         full_trace: p.full_trace.unwrap_or(false),
     })
 }
 
 fn merkle_finalize(cx: &ToolCtx<'_>, p: MerkleFinalizeParams) -> Result<MerkleFinalized> {
-    cx.cairn
-        .merkle_finalize(&p.session_id, p.task_id.as_deref())
+    let task = match &p.task_id {
+        Some(t) => Some(target_task(cx, "task_id", t)?),
+        None => None,
+    };
+    cx.cairn.merkle_finalize(&p.session_id, task.as_deref())
 }
 
 fn merkle_root(cx: &ToolCtx<'_>, p: MerkleRootParams) -> Result<MerkleRootView> {

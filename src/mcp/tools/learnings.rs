@@ -10,6 +10,7 @@ use crate::learnings::{
     Learning, LearningSearch, LearningType, NewLearning, SearchResults, SearchScope,
 };
 use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
+use crate::text::{Cleaned, cleaned};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -40,20 +41,23 @@ pub struct SearchLearningsParams {
     /// Search the other projects instead of the current one (default false).
     #[serde(default)]
     pub cross_project: bool,
-    /// Leave out learnings below this quality (0-100); verified learnings always pass.
+    /// Leave out learnings below this quality (0-100, a number as the spec says: 40.5
+    /// keeps 41 and up); verified learnings always pass.
     #[schemars(range(min = 0, max = 100))]
-    pub min_quality_score: Option<u8>,
+    pub min_quality_score: Option<f64>,
 }
 
-fn add(cx: &ToolCtx<'_>, p: AddLearningParams) -> Result<Learning> {
-    let issue = cx.session.require_issue()?;
-    cx.cairn.add_learning(&NewLearning {
-        issue: issue.id.clone(),
-        pattern: p.pattern,
-        context: p.context,
-        applies_to: p.applies_to,
-        learning_type: p.learning_type,
-        created_by: cx.session.actor.clone(),
+fn add(cx: &ToolCtx<'_>, p: AddLearningParams) -> Result<Cleaned<Learning>> {
+    cleaned(|| {
+        let issue = cx.session.require_issue()?;
+        cx.cairn.add_learning(&NewLearning {
+            issue: issue.id.clone(),
+            pattern: p.pattern,
+            context: p.context,
+            applies_to: p.applies_to,
+            learning_type: p.learning_type,
+            created_by: cx.session.actor.clone(),
+        })
     })
 }
 
@@ -67,7 +71,9 @@ fn search(cx: &ToolCtx<'_>, p: SearchLearningsParams) -> Result<SearchResults> {
             SearchScope::Project(project)
         },
         limit: p.limit.map(|l| l as usize),
-        min_quality_score: p.min_quality_score,
+        // Qualities are whole numbers: "at least 40.5" is "at least 41". The schema
+        // bounds the value to 0..=100, so the cast cannot truncate.
+        min_quality_score: p.min_quality_score.map(|q| q.ceil() as u8),
     })
 }
 
@@ -88,7 +94,7 @@ pub fn tools() -> Vec<ToolDef> {
         .bound(),
         tool(
             "search_learnings",
-            "Search learnings of the current project (or the other projects with cross_project), ranked by 50% BM25 + 30% field priority (pattern > applies_to > context) + 20% quality. Stemmed words; the last word also matches as a prefix.",
+            "Search learnings of the current project (or the other projects with cross_project), ranked by 50% relevance (BM25 fused with embedding similarity, so paraphrases match) + 30% field priority (how much of the query matched, pattern > applies_to > context) + 20% quality (scaled by relevance). Stemmed words; the last word also matches as a prefix, counting less than an exact word.",
             Effect::ReadOnly,
             json!({ "query": "auto-import", "min_quality_score": 40 }),
             search,

@@ -8,6 +8,8 @@ use serde_json::json;
 use crate::error::Result;
 use crate::issues::{Issue, IssueFilter, NewIssue, Project, Status};
 use crate::mcp::registry::{Effect, ToolCtx, ToolDef, tool};
+use crate::session::WorktreeCheck;
+use crate::text::{Cleaned, cleaned};
 use crate::trail::board::{IssueDetails, IssueStatus};
 use crate::trail::metrics::{Coverage, NewCoverage, NewTestHealth, TestHealth};
 use crate::trail::prs::{GateResult, NewPullRequest, PullRequest, Review};
@@ -54,7 +56,6 @@ pub enum AgentStatus {
     Review,
     Todo,
     Blocked,
-    InProgress,
 }
 
 impl From<AgentStatus> for Status {
@@ -63,7 +64,6 @@ impl From<AgentStatus> for Status {
             AgentStatus::Review => Status::Review,
             AgentStatus::Todo => Status::Todo,
             AgentStatus::Blocked => Status::Blocked,
-            AgentStatus::InProgress => Status::InProgress,
         }
     }
 }
@@ -71,7 +71,7 @@ impl From<AgentStatus> for Status {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateStatusParams {
-    /// review (done), todo (give up), blocked (need human input), or in_progress (start).
+    /// review (done), todo (give up) or blocked (need human input); from in_progress.
     pub status: AgentStatus,
     /// Reason for the change.
     #[schemars(length(max = 2000))]
@@ -86,18 +86,20 @@ pub struct StatusUpdated {
     pub change: StatusChange,
 }
 
-fn update_issue_status(cx: &ToolCtx<'_>, p: UpdateStatusParams) -> Result<StatusUpdated> {
-    let issue = cx.session.require_issue()?;
-    let change = cx.cairn.update_issue_status(
-        &issue.id,
-        p.status.into(),
-        p.reason.as_deref(),
-        &cx.session.actor,
-        true,
-    )?;
-    Ok(StatusUpdated {
-        issue: issue.identifier.clone(),
-        change,
+fn update_issue_status(cx: &ToolCtx<'_>, p: UpdateStatusParams) -> Result<Cleaned<StatusUpdated>> {
+    cleaned(|| {
+        let issue = cx.session.require_issue()?;
+        let change = cx.cairn.update_issue_status(
+            &issue.id,
+            p.status.into(),
+            p.reason.as_deref(),
+            &cx.session.actor,
+            true,
+        )?;
+        Ok(StatusUpdated {
+            issue: issue.identifier.clone(),
+            change,
+        })
     })
 }
 
@@ -127,18 +129,20 @@ pub struct AddFindingParams {
     pub files: Option<Vec<String>>,
 }
 
-fn add_finding(cx: &ToolCtx<'_>, p: AddFindingParams) -> Result<Finding> {
-    let category = enum_str(Some(p.category))?.unwrap_or_default();
-    cx.cairn.add_finding(
-        &bound(cx)?,
-        &NewFinding {
-            category,
-            summary: p.summary,
-            details: p.details,
-            files: p.files.unwrap_or_default(),
-        },
-        &cx.session.actor,
-    )
+fn add_finding(cx: &ToolCtx<'_>, p: AddFindingParams) -> Result<Cleaned<Finding>> {
+    cleaned(|| {
+        let category = enum_str(Some(p.category))?.unwrap_or_default();
+        cx.cairn.add_finding(
+            &bound(cx)?,
+            &NewFinding {
+                category,
+                summary: p.summary,
+                details: p.details,
+                files: p.files.unwrap_or_default(),
+            },
+            &cx.session.actor,
+        )
+    })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -149,9 +153,11 @@ pub struct AddCommentParams {
     pub content: String,
 }
 
-fn add_comment(cx: &ToolCtx<'_>, p: AddCommentParams) -> Result<Comment> {
-    cx.cairn
-        .add_comment(&bound(cx)?, &p.content, &cx.session.actor)
+fn add_comment(cx: &ToolCtx<'_>, p: AddCommentParams) -> Result<Cleaned<Comment>> {
+    cleaned(|| {
+        cx.cairn
+            .add_comment(&bound(cx)?, &p.content, &cx.session.actor)
+    })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -174,16 +180,18 @@ pub struct CreateIssueParams {
     pub depends_on: Option<Vec<String>>,
 }
 
-fn create_issue(cx: &ToolCtx<'_>, p: CreateIssueParams) -> Result<Issue> {
-    cx.cairn.create_issue(&NewIssue {
-        project: cx.session.require_project()?.to_string(),
-        title: p.title,
-        description: p.description,
-        priority: p.priority,
-        labels: p.labels.unwrap_or_default(),
-        depends_on: p.depends_on.unwrap_or_default(),
-        created_by: Some(cx.session.actor.clone()),
-        ..Default::default()
+fn create_issue(cx: &ToolCtx<'_>, p: CreateIssueParams) -> Result<Cleaned<Issue>> {
+    cleaned(|| {
+        cx.cairn.create_issue(&NewIssue {
+            project: cx.session.require_project()?.to_string(),
+            title: p.title,
+            description: p.description,
+            priority: p.priority,
+            labels: p.labels.unwrap_or_default(),
+            depends_on: p.depends_on.unwrap_or_default(),
+            created_by: Some(cx.session.actor.clone()),
+            ..Default::default()
+        })
     })
 }
 
@@ -213,23 +221,25 @@ pub struct SubtaskCreated {
     pub parent_status: Status,
 }
 
-fn create_subtask(cx: &ToolCtx<'_>, p: CreateSubtaskParams) -> Result<SubtaskCreated> {
-    let parent = cx.session.require_issue()?;
-    let subtask = cx.cairn.create_subtask(
-        &parent.id,
-        NewIssue {
-            title: p.title,
-            description: p.description,
-            priority: p.priority,
-            labels: p.labels.unwrap_or_default(),
-            ..Default::default()
-        },
-        &cx.session.actor,
-    )?;
-    Ok(SubtaskCreated {
-        subtask,
-        parent: parent.identifier.clone(),
-        parent_status: cx.cairn.issue(&parent.id)?.status,
+fn create_subtask(cx: &ToolCtx<'_>, p: CreateSubtaskParams) -> Result<Cleaned<SubtaskCreated>> {
+    cleaned(|| {
+        let parent = cx.session.require_issue()?;
+        let subtask = cx.cairn.create_subtask(
+            &parent.id,
+            NewIssue {
+                title: p.title,
+                description: p.description,
+                priority: p.priority,
+                labels: p.labels.unwrap_or_default(),
+                ..Default::default()
+            },
+            &cx.session.actor,
+        )?;
+        Ok(SubtaskCreated {
+            subtask,
+            parent: parent.identifier.clone(),
+            parent_status: cx.cairn.issue(&parent.id)?.status,
+        })
     })
 }
 
@@ -314,21 +324,34 @@ fn without_diff(mut pr: PullRequest) -> PullRequest {
     pr
 }
 
-fn create_pr(cx: &ToolCtx<'_>, p: CreatePrParams) -> Result<PullRequest> {
-    // The spec: create_pr validates the worktree before executing.
-    cx.cairn.verify_workspace(cx.session)?;
-    cx.cairn
-        .create_pr(
-            &bound(cx)?,
-            &NewPullRequest {
-                diff: p.diff,
-                branch_name: p.branch_name,
-                base_branch: p.base_branch,
-                gate_results: p.gate_results.unwrap_or_default(),
-            },
-            &cx.session.actor,
-        )
-        .map(without_diff)
+/// What `create_pr` returns: the PR, and which worktree (if any) was verified.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PrCreated {
+    #[serde(flatten)]
+    pub pr: PullRequest,
+    pub worktree: WorktreeCheck,
+}
+
+fn create_pr(cx: &ToolCtx<'_>, p: CreatePrParams) -> Result<Cleaned<PrCreated>> {
+    cleaned(|| {
+        // The spec: create_pr validates the worktree before executing (when the server has
+        // one; without --worktree-path the result says that nothing was verified).
+        let worktree = cx.cairn.worktree_check(cx.session)?;
+        let pr = cx
+            .cairn
+            .create_pr(
+                &bound(cx)?,
+                &NewPullRequest {
+                    diff: p.diff,
+                    branch_name: p.branch_name,
+                    base_branch: p.base_branch,
+                    gate_results: p.gate_results.unwrap_or_default(),
+                },
+                &cx.session.actor,
+            )
+            .map(without_diff)?;
+        Ok(PrCreated { pr, worktree })
+    })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -339,16 +362,18 @@ pub struct ApprovePrParams {
     pub reason: Option<String>,
 }
 
-fn approve_pr(cx: &ToolCtx<'_>, p: ApprovePrParams) -> Result<PullRequest> {
-    cx.cairn
-        .review_pr(
-            &bound(cx)?,
-            Review::Approve,
-            p.reason.as_deref(),
-            None,
-            &cx.session.actor,
-        )
-        .map(without_diff)
+fn approve_pr(cx: &ToolCtx<'_>, p: ApprovePrParams) -> Result<Cleaned<PullRequest>> {
+    cleaned(|| {
+        cx.cairn
+            .review_pr(
+                &bound(cx)?,
+                Review::Approve,
+                p.reason.as_deref(),
+                None,
+                &cx.session.actor,
+            )
+            .map(without_diff)
+    })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -362,16 +387,18 @@ pub struct RejectPrParams {
     pub fix_instructions: Option<String>,
 }
 
-fn reject_pr(cx: &ToolCtx<'_>, p: RejectPrParams) -> Result<PullRequest> {
-    cx.cairn
-        .review_pr(
-            &bound(cx)?,
-            Review::Reject,
-            p.reason.as_deref(),
-            p.fix_instructions.as_deref(),
-            &cx.session.actor,
-        )
-        .map(without_diff)
+fn reject_pr(cx: &ToolCtx<'_>, p: RejectPrParams) -> Result<Cleaned<PullRequest>> {
+    cleaned(|| {
+        cx.cairn
+            .review_pr(
+                &bound(cx)?,
+                Review::Reject,
+                p.reason.as_deref(),
+                p.fix_instructions.as_deref(),
+                &cx.session.actor,
+            )
+            .map(without_diff)
+    })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -435,12 +462,12 @@ pub struct RecordCoverageParams {
     /// Relative file path examined.
     #[schemars(length(min = 1, max = 1024))]
     pub file_path: String,
-    /// Research concept (e.g. test_coverage, error_handling).
+    /// Research concept, free text (e.g. test_coverage, error_handling, type safety).
     #[schemars(length(min = 1, max = 100))]
     pub concept: String,
     /// covered = no issues found, has_issues = a ticket was created.
     pub status: CoverageStatus,
-    /// The ticket created (required for has_issues).
+    /// The ticket created, if status is has_issues (optional; must name an issue).
     #[schemars(length(min = 1, max = 64))]
     pub ticket_id: Option<String>,
     /// Brief observation.
@@ -579,7 +606,7 @@ pub fn tools() -> Vec<ToolDef> {
         ),
         tool(
             "update_issue_status",
-            "Change the current issue's status. From in_progress: review (done), todo (give up), blocked (need human input); from todo: in_progress.",
+            "Change the current issue's status, from in_progress only: review (done), todo (give up) or blocked (need human input).",
             change,
             json!({"status": "review", "reason": "Implementation complete, all tests pass"}),
             update_issue_status,
@@ -625,7 +652,7 @@ pub fn tools() -> Vec<ToolDef> {
         ),
         tool(
             "create_pr",
-            "Create a local PR record from a diff with gate results; computes per-file stats and a risk score and moves the issue to review.",
+            "Create a local PR record from a diff with gate results; computes per-file stats and a risk score and moves the issue from in_progress to review. Verifies the worktree when the server has one (result.worktree.verified).",
             add,
             json!({"diff": "diff --git a/src/a.rs b/src/a.rs\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1 +1 @@\n-old\n+new\n", "branch_name": "symphony/SYM-001", "base_branch": "main", "gate_results": [{"command": "cargo test", "label": "Tests", "exit_code": 0, "output": "42 passed", "required": true}]}),
             create_pr,

@@ -10,6 +10,7 @@ use crate::mcp::registry::{Effect, NoParams, ToolCtx, ToolDef, tool};
 use crate::memory::{MemoryScope, MemoryWritten};
 use crate::moves::MovedIssue;
 use crate::phases::{Confidence, Phase, PhaseClaim, PhaseCompletion, PhaseVerdict};
+use crate::text::{Cleaned, cleaned};
 use crate::workspace::WorkspaceInfo;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -92,45 +93,51 @@ pub struct RejectPhaseParams {
     pub fix_instructions: Option<String>,
 }
 
-fn complete_phase(cx: &ToolCtx<'_>, p: CompletePhaseParams) -> Result<PhaseClaim> {
-    cx.cairn.complete_phase(
-        cx.session,
-        &PhaseCompletion {
-            completed_phase: p.completed_phase,
-            contract_version: p.contract_version,
-            artifact_path: p.artifact_path,
-            artifact_hash: p.artifact_hash,
-            summary: p.summary,
-            open_questions: p.open_questions,
-            confidence: p.confidence,
-            promote_to: p.promote_to,
-            recommended_next_phase: p.recommended_next_phase,
-            project_path: p.project_path,
-            contracts_dir: p.contracts_dir,
-        },
-    )
+fn complete_phase(cx: &ToolCtx<'_>, p: CompletePhaseParams) -> Result<Cleaned<PhaseClaim>> {
+    cleaned(|| {
+        cx.cairn.complete_phase(
+            cx.session,
+            &PhaseCompletion {
+                completed_phase: p.completed_phase,
+                contract_version: p.contract_version,
+                artifact_path: p.artifact_path,
+                artifact_hash: p.artifact_hash,
+                summary: p.summary,
+                open_questions: p.open_questions,
+                confidence: p.confidence,
+                promote_to: p.promote_to,
+                recommended_next_phase: p.recommended_next_phase,
+                project_path: p.project_path,
+                contracts_dir: p.contracts_dir,
+            },
+        )
+    })
 }
 
-fn approve_phase(cx: &ToolCtx<'_>, p: ApprovePhaseParams) -> Result<PhaseVerdict> {
-    cx.cairn.judge_phase(
-        cx.session,
-        p.phase,
-        &p.artifact_hash,
-        true,
-        p.reason.as_deref(),
-        None,
-    )
+fn approve_phase(cx: &ToolCtx<'_>, p: ApprovePhaseParams) -> Result<Cleaned<PhaseVerdict>> {
+    cleaned(|| {
+        cx.cairn.judge_phase(
+            cx.session,
+            p.phase,
+            &p.artifact_hash,
+            true,
+            p.reason.as_deref(),
+            None,
+        )
+    })
 }
 
-fn reject_phase(cx: &ToolCtx<'_>, p: RejectPhaseParams) -> Result<PhaseVerdict> {
-    cx.cairn.judge_phase(
-        cx.session,
-        p.phase,
-        &p.artifact_hash,
-        false,
-        Some(&p.reason),
-        p.fix_instructions.as_deref(),
-    )
+fn reject_phase(cx: &ToolCtx<'_>, p: RejectPhaseParams) -> Result<Cleaned<PhaseVerdict>> {
+    cleaned(|| {
+        cx.cairn.judge_phase(
+            cx.session,
+            p.phase,
+            &p.artifact_hash,
+            false,
+            Some(&p.reason),
+            p.fix_instructions.as_deref(),
+        )
+    })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -158,9 +165,11 @@ fn verify_workspace(cx: &ToolCtx<'_>, _p: NoParams) -> Result<WorkspaceInfo> {
     cx.cairn.verify_workspace(cx.session)
 }
 
-fn update_memory(cx: &ToolCtx<'_>, p: UpdateMemoryParams) -> Result<MemoryWritten> {
-    cx.cairn
-        .update_memory(cx.session, p.scope, &p.filename, &p.content)
+fn update_memory(cx: &ToolCtx<'_>, p: UpdateMemoryParams) -> Result<Cleaned<MemoryWritten>> {
+    cleaned(|| {
+        cx.cairn
+            .update_memory(cx.session, p.scope, &p.filename, &p.content)
+    })
 }
 
 pub fn tools() -> Vec<ToolDef> {
@@ -176,8 +185,9 @@ pub fn tools() -> Vec<ToolDef> {
         .bound(),
         tool(
             "complete_phase",
-            "Submit a phase completion claim. Checks your workspace and the artifact (path in \
-             docs/tickets/, SHA-256, length, headings, the contract's sections) first.",
+            "Submit a phase completion claim. Checks your workspace (when the server has one; \
+             result.worktree.verified) and the artifact (path in docs/tickets/, SHA-256, \
+             length, headings, the contract's sections) first.",
             Effect::Additive { idempotent: false },
             json!({
                 "completed_phase": "architecture",

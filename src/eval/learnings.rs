@@ -1,0 +1,348 @@
+//! `cairn eval learnings SET`: the learnings search measured on a graded set.
+//!
+//! The set is JSONL (format: `docs/learnings.md`, "Evaluation"): `learning` lines and
+//! `query` lines. The run loads every learning into a fresh temporary database through
+//! the real add path (`add_learnings`, embeddings included), applies `quality` and
+//! `verified` through the domain API (`rate_learning`, `verify_learning`), then runs
+//! every query through the real search, bound to the query's project (or
+//! `cross_project`), three times: the blend, BM25 alone and cosine alone
+//! ([`Ranking`]), on the same filters. Latency is the blend's, per query, end to end
+//! (query embedding included).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, FieldError, Result};
+use crate::issues::{NewIssue, NewProject};
+use crate::learnings::{LearningSearch, LearningType, NewLearning, Ranking, SearchScope};
+use crate::service::Cairn;
+
+use super::metrics::{QueryScore, Summary, by_category, p50};
+
+/// The query categories of a set.
+pub const CATEGORIES: [&str; 4] = ["identifier", "keyword", "paraphrase", "symptom"];
+/// Results taken per query (the metrics look at the first 10).
+const DEPTH: usize = 10;
+const ACTOR: &str = "eval";
+
+/// One learning of a set.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetLearning {
+    pub key: String,
+    pub project: String,
+    pub pattern: String,
+    #[serde(default)]
+    pub context: Option<String>,
+    #[serde(default)]
+    pub applies_to: Vec<String>,
+    #[serde(default)]
+    pub learning_type: Option<LearningType>,
+    #[serde(default)]
+    pub quality: Option<u8>,
+    #[serde(default)]
+    pub verified: bool,
+}
+
+/// One graded query of a set.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetQuery {
+    pub key: String,
+    pub category: String,
+    pub query: String,
+    pub project: String,
+    /// Learning key → grade (2 the answer, 1 partly useful).
+    pub relevant: HashMap<String, u32>,
+    #[serde(default)]
+    pub cross_project: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Line {
+    Learning(SetLearning),
+    Query(SetQuery),
+}
+
+/// A parsed, checked evaluation set.
+#[derive(Debug, Clone)]
+pub struct EvalSet {
+    pub learnings: Vec<SetLearning>,
+    pub queries: Vec<SetQuery>,
+}
+
+impl EvalSet {
+    /// Parse JSONL text; every problem is reported with its line number.
+    pub fn parse(text: &str) -> Result<EvalSet> {
+        let mut learnings = Vec::new();
+        let mut queries = Vec::new();
+        let mut errors = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<Line>(line) {
+                Ok(Line::Learning(l)) => learnings.push(l),
+                Ok(Line::Query(q)) => queries.push(q),
+                Err(e) => errors.push(FieldError::new(format!("line {}", i + 1), e.to_string())),
+            }
+        }
+        let mut keys = HashSet::new();
+        for l in &learnings {
+            if !keys.insert(l.key.as_str()) {
+                errors.push(FieldError::new(l.key.clone(), "duplicate learning key"));
+            }
+        }
+        let mut query_keys = HashSet::new();
+        for q in &queries {
+            if !query_keys.insert(q.key.as_str()) {
+                errors.push(FieldError::new(q.key.clone(), "duplicate query key"));
+            }
+            if !CATEGORIES.contains(&q.category.as_str()) {
+                errors.push(FieldError::new(
+                    q.key.clone(),
+                    format!("category must be one of {}", CATEGORIES.join(", ")),
+                ));
+            }
+            for k in q.relevant.keys().filter(|k| !keys.contains(k.as_str())) {
+                errors.push(FieldError::new(
+                    q.key.clone(),
+                    format!("grades unknown learning {k}"),
+                ));
+            }
+        }
+        if queries.is_empty() {
+            errors.push(FieldError::new("set", "has no query lines"));
+        }
+        if errors.is_empty() {
+            Ok(EvalSet { learnings, queries })
+        } else {
+            Err(Error::InvalidInput(errors))
+        }
+    }
+
+    /// Read and parse a set file.
+    pub fn load(path: &Path) -> Result<EvalSet> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        EvalSet::parse(&text)
+    }
+}
+
+/// The figures of one ranking.
+#[derive(Debug, Clone, Serialize)]
+pub struct SystemReport {
+    /// `cairn`, `lexical` or `dense`.
+    pub system: String,
+    pub overall: Summary,
+    pub categories: BTreeMap<String, Summary>,
+    /// Median search latency in milliseconds (query embedding included).
+    pub p50_ms: f64,
+}
+
+/// The result of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct EvalReport {
+    pub learnings: usize,
+    pub queries: usize,
+    /// Whether the embedding model was available (else `dense` is empty and `cairn` is
+    /// lexical).
+    pub semantic: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub semantic_unavailable: Option<String>,
+    /// Seconds spent loading the set (adds, embeddings, ratings).
+    pub load_seconds: f64,
+    pub systems: Vec<SystemReport>,
+}
+
+/// The systems compared, in report order.
+const SYSTEMS: [(&str, Ranking); 3] = [
+    ("cairn", Ranking::Blend),
+    ("lexical", Ranking::Lexical),
+    ("dense", Ranking::Dense),
+];
+
+/// Load `set` into a temporary database and measure the three rankings. `progress`
+/// receives one line per step (for stderr).
+pub fn run(set: &EvalSet, mut progress: impl FnMut(&str)) -> Result<EvalReport> {
+    let dir = tempfile::tempdir().map_err(|e| Error::io(Path::new("tempdir"), e))?;
+    let cairn = Cairn::open(&dir.path().join("eval.db"))?;
+    let started = Instant::now();
+    let ids = load(&cairn, set, &mut progress)?;
+    let load_seconds = started.elapsed().as_secs_f64();
+    let keys: HashMap<&str, &str> = ids
+        .iter()
+        .map(|(k, id)| (id.as_str(), k.as_str()))
+        .collect();
+
+    let mut scored: Vec<Vec<(&str, QueryScore)>> = vec![Vec::new(); SYSTEMS.len()];
+    let mut latency: Vec<Vec<f64>> = vec![Vec::new(); SYSTEMS.len()];
+    let mut semantic = true;
+    let mut semantic_unavailable = None;
+    for (n, q) in set.queries.iter().enumerate() {
+        if n % 25 == 0 {
+            progress(&format!("query {}/{}", n + 1, set.queries.len()));
+        }
+        let search = LearningSearch {
+            query: q.query.clone(),
+            scope: if q.cross_project {
+                SearchScope::OtherProjects(q.project.clone())
+            } else {
+                SearchScope::Project(q.project.clone())
+            },
+            limit: Some(DEPTH),
+            min_quality_score: None,
+        };
+        for (i, (_, ranking)) in SYSTEMS.iter().enumerate() {
+            let t = Instant::now();
+            let r = cairn.search_learnings_ranked(&search, *ranking)?;
+            latency[i].push(t.elapsed().as_secs_f64() * 1000.0);
+            if *ranking == Ranking::Blend && !r.semantic {
+                semantic = false;
+                semantic_unavailable = r.semantic_unavailable.clone();
+            }
+            let ranking: Vec<String> = r
+                .results
+                .iter()
+                .filter_map(|h| keys.get(h.learning.id.as_str()).map(|k| k.to_string()))
+                .collect();
+            scored[i].push((q.category.as_str(), QueryScore::of(&ranking, &q.relevant)));
+        }
+    }
+    let systems = SYSTEMS
+        .iter()
+        .zip(scored)
+        .zip(latency.iter_mut())
+        .map(|(((name, _), scores), lat)| {
+            let (overall, categories) = by_category(scores);
+            SystemReport {
+                system: name.to_string(),
+                overall,
+                categories,
+                p50_ms: p50(lat),
+            }
+        })
+        .collect();
+    Ok(EvalReport {
+        learnings: set.learnings.len(),
+        queries: set.queries.len(),
+        semantic,
+        semantic_unavailable,
+        load_seconds,
+        systems,
+    })
+}
+
+/// Create the set's projects (one issue each), add its learnings, apply ratings and
+/// verifications. Returns learning key → id.
+fn load(
+    cairn: &Cairn,
+    set: &EvalSet,
+    progress: &mut impl FnMut(&str),
+) -> Result<Vec<(String, String)>> {
+    let mut projects: Vec<&str> = set
+        .learnings
+        .iter()
+        .map(|l| l.project.as_str())
+        .chain(set.queries.iter().map(|q| q.project.as_str()))
+        .collect();
+    projects.sort_unstable();
+    projects.dedup();
+    let mut issues = HashMap::new();
+    for (i, slug) in projects.iter().enumerate() {
+        cairn.create_project(&NewProject {
+            slug: slug.to_string(),
+            name: slug.to_string(),
+            prefix: Some(format!("EV{}", char::from(b'A' + (i % 26) as u8))),
+            path: None,
+        })?;
+        let issue = cairn.create_issue(&NewIssue {
+            project: slug.to_string(),
+            title: "Evaluation set learnings".to_string(),
+            ..Default::default()
+        })?;
+        issues.insert(*slug, issue.identifier);
+    }
+    let mut ids = Vec::with_capacity(set.learnings.len());
+    for (n, batch) in set.learnings.chunks(32).enumerate() {
+        progress(&format!(
+            "adding learnings {}/{}",
+            (n * 32 + batch.len()),
+            set.learnings.len()
+        ));
+        let new: Vec<NewLearning> = batch
+            .iter()
+            .map(|l| NewLearning {
+                issue: issues[l.project.as_str()].clone(),
+                pattern: l.pattern.clone(),
+                context: l.context.clone(),
+                applies_to: l.applies_to.clone(),
+                learning_type: l.learning_type,
+                created_by: ACTOR.to_string(),
+            })
+            .collect();
+        let added = cairn.add_learnings(&new).map_err(|e| in_set(e, batch))?;
+        for (l, a) in batch.iter().zip(added) {
+            if let Some(q) = l.quality {
+                cairn.rate_learning(&a.id, q, ACTOR, None)?;
+            }
+            if l.verified {
+                cairn.verify_learning(&a.id, ACTOR, None)?;
+            }
+            ids.push((l.key.clone(), a.id));
+        }
+    }
+    Ok(ids)
+}
+
+/// Name the set's learning keys in an add error (the set is invalid, not Cairn).
+fn in_set(e: Error, batch: &[SetLearning]) -> Error {
+    match e {
+        Error::InvalidInput(fields) => Error::InvalidInput(
+            fields
+                .into_iter()
+                .map(|f| {
+                    FieldError::new(
+                        format!(
+                            "{} (in learnings {}..{})",
+                            f.field,
+                            batch.first().map_or("", |l| l.key.as_str()),
+                            batch.last().map_or("", |l| l.key.as_str())
+                        ),
+                        f.message,
+                    )
+                })
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_reports_every_problem_with_its_place() {
+        let text = r#"{"type":"learning","key":"L1","project":"p","pattern":"x"}
+{"type":"learning","key":"L1","project":"p","pattern":"y"}
+{"type":"query","key":"Q1","category":"vibes","query":"a","project":"p","relevant":{"L9":2}}
+not json
+"#;
+        let Err(Error::InvalidInput(errors)) = EvalSet::parse(text) else {
+            panic!("invalid set accepted")
+        };
+        let text: Vec<String> = errors
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect();
+        let all = text.join("\n");
+        assert!(all.contains("L1: duplicate learning key"), "{all}");
+        assert!(all.contains("Q1: category must be one of"), "{all}");
+        assert!(all.contains("Q1: grades unknown learning L9"), "{all}");
+        assert!(all.contains("line 4"), "{all}");
+    }
+}

@@ -1,0 +1,314 @@
+//! The stdio wire in front of rmcp's service: one JSON-RPC message per line, and a reply
+//! to every message that cannot be served.
+//!
+//! rmcp's own line transport drops unparsable lines silently (so a client waits for its
+//! own timeout). This transport reads each line itself, bounded, and answers:
+//!
+//! - `-32700` Parse error, `id: null`: invalid UTF-8, invalid JSON (a lone surrogate,
+//!   a number out of range such as `1e400`, nesting deeper than the parser allows) and
+//!   a line longer than [`MAX_LINE_BYTES`];
+//! - `-32602` Invalid params, with the request's id: `tools/call` whose `arguments` is
+//!   present and not an object (`null` counts as absent);
+//! - `-32600` Invalid request, with the request's id when it has one: well-formed JSON
+//!   that is not a JSON-RPC message rmcp knows (a batch array, a request without a
+//!   method, ...). A notification that rmcp does not know is dropped, as JSON-RPC says.
+//!
+//! Everything else is handed to rmcp unchanged. Replies written here and rmcp's own
+//! messages share one writer, one whole line at a time.
+
+use std::sync::Arc;
+
+use rmcp::RoleServer;
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{Mutex, mpsc};
+
+/// Longest line (one message) read, in bytes; longer lines are answered with `-32700`
+/// and skipped up to their newline without being buffered. Four times the 4 MiB
+/// argument cap, room for JSON escaping.
+pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+
+/// JSON-RPC error codes used on the wire.
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const INVALID_PARAMS: i64 = -32602;
+
+type Writer = Arc<Mutex<Box<dyn AsyncWrite + Send + Unpin>>>;
+
+/// A server transport over any byte stream pair (stdin/stdout in `cairn serve`).
+pub struct LineTransport {
+    incoming: mpsc::Receiver<RxJsonRpcMessage<RoleServer>>,
+    writer: Writer,
+}
+
+impl LineTransport {
+    /// Start reading `read` on a task of the current runtime; replies go to `write`.
+    pub fn new<R, W>(read: R, write: W) -> LineTransport
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let writer: Writer = Arc::new(Mutex::new(Box::new(write)));
+        let (tx, incoming) = mpsc::channel(32);
+        tokio::spawn(read_loop(BufReader::new(read), tx, writer.clone()));
+        LineTransport { incoming, writer }
+    }
+}
+
+async fn write_line(writer: &Writer, value: &impl serde::Serialize) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(value)?;
+    line.push(b'\n');
+    let mut w = writer.lock().await;
+    w.write_all(&line).await?;
+    w.flush().await
+}
+
+fn error_reply(id: Value, code: i64, message: String) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+/// What one line turned out to be.
+#[derive(Debug)]
+pub enum Line {
+    /// A message for rmcp.
+    Message(Box<RxJsonRpcMessage<RoleServer>>),
+    /// Send this JSON-RPC error reply.
+    Reply(Value),
+    /// Nothing to do (an empty line, an unknown notification).
+    Skip,
+}
+
+/// Classify one line (without its newline).
+pub fn classify(line: &[u8]) -> Line {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Line::Skip;
+    }
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(e) => {
+            let why = match std::str::from_utf8(line) {
+                Err(_) => "the message is not valid UTF-8".to_string(),
+                Ok(_) => format!("the message is not valid JSON: {e}"),
+            };
+            return Line::Reply(error_reply(
+                Value::Null,
+                PARSE_ERROR,
+                format!("Parse error: {why}"),
+            ));
+        }
+    };
+    let id = value.get("id").cloned();
+    let method = value.get("method").and_then(Value::as_str);
+    let has_method = method.is_some();
+    if method == Some("tools/call")
+        && let Some(args) = value.get("params").and_then(|p| p.get("arguments"))
+        && !args.is_object()
+        && !args.is_null()
+    {
+        return Line::Reply(error_reply(
+            id.unwrap_or(Value::Null),
+            INVALID_PARAMS,
+            "Invalid params: tools/call arguments must be a JSON object".to_string(),
+        ));
+    }
+    match serde_json::from_value::<RxJsonRpcMessage<RoleServer>>(value) {
+        Ok(msg) => Line::Message(Box::new(msg)),
+        // A notification gets no reply, whatever it is.
+        Err(_) if has_method && id.is_none() => Line::Skip,
+        Err(e) => Line::Reply(error_reply(
+            id.filter(|i| i.is_string() || i.is_number())
+                .unwrap_or(Value::Null),
+            INVALID_REQUEST,
+            format!("Invalid request: not a JSON-RPC message this server accepts: {e}"),
+        )),
+    }
+}
+
+async fn read_loop<R: AsyncRead + Unpin>(
+    mut read: BufReader<R>,
+    tx: mpsc::Sender<RxJsonRpcMessage<RoleServer>>,
+    writer: Writer,
+) {
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        match read_bounded_line(&mut read, &mut buf).await {
+            Ok(Some(true)) => {}
+            Ok(Some(false)) => {
+                tracing::warn!(max = MAX_LINE_BYTES, "over-long message line refused");
+                let reply = error_reply(
+                    Value::Null,
+                    PARSE_ERROR,
+                    format!("Parse error: the message is longer than {MAX_LINE_BYTES} bytes"),
+                );
+                if write_line(&writer, &reply).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the MCP input failed");
+                return;
+            }
+        }
+        match classify(&buf) {
+            Line::Message(msg) => {
+                if tx.send(*msg).await.is_err() {
+                    return;
+                }
+            }
+            Line::Reply(reply) => {
+                tracing::info!(reply = %reply, "unservable message answered");
+                if write_line(&writer, &reply).await.is_err() {
+                    return;
+                }
+            }
+            Line::Skip => {}
+        }
+    }
+}
+
+/// Read one line into `buf` (without the newline). `Some(true)`: a line;
+/// `Some(false)`: the line was longer than [`MAX_LINE_BYTES`] and was skipped;
+/// `None`: end of input (a trailing line without newline is still delivered).
+async fn read_bounded_line<R: AsyncRead + Unpin>(
+    read: &mut BufReader<R>,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<bool>> {
+    buf.clear();
+    let mut oversized = false;
+    loop {
+        let available = read.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(if oversized {
+                Some(false)
+            } else if buf.is_empty() {
+                None
+            } else {
+                Some(true)
+            });
+        }
+        let newline = available.iter().position(|b| *b == b'\n');
+        let take = newline.map_or(available.len(), |i| i + 1);
+        if !oversized {
+            let end = newline.unwrap_or(available.len());
+            if buf.len() + end > MAX_LINE_BYTES {
+                oversized = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(&available[..end]);
+            }
+        }
+        read.consume(take);
+        if newline.is_some() {
+            return Ok(Some(!oversized));
+        }
+    }
+}
+
+impl Transport<RoleServer> for LineTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let writer = self.writer.clone();
+        async move { write_line(&writer, &item).await }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        self.incoming.recv().await
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.incoming.close();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(line: &[u8]) -> Value {
+        match classify(line) {
+            Line::Reply(v) => v,
+            other => panic!("expected a reply for {:?}, got {other:?}", line),
+        }
+    }
+
+    #[test]
+    fn garbage_gets_a_parse_error_with_a_null_id() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let cases: Vec<Vec<u8>> = vec![
+            b"{not json".to_vec(),
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"x\":\"\xff\xfe\"}".to_vec(),
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"s":"\ud800"}}"#.to_vec(),
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":1e400}}"#.to_vec(),
+            deep.into_bytes(),
+        ];
+        for c in cases {
+            let r = reply(&c);
+            assert_eq!(r["error"]["code"], PARSE_ERROR, "{r}");
+            assert_eq!(r["id"], Value::Null);
+            assert_eq!(r["jsonrpc"], "2.0");
+        }
+    }
+
+    #[test]
+    fn non_object_arguments_get_invalid_params_with_the_id() {
+        for args in ["[1,2]", "\"x\"", "3", "true"] {
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"server_ping","arguments":{args}}}}}"#
+            );
+            let r = reply(line.as_bytes());
+            assert_eq!(r["error"]["code"], INVALID_PARAMS, "{r}");
+            assert_eq!(r["id"], 7);
+        }
+        let ok = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"server_ping","arguments":{}}}"#;
+        assert!(matches!(classify(ok), Line::Message(_)));
+    }
+
+    #[test]
+    fn well_formed_non_messages_are_invalid_requests_and_notifications_are_dropped() {
+        let r = reply(br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#);
+        assert_eq!(r["error"]["code"], INVALID_REQUEST);
+        let r = reply(br#"{"jsonrpc":"2.0","id":"a","nope":1}"#);
+        assert_eq!(r["error"]["code"], INVALID_REQUEST);
+        assert_eq!(r["id"], "a");
+        // A notification never gets a reply (rmcp takes unknown ones as custom).
+        assert!(!matches!(
+            classify(br#"{"jsonrpc":"2.0","method":"notifications/whatever"}"#),
+            Line::Reply(_)
+        ));
+        assert_eq!(
+            reply(br#"{"jsonrpc":"2.0","method":7}"#)["error"]["code"],
+            INVALID_REQUEST
+        );
+        assert!(matches!(classify(b"  \r"), Line::Skip));
+    }
+
+    #[tokio::test]
+    async fn an_over_long_line_is_skipped_without_buffering_it() {
+        let mut input = vec![b'x'; MAX_LINE_BYTES + 10];
+        input.extend_from_slice(b"\n{\"a\":1}\n");
+        let mut r = BufReader::new(&input[..]);
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_bounded_line(&mut r, &mut buf).await.unwrap(),
+            Some(false)
+        );
+        assert!(buf.is_empty());
+        assert_eq!(
+            read_bounded_line(&mut r, &mut buf).await.unwrap(),
+            Some(true)
+        );
+        assert_eq!(buf, b"{\"a\":1}");
+        assert_eq!(read_bounded_line(&mut r, &mut buf).await.unwrap(), None);
+    }
+}
