@@ -19,9 +19,9 @@
 use std::collections::{HashMap, HashSet};
 
 /// Weight of the lexical (BM25) part in `score`.
-pub const LEXICAL_WEIGHT: f32 = 0.05;
+pub const LEXICAL_WEIGHT: f32 = 0.1;
 /// Weight of the keyword overlap in `score`.
-pub const OVERLAP_WEIGHT: f32 = 0.15;
+pub const OVERLAP_WEIGHT: f32 = 0.1;
 /// The earlier ranking's overlap weight: `cosine + 0.2 × overlap`, scaled to sum to one.
 pub const OLD_OVERLAP_WEIGHT: f32 = 0.2 / 1.2;
 /// Default cap of chunks per document in one result list.
