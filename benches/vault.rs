@@ -11,11 +11,17 @@
 //!   The 100k graph is built once and cached as a saved index in `target/bench-cache/`.
 //!
 //! Printed figures (stderr): recall@10 against exact search and p50 latency per `ef`,
-//! exact-search p50, `vault_retrieve` p50 through MCP, reindex throughput against raw
-//! ONNX Runtime (Python `onnxruntime`, same model, max length 256, batch 32, texts sorted
-//! by length, same thread count, embedding time only), a no-change reindex of 1,000
+//! exact-search p50, `vault_retrieve` p50 through MCP, a no-change reindex of 1,000
 //! files, and `cairn serve` start to `tools/list` with a 100k-chunk vault. Criterion
 //! times the HNSW and exact searches at 100k.
+//!
+//! **Reindex** (`cargo bench --bench vault -- reindex`, a few minutes): `cairn reindex`
+//! against raw ONNX Runtime in its best configuration (Python `onnxruntime`, same model
+//! files, max length 256, tokenized once, token-sorted batches of 32, same thread count;
+//! ORT's default spinning and spinning off both measured), on short and on long
+//! documents, interleaved rounds, chunks/s, CPU-seconds per chunk and padding ratio.
+//! `CAIRN_BENCH_ROUNDS` (default 3) and `CAIRN_BENCH_CHUNKS` (default 320 per corpus)
+//! scale it. Filters: `reindex`, `vault_search`, `vault_pipeline`.
 
 #![allow(clippy::print_stderr)]
 
@@ -25,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use cairn::Cairn;
 use cairn::rng::SplitMix64;
-use cairn::vault::embed::{DIMENSION, Embedder, EmbedderConfig, MODEL_ID};
+use cairn::vault::embed::{DIMENSION, Embedder, EmbedderConfig, MODEL_ID, Spin};
 use cairn::vault::hnsw::{IndexManifest, VectorIndex, brute_force_search};
 use cairn::vault::live::SEARCH_EF;
 use cairn::vault::reindex::ReindexOptions;
@@ -190,6 +196,9 @@ fn recall_sweep(name: &str, data: &[Vec<f32>], index: &VectorIndex, qs: &[Vec<f3
 }
 
 fn search_benches(c: &mut Criterion) {
+    if !wanted("vault_search") {
+        return;
+    }
     let real = real_vectors();
     let qs = queries(&real);
     let ten = corpus_of(&real, 10_000, 10);
@@ -299,25 +308,95 @@ async fn connect(db: &Path, flags: &[&str]) -> rmcp::service::RunningService<rmc
     ().serve(transport).await.unwrap()
 }
 
-/// Raw ONNX Runtime (Python) embedding time for `texts`, model load excluded: the
-/// reference script's `--time` mode (same batch size, max length, sorting, threads).
-fn raw_ort_seconds(texts: &[String]) -> f64 {
-    corpus::run_reference(texts, &["--time".to_string(), threads().to_string()])
-        .trim()
-        .parse()
-        .unwrap()
+/// One measured embedding run over a corpus.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    chunks: usize,
+    seconds: f64,
+    cpu_seconds: f64,
+    tokens: u64,
+    padding: u64,
 }
 
-/// Copy corpus Markdown files into `dir` until they hold at least `chunks` chunks.
-fn copy_corpus(dir: &Path, chunks: usize) -> Vec<String> {
+impl Run {
+    fn chunks_per_s(&self) -> f64 {
+        self.chunks as f64 / self.seconds
+    }
+    fn cpu_per_chunk(&self) -> f64 {
+        self.cpu_seconds / self.chunks as f64
+    }
+    fn padding_ratio(&self) -> f64 {
+        self.padding as f64 / self.tokens.max(1) as f64
+    }
+}
+
+/// Raw ONNX Runtime (Python, same model files): the reference script's `--time` mode
+/// (tokenized once, token-sorted batches of 32, max length 256), model load excluded.
+fn raw_ort(texts: &[String], spin: &str) -> Run {
+    let out = corpus::run_reference(
+        texts,
+        &["--time".into(), threads().to_string(), spin.into()],
+    );
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    Run {
+        chunks: texts.len(),
+        seconds: v["seconds"].as_f64().unwrap(),
+        cpu_seconds: v["cpu_seconds"].as_f64().unwrap(),
+        tokens: v["tokens"].as_u64().unwrap(),
+        padding: v["padding"].as_u64().unwrap(),
+    }
+}
+
+/// CPU seconds (user + system, all threads) this process has used.
+fn process_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0 // USER_HZ
+}
+
+/// `cairn reindex` of `docs` into a fresh database, model load excluded (a one-file
+/// reindex with the same settings loads it first). Whole reindex: read, chunk, embed,
+/// commit, index.
+fn cairn_reindex(docs: &Path, spin: Spin) -> Run {
+    let tmp = tempfile::tempdir().unwrap();
+    let warm = tmp.path().join("warm");
+    std::fs::create_dir_all(&warm).unwrap();
+    std::fs::write(warm.join("w.md"), "# Warm up\n\nLoads the model.\n").unwrap();
+    let cairn = Cairn::open(&tmp.path().join("cairn.db")).unwrap();
+    let opts = |dir: &Path| ReindexOptions {
+        dir: dir.to_path_buf(),
+        threads: Some(threads()),
+        spin: Some(spin),
+        ..Default::default()
+    };
+    cairn.vault_reindex(&opts(&warm), &|_| {}).unwrap();
+    let cpu = process_cpu_seconds();
+    let s = cairn.vault_reindex(&opts(docs), &|_| {}).unwrap();
+    Run {
+        chunks: s.chunks_embedded,
+        seconds: s.seconds,
+        cpu_seconds: process_cpu_seconds() - cpu,
+        tokens: s.tokens_embedded,
+        padding: s.padding_tokens,
+    }
+}
+
+/// Copy corpus Markdown files whose chunks average short (< 300 bytes) into `dir` until
+/// they hold at least `chunks` chunks; their chunk texts.
+fn short_corpus(dir: &Path, chunks: usize) -> Vec<String> {
     let mut texts = Vec::new();
     for (i, f) in corpus::markdown_files().into_iter().enumerate() {
         let bytes = std::fs::read(&f).unwrap();
-        let doc = cairn::vault::chunk::chunk_markdown(&bytes);
-        if doc.chunks.is_empty() {
+        let file_texts = chunk_texts(&bytes);
+        if file_texts.is_empty()
+            || file_texts.iter().map(String::len).sum::<usize>() / file_texts.len() >= 300
+        {
             continue;
         }
-        texts.extend(doc.chunks.iter().map(|c| c.embedding_text()));
+        texts.extend(file_texts);
         std::fs::write(dir.join(format!("f{i:05}.md")), bytes).unwrap();
         if texts.len() >= chunks {
             break;
@@ -326,33 +405,177 @@ fn copy_corpus(dir: &Path, chunks: usize) -> Vec<String> {
     texts
 }
 
-fn pipeline_benches(_c: &mut Criterion) {
-    // Reindex throughput against raw ONNX Runtime on the same chunks.
+/// Long documents: the corpus holds few files whose chunks are long, so each corpus
+/// file's prose paragraphs (outside code fences, at least 80 bytes) are regrouped under
+/// headings into sections of at least 1,200 bytes, which the chunker cuts near its cap
+/// (abstract-like chunks of 150-200 tokens). Written to `dir` until they hold at least
+/// `chunks` chunks; their chunk texts.
+fn long_corpus(dir: &Path, chunks: usize) -> Vec<String> {
+    let mut texts = Vec::new();
+    for (i, f) in corpus::markdown_files().into_iter().enumerate() {
+        let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap()).into_owned();
+        let mut paragraphs = Vec::new();
+        let (mut fence, mut current) = (false, String::new());
+        for line in text.lines() {
+            let t = line.trim_start();
+            if t.starts_with("```") || t.starts_with("~~~") {
+                fence = !fence;
+                continue;
+            }
+            if fence || t.is_empty() || t.starts_with(['#', '|', '<', '!', '[', '>']) {
+                if current.len() >= 80 {
+                    paragraphs.push(std::mem::take(&mut current));
+                }
+                current.clear();
+                continue;
+            }
+            current.push_str(t);
+            current.push(' ');
+        }
+        let mut doc = String::from("# Notes\n");
+        let mut section = String::new();
+        let mut parts = 0;
+        for p in paragraphs {
+            section.push_str(&p);
+            section.push_str("\n\n");
+            if section.len() >= 1200 {
+                parts += 1;
+                doc.push_str(&format!("\n## Part {parts}\n\n{section}"));
+                section.clear();
+            }
+        }
+        if parts == 0 {
+            continue;
+        }
+        texts.extend(chunk_texts(doc.as_bytes()));
+        std::fs::write(dir.join(format!("f{i:05}.md")), doc).unwrap();
+        if texts.len() >= chunks {
+            break;
+        }
+    }
+    texts
+}
+
+/// The texts the model sees for a Markdown file's chunks.
+fn chunk_texts(bytes: &[u8]) -> Vec<String> {
+    cairn::vault::chunk::chunk_markdown(bytes)
+        .chunks
+        .iter()
+        .map(|c| c.embedding_text())
+        .collect()
+}
+
+/// A measured configuration: its label and one run.
+type Config<'a> = (&'a str, Box<dyn Fn() -> Run + 'a>);
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `cairn reindex` against the best raw ONNX Runtime configuration, on short and on long
+/// documents: per round, raw with ORT's default (spinning) and with spinning off, and
+/// Cairn with spinning on and off, interleaved (the order rotates each round) so a
+/// shared machine's load hits all four alike. Medians over the rounds.
+fn reindex_bench() {
+    let env_usize = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let rounds = env_usize("CAIRN_BENCH_ROUNDS", 3);
+    let chunks = env_usize("CAIRN_BENCH_CHUNKS", 320);
     let tmp = tempfile::tempdir().unwrap();
-    let docs = tmp.path().join("docs");
-    std::fs::create_dir_all(&docs).unwrap();
-    let texts = copy_corpus(&docs, 500);
+    for (name, short) in [("short", true), ("long", false)] {
+        let docs = tmp.path().join(name);
+        std::fs::create_dir_all(&docs).unwrap();
+        let texts = if short {
+            short_corpus(&docs, chunks)
+        } else {
+            long_corpus(&docs, chunks)
+        };
+        assert!(!texts.is_empty(), "no {name} documents in the corpus");
+        let configs: [Config<'_>; 4] = [
+            (
+                "raw ORT, default (spin)",
+                Box::new(|| raw_ort(&texts, "default")),
+            ),
+            ("raw ORT, spin off", Box::new(|| raw_ort(&texts, "off"))),
+            (
+                "cairn reindex, spin on",
+                Box::new(|| cairn_reindex(&docs, Spin::On)),
+            ),
+            (
+                "cairn reindex, spin off",
+                Box::new(|| cairn_reindex(&docs, Spin::Off)),
+            ),
+        ];
+        let mut runs: Vec<Vec<Run>> = vec![Vec::new(); configs.len()];
+        for round in 0..rounds {
+            for k in 0..configs.len() {
+                let c = (k + round) % configs.len();
+                let r = (configs[c].1)();
+                assert_eq!(r.chunks, texts.len(), "{}", configs[c].0);
+                runs[c].push(r);
+            }
+        }
+        eprintln!(
+            "[reindex {name}] {} chunks ({} files, mean {:.0} bytes), {} threads, {rounds} rounds \
+             interleaved, medians:",
+            texts.len(),
+            std::fs::read_dir(&docs).unwrap().count(),
+            texts.iter().map(String::len).sum::<usize>() as f64 / texts.len() as f64,
+            threads()
+        );
+        let med = |c: usize, f: fn(&Run) -> f64| median(runs[c].iter().map(f).collect());
+        for (c, (label, _)) in configs.iter().enumerate() {
+            eprintln!(
+                "[reindex {name}]   {label:<24} {:>6.1} chunks/s  {:.4} CPU-s/chunk  \
+                 padding {:.1}%  (chunks/s per round: {})",
+                med(c, Run::chunks_per_s),
+                med(c, Run::cpu_per_chunk),
+                100.0 * med(c, Run::padding_ratio),
+                runs[c]
+                    .iter()
+                    .map(|r| format!("{:.1}", r.chunks_per_s()))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+        }
+        let raw_best = med(0, Run::chunks_per_s).max(med(1, Run::chunks_per_s));
+        let ours_best = med(2, Run::chunks_per_s).max(med(3, Run::chunks_per_s));
+        eprintln!(
+            "[reindex {name}]   cairn / raw: best {:.0}%, spin on vs default {:.0}%, spin off vs \
+             off {:.0}%; CPU per chunk cairn / raw (spin off) {:.0}%",
+            100.0 * ours_best / raw_best,
+            100.0 * med(2, Run::chunks_per_s) / med(0, Run::chunks_per_s),
+            100.0 * med(3, Run::chunks_per_s) / med(1, Run::chunks_per_s),
+            100.0 * med(3, Run::cpu_per_chunk) / med(1, Run::cpu_per_chunk),
+        );
+    }
+}
+
+/// Whether the bench `name` was asked for: no filter arguments, or one contained in it.
+fn wanted(name: &str) -> bool {
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()))
+}
+
+fn pipeline_benches(_c: &mut Criterion) {
+    if wanted("reindex") {
+        reindex_bench();
+    }
+    if !wanted("vault_pipeline") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
     let cairn = Cairn::open(&tmp.path().join("cairn.db")).unwrap();
-    // Load the model first: both sides exclude model loading.
     Embedder::new(EmbedderConfig::default()).load().unwrap();
     cairn.vault_search("warm up", 1, None, None).unwrap();
-    let opts = ReindexOptions {
-        dir: docs.clone(),
-        ..Default::default()
-    };
-    let s = cairn.vault_reindex(&opts, &|_| {}).unwrap();
-    let raw = raw_ort_seconds(&texts);
-    let ours = s.chunks_embedded as f64 / s.seconds;
-    let theirs = texts.len() as f64 / raw;
-    eprintln!(
-        "reindex of {} files: {} chunks in {:.1} s = {ours:.1} chunks/s; raw ONNX Runtime \
-         (Python, same chunks, batch 32, max 256, {} threads): {theirs:.1} chunks/s; ratio {:.0}%",
-        s.files_seen,
-        s.chunks_embedded,
-        s.seconds,
-        threads(),
-        100.0 * ours / theirs
-    );
 
     // A no-change reindex of 1,000 files.
     let notes = tmp.path().join("notes");
@@ -412,8 +635,7 @@ fn pipeline_benches(_c: &mut Criterion) {
             assert_ne!(r.is_error, Some(true));
         }
         eprintln!(
-            "vault_retrieve through MCP (model loaded, {} chunks): p50 {:.1} ms",
-            s.chunks_embedded + 1000,
+            "vault_retrieve through MCP (model loaded, 1,000 chunks): p50 {:.1} ms",
             p50(times).as_secs_f64() * 1e3
         );
         let _ = client.cancel().await;

@@ -1,8 +1,11 @@
-//! The crate's one error type and its stable, machine-readable codes.
+//! The crate's one error type and the kinds of failure it distinguishes.
 //!
-//! Every domain failure is a variant of [`Error`]. The MCP layer and the CLI turn an
-//! `Error` into their own output through [`Error::code`] (one exhaustive `match`, no
-//! `_` arm), so a code seen by a client never changes silently.
+//! Every domain failure is a variant of [`Error`], and every variant has one
+//! [`ErrorKind`] ([`Error::kind`], one exhaustive `match`). The domain knows no wire
+//! strings: the MCP layer maps a kind to a status and a stable code
+//! (`mcp::envelope::wire_code`), the CLI maps it to an exit status (`cli::exit_code`),
+//! each in one exhaustive `match` without a `_` arm, so adding a kind fails to compile
+//! until both transports say what it means.
 
 use std::path::PathBuf;
 
@@ -68,9 +71,6 @@ pub enum Error {
     /// A Merkle tree was already finalized for this session.
     #[error("audit session {0} is already finalized")]
     AlreadyFinalized(String),
-    /// A circular dependency between issues.
-    #[error("circular dependency: {0}")]
-    CircularDependency(String),
     /// A precondition on the environment failed (missing start-up flag, workspace mismatch).
     #[error("{0}")]
     FailedPrecondition(String),
@@ -120,11 +120,11 @@ fn join_fields(errors: &[FieldError]) -> String {
 
 impl Error {
     /// A one-field [`Error::InvalidInput`].
-    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         Error::InvalidInput(vec![FieldError::new(field, message)])
     }
 
-    pub fn not_found(kind: &'static str, id: impl Into<String>) -> Self {
+    pub(crate) fn not_found(kind: &'static str, id: impl Into<String>) -> Self {
         Error::NotFound {
             kind,
             id: id.into(),
@@ -132,7 +132,7 @@ impl Error {
     }
 
     /// An I/O failure on `path`; no space left there is [`Error::StorageFull`].
-    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         let path = path.into();
         if is_no_space(&source) {
             return Error::StorageFull {
@@ -142,44 +142,100 @@ impl Error {
         Error::Io { path, source }
     }
 
-    /// The stable code a client sees. One table, no wildcard arm.
-    pub fn code(&self) -> &'static str {
+    /// What kind of failure this is. One table, no wildcard arm.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::InvalidInput(_) => "ERR_INVALID_INPUT",
-            Error::NotFound { .. } => "ERR_NOT_FOUND",
-            Error::TaskNotFound(_) => "ERR_TASK_NOT_FOUND",
-            Error::ProjectNotFound(_) => "ERR_PROJECT_NOT_FOUND",
-            Error::SessionNotFound(_) => "ERR_SESSION_NOT_FOUND",
-            Error::InvalidTransition { .. } => "ERR_INVALID_TRANSITION",
-            Error::PermissionDenied(_) => "PERMISSION_DENIED",
-            Error::NoBoundIssue(_) => "ERR_NO_BOUND_ISSUE",
-            Error::Conflict { .. } => "ERR_CONFLICT",
-            Error::AlreadyFinalized(_) => "ERR_ALREADY_FINALIZED",
-            Error::CircularDependency(_) => "ERR_CIRCULAR_DEPENDENCY",
-            Error::FailedPrecondition(_) => "ERR_FAILED_PRECONDITION",
-            Error::WorkspaceInvalid(_) => "ERR_WORKSPACE_INVALID",
-            Error::ModelUnavailable(_) => "ERR_MODEL_UNAVAILABLE",
-            Error::Index(_) => "ERR_INDEX",
-            Error::StorageFull { .. } => "ERR_STORAGE_FULL",
-            Error::Database(_) => "ERR_INTERNAL",
-            Error::Io { .. } => "ERR_INTERNAL",
-            Error::Internal(_) => "ERR_INTERNAL",
+            Error::InvalidInput(_) => ErrorKind::InvalidInput,
+            Error::NotFound { .. } => ErrorKind::NotFound,
+            Error::TaskNotFound(_) => ErrorKind::TaskNotFound,
+            Error::ProjectNotFound(_) => ErrorKind::ProjectNotFound,
+            Error::SessionNotFound(_) => ErrorKind::SessionNotFound,
+            Error::InvalidTransition { .. } => ErrorKind::InvalidTransition,
+            Error::PermissionDenied(_) => ErrorKind::PermissionDenied,
+            Error::NoBoundIssue(_) => ErrorKind::NoBoundIssue,
+            Error::Conflict { .. } => ErrorKind::Conflict,
+            Error::AlreadyFinalized(_) => ErrorKind::AlreadyFinalized,
+            Error::FailedPrecondition(_) => ErrorKind::FailedPrecondition,
+            Error::WorkspaceInvalid(_) => ErrorKind::WorkspaceInvalid,
+            Error::ModelUnavailable(_) => ErrorKind::ModelUnavailable,
+            Error::Index(_) => ErrorKind::Index,
+            Error::StorageFull { .. } => ErrorKind::StorageFull,
+            Error::Database(_) | Error::Io { .. } | Error::Internal(_) => ErrorKind::Internal,
         }
     }
 
-    /// Whether the message may be shown to a remote caller as is. Internal failures
-    /// are logged in full on stderr and reported to clients without their details.
+    /// Whether this is an internal failure, whose message is logged in full on stderr
+    /// and not shown to a remote caller.
     pub fn is_internal(&self) -> bool {
-        matches!(
-            self,
-            Error::Database(_) | Error::Io { .. } | Error::Internal(_)
-        )
+        self.kind() == ErrorKind::Internal
     }
+}
+
+/// The kinds of failure, as both transports tell them apart. Carries no wire strings:
+/// the MCP layer and the CLI each map every kind in one exhaustive `match`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// [`Error::InvalidInput`].
+    InvalidInput,
+    /// [`Error::NotFound`].
+    NotFound,
+    /// [`Error::TaskNotFound`].
+    TaskNotFound,
+    /// [`Error::ProjectNotFound`].
+    ProjectNotFound,
+    /// [`Error::SessionNotFound`].
+    SessionNotFound,
+    /// [`Error::InvalidTransition`].
+    InvalidTransition,
+    /// [`Error::PermissionDenied`].
+    PermissionDenied,
+    /// [`Error::NoBoundIssue`].
+    NoBoundIssue,
+    /// [`Error::Conflict`].
+    Conflict,
+    /// [`Error::AlreadyFinalized`].
+    AlreadyFinalized,
+    /// [`Error::FailedPrecondition`].
+    FailedPrecondition,
+    /// [`Error::WorkspaceInvalid`].
+    WorkspaceInvalid,
+    /// [`Error::ModelUnavailable`].
+    ModelUnavailable,
+    /// [`Error::Index`].
+    Index,
+    /// [`Error::StorageFull`].
+    StorageFull,
+    /// [`Error::Database`], [`Error::Io`] and [`Error::Internal`]: a failure the caller
+    /// cannot act on; its details are logged, not shown to remote callers.
+    Internal,
+}
+
+impl ErrorKind {
+    /// Every kind, for the transports' mapping tests.
+    #[cfg(test)]
+    pub(crate) const ALL: [ErrorKind; 16] = [
+        ErrorKind::InvalidInput,
+        ErrorKind::NotFound,
+        ErrorKind::TaskNotFound,
+        ErrorKind::ProjectNotFound,
+        ErrorKind::SessionNotFound,
+        ErrorKind::InvalidTransition,
+        ErrorKind::PermissionDenied,
+        ErrorKind::NoBoundIssue,
+        ErrorKind::Conflict,
+        ErrorKind::AlreadyFinalized,
+        ErrorKind::FailedPrecondition,
+        ErrorKind::WorkspaceInvalid,
+        ErrorKind::ModelUnavailable,
+        ErrorKind::Index,
+        ErrorKind::StorageFull,
+        ErrorKind::Internal,
+    ];
 }
 
 /// Whether an I/O error means no space is left (`ENOSPC`) or the quota is used up
 /// (`EDQUOT`).
-pub fn is_no_space(e: &std::io::Error) -> bool {
+pub(crate) fn is_no_space(e: &std::io::Error) -> bool {
     matches!(
         e.kind(),
         std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
@@ -202,5 +258,67 @@ impl From<rusqlite::Error> for Error {
 impl From<serde_json::Error> for Error {
     fn from(e: serde_json::Error) -> Self {
         Error::Internal(format!("json: {e}"))
+    }
+}
+
+#[cfg(test)]
+impl Error {
+    /// An error of `kind`, for the transports' mapping tests.
+    pub(crate) fn example(kind: ErrorKind) -> Error {
+        let s = || "x".to_string();
+        match kind {
+            ErrorKind::InvalidInput => Error::invalid("field", "is wrong"),
+            ErrorKind::NotFound => Error::not_found("issue", "CAIRN-9"),
+            ErrorKind::TaskNotFound => Error::TaskNotFound(s()),
+            ErrorKind::ProjectNotFound => Error::ProjectNotFound(s()),
+            ErrorKind::SessionNotFound => Error::SessionNotFound(s()),
+            ErrorKind::InvalidTransition => Error::InvalidTransition {
+                from: "todo".into(),
+                to: "done".into(),
+                hint: s(),
+            },
+            ErrorKind::PermissionDenied => Error::PermissionDenied(s()),
+            ErrorKind::NoBoundIssue => Error::NoBoundIssue(s()),
+            ErrorKind::Conflict => Error::Conflict {
+                message: s(),
+                existing_id: Some("L-1".into()),
+            },
+            ErrorKind::AlreadyFinalized => Error::AlreadyFinalized(s()),
+            ErrorKind::FailedPrecondition => Error::FailedPrecondition(s()),
+            ErrorKind::WorkspaceInvalid => Error::WorkspaceInvalid(s()),
+            ErrorKind::ModelUnavailable => Error::ModelUnavailable(s()),
+            ErrorKind::Index => Error::Index(s()),
+            ErrorKind::StorageFull => Error::StorageFull { what: s() },
+            ErrorKind::Internal => Error::Internal("secret detail".into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_is_listed_once_and_has_a_variant() {
+        let distinct: std::collections::HashSet<_> = ErrorKind::ALL.iter().collect();
+        assert_eq!(distinct.len(), ErrorKind::ALL.len());
+        for kind in ErrorKind::ALL {
+            assert_eq!(Error::example(kind).kind(), kind);
+        }
+    }
+
+    #[test]
+    fn storage_and_database_failures_are_internal_unless_full() {
+        let db = Error::from(rusqlite::Error::InvalidQuery);
+        assert_eq!(db.kind(), ErrorKind::Internal);
+        assert!(db.is_internal());
+        let io = Error::io("/x", std::io::Error::other("boom"));
+        assert_eq!(io.kind(), ErrorKind::Internal);
+        let full = Error::io("/x", std::io::Error::from(std::io::ErrorKind::StorageFull));
+        assert_eq!(full.kind(), ErrorKind::StorageFull);
+        assert!(!full.is_internal());
+        let json = Error::from(serde_json::from_str::<u8>("x").unwrap_err());
+        assert_eq!(json.kind(), ErrorKind::Internal);
+        assert!(!Error::example(ErrorKind::Conflict).is_internal());
     }
 }

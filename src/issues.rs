@@ -614,7 +614,10 @@ mod tests {
             ..Default::default()
         };
         c.create_project(&np).unwrap();
-        assert_eq!(c.create_project(&np).unwrap_err().code(), "ERR_CONFLICT");
+        assert_eq!(
+            c.create_project(&np).unwrap_err().kind(),
+            crate::error::ErrorKind::Conflict
+        );
     }
 
     #[test]

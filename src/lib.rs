@@ -15,6 +15,7 @@
 //! Derived indexes (tantivy for learnings, HNSW for the vault) live beside the
 //! database in [`store::Store::index_dir`] and are rebuilt or caught up from SQLite.
 
+#![forbid(unsafe_code)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod cli;

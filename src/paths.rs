@@ -797,13 +797,13 @@ mod tests {
 
     fn shape_err(rel: &str) -> String {
         let e = relative_components(rel, "path").unwrap_err();
-        assert_eq!(e.code(), "ERR_INVALID_INPUT", "{e}");
+        assert_eq!(e.kind(), crate::error::ErrorKind::InvalidInput, "{e}");
         e.to_string()
     }
 
     fn open_err(h: &DirHandle, rel: &str) -> String {
         let e = h.open_file(rel, "path", 1024).unwrap_err();
-        assert_eq!(e.code(), "ERR_INVALID_INPUT", "{e}");
+        assert_eq!(e.kind(), crate::error::ErrorKind::InvalidInput, "{e}");
         e.to_string()
     }
 
@@ -864,7 +864,7 @@ mod tests {
         assert!(h.probe(&["docs", "escape", "new.md"], "x", "path").is_err());
         assert!(h.probe(&["docs", "new", "new.md"], "x", "path").is_ok());
         let e = DirHandle::open_root(&root.join("missing")).unwrap_err();
-        assert_eq!(e.code(), "ERR_FAILED_PRECONDITION");
+        assert_eq!(e.kind(), crate::error::ErrorKind::FailedPrecondition);
     }
 
     #[test]
@@ -973,7 +973,7 @@ mod tests {
         rustix::fs::mkfifoat(d.fd.as_fd(), "p.md", Mode::from_raw_mode(0o644)).unwrap();
         for name in ["l.md", "p.md"] {
             let e = d.write_atomic(OsStr::new(name), b"x", "f").unwrap_err();
-            assert_eq!(e.code(), "ERR_INVALID_INPUT", "{e}");
+            assert_eq!(e.kind(), crate::error::ErrorKind::InvalidInput, "{e}");
         }
         assert_eq!(std::fs::read(outside.join("secret.md")).unwrap(), b"s");
         assert!(

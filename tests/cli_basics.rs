@@ -146,3 +146,50 @@ fn a_person_creates_a_sub_task_that_blocks_its_parent() {
     assert_eq!(c["description"], "d");
     assert_eq!(env.json(&["issue", "show", "SHOP-1"])["status"], "blocked");
 }
+
+/// `cairn issue list --json | head -1`: the reader goes away after one line while the
+/// command still has most of its output to write; it ends quietly with exit 0.
+#[test]
+fn a_reader_that_closes_stdout_early_ends_the_command_quietly() {
+    use std::io::BufRead;
+    let env = Env::new();
+    env.project("big", None);
+    let description = "Every line of this description makes the listing longer. ".repeat(340);
+    for i in 0..24 {
+        let title = format!("Issue {i}");
+        env.ok(&[
+            "issue",
+            "create",
+            "--project",
+            "big",
+            "--title",
+            &title,
+            "--description",
+            &description,
+        ]);
+    }
+    let args = ["issue", "list", "--project", "big", "--json"];
+    // Several times what a pipe holds (64 KiB on Linux): the command is still writing
+    // when the reader leaves.
+    let full = env.ok(&args);
+    assert!(full.len() > 6 * 64 * 1024, "{} bytes", full.len());
+
+    let mut child = env
+        .cmd(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert_eq!(first, "[\n");
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "",
+        "nothing on stderr for a closed stdout"
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}

@@ -11,10 +11,14 @@ tokenize with truncation to 256 tokens, run the ONNX model with
 input_ids / attention_mask / token_type_ids, mean-pool `last_hidden_state`
 with the attention mask, and L2-normalise.
 
-With `--time THREADS` it measures instead of printing vectors: texts sorted by length
-(as Cairn batches them), ONNX Runtime limited to THREADS intra-op threads, and one line
-on stdout: the seconds spent embedding, model load excluded (the vault benchmark's
-"raw ONNX Runtime" baseline).
+With `--time THREADS SPIN` it measures instead of printing vectors (the vault
+benchmark's "raw ONNX Runtime" baseline, in its best configuration): every text
+tokenized once, the texts sorted by token count (longest first), batches of 32 padded
+to their longest member, ONNX Runtime with THREADS intra-op threads (0: ORT's default)
+and SPIN `default` (ORT's default session options: idle workers spin) or `off`
+(`session.intra_op.allow_spinning = 0`). One JSON line on stdout: `seconds` (wall time
+from tokenizing to the last pooled vector, model load excluded), `cpu_seconds` (process
+CPU time over the same span), `tokens` and `padding` (padding tokens added).
 
 Environment: CAIRN_MODEL_DIR overrides the model directory.
     pip install onnxruntime tokenizers numpy
@@ -55,16 +59,23 @@ def read_texts(stream):
 def main() -> int:
     args = sys.argv[1:]
     threads = None
+    spin = "default"
     if args[:1] == ["--time"]:
-        threads, args = int(args[1]), args[2:]
+        threads, spin, args = int(args[1]), args[2], args[3:]
     d = model_dir()
     tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
     tok.enable_truncation(max_length=MAX_LENGTH)
-    tok.enable_padding(pad_id=0, pad_token="[PAD]")
+    if threads is None:
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")
+    else:
+        tok.no_padding()  # tokenizer.json pads to a fixed 128; batches pad themselves
     opts = ort.SessionOptions()
-    if threads is not None:
+    if threads:
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
+    if spin == "off":
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
     sess = ort.InferenceSession(
         os.path.join(d, "model.onnx"), opts, providers=["CPUExecutionProvider"]
     )
@@ -78,35 +89,64 @@ def main() -> int:
     else:
         texts = read_texts(sys.stdin)
     if threads is not None:
-        texts.sort(key=len, reverse=True)
+        print(json.dumps(time_sorted(tok, sess, input_names, out_name, texts)))
+        return 0
 
     vectors = []
-    started = time.perf_counter()
     for start in range(0, len(texts), BATCH):
         batch = texts[start : start + BATCH]
         enc = tok.encode_batch(batch)
         ids = np.array([e.ids for e in enc], dtype=np.int64)
         mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
         types = np.array([e.type_ids for e in enc], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in input_names:
-            feeds["token_type_ids"] = types
-        hidden = sess.run([out_name], feeds)[0]  # (batch, seq, 384)
-        m = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        vectors.append(pooled / np.clip(norms, 1e-12, None))
-    elapsed = time.perf_counter() - started
+        vectors.append(embed(sess, input_names, out_name, ids, mask, types))
 
     out = sys.stdout
-    if threads is not None:
-        out.write(f"{elapsed}\n")
-    else:
-        for batch in vectors:
-            for row in batch:
-                out.write(json.dumps([float(x) for x in row]) + "\n")
+    for batch in vectors:
+        for row in batch:
+            out.write(json.dumps([float(x) for x in row]) + "\n")
     out.flush()
     return 0
+
+
+def embed(sess, input_names, out_name, ids, mask, types):
+    """Unit mean-pooled vectors of one padded batch."""
+    feeds = {"input_ids": ids, "attention_mask": mask}
+    if "token_type_ids" in input_names:
+        feeds["token_type_ids"] = types
+    hidden = sess.run([out_name], feeds)[0]  # (batch, seq, 384)
+    m = mask[:, :, None].astype(np.float32)
+    pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return pooled / np.clip(norms, 1e-12, None)
+
+
+def time_sorted(tok, sess, input_names, out_name, texts):
+    """Embed `texts` in token-sorted batches; the timing line's fields."""
+    started, cpu_started = time.perf_counter(), time.process_time()
+    enc = tok.encode_batch(texts)
+    enc.sort(key=lambda e: len(e.ids), reverse=True)
+    tokens = padding = 0
+    for start in range(0, len(enc), BATCH):
+        batch = enc[start : start + BATCH]
+        seq = len(batch[0].ids)
+        ids = np.zeros((len(batch), seq), dtype=np.int64)
+        mask = np.zeros((len(batch), seq), dtype=np.int64)
+        types = np.zeros((len(batch), seq), dtype=np.int64)
+        for row, e in enumerate(batch):
+            n = len(e.ids)
+            ids[row, :n] = e.ids
+            mask[row, :n] = 1
+            types[row, :n] = e.type_ids
+            tokens += n
+            padding += seq - n
+        embed(sess, input_names, out_name, ids, mask, types)
+    return {
+        "seconds": time.perf_counter() - started,
+        "cpu_seconds": time.process_time() - cpu_started,
+        "tokens": tokens,
+        "padding": padding,
+    }
 
 
 if __name__ == "__main__":

@@ -2,17 +2,12 @@
 //! trail) without an agent. Exit status: 0 when every link holds, 3 when the chain is
 //! broken (1 and 2 keep their meaning: failure to run, bad input).
 
-use std::process::ExitCode;
-
 use clap::Subcommand;
 
 use crate::colibri::audit::VerifyTarget;
 use crate::service::Cairn;
 
-use super::{print_json, print_text};
-
-/// Exit status of a verification that found broken links.
-pub const EXIT_BROKEN: u8 = 3;
+use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Subcommand)]
 pub enum AuditCmd {
@@ -27,7 +22,7 @@ pub enum AuditCmd {
     },
 }
 
-pub fn run(cairn: &Cairn, cmd: AuditCmd) -> anyhow::Result<ExitCode> {
+pub(super) fn run(cairn: &Cairn, cmd: AuditCmd) -> anyhow::Result<Outcome> {
     match cmd {
         AuditCmd::Verify { issue, json } => {
             let v = cairn.audit_verify(&VerifyTarget {
@@ -76,9 +71,9 @@ pub fn run(cairn: &Cairn, cmd: AuditCmd) -> anyhow::Result<ExitCode> {
                 print_text(&out)?;
             }
             Ok(if v.chain_valid {
-                ExitCode::SUCCESS
+                Outcome::Done
             } else {
-                ExitCode::from(EXIT_BROKEN)
+                Outcome::ChainBroken
             })
         }
     }

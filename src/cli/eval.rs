@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use crate::eval::learnings::{EvalReport, EvalSet};
 use crate::eval::vault::{VaultEvalOptions, render};
 
-use super::{print_json, print_text};
+use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Subcommand)]
 pub enum EvalCmd {
@@ -47,7 +47,7 @@ pub struct VaultEvalArgs {
 }
 
 #[allow(clippy::print_stderr)]
-pub fn run(cmd: EvalCmd) -> anyhow::Result<std::process::ExitCode> {
+pub(super) fn run(cmd: EvalCmd) -> anyhow::Result<Outcome> {
     match cmd {
         EvalCmd::Learnings { set, json } => {
             let parsed = EvalSet::load(&set)?;
@@ -76,7 +76,7 @@ pub fn run(cmd: EvalCmd) -> anyhow::Result<std::process::ExitCode> {
             }
         }
     }
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }
 
 /// The report as a Markdown table: one row per system, overall and per category.

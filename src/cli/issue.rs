@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use crate::issues::{Issue, IssueFilter, NewIssue, Status};
 use crate::service::Cairn;
 
-use super::{print_json, print_text};
+use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Subcommand)]
 pub enum IssueCmd {
@@ -103,7 +103,7 @@ impl IssueText {
     }
 }
 
-pub(crate) fn parse_status(s: &str) -> Result<Status, String> {
+fn parse_status(s: &str) -> Result<Status, String> {
     Status::parse(s).ok_or_else(|| {
         format!(
             "unknown status {s:?}; one of: {}",
@@ -127,7 +127,7 @@ fn line(i: &Issue) -> String {
     )
 }
 
-pub fn run(cairn: &Cairn, cmd: IssueCmd) -> anyhow::Result<std::process::ExitCode> {
+pub(super) fn run(cairn: &Cairn, cmd: IssueCmd) -> anyhow::Result<Outcome> {
     match cmd {
         IssueCmd::Create {
             project,
@@ -220,5 +220,5 @@ pub fn run(cairn: &Cairn, cmd: IssueCmd) -> anyhow::Result<std::process::ExitCod
             }
         }
     }
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }

@@ -7,7 +7,7 @@ use crate::learnings::{
 };
 use crate::service::Cairn;
 
-use super::{print_json, print_text};
+use super::{Outcome, print_json, print_text};
 
 /// Who CLI changes are attributed to.
 const ACTOR: &str = "cli";
@@ -148,7 +148,7 @@ fn show(l: &Learning, json: bool) -> anyhow::Result<()> {
     }
 }
 
-pub fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<std::process::ExitCode> {
+pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
     match cmd {
         LearningsCmd::Add {
             issue,
@@ -238,5 +238,5 @@ pub fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<std::process::Exi
             }
         }
     }
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }

@@ -1,9 +1,10 @@
 //! The command line: parses arguments, calls the domain facade, prints results.
 //!
 //! Results go to stdout (text, or JSON with `--json`); progress and logs go to stderr.
-//! [`main`] is the one place that maps errors to exit codes: 0 success (and a broken
-//! pipe), 2 bad input, 1 anything else; verification commands (`audit verify`,
-//! `findings --verify`) exit 3 when a hash chain does not verify.
+//! A command returns an [`Outcome`] or an error, and [`exit_code`] is the one place that
+//! turns either into the exit status: 0 success (and a reader that closed stdout early,
+//! as `cairn ... | head -1` does), 2 bad input, 3 a hash chain that does not verify
+//! (`audit verify`, `findings --verify`), 1 anything else.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -11,7 +12,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::service::Cairn;
 
 mod audit;
@@ -27,7 +28,7 @@ mod vault;
 /// Cairn: a knowledge service for AI coding agents (MCP server and CLI).
 #[derive(Debug, Parser)]
 #[command(name = "cairn", version, about, long_about = None)]
-pub struct Cli {
+struct Cli {
     /// SQLite database; search indexes live in `<db>.index/` beside it.
     #[arg(
         long,
@@ -35,14 +36,14 @@ pub struct Cli {
         env = "CAIRN_DB",
         default_value = "index/cairn.db"
     )]
-    pub db: PathBuf,
+    db: PathBuf,
 
     #[command(subcommand)]
-    pub command: Command,
+    command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+enum Command {
     /// Serve MCP over stdio for one agent session.
     Serve(serve::ServeArgs),
     /// Create and inspect projects.
@@ -77,14 +78,73 @@ pub enum Command {
     Eval(eval::EvalCmd),
 }
 
+/// What a command that ran to the end found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// It did what was asked.
+    Done,
+    /// A verification ran and found a hash chain that does not verify (or audit rows
+    /// that cannot be read); what is wrong was printed on stdout.
+    ChainBroken,
+}
+
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(matches!(cli.command, Command::Serve(_)));
-    match run(cli) {
-        Ok(code) => code,
-        Err(err) => report(&err),
+    let result = run(cli);
+    if let Err(err) = &result {
+        report(err);
     }
+    ExitCode::from(exit_code(&result))
+}
+
+/// The exit status of a command: one table for outcomes and error kinds, no wildcard.
+fn exit_code(result: &anyhow::Result<Outcome>) -> u8 {
+    let err = match result {
+        Ok(Outcome::Done) => return 0,
+        Ok(Outcome::ChainBroken) => return 3,
+        Err(err) => err,
+    };
+    if is_broken_pipe(err) {
+        return 0;
+    }
+    let Some(kind) = domain_error(err).map(Error::kind) else {
+        // Failures outside the domain (opening a log file, writing `--out`, ...).
+        return 1;
+    };
+    match kind {
+        ErrorKind::InvalidInput => 2,
+        ErrorKind::NotFound
+        | ErrorKind::TaskNotFound
+        | ErrorKind::ProjectNotFound
+        | ErrorKind::SessionNotFound
+        | ErrorKind::InvalidTransition
+        | ErrorKind::PermissionDenied
+        | ErrorKind::NoBoundIssue
+        | ErrorKind::Conflict
+        | ErrorKind::AlreadyFinalized
+        | ErrorKind::FailedPrecondition
+        | ErrorKind::WorkspaceInvalid
+        | ErrorKind::ModelUnavailable
+        | ErrorKind::Index
+        | ErrorKind::StorageFull
+        | ErrorKind::Internal => 1,
+    }
+}
+
+/// Whether the error is stdout's reader having gone away (`EPIPE`): the command was cut
+/// short on purpose, so it ends quietly.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// The domain error behind `err`, if it is one.
+fn domain_error(err: &anyhow::Error) -> Option<&Error> {
+    err.chain().find_map(|e| e.downcast_ref::<Error>())
 }
 
 fn init_logging(serving: bool) {
@@ -98,7 +158,7 @@ fn init_logging(serving: bool) {
         .try_init();
 }
 
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Serve(args) => serve::run(&cli.db, args),
         Command::Project(cmd) => project::run(&open(&cli.db)?, cmd),
@@ -116,44 +176,93 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// Open the database named by `--db`.
-pub(crate) fn open(db: &std::path::Path) -> anyhow::Result<Cairn> {
+fn open(db: &std::path::Path) -> anyhow::Result<Cairn> {
     Cairn::open(db).map_err(|e| anyhow::Error::new(e).context(format!("opening {}", db.display())))
 }
 
+/// Print a failed command's error on stderr (nothing for a closed stdout).
 #[allow(clippy::print_stderr)]
-fn report(err: &anyhow::Error) -> ExitCode {
-    if let Some(io) = err.downcast_ref::<std::io::Error>()
-        && io.kind() == std::io::ErrorKind::BrokenPipe
-    {
-        return ExitCode::SUCCESS;
+fn report(err: &anyhow::Error) {
+    if is_broken_pipe(err) {
+        return;
     }
     eprintln!("error: {err:#}");
-    let domain = err.chain().find_map(|e| e.downcast_ref::<Error>());
-    if let Some(Error::InvalidInput(fields)) = domain {
+    if let Some(Error::InvalidInput(fields)) = domain_error(err) {
         for f in fields {
             eprintln!("  {}: {}", f.field, f.message);
         }
     }
-    match domain {
-        Some(Error::InvalidInput(_)) => ExitCode::from(2),
-        _ => ExitCode::from(1),
-    }
 }
 
 /// Write `value` as pretty JSON to stdout.
-pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value)?;
+    // An I/O failure (a closed pipe) stays an `io::Error`, which `exit_code` recognises.
+    serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::from)?;
     writeln!(out)?;
     Ok(())
 }
 
 /// Write text lines to stdout.
-pub(crate) fn print_text(text: &str) -> anyhow::Result<()> {
+fn print_text(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
     if !text.ends_with('\n') {
         writeln!(out)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code_of(err: Error) -> u8 {
+        exit_code(&Err(anyhow::Error::new(err).context("doing something")))
+    }
+
+    #[test]
+    fn outcomes_and_every_error_kind_have_their_exit_status() {
+        assert_eq!(exit_code(&Ok(Outcome::Done)), 0);
+        assert_eq!(exit_code(&Ok(Outcome::ChainBroken)), 3);
+        for kind in ErrorKind::ALL {
+            let expected = if kind == ErrorKind::InvalidInput {
+                2
+            } else {
+                1
+            };
+            assert_eq!(code_of(Error::example(kind)), expected, "{kind:?}");
+        }
+        assert_eq!(exit_code(&Err(anyhow::anyhow!("not a domain error"))), 1);
+    }
+
+    #[test]
+    fn a_closed_stdout_exits_zero_however_the_write_failed() {
+        let pipe = || std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert_eq!(exit_code(&Err(anyhow::Error::new(pipe()))), 0);
+        assert_eq!(
+            exit_code(&Err(anyhow::Error::new(pipe()).context("printing"))),
+            0
+        );
+        // What print_json turns serde_json's write error into.
+        let json = serde_json::to_writer(BrokenPipe, &[1, 2, 3]).unwrap_err();
+        assert_eq!(
+            exit_code(&Err(anyhow::Error::new(std::io::Error::from(json)))),
+            0
+        );
+        let other = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert_eq!(exit_code(&Err(anyhow::Error::new(other))), 1);
+    }
+
+    /// A writer whose reader went away.
+    struct BrokenPipe;
+
+    impl std::io::Write for BrokenPipe {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
 }

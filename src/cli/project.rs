@@ -6,7 +6,7 @@ use crate::issues::NewProject;
 use crate::service::Cairn;
 use crate::trail::settings::SettingsUpdate;
 
-use super::{print_json, print_text};
+use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Subcommand)]
 pub enum ProjectCmd {
@@ -76,7 +76,7 @@ fn parse_json<T: serde::de::DeserializeOwned>(flag: &str, s: &str) -> anyhow::Re
     })
 }
 
-pub fn run(cairn: &Cairn, cmd: ProjectCmd) -> anyhow::Result<std::process::ExitCode> {
+pub(super) fn run(cairn: &Cairn, cmd: ProjectCmd) -> anyhow::Result<Outcome> {
     match cmd {
         ProjectCmd::Create {
             slug,
@@ -169,5 +169,5 @@ pub fn run(cairn: &Cairn, cmd: ProjectCmd) -> anyhow::Result<std::process::ExitC
             }
         }
     }
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }

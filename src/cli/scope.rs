@@ -7,7 +7,7 @@ use clap::Subcommand;
 use crate::scope::{ProfileScope, compute_effective};
 use crate::service::Cairn;
 
-use super::{print_json, print_text};
+use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Subcommand)]
 pub enum ScopeCmd {
@@ -56,7 +56,7 @@ fn non_empty(v: Vec<String>) -> Option<Vec<String>> {
 }
 
 #[allow(clippy::print_stderr)]
-pub fn run(cairn: &Cairn, cmd: ScopeCmd) -> anyhow::Result<std::process::ExitCode> {
+pub(super) fn run(cairn: &Cairn, cmd: ScopeCmd) -> anyhow::Result<Outcome> {
     match cmd {
         ScopeCmd::Compute {
             profile,
@@ -134,5 +134,5 @@ pub fn run(cairn: &Cairn, cmd: ScopeCmd) -> anyhow::Result<std::process::ExitCod
             }
         }
     }
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }

@@ -1,7 +1,6 @@
 //! `cairn serve`: one MCP server over stdio for one agent session.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +9,8 @@ use clap::Args;
 
 use crate::mcp::server::{CairnServer, Scope, serve_stdio};
 use crate::session::SessionArgs;
+
+use super::Outcome;
 
 /// Start-up flags of the spec ("Server Initialization").
 #[derive(Debug, Args)]
@@ -38,7 +39,7 @@ pub struct ServeArgs {
     pub symphony_dir: Option<PathBuf>,
 }
 
-pub fn run(db: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(db: &Path, args: ServeArgs) -> anyhow::Result<Outcome> {
     let cairn = super::open(db)?;
     let session = cairn
         .bind(&SessionArgs {
@@ -60,5 +61,5 @@ pub fn run(db: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let result = rt.block_on(serve_stdio(server));
     // The stdin reader may sit in a blocking read; do not wait for it.
     rt.shutdown_timeout(Duration::from_millis(200));
-    result.map(|_| ExitCode::SUCCESS)
+    result.map(|_| Outcome::Done)
 }

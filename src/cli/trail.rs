@@ -1,14 +1,13 @@
 //! `cairn findings`, `cairn pr`, `cairn run`: the work trail outside an agent session.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
 use crate::service::Cairn;
 use crate::trail::prs::PullRequest;
 
-use super::{print_json, print_text};
+use super::{Outcome, print_json, print_text};
 
 /// `cairn findings ID`: list an issue's findings, verify its chain, mark findings processed.
 #[derive(Debug, Args)]
@@ -28,7 +27,7 @@ pub struct FindingsArgs {
     pub json: bool,
 }
 
-pub fn findings(cairn: &Cairn, a: FindingsArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn findings(cairn: &Cairn, a: FindingsArgs) -> anyhow::Result<Outcome> {
     if a.verify {
         let v = cairn.verify_trail(&a.issue)?;
         if a.json {
@@ -53,9 +52,9 @@ pub fn findings(cairn: &Cairn, a: FindingsArgs) -> anyhow::Result<ExitCode> {
             print_text(&s)?;
         }
         return Ok(if v.intact {
-            ExitCode::SUCCESS
+            Outcome::Done
         } else {
-            ExitCode::from(super::audit::EXIT_BROKEN)
+            Outcome::ChainBroken
         });
     }
     for id in &a.mark_processed {
@@ -83,7 +82,7 @@ pub fn findings(cairn: &Cairn, a: FindingsArgs) -> anyhow::Result<ExitCode> {
             .collect();
         print_text(&lines.join("\n"))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }
 
 #[derive(Debug, Subcommand)]
@@ -119,7 +118,7 @@ fn pr_line(p: &PullRequest) -> String {
     )
 }
 
-pub fn pr(cairn: &Cairn, cmd: PrCmd) -> anyhow::Result<ExitCode> {
+pub(super) fn pr(cairn: &Cairn, cmd: PrCmd) -> anyhow::Result<Outcome> {
     match cmd {
         PrCmd::List { project, json } => {
             let prs = cairn.pull_requests(project.as_deref())?;
@@ -156,7 +155,7 @@ pub fn pr(cairn: &Cairn, cmd: PrCmd) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }
 
 #[derive(Debug, Subcommand)]
@@ -179,7 +178,7 @@ pub enum RunCmd {
     },
 }
 
-pub fn run(cairn: &Cairn, cmd: RunCmd) -> anyhow::Result<ExitCode> {
+pub(super) fn run(cairn: &Cairn, cmd: RunCmd) -> anyhow::Result<Outcome> {
     match cmd {
         RunCmd::Ingest {
             issue,
@@ -204,5 +203,5 @@ pub fn run(cairn: &Cairn, cmd: RunCmd) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }

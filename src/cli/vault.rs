@@ -1,15 +1,15 @@
 //! `cairn reindex DIR` and `cairn search QUERY`: the Knowledge Vault from the command line.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::service::Cairn;
+use crate::vault::embed::Spin;
 use crate::vault::reindex::{ReindexOptions, ReindexProgress};
 
-use super::{print_json, print_text};
+use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Args)]
 pub struct ReindexArgs {
@@ -28,6 +28,14 @@ pub struct ReindexArgs {
     /// Chunks embedded per model call before their files are committed (default 512).
     #[arg(long, env = "CAIRN_EMBED_GROUP")]
     pub embed_group: Option<usize>,
+    /// ONNX Runtime threads for the model (default: every core).
+    #[arg(long, env = "CAIRN_EMBED_THREADS")]
+    pub threads: Option<usize>,
+    /// Whether ONNX Runtime's idle threads spin: on (fastest when the cores are free),
+    /// off (kinder to a busy machine), auto (on when the load average leaves the cores
+    /// free).
+    #[arg(long, env = "CAIRN_EMBED_SPIN", default_value = "auto")]
+    pub spin: Spin,
     #[arg(long)]
     pub json: bool,
 }
@@ -49,7 +57,7 @@ pub struct SearchArgs {
     pub json: bool,
 }
 
-pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<Outcome> {
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} files")
@@ -66,6 +74,8 @@ pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<ExitCode> {
             project: a.project,
             rebuild: a.rebuild,
             embed_group: a.embed_group,
+            threads: a.threads,
+            spin: Some(a.spin),
         },
         &on_progress,
     );
@@ -78,6 +88,7 @@ pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<ExitCode> {
             "reindexed {} ({}) into collection {:?} in {:.1}s\n\
              files: {} seen, {} changed, {} unchanged, {} removed\n\
              chunks: {} embedded, {} reused, {} removed; {} points in the index\n\
+             model input: {} tokens, {:.1}% padding\n\
              hidden characters removed: {}",
             if s.prefix.is_empty() { "." } else { &s.prefix },
             s.root,
@@ -91,6 +102,8 @@ pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<ExitCode> {
             s.chunks_reused,
             s.chunks_removed,
             s.index_points,
+            s.tokens_embedded,
+            100.0 * s.padding_tokens as f64 / s.tokens_embedded.max(1) as f64,
             s.removed_characters
         ))?;
         if s.files_skipped > 0 {
@@ -101,15 +114,15 @@ pub fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<ExitCode> {
             print_text(&text)?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }
 
-pub fn search(cairn: &Cairn, a: SearchArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn search(cairn: &Cairn, a: SearchArgs) -> anyhow::Result<Outcome> {
     let collections = (!a.collections.is_empty()).then_some(a.collections.as_slice());
     let hits = cairn.vault_search(&a.query, a.top_k, collections, a.max_per_document)?;
     if a.json {
         print_json(&serde_json::json!({ "results": hits }))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Outcome::Done);
     }
     if hits.is_empty() {
         print_text("no results (is the vault empty? index documents with `cairn reindex DIR`)")?;
@@ -135,5 +148,5 @@ pub fn search(cairn: &Cairn, a: SearchArgs) -> anyhow::Result<ExitCode> {
     if !out.is_empty() {
         print_text(&out)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Done)
 }

@@ -124,8 +124,8 @@ mod tests {
         assert_eq!(parse_session_id("a-2").unwrap(), 2);
         for bad in ["A-", "A-x", "B-1", "A--1", "A-99999999999999999999"] {
             assert_eq!(
-                parse_session_id(bad).unwrap_err().code(),
-                "ERR_SESSION_NOT_FOUND"
+                parse_session_id(bad).unwrap_err().kind(),
+                crate::error::ErrorKind::SessionNotFound
             );
         }
     }

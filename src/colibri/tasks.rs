@@ -765,8 +765,8 @@ mod tests {
             0.0
         );
         assert_eq!(
-            parse_instant("x", "yesterday").unwrap_err().code(),
-            "ERR_INVALID_INPUT"
+            parse_instant("x", "yesterday").unwrap_err().kind(),
+            crate::error::ErrorKind::InvalidInput
         );
     }
 }

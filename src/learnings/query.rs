@@ -325,7 +325,7 @@ mod tests {
         }
         for q in ["", "   ", "*", "\"(", "AND OR NOT (", "the"] {
             let e = parse(q).unwrap_err();
-            assert_eq!(e.code(), "ERR_INVALID_INPUT", "{q}");
+            assert_eq!(e.kind(), crate::error::ErrorKind::InvalidInput, "{q}");
         }
     }
 

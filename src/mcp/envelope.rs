@@ -4,59 +4,89 @@
 //! Shape (satisfies both `tool-call-validation.md` and Colibri's envelope):
 //! `{"status": "VALIDATION_FAILED" | "ERROR" | "PERMISSION_DENIED",
 //!   "error": {"code", "message", "details": {...}}, "help_prompt"?: "..."}`.
+//!
+//! [`wire_code`] is the one table from a domain [`ErrorKind`] to the envelope's `status`
+//! and stable `code`. Both vocabularies share it: where Colibri names a failure
+//! differently (`ERR_TASK_NOT_FOUND`, `ERR_SESSION_NOT_FOUND`), the domain already
+//! reports a kind of its own, so the code does not depend on the tool's name.
 
 use serde_json::{Value, json};
 
-use crate::error::{Error, FieldError};
+use crate::error::{Error, ErrorKind, FieldError};
 
 use super::registry::ToolDef;
 
+/// The envelope's `status` and stable `code` for a kind of failure. One table, no
+/// wildcard arm: a new kind does not compile until it has a code.
+pub(crate) fn wire_code(kind: ErrorKind) -> (&'static str, &'static str) {
+    match kind {
+        ErrorKind::InvalidInput => ("VALIDATION_FAILED", "ERR_INVALID_INPUT"),
+        ErrorKind::NotFound => ("ERROR", "ERR_NOT_FOUND"),
+        ErrorKind::TaskNotFound => ("ERROR", "ERR_TASK_NOT_FOUND"),
+        ErrorKind::ProjectNotFound => ("ERROR", "ERR_PROJECT_NOT_FOUND"),
+        ErrorKind::SessionNotFound => ("ERROR", "ERR_SESSION_NOT_FOUND"),
+        ErrorKind::InvalidTransition => ("ERROR", "ERR_INVALID_TRANSITION"),
+        ErrorKind::PermissionDenied => ("PERMISSION_DENIED", "PERMISSION_DENIED"),
+        ErrorKind::NoBoundIssue => ("ERROR", "ERR_NO_BOUND_ISSUE"),
+        ErrorKind::Conflict => ("ERROR", "ERR_CONFLICT"),
+        ErrorKind::AlreadyFinalized => ("ERROR", "ERR_ALREADY_FINALIZED"),
+        ErrorKind::FailedPrecondition => ("ERROR", "ERR_FAILED_PRECONDITION"),
+        ErrorKind::WorkspaceInvalid => ("ERROR", "ERR_WORKSPACE_INVALID"),
+        ErrorKind::ModelUnavailable => ("ERROR", "ERR_MODEL_UNAVAILABLE"),
+        ErrorKind::Index => ("ERROR", "ERR_INDEX"),
+        ErrorKind::StorageFull => ("ERROR", "ERR_STORAGE_FULL"),
+        ErrorKind::Internal => ("ERROR", "ERR_INTERNAL"),
+    }
+}
+
+/// The envelope's `status` and `error` members.
+fn envelope(kind: ErrorKind, message: String, details: Value) -> Value {
+    let (status, code) = wire_code(kind);
+    json!({
+        "status": status,
+        "error": { "code": code, "message": message, "details": details },
+    })
+}
+
 /// Validation failed before the handler ran.
-pub fn validation_failed(tool: &ToolDef, errors: &[FieldError]) -> Value {
+pub(crate) fn validation_failed(tool: &ToolDef, errors: &[FieldError]) -> Value {
     let summary = errors
         .iter()
         .map(|e| format!("{}: {}", e.field, e.message))
         .collect::<Vec<_>>()
         .join("; ");
-    json!({
-        "status": "VALIDATION_FAILED",
-        "error": {
-            "code": "ERR_INVALID_INPUT",
-            "message": format!("invalid arguments for {}: {summary}", tool.name),
-            "details": { "errors": errors },
-        },
-        "help_prompt": help_prompt(tool),
-    })
+    let mut out = envelope(
+        ErrorKind::InvalidInput,
+        format!("invalid arguments for {}: {summary}", tool.name),
+        json!({ "errors": errors }),
+    );
+    out["help_prompt"] = json!(help_prompt(tool));
+    out
 }
 
 /// The tool name is not one this caller may use.
-pub fn unknown_tool(name: &str, available: &[&str]) -> Value {
+pub(crate) fn unknown_tool(name: &str, available: &[&str]) -> Value {
     let shown: String = name.chars().take(100).collect();
     let message = format!("Unknown tool: {shown}");
-    json!({
-        "status": "VALIDATION_FAILED",
-        "error": {
-            "code": "ERR_INVALID_INPUT",
-            "message": message,
-            "details": { "errors": [FieldError::new("tool_name", message.clone())] },
-        },
-        "help_prompt": format!(
-            "Unknown tool name. Available tools:\n{}",
-            available.iter().map(|t| format!("- {t}")).collect::<Vec<_>>().join("\n")
-        ),
-    })
+    let details = json!({ "errors": [FieldError::new("tool_name", message.clone())] });
+    let mut out = envelope(ErrorKind::InvalidInput, message, details);
+    out["help_prompt"] = json!(format!(
+        "Unknown tool name. Available tools:\n{}",
+        available
+            .iter()
+            .map(|t| format!("- {t}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    ));
+    out
 }
 
 /// A domain failure. Internal errors are reported without their details (they are
 /// logged on stderr by the caller).
-pub fn domain_error(tool: &ToolDef, err: &Error) -> Value {
+pub(crate) fn domain_error(tool: &ToolDef, err: &Error) -> Value {
     if let Error::InvalidInput(fields) = err {
         return validation_failed(tool, fields);
     }
-    let status = match err {
-        Error::PermissionDenied(_) => "PERMISSION_DENIED",
-        _ => "ERROR",
-    };
     let message = if err.is_internal() {
         format!(
             "{} failed with an internal error; the server logged the details and keeps serving. \
@@ -75,26 +105,20 @@ pub fn domain_error(tool: &ToolDef, err: &Error) -> Value {
     {
         details.insert("existing_id".into(), json!(id));
     }
-    json!({
-        "status": status,
-        "error": { "code": err.code(), "message": message, "details": details },
-    })
+    envelope(err.kind(), message, Value::Object(details))
 }
 
 /// The tool is outside this caller's scope.
-pub fn permission_denied(name: &str, profile: &str) -> Value {
-    json!({
-        "status": "PERMISSION_DENIED",
-        "error": {
-            "code": "PERMISSION_DENIED",
-            "message": format!("tool {name} is not in the tool scope of this server ({profile})"),
-            "details": { "tool": name },
-        },
-    })
+pub(crate) fn permission_denied(name: &str, profile: &str) -> Value {
+    envelope(
+        ErrorKind::PermissionDenied,
+        format!("tool {name} is not in the tool scope of this server ({profile})"),
+        json!({ "tool": name }),
+    )
 }
 
 /// The arguments are larger than any call may be.
-pub fn too_large(tool: &ToolDef, bytes: usize, max: usize) -> Value {
+pub(crate) fn too_large(tool: &ToolDef, bytes: usize, max: usize) -> Value {
     validation_failed(
         tool,
         &[FieldError::new(
@@ -145,7 +169,7 @@ fn type_label(schema: &Value) -> String {
 
 /// The help prompt: tool name, description, each required field with its type, the
 /// optional field names, and a complete valid example. Kept under 500 tokens.
-pub fn help_prompt(tool: &ToolDef) -> String {
+pub(crate) fn help_prompt(tool: &ToolDef) -> String {
     let props = tool
         .input_schema
         .get("properties")
@@ -188,4 +212,123 @@ pub fn help_prompt(tool: &ToolDef) -> String {
         serde_json::to_string(&tool.example).unwrap_or_default()
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The codes clients saw before kinds existed (`Error::code()`), with the status of
+    /// each; a change here is a change of the wire contract.
+    const TABLE: [(ErrorKind, &str, &str); 16] = [
+        (
+            ErrorKind::InvalidInput,
+            "VALIDATION_FAILED",
+            "ERR_INVALID_INPUT",
+        ),
+        (ErrorKind::NotFound, "ERROR", "ERR_NOT_FOUND"),
+        (ErrorKind::TaskNotFound, "ERROR", "ERR_TASK_NOT_FOUND"),
+        (ErrorKind::ProjectNotFound, "ERROR", "ERR_PROJECT_NOT_FOUND"),
+        (ErrorKind::SessionNotFound, "ERROR", "ERR_SESSION_NOT_FOUND"),
+        (
+            ErrorKind::InvalidTransition,
+            "ERROR",
+            "ERR_INVALID_TRANSITION",
+        ),
+        (
+            ErrorKind::PermissionDenied,
+            "PERMISSION_DENIED",
+            "PERMISSION_DENIED",
+        ),
+        (ErrorKind::NoBoundIssue, "ERROR", "ERR_NO_BOUND_ISSUE"),
+        (ErrorKind::Conflict, "ERROR", "ERR_CONFLICT"),
+        (
+            ErrorKind::AlreadyFinalized,
+            "ERROR",
+            "ERR_ALREADY_FINALIZED",
+        ),
+        (
+            ErrorKind::FailedPrecondition,
+            "ERROR",
+            "ERR_FAILED_PRECONDITION",
+        ),
+        (
+            ErrorKind::WorkspaceInvalid,
+            "ERROR",
+            "ERR_WORKSPACE_INVALID",
+        ),
+        (
+            ErrorKind::ModelUnavailable,
+            "ERROR",
+            "ERR_MODEL_UNAVAILABLE",
+        ),
+        (ErrorKind::Index, "ERROR", "ERR_INDEX"),
+        (ErrorKind::StorageFull, "ERROR", "ERR_STORAGE_FULL"),
+        (ErrorKind::Internal, "ERROR", "ERR_INTERNAL"),
+    ];
+
+    fn tool() -> ToolDef {
+        crate::mcp::registry::all_tools()
+            .into_iter()
+            .find(|t| t.name == "add_learning")
+            .unwrap()
+    }
+
+    #[test]
+    fn every_kind_has_its_status_and_code() {
+        let covered: std::collections::HashSet<_> = TABLE.iter().map(|(k, ..)| *k).collect();
+        assert_eq!(covered.len(), ErrorKind::ALL.len());
+        let tool = tool();
+        for (kind, status, code) in TABLE {
+            assert_eq!(wire_code(kind), (status, code), "{kind:?}");
+            let body = domain_error(&tool, &Error::example(kind));
+            assert_eq!(body["status"], status, "{kind:?}: {body}");
+            assert_eq!(body["error"]["code"], code, "{kind:?}: {body}");
+            assert_eq!(
+                body.get("help_prompt").is_some(),
+                kind == ErrorKind::InvalidInput,
+                "{kind:?}: only invalid input gets the help prompt"
+            );
+        }
+    }
+
+    #[test]
+    fn internal_details_stay_in_the_log_and_conflicts_name_the_existing_id() {
+        let tool = tool();
+        for internal in [
+            Error::example(ErrorKind::Internal),
+            Error::from(rusqlite::Error::InvalidQuery),
+            Error::io("/secret/path", std::io::Error::other("boom")),
+        ] {
+            let body = domain_error(&tool, &internal);
+            assert_eq!(body["error"]["code"], "ERR_INTERNAL");
+            let message = body["error"]["message"].as_str().unwrap();
+            assert!(message.contains("internal error"), "{message}");
+            assert!(
+                !message.contains("secret") && !message.contains("boom"),
+                "{message}"
+            );
+        }
+        let body = domain_error(&tool, &Error::example(ErrorKind::Conflict));
+        assert_eq!(body["error"]["details"]["existing_id"], "L-1");
+        assert_eq!(body["error"]["details"]["tool"], "add_learning");
+        let body = domain_error(&tool, &Error::example(ErrorKind::InvalidInput));
+        assert_eq!(body["error"]["details"]["errors"][0]["field"], "field");
+    }
+
+    #[test]
+    fn refusals_before_the_handler_use_the_same_table() {
+        let denied = permission_denied("create_pr", "reviewer");
+        assert_eq!(denied["status"], "PERMISSION_DENIED");
+        assert_eq!(denied["error"]["code"], "PERMISSION_DENIED");
+        let unknown = unknown_tool("nope", &["server_ping"]);
+        assert_eq!(unknown["status"], "VALIDATION_FAILED");
+        assert_eq!(unknown["error"]["code"], "ERR_INVALID_INPUT");
+        assert!(
+            unknown["help_prompt"]
+                .as_str()
+                .unwrap()
+                .contains("- server_ping")
+        );
+    }
 }

@@ -217,7 +217,8 @@ impl CairnServer {
                 if err.is_internal() {
                     tracing::error!(tool = name, error = %err, "tool call failed internally");
                 } else {
-                    tracing::info!(tool = name, code = err.code(), "tool call refused");
+                    let (_, code) = envelope::wire_code(err.kind());
+                    tracing::info!(tool = name, code, "tool call refused");
                 }
                 error_result(envelope::domain_error(def, &err))
             }

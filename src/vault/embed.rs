@@ -18,27 +18,41 @@
 //! was compiled from. Missing files give [`VaultError::ModelMissing`] listing
 //! every path examined.
 //!
+//! # Batches
+//!
+//! [`Embedder::embed_batch`] counts each text's WordPiece tokens with the
+//! model's own tokenizer (truncated to [`MAX_LENGTH`], special tokens
+//! included), sorts the texts by that count (longest first) and cuts the
+//! sorted list into batches of [`DEFAULT_BATCH_SIZE`]; fastembed pads each
+//! batch to its longest member. Sorting by *tokens* rather than bytes keeps
+//! the padded share of the model's input to a few percent (bytes predict
+//! WordPiece counts poorly: a byte sort padded 24–30%). Counting costs a
+//! second tokenisation, well under 1% of a chunk's model time.
+//! [`Embedder::stats`] counts real and padded tokens.
+//!
 //! # Threads
 //!
 //! Parallelism lives inside ONNX Runtime: one session per [`Embedder`], its
-//! intra-op thread pool sized by [`EmbedderConfig::intra_threads`] (default:
-//! all cores, right for batch reindexing; an interactive server that embeds
-//! one query at a time can set it lower). Inter-op parallelism stays at 1 (the
-//! graph is a sequential transformer). Runs are serialised by a mutex (the
-//! session needs `&mut`), so calling [`Embedder::embed_batch`] from many rayon
-//! tasks buys nothing and would oversubscribe the cores: give it large slices
-//! from one thread instead. Idle ORT workers do not spin
-//! (`session.intra_op.allow_spinning = 0`), so the cores are free for rayon
-//! work (chunking, HNSW inserts) between batches. Tokenisation inside
-//! fastembed may use the global rayon pool.
+//! intra-op thread pool sized by [`Threading::threads`] (default: all cores).
+//! Inter-op parallelism stays at 1 (the graph is a sequential transformer).
+//! Runs are serialised by a mutex (the session needs `&mut`), so calling
+//! [`Embedder::embed_batch`] from many threads buys nothing: give it large
+//! slices from one thread instead.
+//!
+//! Whether idle ORT workers *spin* ([`Threading::spin`]) depends on the work:
+//! a server embedding one query now and then next to busy agents does not
+//! spin (the default), so the cores stay free between queries; `cairn
+//! reindex` spins when the load average says the cores are free
+//! ([`Spin::Auto`]), worth about a fifth of throughput there.
+//! [`Embedder::set_threading`] changes the setting of a live embedder (the
+//! session is rebuilt on the next run, ~0.3 s). `CAIRN_EMBED_THREADS` and
+//! `CAIRN_EMBED_SPIN` override both. Figures: `docs/vault.md`.
 //!
 //! # Cost
 //!
-//! The model is compute-bound: about 0.1 CPU-second per chunk of the
-//! chunker's size (≤ 200 approximate tokens), i.e. roughly 15–20 chunks/s on
-//! two idle cores; a 10,000-chunk vault takes on the order of 10 minutes to
-//! embed from scratch. A short query takes tens of milliseconds (32 ms
-//! measured on a heavily shared 2-core machine).
+//! The model is compute-bound: about 0.03–0.1 CPU-second per chunk of the
+//! chunker's size (≤ 200 approximate tokens), depending on its token count.
+//! A short query takes tens of milliseconds.
 //!
 //! # Fidelity
 //!
@@ -48,6 +62,7 @@
 
 use std::cmp::Reverse;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use fastembed::{
@@ -81,19 +96,133 @@ pub const MODEL_FILES: [&str; 5] = [
 pub const ENV_MODEL_DIR: &str = "CAIRN_MODEL_DIR";
 /// Environment variable naming the ONNX Runtime shared library.
 pub const ENV_ORT_LIB: &str = "CAIRN_ORT_LIB";
+/// Environment variable: ONNX Runtime intra-op threads (default: every core).
+pub const ENV_THREADS: &str = "CAIRN_EMBED_THREADS";
+/// Environment variable: whether ONNX Runtime spins, `on`, `off` or `auto`
+/// (default: off, except for `cairn reindex`, where it is `auto`).
+pub const ENV_SPIN: &str = "CAIRN_EMBED_SPIN";
 
-/// How to find and run the model. `Default` finds everything by itself and
-/// uses all cores.
+/// How to find and run the model. `Default` finds everything by itself, uses
+/// all cores and does not spin (unlike [`Embedder::default`], it ignores the
+/// environment's thread settings).
 #[derive(Debug, Clone, Default)]
 pub struct EmbedderConfig {
     /// Directory holding [`MODEL_FILES`]; overrides `CAIRN_MODEL_DIR` and discovery.
     pub model_dir: Option<PathBuf>,
     /// Path of `libonnxruntime.so`; overrides `CAIRN_ORT_LIB` and discovery.
     pub ort_lib: Option<PathBuf>,
-    /// ONNX Runtime intra-op threads; `None` uses every available core.
-    pub intra_threads: Option<usize>,
+    /// ONNX Runtime intra-op threads and spinning.
+    pub threading: Threading,
     /// Texts per model run; `None` or 0 uses [`DEFAULT_BATCH_SIZE`].
     pub batch_size: Option<usize>,
+}
+
+/// ONNX Runtime's thread settings for one session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Threading {
+    /// Intra-op threads; `None` or 0 uses every available core.
+    pub threads: Option<usize>,
+    /// Whether idle workers spin (`session.intra_op.allow_spinning`). Spinning
+    /// wins throughput when the cores are free and loses it (and burns CPU)
+    /// when other processes need them.
+    pub spin: bool,
+}
+
+impl Threading {
+    /// The thread count this setting gives on this machine.
+    pub fn thread_count(&self) -> usize {
+        self.threads
+            .filter(|&n| n > 0)
+            .unwrap_or_else(available_cores)
+    }
+
+    /// `threads` (`None` or 0: every core) with `spin` resolved for them.
+    pub fn resolve(threads: Option<usize>, spin: Spin) -> Threading {
+        let threads = threads.filter(|&n| n > 0);
+        let count = Threading {
+            threads,
+            spin: false,
+        }
+        .thread_count();
+        Threading {
+            threads,
+            spin: spin.resolve(count),
+        }
+    }
+
+    /// The settings of [`ENV_THREADS`] and [`ENV_SPIN`], with `spin` where
+    /// [`ENV_SPIN`] is unset (an invalid value is ignored with a warning).
+    pub fn from_env(spin: Spin) -> Threading {
+        fn var<T: std::str::FromStr>(name: &str) -> Option<T> {
+            let value = std::env::var(name).ok().filter(|v| !v.trim().is_empty())?;
+            let parsed = value.trim().parse().ok();
+            if parsed.is_none() {
+                tracing::warn!(name, value, "ignored an invalid setting");
+            }
+            parsed
+        }
+        Threading::resolve(var(ENV_THREADS), var(ENV_SPIN).unwrap_or(spin))
+    }
+}
+
+fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Whether ONNX Runtime's idle workers spin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Spin {
+    /// Spin when the 1-minute load average plus the model's threads fit in
+    /// the machine's cores (the cores are otherwise free).
+    #[default]
+    Auto,
+    /// Always spin: fastest on a machine the model has to itself.
+    On,
+    /// Never spin: kinder to a machine shared with other work.
+    Off,
+}
+
+impl std::str::FromStr for Spin {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Spin, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Spin::Auto),
+            "on" | "1" | "true" | "yes" => Ok(Spin::On),
+            "off" | "0" | "false" | "no" => Ok(Spin::Off),
+            _ => Err(format!("{s:?} is not one of auto, on, off")),
+        }
+    }
+}
+
+impl Spin {
+    /// Whether to spin with `threads` intra-op threads on this machine now.
+    pub fn resolve(self, threads: usize) -> bool {
+        match self {
+            Spin::On => true,
+            Spin::Off => false,
+            Spin::Auto => load_average()
+                .is_some_and(|load| load + threads as f64 <= available_cores() as f64 + 0.5),
+        }
+    }
+}
+
+/// The 1-minute load average (Linux), if readable.
+fn load_average() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// Token counts of what an [`Embedder`] ran.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EmbedStats {
+    /// Texts embedded.
+    pub texts: u64,
+    /// Model runs (batches).
+    pub batches: u64,
+    /// WordPiece tokens of the texts (special tokens included, after truncation).
+    pub tokens: u64,
+    /// Padding tokens the model ran on top of `tokens`.
+    pub padding: u64,
 }
 
 /// Where the model and the runtime were found.
@@ -271,22 +400,37 @@ fn ort_environment(lib: &Path) -> Result<ort::environment::Environment> {
 /// and loaded on the first embedding (or [`Embedder::load`]). Safe to share
 /// between threads; model runs are serialised.
 pub struct Embedder {
-    config: EmbedderConfig,
-    model: Mutex<Option<TextEmbedding>>,
+    config: Mutex<EmbedderConfig>,
+    model: Mutex<Option<Loaded>>,
+    texts: AtomicU64,
+    batches: AtomicU64,
+    tokens: AtomicU64,
+    padding: AtomicU64,
+}
+
+/// A loaded model and the thread settings its session was built with.
+struct Loaded {
+    model: TextEmbedding,
+    threading: Threading,
 }
 
 impl std::fmt::Debug for Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Embedder")
-            .field("config", &self.config)
+            .field("config", &self.config())
             .field("loaded", &self.is_loaded())
             .finish()
     }
 }
 
 impl Default for Embedder {
+    /// Finds everything by itself; threads from the environment
+    /// ([`Threading::from_env`], no spinning unless `CAIRN_EMBED_SPIN` says so).
     fn default() -> Self {
-        Embedder::new(EmbedderConfig::default())
+        Embedder::new(EmbedderConfig {
+            threading: Threading::from_env(Spin::Off),
+            ..Default::default()
+        })
     }
 }
 
@@ -294,8 +438,12 @@ impl Embedder {
     /// A handle that will use `config`; does no I/O.
     pub fn new(config: EmbedderConfig) -> Self {
         Embedder {
-            config,
+            config: Mutex::new(config),
             model: Mutex::new(None),
+            texts: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            tokens: AtomicU64::new(0),
+            padding: AtomicU64::new(0),
         }
     }
 
@@ -309,6 +457,37 @@ impl Embedder {
         DIMENSION
     }
 
+    fn config(&self) -> EmbedderConfig {
+        self.config
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The thread settings runs use (from now on).
+    pub fn threading(&self) -> Threading {
+        self.config().threading
+    }
+
+    /// Changes the thread settings. A loaded session built with other settings
+    /// is dropped and rebuilt on the next run (about 0.3 s).
+    pub fn set_threading(&self, threading: Threading) {
+        self.config
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .threading = threading;
+    }
+
+    /// Token counts of everything embedded through this handle.
+    pub fn stats(&self) -> EmbedStats {
+        EmbedStats {
+            texts: self.texts.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+            tokens: self.tokens.load(Ordering::Relaxed),
+            padding: self.padding.load(Ordering::Relaxed),
+        }
+    }
+
     /// Whether the model is loaded already.
     pub fn is_loaded(&self) -> bool {
         self.lock().is_some()
@@ -320,45 +499,54 @@ impl Embedder {
     }
 
     /// Embeds `texts`, returning one unit-length [`DIMENSION`]-vector per
-    /// text in input order. Texts are sorted by length internally so each
-    /// batch pads little, and truncated to [`MAX_LENGTH`] tokens.
+    /// text in input order. Texts are truncated to [`MAX_LENGTH`] tokens and
+    /// batched by token count (see the module docs).
     pub fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let batch_size = match self.config.batch_size {
+        let batch_size = match self.config().batch_size {
             Some(n) if n > 0 => n,
             _ => DEFAULT_BATCH_SIZE,
         };
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| Reverse(texts[i].len()));
-
         let mut guard = self.loaded()?;
-        let model = guard
+        let model = &mut guard
             .as_mut()
-            .expect("loaded() returns a guard holding the model");
+            .expect("loaded() returns a guard holding the model")
+            .model;
+        let tokens = token_counts(model, texts)?;
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| Reverse(tokens[i]));
+
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
         for idxs in order.chunks(batch_size) {
             let batch: Vec<&str> = idxs.iter().map(|&i| texts[i]).collect();
-            let vectors =
-                model
-                    .embed(&batch, Some(batch.len()))
-                    .map_err(|e| VaultError::Embed {
-                        batch_len: batch.len(),
-                        message: e.to_string(),
-                    })?;
+            let embed_err = |message: String| VaultError::Embed {
+                batch_len: batch.len(),
+                message,
+            };
+            let vectors = model
+                .embed(&batch, Some(batch.len()))
+                .map_err(|e| embed_err(e.to_string()))?;
             if vectors.len() != batch.len() {
-                return Err(VaultError::Embed {
-                    batch_len: batch.len(),
-                    message: format!("model returned {} vectors", vectors.len()),
-                });
+                return Err(embed_err(format!(
+                    "model returned {} vectors",
+                    vectors.len()
+                )));
             }
+            let real: usize = idxs.iter().map(|&i| tokens[i]).sum();
+            let longest = idxs.iter().map(|&i| tokens[i]).max().unwrap_or(0);
+            self.batches.fetch_add(1, Ordering::Relaxed);
+            self.texts.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            self.tokens.fetch_add(real as u64, Ordering::Relaxed);
+            self.padding
+                .fetch_add((longest * batch.len() - real) as u64, Ordering::Relaxed);
             for (&i, mut v) in idxs.iter().zip(vectors) {
                 if v.len() != DIMENSION {
-                    return Err(VaultError::Embed {
-                        batch_len: batch.len(),
-                        message: format!("model returned a {}-dimensional vector", v.len()),
-                    });
+                    return Err(embed_err(format!(
+                        "model returned a {}-dimensional vector",
+                        v.len()
+                    )));
                 }
                 l2_normalize(&mut v);
                 out[i] = v;
@@ -373,66 +561,94 @@ impl Embedder {
         Ok(v.pop().expect("one vector per text"))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<TextEmbedding>> {
+    fn lock(&self) -> MutexGuard<'_, Option<Loaded>> {
         self.model.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The locked model, loading it first if needed. A failed load is not
-    /// cached: a later call tries again (e.g. after `models/fetch.sh` ran).
-    fn loaded(&self) -> Result<MutexGuard<'_, Option<TextEmbedding>>> {
+    /// The locked model, loading it first if needed (or rebuilding its session
+    /// when the thread settings changed). A failed load is not cached: a later
+    /// call tries again (e.g. after `models/fetch.sh` ran).
+    fn loaded(&self) -> Result<MutexGuard<'_, Option<Loaded>>> {
         let mut guard = self.lock();
+        let config = self.config();
+        if guard
+            .as_ref()
+            .is_some_and(|m| m.threading != config.threading)
+        {
+            *guard = None;
+        }
         if guard.is_none() {
-            *guard = Some(self.load_model()?);
+            *guard = Some(Loaded {
+                model: load_model(&config)?,
+                threading: config.threading,
+            });
         }
         Ok(guard)
     }
+}
 
-    fn load_model(&self) -> Result<TextEmbedding> {
-        let started = std::time::Instant::now();
-        let location = locate(&self.config)?;
-        let env = ort_environment(&location.ort_lib)?;
-        let dir = &location.model_dir;
-        let read = |name: &str| {
-            let p = dir.join(name);
-            std::fs::read(&p).map_err(|e| VaultError::io("read", p, e))
-        };
-        let model = UserDefinedEmbeddingModel::new(
-            read("model.onnx")?,
-            TokenizerFiles {
-                tokenizer_file: read("tokenizer.json")?,
-                config_file: read("config.json")?,
-                special_tokens_map_file: read("special_tokens_map.json")?,
-                tokenizer_config_file: read("tokenizer_config.json")?,
-            },
-        )
-        .with_pooling(Pooling::Mean)
-        .with_quantization(QuantizationMode::None);
-        let threads = self
-            .config
-            .intra_threads
-            .filter(|&n| n > 0)
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let options = InitOptionsUserDefined::new()
-            .with_environment(env)
-            .with_max_length(MAX_LENGTH)
-            .with_intra_threads(threads)
-            .with_session_config("session.intra_op.allow_spinning", "0")
-            .with_session_config("session.inter_op.allow_spinning", "0");
-        let embedding = TextEmbedding::try_new_from_user_defined(model, options).map_err(|e| {
-            VaultError::ModelLoad {
-                dir: dir.clone(),
-                message: e.to_string(),
-            }
-        })?;
-        tracing::info!(
-            model = MODEL_ID,
-            dir = %dir.display(),
-            threads,
-            ms = started.elapsed().as_millis() as u64,
-            "embedding model loaded"
-        );
-        Ok(embedding)
-    }
+/// Each text's WordPiece token count as the model sees it (truncated to
+/// [`MAX_LENGTH`], special tokens included). fastembed's tokenizer pads to the
+/// longest of a batch, so a single text comes back unpadded.
+fn token_counts(model: &TextEmbedding, texts: &[&str]) -> Result<Vec<usize>> {
+    texts
+        .iter()
+        .map(|t| {
+            model
+                .tokenizer
+                .encode(*t, true)
+                .map(|e| e.len())
+                .map_err(|e| VaultError::Embed {
+                    batch_len: texts.len(),
+                    message: format!("tokenizer: {e}"),
+                })
+        })
+        .collect()
+}
+
+fn load_model(config: &EmbedderConfig) -> Result<TextEmbedding> {
+    let started = std::time::Instant::now();
+    let location = locate(config)?;
+    let env = ort_environment(&location.ort_lib)?;
+    let dir = &location.model_dir;
+    let read = |name: &str| {
+        let p = dir.join(name);
+        std::fs::read(&p).map_err(|e| VaultError::io("read", p, e))
+    };
+    let model = UserDefinedEmbeddingModel::new(
+        read("model.onnx")?,
+        TokenizerFiles {
+            tokenizer_file: read("tokenizer.json")?,
+            config_file: read("config.json")?,
+            special_tokens_map_file: read("special_tokens_map.json")?,
+            tokenizer_config_file: read("tokenizer_config.json")?,
+        },
+    )
+    .with_pooling(Pooling::Mean)
+    .with_quantization(QuantizationMode::None);
+    let threads = config.threading.thread_count();
+    let spin = if config.threading.spin { "1" } else { "0" };
+    let options = InitOptionsUserDefined::new()
+        .with_environment(env)
+        .with_max_length(MAX_LENGTH)
+        .with_intra_threads(threads)
+        .with_session_config("session.intra_op.allow_spinning", spin)
+        .with_session_config("session.inter_op.allow_spinning", spin);
+    let embedding = TextEmbedding::try_new_from_user_defined(model, options).map_err(|e| {
+        VaultError::ModelLoad {
+            dir: dir.clone(),
+            message: e.to_string(),
+        }
+    })?;
+    tracing::info!(
+        model = MODEL_ID,
+        dir = %dir.display(),
+        threads,
+        spin = config.threading.spin,
+        ms = started.elapsed().as_millis() as u64,
+        "embedding model loaded"
+    );
+    Ok(embedding)
 }
 
 /// Scales `v` to unit length (a zero vector stays zero).
@@ -564,7 +780,10 @@ mod tests {
         // ONNX Runtime allows one environment per process: a second handle
         // (other thread count, other batch size) must reuse it.
         let single = Embedder::new(EmbedderConfig {
-            intra_threads: Some(1),
+            threading: Threading {
+                threads: Some(1),
+                spin: true,
+            },
             batch_size: Some(2),
             ..Default::default()
         });

@@ -133,9 +133,16 @@ pub(crate) struct Committed {
 
 impl Cairn {
     /// Embed every missing vector of `batch` with one call to the model (which sorts by
-    /// length and runs in batches across cores), then commit each file in its own
+    /// token count and runs in batches across cores), then commit each file in its own
     /// transaction.
     pub(crate) fn embed_and_commit(&self, batch: Vec<Pending>) -> Result<Vec<Committed>> {
+        let fresh = self.embed_missing(&batch)?;
+        self.commit_files(batch, fresh)
+    }
+
+    /// The vectors of every chunk of `batch` that has none yet, in order, from one call
+    /// to the model.
+    pub(crate) fn embed_missing(&self, batch: &[Pending]) -> Result<Vec<Vec<f32>>> {
         let texts: Vec<String> = batch
             .iter()
             .flat_map(|p| {
@@ -148,12 +155,17 @@ impl Cairn {
             })
             .collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let mut fresh = self
-            .vault
-            .embedder
-            .embed_batch(&refs)
-            .map_err(Error::from)?
-            .into_iter();
+        self.vault.embedder.embed_batch(&refs).map_err(Error::from)
+    }
+
+    /// Commit each file of `batch` in its own transaction, its missing vectors taken in
+    /// order from `fresh` (what [`Cairn::embed_missing`] returned for `batch`).
+    pub(crate) fn commit_files(
+        &self,
+        batch: Vec<Pending>,
+        fresh: Vec<Vec<f32>>,
+    ) -> Result<Vec<Committed>> {
+        let mut fresh = fresh.into_iter();
         let mut out = Vec::with_capacity(batch.len());
         for p in batch {
             let embedded = p.missing();

@@ -47,8 +47,8 @@ pub use error::{Result, VaultError};
 pub use live::VaultState;
 
 impl From<VaultError> for crate::error::Error {
-    /// Model problems are `ERR_MODEL_UNAVAILABLE` (the message names
-    /// `bash models/fetch.sh`); index problems are `ERR_INDEX` (the message names
+    /// Model problems are `Error::ModelUnavailable` (the message names
+    /// `bash models/fetch.sh`); index problems are `Error::Index` (the message names
     /// `cairn reindex --rebuild`); the rest are internal.
     fn from(e: VaultError) -> Self {
         use crate::error::Error;

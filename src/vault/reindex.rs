@@ -13,17 +13,26 @@
 //!   A file reindexed under another collection moves to it.
 //! - **Incremental**: an unchanged file is skipped after hashing; a changed file reuses
 //!   the vectors of its unchanged chunks ([`super::ingest`]).
-//! - **Batches**: changed files are gathered until [`EMBED_GROUP`] chunks need the model,
-//!   embedded in one call (sorted by length, batched, ONNX Runtime on every core), then
-//!   committed **one transaction per file**: a Ctrl-C or a kill loses at most the group
-//!   in flight, and the next run skips what was committed.
+//! - **Pipeline**: three threads keep the cores on the model. A *reader* walks ahead:
+//!   opens, reads and hashes each file, skips unchanged ones, chunks the changed ones
+//!   and looks up their reusable vectors. The calling thread gathers changed files until
+//!   [`EMBED_GROUP`] chunks need the model and embeds them in one call (sorted by token
+//!   count, batched, ONNX Runtime on every core). A *writer* commits each embedded group
+//!   **one transaction per file** while the next group is embedded: a Ctrl-C or a kill
+//!   loses at most the two groups in flight, and the next run skips what was committed.
+//! - **Threads**: [`ReindexOptions::threads`] and [`ReindexOptions::spin`] set ONNX
+//!   Runtime's threads for the run (the embedder's own settings are restored after it);
+//!   by default all cores, spinning only when the load average says the cores are free
+//!   ([`Spin::Auto`]).
 //! - **Removal**: documents of the same root and collection under DIR whose file is gone
 //!   (or now ignored) are deleted.
 //! - **Index**: the HNSW graph is caught up, compacted if needed and saved; `--rebuild`
 //!   re-chunks every file and builds a fresh graph, replacing one built for another
 //!   model or chunker.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -34,6 +43,7 @@ use crate::service::Cairn;
 use crate::trail::settings::limits::COLLECTION_MAX;
 
 use super::documents::{delete_document, doc_paths};
+use super::embed::{Spin, Threading};
 use super::identity::relative_path;
 use super::ingest::{Committed, Pending, is_current, is_markdown, read_file};
 use super::live::vault_dir;
@@ -42,6 +52,8 @@ use super::live::vault_dir;
 pub const EMBED_GROUP: usize = 512;
 /// Files gathered before a commit round, even if few chunks need the model.
 const FILE_GROUP: usize = 256;
+/// Files the reader may prepare ahead of the model.
+const READ_AHEAD: usize = 64;
 
 /// What to reindex.
 #[derive(Debug, Clone, Default)]
@@ -58,7 +70,24 @@ pub struct ReindexOptions {
     /// Chunks gathered per model call; default [`EMBED_GROUP`]. Smaller groups commit
     /// sooner (less work lost to an interruption), larger ones batch better.
     pub embed_group: Option<usize>,
+    /// ONNX Runtime intra-op threads for this run; default: every core.
+    pub threads: Option<usize>,
+    /// Whether ONNX Runtime's idle workers spin during this run; default [`Spin::Auto`].
+    pub spin: Option<Spin>,
 }
+
+/// What the reader hands the model thread, file by file in walk order.
+enum Read {
+    /// A file not indexed: outside the root (logged), or refused (with the reason).
+    Skipped(Option<SkippedFile>),
+    /// A file whose stored document is current.
+    Unchanged(String),
+    /// A changed file, chunked, with the vectors it can reuse.
+    Changed(String, Box<Pending>),
+}
+
+/// An embedded group on its way to the writer: the files and their missing vectors.
+type Batch = (Vec<Pending>, Vec<Vec<f32>>);
 
 /// Progress of a reindex, for a progress bar.
 #[derive(Debug, Clone, Copy)]
@@ -89,6 +118,11 @@ pub struct ReindexSummary {
     pub removed_characters: u64,
     /// The same, per class.
     pub removed_characters_by_class: crate::text::Removed,
+    /// WordPiece tokens of the embedded chunks (special tokens included).
+    pub tokens_embedded: u64,
+    /// Padding tokens the model ran on top of `tokens_embedded` (batches are formed by
+    /// token count to keep this small).
+    pub padding_tokens: u64,
     /// Points in the HNSW graph afterwards (deleted chunks included until compaction).
     pub index_points: usize,
     pub seconds: f64,
@@ -162,57 +196,54 @@ impl Cairn {
                 });
             }
         }
-        let mut seen = std::collections::HashSet::new();
-        let mut pending: Vec<Pending> = Vec::new();
-        let mut missing = 0;
+        let embedder = &self.vault.embedder;
+        let before = embedder.threading();
+        let threading = Threading::resolve(opts.threads, opts.spin.unwrap_or_default());
+        embedder.set_threading(threading);
+        let stats_before = embedder.stats();
+        tracing::info!(
+            threads = threading.thread_count(),
+            spin = threading.spin,
+            "reindex: ONNX Runtime threads"
+        );
         let group = opts.embed_group.filter(|&n| n > 0).unwrap_or(EMBED_GROUP);
-        for file in &files {
-            let rel = match relative_path(&root.dir, file) {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::warn!(file = %file.display(), error = %e, "skipped");
-                    progress(ReindexProgress::Done(1));
-                    continue;
-                }
+        let mut seen = HashSet::new();
+        let piped = std::thread::scope(|scope| -> Result<()> {
+            let (read_tx, read_rx) = sync_channel::<Result<Read>>(READ_AHEAD);
+            let (write_tx, write_rx) = sync_channel::<Batch>(1);
+            let job = ReadJob {
+                handle: &handle,
+                root_dir: &root.dir,
+                root_key: &root.key,
+                collection: &collection,
+                rebuild: opts.rebuild,
             };
-            let read = match read_file(&handle, &rel) {
-                Ok(Some(read)) => read,
-                Ok(None) => {
-                    s.skipped.push(SkippedFile {
-                        path: rel,
-                        reason: "removed while the directory was walked".into(),
-                    });
-                    progress(ReindexProgress::Done(1));
-                    continue;
-                }
-                Err(e @ Error::InvalidInput(_)) => {
-                    let reason = crate::paths::refusal_text(&e);
-                    tracing::warn!(file = %rel, %reason, "skipped");
-                    s.skipped.push(SkippedFile { path: rel, reason });
-                    progress(ReindexProgress::Done(1));
-                    continue;
-                }
-                Err(e) => return Err(e),
+            let files = &files;
+            scope.spawn(move || self.read_ahead(&job, files, read_tx));
+            let writer = scope.spawn(move || self.write_behind(write_rx));
+            let embedded = self.embed_loop(read_rx, write_tx, group, &mut seen, &mut s, progress);
+            let written = writer
+                .join()
+                .unwrap_or_else(|_| Err(Error::Internal("the reindex writer panicked".into())));
+            let committed = match (embedded, written) {
+                (Err(e), _) => return Err(e),
+                (Ok(()), w) => w?,
             };
-            seen.insert(rel.clone());
-            let existing = self.vault_doc(&root.key, &rel)?;
-            if !opts.rebuild
-                && let Some(doc) = &existing
-                && is_current(doc, &read.hash, &collection)
-            {
-                s.files_unchanged += 1;
-                progress(ReindexProgress::Done(1));
-                continue;
+            for c in committed {
+                s.files_changed += 1;
+                s.chunks_embedded += c.embedded;
+                s.chunks_reused += c.reused;
+                s.chunks_removed += c.removed;
+                s.removed_characters_by_class.add(&c.sanitized);
             }
-            let p = Pending::prepare(self, &root.key, &rel, &collection, read, existing.as_ref())?;
-            missing += p.missing();
-            pending.push(p);
-            if missing >= group || pending.len() >= FILE_GROUP {
-                self.flush(&mut pending, &mut s, progress)?;
-                missing = 0;
-            }
-        }
-        self.flush(&mut pending, &mut s, progress)?;
+            Ok(())
+        });
+        embedder.set_threading(before);
+        piped?;
+        s.removed_characters = s.removed_characters_by_class.total();
+        let stats = embedder.stats();
+        s.tokens_embedded = stats.tokens - stats_before.tokens;
+        s.padding_tokens = stats.padding - stats_before.padding;
 
         let gone: Vec<String> = self
             .store
@@ -239,28 +270,131 @@ impl Cairn {
         Ok(s)
     }
 
-    fn flush(
+    /// The reader: open, read, hash, skip or chunk each file, in walk order. Stops at
+    /// the first error (sent on) or when the model thread hangs up.
+    fn read_ahead(&self, job: &ReadJob<'_>, files: &[PathBuf], tx: SyncSender<Result<Read>>) {
+        for file in files {
+            let item = self.read_one(job, file);
+            let failed = item.is_err();
+            if tx.send(item).is_err() || failed {
+                return;
+            }
+        }
+    }
+
+    fn read_one(&self, job: &ReadJob<'_>, file: &Path) -> Result<Read> {
+        let rel = match relative_path(job.root_dir, file) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(file = %file.display(), error = %e, "skipped");
+                return Ok(Read::Skipped(None));
+            }
+        };
+        let read = match read_file(job.handle, &rel) {
+            Ok(Some(read)) => read,
+            Ok(None) => {
+                return Ok(Read::Skipped(Some(SkippedFile {
+                    path: rel,
+                    reason: "removed while the directory was walked".into(),
+                })));
+            }
+            Err(e @ Error::InvalidInput(_)) => {
+                let reason = crate::paths::refusal_text(&e);
+                tracing::warn!(file = %rel, %reason, "skipped");
+                return Ok(Read::Skipped(Some(SkippedFile { path: rel, reason })));
+            }
+            Err(e) => return Err(e),
+        };
+        let existing = self.vault_doc(job.root_key, &rel)?;
+        if !job.rebuild
+            && let Some(doc) = &existing
+            && is_current(doc, &read.hash, job.collection)
+        {
+            return Ok(Read::Unchanged(rel));
+        }
+        let p = Pending::prepare(
+            self,
+            job.root_key,
+            &rel,
+            job.collection,
+            read,
+            existing.as_ref(),
+        )?;
+        Ok(Read::Changed(rel, Box::new(p)))
+    }
+
+    /// The model thread: gather changed files into groups of `group` chunks, embed each
+    /// group, hand it to the writer. Dropping `write_tx` (on return) ends the writer.
+    fn embed_loop(
         &self,
-        pending: &mut Vec<Pending>,
+        rx: Receiver<Result<Read>>,
+        write_tx: SyncSender<Batch>,
+        group: usize,
+        seen: &mut HashSet<String>,
         s: &mut ReindexSummary,
         progress: &dyn Fn(ReindexProgress),
     ) -> Result<()> {
-        if pending.is_empty() {
-            return Ok(());
+        let mut pending: Vec<Pending> = Vec::new();
+        let mut missing = 0;
+        // Embeds and hands over a group; `false` when the writer has stopped (it failed,
+        // and its error is reported by the join).
+        let flush = |pending: &mut Vec<Pending>| -> Result<bool> {
+            if pending.is_empty() {
+                return Ok(true);
+            }
+            let batch = std::mem::take(pending);
+            let n = batch.len();
+            let fresh = self.embed_missing(&batch)?;
+            if write_tx.send((batch, fresh)).is_err() {
+                return Ok(false);
+            }
+            progress(ReindexProgress::Done(n));
+            Ok(true)
+        };
+        for item in rx {
+            match item? {
+                Read::Skipped(skipped) => {
+                    s.skipped.extend(skipped);
+                    progress(ReindexProgress::Done(1));
+                }
+                Read::Unchanged(rel) => {
+                    seen.insert(rel);
+                    s.files_unchanged += 1;
+                    progress(ReindexProgress::Done(1));
+                }
+                Read::Changed(rel, p) => {
+                    seen.insert(rel);
+                    missing += p.missing();
+                    pending.push(*p);
+                    if missing >= group || pending.len() >= FILE_GROUP {
+                        if !flush(&mut pending)? {
+                            return Ok(());
+                        }
+                        missing = 0;
+                    }
+                }
+            }
         }
-        let n = pending.len();
-        let done: Vec<Committed> = self.embed_and_commit(std::mem::take(pending))?;
-        for c in done {
-            s.files_changed += 1;
-            s.chunks_embedded += c.embedded;
-            s.chunks_reused += c.reused;
-            s.chunks_removed += c.removed;
-            s.removed_characters_by_class.add(&c.sanitized);
-        }
-        s.removed_characters = s.removed_characters_by_class.total();
-        progress(ReindexProgress::Done(n));
-        Ok(())
+        flush(&mut pending).map(drop)
     }
+
+    /// The writer: commit each embedded group, one transaction per file, in order.
+    fn write_behind(&self, rx: Receiver<Batch>) -> Result<Vec<Committed>> {
+        let mut out = Vec::new();
+        for (batch, fresh) in rx {
+            out.extend(self.commit_files(batch, fresh)?);
+        }
+        Ok(out)
+    }
+}
+
+/// What the reader needs to open, place and judge a file.
+struct ReadJob<'a> {
+    handle: &'a DirHandle,
+    root_dir: &'a Path,
+    root_key: &'a str,
+    collection: &'a str,
+    rebuild: bool,
 }
 
 /// Whether the relative path `path` lies under the relative directory `prefix`.
