@@ -585,7 +585,7 @@ fn pipeline_benches(_c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
     let cairn = Cairn::open(&tmp.path().join("cairn.db")).unwrap();
     Embedder::new(EmbedderConfig::default()).load().unwrap();
-    cairn.vault_search("warm up", 1, None).unwrap();
+    cairn.vault_search("warm up", 1, None, None).unwrap();
 
     // A no-change reindex of 1,000 files.
     let notes = tmp.path().join("notes");

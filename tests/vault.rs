@@ -51,6 +51,19 @@ fn count(env: &Env, sql: &str) -> i64 {
     db(env).query_row(sql, [], |r| r.get(0)).unwrap()
 }
 
+/// A `min_score` strictly between two distinct scores of a ranking (`scores`, best
+/// first), at the first gap after position `from` wider than any rounding of a score on
+/// its way through JSON and `f32` (past the last score when there is none): `(n,
+/// threshold)`, the first `n` scores (`n > from`) above the threshold, every other below.
+fn cut_after(scores: &[f64], from: usize) -> (usize, f64) {
+    assert!(from < scores.len(), "{from} >= {}", scores.len());
+    let next = |i: usize| scores.get(i + 1).copied().unwrap_or(scores[i] - 2e-3);
+    let i = (from..scores.len())
+        .find(|&i| scores[i] - next(i) > 1e-4)
+        .expect("the last score has a gap below it");
+    (i + 1, (scores[i] + next(i)) / 2.0)
+}
+
 fn paths(hits: &Value) -> Vec<String> {
     hits["results"]
         .as_array()
@@ -415,7 +428,7 @@ async fn search_knowledge_searches_the_projects_collections() {
     let strict = client
         .ok(
             "search_knowledge",
-            json!({"query": "how do I install the binary?", "min_score": 0.99}),
+            json!({"query": "how do I install the binary?", "min_score": 0.99, "max_per_document": 0}),
         )
         .await;
     assert!(paths(&strict).is_empty());
@@ -424,8 +437,8 @@ async fn search_knowledge_searches_the_projects_collections() {
     assert!(best > 0.0 && best < 0.99);
     let note = strict["note"].as_str().unwrap();
     assert!(note.contains("3 hits fell below min_score 0.99"), "{note}");
-    // min_score filters on the rank key: a cut at the second hit's score keeps exactly
-    // the hits at or above it, in the same order.
+    // min_score filters on the rank key: a cut between two scores, below the second
+    // hit's, keeps exactly the hits above it, in the same order.
     let score = |h: &Value| h["score"].as_f64().unwrap();
     let hits = r["results"].as_array().unwrap();
     assert!(hits.len() >= 2, "{r:#}");
@@ -433,7 +446,8 @@ async fn search_knowledge_searches_the_projects_collections() {
         hits.windows(2).all(|w| score(&w[0]) >= score(&w[1])),
         "{r:#}"
     );
-    let cut = score(&hits[1]);
+    let scores: Vec<f64> = hits.iter().map(score).collect();
+    let (expected, cut) = cut_after(&scores, 1);
     let kept = client
         .ok(
             "search_knowledge",
@@ -445,15 +459,11 @@ async fn search_knowledge_searches_the_projects_collections() {
             .map(|h| h["metadata"]["chunk_id"].clone())
             .collect()
     };
-    let expected: Vec<Value> = hits.iter().filter(|h| score(h) >= cut).cloned().collect();
-    assert!(expected.len() >= 2);
-    assert_eq!(
-        ids(kept["results"].as_array().unwrap()),
-        ids(&expected),
-        "{kept:#}"
-    );
+    let kept_hits = kept["results"].as_array().unwrap();
+    assert!(kept_hits.iter().all(|h| score(h) >= cut), "{kept:#}");
+    assert_eq!(ids(kept_hits), ids(&hits[..expected]), "{kept:#}");
     let below = r["below_min_score"].as_u64().unwrap() as usize;
-    assert_eq!(kept["below_min_score"], below + hits.len() - expected.len());
+    assert_eq!(kept["below_min_score"], below + hits.len() - expected);
     client.close().await;
 
     // Without a bound project it says how to bind one.
@@ -720,4 +730,207 @@ fn batches_pad_exactly_as_a_token_sort() {
         ours.tokens,
         100.0 * ours.padding as f64 / ours.tokens as f64
     );
+}
+
+/// `score` is the ranking key (`(1 − a − b)·cosine + a·lexical + b·overlap`): results
+/// come in descending `score`, and `min_score` keeps exactly the prefix at or above it.
+#[tokio::test(flavor = "multi_thread")]
+async fn scores_are_in_rank_order_and_min_score_filters_on_them() {
+    use cairn::vault::rerank::{LEXICAL_WEIGHT, OVERLAP_WEIGHT};
+    let (a, b) = (f64::from(LEXICAL_WEIGHT), f64::from(OVERLAP_WEIGHT));
+    let env = Env::new();
+    env.project("proj", Some(&samples()));
+    reindex(&env, &samples(), &["--collection", "handbook"]);
+    env.ok(&[
+        "project",
+        "configure",
+        "proj",
+        "--vault-collection",
+        "handbook",
+    ]);
+    let client = env.serve(&["--project-id", "proj"]).await;
+    let queries: Vec<Value> =
+        serde_json::from_str(include_str!("fixtures/retrieval_queries.json")).unwrap();
+    let score = |h: &Value| h["score"].as_f64().unwrap();
+    for q in queries.iter().take(6) {
+        let all = client
+            .ok(
+                "search_knowledge",
+                json!({"query": q["query"], "top_k": 10, "min_score": -1.0}),
+            )
+            .await;
+        let hits = all["results"].as_array().unwrap();
+        assert_eq!(hits.len(), 10);
+        assert_eq!(all["below_min_score"], 0);
+        for h in hits {
+            let f = |k: &str| h[k].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&f("lexical")), "{h:#}");
+            assert!((0.0..=1.0).contains(&f("overlap")), "{h:#}");
+            let fused = (1.0 - a - b) * f("cosine") + a * f("lexical") + b * f("overlap");
+            assert!((score(h) - fused).abs() < 1e-4, "{h:#}");
+        }
+        assert!(
+            hits.windows(2).all(|w| score(&w[0]) >= score(&w[1])),
+            "not in score order: {:?}",
+            hits.iter().map(score).collect::<Vec<_>>()
+        );
+        // vault_retrieve over the same (only) collection ranks the same way.
+        let r = client
+            .ok("vault_retrieve", json!({"query": q["query"], "top_k": 10}))
+            .await;
+        let ids = |v: &Value| -> Vec<Value> {
+            v["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["metadata"]["chunk_id"].clone())
+                .collect()
+        };
+        assert_eq!(ids(&r), ids(&all));
+        // A min_score between two scores, below the fourth hit's, keeps exactly the
+        // hits above it: every returned score is at or above it, every dropped one
+        // (the rest of the ranking) below.
+        let scores: Vec<f64> = hits.iter().map(score).collect();
+        let (expected, cut) = cut_after(&scores, 3);
+        let k = client
+            .ok(
+                "search_knowledge",
+                json!({"query": q["query"], "top_k": 10, "min_score": cut}),
+            )
+            .await;
+        let kept = k["results"].as_array().unwrap();
+        assert!(kept.iter().all(|h| score(h) >= cut), "{k:#}");
+        assert_eq!(kept.len(), expected, "{k:#}");
+        assert_eq!(k["below_min_score"], 10 - expected);
+        assert_eq!(ids(&k)[..], ids(&all)[..expected]);
+        assert_eq!(k["best_score"].as_f64().unwrap(), score(&hits[0]));
+    }
+    client.close().await;
+}
+
+/// A long document whose every section matches the query would fill the list; the cap
+/// (default 2, `max_per_document`) makes room for other documents.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_per_document_cap_limits_chunks_of_one_document() {
+    let env = Env::new();
+    let docs = env.path().join("docs");
+    let long: String = (1..=8)
+        .map(|i| {
+            format!(
+                "## Backoff step {i}\n\nRetry step {i}: wait with exponential backoff and jitter \
+                 before retrying the failed request.\n\n"
+            )
+        })
+        .collect();
+    write(&docs, "long.md", &format!("# Retries\n\n{long}"));
+    for name in ["alpha", "beta", "gamma"] {
+        write(
+            &docs,
+            &format!("{name}.md"),
+            &format!(
+                "# {name}\n\n## Retry\n\nThe {name} client retries failed requests with \
+                 backoff.\n\n## Timeouts\n\nThe {name} client gives up after thirty seconds.\n"
+            ),
+        );
+    }
+    reindex(&env, &docs, &[]);
+    let client = env.serve(&[]).await;
+    let q = "retry the failed request with exponential backoff";
+    let per_doc = |r: &Value| {
+        let mut m: std::collections::HashMap<String, usize> = Default::default();
+        for p in paths(r) {
+            *m.entry(p).or_default() += 1;
+        }
+        m
+    };
+    let uncapped = client
+        .ok(
+            "vault_retrieve",
+            json!({"query": q, "top_k": 6, "max_per_document": 0}),
+        )
+        .await;
+    assert!(per_doc(&uncapped)["long.md"] > 2, "{uncapped:#}");
+    let default = client
+        .ok("vault_retrieve", json!({"query": q, "top_k": 6}))
+        .await;
+    let m = per_doc(&default);
+    assert_eq!(paths(&default).len(), 6, "{default:#}");
+    assert_eq!(m["long.md"], 2, "{m:?}");
+    assert!(m.values().all(|&n| n <= 2), "{m:?}");
+    let one = client
+        .ok(
+            "vault_retrieve",
+            json!({"query": q, "top_k": 6, "max_per_document": 1}),
+        )
+        .await;
+    let got = paths(&one);
+    assert_eq!(got.len(), 4, "four documents, one chunk each: {got:?}");
+    assert_eq!(got.iter().collect::<HashSet<_>>().len(), 4);
+    // The CLI takes the same option.
+    let cli = env.json(&["search", q, "--top-k", "3", "--max-per-document", "1"]);
+    assert_eq!(paths(&cli).iter().collect::<HashSet<_>>().len(), 3);
+    client.close().await;
+}
+
+/// `cairn eval vault` on the small checked-in BEIR set: every system reported, figures
+/// in range, the categories of the queries, and the hybrid ranking at least as good as
+/// either baseline.
+#[test]
+fn eval_vault_reports_every_system_on_a_small_beir_set() {
+    let env = Env::new();
+    let set = corpus::repo().join("tests/eval/vault-beir");
+    let s = |p: &str| set.join(p).to_string_lossy().into_owned();
+    let r = env.json(&[
+        "eval",
+        "vault",
+        "--corpus",
+        &s("corpus.jsonl"),
+        "--queries",
+        &s("queries.jsonl"),
+        "--qrels",
+        &s("qrels/test.tsv"),
+    ]);
+    assert_eq!(r["documents"], 12, "{r:#}");
+    assert_eq!(r["queries"], 10);
+    assert_eq!(r["top_k"], 10);
+    let systems = r["systems"].as_array().unwrap();
+    let by = |name: &str| {
+        systems
+            .iter()
+            .find(|s| s["name"].as_str().unwrap().starts_with(name))
+            .unwrap_or_else(|| panic!("no system {name}: {r:#}"))
+    };
+    for s in systems {
+        for m in ["ndcg10", "mrr10", "recall5"] {
+            let x = s["overall"][m].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&x), "{s:#}");
+        }
+        assert!(s["p50_ms"].as_f64().unwrap() > 0.0);
+        let cats: Vec<&String> = s["categories"].as_object().unwrap().keys().collect();
+        assert_eq!(cats, ["keyword", "paraphrase"]);
+        assert_eq!(s["categories"]["keyword"]["queries"], 4);
+    }
+    let cairn = by("cairn");
+    assert_eq!(cairn["max_per_document"], 2);
+    let mrr = |s: &Value| s["overall"]["mrr10"].as_f64().unwrap();
+    let (lexical, dense) = (by("lexical-only"), by("dense-only"));
+    assert!(
+        mrr(cairn) >= mrr(lexical) && mrr(cairn) >= mrr(dense),
+        "{r:#}"
+    );
+    assert!(mrr(cairn) >= 0.8, "{r:#}");
+    // The text report names the same systems.
+    let text = env.ok(&[
+        "eval",
+        "vault",
+        "--corpus",
+        &s(""),
+        "--queries",
+        &s("queries.jsonl"),
+        "--qrels",
+        &s("qrels/test.tsv"),
+    ]);
+    assert!(text.contains("12 documents"), "{text}");
+    assert!(text.contains("category paraphrase (6 queries)"), "{text}");
+    assert!(text.contains("dense-only"), "{text}");
 }

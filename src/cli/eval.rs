@@ -3,9 +3,10 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 
 use crate::eval::learnings::{EvalReport, EvalSet};
+use crate::eval::vault::{VaultEvalOptions, render};
 
 use super::{Outcome, print_json, print_text};
 
@@ -20,6 +21,29 @@ pub enum EvalCmd {
         #[arg(long)]
         json: bool,
     },
+    /// The Knowledge Vault's ranking on a BEIR-format set (or a Markdown directory),
+    /// indexed into a temporary database: nDCG@10, MRR@10, Recall@5 per category, p50
+    /// latency, against lexical-only and dense-only rankings.
+    Vault(VaultEvalArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VaultEvalArgs {
+    /// BEIR `corpus.jsonl` (or a directory holding it), or a directory of Markdown files
+    /// (document id = path relative to it).
+    #[arg(long)]
+    pub corpus: PathBuf,
+    /// BEIR `queries.jsonl` (`_id`, `text`, optional `metadata.category` or `category`).
+    #[arg(long)]
+    pub queries: PathBuf,
+    /// BEIR qrels TSV (`query-id corpus-id score`, header line first).
+    #[arg(long)]
+    pub qrels: PathBuf,
+    /// Also run the fused ranking over a grid of lexical weights and caps.
+    #[arg(long)]
+    pub sweep: bool,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[allow(clippy::print_stderr)]
@@ -33,6 +57,22 @@ pub(super) fn run(cmd: EvalCmd) -> anyhow::Result<Outcome> {
                 print_json(&report)?;
             } else {
                 print_text(&learnings_table(&report))?;
+            }
+        }
+        EvalCmd::Vault(a) => {
+            let report = crate::eval::vault::run(
+                &VaultEvalOptions {
+                    corpus: a.corpus,
+                    queries: a.queries,
+                    qrels: a.qrels,
+                    sweep: a.sweep,
+                },
+                &|m: &str| eprintln!("eval vault: {m}"),
+            )?;
+            if a.json {
+                print_json(&report)?;
+            } else {
+                print_text(&render(&report))?;
             }
         }
     }

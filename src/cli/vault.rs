@@ -50,6 +50,9 @@ pub struct SearchArgs {
     /// Search only this collection; repeat for more.
     #[arg(long = "collection")]
     pub collections: Vec<String>,
+    /// At most this many chunks of one document (default 2; 0 = no cap).
+    #[arg(long)]
+    pub max_per_document: Option<usize>,
     #[arg(long)]
     pub json: bool,
 }
@@ -116,7 +119,7 @@ pub(super) fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<Outcome> 
 
 pub(super) fn search(cairn: &Cairn, a: SearchArgs) -> anyhow::Result<Outcome> {
     let collections = (!a.collections.is_empty()).then_some(a.collections.as_slice());
-    let hits = cairn.vault_search(&a.query, a.top_k, collections)?;
+    let hits = cairn.vault_search(&a.query, a.top_k, collections, a.max_per_document)?;
     if a.json {
         print_json(&serde_json::json!({ "results": hits }))?;
         return Ok(Outcome::Done);

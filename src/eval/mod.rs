@@ -4,6 +4,8 @@
 //! - [`metrics`]: nDCG@k, MRR@k, Recall@k over graded relevance judgements, and the
 //!   per-category summary every report prints.
 //! - [`learnings`]: `cairn eval learnings SET`, the learnings search on a JSONL set.
+//! - [`vault`]: `cairn eval vault`, the Knowledge Vault's ranking on a BEIR-format set.
 
 pub mod learnings;
 pub mod metrics;
+pub mod vault;

@@ -264,16 +264,24 @@ pub struct VaultHit {
     pub text: String,
     /// The document's path relative to its root.
     pub path: String,
-    /// The ranking key, what results are ordered by and `min_score` filters on: the
-    /// weighted mean `(cosine + 0.2 × keyword overlap) / 1.2`, at most 1.
+    /// The ranking key: results are ordered by it and `min_score` filters on it. A
+    /// weighted sum of `cosine`, `lexical` and `overlap` whose weights sum to one
+    /// (docs/vault.md, "Ranking"), at most 1.
     pub score: f32,
-    /// Cosine similarity of the chunk's embedding to the query's, -1 to 1.
+    /// Cosine similarity of the query's and the chunk's embeddings, -1 to 1.
     pub cosine: f32,
+    /// The chunk's BM25 score over the best BM25 score among this query's candidates,
+    /// 0 to 1 (0 when the chunk shares no word with the query).
+    pub lexical: f32,
+    /// The IDF-weighted share of the query's keywords in the chunk's heading path and
+    /// text, IDF among this query's candidates, 0 to 1.
+    pub overlap: f32,
     pub metadata: HitMetadata,
 }
 
-/// The stored rows behind a search result, `None` when the chunk was deleted.
-pub(crate) fn load_hit(c: &Connection, id: u64, cosine: f32) -> Result<Option<VaultHit>> {
+/// The stored rows behind a search result (scores zero), `None` when the chunk was
+/// deleted.
+pub(crate) fn load_hit(c: &Connection, id: u64) -> Result<Option<VaultHit>> {
     Ok(c.prepare_cached(
         "SELECT c.text, c.heading_path, c.line_start, c.line_end, c.content_hash,
                 d.path, d.collection, d.title, d.root_key
@@ -285,8 +293,10 @@ pub(crate) fn load_hit(c: &Connection, id: u64, cosine: f32) -> Result<Option<Va
         Ok(VaultHit {
             text: r.get(0)?,
             path: r.get(5)?,
-            score: cosine,
-            cosine,
+            score: 0.0,
+            cosine: 0.0,
+            lexical: 0.0,
+            overlap: 0.0,
             metadata: HitMetadata {
                 heading_path: headings.join(super::chunk::HEADING_SEPARATOR),
                 line_start: r.get(2)?,
@@ -300,6 +310,51 @@ pub(crate) fn load_hit(c: &Connection, id: u64, cosine: f32) -> Result<Option<Va
         })
     })
     .optional()?)
+}
+
+/// The stored embedding of one chunk, `None` when the chunk was deleted.
+pub(crate) fn chunk_vector(c: &Connection, id: u64) -> Result<Option<Vec<f32>>> {
+    let blob: Option<Vec<u8>> = c
+        .prepare_cached("SELECT embedding FROM vault_chunks WHERE id = ?1")?
+        .query_row([id as i64], |r| r.get(0))
+        .optional()?;
+    blob.map(|b| decode_vector(id as i64, &b)).transpose()
+}
+
+/// `(id, heading path and text)` of at most `limit` chunks with `after < id <= upto`,
+/// by id: what the BM25 index holds of each chunk.
+pub(crate) fn chunk_texts_between(
+    c: &Connection,
+    after: u64,
+    upto: u64,
+    limit: usize,
+) -> Result<Vec<(u64, String)>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT id, heading_path, text FROM vault_chunks WHERE id > ?1 AND id <= ?2
+         ORDER BY id LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(params![after as i64, upto as i64, limit as i64], |r| {
+        let headings: String = r.get(1)?;
+        let headings: Vec<String> = serde_json::from_str(&headings).unwrap_or_default();
+        let text: String = r.get(2)?;
+        Ok((
+            r.get::<_, i64>(0)? as u64,
+            format!("{}\n{text}", headings.join("\n")),
+        ))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// `(max(id), live chunks with id <= w)` in one snapshot: what the BM25 index needs to
+/// know whether it is behind and how many of its entries are dead.
+pub(crate) fn lexical_watermarks(c: &Connection, w: u64) -> Result<(u64, u64)> {
+    Ok(c.prepare_cached(
+        "SELECT (SELECT ifnull(max(id), 0) FROM vault_chunks),
+                (SELECT count(*) FROM vault_chunks WHERE id <= ?1)",
+    )?
+    .query_row([w as i64], |r| {
+        Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
+    })?)
 }
 
 /// The highest chunk id ever committed and still present (0 for none).

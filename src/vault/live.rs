@@ -58,6 +58,8 @@ const LOCK_FILE: &str = "LOCK";
 pub struct VaultState {
     pub(crate) embedder: Embedder,
     live: Mutex<Option<Live>>,
+    /// The BM25 index of chunks (the lexical half of the ranking).
+    pub(crate) lexical: super::lexical::LexicalState,
 }
 
 #[derive(Debug)]
@@ -116,6 +118,7 @@ impl VaultState {
         VaultState {
             embedder,
             live: Mutex::new(None),
+            lexical: Default::default(),
         }
     }
 
@@ -188,11 +191,12 @@ impl VaultState {
     }
 
     /// After writes through this process: catch up, compact when needed, and save when
-    /// `save` (a reindex) or enough was inserted.
+    /// `save` (a reindex) or enough was inserted; catch up the BM25 index too.
     pub(crate) fn after_write(&self, store: &Store, dir: &Path, save: bool) -> Result<usize> {
         let mut guard = self.ready(store, dir)?;
         let live = guard.as_mut().expect("ready() loads the index");
         maintain(live, store, dir, save)?;
+        self.lexical.after_write(store, &lexical_dir_of(dir));
         Ok(live.index.len())
     }
 
@@ -203,8 +207,14 @@ impl VaultState {
         save(&mut live, dir, true)?;
         let n = live.index.len();
         *guard = Some(live);
+        self.lexical.rebuild(store, &lexical_dir_of(dir))?;
         Ok(n)
     }
+}
+
+/// The BM25 index directory beside the vault directory `dir`.
+fn lexical_dir_of(dir: &Path) -> PathBuf {
+    super::lexical::lexical_dir(dir.parent().unwrap_or(dir))
 }
 
 fn vault_err(e: super::VaultError) -> Error {

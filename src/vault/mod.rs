@@ -20,8 +20,9 @@
 //! | [`documents`] | the SQL of `vault_documents` / `vault_chunks`, chunk reuse on update, hit rows |
 //! | [`ingest`] | read, hash, chunk, reuse unchanged chunks' vectors, embed in batches, commit per file |
 //! | [`live`] | the process's graph: lazy load, catch-up from SQLite by watermark, compaction, locked saves |
+//! | [`lexical`] | the BM25 index of chunks (tantivy): catch-up by chunk id, rebuilt past a fifth dead |
 //! | [`reindex`] | `cairn reindex DIR`: the walk (`.gitignore` respected), batching, removal, summary |
-//! | [`rerank`] | hybrid ranking: cosine candidates re-ranked by IDF-weighted keyword overlap |
+//! | [`rerank`] | hybrid ranking: dense and BM25 candidates fused into `score`, per-document cap |
 //! | [`service`] | search (`vault_retrieve`, `search_knowledge`, `cairn search`), `vault_update`, `vault_delete` |
 //!
 //! Typical flow: [`chunk::chunk_markdown`] → [`chunk::Chunk::embedding_text`] →
@@ -36,6 +37,7 @@ pub mod error;
 pub mod hnsw;
 pub(crate) mod identity;
 pub(crate) mod ingest;
+pub mod lexical;
 pub mod live;
 pub mod reindex;
 pub mod rerank;

@@ -1,39 +1,151 @@
-//! Hybrid re-ranking of vector-search candidates by keyword overlap.
+//! How the vault ranks chunks: dense candidates (HNSW, cosine) and lexical candidates
+//! (BM25 over chunks, [`super::lexical`]) fused into one score, then a per-document cap.
 //!
-//! The vector search fetches [`candidates`] chunks by cosine similarity; each gets
-//! `score = (cosine + KEYWORD_WEIGHT × overlap) / (1 + KEYWORD_WEIGHT)` ([`fused`]), where `overlap` (0 to 1) is the
-//! IDF-weighted share of the query's keywords found in the chunk's heading path and
-//! text, with IDF computed among the candidates (a keyword in every candidate weighs
-//! little, a rare one much). Keywords are lower-cased alphanumeric words of 3+
-//! characters, minus common English stop words, with a light suffix stemming
-//! (`requests` → `request`, `retrying` → `retry`).
+//! - `cosine`: the query's and the chunk's embeddings (exact, from the stored vector,
+//!   also for chunks only BM25 found).
+//! - `lexical`: the chunk's BM25 score over the best BM25 score among the query's
+//!   candidates (0 to 1; 0 for a chunk without a query word).
+//! - `overlap`: the IDF-weighted share of the query's keywords found in the chunk's heading
+//!   path and text, IDF computed among the candidates ([`overlaps`]).
+//! - `score = (1 − a − b)·cosine + a·lexical + b·overlap` with `a` = [`LEXICAL_WEIGHT`],
+//!   `b` = [`OVERLAP_WEIGHT`]: the ranking key, what results are sorted by and
+//!   `min_score` filters on.
+//! - At most `max_per_document` chunks of one document ([`MAX_PER_DOCUMENT`] by default),
+//!   so that one long document does not fill the list.
 //!
-//! Why: MiniLM alone put the right section first for 13 of the 16 paraphrased queries of
-//! `tests/fixtures/retrieval_queries.json` (all 16 in the top 3); the keyword term
-//! lifts that to 15 of 16. The result is stable for weights 0.15-0.3 and 20-50
-//! candidates; [`KEYWORD_WEIGHT`] = 0.2 sits in the middle. `score` is the one number
-//! results are ordered by and `min_score` filters on (the spec's `score`); dividing by
-//! `1 + KEYWORD_WEIGHT` keeps it at most 1 and changes no order. Each hit also carries
-//! its `cosine`.
+//! The weights and the cap were measured with `cairn eval vault` (figures in
+//! docs/vault.md, "Ranking"); other [`Ranking`]s stay selectable for that comparison.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
+/// Weight of the lexical (BM25) part in `score`.
+pub const LEXICAL_WEIGHT: f32 = 0.1;
 /// Weight of the keyword overlap in `score`.
-pub const KEYWORD_WEIGHT: f32 = 0.2;
+pub const OVERLAP_WEIGHT: f32 = 0.1;
+/// The earlier ranking's overlap weight: `cosine + 0.2 × overlap`, scaled to sum to one.
+pub const OLD_OVERLAP_WEIGHT: f32 = 0.2 / 1.2;
+/// Default cap of chunks per document in one result list.
+pub const MAX_PER_DOCUMENT: usize = 2;
+/// Fewest candidates fetched from each index.
+const MIN_CANDIDATES: usize = 40;
 
-/// The ranking key of a candidate: the weighted mean of its cosine and keyword overlap.
-pub fn fused(cosine: f32, overlap: f32) -> f32 {
-    (cosine + KEYWORD_WEIGHT * overlap) / (1.0 + KEYWORD_WEIGHT)
+/// Where candidates come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sources {
+    /// HNSW only (cosine).
+    Dense,
+    /// BM25 only; `score = lexical`.
+    Lexical,
+    /// Both, fused.
+    Both,
 }
-/// Fewest candidates fetched for re-ranking.
-const MIN_CANDIDATES: usize = 30;
 
-/// How many candidates to fetch for `top_k` results.
+impl Sources {
+    /// Whether the query embedding is needed.
+    pub fn dense(self) -> bool {
+        self != Sources::Lexical
+    }
+    /// Whether BM25 candidates are fetched.
+    pub fn lexical(self) -> bool {
+        self != Sources::Dense
+    }
+}
+
+/// A ranking: candidate sources, the weights of the fused score, the per-document cap
+/// (`None`: no cap).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ranking {
+    pub sources: Sources,
+    pub lexical_weight: f32,
+    pub overlap_weight: f32,
+    pub max_per_document: Option<usize>,
+}
+
+impl Default for Ranking {
+    fn default() -> Self {
+        Ranking {
+            sources: Sources::Both,
+            lexical_weight: LEXICAL_WEIGHT,
+            overlap_weight: OVERLAP_WEIGHT,
+            max_per_document: Some(MAX_PER_DOCUMENT),
+        }
+    }
+}
+
+/// How many candidates to fetch from each index for `top_k` results.
 pub fn candidates(top_k: usize) -> usize {
-    (top_k * 3).max(MIN_CANDIDATES)
+    (top_k * 4).max(MIN_CANDIDATES)
 }
 
-const STOP_WORDS: &[&str] = &[
+/// One candidate chunk before ranking.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub chunk: u64,
+    /// The document it belongs to (any key unique per document).
+    pub document: String,
+    pub cosine: f32,
+    /// Raw BM25 score; 0 when BM25 did not return the chunk.
+    pub bm25: f32,
+    /// Keyword overlap (0 to 1, [`overlaps`]); computed when its weight is not zero.
+    pub overlap: f32,
+}
+
+/// A ranked candidate: index into the input, `score`, normalised `lexical`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ranked {
+    pub index: usize,
+    pub score: f32,
+    pub lexical: f32,
+}
+
+/// Score, sort (ties by chunk id) and cap `candidates`; at most `top_k`.
+pub fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) -> Vec<Ranked> {
+    let best_bm25 = candidates.iter().map(|c| c.bm25).fold(0.0f32, f32::max);
+    let (wl, wo) = (ranking.lexical_weight, ranking.overlap_weight);
+    let mut ranked: Vec<Ranked> = candidates
+        .iter()
+        .enumerate()
+        .map(|(index, c)| {
+            let lexical = if best_bm25 > 0.0 {
+                c.bm25 / best_bm25
+            } else {
+                0.0
+            };
+            let score = match ranking.sources {
+                Sources::Lexical => lexical,
+                _ => (1.0 - wl - wo) * c.cosine + wl * lexical + wo * c.overlap,
+            };
+            Ranked {
+                index,
+                score,
+                lexical,
+            }
+        })
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(candidates[a.index].chunk.cmp(&candidates[b.index].chunk))
+    });
+    let mut per_doc: HashMap<&str, usize> = HashMap::new();
+    let mut out = Vec::with_capacity(top_k);
+    for r in ranked {
+        if out.len() == top_k {
+            break;
+        }
+        let n = per_doc
+            .entry(candidates[r.index].document.as_str())
+            .or_default();
+        if ranking.max_per_document.is_some_and(|cap| *n >= cap) {
+            continue;
+        }
+        *n += 1;
+        out.push(r);
+    }
+    out
+}
+
+pub const STOP_WORDS: &[&str] = &[
     "the", "and", "for", "are", "how", "what", "who", "does", "our", "should", "when", "can",
     "after", "has", "have", "been", "while", "out", "into", "which", "this", "that", "with",
     "from", "its", "not", "but", "all", "any", "you", "your", "they", "them", "their", "there",
@@ -61,9 +173,14 @@ pub fn keywords(text: &str) -> HashSet<String> {
         .collect()
 }
 
-/// The keyword overlap (0 to 1) of the query with each candidate text.
+/// The keyword overlap (0 to 1) of the query with each candidate text. The query's
+/// keywords are summed in sorted order, so the same query and candidates give the same
+/// bits every time (a set's iteration order differs between calls, and float sums in
+/// another order differ in the last bits: a `min_score` equal to a hit's score would
+/// then keep or drop it by chance).
 pub fn overlaps(query: &str, candidates: &[String]) -> Vec<f32> {
-    let q = keywords(query);
+    let mut q: Vec<String> = keywords(query).into_iter().collect();
+    q.sort_unstable();
     let docs: Vec<HashSet<String>> = candidates.iter().map(|t| keywords(t)).collect();
     let n = docs.len() as f32;
     let idf = |w: &String| {
@@ -90,6 +207,106 @@ pub fn overlaps(query: &str, candidates: &[String]) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cand(chunk: u64, document: &str, cosine: f32, bm25: f32) -> Candidate {
+        Candidate {
+            chunk,
+            document: document.into(),
+            cosine,
+            bm25,
+            overlap: 0.0,
+        }
+    }
+
+    #[test]
+    fn score_is_the_fused_rank_key_in_descending_order() {
+        let c = [
+            cand(1, "a", 0.50, 0.0),
+            cand(2, "b", 0.45, 10.0),
+            cand(3, "c", 0.60, 2.0),
+        ];
+        let fused = Ranking {
+            lexical_weight: 0.2,
+            overlap_weight: 0.0,
+            ..Ranking::default()
+        };
+        let r = rank(&c, &fused, 10);
+        let order: Vec<u64> = r.iter().map(|x| c[x.index].chunk).collect();
+        // b: 0.8·0.45 + 0.2·1 = 0.56; c: 0.48 + 0.2·0.2 = 0.52; a: 0.40.
+        assert_eq!(order, [2, 3, 1]);
+        assert!((r[0].score - 0.56).abs() < 1e-6 && (r[0].lexical - 1.0).abs() < 1e-6);
+        assert!((r[1].score - 0.52).abs() < 1e-6);
+        assert!(r.windows(2).all(|w| w[0].score >= w[1].score));
+        let dense = Ranking {
+            sources: Sources::Dense,
+            lexical_weight: 0.0,
+            overlap_weight: 0.0,
+            ..Ranking::default()
+        };
+        let order: Vec<u64> = rank(&c, &dense, 10)
+            .iter()
+            .map(|x| c[x.index].chunk)
+            .collect();
+        assert_eq!(order, [3, 1, 2]);
+    }
+
+    #[test]
+    fn the_cap_keeps_at_most_n_chunks_per_document_and_fills_from_others() {
+        let c: Vec<Candidate> = (0..6)
+            .map(|i| {
+                cand(
+                    i,
+                    if i < 4 { "long" } else { "other" },
+                    0.9 - i as f32 * 0.1,
+                    0.0,
+                )
+            })
+            .collect();
+        let docs = |r: &Ranking, k| -> Vec<&str> {
+            rank(&c, r, k)
+                .iter()
+                .map(|x| c[x.index].document.as_str())
+                .collect()
+        };
+        let capped = Ranking::default();
+        assert_eq!(docs(&capped, 4), ["long", "long", "other", "other"]);
+        let one = Ranking {
+            max_per_document: Some(1),
+            ..capped
+        };
+        assert_eq!(docs(&one, 4), ["long", "other"]);
+        let none = Ranking {
+            max_per_document: None,
+            ..capped
+        };
+        assert_eq!(docs(&none, 4), ["long"; 4]);
+    }
+
+    #[test]
+    fn overlaps_are_the_same_bits_on_every_call() {
+        let query = "rotate expired signing certificates before renewal deadlines without \
+                     downtime across regional clusters";
+        let texts: Vec<String> = [
+            "Renewal of signing certificates: rotate them before the deadline.",
+            "Regional clusters roll out without downtime.",
+            "Expired certificates break the deadlines of every regional renewal.",
+        ]
+        .map(String::from)
+        .to_vec();
+        let first = overlaps(query, &texts);
+        assert!(first.iter().all(|&o| o > 0.0 && o < 1.0), "{first:?}");
+        // Each call builds fresh sets with their own iteration order.
+        for _ in 0..50 {
+            let again = overlaps(query, &texts);
+            assert!(
+                first
+                    .iter()
+                    .zip(&again)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{first:?} vs {again:?}"
+            );
+        }
+    }
 
     #[test]
     fn keywords_drop_stop_words_and_stem() {

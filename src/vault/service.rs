@@ -5,7 +5,8 @@
 //! Decisions:
 //! - `search_knowledge` searches the collections named by the bound project's
 //!   `vault.collections` setting; a project without one gets an error saying how to set
-//!   it. Hits under `min_score` are dropped and counted.
+//!   it. Hits under `min_score` are dropped and counted; `min_score` applies to
+//!   `score`, the ranking key, so the results kept are a prefix of the ranking.
 //! - `vault_update` of a file not yet in the vault stores it in the existing
 //!   document's collection, else the project's first configured collection, else a
 //!   collection named after the project's slug (or the root directory without project).
@@ -18,6 +19,8 @@
 //!   that bound); `vault_delete` reads no file but refuses a path whose existing part
 //!   has a symlink, the same way.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
 use crate::Cairn;
@@ -25,11 +28,12 @@ use crate::context::WorkContext;
 use crate::error::{Error, Result};
 use crate::paths::{DirHandle, relative_components, shown};
 
-use super::documents::{VaultHit, delete_document, load_hit};
+use super::documents::{VaultHit, chunk_collection, chunk_vector, delete_document, load_hit};
 use super::identity::DocRoot;
 use super::ingest::{Pending, is_current, is_markdown, read_file};
+use super::lexical::lexical_dir;
 use super::live::vault_dir;
-use super::rerank;
+use super::rerank::{self, Candidate, Ranking};
 
 /// Largest `top_k` of a vault search.
 pub const MAX_TOP_K: usize = 50;
@@ -99,42 +103,168 @@ fn check_query(query: &str, top_k: usize) -> Result<()> {
 
 impl Cairn {
     /// The `top_k` chunks most relevant to `query` over the collections named (every
-    /// collection when `None`): candidates by cosine similarity, re-ranked by keyword
-    /// overlap ([`super::rerank`]).
+    /// collection when `None`), ranked as [`Ranking::default`] says ([`super::rerank`]).
     pub fn vault_search(
         &self,
         query: &str,
         top_k: usize,
         collections: Option<&[String]>,
+        max_per_document: Option<usize>,
+    ) -> Result<Vec<VaultHit>> {
+        let ranking = Ranking {
+            max_per_document: max_per_document.or(Ranking::default().max_per_document),
+            ..Ranking::default()
+        };
+        self.vault_search_with(query, top_k, collections, &ranking)
+    }
+
+    /// [`Cairn::vault_search`] with an explicit ranking (`cairn eval vault` compares
+    /// them). A `max_per_document` of 0 means no cap.
+    pub fn vault_search_with(
+        &self,
+        query: &str,
+        top_k: usize,
+        collections: Option<&[String]>,
+        ranking: &Ranking,
     ) -> Result<Vec<VaultHit>> {
         check_query(query, top_k)?;
-        let q = self.vault.embedder.embed_query(query)?;
-        let dir = vault_dir(&self.index_dir());
-        let ids = self
-            .vault
-            .search(&self.store, &dir, &q, rerank::candidates(top_k), |c| {
-                collections.is_none_or(|cs| cs.iter().any(|x| x == c))
-            })?;
-        let mut hits = self.store.read(|c| {
-            let mut hits = Vec::with_capacity(ids.len());
-            for (id, score) in ids {
-                // A chunk deleted between the search and this read is simply skipped.
-                if let Some(h) = load_hit(c, id, score)? {
-                    hits.push(h);
-                }
+        let vector = match ranking.sources.dense() {
+            true => Some(self.vault.embedder.embed_query(query)?),
+            false => None,
+        };
+        self.vault_rank(query, vector.as_deref(), top_k, collections, ranking)
+    }
+
+    /// Rank with a query embedding computed by the caller (`None` only for
+    /// [`Sources::Lexical`](super::rerank::Sources::Lexical)).
+    pub(crate) fn vault_rank(
+        &self,
+        query: &str,
+        vector: Option<&[f32]>,
+        top_k: usize,
+        collections: Option<&[String]>,
+        ranking: &Ranking,
+    ) -> Result<Vec<VaultHit>> {
+        let ranking = Ranking {
+            max_per_document: ranking.max_per_document.filter(|&n| n > 0),
+            ..*ranking
+        };
+        let accept = |c: &str| collections.is_none_or(|cs| cs.iter().any(|x| x == c));
+        let n = rerank::candidates(top_k);
+        let index_dir = self.index_dir();
+        let dense = match (ranking.sources.dense(), vector) {
+            (true, Some(q)) => {
+                self.vault
+                    .search(&self.store, &vault_dir(&index_dir), q, n, accept)?
             }
-            Ok(hits)
-        })?;
-        let texts: Vec<String> = hits
-            .iter()
-            .map(|h| format!("{}\n{}", h.metadata.heading_path, h.text))
-            .collect();
-        for (h, o) in hits.iter_mut().zip(rerank::overlaps(query, &texts)) {
-            h.score = rerank::fused(h.cosine, o);
+            (true, None) => {
+                return Err(Error::Internal(
+                    "a dense ranking needs the query vector".into(),
+                ));
+            }
+            (false, _) => Vec::new(),
+        };
+        let lexical = match ranking.sources.lexical() {
+            true => self.lexical_candidates(query, n, &accept)?,
+            false => Vec::new(),
+        };
+        let mut order: Vec<u64> = Vec::with_capacity(dense.len() + lexical.len());
+        let mut found: HashMap<u64, (Option<f32>, f32)> = HashMap::new();
+        for &(id, cos) in &dense {
+            order.push(id);
+            found.insert(id, (Some(cos), 0.0));
         }
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
-        hits.truncate(top_k);
-        Ok(hits)
+        for &(id, bm25) in &lexical {
+            found
+                .entry(id)
+                .and_modify(|e| e.1 = bm25)
+                .or_insert_with(|| {
+                    order.push(id);
+                    (None, bm25)
+                });
+        }
+        let (mut hits, mut candidates) = self.store.read(|c| {
+            let mut hits = Vec::with_capacity(order.len());
+            let mut candidates = Vec::with_capacity(order.len());
+            for &id in &order {
+                // A chunk deleted since it was indexed is simply skipped.
+                let Some(h) = load_hit(c, id)? else { continue };
+                if !accept(&h.metadata.collection) {
+                    continue;
+                }
+                let (cos, bm25) = found[&id];
+                let cosine = match (cos, vector) {
+                    (Some(x), _) => x,
+                    (None, Some(q)) => match chunk_vector(c, id)? {
+                        Some(v) => q.iter().zip(&v).map(|(a, b)| a * b).sum(),
+                        None => continue,
+                    },
+                    (None, None) => 0.0,
+                };
+                candidates.push(Candidate {
+                    chunk: id,
+                    document: format!("{}\0{}", h.metadata.root, h.path),
+                    cosine,
+                    bm25,
+                    overlap: 0.0,
+                });
+                hits.push(h);
+            }
+            Ok((hits, candidates))
+        })?;
+        if ranking.overlap_weight != 0.0 {
+            let texts: Vec<String> = hits
+                .iter()
+                .map(|h| format!("{}\n{}", h.metadata.heading_path, h.text))
+                .collect();
+            for (c, o) in candidates.iter_mut().zip(rerank::overlaps(query, &texts)) {
+                c.overlap = o;
+            }
+        }
+        let ranked = rerank::rank(&candidates, &ranking, top_k);
+        let mut slots: Vec<Option<VaultHit>> = hits.drain(..).map(Some).collect();
+        Ok(ranked
+            .into_iter()
+            .filter_map(|r| {
+                let mut h = slots[r.index].take()?;
+                h.score = r.score;
+                h.cosine = candidates[r.index].cosine;
+                h.lexical = r.lexical;
+                h.overlap = candidates[r.index].overlap;
+                Some(h)
+            })
+            .collect())
+    }
+
+    /// The `n` best BM25 chunks in the accepted collections. BM25 does not filter by
+    /// collection, so when filtering leaves fewer than `n`, more are fetched (up to
+    /// 16·`n`): with every chunk accepted the candidates are those of an unfiltered search.
+    fn lexical_candidates(
+        &self,
+        query: &str,
+        n: usize,
+        accept: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<(u64, f32)>> {
+        let dir = lexical_dir(&self.index_dir());
+        let mut k = n;
+        loop {
+            let raw = self.vault.lexical.search(&self.store, &dir, query, k)?;
+            let full = raw.len() == k;
+            let mut kept = self.store.read(|c| {
+                let mut kept = Vec::with_capacity(raw.len());
+                for &(id, s) in &raw {
+                    if chunk_collection(c, id)?.is_some_and(|col| accept(&col)) {
+                        kept.push((id, s));
+                    }
+                }
+                Ok(kept)
+            })?;
+            if kept.len() >= n || !full || k >= 16 * n {
+                kept.truncate(n);
+                return Ok(kept);
+            }
+            k *= 4;
+        }
     }
 
     /// `search_knowledge`: search the bound project's vault collections.
@@ -144,6 +274,7 @@ impl Cairn {
         query: &str,
         top_k: usize,
         min_score: f32,
+        max_per_document: Option<usize>,
     ) -> Result<KnowledgeResults> {
         let project = self.project(session.require_project()?)?;
         let collections: Vec<String> = project.settings["vault"]["collections"]
@@ -163,7 +294,7 @@ impl Cairn {
                 project.slug, project.slug
             )));
         }
-        let hits = self.vault_search(query, top_k, Some(&collections))?;
+        let hits = self.vault_search(query, top_k, Some(&collections), max_per_document)?;
         let best_score = hits.iter().map(|h| h.score).reduce(f32::max);
         let (results, below): (Vec<_>, Vec<_>) =
             hits.into_iter().partition(|h| h.score >= min_score);

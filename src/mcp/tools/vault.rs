@@ -19,6 +19,9 @@ pub struct RetrieveParams {
     /// Results to return (default 5, max 50).
     #[schemars(range(min = 1, max = 50))]
     pub top_k: Option<u32>,
+    /// At most this many chunks of one document (default 2; 0 = no cap).
+    #[schemars(range(min = 0, max = 50))]
+    pub max_per_document: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -30,9 +33,12 @@ pub struct KnowledgeParams {
     /// Results to return (default 5, max 20).
     #[schemars(range(min = 1, max = 20))]
     pub top_k: Option<u32>,
-    /// Minimum cosine similarity, -1 to 1 (default 0.3).
+    /// Minimum `score` (the ranking key: cosine similarity fused with BM25 and keyword overlap), -1 to 1 (default 0.3).
     #[schemars(range(min = -1.0, max = 1.0))]
     pub min_score: Option<f32>,
+    /// At most this many chunks of one document (default 2; 0 = no cap).
+    #[schemars(range(min = 0, max = 50))]
+    pub max_per_document: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -45,14 +51,17 @@ pub struct PathParams {
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct RetrieveResult {
-    /// Best first by `score`: cosine candidates re-ranked by keyword overlap.
+    /// Best first, by `score` (cosine similarity fused with BM25 and keyword overlap).
     pub results: Vec<VaultHit>,
 }
 
 fn retrieve(cx: &ToolCtx<'_>, p: RetrieveParams) -> Result<RetrieveResult> {
-    let results = cx
-        .cairn
-        .vault_search(&p.query, p.top_k.unwrap_or(5) as usize, None)?;
+    let results = cx.cairn.vault_search(
+        &p.query,
+        p.top_k.unwrap_or(5) as usize,
+        None,
+        p.max_per_document.map(|n| n as usize),
+    )?;
     Ok(RetrieveResult { results })
 }
 
@@ -62,6 +71,7 @@ fn knowledge(cx: &ToolCtx<'_>, p: KnowledgeParams) -> Result<KnowledgeResults> {
         &p.query,
         p.top_k.unwrap_or(5) as usize,
         p.min_score.unwrap_or(0.3),
+        p.max_per_document.map(|n| n as usize),
     )
 }
 
@@ -84,7 +94,7 @@ pub fn tools() -> Vec<ToolDef> {
         ),
         tool(
             "vault_retrieve",
-            "Semantic search (cosine similarity) over the whole Knowledge Vault: text, path, score and metadata (heading path, lines, collection, chunk hash).",
+            "Semantic search over the whole Knowledge Vault (cosine similarity fused with BM25 and keyword overlap, at most 2 chunks per document by default): text, path, score and metadata (heading path, lines, collection, chunk hash).",
             Effect::ReadOnly,
             json!({"query": "retry pattern with exponential backoff", "top_k": 10}),
             retrieve,

@@ -1,0 +1,536 @@
+//! `cairn eval vault`: the vault's ranking measured on a BEIR-format set, with
+//! lexical-only and dense-only baselines and the ranking's variants in the same run.
+//!
+//! - **Corpus**: a BEIR `corpus.jsonl` (`_id`, `title`, `text`; given as the file or a
+//!   directory holding it), or a directory of Markdown files (document id = path
+//!   relative to the directory). It is indexed into a temporary database through the
+//!   real ingest path (`cairn reindex`): each BEIR document becomes one Markdown file
+//!   (`# title`, then the text), chunked as usual.
+//! - **Queries**: BEIR `queries.jsonl` (`_id`, `text`); the category is
+//!   `metadata.category` or `category` when present, else `all`.
+//! - **Qrels**: BEIR TSV with the header `query-id corpus-id score`. Only queries with at
+//!   least one judged-relevant document are scored. A corpus id `path#Heading` judges a
+//!   section: a hit of document `path` whose heading path contains `Heading`; a query
+//!   judged by sections is scored on the ranking of distinct sections.
+//! - **Figures**: each system returns its top [`TOP_K`] chunks (what an agent sees);
+//!   the document ranking is their distinct documents in order of first appearance;
+//!   nDCG@10, MRR@10 and Recall@5 over it ([`super::metrics`]), per category; p50
+//!   latency of one search (query embedding included for the systems that embed); and
+//!   the mean number of distinct documents among the [`TOP_K`] chunks.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::service::Cairn;
+use crate::vault::reindex::ReindexOptions;
+use crate::vault::rerank::{MAX_PER_DOCUMENT, OLD_OVERLAP_WEIGHT, Ranking, Sources};
+
+use super::metrics::{Qrels, QueryScore, Summary, by_category, p50};
+
+/// Chunks each system returns per query.
+pub const TOP_K: usize = 10;
+/// Category of queries that carry none.
+const NO_CATEGORY: &str = "all";
+/// Collection the corpus is indexed under.
+const COLLECTION: &str = "eval";
+
+/// What to evaluate.
+#[derive(Debug, Clone)]
+pub struct VaultEvalOptions {
+    pub corpus: PathBuf,
+    pub queries: PathBuf,
+    pub qrels: PathBuf,
+    /// Also run a grid of lexical weights × caps (for choosing the defaults).
+    pub sweep: bool,
+}
+
+/// One system's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct SystemReport {
+    pub name: String,
+    /// Where candidates come from: `dense`, `lexical` or `dense+bm25`.
+    pub sources: String,
+    /// Weights of BM25 and keyword overlap in `score` (the rest is cosine).
+    pub lexical_weight: f32,
+    pub overlap_weight: f32,
+    /// `None`: no per-document cap.
+    pub max_per_document: Option<usize>,
+    pub overall: Summary,
+    pub categories: BTreeMap<String, Summary>,
+    /// Median latency of one search, milliseconds.
+    pub p50_ms: f64,
+    /// Mean distinct documents among the top chunks.
+    pub distinct_documents: f64,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct VaultEvalReport {
+    pub corpus: String,
+    pub documents: usize,
+    pub chunks: usize,
+    /// Queries scored (those with a relevant document).
+    pub queries: usize,
+    pub top_k: usize,
+    pub systems: Vec<SystemReport>,
+}
+
+/// One query as read.
+#[derive(Debug, Clone)]
+struct Query {
+    id: String,
+    text: String,
+    category: String,
+}
+
+fn bad(field: &str, msg: impl Into<String>) -> Error {
+    Error::invalid(field, msg)
+}
+
+fn io(path: &Path, e: std::io::Error) -> Error {
+    Error::io(path, e)
+}
+
+/// Non-empty lines of a file, parsed as JSON objects.
+fn jsonl(path: &Path, field: &str) -> Result<Vec<serde_json::Value>> {
+    let file = std::fs::File::open(path).map_err(|e| io(path, e))?;
+    let mut out = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| io(path, e))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(&line).map_err(|e| {
+            bad(
+                field,
+                format!("{} line {}: not JSON ({e})", path.display(), i + 1),
+            )
+        })?;
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// The `_id` of a JSONL record (a string, or a number written as one).
+fn record_id(v: &serde_json::Value, path: &Path, field: &str) -> Result<String> {
+    match &v["_id"] {
+        serde_json::Value::String(s) if !s.is_empty() => Ok(s.clone()),
+        serde_json::Value::Number(n) => Ok(n.to_string()),
+        _ => Err(bad(
+            field,
+            format!("{}: a record without a string `_id`", path.display()),
+        )),
+    }
+}
+
+fn read_queries(path: &Path) -> Result<Vec<Query>> {
+    jsonl(path, "queries")?
+        .iter()
+        .map(|v| {
+            let category = v["metadata"]["category"]
+                .as_str()
+                .or_else(|| v["category"].as_str())
+                .unwrap_or(NO_CATEGORY)
+                .to_string();
+            Ok(Query {
+                id: record_id(v, path, "queries")?,
+                text: v["text"].as_str().unwrap_or_default().to_string(),
+                category,
+            })
+        })
+        .collect()
+}
+
+/// Qrels by query id, from a BEIR TSV (header line first).
+fn read_qrels(path: &Path) -> Result<HashMap<String, Qrels>> {
+    let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
+    let mut out: HashMap<String, Qrels> = HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let cols: Vec<&str> = line.split('\t').map(str::trim).collect();
+        if line.trim().is_empty() || (i == 0 && cols.first() == Some(&"query-id")) {
+            continue;
+        }
+        let [q, d, g] = cols[..] else {
+            return Err(bad(
+                "qrels",
+                format!(
+                    "{} line {}: expected `query-id<TAB>corpus-id<TAB>score`",
+                    path.display(),
+                    i + 1
+                ),
+            ));
+        };
+        let grade: u32 = g.parse().map_err(|_| {
+            bad(
+                "qrels",
+                format!(
+                    "{} line {}: score {g:?} is not a whole number",
+                    path.display(),
+                    i + 1
+                ),
+            )
+        })?;
+        out.entry(q.to_string())
+            .or_default()
+            .insert(d.to_string(), grade);
+    }
+    Ok(out)
+}
+
+/// The corpus on disk as Markdown: the directory to index and the map from relative
+/// path to document id (identity for a Markdown corpus).
+struct Prepared {
+    dir: PathBuf,
+    ids: Option<HashMap<String, String>>,
+    documents: usize,
+}
+
+/// Write a BEIR corpus as one Markdown file per document under `into`.
+fn write_beir(corpus: &Path, into: &Path) -> Result<Prepared> {
+    let dir = into.join("corpus");
+    std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+    let mut ids = HashMap::new();
+    for (i, v) in jsonl(corpus, "corpus")?.iter().enumerate() {
+        let id = record_id(v, corpus, "corpus")?;
+        let title = v["title"].as_str().unwrap_or_default().trim();
+        let text = v["text"].as_str().unwrap_or_default();
+        let name = format!("d{i:07}.md");
+        let path = dir.join(&name);
+        let mut f = std::fs::File::create(&path).map_err(|e| io(&path, e))?;
+        let body = if title.is_empty() {
+            format!("{text}\n")
+        } else {
+            format!("# {title}\n\n{text}\n")
+        };
+        f.write_all(body.as_bytes()).map_err(|e| io(&path, e))?;
+        ids.insert(name, id);
+    }
+    Ok(Prepared {
+        dir,
+        documents: ids.len(),
+        ids: Some(ids),
+    })
+}
+
+/// The systems every run reports.
+fn systems(sweep: bool) -> Vec<(String, Ranking)> {
+    let r = |sources, lexical_weight, overlap_weight, max_per_document| Ranking {
+        sources,
+        lexical_weight,
+        overlap_weight,
+        max_per_document,
+    };
+    let d = Ranking::default();
+    let cap = Some(MAX_PER_DOCUMENT);
+    let mut out = vec![
+        ("cairn".to_string(), d),
+        (
+            "cairn, no cap".to_string(),
+            Ranking {
+                max_per_document: None,
+                ..d
+            },
+        ),
+        (
+            "cairn, no BM25 (dense + overlap, cap)".to_string(),
+            Ranking {
+                sources: Sources::Dense,
+                lexical_weight: 0.0,
+                ..d
+            },
+        ),
+        (
+            "BM25 fusion only (no overlap, cap)".to_string(),
+            r(Sources::Both, d.lexical_weight + d.overlap_weight, 0.0, cap),
+        ),
+        (
+            "keyword overlap rerank (before), no cap".to_string(),
+            r(Sources::Dense, 0.0, OLD_OVERLAP_WEIGHT, None),
+        ),
+        (
+            "keyword overlap rerank, cap".to_string(),
+            r(Sources::Dense, 0.0, OLD_OVERLAP_WEIGHT, cap),
+        ),
+        (
+            "lexical-only (BM25 chunks)".to_string(),
+            r(Sources::Lexical, 0.0, 0.0, None),
+        ),
+        (
+            "dense-only (cosine)".to_string(),
+            r(Sources::Dense, 0.0, 0.0, None),
+        ),
+    ];
+    if sweep {
+        for (wl, wo) in [
+            (0.1, 0.0),
+            (0.2, 0.0),
+            (0.3, 0.0),
+            (0.0, 0.1),
+            (0.0, 0.2),
+            (0.05, 0.1),
+            (0.05, 0.15),
+            (0.1, 0.05),
+            (0.1, 0.1),
+            (0.1, 0.15),
+            (0.1, 0.2),
+            (0.15, 0.1),
+            (0.15, 0.15),
+            (0.2, 0.1),
+        ] {
+            for c in [Some(1), Some(2), None] {
+                out.push((
+                    format!(
+                        "sweep bm25={wl} overlap={wo} cap={}",
+                        c.map_or("none".into(), |c| c.to_string())
+                    ),
+                    r(Sources::Both, wl, wo, c),
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn sources_name(r: &Ranking) -> &'static str {
+    match r.sources {
+        Sources::Dense => "dense",
+        Sources::Lexical => "lexical",
+        Sources::Both => "dense+bm25",
+    }
+}
+
+/// The key a hit is judged under: its document id, or `id#heading` when the query's
+/// judgements name sections (`path#Heading`: the hit's document is `path` and its
+/// heading path contains `Heading`).
+fn judged_key(doc: &str, heading_path: &str, qrels: &Qrels) -> String {
+    for k in qrels.keys() {
+        if let Some((d, h)) = k.split_once('#')
+            && d == doc
+            && heading_path.contains(h)
+        {
+            return k.clone();
+        }
+    }
+    if qrels.keys().any(|k| k.contains('#')) {
+        format!("{doc}#{heading_path}")
+    } else {
+        doc.to_string()
+    }
+}
+
+/// Run the evaluation; progress goes to `progress` (stderr in the CLI).
+pub fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<VaultEvalReport> {
+    let queries = read_queries(&opts.queries)?;
+    let qrels = read_qrels(&opts.qrels)?;
+    let queries: Vec<Query> = queries
+        .into_iter()
+        .filter(|q| qrels.get(&q.id).is_some_and(|j| j.values().any(|&g| g > 0)))
+        .collect();
+    if queries.is_empty() {
+        return Err(bad(
+            "queries",
+            "no query has a relevant document in the qrels; check that the ids match",
+        ));
+    }
+    let tmp = tempfile::tempdir().map_err(|e| io(Path::new("temporary directory"), e))?;
+    let prepared = if opts.corpus.is_dir() && !opts.corpus.join("corpus.jsonl").is_file() {
+        Prepared {
+            dir: opts.corpus.clone(),
+            ids: None,
+            documents: 0,
+        }
+    } else {
+        let file = if opts.corpus.is_dir() {
+            opts.corpus.join("corpus.jsonl")
+        } else {
+            opts.corpus.clone()
+        };
+        progress(&format!("writing {} as Markdown", file.display()));
+        write_beir(&file, tmp.path())?
+    };
+    let cairn = Cairn::open(&tmp.path().join("eval.db"))?;
+    progress("indexing the corpus (embedding every chunk; about 25-40 chunks/s on 2 cores)");
+    let started = Instant::now();
+    let summary = cairn.vault_reindex(
+        &ReindexOptions {
+            dir: prepared.dir.clone(),
+            collection: Some(COLLECTION.into()),
+            ..Default::default()
+        },
+        &|_| {},
+    )?;
+    let chunks = summary.chunks_embedded + summary.chunks_reused;
+    progress(&format!(
+        "indexed {} documents, {chunks} chunks in {:.1}s",
+        summary.files_seen,
+        started.elapsed().as_secs_f64()
+    ));
+    let doc_id = |path: &str| -> String {
+        match &prepared.ids {
+            Some(ids) => ids.get(path).cloned().unwrap_or_else(|| path.to_string()),
+            None => path.to_string(),
+        }
+    };
+
+    let systems = systems(opts.sweep);
+    let mut scores: Vec<Vec<(String, QueryScore)>> = vec![Vec::new(); systems.len()];
+    let mut latency: Vec<Vec<f64>> = vec![Vec::new(); systems.len()];
+    let mut distinct: Vec<f64> = vec![0.0; systems.len()];
+    // Warm up: the model and both indexes load on the first search.
+    cairn.vault_search(&queries[0].text, TOP_K, None, None)?;
+    for (qi, q) in queries.iter().enumerate() {
+        if qi % 50 == 0 {
+            progress(&format!("query {}/{}", qi + 1, queries.len()));
+        }
+        let t = Instant::now();
+        let vector = cairn.vault.embedder.embed_query(&q.text)?;
+        let embed_ms = t.elapsed().as_secs_f64() * 1e3;
+        for (si, (_, ranking)) in systems.iter().enumerate() {
+            let t = Instant::now();
+            let hits = cairn.vault_rank(&q.text, Some(&vector), TOP_K, None, ranking)?;
+            let mut ms = t.elapsed().as_secs_f64() * 1e3;
+            if ranking.sources.dense() {
+                ms += embed_ms;
+            }
+            latency[si].push(ms);
+            let judged = &qrels[&q.id];
+            let mut keys: Vec<String> = Vec::new();
+            let mut docs: Vec<String> = Vec::new();
+            for h in &hits {
+                let d = doc_id(&h.path);
+                let k = judged_key(&d, &h.metadata.heading_path, judged);
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+                if !docs.contains(&d) {
+                    docs.push(d);
+                }
+            }
+            distinct[si] += docs.len() as f64;
+            scores[si].push((q.category.clone(), QueryScore::of(&keys, judged)));
+        }
+    }
+    let n = queries.len() as f64;
+    let reports = systems
+        .iter()
+        .enumerate()
+        .map(|(si, (name, r))| {
+            let (overall, categories) =
+                by_category(scores[si].iter().map(|(c, s)| (c.as_str(), *s)));
+            SystemReport {
+                name: name.clone(),
+                sources: sources_name(r).into(),
+                lexical_weight: r.lexical_weight,
+                overlap_weight: r.overlap_weight,
+                max_per_document: r.max_per_document,
+                overall,
+                categories,
+                p50_ms: p50(&mut latency[si]),
+                distinct_documents: distinct[si] / n,
+            }
+        })
+        .collect();
+    Ok(VaultEvalReport {
+        corpus: opts.corpus.display().to_string(),
+        documents: if prepared.ids.is_some() {
+            prepared.documents
+        } else {
+            summary.files_seen
+        },
+        chunks,
+        queries: queries.len(),
+        top_k: TOP_K,
+        systems: reports,
+    })
+}
+
+/// The report as text: one table overall, one per category when there are several.
+pub fn render(r: &VaultEvalReport) -> String {
+    let mut out = format!(
+        "corpus {}: {} documents, {} chunks; {} queries; top {} chunks per query\n\n",
+        r.corpus, r.documents, r.chunks, r.queries, r.top_k
+    );
+    let table = |out: &mut String, title: &str, pick: &dyn Fn(&SystemReport) -> Option<Summary>| {
+        out.push_str(&format!(
+            "{title}\n{:<42} {:>7} {:>7} {:>8} {:>9} {:>8}\n",
+            "system", "nDCG@10", "MRR@10", "Recall@5", "docs/top", "p50 ms"
+        ));
+        for s in &r.systems {
+            if let Some(m) = pick(s) {
+                out.push_str(&format!(
+                    "{:<42} {:>7.3} {:>7.3} {:>8.3} {:>9.2} {:>8.2}\n",
+                    s.name, m.ndcg10, m.mrr10, m.recall5, s.distinct_documents, s.p50_ms
+                ));
+            }
+        }
+        out.push('\n');
+    };
+    table(&mut out, "overall", &|s| Some(s.overall));
+    let categories: Vec<String> = r
+        .systems
+        .first()
+        .map(|s| s.categories.keys().cloned().collect())
+        .unwrap_or_default();
+    if categories.len() > 1 {
+        for c in &categories {
+            table(
+                &mut out,
+                &format!(
+                    "category {c} ({} queries)",
+                    r.systems[0].categories[c].queries
+                ),
+                &|s| s.categories.get(c).copied(),
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qrels_skip_the_header_and_refuse_malformed_lines() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("q.tsv");
+        std::fs::write(
+            &p,
+            "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\nq2\td3\t1\n",
+        )
+        .unwrap();
+        let q = read_qrels(&p).unwrap();
+        assert_eq!(q["q1"]["d1"], 2);
+        assert_eq!(q["q1"]["d2"], 0);
+        assert_eq!(q["q2"].len(), 1);
+        std::fs::write(&p, "query-id\tcorpus-id\tscore\nq1 d1\n").unwrap();
+        assert!(read_qrels(&p).is_err());
+        std::fs::write(&p, "q1\td1\thigh\n").unwrap();
+        assert!(read_qrels(&p).is_err());
+    }
+
+    #[test]
+    fn query_categories_come_from_metadata_or_a_field() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("queries.jsonl");
+        std::fs::write(
+            &p,
+            "{\"_id\":\"a\",\"text\":\"x\",\"metadata\":{\"category\":\"paraphrase\"}}\n\n\
+             {\"_id\":2,\"text\":\"y\",\"category\":\"keyword\"}\n{\"_id\":\"c\",\"text\":\"z\"}\n",
+        )
+        .unwrap();
+        let q = read_queries(&p).unwrap();
+        let got: Vec<(&str, &str)> = q
+            .iter()
+            .map(|q| (q.id.as_str(), q.category.as_str()))
+            .collect();
+        assert_eq!(got, [("a", "paraphrase"), ("2", "keyword"), ("c", "all")]);
+        std::fs::write(&p, "{\"text\":\"no id\"}\n").unwrap();
+        assert!(read_queries(&p).is_err());
+    }
+}
