@@ -25,8 +25,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::Cairn;
 use crate::error::{Error, Result};
-use crate::service::Cairn;
 use crate::vault::reindex::ReindexOptions;
 use crate::vault::rerank::{MAX_PER_DOCUMENT, OLD_OVERLAP_WEIGHT, Ranking, Sources};
 
