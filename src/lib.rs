@@ -24,6 +24,7 @@ pub mod base;
 pub mod cli;
 pub mod colibri;
 pub mod context;
+mod disk_index;
 pub mod error;
 pub mod eval;
 pub mod issues;

@@ -52,7 +52,7 @@ impl Cairn {
         self.learnings().verify_learning(id, actor, note)
     }
 
-    /// Rate a learning (1 to 5).
+    /// Set a learning's quality score (0-100); recorded in its history.
     pub fn rate_learning(
         &self,
         id: &str,

@@ -41,11 +41,9 @@
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rusqlite::params;
-use tantivy::directory::MmapDirectory;
-use tantivy::directory::error::LockError;
 use tantivy::query::{
     Bm25StatisticsProvider, BooleanQuery, BoostQuery, EnableScoring, Occur, Query, TermQuery,
 };
@@ -53,9 +51,10 @@ use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing,
 use tantivy::tokenizer::{PreTokenizedString, TextAnalyzer};
 use tantivy::{
     DocId, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Score, Searcher, TantivyDocument,
-    TantivyError, Term,
+    Term,
 };
 
+use crate::disk_index::{acquire_writer, open_or_recreate};
 use crate::error::{Error, Result};
 use crate::store::Store;
 
@@ -72,8 +71,6 @@ pub const ADD_WRITER_WAIT: Duration = Duration::from_secs(2);
 pub const REBUILD_WRITER_WAIT: Duration = Duration::from_secs(60);
 /// Largest tail a search indexes in memory rather than waiting for the writer.
 pub const TAIL_MAX: u64 = 5_000;
-/// Memory budget of the one indexing thread.
-const WRITER_MEMORY: usize = 50_000_000;
 /// Rows read from SQLite per batch while indexing.
 const BATCH: usize = 5_000;
 
@@ -132,8 +129,11 @@ fn build_schema() -> (Schema, Fields) {
     )
 }
 
+/// The index's name in messages.
+const NAME: &str = "learnings index";
+
 fn index_err(e: impl std::fmt::Display) -> Error {
-    Error::Index(format!("learnings index: {e}"))
+    Error::Index(format!("{NAME}: {e}"))
 }
 
 /// One learning's text, as indexed.
@@ -275,30 +275,9 @@ fn failpoint(name: &str) {
     }
 }
 
-/// Open the on-disk index at `dir`, creating it when missing, wiping and recreating it
-/// when it cannot be opened or has another schema.
+/// Open the on-disk index at `dir` (see [`crate::disk_index::open_or_recreate`]).
 fn open_on_disk(dir: &Path) -> Result<Index> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let (schema, _) = schema();
-    let attempt = || -> tantivy::Result<Index> {
-        let d = MmapDirectory::open(dir)?;
-        Index::open_or_create(d, schema.clone())
-    };
-    // A failure may be a race with another process creating the index at the same
-    // moment: look again before treating the directory as unusable.
-    let first = attempt().or_else(|_| {
-        std::thread::sleep(Duration::from_millis(50));
-        attempt()
-    });
-    let index = match first {
-        Ok(i) => i,
-        Err(e) => {
-            tracing::warn!(dir = %dir.display(), "learnings index unusable ({e}); rebuilding it");
-            std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-            attempt().map_err(index_err)?
-        }
-    };
+    let index = open_or_recreate(dir, &schema().0, NAME)?;
     register(&index);
     Ok(index)
 }
@@ -312,26 +291,6 @@ pub(crate) enum CatchUp {
     Busy,
 }
 
-/// Take the writer of a fresh on-disk index, waiting up to `wait` with back-off.
-fn acquire_writer(dir: &Path, wait: Duration) -> Result<Option<(Index, IndexWriter)>> {
-    let deadline = Instant::now() + wait;
-    let mut delay = Duration::from_millis(5);
-    loop {
-        let index = open_on_disk(dir)?;
-        match index.writer_with_num_threads::<TantivyDocument>(1, WRITER_MEMORY) {
-            Ok(w) => return Ok(Some((index, w))),
-            Err(TantivyError::LockFailure(LockError::LockBusy, _)) => {
-                if Instant::now() >= deadline {
-                    return Ok(None);
-                }
-                std::thread::sleep(delay.min(deadline.saturating_duration_since(Instant::now())));
-                delay = (delay * 2).min(Duration::from_millis(200));
-            }
-            Err(e) => return Err(index_err(e)),
-        }
-    }
-}
-
 /// Index every learning past the on-disk index's watermark (all of them when
 /// `rebuild`), as the one writer, and commit.
 pub(crate) fn catch_up(
@@ -340,7 +299,7 @@ pub(crate) fn catch_up(
     wait: Duration,
     rebuild: bool,
 ) -> Result<CatchUp> {
-    let Some((index, mut writer)) = acquire_writer(dir, wait)? else {
+    let Some((index, mut writer)) = acquire_writer(wait, NAME, || open_on_disk(dir))? else {
         return Ok(CatchUp::Busy);
     };
     collect_temp_files(dir);

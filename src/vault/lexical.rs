@@ -27,20 +27,17 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tantivy::collector::TopDocs;
-use tantivy::directory::MmapDirectory;
-use tantivy::directory::error::LockError;
 use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::tokenizer::{
     Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
 };
-use tantivy::{
-    Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, TantivyError, Term,
-};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 
+use crate::disk_index::{WRITER_MEMORY, acquire_writer, open_or_recreate};
 use crate::error::{Error, Result};
 use crate::store::Store;
 
@@ -54,8 +51,6 @@ const TOKENIZER: &str = "cairn_vault_en";
 pub const REBUILD_DEAD_SHARE: f64 = 0.2;
 /// How long a search or a write waits for another process's writer.
 pub const WRITER_WAIT: Duration = Duration::from_secs(10);
-/// Memory budget of the one indexing thread.
-const WRITER_MEMORY: usize = 50_000_000;
 /// Chunks read from SQLite per batch while indexing.
 const BATCH: usize = 5_000;
 /// Distinct query terms searched at most.
@@ -114,31 +109,16 @@ fn schema() -> (Schema, Fields) {
     SCHEMA.clone()
 }
 
+/// The index's name in messages.
+const NAME: &str = "vault BM25 index";
+
 fn index_err(e: impl std::fmt::Display) -> Error {
-    Error::Index(format!("vault BM25 index: {e}"))
+    Error::Index(format!("{NAME}: {e}"))
 }
 
-/// Open the on-disk index, creating it when missing, wiping and recreating it when it
-/// cannot be opened or has another schema.
+/// Open the on-disk index (see [`crate::disk_index::open_or_recreate`]).
 fn open_on_disk(dir: &Path) -> Result<Index> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let (schema, _) = schema();
-    let attempt = || -> tantivy::Result<Index> {
-        Index::open_or_create(MmapDirectory::open(dir)?, schema.clone())
-    };
-    // A failure may be a race with another process creating the index: look twice.
-    let index = match attempt().or_else(|_| {
-        std::thread::sleep(Duration::from_millis(50));
-        attempt()
-    }) {
-        Ok(i) => i,
-        Err(e) => {
-            tracing::warn!(dir = %dir.display(), "vault BM25 index unusable ({e}); rebuilding it");
-            std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-            attempt().map_err(index_err)?
-        }
-    };
+    let index = open_or_recreate(dir, &schema().0, NAME)?;
     index.tokenizers().register(TOKENIZER, analyzer());
     Ok(index)
 }
@@ -157,27 +137,6 @@ fn watermark(searcher: &Searcher) -> Result<u64> {
         }
     }
     Ok(w)
-}
-
-/// Take the writer of a fresh on-disk index, waiting up to `wait` with back-off.
-fn acquire_writer(dir: &Path, wait: Duration) -> Result<Option<(Index, IndexWriter)>> {
-    let deadline = Instant::now() + wait;
-    let mut delay = Duration::from_millis(5);
-    loop {
-        let index = open_on_disk(dir)?;
-        match index.writer_with_num_threads::<TantivyDocument>(1, WRITER_MEMORY) {
-            Ok(w) => return Ok(Some((index, w))),
-            Err(TantivyError::LockFailure(LockError::LockBusy, _)) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Ok(None);
-                }
-                std::thread::sleep(delay.min(left));
-                delay = (delay * 2).min(Duration::from_millis(200));
-            }
-            Err(e) => return Err(index_err(e)),
-        }
-    }
 }
 
 /// What the on-disk index needs, given SQLite's state.
@@ -207,7 +166,7 @@ fn need(store: &Store, w: u64, docs: u64) -> Result<(Need, u64)> {
 /// `rebuild` (or when too many entries are dead), and commit. `None` when another
 /// process held the writer for `wait`.
 fn write(store: &Store, dir: &Path, wait: Duration, rebuild: bool) -> Result<Option<u64>> {
-    let Some((index, writer)) = acquire_writer(dir, wait)? else {
+    let Some((index, writer)) = acquire_writer(wait, NAME, || open_on_disk(dir))? else {
         return Ok(None);
     };
     fill(store, &index, writer, rebuild).map(Some)
