@@ -390,6 +390,35 @@ pub(crate) fn vectors_between(
     Ok(out)
 }
 
+/// Tests: store `path` (root `dir:/t`, collection `c`, its path as content hash) with
+/// these chunks and vectors, in one transaction.
+#[cfg(test)]
+pub(crate) fn write_test_document(
+    store: &crate::store::Store,
+    path: &str,
+    chunks: &[(Chunk, Vec<f32>)],
+) {
+    store
+        .write(|tx| {
+            write_document(
+                tx,
+                &DocWrite {
+                    root_key: "dir:/t",
+                    path,
+                    collection: "c",
+                    content_hash: path,
+                    title: None,
+                    modified_at: None,
+                    front_matter: None,
+                    chunker_version: super::chunk::CHUNKER_VERSION,
+                    embed_model: super::embed::MODEL_ID,
+                    chunks,
+                },
+            )
+        })
+        .unwrap();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -394,9 +394,9 @@ impl LexicalState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vault::chunk::{CHUNKER_VERSION, chunk_markdown};
-    use crate::vault::documents::{DocWrite, delete_document, write_document};
-    use crate::vault::embed::{DIMENSION, MODEL_ID};
+    use crate::vault::chunk::chunk_markdown;
+    use crate::vault::documents::{delete_document, write_test_document};
+    use crate::vault::embed::DIMENSION;
 
     /// Store `path` with one section per entry of `sections` (zero vectors: BM25 only).
     fn add_doc(store: &Store, path: &str, sections: &[&str]) {
@@ -411,25 +411,7 @@ mod tests {
             .map(|c| (c, vec![0.0; DIMENSION]))
             .collect();
         assert_eq!(chunks.len(), sections.len());
-        store
-            .write(|tx| {
-                write_document(
-                    tx,
-                    &DocWrite {
-                        root_key: "dir:/t",
-                        path,
-                        collection: "c",
-                        content_hash: path,
-                        title: None,
-                        modified_at: None,
-                        front_matter: None,
-                        chunker_version: CHUNKER_VERSION,
-                        embed_model: MODEL_ID,
-                        chunks: &chunks,
-                    },
-                )
-            })
-            .unwrap();
+        write_test_document(store, path, &chunks);
     }
 
     fn chunk_ids(store: &Store) -> Vec<u64> {

@@ -356,7 +356,7 @@ fn save(live: &mut Live, dir: &Path, force: bool) -> Result<()> {
 mod tests {
     use super::*;
     use crate::vault::chunk::chunk_markdown;
-    use crate::vault::documents::{DocWrite, delete_document, write_document};
+    use crate::vault::documents::{delete_document, write_test_document};
 
     /// A deterministic unit vector per seed.
     fn unit(seed: u64) -> Vec<f32> {
@@ -377,25 +377,7 @@ mod tests {
             .enumerate()
             .map(|(i, c)| (c, unit(seed + i as u64)))
             .collect();
-        store
-            .write(|tx| {
-                write_document(
-                    tx,
-                    &DocWrite {
-                        root_key: "dir:/t",
-                        path,
-                        collection: "c",
-                        content_hash: path,
-                        title: None,
-                        modified_at: None,
-                        front_matter: None,
-                        chunker_version: CHUNKER_VERSION,
-                        embed_model: MODEL_ID,
-                        chunks: &chunks,
-                    },
-                )
-            })
-            .unwrap();
+        write_test_document(store, path, &chunks);
         store
             .read(|c| {
                 let mut st = c.prepare(
