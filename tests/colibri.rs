@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::common::{Client, Env, error_fields};
+use crate::common::{COLIBRI_TOOLS, Client, Env, error_fields};
 
 fn fixture_skills() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/skills")
@@ -1513,22 +1513,8 @@ async fn verification_covers_the_issues_work_trail() {
 #[tokio::test]
 async fn every_colibri_tool_answers_a_bad_call_with_a_short_help_prompt() {
     let (_env, c) = setup(&[]).await;
-    let tools = [
-        "task_create",
-        "task_get",
-        "task_update",
-        "task_list",
-        "task_next_actions",
-        "thought_record",
-        "thought_record_list",
-        "audit_session_start",
-        "audit_verify_chain",
-        "merkle_finalize",
-        "merkle_root",
-        "skill_list",
-    ];
     let listed = c.tool_names().await;
-    for tool in tools {
+    for tool in COLIBRI_TOOLS {
         assert!(listed.iter().any(|t| t == tool), "{tool} not listed");
         let e = c
             .err_code(tool, json!({"bogus": 1}), "ERR_INVALID_INPUT")

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::common::{Env, error_fields};
+use crate::common::{COLIBRI_TOOLS, Env, error_fields};
 
 #[tokio::test]
 async fn ping_and_health_answer() {
@@ -650,23 +650,6 @@ fn mcp_inspector_cli_lists_calls_and_shows_an_error() {
 
 // ------------------------------------------------ Colibri scope, person-only moves, T-N
 
-fn colibri_tools() -> Vec<&'static str> {
-    vec![
-        "task_create",
-        "task_get",
-        "task_update",
-        "task_list",
-        "task_next_actions",
-        "thought_record",
-        "thought_record_list",
-        "audit_session_start",
-        "audit_verify_chain",
-        "merkle_finalize",
-        "merkle_root",
-        "skill_list",
-    ]
-}
-
 #[tokio::test]
 async fn colibri_tools_follow_the_profile_matrix_at_list_and_call_time() {
     let env = Env::new();
@@ -676,7 +659,7 @@ async fn colibri_tools_follow_the_profile_matrix_at_list_and_call_time() {
         let expected: Vec<&str> = cairn::scope::profile_defaults(profile)
             .unwrap()
             .into_iter()
-            .filter(|t| colibri_tools().contains(t))
+            .filter(|t| COLIBRI_TOOLS.contains(t))
             .collect();
         let c = env
             .serve(&["--issue-id", &issue, "--agent-type", profile])
@@ -685,13 +668,10 @@ async fn colibri_tools_follow_the_profile_matrix_at_list_and_call_time() {
         let listed: Vec<&str> = listed
             .iter()
             .map(String::as_str)
-            .filter(|t| colibri_tools().contains(t))
+            .filter(|t| COLIBRI_TOOLS.contains(t))
             .collect();
         assert_eq!(listed, expected, "{profile}");
-        for t in colibri_tools()
-            .into_iter()
-            .filter(|t| !expected.contains(t))
-        {
+        for t in COLIBRI_TOOLS.into_iter().filter(|t| !expected.contains(t)) {
             c.err_code(t, json!({}), "PERMISSION_DENIED").await;
         }
         c.close().await;

@@ -22,6 +22,23 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 
+/// The twelve Colibri tools, as the spec names them (written here, not read from the
+/// registry, so the tests check the registry against it).
+pub const COLIBRI_TOOLS: [&str; 12] = [
+    "task_create",
+    "task_get",
+    "task_update",
+    "task_list",
+    "task_next_actions",
+    "thought_record",
+    "thought_record_list",
+    "audit_session_start",
+    "audit_verify_chain",
+    "merkle_finalize",
+    "merkle_root",
+    "skill_list",
+];
+
 /// Path of the binary under test.
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_cairn"))
