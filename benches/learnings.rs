@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use cairn::Cairn;
 use cairn::issues::{NewIssue, NewProject};
 use cairn::learnings::{LearningSearch, NewLearning, Ranking, STOP_WORDS, SearchScope};
-use cairn::vault::embed::{DIMENSION, Embedder, EmbedderConfig, MODEL_ID};
+use cairn::vault::embed::{DIMENSION, Embed, EmbedderConfig, MODEL_ID, ModelEmbedder};
 use criterion::{Criterion, criterion_group, criterion_main};
 use rusqlite::{Connection, params};
 
@@ -296,11 +296,11 @@ fn corpus(n: usize) -> PathBuf {
     let _ = std::fs::remove_dir_all(cairn::store::index_dir_for(&db));
     std::fs::create_dir_all(&dir).unwrap();
     let t = Instant::now();
-    let no_model = Embedder::new(EmbedderConfig {
+    let no_model = ModelEmbedder::new(EmbedderConfig {
         model_dir: Some(dir.join("no-model")),
         ..Default::default()
     });
-    let cairn = Cairn::open_with_embedder(&db, no_model).unwrap();
+    let cairn = Cairn::open_with_embedder(&db, Box::new(no_model)).unwrap();
     let mut rng = Rng(cairn::rng::SplitMix64::new(42));
     let mut seen = HashSet::new();
     let mut batch = Vec::new();
@@ -570,7 +570,7 @@ fn bench(c: &mut Criterion) {
                 hybrid_times.push(t.elapsed());
             }
         }
-        let embedder = Embedder::default();
+        let embedder = ModelEmbedder::default();
         embedder.load().unwrap();
         for q in &qs {
             let t = Instant::now();

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use cairn::Cairn;
 use cairn::rng::SplitMix64;
-use cairn::vault::embed::{DIMENSION, Embedder, EmbedderConfig, MODEL_ID, Spin};
+use cairn::vault::embed::{DIMENSION, Embed, EmbedderConfig, MODEL_ID, ModelEmbedder, Spin};
 use cairn::vault::hnsw::{IndexManifest, VectorIndex, brute_force_search};
 use cairn::vault::live::SEARCH_EF;
 use cairn::vault::reindex::ReindexOptions;
@@ -75,7 +75,7 @@ fn real_vectors() -> Vec<Vec<f32>> {
     let texts = corpus::real_chunks(REAL);
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let started = Instant::now();
-    let vectors = Embedder::default().embed_batch(&refs).unwrap();
+    let vectors = ModelEmbedder::default().embed_batch(&refs).unwrap();
     eprintln!(
         "embedded {} real chunks in {:.1} s (cached in {})",
         vectors.len(),
@@ -584,8 +584,10 @@ fn pipeline_benches(_c: &mut Criterion) {
     }
     let tmp = tempfile::tempdir().unwrap();
     let cairn = Cairn::open(&tmp.path().join("cairn.db")).unwrap();
-    Embedder::new(EmbedderConfig::default()).load().unwrap();
-    cairn.vault_search("warm up", 1, None, None).unwrap();
+    ModelEmbedder::new(EmbedderConfig::default())
+        .load()
+        .unwrap();
+    cairn.vault_search("warm up", Some(1), None, None).unwrap();
 
     // A no-change reindex of 1,000 files.
     let notes = tmp.path().join("notes");

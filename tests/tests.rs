@@ -1,5 +1,6 @@
-//! All integration tests, compiled into one binary. Each drives the real `cairn` binary
-//! (CLI, or `cairn serve` through a real MCP client) on a fresh temp database.
+//! All integration tests, compiled into one binary. Most drive the real `cairn` binary
+//! (CLI, or `cairn serve` through a real MCP client) on a fresh temp database;
+//! `vault_facade` calls the library's facade in process with the test embedder.
 
 mod common;
 
@@ -12,4 +13,5 @@ mod mcp_contract;
 mod security;
 mod trail;
 mod vault;
+mod vault_facade;
 mod work;

@@ -14,7 +14,7 @@ impl Cairn {
         Learnings {
             store: &self.store,
             index: &self.learnings,
-            embedder: &self.vault.embedder,
+            embedder: &*self.vault.embedder,
         }
     }
 

@@ -17,6 +17,7 @@ mod issues;
 mod learnings;
 mod system;
 mod trail;
+mod vault;
 mod work;
 
 use crate::error::Result;
@@ -42,9 +43,13 @@ impl Cairn {
         })
     }
 
-    /// [`Cairn::open`] with an explicit embedding model handle (benchmarks and tests
-    /// that must run without the model, or with another configuration).
-    pub fn open_with_embedder(db: &Path, embedder: crate::vault::embed::Embedder) -> Result<Cairn> {
+    /// [`Cairn::open`] with an explicit embedder: the model with another configuration
+    /// (benchmarks), or the deterministic [`crate::vault::hash_embed::HashEmbedder`]
+    /// (tests that run without the model). Commands and servers use [`Cairn::open`].
+    pub fn open_with_embedder(
+        db: &Path,
+        embedder: Box<dyn crate::vault::embed::Embed>,
+    ) -> Result<Cairn> {
         let mut cairn = Cairn::open(db)?;
         cairn.vault = crate::vault::VaultState::with_embedder(embedder);
         Ok(cairn)

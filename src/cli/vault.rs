@@ -44,9 +44,9 @@ pub struct ReindexArgs {
 pub struct SearchArgs {
     /// Natural-language query.
     pub query: String,
-    /// Results to show (1-50).
-    #[arg(long, default_value_t = 5)]
-    pub top_k: usize,
+    /// Results to show (1-50) [default: 5].
+    #[arg(long)]
+    pub top_k: Option<usize>,
     /// Search only this collection; repeat for more.
     #[arg(long = "collection")]
     pub collections: Vec<String>,

@@ -382,13 +382,13 @@ pub fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<VaultEval
     let mut latency: Vec<Vec<f64>> = vec![Vec::new(); systems.len()];
     let mut distinct: Vec<f64> = vec![0.0; systems.len()];
     // Warm up: the model and both indexes load on the first search.
-    cairn.vault_search(&queries[0].text, TOP_K, None, None)?;
+    cairn.vault_search(&queries[0].text, Some(TOP_K), None, None)?;
     for (qi, q) in queries.iter().enumerate() {
         if qi % 50 == 0 {
             progress(&format!("query {}/{}", qi + 1, queries.len()));
         }
         let t = Instant::now();
-        let vector = cairn.vault.embedder.embed_query(&q.text)?;
+        let vector = cairn.vault_query_vector(&q.text)?;
         let embed_ms = t.elapsed().as_secs_f64() * 1e3;
         for (si, (_, ranking)) in systems.iter().enumerate() {
             let t = Instant::now();

@@ -35,7 +35,7 @@ use crate::base::{new_id, now_iso};
 use crate::error::{Error, FieldError, Result};
 use crate::issues::{find_project, resolve_issue_id};
 use crate::store::Store;
-use crate::vault::embed::Embedder;
+use crate::vault::embed::Embed;
 
 /// Limits on learning fields, shared by the CLI and the MCP schemas.
 pub mod limits {
@@ -365,7 +365,7 @@ fn check_note(note: Option<&str>) -> Result<Option<String>> {
 pub struct Learnings<'a> {
     pub store: &'a Store,
     pub index: &'a LearningIndex,
-    pub embedder: &'a Embedder,
+    pub embedder: &'a dyn Embed,
 }
 
 impl Learnings<'_> {
@@ -450,7 +450,7 @@ impl Learnings<'_> {
                         tx.query_row("SELECT seq FROM learnings WHERE id = ?1", [&id], |r| {
                             r.get(0)
                         })?;
-                    semantic::insert(tx, seq as u64, v)?;
+                    semantic::insert(tx, seq as u64, self.embedder.model_id(), v)?;
                 }
                 ids.push(id);
             }

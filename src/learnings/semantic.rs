@@ -11,6 +11,10 @@
 //!   [`BACKFILL_PER_SEARCH`] per search, and all at once by `cairn learnings reindex`.
 //!   Each process remembers up to which `seq` it found none missing, so the check costs
 //!   one empty range scan once caught up.
+//! - *Embedder*: each vector is stored with its embedder's
+//!   [`model_id`](crate::vault::embed::Embed::model_id); the in-memory [`Vectors`] hold
+//!   the model's ([`MODEL_ID`]) only, so a test embedder's vectors are never compared
+//!   with the model's.
 //! - *Other processes*: the in-memory [`Vectors`] are caught up before each search by the
 //!   table's `id`, a watermark that only grows (read in the same snapshot as the
 //!   learnings' `max(seq)`, so every vector read belongs to a learning already known).
@@ -26,7 +30,7 @@ use rusqlite::{Connection, Transaction, params};
 use crate::error::Result;
 use crate::store::Store;
 use crate::vault::documents::{decode_vector, encode_vector};
-use crate::vault::embed::{DIMENSION, Embedder, MODEL_ID, dot};
+use crate::vault::embed::{DIMENSION, Embed, MODEL_ID, dot};
 
 /// Learnings a search embeds at most when it finds some without an embedding.
 pub const BACKFILL_PER_SEARCH: usize = 32;
@@ -41,13 +45,14 @@ pub(crate) fn embedding_text(pattern: &str, context: Option<&str>) -> String {
     }
 }
 
-/// Store the embedding of learning `seq` (no-op when it has one).
-pub(crate) fn insert(tx: &Transaction<'_>, seq: u64, vector: &[f32]) -> Result<()> {
+/// Store the embedding of learning `seq` by the embedder `model` (no-op when it has
+/// one).
+pub(crate) fn insert(tx: &Transaction<'_>, seq: u64, model: &str, vector: &[f32]) -> Result<()> {
     tx.prepare_cached(
         "INSERT OR IGNORE INTO learning_embeddings(learning_seq, model, embedding)
          VALUES (?1, ?2, ?3)",
     )?
-    .execute(params![seq as i64, MODEL_ID, encode_vector(vector)])?;
+    .execute(params![seq as i64, model, encode_vector(vector)])?;
     Ok(())
 }
 
@@ -74,7 +79,7 @@ fn missing(c: &Connection, after: u64, limit: usize) -> Result<Vec<(u64, String)
 /// embedded and the `seq` up to which none is missing any more.
 pub(crate) fn backfill(
     store: &Store,
-    embedder: &Embedder,
+    embedder: &dyn Embed,
     after: u64,
     limit: usize,
 ) -> Result<(usize, u64)> {
@@ -91,7 +96,7 @@ pub(crate) fn backfill(
     let vectors = embedder.embed_batch(&texts)?;
     store.write(|tx| {
         for ((seq, _), v) in rows.iter().zip(&vectors) {
-            insert(tx, *seq, v)?;
+            insert(tx, *seq, embedder.model_id(), v)?;
         }
         Ok(())
     })?;
@@ -104,7 +109,7 @@ pub(crate) fn backfill(
 }
 
 /// Embed every learning that has no embedding (for `reindex`); returns how many.
-pub(crate) fn backfill_all(store: &Store, embedder: &Embedder) -> Result<(usize, u64)> {
+pub(crate) fn backfill_all(store: &Store, embedder: &dyn Embed) -> Result<(usize, u64)> {
     let mut after = 0;
     let mut total = 0;
     loop {

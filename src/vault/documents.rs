@@ -123,9 +123,14 @@ pub(crate) struct WriteStats {
     pub deleted: usize,
 }
 
-/// Insert or replace a document and its chunks; call inside one transaction.
+/// Insert or replace a document and its chunks; call inside one transaction. Chunk rows
+/// are kept only when the document was embedded by the same embedder: after a model
+/// change every chunk gets a new row (and id), so the graph, caught up by id, gets the
+/// new vectors.
 pub(crate) fn write_document(c: &Connection, w: &DocWrite<'_>) -> Result<WriteStats> {
     let now = now_iso();
+    let same_embedder =
+        find_doc(c, w.root_key, w.path)?.is_none_or(|d| d.embed_model == w.embed_model);
     let doc_id: i64 = c.query_row(
         "INSERT INTO vault_documents(root_key, path, collection, content_hash, title,
              modified_at, front_matter, chunker_version, embed_model, indexed_at)
@@ -167,7 +172,11 @@ pub(crate) fn write_document(c: &Connection, w: &DocWrite<'_>) -> Result<WriteSt
     let mut stats = WriteStats::default();
     for (ordinal, (chunk, vector)) in w.chunks.iter().enumerate() {
         let key = chunk_key(chunk);
-        if let Some(id) = existing.get_mut(&key).and_then(Vec::pop) {
+        let kept = match same_embedder {
+            true => existing.get_mut(&key).and_then(Vec::pop),
+            false => None,
+        };
+        if let Some(id) = kept {
             c.prepare_cached(
                 "UPDATE vault_chunks SET ordinal = ?2, line_start = ?3, line_end = ?4 WHERE id = ?1",
             )?

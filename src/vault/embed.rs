@@ -20,7 +20,7 @@
 //!
 //! # Batches
 //!
-//! [`Embedder::embed_batch`] counts each text's WordPiece tokens with the
+//! [`ModelEmbedder::embed_batch`] counts each text's WordPiece tokens with the
 //! model's own tokenizer (truncated to [`MAX_LENGTH`], special tokens
 //! included), sorts the texts by that count (longest first) and cuts the
 //! sorted list into batches of [`DEFAULT_BATCH_SIZE`]; fastembed pads each
@@ -28,15 +28,15 @@
 //! the padded share of the model's input to a few percent (bytes predict
 //! WordPiece counts poorly: a byte sort padded 24–30%). Counting costs a
 //! second tokenisation, well under 1% of a chunk's model time.
-//! [`Embedder::stats`] counts real and padded tokens.
+//! [`ModelEmbedder::stats`] counts real and padded tokens.
 //!
 //! # Threads
 //!
-//! Parallelism lives inside ONNX Runtime: one session per [`Embedder`], its
+//! Parallelism lives inside ONNX Runtime: one session per [`ModelEmbedder`], its
 //! intra-op thread pool sized by [`Threading::threads`] (default: all cores).
 //! Inter-op parallelism stays at 1 (the graph is a sequential transformer).
 //! Runs are serialised by a mutex (the session needs `&mut`), so calling
-//! [`Embedder::embed_batch`] from many threads buys nothing: give it large
+//! [`ModelEmbedder::embed_batch`] from many threads buys nothing: give it large
 //! slices from one thread instead.
 //!
 //! Whether idle ORT workers *spin* ([`Threading::spin`]) depends on the work:
@@ -44,7 +44,7 @@
 //! spin (the default), so the cores stay free between queries; `cairn
 //! reindex` spins when the load average says the cores are free
 //! ([`Spin::Auto`]), worth about a fifth of throughput there.
-//! [`Embedder::set_threading`] changes the setting of a live embedder (the
+//! [`ModelEmbedder::set_threading`] changes the setting of a live embedder (the
 //! session is rebuilt on the next run, ~0.3 s). `CAIRN_EMBED_THREADS` and
 //! `CAIRN_EMBED_SPIN` override both. Figures: `docs/vault.md`.
 //!
@@ -102,8 +102,52 @@ pub const ENV_THREADS: &str = "CAIRN_EMBED_THREADS";
 /// (default: off, except for `cairn reindex`, where it is `auto`).
 pub const ENV_SPIN: &str = "CAIRN_EMBED_SPIN";
 
+/// What turns texts into vectors: the local model ([`ModelEmbedder`]) in every
+/// command and server, or a deterministic stand-in in tests
+/// ([`super::hash_embed::HashEmbedder`]). Every vector is unit length and
+/// [`Embed::dimension`] long; [`Embed::model_id`] is stored with every document,
+/// learning embedding and HNSW graph, so vectors of two embedders are never mixed
+/// and a graph built by one is never served by another.
+pub trait Embed: Send + Sync + std::fmt::Debug {
+    /// Stored with every vector and index built by this embedder.
+    fn model_id(&self) -> &str;
+
+    /// Length of every vector.
+    fn dimension(&self) -> usize;
+
+    /// One unit-length vector per text, in input order.
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
+
+    /// Embeds one query (no prefix: MiniLM is symmetric).
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        let mut v = self.embed_batch(&[text])?;
+        v.pop().ok_or_else(|| VaultError::Embed {
+            batch_len: 1,
+            message: "no vector returned".into(),
+        })
+    }
+
+    /// Makes the embedder ready now (to fail fast); a no-op when it needs nothing.
+    fn load(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The thread settings runs use (an embedder without threads: the default).
+    fn threading(&self) -> Threading {
+        Threading::default()
+    }
+
+    /// Changes the thread settings for later runs (ignored without threads).
+    fn set_threading(&self, _threading: Threading) {}
+
+    /// Token counts of everything embedded (zero where tokens are not counted).
+    fn stats(&self) -> EmbedStats {
+        EmbedStats::default()
+    }
+}
+
 /// How to find and run the model. `Default` finds everything by itself, uses
-/// all cores and does not spin (unlike [`Embedder::default`], it ignores the
+/// all cores and does not spin (unlike [`ModelEmbedder::default`], it ignores the
 /// environment's thread settings).
 #[derive(Debug, Clone, Default)]
 pub struct EmbedderConfig {
@@ -212,7 +256,7 @@ fn load_average() -> Option<f64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
-/// Token counts of what an [`Embedder`] ran.
+/// Token counts of what an [`ModelEmbedder`] ran.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EmbedStats {
     /// Texts embedded.
@@ -397,9 +441,9 @@ fn ort_environment(lib: &Path) -> Result<ort::environment::Environment> {
 }
 
 /// A handle on the embedding model. Cheap to create; the model is located
-/// and loaded on the first embedding (or [`Embedder::load`]). Safe to share
+/// and loaded on the first embedding (or [`ModelEmbedder::load`]). Safe to share
 /// between threads; model runs are serialised.
-pub struct Embedder {
+pub struct ModelEmbedder {
     config: Mutex<EmbedderConfig>,
     model: Mutex<Option<Loaded>>,
     texts: AtomicU64,
@@ -414,30 +458,30 @@ struct Loaded {
     threading: Threading,
 }
 
-impl std::fmt::Debug for Embedder {
+impl std::fmt::Debug for ModelEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Embedder")
+        f.debug_struct("ModelEmbedder")
             .field("config", &self.config())
             .field("loaded", &self.is_loaded())
             .finish()
     }
 }
 
-impl Default for Embedder {
+impl Default for ModelEmbedder {
     /// Finds everything by itself; threads from the environment
     /// ([`Threading::from_env`], no spinning unless `CAIRN_EMBED_SPIN` says so).
     fn default() -> Self {
-        Embedder::new(EmbedderConfig {
+        ModelEmbedder::new(EmbedderConfig {
             threading: Threading::from_env(Spin::Off),
             ..Default::default()
         })
     }
 }
 
-impl Embedder {
+impl ModelEmbedder {
     /// A handle that will use `config`; does no I/O.
     pub fn new(config: EmbedderConfig) -> Self {
-        Embedder {
+        ModelEmbedder {
             config: Mutex::new(config),
             model: Mutex::new(None),
             texts: AtomicU64::new(0),
@@ -447,16 +491,6 @@ impl Embedder {
         }
     }
 
-    /// The model identifier ([`MODEL_ID`]).
-    pub fn model_id(&self) -> &'static str {
-        MODEL_ID
-    }
-
-    /// The vector length ([`DIMENSION`]).
-    pub fn dimension(&self) -> usize {
-        DIMENSION
-    }
-
     fn config(&self) -> EmbedderConfig {
         self.config
             .lock()
@@ -464,14 +498,56 @@ impl Embedder {
             .clone()
     }
 
+    /// Whether the model is loaded already.
+    pub fn is_loaded(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Loaded>> {
+        self.model.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The locked model, loading it first if needed (or rebuilding its session
+    /// when the thread settings changed). A failed load is not cached: a later
+    /// call tries again (e.g. after `models/fetch.sh` ran).
+    fn loaded(&self) -> Result<MutexGuard<'_, Option<Loaded>>> {
+        let mut guard = self.lock();
+        let config = self.config();
+        if guard
+            .as_ref()
+            .is_some_and(|m| m.threading != config.threading)
+        {
+            *guard = None;
+        }
+        if guard.is_none() {
+            *guard = Some(Loaded {
+                model: load_model(&config)?,
+                threading: config.threading,
+            });
+        }
+        Ok(guard)
+    }
+}
+
+impl Embed for ModelEmbedder {
+    /// The model identifier ([`MODEL_ID`]).
+    fn model_id(&self) -> &str {
+        MODEL_ID
+    }
+
+    /// The vector length ([`DIMENSION`]).
+    fn dimension(&self) -> usize {
+        DIMENSION
+    }
+
     /// The thread settings runs use (from now on).
-    pub fn threading(&self) -> Threading {
+    fn threading(&self) -> Threading {
         self.config().threading
     }
 
     /// Changes the thread settings. A loaded session built with other settings
     /// is dropped and rebuilt on the next run (about 0.3 s).
-    pub fn set_threading(&self, threading: Threading) {
+    fn set_threading(&self, threading: Threading) {
         self.config
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -479,7 +555,7 @@ impl Embedder {
     }
 
     /// Token counts of everything embedded through this handle.
-    pub fn stats(&self) -> EmbedStats {
+    fn stats(&self) -> EmbedStats {
         EmbedStats {
             texts: self.texts.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
@@ -488,20 +564,15 @@ impl Embedder {
         }
     }
 
-    /// Whether the model is loaded already.
-    pub fn is_loaded(&self) -> bool {
-        self.lock().is_some()
-    }
-
     /// Loads the model now (to fail fast at start-up); no-op when loaded.
-    pub fn load(&self) -> Result<()> {
+    fn load(&self) -> Result<()> {
         self.loaded().map(drop)
     }
 
     /// Embeds `texts`, returning one unit-length [`DIMENSION`]-vector per
     /// text in input order. Texts are truncated to [`MAX_LENGTH`] tokens and
     /// batched by token count (see the module docs).
-    pub fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -553,37 +624,6 @@ impl Embedder {
             }
         }
         Ok(out)
-    }
-
-    /// Embeds one query (no prefix: MiniLM is symmetric).
-    pub fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
-        let mut v = self.embed_batch(&[text])?;
-        Ok(v.pop().expect("one vector per text"))
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Option<Loaded>> {
-        self.model.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The locked model, loading it first if needed (or rebuilding its session
-    /// when the thread settings changed). A failed load is not cached: a later
-    /// call tries again (e.g. after `models/fetch.sh` ran).
-    fn loaded(&self) -> Result<MutexGuard<'_, Option<Loaded>>> {
-        let mut guard = self.lock();
-        let config = self.config();
-        if guard
-            .as_ref()
-            .is_some_and(|m| m.threading != config.threading)
-        {
-            *guard = None;
-        }
-        if guard.is_none() {
-            *guard = Some(Loaded {
-                model: load_model(&config)?,
-                threading: config.threading,
-            });
-        }
-        Ok(guard)
     }
 }
 
@@ -651,18 +691,8 @@ fn load_model(config: &EmbedderConfig) -> Result<TextEmbedding> {
     Ok(embedding)
 }
 
-/// Scales `v` to unit length (a zero vector stays zero).
-pub fn l2_normalize(v: &mut [f32]) {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        v.iter_mut().for_each(|x| *x /= norm);
-    }
-}
-
-/// Dot product; the cosine similarity of unit vectors. The HNSW distance's
-/// eight-accumulator loop: a plain iterator sum is one dependent chain of adds that
-/// LLVM may not reorder, so it does not vectorise (about 5x slower on 384 floats).
-pub use super::hnsw::dot;
+/// Vector arithmetic the embedders' callers share (re-exported from [`super::vector`]).
+pub use super::vector::{dot, l2_normalize};
 
 #[cfg(test)]
 mod tests {
@@ -671,20 +701,20 @@ mod tests {
 
     /// One model per test binary: loading costs ~0.3 s and ONNX Runtime
     /// allows one environment per process anyway.
-    fn embedder() -> &'static Embedder {
-        static E: OnceLock<Embedder> = OnceLock::new();
-        E.get_or_init(Embedder::default)
+    fn embedder() -> &'static ModelEmbedder {
+        static E: OnceLock<ModelEmbedder> = OnceLock::new();
+        E.get_or_init(ModelEmbedder::default)
     }
 
     #[test]
     fn embedder_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
-        check::<Embedder>();
+        check::<ModelEmbedder>();
     }
 
     #[test]
     fn new_handle_does_no_io() {
-        let e = Embedder::new(EmbedderConfig {
+        let e = ModelEmbedder::new(EmbedderConfig {
             model_dir: Some("/nonexistent/model".into()),
             ..Default::default()
         });
@@ -699,7 +729,7 @@ mod tests {
 
     #[test]
     fn missing_model_names_fetch_script_and_paths() {
-        let e = Embedder::new(EmbedderConfig {
+        let e = ModelEmbedder::new(EmbedderConfig {
             model_dir: Some("/nonexistent/cairn-model".into()),
             ..Default::default()
         });
@@ -779,7 +809,7 @@ mod tests {
     fn second_embedder_shares_the_runtime_and_agrees() {
         // ONNX Runtime allows one environment per process: a second handle
         // (other thread count, other batch size) must reuse it.
-        let single = Embedder::new(EmbedderConfig {
+        let single = ModelEmbedder::new(EmbedderConfig {
             threading: Threading {
                 threads: Some(1),
                 spin: true,

@@ -72,6 +72,8 @@ use hnsw_rs::prelude::{AnnT, Distance, Hnsw, HnswIo};
 use serde::{Deserialize, Serialize};
 
 use super::error::{Result, VaultError};
+pub use super::vector::dot;
+use super::vector::l2_normalize;
 
 /// Neighbours kept per node and layer (hnsw_rs `max_nb_connection`).
 pub const MAX_NB_CONNECTION: usize = 24;
@@ -103,30 +105,9 @@ impl Distance<f32> for DistUnitCosine {
     }
 }
 
-/// Dot product with eight accumulators (vectorises well).
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
-}
-
 fn normalized(v: &[f32]) -> Vec<f32> {
     let mut out = v.to_vec();
-    let norm = dot(v, v).sqrt();
-    if norm > 0.0 {
-        out.iter_mut().for_each(|x| *x /= norm);
-    }
+    l2_normalize(&mut out);
     out
 }
 

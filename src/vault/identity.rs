@@ -20,10 +20,11 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::Cairn;
 use crate::context::WorkContext;
 use crate::error::{Error, Result};
 use crate::paths::canonical_root;
+
+use super::handle::Vault;
 
 /// Prefix of a project root key.
 const PROJECT_KEY: &str = "project:";
@@ -70,11 +71,11 @@ pub(crate) fn relative_path(root: &Path, file: &Path) -> Result<String> {
     Ok(parts.join("/"))
 }
 
-impl Cairn {
+impl Vault<'_> {
     /// The root for `cairn reindex DIR [--project P]`, with `dir` canonical.
     pub(crate) fn reindex_root(&self, dir: &Path, project: Option<&str>) -> Result<DocRoot> {
         if let Some(reference) = project {
-            let p = self.project(reference)?;
+            let p = crate::issues::project(self.store, reference)?;
             let Some(path) = p.path.clone() else {
                 return Err(Error::FailedPrecondition(format!(
                     "project {} has no path; recreate it with --path, or reindex without --project",
@@ -96,7 +97,7 @@ impl Cairn {
             return Ok(project_root(p, root));
         }
         let mut best: Option<(crate::issues::Project, PathBuf)> = None;
-        for p in self.projects()? {
+        for p in crate::issues::projects(self.store)? {
             let Some(root) = p
                 .path
                 .as_deref()
@@ -127,7 +128,7 @@ impl Cairn {
     pub(crate) fn tool_root(&self, session: &WorkContext) -> Result<DocRoot> {
         match (&session.project_id, &session.worktree_path) {
             (Some(id), worktree) => {
-                let p = self.project(id)?;
+                let p = crate::issues::project(self.store, id)?;
                 let dir = match (worktree, &p.path) {
                     (Some(w), _) => w.clone(),
                     (None, Some(path)) => PathBuf::from(path),

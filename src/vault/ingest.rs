@@ -3,21 +3,22 @@
 //! transaction. Shared by `cairn reindex` and `vault_update`.
 //!
 //! A file is *unchanged* when its stored document has the same content hash, chunker
-//! version, embedding model and collection: it is not even chunked. A changed file is
+//! version, embedder ([`super::embed::Embed::model_id`]) and collection: it is not even chunked. A changed file is
 //! chunked; each chunk whose heading path and text hash match a stored chunk of the
 //! same document reuses that chunk's vector (and keeps its row and id), the others are
 //! embedded.
 
 use std::path::Path;
 
-use crate::Cairn;
 use crate::base::sha256_hex;
 use crate::error::{Error, Result};
 use crate::paths::DirHandle;
 
 use super::chunk::{CHUNKER_VERSION, Chunk, ChunkedDoc, chunk_markdown};
+use crate::store::Store;
+
 use super::documents::{DocWrite, StoredDoc, WriteStats, chunk_embeddings, chunk_key, find_doc};
-use super::embed::MODEL_ID;
+use super::handle::Vault;
 
 /// Largest Markdown file the vault reads, in bytes.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -59,11 +60,12 @@ pub(crate) fn read_file(root: &DirHandle, rel: &str) -> Result<Option<FileRead>>
     }))
 }
 
-/// Whether a stored document is current for this file content and collection.
-pub(crate) fn is_current(doc: &StoredDoc, hash: &str, collection: &str) -> bool {
+/// Whether a stored document is current for this file content and collection, as
+/// embedded by the embedder `model`.
+pub(crate) fn is_current(doc: &StoredDoc, hash: &str, collection: &str, model: &str) -> bool {
     doc.content_hash == hash
         && doc.chunker_version == CHUNKER_VERSION
-        && doc.embed_model == MODEL_ID
+        && doc.embed_model == model
         && doc.collection == collection
 }
 
@@ -80,9 +82,11 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    /// Chunk the file and look up reusable vectors (a read of the stored chunks).
+    /// Chunk the file and look up reusable vectors (a read of the stored chunks; only
+    /// vectors of the embedder `model` are reused).
     pub(crate) fn prepare(
-        cairn: &Cairn,
+        store: &Store,
+        model: &str,
         root_key: &str,
         path: &str,
         collection: &str,
@@ -91,9 +95,7 @@ impl Pending {
     ) -> Result<Pending> {
         let doc = chunk_markdown(&file.bytes);
         let reusable = match existing {
-            Some(d) if d.embed_model == MODEL_ID => {
-                cairn.store.read(|c| chunk_embeddings(c, d.id))?
-            }
+            Some(d) if d.embed_model == model => store.read(|c| chunk_embeddings(c, d.id))?,
             _ => Default::default(),
         };
         let vectors = doc
@@ -132,7 +134,12 @@ pub(crate) struct Committed {
     pub sanitized: crate::text::Removed,
 }
 
-impl Cairn {
+impl Vault<'_> {
+    /// The identifier of this process's embedder, stored with every document.
+    pub(crate) fn model_id(&self) -> &str {
+        self.state.embedder.model_id()
+    }
+
     /// Embed every missing vector of `batch` with one call to the model (which sorts by
     /// token count and runs in batches across cores), then commit each file in its own
     /// transaction.
@@ -156,16 +163,17 @@ impl Cairn {
             })
             .collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        self.vault.embedder.embed_batch(&refs).map_err(Error::from)
+        self.state.embedder.embed_batch(&refs).map_err(Error::from)
     }
 
     /// Commit each file of `batch` in its own transaction, its missing vectors taken in
-    /// order from `fresh` (what [`Cairn::embed_missing`] returned for `batch`).
+    /// order from `fresh` (what [`Vault::embed_missing`] returned for `batch`).
     pub(crate) fn commit_files(
         &self,
         batch: Vec<Pending>,
         fresh: Vec<Vec<f32>>,
     ) -> Result<Vec<Committed>> {
+        let model = self.model_id();
         let mut fresh = fresh.into_iter();
         let mut out = Vec::with_capacity(batch.len());
         for p in batch {
@@ -196,7 +204,7 @@ impl Cairn {
                 modified_at: p.file.modified_at.as_deref(),
                 front_matter,
                 chunker_version: CHUNKER_VERSION,
-                embed_model: MODEL_ID,
+                embed_model: model,
                 chunks: &chunks,
             };
             let stats: WriteStats = self
@@ -214,7 +222,7 @@ impl Cairn {
     }
 
     /// The stored document for `(root_key, path)`.
-    pub(crate) fn vault_doc(&self, root_key: &str, path: &str) -> Result<Option<StoredDoc>> {
+    pub(crate) fn stored_doc(&self, root_key: &str, path: &str) -> Result<Option<StoredDoc>> {
         self.store.read(|c| find_doc(c, root_key, path))
     }
 }

@@ -40,7 +40,7 @@ use crate::store::Store;
 
 use super::chunk::CHUNKER_VERSION;
 use super::documents::{chunk_count, max_chunk_id, vectors_between};
-use super::embed::{DIMENSION, Embedder, MODEL_ID};
+use super::embed::{Embed, ModelEmbedder};
 use super::hnsw::{IndexManifest, VectorIndex};
 
 /// Rebuild the graph when more than this share of its points are dead.
@@ -54,9 +54,9 @@ const READ_BATCH: u64 = 20_000;
 const LOCK_FILE: &str = "LOCK";
 
 /// The vault state of one process: the (lazy) embedding model and the (lazy) graph.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct VaultState {
-    pub(crate) embedder: Embedder,
+    pub(crate) embedder: Box<dyn Embed>,
     live: Mutex<Option<Live>>,
     /// The BM25 index of chunks (the lexical half of the ranking).
     pub(crate) lexical: super::lexical::LexicalState,
@@ -70,9 +70,14 @@ struct Live {
     unsaved: usize,
 }
 
-/// What the running Cairn expects of an index.
-fn expected_manifest(watermark: u64) -> IndexManifest {
-    IndexManifest::new(MODEL_ID, DIMENSION, CHUNKER_VERSION, watermark)
+/// What the running Cairn expects of an index: built by this embedder and chunker.
+fn expected_manifest(embedder: &dyn Embed, watermark: u64) -> IndexManifest {
+    IndexManifest::new(
+        embedder.model_id(),
+        embedder.dimension(),
+        CHUNKER_VERSION,
+        watermark,
+    )
 }
 
 /// The vault index directory under a database's index directory.
@@ -112,9 +117,16 @@ impl Drop for DirLock {
     }
 }
 
+impl Default for VaultState {
+    /// The state every command and server runs: the local model ([`ModelEmbedder`]).
+    fn default() -> Self {
+        VaultState::with_embedder(Box::new(ModelEmbedder::default()))
+    }
+}
+
 impl VaultState {
     /// A state with an explicit embedder (tests, benchmarks).
-    pub fn with_embedder(embedder: Embedder) -> VaultState {
+    pub fn with_embedder(embedder: Box<dyn Embed>) -> VaultState {
         VaultState {
             embedder,
             live: Mutex::new(None),
@@ -133,7 +145,8 @@ impl VaultState {
             return Ok(());
         };
         if let Some(m) = VectorIndex::read_manifest(dir).map_err(vault_err)? {
-            m.check(&expected_manifest(0)).map_err(vault_err)?;
+            m.check(&expected_manifest(&*self.embedder, 0))
+                .map_err(vault_err)?;
         }
         Ok(())
     }
@@ -143,12 +156,12 @@ impl VaultState {
     fn ready(&self, store: &Store, dir: &Path) -> Result<MutexGuard<'_, Option<Live>>> {
         let mut guard = self.lock();
         if guard.is_none() {
-            *guard = Some(load_or_build(store, dir)?);
+            *guard = Some(load_or_build(&*self.embedder, store, dir)?);
         }
         let live = guard.as_mut().expect("set above");
         catch_up(live, store)?;
         if live.unsaved >= SAVE_AFTER_INSERTS {
-            maintain(live, store, dir, false)?;
+            maintain(&*self.embedder, live, store, dir, false)?;
         }
         Ok(guard)
     }
@@ -195,7 +208,7 @@ impl VaultState {
     pub(crate) fn after_write(&self, store: &Store, dir: &Path, save: bool) -> Result<usize> {
         let mut guard = self.ready(store, dir)?;
         let live = guard.as_mut().expect("ready() loads the index");
-        maintain(live, store, dir, save)?;
+        maintain(&*self.embedder, live, store, dir, save)?;
         self.lexical.after_write(store, &lexical_dir_of(dir));
         Ok(live.index.len())
     }
@@ -203,7 +216,7 @@ impl VaultState {
     /// Build a fresh graph from SQLite, ignoring (and replacing) what is on disk.
     pub(crate) fn rebuild(&self, store: &Store, dir: &Path) -> Result<usize> {
         let mut guard = self.lock();
-        let mut live = build(store)?;
+        let mut live = build(&*self.embedder, store)?;
         save(&mut live, dir, true)?;
         let n = live.index.len();
         *guard = Some(live);
@@ -221,7 +234,7 @@ fn vault_err(e: super::VaultError) -> Error {
     e.into()
 }
 
-fn load_or_build(store: &Store, dir: &Path) -> Result<Live> {
+fn load_or_build(embedder: &dyn Embed, store: &Store, dir: &Path) -> Result<Live> {
     let loaded = match DirLock::shared(dir) {
         Ok(_l) => {
             // No save runs while this shared lock is held, so whatever generation
@@ -243,7 +256,9 @@ fn load_or_build(store: &Store, dir: &Path) -> Result<Live> {
         }
     };
     if let Some((index, manifest)) = loaded {
-        manifest.check(&expected_manifest(0)).map_err(vault_err)?;
+        manifest
+            .check(&expected_manifest(embedder, 0))
+            .map_err(vault_err)?;
         tracing::debug!(
             points = index.len(),
             watermark = manifest.watermark,
@@ -255,17 +270,17 @@ fn load_or_build(store: &Store, dir: &Path) -> Result<Live> {
             unsaved: 0,
         });
     }
-    let mut live = build(store)?;
+    let mut live = build(embedder, store)?;
     save_or_warn(&mut live, dir, false);
     Ok(live)
 }
 
 /// A graph of every chunk in SQLite.
-fn build(store: &Store) -> Result<Live> {
+fn build(embedder: &dyn Embed, store: &Store) -> Result<Live> {
     let (count, top) = store.read(|c| Ok((chunk_count(c)?, max_chunk_id(c)?)))?;
     let mut live = Live {
-        index: VectorIndex::new(DIMENSION, count),
-        manifest: expected_manifest(0),
+        index: VectorIndex::new(embedder.dimension(), count),
+        manifest: expected_manifest(embedder, 0),
         unsaved: 0,
     };
     insert_upto(&mut live, store, top)?;
@@ -298,13 +313,19 @@ fn insert_upto(live: &mut Live, store: &Store, top: u64) -> Result<()> {
 
 /// Compact when dead points exceed the threshold; save when asked or when enough
 /// inserts are unsaved.
-fn maintain(live: &mut Live, store: &Store, dir: &Path, save_now: bool) -> Result<()> {
+fn maintain(
+    embedder: &dyn Embed,
+    live: &mut Live,
+    store: &Store,
+    dir: &Path,
+    save_now: bool,
+) -> Result<()> {
     let points = live.index.len();
     let alive = store.read(chunk_count)?;
     let dead = points.saturating_sub(alive);
     if points > 0 && dead as f64 > COMPACT_DEAD_SHARE * points as f64 {
         tracing::info!(points, dead, "compacting the vault index");
-        let mut fresh = build(store)?;
+        let mut fresh = build(embedder, store)?;
         save_or_warn(&mut fresh, dir, true);
         *live = fresh;
         return Ok(());
@@ -357,6 +378,8 @@ mod tests {
     use super::*;
     use crate::vault::chunk::chunk_markdown;
     use crate::vault::documents::{delete_document, write_test_document};
+    use crate::vault::embed::DIMENSION;
+    use crate::vault::hash_embed::HashEmbedder;
 
     /// A deterministic unit vector per seed.
     fn unit(seed: u64) -> Vec<f32> {
@@ -493,5 +516,33 @@ mod tests {
         assert!(top(&state, &store, &dir, &unit(20_031)).1 > 0.999);
         assert_eq!(state.after_write(&store, &dir, false).unwrap(), 36);
         assert!(manifest.watermark <= 36);
+    }
+
+    #[test]
+    fn a_graph_built_by_one_embedder_is_never_served_by_another() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = tmp.path().join("c.db");
+        let dir = vault_dir(&crate::store::index_dir_for(&db));
+        let store = Store::open(&db).unwrap();
+        add_doc(&store, "a.md", 3, 7);
+        let hashed = VaultState::with_embedder(Box::new(HashEmbedder::new()));
+        assert_eq!(hashed.after_write(&store, &dir, true).unwrap(), 3);
+        let disk = VectorIndex::read_manifest(&dir).unwrap().unwrap();
+        assert_eq!(disk.model_id, crate::vault::hash_embed::HASH_MODEL_ID);
+
+        // The model's process refuses the graph (and says how to rebuild) ...
+        let model = VaultState::default();
+        let err = model
+            .search(&store, &dir, &unit(7), 1, |_| true)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("model_id"), "{err}");
+        assert!(err.contains("cairn reindex --rebuild"), "{err}");
+        assert!(model.check_disk_manifest(&dir).is_err());
+        // ... until a rebuild replaces it with a graph of its own.
+        assert_eq!(model.rebuild(&store, &dir).unwrap(), 3);
+        let disk = VectorIndex::read_manifest(&dir).unwrap().unwrap();
+        assert_eq!(disk.model_id, crate::vault::embed::MODEL_ID);
+        assert!(hashed.check_disk_manifest(&dir).is_err());
     }
 }

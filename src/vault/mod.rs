@@ -7,7 +7,9 @@
 //! | module | owns |
 //! | --- | --- |
 //! | [`chunk`] | heading-aware Markdown chunking: front matter, title, heading paths, exact 1-based line spans, content hashes, the token budget ([`chunk::CHUNKER_VERSION`]) |
-//! | [`embed`] | the local embedding model (all-MiniLM-L6-v2, int8 ONNX) run through ONNX Runtime: locating the files, one-time runtime initialisation, lazy loading, batched L2-normalised embeddings |
+//! | [`vector`] | the dot product and L2 normalisation every vector user shares |
+//! | [`embed`] | the [`embed::Embed`] trait (texts → unit vectors, the identity stored with them) and its implementation by the local embedding model (all-MiniLM-L6-v2, int8 ONNX) run through ONNX Runtime: locating the files, one-time runtime initialisation, lazy loading, batched L2-normalised embeddings |
+//! | [`hash_embed`] | a deterministic [`embed::Embed`] for tests and benchmarks (hashed words and word pairs); never selected by a command or tool |
 //! | [`hnsw`] | the vector index over `hnsw_rs` (cosine similarity on unit vectors), filtered search, crash-safe generational persistence and the [`hnsw::IndexManifest`] that ties an index to its model and chunker |
 //! | [`error`] | [`VaultError`], the one error type of the core |
 //!
@@ -23,17 +25,20 @@
 //! | [`lexical`] | the BM25 index of chunks (tantivy): catch-up by chunk id, rebuilt past a fifth dead |
 //! | [`reindex`] | `cairn reindex DIR`: the walk (`.gitignore` respected), batching, removal, summary |
 //! | [`rerank`] | hybrid ranking: dense and BM25 candidates fused into `score`, per-document cap |
-//! | [`service`] | search (`vault_retrieve`, `search_knowledge`, `cairn search`), `vault_update`, `vault_delete` |
+//! | [`handle`] | [`Vault`], the handle the operations are methods of: the store and the process's [`VaultState`] |
+//! | [`service`] | search (`vault_retrieve`, `search_knowledge`, `cairn search`) with its defaults, `vault_update`, `vault_delete` |
 //!
 //! Typical flow: [`chunk::chunk_markdown`] → [`chunk::Chunk::embedding_text`] →
-//! [`embed::Embedder::embed_batch`] → SQLite → [`hnsw::VectorIndex::insert_batch`] →
-//! [`hnsw::VectorIndex::save`]; at query time [`embed::Embedder::embed_query`]
+//! [`embed::Embed::embed_batch`] → SQLite → [`hnsw::VectorIndex::insert_batch`] →
+//! [`hnsw::VectorIndex::save`]; at query time [`embed::Embed::embed_query`]
 //! → [`hnsw::VectorIndex::search`] → rows joined from SQLite.
 
 pub mod chunk;
 pub mod documents;
 pub mod embed;
 pub mod error;
+pub mod handle;
+pub mod hash_embed;
 pub mod hnsw;
 pub(crate) mod identity;
 pub(crate) mod ingest;
@@ -42,8 +47,10 @@ pub mod live;
 pub mod reindex;
 pub mod rerank;
 pub mod service;
+pub mod vector;
 
 pub use error::{Result, VaultError};
+pub use handle::Vault;
 pub use live::VaultState;
 
 impl From<VaultError> for crate::error::Error {

@@ -37,13 +37,13 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::Cairn;
 use crate::error::{Error, Result};
 use crate::paths::{DirHandle, canonical_root};
 use crate::trail::settings::limits::COLLECTION_MAX;
 
 use super::documents::{delete_document, doc_paths};
 use super::embed::{Spin, Threading};
+use super::handle::Vault;
 use super::identity::relative_path;
 use super::ingest::{Committed, Pending, is_current, is_markdown, read_file};
 use super::live::vault_dir;
@@ -153,9 +153,9 @@ pub(crate) fn check_collection(name: &str) -> Result<()> {
     Ok(())
 }
 
-impl Cairn {
+impl Vault<'_> {
     /// Reindex a directory (see the module docs).
-    pub fn vault_reindex(
+    pub fn reindex(
         &self,
         opts: &ReindexOptions,
         progress: &dyn Fn(ReindexProgress),
@@ -171,9 +171,9 @@ impl Cairn {
                 .to_string(),
         };
         check_collection(&collection)?;
-        let index_dir = vault_dir(&self.index_dir());
+        let index_dir = vault_dir(&self.store.index_dir());
         if !opts.rebuild {
-            self.vault.check_disk_manifest(&index_dir)?;
+            self.state.check_disk_manifest(&index_dir)?;
         }
         let root = self.reindex_root(&dir, opts.project.as_deref())?;
         let prefix = relative_path(&root.dir, &dir)?;
@@ -196,7 +196,7 @@ impl Cairn {
                 });
             }
         }
-        let embedder = &self.vault.embedder;
+        let embedder = &self.state.embedder;
         let before = embedder.threading();
         let threading = Threading::resolve(opts.threads, opts.spin.unwrap_or_default());
         embedder.set_threading(threading);
@@ -261,9 +261,9 @@ impl Cairn {
             s.files_removed = gone.len();
         }
         s.index_points = if opts.rebuild {
-            self.vault.rebuild(&self.store, &index_dir)?
+            self.state.rebuild(self.store, &index_dir)?
         } else {
-            self.vault.after_write(&self.store, &index_dir, true)?
+            self.state.after_write(self.store, &index_dir, true)?
         };
         s.files_skipped = s.skipped.len();
         s.seconds = started.elapsed().as_secs_f64();
@@ -305,15 +305,16 @@ impl Cairn {
             }
             Err(e) => return Err(e),
         };
-        let existing = self.vault_doc(job.root_key, &rel)?;
+        let existing = self.stored_doc(job.root_key, &rel)?;
         if !job.rebuild
             && let Some(doc) = &existing
-            && is_current(doc, &read.hash, job.collection)
+            && is_current(doc, &read.hash, job.collection, self.model_id())
         {
             return Ok(Read::Unchanged(rel));
         }
         let p = Pending::prepare(
-            self,
+            self.store,
+            self.model_id(),
             job.root_key,
             &rel,
             job.collection,

@@ -1,8 +1,12 @@
-//! The vault's operations on the [`Cairn`] facade: search (whole vault or some
-//! collections), update one file, delete one document. `cairn reindex` is in
-//! [`super::reindex`]. The embedding model loads on the first call that needs it.
+//! The vault's operations, on the [`Vault`] handle (the store and the process's
+//! [`VaultState`]): search (whole vault or some collections), update one file, delete
+//! one document. `cairn reindex` is in [`super::reindex`]. The embedding model loads on
+//! the first call that needs it. The facade (`crate::api`) delegates here.
 //!
 //! Decisions:
+//! - Defaults live here, for the CLI and the tools alike: `top_k` [`DEFAULT_TOP_K`] (5),
+//!   `min_score` [`DEFAULT_MIN_SCORE`] (0.3), the per-document cap
+//!   [`super::rerank::MAX_PER_DOCUMENT`] (2).
 //! - `search_knowledge` searches the collections named by the bound project's
 //!   `vault.collections` setting; a project without one gets an error saying how to set
 //!   it. Hits under `min_score` are dropped and counted; `min_score` applies to
@@ -23,12 +27,12 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::Cairn;
 use crate::context::WorkContext;
 use crate::error::{Error, Result};
 use crate::paths::{DirHandle, relative_components, shown};
 
 use super::documents::{VaultHit, chunk_collection, chunk_vector, delete_document, load_hit};
+use super::handle::Vault;
 use super::identity::DocRoot;
 use super::ingest::{Pending, is_current, is_markdown, read_file};
 use super::lexical::lexical_dir;
@@ -37,6 +41,10 @@ use super::rerank::{self, Candidate, Ranking};
 
 /// Largest `top_k` of a vault search.
 pub const MAX_TOP_K: usize = 50;
+/// `top_k` of a search that names none.
+pub const DEFAULT_TOP_K: usize = 5;
+/// `min_score` of a `search_knowledge` that names none.
+pub const DEFAULT_MIN_SCORE: f32 = 0.3;
 /// Longest query, in characters.
 pub const MAX_QUERY_CHARS: usize = 2000;
 
@@ -101,13 +109,14 @@ fn check_query(query: &str, top_k: usize) -> Result<()> {
     Ok(())
 }
 
-impl Cairn {
-    /// The `top_k` chunks most relevant to `query` over the collections named (every
-    /// collection when `None`), ranked as [`Ranking::default`] says ([`super::rerank`]).
-    pub fn vault_search(
+impl Vault<'_> {
+    /// The `top_k` (default [`DEFAULT_TOP_K`]) chunks most relevant to `query` over the
+    /// collections named (every collection when `None`), ranked as [`Ranking::default`]
+    /// says ([`super::rerank`]).
+    pub fn search(
         &self,
         query: &str,
-        top_k: usize,
+        top_k: Option<usize>,
         collections: Option<&[String]>,
         max_per_document: Option<usize>,
     ) -> Result<Vec<VaultHit>> {
@@ -115,12 +124,12 @@ impl Cairn {
             max_per_document: max_per_document.or(Ranking::default().max_per_document),
             ..Ranking::default()
         };
-        self.vault_search_with(query, top_k, collections, &ranking)
+        self.search_with(query, top_k.unwrap_or(DEFAULT_TOP_K), collections, &ranking)
     }
 
-    /// [`Cairn::vault_search`] with an explicit ranking (`cairn eval vault` compares
-    /// them). A `max_per_document` of 0 means no cap.
-    pub fn vault_search_with(
+    /// [`Vault::search`] with an explicit ranking (`cairn eval vault` compares them). A
+    /// `max_per_document` of 0 means no cap.
+    pub fn search_with(
         &self,
         query: &str,
         top_k: usize,
@@ -129,15 +138,20 @@ impl Cairn {
     ) -> Result<Vec<VaultHit>> {
         check_query(query, top_k)?;
         let vector = match ranking.sources.dense() {
-            true => Some(self.vault.embedder.embed_query(query)?),
+            true => Some(self.query_vector(query)?),
             false => None,
         };
-        self.vault_rank(query, vector.as_deref(), top_k, collections, ranking)
+        self.rank(query, vector.as_deref(), top_k, collections, ranking)
+    }
+
+    /// The query's embedding by this process's embedder.
+    pub fn query_vector(&self, query: &str) -> Result<Vec<f32>> {
+        Ok(self.state.embedder.embed_query(query)?)
     }
 
     /// Rank with a query embedding computed by the caller (`None` only for
     /// [`Sources::Lexical`](super::rerank::Sources::Lexical)).
-    pub(crate) fn vault_rank(
+    pub fn rank(
         &self,
         query: &str,
         vector: Option<&[f32]>,
@@ -151,11 +165,11 @@ impl Cairn {
         };
         let accept = |c: &str| collections.is_none_or(|cs| cs.iter().any(|x| x == c));
         let n = rerank::candidates(top_k);
-        let index_dir = self.index_dir();
+        let index_dir = self.store.index_dir();
         let dense = match (ranking.sources.dense(), vector) {
             (true, Some(q)) => {
-                self.vault
-                    .search(&self.store, &vault_dir(&index_dir), q, n, accept)?
+                self.state
+                    .search(self.store, &vault_dir(&index_dir), q, n, accept)?
             }
             (true, None) => {
                 return Err(Error::Internal(
@@ -245,10 +259,10 @@ impl Cairn {
         n: usize,
         accept: &dyn Fn(&str) -> bool,
     ) -> Result<Vec<(u64, f32)>> {
-        let dir = lexical_dir(&self.index_dir());
+        let dir = lexical_dir(&self.store.index_dir());
         let mut k = n;
         loop {
-            let raw = self.vault.lexical.search(&self.store, &dir, query, k)?;
+            let raw = self.state.lexical.search(self.store, &dir, query, k)?;
             let full = raw.len() == k;
             let mut kept = self.store.read(|c| {
                 let mut kept = Vec::with_capacity(raw.len());
@@ -267,16 +281,18 @@ impl Cairn {
         }
     }
 
-    /// `search_knowledge`: search the bound project's vault collections.
+    /// `search_knowledge`: search the bound project's vault collections; `top_k`
+    /// default [`DEFAULT_TOP_K`], `min_score` default [`DEFAULT_MIN_SCORE`].
     pub fn search_knowledge(
         &self,
         session: &WorkContext,
         query: &str,
-        top_k: usize,
-        min_score: f32,
+        top_k: Option<usize>,
+        min_score: Option<f32>,
         max_per_document: Option<usize>,
     ) -> Result<KnowledgeResults> {
-        let project = self.project(session.require_project()?)?;
+        let min_score = min_score.unwrap_or(DEFAULT_MIN_SCORE);
+        let project = crate::issues::project(self.store, session.require_project()?)?;
         let collections: Vec<String> = project.settings["vault"]["collections"]
             .as_array()
             .map(|a| {
@@ -294,7 +310,7 @@ impl Cairn {
                 project.slug, project.slug
             )));
         }
-        let hits = self.vault_search(query, top_k, Some(&collections), max_per_document)?;
+        let hits = self.search(query, top_k, Some(&collections), max_per_document)?;
         let best_score = hits.iter().map(|h| h.score).reduce(f32::max);
         let (results, below): (Vec<_>, Vec<_>) =
             hits.into_iter().partition(|h| h.score >= min_score);
@@ -329,7 +345,7 @@ impl Cairn {
     }
 
     /// `vault_update`: re-read, re-chunk and re-embed one file (only changed chunks).
-    pub fn vault_update(&self, session: &WorkContext, path: &str) -> Result<UpdateResult> {
+    pub fn update(&self, session: &WorkContext, path: &str) -> Result<UpdateResult> {
         let root = self.tool_root(session)?;
         let (handle, rel) = self.tool_path(&root, path)?;
         if !is_markdown(std::path::Path::new(&rel)) {
@@ -350,13 +366,13 @@ impl Cairn {
                 ),
             ));
         };
-        let existing = self.vault_doc(&root.key, &rel)?;
+        let existing = self.stored_doc(&root.key, &rel)?;
         let collection = match &existing {
             Some(d) => d.collection.clone(),
             None => default_collection(&root),
         };
         if let Some(doc) = &existing
-            && is_current(doc, &read.hash, &collection)
+            && is_current(doc, &read.hash, &collection, self.model_id())
         {
             let chunks = self.store.read(|c| {
                 Ok(c.query_row(
@@ -376,14 +392,21 @@ impl Cairn {
                 removed_characters: None,
             });
         }
-        let pending =
-            Pending::prepare(self, &root.key, &rel, &collection, read, existing.as_ref())?;
+        let pending = Pending::prepare(
+            self.store,
+            self.model_id(),
+            &root.key,
+            &rel,
+            &collection,
+            read,
+            existing.as_ref(),
+        )?;
         let done = self
             .embed_and_commit(vec![pending])?
             .pop()
             .ok_or_else(|| Error::Internal("no commit result".into()))?;
-        self.vault
-            .after_write(&self.store, &vault_dir(&self.index_dir()), false)?;
+        self.state
+            .after_write(self.store, &vault_dir(&self.store.index_dir()), false)?;
         Ok(UpdateResult {
             path: rel,
             collection,
@@ -397,7 +420,7 @@ impl Cairn {
     }
 
     /// `vault_delete`: remove one document and all its chunks and vectors.
-    pub fn vault_delete(&self, session: &WorkContext, path: &str) -> Result<DeleteResult> {
+    pub fn delete(&self, session: &WorkContext, path: &str) -> Result<DeleteResult> {
         let root = self.tool_root(session)?;
         let (handle, rel) = self.tool_path(&root, path)?;
         let parts: Vec<&str> = rel.split('/').collect();
@@ -414,8 +437,8 @@ impl Cairn {
                     ),
                 )
             })?;
-        self.vault
-            .after_write(&self.store, &vault_dir(&self.index_dir()), false)?;
+        self.state
+            .after_write(self.store, &vault_dir(&self.store.index_dir()), false)?;
         Ok(DeleteResult {
             path: rel,
             deleted: true,

@@ -58,7 +58,7 @@ pub struct RetrieveResult {
 fn retrieve(cx: &ToolCtx<'_>, p: RetrieveParams) -> Result<RetrieveResult> {
     let results = cx.cairn.vault_search(
         &p.query,
-        p.top_k.unwrap_or(5) as usize,
+        p.top_k.map(|n| n as usize),
         None,
         p.max_per_document.map(|n| n as usize),
     )?;
@@ -69,8 +69,8 @@ fn knowledge(cx: &ToolCtx<'_>, p: KnowledgeParams) -> Result<KnowledgeResults> {
     cx.cairn.search_knowledge(
         cx.work,
         &p.query,
-        p.top_k.unwrap_or(5) as usize,
-        p.min_score.unwrap_or(0.3),
+        p.top_k.map(|n| n as usize),
+        p.min_score,
         p.max_per_document.map(|n| n as usize),
     )
 }

@@ -1,0 +1,88 @@
+//! The Knowledge Vault: search (whole vault, some collections, the bound project's),
+//! update and delete one document, reindex a directory; over the `vault::Vault` handle
+//! (the store and the process's vault state: embedder, HNSW graph, BM25 index).
+
+use crate::context::WorkContext;
+use crate::error::Result;
+use crate::vault::Vault;
+use crate::vault::documents::VaultHit;
+use crate::vault::reindex::{ReindexOptions, ReindexProgress, ReindexSummary};
+use crate::vault::rerank::Ranking;
+use crate::vault::service::{DeleteResult, KnowledgeResults, UpdateResult};
+
+use super::Cairn;
+
+impl Cairn {
+    /// The vault operations over this store and this process's vault state.
+    fn vault(&self) -> Vault<'_> {
+        Vault {
+            store: &self.store,
+            state: &self.vault,
+        }
+    }
+
+    /// The best chunks for `query` (`top_k` default 5) in the collections named (every
+    /// collection when `None`), at most `max_per_document` (default 2; 0: no cap) each.
+    pub fn vault_search(
+        &self,
+        query: &str,
+        top_k: Option<usize>,
+        collections: Option<&[String]>,
+        max_per_document: Option<usize>,
+    ) -> Result<Vec<VaultHit>> {
+        self.vault()
+            .search(query, top_k, collections, max_per_document)
+    }
+
+    /// The query's embedding by this process's embedder (`cairn eval vault` embeds once
+    /// and ranks under several orderings).
+    pub fn vault_query_vector(&self, query: &str) -> Result<Vec<f32>> {
+        self.vault().query_vector(query)
+    }
+
+    /// Rank with a query vector already computed, under an explicit ranking.
+    pub fn vault_rank(
+        &self,
+        query: &str,
+        vector: Option<&[f32]>,
+        top_k: usize,
+        collections: Option<&[String]>,
+        ranking: &Ranking,
+    ) -> Result<Vec<VaultHit>> {
+        self.vault()
+            .rank(query, vector, top_k, collections, ranking)
+    }
+
+    /// `search_knowledge`: the bound project's collections (`top_k` default 5,
+    /// `min_score` default 0.3).
+    pub fn search_knowledge(
+        &self,
+        work: &WorkContext,
+        query: &str,
+        top_k: Option<usize>,
+        min_score: Option<f32>,
+        max_per_document: Option<usize>,
+    ) -> Result<KnowledgeResults> {
+        self.vault()
+            .search_knowledge(work, query, top_k, min_score, max_per_document)
+    }
+
+    /// `vault_update`: re-read, re-chunk and re-embed one file of the bound root.
+    pub fn vault_update(&self, work: &WorkContext, path: &str) -> Result<UpdateResult> {
+        self.vault().update(work, path)
+    }
+
+    /// `vault_delete`: remove one document of the bound root.
+    pub fn vault_delete(&self, work: &WorkContext, path: &str) -> Result<DeleteResult> {
+        self.vault().delete(work, path)
+    }
+
+    /// `cairn reindex DIR`.
+    pub fn vault_reindex(
+        &self,
+        opts: &ReindexOptions,
+        progress: &dyn Fn(ReindexProgress),
+    ) -> Result<ReindexSummary> {
+        self.vault().reindex(opts, progress)
+    }
+}
