@@ -1,5 +1,5 @@
 //! The vault's operations, on the [`Vault`] handle (the store and the process's
-//! [`VaultState`]): search (whole vault or some collections), update one file, delete
+//! [`VaultState`](super::VaultState)): search (whole vault or some collections), update one file, delete
 //! one document. `cairn reindex` is in [`super::reindex`]. The embedding model loads on
 //! the first call that needs it. The facade (`crate::api`) delegates here.
 //!
