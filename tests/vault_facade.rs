@@ -1,6 +1,7 @@
 //! The Knowledge Vault in process: the facade (`cairn::Cairn`) over a temporary store
 //! with the deterministic test embedder ([`HashEmbedder`]), so document identity,
-//! incremental ingest, removal, catch-up between processes, the index manifest, the
+//! incremental ingest, removal, resuming an interrupted reindex, catch-up between
+//! processes, the index manifest, the
 //! defaults, `min_score`, the rank order and the per-document cap are checked without
 //! the model and without spawning the binary. What only the model can show (fidelity,
 //! retrieval quality, token counts, `cairn eval vault`) and what needs a process (a kill,
@@ -15,6 +16,7 @@ use cairn::error::ErrorKind;
 use cairn::issues::NewProject;
 use cairn::trail::settings::SettingsUpdate;
 use cairn::vault::documents::VaultHit;
+use cairn::vault::embed::Embed;
 use cairn::vault::hash_embed::HashEmbedder;
 use cairn::vault::reindex::{ReindexOptions, ReindexSummary};
 use cairn::vault::rerank::{LEXICAL_WEIGHT, OVERLAP_WEIGHT};
@@ -601,4 +603,100 @@ fn documents_of_another_embedder_are_re_embedded() {
         .query_row("SELECT embed_model FROM vault_documents", [], |r| r.get(0))
         .unwrap();
     assert_eq!(model, cairn::vault::hash_embed::HASH_MODEL_ID);
+}
+
+/// The test embedder, failing once it has embedded `budget` texts: a reindex that stops
+/// half-way (as after a crash of the model).
+#[derive(Debug)]
+struct FailingEmbedder {
+    inner: HashEmbedder,
+    budget: usize,
+    used: std::sync::atomic::AtomicUsize,
+}
+
+impl Embed for FailingEmbedder {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> cairn::vault::Result<Vec<Vec<f32>>> {
+        use std::sync::atomic::Ordering;
+        if self.used.fetch_add(texts.len(), Ordering::SeqCst) + texts.len() > self.budget {
+            return Err(cairn::vault::VaultError::Embed {
+                batch_len: texts.len(),
+                message: "the test embedder's budget is spent".into(),
+            });
+        }
+        self.inner.embed_batch(texts)
+    }
+}
+
+/// A reindex that fails half-way keeps every file it committed (one transaction per
+/// file, all its chunks), and the next run skips them and embeds only the rest.
+#[test]
+fn an_interrupted_reindex_resumes_without_duplicates() {
+    let t = Tmp::new();
+    let docs = t.path().join("docs");
+    for i in 0..20 {
+        write(
+            &docs,
+            &format!("f{i:02}.md"),
+            &guide(
+                &format!("Service{i}"),
+                &format!("Service {i} listens on port {}.", 8000 + i),
+            ),
+        );
+    }
+    let failing = Cairn::open_with_embedder(
+        &t.db,
+        Box::new(FailingEmbedder {
+            inner: HashEmbedder::new(),
+            budget: 24,
+            used: Default::default(),
+        }),
+    )
+    .unwrap();
+    let e = failing
+        .vault_reindex(
+            &ReindexOptions {
+                dir: docs.clone(),
+                embed_group: Some(6),
+                ..Default::default()
+            },
+            &|_| {},
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("budget is spent"), "{e}");
+    let committed = t.count("SELECT count(*) FROM vault_documents");
+    assert!(
+        (1..20).contains(&committed),
+        "stopped half-way: {committed}"
+    );
+    assert_eq!(
+        t.count("SELECT count(*) FROM vault_chunks"),
+        committed * 3,
+        "each committed file has all its chunks"
+    );
+
+    let cairn = t.open();
+    let resumed = reindex(&cairn, &docs);
+    assert_eq!(resumed.files_unchanged as i64, committed, "{resumed:?}");
+    assert_eq!(resumed.files_changed as i64, 20 - committed);
+    assert_eq!(resumed.chunks_embedded as i64, (20 - committed) * 3);
+    assert_eq!(t.count("SELECT count(*) FROM vault_documents"), 20);
+    assert_eq!(t.count("SELECT count(*) FROM vault_chunks"), 60);
+    assert_eq!(
+        t.count(
+            "SELECT count(*) FROM (SELECT document_id, ordinal FROM vault_chunks \
+             GROUP BY 1, 2 HAVING count(*) > 1)"
+        ),
+        0
+    );
+    let hit = search(&cairn, "Which port does Service 7 listen on?", 1);
+    assert_eq!(paths(&hit), ["f07.md"]);
+    assert_eq!(reindex(&cairn, &docs).files_changed, 0);
 }
