@@ -36,6 +36,20 @@ pub(crate) fn guide(name: &str, configure: &str) -> String {
     )
 }
 
+/// `f00.md`, `f01.md`, ...: `n` guides of three chunks, service `i` on port `8000 + i`.
+pub(crate) fn write_services(docs: &Path, n: usize) {
+    for i in 0..n {
+        write(
+            docs,
+            &format!("f{i:02}.md"),
+            &guide(
+                &format!("Service{i}"),
+                &format!("Service {i} listens on port {}.", 8000 + i),
+            ),
+        );
+    }
+}
+
 pub(crate) const CONFIGURE: &str =
     "Edit the configuration file to set the listening port and the log level.";
 
@@ -375,16 +389,7 @@ fn reindex_takes_thread_settings_and_reports_model_tokens() {
 fn a_killed_reindex_resumes_without_duplicates() {
     let env = Env::new();
     let docs = env.path().join("docs");
-    for i in 0..40 {
-        write(
-            &docs,
-            &format!("f{i:02}.md"),
-            &guide(
-                &format!("Service{i}"),
-                &format!("Service {i} listens on port {}.", 8000 + i),
-            ),
-        );
-    }
+    write_services(&docs, 40);
     let mut child = env
         .cmd(&["reindex", docs.to_str().unwrap(), "--embed-group", "6"])
         .stdout(std::process::Stdio::null())

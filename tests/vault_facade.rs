@@ -22,7 +22,7 @@ use cairn::vault::reindex::{ReindexOptions, ReindexSummary};
 use cairn::vault::rerank::{LEXICAL_WEIGHT, OVERLAP_WEIGHT};
 use cairn::vault::service::{DEFAULT_MIN_SCORE, DEFAULT_TOP_K};
 
-use crate::vault::{CONFIGURE, corpus, guide, write};
+use crate::vault::{CONFIGURE, corpus, guide, write, write_services};
 
 /// A temporary directory with a database path inside it.
 struct Tmp {
@@ -641,16 +641,7 @@ impl Embed for FailingEmbedder {
 fn an_interrupted_reindex_resumes_without_duplicates() {
     let t = Tmp::new();
     let docs = t.path().join("docs");
-    for i in 0..20 {
-        write(
-            &docs,
-            &format!("f{i:02}.md"),
-            &guide(
-                &format!("Service{i}"),
-                &format!("Service {i} listens on port {}.", 8000 + i),
-            ),
-        );
-    }
+    write_services(&docs, 20);
     let failing = Cairn::open_with_embedder(
         &t.db,
         Box::new(FailingEmbedder {
