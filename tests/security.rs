@@ -491,7 +491,7 @@ async fn a_full_disk_answers_a_stable_code_loses_nothing_and_recovers() {
     env.db = mnt.join("cairn.db");
     env.project("p", None);
     let issue = env.issue("p", "full disk");
-    let c = env.serve(&["--issue-id", &issue]).await;
+    let c = env.serve_local(&["--issue-id", &issue]).await;
     for n in 0..5 {
         c.ok("add_comment", json!({"content": format!("before {n}")}))
             .await;

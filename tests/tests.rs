@@ -9,6 +9,7 @@ mod e2e;
 mod hostile_paths;
 mod learnings;
 mod mcp_contract;
+mod mcp_table;
 mod security;
 mod trail;
 mod vault;
