@@ -305,9 +305,18 @@ pub(crate) fn insert_issue(c: &Connection, new: &NewIssue) -> Result<String> {
         check_len(&mut errors, "description", d, 0, limits::DESCRIPTION_MAX);
     }
     if let Some(p) = new.priority
-        && !(1..=4).contains(&p)
+        && !(1..=limits::PRIORITY_MAX).contains(&p)
     {
-        errors.push(FieldError::new("priority", "must be 1 (urgent) to 4 (low)"));
+        errors.push(FieldError::new(
+            "priority",
+            format!("must be 1 (urgent) to {} (low)", limits::PRIORITY_MAX),
+        ));
+    }
+    if new.depends_on.len() > limits::DEPENDS_ON_MAX {
+        errors.push(FieldError::new(
+            "depends_on",
+            format!("at most {} issues", limits::DEPENDS_ON_MAX),
+        ));
     }
     validate_labels(&mut errors, "labels", &new.labels);
     for (i, l) in new.labels.iter().enumerate() {

@@ -1,4 +1,4 @@
-//! The Colibri vocabulary through the real binary and a real MCP client: tasks and
+//! The Colibri vocabulary through a real MCP client and the server in-process: tasks and
 //! their transition table, hash-chained thoughts and tamper detection, audit sessions
 //! and Merkle roots (checked against an independent tree), skills from a fixture tree,
 //! and the document's examples with their documented shapes.

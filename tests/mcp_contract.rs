@@ -1,5 +1,7 @@
-//! The tool contract, through the real binary and rmcp's client: listing, validation
-//! before handlers, help prompts, unknown tools, scope, size limits, start-up.
+//! The tool contract through rmcp's client: listing, validation before handlers, help
+//! prompts, unknown tools, scope, size limits on the server in-process; start-up,
+//! shutdown, the wire, several processes, the snapshot and the official SDKs and
+//! Inspector on the real binary; the scope matrix against the spec's table.
 
 use serde_json::json;
 

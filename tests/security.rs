@@ -1,4 +1,4 @@
-//! Issue 15, part B, through the real binary: the one text policy on every tool that
+//! Issue 15, part B, through an MCP client and the server in-process: the one text policy on every tool that
 //! stores agent text, tamper evidence of frozen Merkle roots, malformed rows, and
 //! storage faults (a full disk on a real tmpfs).
 

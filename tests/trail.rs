@@ -1,8 +1,8 @@
-//! The work trail through the real binary: issue, finding, comment, sub-task, PR,
-//! settings, coverage, test-health and run-event tools over MCP (success, each
-//! documented failure, and the effect `get_issue` shows), the tool scope matrix, the
-//! append-only hash chain (source scan, triggers, tampering detected, concurrent
-//! appends), and the CLI (`issue status|comment`, `project configure`, `pr`, `findings`,
+//! The work trail: issue, finding, comment, sub-task, PR, settings, coverage,
+//! test-health and run-event tools over MCP, served in-process (success, each
+//! documented failure, and the effect `get_issue` shows), the append-only hash chain
+//! (source scan, triggers, tampering detected, concurrent appends from two `cairn
+//! serve` processes), and through the real binary the CLI (`issue status|comment`, `project configure`, `pr`, `findings`,
 //! `run ingest`).
 
 use serde_json::{Value, json};

@@ -1,4 +1,4 @@
-//! The work tools through the real binary and an MCP client: `verify_workspace`,
+//! The work tools through an MCP client and the server in-process: `verify_workspace`,
 //! `update_memory`, `complete_phase`, `approve_phase`, `reject_phase`, `move_issue`,
 //! with the path-safety cases of every tool that takes a path or a file name.
 

@@ -47,7 +47,7 @@ pub struct SearchLearningsParams {
     pub cross_project: bool,
     /// Leave out learnings below this quality (0-100, a number as the spec says: 40.5
     /// keeps 41 and up); verified learnings always pass.
-    #[schemars(range(min = 0, max = 100))]
+    #[schemars(range(min = 0, max = limits::QUALITY_MAX))]
     pub min_quality_score: Option<f64>,
 }
 
