@@ -1,5 +1,7 @@
-//! All integration tests, compiled into one binary. Each drives the real `cairn` binary
-//! (CLI, or `cairn serve` through a real MCP client) on a fresh temp database.
+//! All integration tests, compiled into one binary, each on a fresh temp database: the
+//! CLI and `cairn serve` through the real binary (with a real MCP client or an official
+//! SDK), and the MCP server in this process (`common::Env::serve_local`) for tool
+//! behaviour, including the data-driven table of `mcp_table`.
 
 mod common;
 

@@ -96,22 +96,38 @@ impl Env {
         serde_json::from_str(&self.ok(&a)).expect("json stdout")
     }
 
-    /// Create a project (slug and prefix from `slug`), optionally with a repo path.
+    /// Create a project (slug and prefix from `slug`), optionally with a repo path:
+    /// what `cairn project create --slug S --name S [--path P]` does, through the facade
+    /// in this process (a set-up step; `cli_basics.rs` tests the command itself).
     pub fn project(&self, slug: &str, path: Option<&Path>) {
-        let mut args = vec!["project", "create", "--slug", slug, "--name", slug];
-        let p;
-        if let Some(path) = path {
-            p = path.to_string_lossy().into_owned();
-            args.extend(["--path", p.as_str()]);
-        }
-        self.ok(&args);
+        let cairn = cairn::Cairn::open(&self.db).expect("open the database");
+        cairn
+            .create_project(&cairn::issues::NewProject {
+                slug: slug.to_string(),
+                name: slug.to_string(),
+                prefix: None,
+                path: path.map(|p| {
+                    std::path::absolute(self.path().join(p))
+                        .expect("absolute path")
+                        .to_string_lossy()
+                        .into_owned()
+                }),
+            })
+            .expect("create the project");
     }
 
-    /// Create an issue and return its identifier.
+    /// Create an issue and return its identifier: what `cairn issue create --project P
+    /// --title T` does, through the facade in this process.
     pub fn issue(&self, project: &str, title: &str) -> String {
-        self.ok(&["issue", "create", "--project", project, "--title", title])
-            .trim()
-            .to_string()
+        let cairn = cairn::Cairn::open(&self.db).expect("open the database");
+        cairn
+            .create_issue(&cairn::issues::NewIssue {
+                project: project.to_string(),
+                title: title.to_string(),
+                ..Default::default()
+            })
+            .expect("create the issue")
+            .identifier
     }
 
     /// Start `cairn serve` with extra flags and connect an rmcp client to it.
