@@ -23,6 +23,15 @@ pub mod limits {
     pub const NAME_MAX: usize = 200;
     pub const PREFIX_MAX: usize = 16;
     pub const PATH_MAX: usize = 4096;
+    /// Longest issue or project reference (identifier, opaque id or slug) an agent passes.
+    pub const REF_MAX: usize = 64;
+    /// Priorities run from 1 (most urgent) to this.
+    pub const PRIORITY_MAX: u8 = 4;
+    /// Most issues one new issue may depend on.
+    pub const DEPENDS_ON_MAX: usize = 20;
+    /// `list_issues` page size: default and largest.
+    pub const LIST_LIMIT_DEFAULT: usize = 50;
+    pub const LIST_LIMIT_MAX: usize = 100;
 }
 
 /// The statuses an issue can have (one set for both vocabularies).
@@ -296,9 +305,18 @@ pub(crate) fn insert_issue(c: &Connection, new: &NewIssue) -> Result<String> {
         check_len(&mut errors, "description", d, 0, limits::DESCRIPTION_MAX);
     }
     if let Some(p) = new.priority
-        && !(1..=4).contains(&p)
+        && !(1..=limits::PRIORITY_MAX).contains(&p)
     {
-        errors.push(FieldError::new("priority", "must be 1 (urgent) to 4 (low)"));
+        errors.push(FieldError::new(
+            "priority",
+            format!("must be 1 (urgent) to {} (low)", limits::PRIORITY_MAX),
+        ));
+    }
+    if new.depends_on.len() > limits::DEPENDS_ON_MAX {
+        errors.push(FieldError::new(
+            "depends_on",
+            format!("at most {} issues", limits::DEPENDS_ON_MAX),
+        ));
     }
     validate_labels(&mut errors, "labels", &new.labels);
     for (i, l) in new.labels.iter().enumerate() {

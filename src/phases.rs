@@ -75,6 +75,24 @@ use crate::trail::FindingCategory;
 use crate::trail::findings::{add_comment_in, append_finding, latest_phase_claim_in};
 
 /// The pipeline of a project without a `phases` setting.
+/// Limits on phase tool inputs, shared by the CLI and the MCP schemas.
+pub mod limits {
+    /// Largest contract version.
+    pub const CONTRACT_VERSION_MAX: u32 = 1000;
+    /// Length of an artifact hash (SHA-256, hex).
+    pub const HASH_LEN: usize = 64;
+    /// Longest phase summary and reason.
+    pub const SUMMARY_MAX: usize = 2000;
+    pub const REASON_MAX: usize = 2000;
+    /// Most open questions, and the longest.
+    pub const OPEN_QUESTIONS_MAX: usize = 50;
+    pub const OPEN_QUESTION_MAX: usize = 1000;
+    /// Longest phase name.
+    pub const PHASE_NAME_MAX: usize = 64;
+    /// Longest fix instructions of a rejected phase.
+    pub const FIX_INSTRUCTIONS_MAX: usize = 10_000;
+}
+
 pub const DEFAULT_PIPELINE: [&str; 4] = ["research", "architecture", "grooming", "ready"];
 /// Minimum trimmed length of an artifact, in characters.
 pub const MIN_CHARS: usize = 100;

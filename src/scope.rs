@@ -1,7 +1,14 @@
-//! Tool scope by agent profile: the spec's profile matrix, kept as data in one place,
-//! the per-profile allow/deny lists stored in SQLite, and `computeEffectiveTools()`.
+//! Tool scope by agent profile: the profiles, the per-profile allow/deny lists stored in
+//! SQLite, the critical tools, and `computeEffectiveTools()`.
 //!
-//! The matrix covers the Symphony tools as the spec gives it. Decisions of ours:
+//! The spec's matrix ("Tool Scope by Profile") is not kept here: each MCP tool declares
+//! the profiles that may use it where it is declared (`src/mcp/tools/*.rs`), and the MCP
+//! registry derives the [`ScopeMatrix`] from the list of tools
+//! (`crate::mcp::registry::scope_matrix`), so a tool cannot be forgotten in a separate
+//! table. The domain takes the matrix as an argument and never names the MCP layer. A
+//! test keeps the derived matrix equal to the spec's table (`tests/fixtures/tool-scope.md`).
+//!
+//! Decisions of ours, declared with the tools:
 //! - the system tools (`server_ping`, `server_health`) are open to every profile;
 //! - `create_pr` (⚠️, deprecated in the spec) stays available to workers;
 //! - the Colibri vocabulary (the Colibri document has no matrix) gets the rows of its
@@ -21,7 +28,7 @@ use crate::base::now_iso;
 use crate::error::{Error, Result};
 use crate::store::Store;
 
-/// The agent profiles of the spec.
+/// The agent profiles of the spec, by name, in the spec's column order.
 pub const PROFILES: [&str; 7] = [
     "worker",
     "researcher",
@@ -32,60 +39,88 @@ pub const PROFILES: [&str; 7] = [
     "intake",
 ];
 
-const W: u8 = 1 << 0;
-const R: u8 = 1 << 1;
-const J: u8 = 1 << 2;
-const S: u8 = 1 << 3;
-const A: u8 = 1 << 4;
-const P: u8 = 1 << 5;
-const I: u8 = 1 << 6;
-const ALL: u8 = W | R | J | S | A | P | I;
+/// An agent profile of the spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Profile {
+    Worker,
+    Researcher,
+    Judge,
+    Scanner,
+    Architect,
+    Planner,
+    Intake,
+}
 
-/// The spec's matrix ("Tool Scope by Profile"): tool → profiles that may use it.
-const MATRIX: &[(&str, u8)] = &[
-    ("get_issue", W | R | J | A | P),
-    ("get_issue_status", W | R | J | A | P),
-    ("update_issue_status", W | J | P),
-    ("add_finding", ALL),
-    ("add_learning", W | R | J | S | A | P),
-    ("add_comment", W | R | J | A | P),
-    ("create_issue", W | S | A | I),
-    ("create_subtask", W | P),
-    ("list_issues", W | R | S | A | P | I),
-    ("search_learnings", W | R | J | S | A | P),
-    ("create_pr", W),
-    ("approve_pr", J),
-    ("reject_pr", J),
-    ("configure_project", 0),
-    ("complete_phase", W | R | A | P),
-    ("approve_phase", J),
-    ("reject_phase", J),
-    ("record_coverage", S),
-    ("move_issue", P),
-    ("verify_workspace", W | R | A | P),
-    ("record_test_health", W),
-    ("search_knowledge", ALL),
-    ("vault_retrieve", ALL),
-    ("vault_update", W | R),
-    ("vault_delete", W),
-    ("query_run_events", R | J | A),
-    ("update_memory", ALL),
-    ("server_ping", ALL),
-    ("server_health", ALL),
-    // The Colibri vocabulary: the rows of the Symphony counterparts (module docs).
-    ("task_create", W | S | A | I),
-    ("task_get", W | R | J | A | P),
-    ("task_update", W | J | P),
-    ("task_list", W | R | S | A | P | I),
-    ("task_next_actions", W | R | S | A | P | I),
-    ("thought_record", W | R | J | A | P),
-    ("thought_record_list", W | R | J | A | P),
-    ("audit_session_start", J),
-    ("audit_verify_chain", W | R | J | A | P),
-    ("merkle_finalize", J),
-    ("merkle_root", W | R | J | A | P),
-    ("skill_list", ALL),
-];
+impl Profile {
+    /// Every profile, in the spec's column order (the order of [`PROFILES`]).
+    pub const ALL: [Profile; 7] = [
+        Profile::Worker,
+        Profile::Researcher,
+        Profile::Judge,
+        Profile::Scanner,
+        Profile::Architect,
+        Profile::Planner,
+        Profile::Intake,
+    ];
+
+    /// The profile's name (`worker`, ...).
+    pub fn name(self) -> &'static str {
+        PROFILES[self as usize]
+    }
+
+    /// The profile named `name`, or an error listing the valid names.
+    pub fn parse(name: &str) -> Result<Profile> {
+        Profile::ALL
+            .into_iter()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| {
+                Error::invalid(
+                    "agent_type",
+                    format!(
+                        "unknown agent type {name:?}; valid types: {}",
+                        PROFILES.join(", ")
+                    ),
+                )
+            })
+    }
+}
+
+/// Which profiles may use which tool: one row per tool, in the order given. Built by the
+/// MCP registry from each tool's declaration.
+#[derive(Debug, Clone, Default)]
+pub struct ScopeMatrix {
+    rows: Vec<(&'static str, &'static [Profile])>,
+}
+
+impl ScopeMatrix {
+    /// A matrix from `(tool, profiles that may use it)` rows.
+    pub fn new(rows: impl IntoIterator<Item = (&'static str, &'static [Profile])>) -> Self {
+        ScopeMatrix {
+            rows: rows.into_iter().collect(),
+        }
+    }
+
+    /// Every tool the matrix knows, in row order.
+    pub fn tools(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.rows.iter().map(|(t, _)| *t)
+    }
+
+    /// The profiles that may use `tool` (`None` for a tool the matrix does not know).
+    pub fn profiles_of(&self, tool: &str) -> Option<&'static [Profile]> {
+        self.rows.iter().find(|(t, _)| *t == tool).map(|(_, p)| *p)
+    }
+
+    /// The registry defaults for a profile, in row order.
+    pub fn profile_defaults(&self, profile: &str) -> Result<Vec<&'static str>> {
+        let profile = Profile::parse(profile)?;
+        Ok(self
+            .rows
+            .iter()
+            .filter(|(_, ps)| ps.contains(&profile))
+            .map(|(t, _)| *t)
+            .collect())
+    }
+}
 
 /// Tools a profile cannot do its job without; denying one warns (it does not block).
 const CRITICAL: &[(&str, &[&str])] = &[
@@ -123,35 +158,9 @@ const CRITICAL: &[(&str, &[&str])] = &[
     ("intake", &["create_issue"]),
 ];
 
-fn bit(profile: &str) -> Option<u8> {
-    PROFILES
-        .iter()
-        .position(|p| *p == profile)
-        .map(|i| 1u8 << i)
-}
-
 /// Check that `profile` is one of [`PROFILES`].
 pub fn check_profile(profile: &str) -> Result<()> {
-    bit(profile).map(|_| ()).ok_or_else(|| {
-        Error::invalid(
-            "agent_type",
-            format!(
-                "unknown agent type {profile:?}; valid types: {}",
-                PROFILES.join(", ")
-            ),
-        )
-    })
-}
-
-/// The registry defaults for a profile, in matrix order.
-pub fn profile_defaults(profile: &str) -> Result<Vec<&'static str>> {
-    check_profile(profile)?;
-    let b = bit(profile).unwrap_or(0);
-    Ok(MATRIX
-        .iter()
-        .filter(|(_, m)| m & b != 0)
-        .map(|(t, _)| *t)
-        .collect())
+    Profile::parse(profile).map(|_| ())
 }
 
 /// The critical tools of a profile.
@@ -161,11 +170,6 @@ pub fn critical_tools(profile: &str) -> &'static [&'static str] {
         .find(|(p, _)| *p == profile)
         .map(|(_, t)| *t)
         .unwrap_or(&[])
-}
-
-/// Every tool name the matrix knows.
-pub fn known_tools() -> impl Iterator<Item = &'static str> {
-    MATRIX.iter().map(|(t, _)| *t)
 }
 
 /// A profile's stored allow and deny lists (`None` = inherit / no removals).
@@ -187,8 +191,9 @@ pub struct EffectiveScope {
 
 /// `computeEffectiveTools()`: registry defaults, intersected with the allow list when
 /// there is one, minus the deny list; warn when a critical tool goes missing.
-pub fn compute_effective(scope: &ProfileScope) -> Result<EffectiveScope> {
-    let mut tools: Vec<String> = profile_defaults(&scope.profile_type)?
+pub fn compute_effective(matrix: &ScopeMatrix, scope: &ProfileScope) -> Result<EffectiveScope> {
+    let mut tools: Vec<String> = matrix
+        .profile_defaults(&scope.profile_type)?
         .into_iter()
         .map(String::from)
         .collect();
@@ -215,9 +220,9 @@ pub fn compute_effective(scope: &ProfileScope) -> Result<EffectiveScope> {
     })
 }
 
-fn check_tool_names(field: &str, names: &[String]) -> Result<()> {
+fn check_tool_names(matrix: &ScopeMatrix, field: &str, names: &[String]) -> Result<()> {
     for (i, n) in names.iter().enumerate() {
-        if !known_tools().any(|k| k == n) {
+        if matrix.profiles_of(n).is_none() {
             return Err(Error::invalid(
                 format!("{field}[{i}]"),
                 format!("unknown tool {n:?}"),
@@ -250,14 +255,15 @@ pub fn profile_scope(store: &Store, profile: &str) -> Result<ProfileScope> {
     })
 }
 
-/// Store a profile's allow/deny lists (`None` clears a list).
-pub fn set_profile_scope(store: &Store, scope: &ProfileScope) -> Result<()> {
+/// Store a profile's allow/deny lists (`None` clears a list); every name must be a tool
+/// of `matrix`.
+pub fn set_profile_scope(store: &Store, matrix: &ScopeMatrix, scope: &ProfileScope) -> Result<()> {
     check_profile(&scope.profile_type)?;
     if let Some(a) = &scope.allowed_tools {
-        check_tool_names("allow", a)?;
+        check_tool_names(matrix, "allow", a)?;
     }
     if let Some(d) = &scope.disallowed_tools {
-        check_tool_names("deny", d)?;
+        check_tool_names(matrix, "deny", d)?;
     }
     let enc = |v: &Option<Vec<String>>| v.as_ref().map(serde_json::to_string).transpose();
     let (allowed, denied) = (enc(&scope.allowed_tools)?, enc(&scope.disallowed_tools)?);
@@ -276,32 +282,56 @@ pub fn set_profile_scope(store: &Store, scope: &ProfileScope) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use Profile::*;
+
+    fn sample() -> ScopeMatrix {
+        ScopeMatrix::new([
+            ("get_issue", &[Worker, Judge][..]),
+            ("approve_pr", &[Judge][..]),
+            ("reject_pr", &[Judge][..]),
+            ("create_issue", &[Worker, Intake][..]),
+            ("configure_project", &[][..]),
+        ])
+    }
 
     #[test]
-    fn matrix_rows_match_the_spec_samples() {
-        let judge = profile_defaults("judge").unwrap();
-        assert!(judge.contains(&"approve_pr") && !judge.contains(&"create_issue"));
-        let intake = profile_defaults("intake").unwrap();
-        assert!(intake.contains(&"create_issue") && !intake.contains(&"get_issue"));
-        assert!(
-            !profile_defaults("worker")
-                .unwrap()
-                .contains(&"configure_project")
+    fn profiles_parse_by_name_in_the_spec_order() {
+        for (p, name) in Profile::ALL.into_iter().zip(PROFILES) {
+            assert_eq!(p.name(), name);
+            assert_eq!(Profile::parse(name).unwrap(), p);
+        }
+        assert!(Profile::parse("nobody").is_err());
+        assert!(Profile::parse("Worker").is_err());
+    }
+
+    #[test]
+    fn profile_defaults_are_the_rows_naming_the_profile_in_row_order() {
+        let m = sample();
+        assert_eq!(
+            m.profile_defaults("judge").unwrap(),
+            ["get_issue", "approve_pr", "reject_pr"]
         );
-        assert!(profile_defaults("nobody").is_err());
+        assert_eq!(m.profile_defaults("intake").unwrap(), ["create_issue"]);
+        assert!(m.profile_defaults("planner").unwrap().is_empty());
+        assert!(m.profile_defaults("nobody").is_err());
+        assert_eq!(m.profiles_of("configure_project"), Some(&[][..]));
+        assert_eq!(m.profiles_of("no_such_tool"), None);
     }
 
     #[test]
     fn effective_scope_intersects_subtracts_and_warns() {
-        let eff = compute_effective(&ProfileScope {
-            profile_type: "judge".into(),
-            allowed_tools: Some(vec![
-                "get_issue".into(),
-                "approve_pr".into(),
-                "reject_pr".into(),
-            ]),
-            disallowed_tools: Some(vec!["reject_pr".into()]),
-        })
+        let eff = compute_effective(
+            &sample(),
+            &ProfileScope {
+                profile_type: "judge".into(),
+                allowed_tools: Some(vec![
+                    "get_issue".into(),
+                    "approve_pr".into(),
+                    "reject_pr".into(),
+                ]),
+                disallowed_tools: Some(vec!["reject_pr".into()]),
+            },
+        )
         .unwrap();
         assert_eq!(eff.tools, ["get_issue", "approve_pr"]);
         assert_eq!(eff.warnings.len(), 3, "{:?}", eff.warnings);

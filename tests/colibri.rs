@@ -1,4 +1,4 @@
-//! The Colibri vocabulary through the real binary and a real MCP client: tasks and
+//! The Colibri vocabulary through a real MCP client and the server in-process: tasks and
 //! their transition table, hash-chained thoughts and tamper detection, audit sessions
 //! and Merkle roots (checked against an independent tree), skills from a fixture tree,
 //! and the document's examples with their documented shapes.
@@ -21,7 +21,7 @@ async fn setup(extra: &[&str]) -> (Env, Client) {
     env.project("colibri", None);
     let mut flags = vec!["--project-id", "colibri"];
     flags.extend_from_slice(extra);
-    let c = env.serve(&flags).await;
+    let c = env.serve_local(&flags).await;
     (env, c)
 }
 
@@ -452,7 +452,7 @@ async fn task_next_actions_orders_ready_work_and_lists_blocked() {
         ])
         .trim()
         .to_string();
-    let c = env.serve(&["--project-id", "colibri"]).await;
+    let c = env.serve_local(&["--project-id", "colibri"]).await;
     c.ok("task_update", status_args(&dep, "blocked")).await;
     let r = c.ok("task_next_actions", json!({})).await;
     assert_eq!(r["project"], "colibri");
@@ -486,7 +486,7 @@ async fn task_next_actions_orders_ready_work_and_lists_blocked() {
     .await;
     c.close().await;
     // Unbound server, no project named: the error says how to fix the call.
-    let c = env.serve(&[]).await;
+    let c = env.serve_local(&[]).await;
     let e = c
         .err_code("task_next_actions", json!({}), "ERR_INVALID_INPUT")
         .await;
@@ -543,7 +543,7 @@ async fn a_known_chain_links_and_verifies() {
     let worker = |issue: String| {
         let env = &env;
         async move {
-            env.serve(&[
+            env.serve_local(&[
                 "--project-id",
                 "colibri",
                 "--agent-type",
@@ -1047,7 +1047,7 @@ async fn skill_list_refuses_symlinks() {
     std::os::unix::fs::symlink(outside.join("SKILL.md"), skills.join("linkfile/SKILL.md")).unwrap();
     env.project("repo", Some(&root));
     // No --worktree-path: the bound project's path is the root.
-    let c = env.serve(&["--project-id", "repo"]).await;
+    let c = env.serve_local(&["--project-id", "repo"]).await;
     let r = c.ok("skill_list", json!({})).await;
     let names: Vec<&str> = r["skills"]
         .as_array()
@@ -1082,7 +1082,7 @@ async fn skill_list_refuses_symlinks() {
     assert!(!r.to_string().contains("secret"));
     c.close().await;
     // Neither a worktree nor a project path: a structured error says what to pass.
-    let c = env.serve(&[]).await;
+    let c = env.serve_local(&[]).await;
     let e = c.err("skill_list", json!({})).await;
     assert!(
         e["error"]["message"]
@@ -1441,7 +1441,7 @@ async fn verification_covers_the_issues_work_trail() {
     let env = Env::new();
     env.project("colibri", None);
     let issue = env.issue("colibri", "thoughts and trail");
-    let c = env.serve(&["--issue-id", &issue]).await;
+    let c = env.serve_local(&["--issue-id", &issue]).await;
     think(&c, &issue, "thought one").await;
     c.ok(
         "add_finding",
@@ -1536,7 +1536,7 @@ async fn finishing_a_sub_task_through_task_update_releases_its_parent() {
     let env = Env::new();
     env.project("colibri", None);
     let parent = env.issue("colibri", "Parent");
-    let c = env.serve(&["--issue-id", &parent]).await;
+    let c = env.serve_local(&["--issue-id", &parent]).await;
     env.ok(&["issue", "status", &parent, "in_progress"]);
     let sub = c.ok("create_subtask", json!({"title": "Child"})).await;
     let child = sub["subtask"]["identifier"].as_str().unwrap().to_string();

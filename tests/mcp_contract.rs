@@ -1,14 +1,16 @@
-//! The tool contract, through the real binary and rmcp's client: listing, validation
-//! before handlers, help prompts, unknown tools, scope, size limits, start-up.
+//! The tool contract through rmcp's client: listing, validation before handlers, help
+//! prompts, unknown tools, scope, size limits on the server in-process; start-up,
+//! shutdown, the wire, several processes, the snapshot and the official SDKs and
+//! Inspector on the real binary; the scope matrix against the spec's table.
 
 use serde_json::json;
 
-use crate::common::{COLIBRI_TOOLS, Env, error_fields};
+use crate::common::{Env, error_fields};
 
 #[tokio::test]
 async fn ping_and_health_answer() {
     let env = Env::new();
-    let c = env.serve(&[]).await;
+    let c = env.serve_local(&[]).await;
     let ping = c.ok("server_ping", json!({})).await;
     assert_eq!(ping["ok"], true);
     let health = c.ok("server_health", json!({})).await;
@@ -28,7 +30,7 @@ async fn ping_and_health_answer() {
 #[tokio::test]
 async fn validation_failure_has_fields_and_help_prompt() {
     let env = Env::new();
-    let c = env.serve(&[]).await;
+    let c = env.serve_local(&[]).await;
     let body = c.err("server_ping", json!({"bogus": 1})).await;
     assert_eq!(body["status"], "VALIDATION_FAILED");
     assert_eq!(body["error"]["code"], "ERR_INVALID_INPUT");
@@ -46,7 +48,7 @@ async fn validation_failure_has_fields_and_help_prompt() {
 #[tokio::test]
 async fn unknown_tool_lists_available_tools() {
     let env = Env::new();
-    let c = env.serve(&[]).await;
+    let c = env.serve_local(&[]).await;
     let body = c.err("no_such_tool", json!({})).await;
     assert_eq!(error_fields(&body), ["tool_name"]);
     assert!(
@@ -69,7 +71,7 @@ async fn scope_filters_at_list_time_and_call_time() {
     let scope = env.path().join("scope.json");
     std::fs::write(&scope, r#"["server_ping"]"#).unwrap();
     let c = env
-        .serve(&[
+        .serve_local(&[
             "--tool-scope-file",
             scope.to_str().unwrap(),
             "--agent-type",
@@ -93,12 +95,13 @@ async fn scope_filters_at_list_time_and_call_time() {
     c.close().await;
 
     // --agent-type alone: the profile matrix.
-    let c = env.serve(&["--agent-type", "judge"]).await;
+    let c = env.serve_local(&["--agent-type", "judge"]).await;
     let names = c.tool_names().await;
     assert!(names.contains(&"server_health".to_string()));
     for t in names {
         assert!(
-            cairn::scope::profile_defaults("judge")
+            cairn::mcp::registry::scope_matrix()
+                .profile_defaults("judge")
                 .unwrap()
                 .contains(&t.as_str()),
             "{t} listed for judge"
@@ -110,7 +113,7 @@ async fn scope_filters_at_list_time_and_call_time() {
 #[tokio::test]
 async fn oversized_arguments_are_refused_before_any_handler() {
     let env = Env::new();
-    let c = env.serve(&[]).await;
+    let c = env.serve_local(&[]).await;
     let huge = "x".repeat(cairn::mcp::registry::MAX_ARGUMENT_BYTES + 1);
     let body = c.err("server_ping", json!({ "padding": huge })).await;
     assert_eq!(body["status"], "VALIDATION_FAILED");
@@ -650,44 +653,93 @@ fn mcp_inspector_cli_lists_calls_and_shows_an_error() {
 
 // ------------------------------------------------ Colibri scope, person-only moves, T-N
 
-#[tokio::test]
-async fn colibri_tools_follow_the_profile_matrix_at_list_and_call_time() {
-    let env = Env::new();
-    env.project("sym", None);
-    let issue = env.issue("sym", "Bound");
-    for profile in cairn::scope::PROFILES {
-        let expected: Vec<&str> = cairn::scope::profile_defaults(profile)
-            .unwrap()
-            .into_iter()
-            .filter(|t| COLIBRI_TOOLS.contains(t))
-            .collect();
-        let c = env
-            .serve(&["--issue-id", &issue, "--agent-type", profile])
-            .await;
-        let listed = c.tool_names().await;
-        let listed: Vec<&str> = listed
+/// The expected matrix of `tests/fixtures/tool-scope.md`: the spec's table verbatim, then
+/// Cairn's decisions (a row naming the tool whose row it takes, or `all`).
+fn expected_scope_matrix() -> std::collections::BTreeMap<String, Vec<String>> {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tool-scope.md");
+    let text = std::fs::read_to_string(&path).expect("tests/fixtures/tool-scope.md");
+    let (spec, decisions) = text
+        .split_once("## Cairn's decisions")
+        .expect("a decisions section");
+    let cells =
+        |line: &str| -> Vec<String> { line.split('|').map(|c| c.trim().to_string()).collect() };
+    let is_row = |line: &&str| {
+        line.split('|').next().is_some_and(|c| {
+            let c = c.trim();
+            !c.is_empty() && c.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_')
+        })
+    };
+    let mut expected = std::collections::BTreeMap::new();
+    let mut rows = 0;
+    for line in spec.lines().filter(is_row) {
+        let c = cells(line);
+        assert_eq!(c.len(), 9, "a spec row has a cell per profile: {line}");
+        let profiles: Vec<String> = cairn::scope::PROFILES
             .iter()
-            .map(String::as_str)
-            .filter(|t| COLIBRI_TOOLS.contains(t))
+            .zip(&c[1..8])
+            .filter(|(_, mark)| match mark.as_str() {
+                "✅" | "⚠️" => true,
+                "—" => false,
+                other => panic!("unknown mark {other:?} in {line}"),
+            })
+            .map(|(p, _)| p.to_string())
             .collect();
-        assert_eq!(listed, expected, "{profile}");
-        for t in COLIBRI_TOOLS.into_iter().filter(|t| !expected.contains(t)) {
-            c.err_code(t, json!({}), "PERMISSION_DENIED").await;
+        rows += 1;
+        if let Some(before) = expected.insert(c[0].clone(), profiles.clone()) {
+            assert_eq!(before, profiles, "the spec's two rows of {} differ", c[0]);
         }
-        c.close().await;
     }
-    // The cautious rows: status changes only for worker, judge and planner; audits only
-    // for the judge; intake and scanner never change a task.
-    let rows = |p| cairn::scope::profile_defaults(p).unwrap();
-    assert!(!rows("intake").contains(&"task_update"));
-    assert!(!rows("scanner").contains(&"task_update"));
-    assert!(rows("worker").contains(&"task_update"));
+    assert_eq!(rows, 29, "the spec's table has 29 rows (two repeated)");
+    for line in decisions.lines().filter(is_row) {
+        let c = cells(line);
+        let profiles = if c[1] == "all" {
+            cairn::scope::PROFILES.map(String::from).to_vec()
+        } else {
+            expected
+                .get(&c[1])
+                .unwrap_or_else(|| panic!("{} takes the row of {}, not in the spec", c[0], c[1]))
+                .clone()
+        };
+        assert!(
+            expected.insert(c[0].clone(), profiles).is_none(),
+            "{} has a row in the spec and a decision",
+            c[0]
+        );
+    }
+    expected
+}
+
+#[test]
+fn the_scope_matrix_derived_from_the_registry_is_the_spec_table() {
+    let expected = expected_scope_matrix();
+    let matrix = cairn::mcp::registry::scope_matrix();
+    let derived: std::collections::BTreeMap<String, Vec<String>> = matrix
+        .tools()
+        .map(|t| {
+            let profiles = matrix.profiles_of(t).unwrap();
+            (
+                t.to_string(),
+                profiles.iter().map(|p| p.name().to_string()).collect(),
+            )
+        })
+        .collect();
+    // Every registered tool has a row, with the row's profiles.
+    for (tool, profiles) in &derived {
+        assert_eq!(
+            expected.get(tool),
+            Some(profiles),
+            "{tool}: declared profiles differ from tests/fixtures/tool-scope.md"
+        );
+    }
+    // Every row is a registered tool.
+    for tool in expected.keys() {
+        assert!(derived.contains_key(tool), "{tool} has a row but no tool");
+    }
     assert_eq!(
-        cairn::scope::PROFILES
-            .iter()
-            .filter(|p| rows(p).contains(&"merkle_finalize"))
-            .collect::<Vec<_>>(),
-        [&"judge"]
+        derived.len(),
+        matrix.tools().count(),
+        "a tool registered twice"
     );
 }
 
@@ -700,7 +752,7 @@ async fn agents_cannot_make_person_only_moves_or_touch_other_issues_in_either_vo
     env.ok(&["issue", "status", &mine, "in_progress"]);
     env.ok(&["issue", "status", &other, "in_progress"]);
     let w = env
-        .serve(&["--issue-id", &mine, "--agent-type", "worker"])
+        .serve_local(&["--issue-id", &mine, "--agent-type", "worker"])
         .await;
     // Colibri: done and cancelled are a person's call.
     for s in ["done", "cancelled"] {
@@ -766,7 +818,7 @@ async fn agents_cannot_make_person_only_moves_or_touch_other_issues_in_either_vo
     w.close().await;
     // An intake agent cannot touch tasks at all; the person can finish from the CLI.
     let i = env
-        .serve(&["--agent-type", "intake", "--project-id", "sym"])
+        .serve_local(&["--agent-type", "intake", "--project-id", "sym"])
         .await;
     i.err_code(
         "task_update",
@@ -787,7 +839,7 @@ async fn a_parent_with_an_open_sub_task_stays_blocked_in_both_vocabularies() {
     let parent = env.issue("sym", "Parent");
     env.ok(&["issue", "status", &parent, "in_progress"]);
     let planner = env
-        .serve(&["--issue-id", &parent, "--agent-type", "planner"])
+        .serve_local(&["--issue-id", &parent, "--agent-type", "planner"])
         .await;
     let sub = planner
         .ok("create_subtask", json!({"title": "Child"}))
@@ -804,7 +856,7 @@ async fn a_parent_with_an_open_sub_task_stays_blocked_in_both_vocabularies() {
     }
     planner.close().await;
     // Not even the orchestrator's server (no profile) unblocks it while the child is open.
-    let orchestrator = env.serve(&["--project-id", "sym"]).await;
+    let orchestrator = env.serve_local(&["--project-id", "sym"]).await;
     let e = orchestrator
         .err_code(
             "task_update",
@@ -835,7 +887,7 @@ async fn t_n_names_a_task_of_the_bound_project_only() {
     env.project("oth", None);
     assert_eq!(env.issue("sym", "Sym one"), "SYM-1");
     assert_eq!(env.issue("oth", "Other one"), "OTH-1");
-    let c = env.serve(&["--project-id", "oth"]).await;
+    let c = env.serve_local(&["--project-id", "oth"]).await;
     let r = c
         .ok(
             "task_update",
@@ -853,7 +905,7 @@ async fn t_n_names_a_task_of_the_bound_project_only() {
     );
     c.close().await;
     // No bound project: refused, with the identifier form to use instead.
-    let c = env.serve(&[]).await;
+    let c = env.serve_local(&[]).await;
     let e = c.err("task_get", json!({"task_id": "T-1"})).await;
     assert_eq!(error_fields(&e), ["task_id"]);
     assert!(
@@ -866,7 +918,7 @@ async fn t_n_names_a_task_of_the_bound_project_only() {
         "project", "create", "--slug", "tee", "--name", "tee", "--prefix", "T",
     ]);
     assert_eq!(env.issue("tee", "Tee one"), "T-1");
-    let c = env.serve(&["--project-id", "oth"]).await;
+    let c = env.serve_local(&["--project-id", "oth"]).await;
     let e = c.err("task_get", json!({"task_id": "T-1"})).await;
     let msg = e["error"]["message"].as_str().unwrap();
     assert!(msg.contains("OTH-1") && msg.contains("T-1"), "{msg}");
@@ -902,7 +954,7 @@ async fn spec_examples_of_complete_phase_and_judging_work_without_a_worktree() {
     let hash = sha256_hex(text.as_bytes());
     let project_path = repo.to_str().unwrap();
     let w = env
-        .serve(&["--issue-id", "SYM-1", "--agent-type", "researcher"])
+        .serve_local(&["--issue-id", "SYM-1", "--agent-type", "researcher"])
         .await;
     // The spec's example, adapted only in ids, path and hash.
     let claim = w
@@ -930,7 +982,7 @@ async fn spec_examples_of_complete_phase_and_judging_work_without_a_worktree() {
     );
     w.close().await;
     let j = env
-        .serve(&["--issue-id", "SYM-1", "--agent-type", "judge"])
+        .serve_local(&["--issue-id", "SYM-1", "--agent-type", "judge"])
         .await;
     j.ok(
         "approve_phase",
@@ -940,7 +992,7 @@ async fn spec_examples_of_complete_phase_and_judging_work_without_a_worktree() {
     .await;
     // A ready claim without artifact_hash (the spec allows it) can be judged.
     let worker = env
-        .serve(&["--issue-id", "SYM-1", "--agent-type", "worker"])
+        .serve_local(&["--issue-id", "SYM-1", "--agent-type", "worker"])
         .await;
     worker
         .ok(
@@ -971,7 +1023,7 @@ async fn spec_example_of_create_pr_moves_in_progress_to_review_only() {
                         --- a/server/utils/budget.ts\n+++ b/server/utils/budget.ts\n\
                         @@ -1 +1,2 @@\n line\n+added\n";
     let w = env
-        .serve(&["--issue-id", "SYM-1", "--agent-type", "worker"])
+        .serve_local(&["--issue-id", "SYM-1", "--agent-type", "worker"])
         .await;
     let pr = w
         .ok(
@@ -1017,7 +1069,7 @@ async fn numbers_as_the_spec_types_them() {
     let env = Env::new();
     env.project("sym", None);
     let issue = env.issue("sym", "Numbers");
-    let c = env.serve(&["--issue-id", &issue]).await;
+    let c = env.serve_local(&["--issue-id", &issue]).await;
     // The spec's search_learnings example, and a fractional threshold (a number).
     c.ok(
         "search_learnings",

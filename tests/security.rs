@@ -1,4 +1,4 @@
-//! Issue 15, part B, through the real binary: the one text policy on every tool that
+//! Issue 15, part B, through an MCP client and the server in-process: the one text policy on every tool that
 //! stores agent text, tamper evidence of frozen Merkle roots, malformed rows, and
 //! storage faults (a full disk on a real tmpfs).
 
@@ -491,7 +491,7 @@ async fn a_full_disk_answers_a_stable_code_loses_nothing_and_recovers() {
     env.db = mnt.join("cairn.db");
     env.project("p", None);
     let issue = env.issue("p", "full disk");
-    let c = env.serve(&["--issue-id", &issue]).await;
+    let c = env.serve_local(&["--issue-id", &issue]).await;
     for n in 0..5 {
         c.ok("add_comment", json!({"content": format!("before {n}")}))
             .await;

@@ -1,6 +1,8 @@
-//! All integration tests, compiled into one binary. Most drive the real `cairn` binary
-//! (CLI, or `cairn serve` through a real MCP client) on a fresh temp database;
-//! `vault_facade` calls the library's facade in process with the test embedder.
+//! All integration tests, compiled into one binary, each on a fresh temp database: the
+//! CLI and `cairn serve` through the real binary (with a real MCP client or an official
+//! SDK), the MCP server in this process (`common::Env::serve_local`) for tool behaviour,
+//! including the data-driven table of `mcp_table`, and the library's facade in process
+//! with the test embedder (`vault_facade`).
 
 mod common;
 
@@ -10,6 +12,7 @@ mod e2e;
 mod hostile_paths;
 mod learnings;
 mod mcp_contract;
+mod mcp_table;
 mod security;
 mod trail;
 mod vault;

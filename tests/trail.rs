@@ -1,8 +1,8 @@
-//! The work trail through the real binary: issue, finding, comment, sub-task, PR,
-//! settings, coverage, test-health and run-event tools over MCP (success, each
-//! documented failure, and the effect `get_issue` shows), the tool scope matrix, the
-//! append-only hash chain (source scan, triggers, tampering detected, concurrent
-//! appends), and the CLI (`issue status|comment`, `project configure`, `pr`, `findings`,
+//! The work trail: issue, finding, comment, sub-task, PR, settings, coverage,
+//! test-health and run-event tools over MCP, served in-process (success, each
+//! documented failure, and the effect `get_issue` shows), the append-only hash chain
+//! (source scan, triggers, tampering detected, concurrent appends from two `cairn
+//! serve` processes), and through the real binary the CLI (`issue status|comment`, `project configure`, `pr`, `findings`,
 //! `run ingest`).
 
 use serde_json::{Value, json};
@@ -25,99 +25,15 @@ fn status_of(env: &Env, issue: &str) -> String {
         .to_string()
 }
 
-const MY_TOOLS: [&str; 15] = [
-    "get_issue",
-    "get_issue_status",
-    "update_issue_status",
-    "add_finding",
-    "add_comment",
-    "create_issue",
-    "create_subtask",
-    "list_issues",
-    "create_pr",
-    "approve_pr",
-    "reject_pr",
-    "configure_project",
-    "record_coverage",
-    "record_test_health",
-    "query_run_events",
-];
-
-/// The spec's matrix for these tools (W R J S A P I).
-fn spec_allows(tool: &str, profile: &str) -> bool {
-    let row = match tool {
-        "get_issue" | "get_issue_status" => "WRJ-AP-",
-        "update_issue_status" => "W-J---P-",
-        "add_finding" => "WRJSAPI",
-        "add_comment" => "WRJ-AP-",
-        "create_issue" => "W--SA-I",
-        "create_subtask" => "W----P-",
-        "list_issues" => "WR-SAPI",
-        "create_pr" => "W------",
-        "approve_pr" | "reject_pr" => "--J----",
-        "configure_project" => "-------",
-        "record_coverage" => "---S---",
-        "record_test_health" => "W------",
-        "query_run_events" => "-RJ-A--",
-        other => panic!("unknown tool {other}"),
-    };
-    let letter = match profile {
-        "worker" => 'W',
-        "researcher" => 'R',
-        "judge" => 'J',
-        "scanner" => 'S',
-        "architect" => 'A',
-        "planner" => 'P',
-        "intake" => 'I',
-        other => panic!("unknown profile {other}"),
-    };
-    row.contains(letter)
-}
-
-#[tokio::test]
-async fn tools_follow_the_scope_matrix_at_list_and_call_time() {
-    let env = setup();
-    for profile in [
-        "worker",
-        "researcher",
-        "judge",
-        "scanner",
-        "architect",
-        "planner",
-        "intake",
-    ] {
-        let c = env
-            .serve(&["--issue-id", "WEB-1", "--agent-type", profile])
-            .await;
-        let listed = c.tool_names().await;
-        for tool in MY_TOOLS {
-            let allowed = spec_allows(tool, profile);
-            assert_eq!(
-                listed.iter().any(|t| t == tool),
-                allowed,
-                "{tool} listed for {profile}"
-            );
-            if !allowed {
-                let body = c.err_code(tool, json!({}), "PERMISSION_DENIED").await;
-                assert_eq!(body["status"], "PERMISSION_DENIED", "{tool}/{profile}");
-            }
-        }
-        c.close().await;
-    }
-    // Without a profile (the setup wizard) every tool is there, configure_project too.
-    let c = env.serve(&["--issue-id", "WEB-1"]).await;
-    let listed = c.tool_names().await;
-    for tool in MY_TOOLS {
-        assert!(listed.iter().any(|t| t == tool), "{tool}");
-    }
-    c.close().await;
-}
+// The scope matrix (the rows of these tools at list and call time) is checked for every
+// tool in `mcp_contract.rs` (the registry against the spec's table) and `mcp_table.rs`
+// (each profile's tools/list and PERMISSION_DENIED outside it).
 
 #[tokio::test]
 async fn get_issue_defaults_to_the_bound_issue_and_reads_others() {
     let env = setup();
     let c = env
-        .serve(&["--issue-id", "WEB-1", "--agent-type", "worker"])
+        .serve_local(&["--issue-id", "WEB-1", "--agent-type", "worker"])
         .await;
     let me = c.ok("get_issue", json!({})).await;
     assert_eq!(me["identifier"], "WEB-1");
@@ -152,7 +68,7 @@ async fn get_issue_defaults_to_the_bound_issue_and_reads_others() {
     c.close().await;
 
     // No bound issue: reads need issue_id, mutations refuse.
-    let c = env.serve(&["--project-id", "web"]).await;
+    let c = env.serve_local(&["--project-id", "web"]).await;
     c.err_code("get_issue", json!({}), "ERR_NO_BOUND_ISSUE")
         .await;
     c.ok("get_issue", json!({"issue_id": "WEB-1"})).await;
@@ -169,7 +85,7 @@ async fn get_issue_defaults_to_the_bound_issue_and_reads_others() {
 async fn update_issue_status_follows_the_transitions_and_keeps_history() {
     let env = setup();
     let c = env
-        .serve(&["--issue-id", "WEB-1", "--agent-type", "worker"])
+        .serve_local(&["--issue-id", "WEB-1", "--agent-type", "worker"])
         .await;
     // The spec gives agents review, todo and blocked, from in_progress only: starting
     // work is the orchestrator's move, and so is anything from todo, review or blocked.
@@ -272,7 +188,7 @@ async fn update_issue_status_follows_the_transitions_and_keeps_history() {
 async fn findings_and_comments_append_to_the_chain() {
     let env = setup();
     let c = env
-        .serve(&["--issue-id", "WEB-1", "--agent-type", "worker"])
+        .serve_local(&["--issue-id", "WEB-1", "--agent-type", "worker"])
         .await;
     let f = c
         .ok(
@@ -352,7 +268,7 @@ async fn findings_and_comments_append_to_the_chain() {
 async fn processed_is_derived_and_never_touches_the_record() {
     let env = setup();
     let c = env
-        .serve(&["--issue-id", "WEB-1", "--agent-type", "worker"])
+        .serve_local(&["--issue-id", "WEB-1", "--agent-type", "worker"])
         .await;
     let f = c
         .ok(
@@ -415,7 +331,7 @@ fn no_sql_in_src_updates_or_deletes_a_trail_record() {
 async fn triggers_refuse_edits_and_tampering_is_detected() {
     let env = setup();
     let c = env
-        .serve(&["--issue-id", "WEB-1", "--agent-type", "worker"])
+        .serve_local(&["--issue-id", "WEB-1", "--agent-type", "worker"])
         .await;
     for s in ["one", "two", "three"] {
         c.ok("add_finding", json!({"category": "bug", "summary": s}))
@@ -596,7 +512,7 @@ async fn futures_join_all<F: std::future::Future<Output = Value>>(futs: Vec<F>) 
 async fn create_issue_stores_and_shows_depends_on() {
     let env = setup();
     let c = env
-        .serve(&["--issue-id", "WEB-1", "--agent-type", "intake"])
+        .serve_local(&["--issue-id", "WEB-1", "--agent-type", "intake"])
         .await;
     let i = c
         .ok(
@@ -635,7 +551,7 @@ async fn create_issue_stores_and_shows_depends_on() {
 async fn create_subtask_blocks_the_parent_until_its_subtasks_end() {
     let env = setup();
     let c = env
-        .serve(&["--issue-id", "WEB-1", "--agent-type", "planner"])
+        .serve_local(&["--issue-id", "WEB-1", "--agent-type", "planner"])
         .await;
     env.ok(&["issue", "status", "WEB-1", "in_progress"]);
     let s1 = c
@@ -701,7 +617,7 @@ async fn create_subtask_blocks_the_parent_until_its_subtasks_end() {
     // A done parent cannot get sub-tasks.
     env.ok(&["issue", "status", "WEB-2", "cancelled"]);
     let c = env
-        .serve(&["--issue-id", "WEB-2", "--agent-type", "worker"])
+        .serve_local(&["--issue-id", "WEB-2", "--agent-type", "worker"])
         .await;
     c.err_code(
         "create_subtask",
@@ -732,7 +648,7 @@ async fn list_issues_filters_by_status_and_label_with_limits() {
     env.project("other", None);
     env.issue("other", "elsewhere");
     let c = env
-        .serve(&["--issue-id", "WEB-1", "--agent-type", "scanner"])
+        .serve_local(&["--issue-id", "WEB-1", "--agent-type", "scanner"])
         .await;
     let all = c.ok("list_issues", json!({})).await;
     assert_eq!(all["count"], 6, "only the bound project's issues");
@@ -793,7 +709,7 @@ async fn create_pr_records_stats_and_risk_and_reviews_move_the_issue() {
     std::fs::create_dir(&wrong).unwrap();
     std::fs::write(wrong.join(".symphony-worktree"), "WEB-2\n").unwrap();
     let lost = env
-        .serve(&[
+        .serve_local(&[
             "--issue-id",
             "WEB-1",
             "--agent-type",
@@ -825,7 +741,7 @@ async fn create_pr_records_stats_and_risk_and_reviews_move_the_issue() {
         "--worktree-path",
         wt.as_str(),
     ];
-    let w = env.serve(&worker).await;
+    let w = env.serve_local(&worker).await;
     env.ok(&["issue", "status", "WEB-1", "in_progress"]);
     let bad = w
         .err(
@@ -876,7 +792,7 @@ async fn create_pr_records_stats_and_risk_and_reviews_move_the_issue() {
     w.close().await;
 
     let j = env
-        .serve(&["--issue-id", "WEB-1", "--agent-type", "judge"])
+        .serve_local(&["--issue-id", "WEB-1", "--agent-type", "judge"])
         .await;
     let rejected = j
         .ok(
@@ -903,7 +819,7 @@ async fn create_pr_records_stats_and_risk_and_reviews_move_the_issue() {
         .await;
     assert_eq!(error_fields(&bad), ["reason"]);
 
-    let w = env.serve(&worker).await;
+    let w = env.serve_local(&worker).await;
     env.ok(&["issue", "status", "WEB-1", "in_progress"]);
     let second = w
         .ok(
@@ -941,7 +857,7 @@ async fn create_pr_records_stats_and_risk_and_reviews_move_the_issue() {
 #[tokio::test]
 async fn configure_project_merges_sections_and_validates() {
     let env = setup();
-    let c = env.serve(&["--issue-id", "WEB-1"]).await;
+    let c = env.serve_local(&["--issue-id", "WEB-1"]).await;
     let p = c
         .ok(
             "configure_project",
@@ -1010,7 +926,7 @@ async fn configure_project_merges_sections_and_validates() {
 async fn record_coverage_upserts_and_refuses_unsafe_paths() {
     let env = setup();
     let c = env
-        .serve(&["--issue-id", "WEB-1", "--agent-type", "scanner"])
+        .serve_local(&["--issue-id", "WEB-1", "--agent-type", "scanner"])
         .await;
     let r = c
         .ok(
@@ -1087,7 +1003,7 @@ async fn record_coverage_upserts_and_refuses_unsafe_paths() {
 async fn record_test_health_reports_the_trend() {
     let env = setup();
     let c = env
-        .serve(&["--issue-id", "WEB-1", "--agent-type", "worker"])
+        .serve_local(&["--issue-id", "WEB-1", "--agent-type", "worker"])
         .await;
     let first = c.ok("record_test_health", json!({"test_count": 150})).await;
     assert!(first["previous_test_count"].is_null());
@@ -1166,7 +1082,7 @@ async fn runs_are_ingested_once_and_their_events_queried() {
     assert_eq!(missing.status.code(), Some(1));
 
     let c = env
-        .serve(&["--issue-id", "WEB-1", "--agent-type", "judge"])
+        .serve_local(&["--issue-id", "WEB-1", "--agent-type", "judge"])
         .await;
     let st = c.ok("get_issue_status", json!({})).await;
     let runs = st["recentRuns"].as_array().unwrap();
@@ -1263,7 +1179,7 @@ async fn runs_are_ingested_once_and_their_events_queried() {
 async fn configure_project_sets_the_phase_pipeline_and_checks_it() {
     let env = Env::new();
     env.project("web", None);
-    let c = env.serve(&["--project-id", "web"]).await;
+    let c = env.serve_local(&["--project-id", "web"]).await;
     let p = c
         .ok(
             "configure_project",

@@ -1,4 +1,4 @@
-//! The work tools through the real binary and an MCP client: `verify_workspace`,
+//! The work tools through an MCP client and the server in-process: `verify_workspace`,
 //! `update_memory`, `complete_phase`, `approve_phase`, `reject_phase`, `move_issue`,
 //! with the path-safety cases of every tool that takes a path or a file name.
 
@@ -94,7 +94,7 @@ impl Work {
             "p",
         ];
         flags.extend(extra);
-        self.env.serve(&flags).await
+        self.env.serve_local(&flags).await
     }
 }
 
@@ -175,7 +175,7 @@ async fn verify_workspace_without_worktree_flag_names_the_flag() {
     let w = Work::new();
     let c = w
         .env
-        .serve(&["--issue-id", &w.issue, "--agent-type", "worker"])
+        .serve_local(&["--issue-id", &w.issue, "--agent-type", "worker"])
         .await;
     let e = c
         .err_code("verify_workspace", json!({}), "ERR_WORKSPACE_INVALID")
@@ -191,7 +191,7 @@ async fn verify_workspace_path_safety() {
     let dotted = format!("{}/../wt", w.wt_str());
     let c = w
         .env
-        .serve(&["--issue-id", &w.issue, "--worktree-path", &dotted])
+        .serve_local(&["--issue-id", &w.issue, "--worktree-path", &dotted])
         .await;
     let e = c
         .err_code("verify_workspace", json!({}), "ERR_WORKSPACE_INVALID")
@@ -201,7 +201,7 @@ async fn verify_workspace_path_safety() {
     // A relative worktree path is refused.
     let c = w
         .env
-        .serve(&["--issue-id", &w.issue, "--worktree-path", "wt"])
+        .serve_local(&["--issue-id", &w.issue, "--worktree-path", "wt"])
         .await;
     let e = c
         .err_code("verify_workspace", json!({}), "ERR_WORKSPACE_INVALID")
@@ -311,14 +311,14 @@ async fn update_memory_missing_flags_each_name_the_flag() {
     let args = json!({"scope": "project", "filename": "a.md", "content": "x"});
     let global = json!({"scope": "global", "filename": "a.md", "content": "x"});
 
-    let c = w.env.serve(&["--symphony-dir", &sym]).await;
+    let c = w.env.serve_local(&["--symphony-dir", &sym]).await;
     let e = c
         .err_code("update_memory", args.clone(), "ERR_FAILED_PRECONDITION")
         .await;
     assert!(message(&e).contains("--agent-type"), "{e}");
     c.close().await;
 
-    let c = w.env.serve(&["--agent-type", "worker"]).await;
+    let c = w.env.serve_local(&["--agent-type", "worker"]).await;
     let e = c
         .err_code("update_memory", args.clone(), "ERR_FAILED_PRECONDITION")
         .await;
@@ -327,7 +327,7 @@ async fn update_memory_missing_flags_each_name_the_flag() {
 
     let c = w
         .env
-        .serve(&["--agent-type", "worker", "--symphony-dir", &sym])
+        .serve_local(&["--agent-type", "worker", "--symphony-dir", &sym])
         .await;
     let e = c
         .err_code("update_memory", args.clone(), "ERR_FAILED_PRECONDITION")

@@ -47,10 +47,11 @@ impl Cairn {
 
     /// The project's `todo` tasks, most urgent first (then fewest unmet dependencies,
     /// then oldest), and with `include_blocked` its blocked tasks with their reasons.
+    /// `limit` defaults to [`crate::colibri::limits::NEXT_ACTIONS_LIMIT_DEFAULT`].
     pub fn task_next_actions(
         &self,
         project: &str,
-        limit: usize,
+        limit: Option<usize>,
         include_blocked: bool,
     ) -> Result<NextActions> {
         crate::colibri::tasks::task_next_actions(&self.store, project, limit, include_blocked)

@@ -1,7 +1,7 @@
 //! Agent profiles: the per-profile tool scope stored in the database.
 
 use crate::error::Result;
-use crate::scope::ProfileScope;
+use crate::scope::{ProfileScope, ScopeMatrix};
 
 use super::Cairn;
 
@@ -11,8 +11,9 @@ impl Cairn {
         crate::scope::profile_scope(&self.store, profile)
     }
 
-    /// Store a profile's allow/deny lists (`None` clears a list).
-    pub fn set_profile_scope(&self, scope: &ProfileScope) -> Result<()> {
-        crate::scope::set_profile_scope(&self.store, scope)
+    /// Store a profile's allow/deny lists (`None` clears a list); every name must be a
+    /// tool of `matrix` (the MCP registry's, `crate::mcp::registry::scope_matrix`).
+    pub fn set_profile_scope(&self, matrix: &ScopeMatrix, scope: &ProfileScope) -> Result<()> {
+        crate::scope::set_profile_scope(&self.store, matrix, scope)
     }
 }

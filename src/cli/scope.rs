@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Subcommand;
 
 use crate::Cairn;
+use crate::mcp::registry::scope_matrix;
 use crate::scope::{ProfileScope, compute_effective};
 
 use super::{Outcome, print_json, print_text};
@@ -57,6 +58,7 @@ fn non_empty(v: Vec<String>) -> Option<Vec<String>> {
 
 #[allow(clippy::print_stderr)]
 pub(super) fn run(cairn: &Cairn, cmd: ScopeCmd) -> anyhow::Result<Outcome> {
+    let matrix = scope_matrix();
     match cmd {
         ScopeCmd::Compute {
             profile,
@@ -72,7 +74,7 @@ pub(super) fn run(cairn: &Cairn, cmd: ScopeCmd) -> anyhow::Result<Outcome> {
             if !deny.is_empty() {
                 stored.disallowed_tools = Some(deny);
             }
-            let eff = compute_effective(&stored)?;
+            let eff = compute_effective(&matrix, &stored)?;
             for w in &eff.warnings {
                 eprintln!("warning: {w}");
             }
@@ -105,15 +107,15 @@ pub(super) fn run(cairn: &Cairn, cmd: ScopeCmd) -> anyhow::Result<Outcome> {
                     disallowed_tools: non_empty(deny),
                 }
             };
-            cairn.set_profile_scope(&scope)?;
-            let eff = compute_effective(&scope)?;
+            cairn.set_profile_scope(&matrix, &scope)?;
+            let eff = compute_effective(&matrix, &scope)?;
             for w in &eff.warnings {
                 eprintln!("warning: {w}");
             }
         }
         ScopeCmd::Show { profile, json } => {
             let stored = cairn.profile_scope(&profile)?;
-            let eff = compute_effective(&stored)?;
+            let eff = compute_effective(&matrix, &stored)?;
             if json {
                 print_json(&serde_json::json!({"stored": stored, "effective": eff}))?;
             } else {

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 pub mod audit;
+pub mod limits;
 pub mod merkle;
 pub(crate) mod sessions;
 pub mod skills;

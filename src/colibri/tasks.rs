@@ -19,6 +19,7 @@
 use rusqlite::{Connection, params};
 use serde::Serialize;
 
+use super::limits;
 use crate::base::now_iso;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::{NewIssue, Status, find_project, insert_issue};
@@ -187,8 +188,10 @@ pub struct TaskQuery {
     /// ISO-8601; only tasks created strictly before.
     pub created_before: Option<String>,
     pub search: Option<String>,
-    pub limit: usize,
-    pub offset: usize,
+    /// Page size; default [`limits::LIST_LIMIT_DEFAULT`].
+    pub limit: Option<usize>,
+    /// Tasks skipped; default 0.
+    pub offset: Option<usize>,
     pub sort_by: SortBy,
     pub sort_order: SortOrder,
 }
@@ -561,6 +564,8 @@ pub fn task_update(store: &Store, actor: &str, upd: &TaskUpdate) -> Result<TaskU
 
 /// Filter, sort and page tasks.
 pub fn task_list(store: &Store, q: &TaskQuery) -> Result<TaskPage> {
+    let limit = q.limit.unwrap_or(limits::LIST_LIMIT_DEFAULT as usize);
+    let offset = q.offset.unwrap_or(0);
     let after = q
         .created_after
         .as_deref()
@@ -621,8 +626,8 @@ pub fn task_list(store: &Store, q: &TaskQuery) -> Result<TaskPage> {
                     after,
                     before,
                     search,
-                    q.limit as i64,
-                    q.offset as i64,
+                    limit as i64,
+                    offset as i64,
                 ],
                 |r| {
                     let status: String = r.get(3)?;
@@ -644,8 +649,8 @@ pub fn task_list(store: &Store, q: &TaskQuery) -> Result<TaskPage> {
             returned_count: tasks.len(),
             tasks,
             total_count: total as usize,
-            offset: q.offset,
-            limit: q.limit,
+            offset,
+            limit,
         })
     })
 }
@@ -655,9 +660,10 @@ pub fn task_list(store: &Store, q: &TaskQuery) -> Result<TaskPage> {
 pub fn task_next_actions(
     store: &Store,
     project: &str,
-    limit: usize,
+    limit: Option<usize>,
     include_blocked: bool,
 ) -> Result<NextActions> {
+    let limit = limit.unwrap_or(limits::NEXT_ACTIONS_LIMIT_DEFAULT as usize);
     store.read(|c| {
         let (pid, slug) = project_id(c, project)?;
         let mut stmt = c.prepare_cached(

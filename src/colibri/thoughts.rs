@@ -407,7 +407,8 @@ pub struct ThoughtQuery {
     pub task: Option<String>,
     pub session: Option<String>,
     pub kind: Option<ThoughtType>,
-    pub limit: usize,
+    /// Page size; default [`super::limits::THOUGHT_LIST_LIMIT_DEFAULT`].
+    pub limit: Option<usize>,
     pub verify_chain: bool,
 }
 
@@ -567,6 +568,9 @@ pub fn thought_record(store: &Store, actor: &str, new: &NewThought) -> Result<Th
 /// `verify_chain` also whether the chains involved hold (checked in full,
 /// whatever the filters and limit).
 pub fn thought_list(store: &Store, q: &ThoughtQuery) -> Result<ThoughtList> {
+    let limit = q
+        .limit
+        .unwrap_or(super::limits::THOUGHT_LIST_LIMIT_DEFAULT as usize);
     store.read(|c| {
         let task_issue = q.task.as_deref().map(|t| resolve_task(c, t)).transpose()?;
         let session = q
@@ -611,7 +615,7 @@ pub fn thought_list(store: &Store, q: &ThoughtQuery) -> Result<ThoughtList> {
                     }));
                 }
                 let count = matching.len();
-                let page = matching.into_iter().take(q.limit).map(|t| t.thought);
+                let page = matching.into_iter().take(limit).map(|t| t.thought);
                 (count, page.collect())
             }
             None => {
@@ -627,7 +631,7 @@ pub fn thought_list(store: &Store, q: &ThoughtQuery) -> Result<ThoughtList> {
                      ORDER BY i.rowid, t.chain_position, t.id LIMIT ?2"
                 ))?;
                 let page = stmt
-                    .query_map(params![kind, q.limit as i64], |r| {
+                    .query_map(params![kind, limit as i64], |r| {
                         thought_from_row(r).map(|t| t.thought)
                     })?
                     .collect::<rusqlite::Result<_>>()?;

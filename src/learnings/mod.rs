@@ -50,6 +50,8 @@ pub mod limits {
     pub const LIMIT_MAX: usize = 100;
     pub const NOTE_MAX: usize = 1_000;
     pub const ID_MAX: usize = 64;
+    /// Quality scores run from 0 to this.
+    pub const QUALITY_MAX: u8 = 100;
     /// Candidates taken by BM25 before the blend: `max(2 × limit, 100)`.
     pub const CANDIDATES_MIN: usize = 100;
 }
@@ -496,10 +498,10 @@ impl Learnings<'_> {
                 format!("must be between 1 and {}", limits::LIMIT_MAX),
             ));
         }
-        if s.min_quality_score.is_some_and(|q| q > 100) {
+        if s.min_quality_score.is_some_and(|q| q > limits::QUALITY_MAX) {
             errors.push(FieldError::new(
                 "min_quality_score",
-                "must be between 0 and 100",
+                format!("must be between 0 and {}", limits::QUALITY_MAX),
             ));
         }
         if !errors.is_empty() {
@@ -629,8 +631,11 @@ impl Learnings<'_> {
         actor: &str,
         note: Option<&str>,
     ) -> Result<Learning> {
-        if score > 100 {
-            return Err(Error::invalid("score", "must be between 0 and 100"));
+        if score > limits::QUALITY_MAX {
+            return Err(Error::invalid(
+                "score",
+                format!("must be between 0 and {}", limits::QUALITY_MAX),
+            ));
         }
         self.change_standing(id, "rated", Some(score), actor, note)
     }

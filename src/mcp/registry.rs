@@ -1,9 +1,12 @@
-//! The tool registry: every tool Cairn serves, in one list, and the call-size limit of
-//! the call path. Each tool is declared with [`super::tool::tool`] in its family's file
-//! under [`super::tools`].
+//! The tool registry: every tool Cairn serves, in one list, the scope matrix derived from
+//! it, and the call-size limit of the call path. Each tool is declared with
+//! [`super::tool::tool`] in its family's file under [`super::tools`], with the profiles
+//! that may use it.
 
 /// Largest total size of one call's arguments, serialized, in bytes.
 pub const MAX_ARGUMENT_BYTES: usize = 4 * 1024 * 1024;
+
+use crate::scope::ScopeMatrix;
 
 use super::tool::ToolDef;
 
@@ -19,6 +22,15 @@ pub fn all_tools() -> Vec<ToolDef> {
     tools
 }
 
+/// The scope matrix: each tool's declared profiles, in registry order.
+pub fn scope_matrix() -> ScopeMatrix {
+    ScopeMatrix::new(
+        all_tools()
+            .into_iter()
+            .map(|t| (t.name, t.profiles.unwrap_or_default())),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -32,6 +44,11 @@ mod tests {
         for t in &tools {
             assert!(names.insert(t.name), "{} registered twice", t.name);
             assert!(!t.description.is_empty(), "{} has no description", t.name);
+            assert!(
+                t.profiles.is_some(),
+                "{} does not declare its profiles (`.profiles(...)`)",
+                t.name
+            );
             assert_eq!(t.input_schema["type"], "object", "{}", t.name);
             assert_eq!(
                 t.input_schema.get("additionalProperties"),
@@ -84,6 +101,20 @@ mod tests {
         }
         for t in all_tools() {
             walk(t.name, "", &Value::Object(t.input_schema.clone()));
+        }
+    }
+
+    #[test]
+    fn every_critical_tool_is_in_its_profiles_defaults() {
+        let matrix = scope_matrix();
+        for profile in crate::scope::PROFILES {
+            let defaults = matrix.profile_defaults(profile).unwrap();
+            for t in crate::scope::critical_tools(profile) {
+                assert!(
+                    defaults.contains(t),
+                    "{profile}: critical {t} not in its row"
+                );
+            }
         }
     }
 }

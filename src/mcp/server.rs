@@ -29,7 +29,7 @@ use crate::context::WorkContext;
 use crate::error::{Error, Result};
 
 use super::envelope;
-use super::registry::{MAX_ARGUMENT_BYTES, all_tools};
+use super::registry::{MAX_ARGUMENT_BYTES, all_tools, scope_matrix};
 use super::tool::{Effect, ToolCtx, ToolDef};
 use super::wire::LineTransport;
 
@@ -66,7 +66,8 @@ impl Scope {
             });
         }
         if let Some(t) = agent_type {
-            let tools = crate::scope::profile_defaults(t)?
+            let tools = scope_matrix()
+                .profile_defaults(t)?
                 .into_iter()
                 .map(String::from)
                 .collect();

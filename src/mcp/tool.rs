@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use crate::Cairn;
 use crate::context::WorkContext;
 use crate::error::{Error, FieldError, Result};
+use crate::scope::Profile;
 
 use super::schema::{coerce_integers, output_schema_for, schema_for, validate};
 
@@ -49,6 +50,9 @@ pub struct ToolDef {
     pub example: Value,
     /// The handler acts on the bound issue and cannot run without one.
     pub needs_issue: bool,
+    /// The agent profiles that may use the tool (its row of the scope matrix);
+    /// `None` until [`ToolDef::profiles`] declares them (a registry test requires it).
+    pub profiles: Option<&'static [Profile]>,
     handler: Arc<Handler>,
 }
 
@@ -62,6 +66,13 @@ impl ToolDef {
     /// Mark the tool as acting on the bound issue.
     pub fn bound(mut self) -> Self {
         self.needs_issue = true;
+        self
+    }
+
+    /// Declare the agent profiles that may use the tool (`&[]`: none, only a server
+    /// started without a scope).
+    pub fn profiles(mut self, profiles: &'static [Profile]) -> Self {
+        self.profiles = Some(profiles);
         self
     }
 
@@ -109,6 +120,7 @@ where
         output_schema: output_schema_for::<R>(),
         example,
         needs_issue: false,
+        profiles: None,
         handler: Arc::new(handler),
     }
 }

@@ -131,8 +131,9 @@ impl Comment {
 /// What `add_finding` records.
 #[derive(Debug, Clone)]
 pub struct NewFinding {
-    /// One of test_result, code_pattern, architecture, bug, gap.
-    pub category: String,
+    /// One of test_result, code_pattern, architecture, bug, gap (phase claims and
+    /// verdicts have their own operations and are refused here).
+    pub category: FindingCategory,
     pub summary: String,
     pub details: Option<String>,
     pub files: Vec<String>,
@@ -152,7 +153,7 @@ fn check_text(errors: &mut Vec<FieldError>, field: &str, value: &str, max: usize
 
 fn validate_finding(f: &NewFinding) -> Result<FindingCategory> {
     let mut errors = Vec::new();
-    let category = FindingCategory::parse(&f.category).filter(|c| {
+    let category = Some(f.category).filter(|c| {
         !matches!(
             c,
             FindingCategory::PhaseCompletion | FindingCategory::PhaseVerdict

@@ -14,6 +14,12 @@ pub mod limits {
     pub const FILE_PATH_MAX: usize = 1024;
     pub const CONCEPT_MAX: usize = 100;
     pub const NOTES_MAX: usize = 2000;
+    /// Largest test count, tests added and tests removed of one report.
+    pub const TEST_COUNT_MAX: u64 = 10_000_000;
+    /// Largest number of test files changed in one report.
+    pub const TEST_FILES_CHANGED_MAX: u64 = 1_000_000;
+    /// Longest reported test run, in milliseconds (a day).
+    pub const EXECUTION_TIME_MS_MAX: u64 = 86_400_000;
 }
 
 /// What `record_coverage` records.

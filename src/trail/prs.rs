@@ -41,6 +41,13 @@ pub mod limits {
     pub const BRANCH_MAX: usize = 255;
     pub const GATES_MAX: usize = 50;
     pub const GATE_OUTPUT_MAX: usize = 100_000;
+    /// Longest gate command and label (as for configured gates).
+    pub const GATE_COMMAND_MAX: usize = super::super::settings::limits::COMMAND_MAX;
+    pub const GATE_LABEL_MAX: usize = super::super::settings::limits::LABEL_MAX;
+    /// Exit codes range over ±this.
+    pub const EXIT_CODE_MAX: i64 = 1_000_000;
+    /// Longest fix instructions of a rejection.
+    pub const FIX_INSTRUCTIONS_MAX: usize = 20_000;
 }
 
 /// One quality gate's result, as the agent reports it.
@@ -48,16 +55,16 @@ pub mod limits {
 #[serde(deny_unknown_fields)]
 pub struct GateResult {
     /// Command that was run.
-    #[schemars(length(min = 1, max = 1000))]
+    #[schemars(length(min = 1, max = limits::GATE_COMMAND_MAX))]
     pub command: String,
     /// Human-readable label.
-    #[schemars(length(min = 1, max = 100))]
+    #[schemars(length(min = 1, max = limits::GATE_LABEL_MAX))]
     pub label: String,
     /// Exit code (0 = pass).
-    #[schemars(range(min = -1_000_000, max = 1_000_000))]
+    #[schemars(range(min = -limits::EXIT_CODE_MAX, max = limits::EXIT_CODE_MAX))]
     pub exit_code: i64,
     /// Command output.
-    #[schemars(length(max = 100_000))]
+    #[schemars(length(max = limits::GATE_OUTPUT_MAX))]
     pub output: String,
     /// Whether this gate is required (default false).
     #[serde(default)]

@@ -37,12 +37,54 @@ pub const PAYLOAD_MAX: usize = 64 * 1024;
 /// Limits of `query_run_events`.
 pub const QUERY_LIMIT_DEFAULT: u32 = 100;
 pub const QUERY_LIMIT_MAX: u32 = 500;
+/// Largest `query_run_events` offset.
+pub const QUERY_OFFSET_MAX: u64 = 100_000_000;
 /// Longest run id.
 pub const RUN_ID_MAX: usize = 128;
 /// The event types of the spec.
 pub const EVENT_TYPES: [&str; 5] = ["system", "assistant", "user", "result", "rate_limit_event"];
 /// The event subtypes of the spec.
 pub const EVENT_SUBTYPES: [&str; 5] = ["init", "thinking", "text", "tool_use", "tool_result"];
+
+/// Event types of a stream-JSON log.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Serialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum EventType {
+    System,
+    Assistant,
+    User,
+    Result,
+    RateLimitEvent,
+}
+
+/// Event subtypes.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Serialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum EventSubtype {
+    Init,
+    Thinking,
+    Text,
+    ToolUse,
+    ToolResult,
+}
+
+impl EventType {
+    /// The name stored in the log and the database.
+    pub fn as_str(self) -> &'static str {
+        EVENT_TYPES[self as usize]
+    }
+}
+
+impl EventSubtype {
+    /// The name stored in the log and the database.
+    pub fn as_str(self) -> &'static str {
+        EVENT_SUBTYPES[self as usize]
+    }
+}
 
 /// One recorded run, in brief.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -90,8 +132,8 @@ pub struct RunEvent {
 pub struct RunEventQuery {
     pub issue: Option<String>,
     pub run_id: Option<String>,
-    pub event_type: Option<String>,
-    pub event_subtype: Option<String>,
+    pub event_type: Option<EventType>,
+    pub event_subtype: Option<EventSubtype>,
     pub limit: Option<u32>,
     pub offset: Option<u64>,
 }
@@ -387,7 +429,9 @@ pub fn query_run_events(store: &Store, q: &RunEventQuery) -> Result<RunEventPage
         let filter = "FROM run_events e JOIN runs r ON r.id = e.run_id
              WHERE (?1 IS NULL OR r.issue_id = ?1) AND (?2 IS NULL OR e.run_id = ?2)
                AND (?3 IS NULL OR e.event_type = ?3) AND (?4 IS NULL OR e.event_subtype = ?4)";
-        let args = params![issue_id, q.run_id, q.event_type, q.event_subtype];
+        let event_type = q.event_type.map(EventType::as_str);
+        let event_subtype = q.event_subtype.map(EventSubtype::as_str);
+        let args = params![issue_id, q.run_id, event_type, event_subtype];
         let total: u64 = c.query_row(&format!("SELECT count(*) {filter}"), args, |r| r.get(0))?;
         let mut stmt = c.prepare(&format!(
             "SELECT e.* {filter} ORDER BY r.ingested_at, r.rowid, e.seq LIMIT ?5 OFFSET ?6"
@@ -397,8 +441,8 @@ pub fn query_run_events(store: &Store, q: &RunEventQuery) -> Result<RunEventPage
                 params![
                     issue_id,
                     q.run_id,
-                    q.event_type,
-                    q.event_subtype,
+                    event_type,
+                    event_subtype,
                     limit,
                     i64::try_from(offset).unwrap_or(i64::MAX)
                 ],

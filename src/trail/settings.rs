@@ -41,10 +41,10 @@ pub mod limits {
 #[serde(deny_unknown_fields)]
 pub struct Gate {
     /// Command to run.
-    #[schemars(length(min = 1, max = 1000))]
+    #[schemars(length(min = 1, max = limits::COMMAND_MAX))]
     pub command: String,
     /// Human-readable label.
-    #[schemars(length(min = 1, max = 100))]
+    #[schemars(length(min = 1, max = limits::LABEL_MAX))]
     pub label: String,
     /// Whether this gate must pass.
     pub required: bool,
@@ -55,16 +55,16 @@ pub struct Gate {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RiskThresholds {
     /// Changed lines at or below which size adds no risk.
-    #[schemars(range(max = 10_000_000))]
+    #[schemars(range(max = limits::THRESHOLD_MAX))]
     pub low_lines: u64,
     /// Changed lines at or above which size adds full risk.
-    #[schemars(range(max = 10_000_000))]
+    #[schemars(range(max = limits::THRESHOLD_MAX))]
     pub high_lines: u64,
     /// Changed files at or below which breadth adds no risk.
-    #[schemars(range(max = 10_000_000))]
+    #[schemars(range(max = limits::THRESHOLD_MAX))]
     pub low_files: u64,
     /// Changed files at or above which breadth adds full risk.
-    #[schemars(range(max = 10_000_000))]
+    #[schemars(range(max = limits::THRESHOLD_MAX))]
     pub high_files: u64,
 }
 

@@ -96,22 +96,38 @@ impl Env {
         serde_json::from_str(&self.ok(&a)).expect("json stdout")
     }
 
-    /// Create a project (slug and prefix from `slug`), optionally with a repo path.
+    /// Create a project (slug and prefix from `slug`), optionally with a repo path:
+    /// what `cairn project create --slug S --name S [--path P]` does, through the facade
+    /// in this process (a set-up step; `cli_basics.rs` tests the command itself).
     pub fn project(&self, slug: &str, path: Option<&Path>) {
-        let mut args = vec!["project", "create", "--slug", slug, "--name", slug];
-        let p;
-        if let Some(path) = path {
-            p = path.to_string_lossy().into_owned();
-            args.extend(["--path", p.as_str()]);
-        }
-        self.ok(&args);
+        let cairn = cairn::Cairn::open(&self.db).expect("open the database");
+        cairn
+            .create_project(&cairn::issues::NewProject {
+                slug: slug.to_string(),
+                name: slug.to_string(),
+                prefix: None,
+                path: path.map(|p| {
+                    std::path::absolute(self.path().join(p))
+                        .expect("absolute path")
+                        .to_string_lossy()
+                        .into_owned()
+                }),
+            })
+            .expect("create the project");
     }
 
-    /// Create an issue and return its identifier.
+    /// Create an issue and return its identifier: what `cairn issue create --project P
+    /// --title T` does, through the facade in this process.
     pub fn issue(&self, project: &str, title: &str) -> String {
-        self.ok(&["issue", "create", "--project", project, "--title", title])
-            .trim()
-            .to_string()
+        let cairn = cairn::Cairn::open(&self.db).expect("open the database");
+        cairn
+            .create_issue(&cairn::issues::NewIssue {
+                project: project.to_string(),
+                title: title.to_string(),
+                ..Default::default()
+            })
+            .expect("create the issue")
+            .identifier
     }
 
     /// Start `cairn serve` with extra flags and connect an rmcp client to it.
@@ -143,6 +159,70 @@ impl Env {
             .expect("spawn cairn serve")
             .0;
         let service = ().serve(transport).await.expect("MCP handshake");
+        Client {
+            service,
+            validators: tokio::sync::OnceCell::new(),
+        }
+    }
+}
+
+/// The flags of `cairn serve` that [`Env::serve_local`] understands.
+const LOCAL_FLAGS: [&str; 7] = [
+    "--issue-id",
+    "--project-id",
+    "--worktree-path",
+    "--agent-type",
+    "--tool-scope-file",
+    "--project-slug",
+    "--symphony-dir",
+];
+
+impl Env {
+    /// `cairn serve <flags>` in this process: the database opened here, bound and scoped
+    /// as `cairn serve` does it, served by `CairnServer` over its line transport on an
+    /// in-memory pipe, with an rmcp client on the other end. `--worktree-path` is passed
+    /// as given (the server refuses a relative one, as `cairn serve` does); a relative
+    /// `--symphony-dir` or `--tool-scope-file` is taken relative to the temp dir, the
+    /// working directory of [`Env::serve`]'s process. Panics where `cairn serve` would
+    /// refuse to start.
+    pub async fn serve_local(&self, flags: &[&str]) -> Client {
+        let mut values: HashMap<&str, String> = HashMap::new();
+        let mut it = flags.iter();
+        while let Some(flag) = it.next() {
+            assert!(
+                LOCAL_FLAGS.contains(flag),
+                "serve_local: unknown flag {flag}"
+            );
+            let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+            values.insert(flag, value.to_string());
+        }
+        let path = |flag: &str| values.get(flag).map(|v| self.path().join(v));
+        let cairn = cairn::Cairn::open(&self.db).expect("open the database");
+        let work = cairn
+            .bind(&cairn::context::BindArgs {
+                issue: values.get("--issue-id").cloned(),
+                project: values.get("--project-id").cloned(),
+                worktree_path: values.get("--worktree-path").map(PathBuf::from),
+                agent_type: values.get("--agent-type").cloned(),
+                project_slug: values.get("--project-slug").cloned(),
+                symphony_dir: path("--symphony-dir"),
+            })
+            .expect("binding the server");
+        let scope = cairn::mcp::server::Scope::resolve(
+            path("--tool-scope-file").as_deref(),
+            values.get("--agent-type").map(String::as_str),
+        )
+        .expect("reading the tool scope");
+        let server = cairn::mcp::server::CairnServer::new(Arc::new(cairn), work, scope);
+        let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+        let (read, write) = tokio::io::split(server_io);
+        tokio::spawn(async move {
+            let transport = cairn::mcp::wire::LineTransport::new(read, write);
+            if let Ok(running) = server.serve(transport).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let service = ().serve(tokio::io::split(client_io)).await.expect("MCP handshake");
         Client {
             service,
             validators: tokio::sync::OnceCell::new(),

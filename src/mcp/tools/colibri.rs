@@ -17,7 +17,6 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::colibri::Priority;
 use crate::colibri::audit::{
     AuditScope, AuditSessionStarted, ChainVerification, MerkleFinalized, MerkleRootView,
     VerifyTarget,
@@ -30,8 +29,14 @@ use crate::colibri::tasks::{
 use crate::colibri::thoughts::{
     NewThought, ThoughtList, ThoughtQuery, ThoughtRecorded, ThoughtType,
 };
+use crate::colibri::{Priority, limits};
 use crate::error::{Error, Result};
 use crate::issues::Status;
+use crate::issues::limits as issue_limits;
+use crate::scope::Profile;
+use crate::trail::prs::limits as prs_limits;
+
+use super::trail::{ISSUE_CREATORS, ISSUE_LISTERS, ISSUE_READERS, JUDGE, STATUS_CHANGERS};
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
 use crate::text::{Cleaned, cleaned};
 
@@ -62,27 +67,27 @@ impl JsonSchema for StatusArg {
 #[serde(deny_unknown_fields)]
 pub struct TaskCreateParams {
     /// 1-256 characters.
-    #[schemars(length(min = 1, max = 256))]
+    #[schemars(length(min = 1, max = limits::TITLE_MAX))]
     pub title: String,
     /// Markdown body, up to 8000 characters.
-    #[schemars(length(max = 8000))]
+    #[schemars(length(max = limits::DESCRIPTION_MAX))]
     pub description: Option<String>,
     /// Project slug.
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = issue_limits::SLUG_MAX))]
     pub project: String,
     /// Parent task id, for a sub-task (same project).
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = limits::TASK_ID_MAX))]
     pub parent_id: Option<String>,
     /// Default normal.
     pub priority: Option<Priority>,
     /// Up to 20 tags of 1-64 characters.
-    #[schemars(length(max = 20), inner(length(min = 1, max = 64)))]
+    #[schemars(length(max = issue_limits::LABELS_MAX), inner(length(min = 1, max = issue_limits::LABEL_MAX)))]
     pub labels: Option<Vec<String>>,
     /// Agent or user id; default "unassigned".
-    #[schemars(length(min = 1, max = 128))]
+    #[schemars(length(min = 1, max = limits::ACTOR_MAX))]
     pub assignee: Option<String>,
     /// Planning estimate, 0-1000 hours.
-    #[schemars(range(min = 0, max = 1000))]
+    #[schemars(range(min = 0, max = limits::ESTIMATE_HOURS_MAX))]
     pub estimate_hours: Option<f64>,
 }
 
@@ -90,7 +95,7 @@ pub struct TaskCreateParams {
 #[serde(deny_unknown_fields)]
 pub struct TaskGetParams {
     /// Task id (PFX-N; T-N also accepted).
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = limits::TASK_ID_MAX))]
     pub task_id: String,
     /// Include the thought ids of the task's chain.
     pub include_thought_trail: Option<bool>,
@@ -102,24 +107,24 @@ pub struct TaskGetParams {
 #[serde(deny_unknown_fields)]
 pub struct TaskUpdateParams {
     /// Task id (PFX-N; T-N also accepted).
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = limits::TASK_ID_MAX))]
     pub task_id: String,
     /// New status; must follow the transition table.
     pub status: Option<StatusArg>,
     /// 0-100.
-    #[schemars(range(min = 0, max = 100))]
+    #[schemars(range(min = 0, max = limits::PROGRESS_MAX))]
     pub progress: Option<u8>,
     /// Replaces the description (up to 8000 characters).
-    #[schemars(length(max = 8000))]
+    #[schemars(length(max = limits::DESCRIPTION_MAX))]
     pub description: Option<String>,
     pub priority: Option<Priority>,
-    #[schemars(length(min = 1, max = 128))]
+    #[schemars(length(min = 1, max = limits::ACTOR_MAX))]
     pub assignee: Option<String>,
     /// Replaces every label (up to 20).
-    #[schemars(length(max = 20), inner(length(min = 1, max = 64)))]
+    #[schemars(length(max = issue_limits::LABELS_MAX), inner(length(min = 1, max = issue_limits::LABEL_MAX)))]
     pub labels: Option<Vec<String>>,
     /// Required when status is blocked.
-    #[schemars(length(min = 1, max = 2000))]
+    #[schemars(length(min = 1, max = limits::BLOCKED_REASON_MAX))]
     pub blocked_reason: Option<String>,
 }
 
@@ -127,33 +132,33 @@ pub struct TaskUpdateParams {
 #[serde(deny_unknown_fields)]
 pub struct TaskListParams {
     /// Project slug.
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = issue_limits::SLUG_MAX))]
     pub project: Option<String>,
     /// Any of these statuses.
-    #[schemars(length(max = 7))]
+    #[schemars(length(max = limits::STATUS_FILTER_MAX))]
     pub status: Option<Vec<StatusArg>>,
     /// Any of these priorities.
-    #[schemars(length(max = 4))]
+    #[schemars(length(max = limits::PRIORITY_FILTER_MAX))]
     pub priority: Option<Vec<Priority>>,
-    #[schemars(length(min = 1, max = 128))]
+    #[schemars(length(min = 1, max = limits::ACTOR_MAX))]
     pub assignee: Option<String>,
     /// Tasks carrying this label.
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = issue_limits::LABEL_MAX))]
     pub label: Option<String>,
     /// ISO-8601; created strictly after.
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = limits::TIMESTAMP_MAX))]
     pub created_after: Option<String>,
     /// ISO-8601; created strictly before.
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = limits::TIMESTAMP_MAX))]
     pub created_before: Option<String>,
     /// Words to find in title or description (all must match, as prefixes).
-    #[schemars(length(max = 500))]
+    #[schemars(length(max = limits::SEARCH_MAX))]
     pub search: Option<String>,
     /// Default 50, max 500.
-    #[schemars(range(min = 1, max = 500))]
+    #[schemars(range(min = 1, max = limits::LIST_LIMIT_MAX))]
     pub limit: Option<u32>,
     /// Default 0.
-    #[schemars(range(min = 0, max = 10_000_000))]
+    #[schemars(range(min = 0, max = limits::OFFSET_MAX))]
     pub offset: Option<u32>,
     /// Default updated.
     pub sort_by: Option<SortBy>,
@@ -165,10 +170,10 @@ pub struct TaskListParams {
 #[serde(deny_unknown_fields)]
 pub struct TaskNextActionsParams {
     /// Project slug; default the server's bound project.
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = issue_limits::SLUG_MAX))]
     pub project: Option<String>,
     /// Default 20, max 100.
-    #[schemars(range(min = 1, max = 100))]
+    #[schemars(range(min = 1, max = limits::NEXT_ACTIONS_LIMIT_MAX))]
     pub limit: Option<u32>,
     /// Also list blocked tasks with their reasons.
     pub include_blocked: Option<bool>,
@@ -178,24 +183,24 @@ pub struct TaskNextActionsParams {
 #[serde(deny_unknown_fields)]
 pub struct ThoughtRecordParams {
     /// Task id (PFX-N; T-N also accepted).
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = limits::TASK_ID_MAX))]
     pub task_id: String,
     #[serde(rename = "type")]
     pub kind: ThoughtType,
     /// The decision text, 1-5000 characters.
-    #[schemars(length(min = 1, max = 5000))]
+    #[schemars(length(min = 1, max = limits::THOUGHT_CONTENT_MAX))]
     pub content: String,
     /// Git branch, for context.
-    #[schemars(length(min = 1, max = 255))]
+    #[schemars(length(min = 1, max = prs_limits::BRANCH_MAX))]
     pub branch: Option<String>,
     /// Git commit (4-64 hex digits).
-    #[schemars(regex(pattern = r"^[0-9a-fA-F]{4,64}$"), length(max = 64))]
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{4,64}$"), length(max = limits::COMMIT_SHA_MAX))]
     pub commit_sha: Option<String>,
     /// Tests executed.
-    #[schemars(length(max = 200), inner(length(min = 1, max = 500)))]
+    #[schemars(length(max = limits::TESTS_RUN_MAX), inner(length(min = 1, max = limits::TEST_NAME_MAX)))]
     pub tests_run: Option<Vec<String>>,
     /// Blocking issues.
-    #[schemars(length(max = 100), inner(length(min = 1, max = 1000)))]
+    #[schemars(length(max = limits::BLOCKERS_MAX), inner(length(min = 1, max = limits::BLOCKER_MAX)))]
     pub blockers: Option<Vec<String>>,
     /// Arbitrary JSON object, at most 16 KiB serialized.
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
@@ -205,16 +210,16 @@ pub struct ThoughtRecordParams {
 #[serde(deny_unknown_fields)]
 pub struct ThoughtRecordListParams {
     /// Only this task's chain.
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = limits::TASK_ID_MAX))]
     pub task_id: Option<String>,
     /// Only the records of this audit session (A-N).
-    #[schemars(length(min = 1, max = 32))]
+    #[schemars(length(min = 1, max = limits::SESSION_ID_MAX))]
     pub session_id: Option<String>,
     /// Only this thought type.
     #[serde(rename = "type")]
     pub kind: Option<ThoughtType>,
     /// Default 100, max 500.
-    #[schemars(range(min = 1, max = 500))]
+    #[schemars(range(min = 1, max = limits::THOUGHT_LIST_LIMIT_MAX))]
     pub limit: Option<u32>,
     /// Verify hash integrity of the chains involved.
     pub verify_chain: Option<bool>,
@@ -224,13 +229,13 @@ pub struct ThoughtRecordListParams {
 #[serde(deny_unknown_fields)]
 pub struct AuditSessionStartParams {
     /// Task being audited.
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = limits::TASK_ID_MAX))]
     pub task_id: String,
     /// Who conducts the audit.
-    #[schemars(length(min = 1, max = 128))]
+    #[schemars(length(min = 1, max = limits::ACTOR_MAX))]
     pub auditor_id: String,
     /// Why (e.g. "proof review").
-    #[schemars(length(max = 1000))]
+    #[schemars(length(max = limits::AUDIT_REASON_MAX))]
     pub reason: Option<String>,
     /// shallow = the task only (default); deep = with all sub-tasks.
     pub scope: Option<AuditScope>,
@@ -240,10 +245,10 @@ pub struct AuditSessionStartParams {
 #[serde(deny_unknown_fields)]
 pub struct AuditVerifyChainParams {
     /// Verify this session's records (A-N).
-    #[schemars(length(min = 1, max = 32))]
+    #[schemars(length(min = 1, max = limits::SESSION_ID_MAX))]
     pub session_id: Option<String>,
     /// Verify this task's chains.
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = limits::TASK_ID_MAX))]
     pub task_id: Option<String>,
     /// Include every record with its hash.
     pub full_trace: Option<bool>,
@@ -253,10 +258,10 @@ pub struct AuditVerifyChainParams {
 #[serde(deny_unknown_fields)]
 pub struct MerkleFinalizeParams {
     /// Session to finalize (A-N).
-    #[schemars(length(min = 1, max = 32))]
+    #[schemars(length(min = 1, max = limits::SESSION_ID_MAX))]
     pub session_id: String,
     /// Only this task's records (a task of the session).
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = limits::TASK_ID_MAX))]
     pub task_id: Option<String>,
 }
 
@@ -264,7 +269,7 @@ pub struct MerkleFinalizeParams {
 #[serde(deny_unknown_fields)]
 pub struct MerkleRootParams {
     /// Session (A-N).
-    #[schemars(length(min = 1, max = 32))]
+    #[schemars(length(min = 1, max = limits::SESSION_ID_MAX))]
     pub session_id: String,
 }
 
@@ -272,10 +277,10 @@ pub struct MerkleRootParams {
 #[serde(deny_unknown_fields)]
 pub struct SkillListParams {
     /// Case-insensitive substring of the name or description.
-    #[schemars(length(min = 1, max = 200))]
+    #[schemars(length(min = 1, max = limits::SKILL_SEARCH_MAX))]
     pub search: Option<String>,
     /// A declared capability.
-    #[schemars(length(min = 1, max = 100))]
+    #[schemars(length(min = 1, max = limits::CAPABILITY_MAX))]
     pub capability: Option<String>,
 }
 
@@ -421,8 +426,8 @@ fn task_list(cx: &ToolCtx<'_>, p: TaskListParams) -> Result<TaskPage> {
         created_after: p.created_after,
         created_before: p.created_before,
         search: p.search,
-        limit: p.limit.unwrap_or(50) as usize,
-        offset: p.offset.unwrap_or(0) as usize,
+        limit: p.limit.map(|l| l as usize),
+        offset: p.offset.map(|o| o as usize),
         sort_by: p.sort_by.unwrap_or_default(),
         sort_order: p.sort_order.unwrap_or_default(),
     })
@@ -441,7 +446,7 @@ fn task_next_actions(cx: &ToolCtx<'_>, p: TaskNextActionsParams) -> Result<NextA
     };
     cx.cairn.task_next_actions(
         project,
-        p.limit.unwrap_or(20) as usize,
+        p.limit.map(|l| l as usize),
         p.include_blocked.unwrap_or(false),
     )
 }
@@ -469,7 +474,7 @@ fn thought_record_list(cx: &ToolCtx<'_>, p: ThoughtRecordListParams) -> Result<T
         task: p.task_id.map(|t| task_ref(cx, "task_id", &t)).transpose()?,
         session: p.session_id,
         kind: p.kind,
-        limit: p.limit.unwrap_or(100) as usize,
+        limit: p.limit.map(|l| l as usize),
         verify_chain: p.verify_chain.unwrap_or(false),
     })
 }
@@ -525,14 +530,16 @@ pub fn tools() -> Vec<ToolDef> {
             json!({"title": "Wire up task_create MCP handler", "project": "colibri",
                    "priority": "high", "labels": ["phase-0", "mcp"], "estimate_hours": 4}),
             task_create,
-        ),
+        )
+        .profiles(ISSUE_CREATORS),
         tool(
             "task_get",
             "One task with all its metadata; optionally its thought trail and sub-tasks.",
             Effect::ReadOnly,
             json!({"task_id": "COLIBRI-42", "include_dependents": true}),
             task_get,
-        ),
+        )
+        .profiles(ISSUE_READERS),
         tool(
             "task_update",
             "Update a task's fields. Status changes follow Colibri's transition table; \
@@ -541,7 +548,8 @@ pub fn tools() -> Vec<ToolDef> {
             json!({"task_id": "COLIBRI-42", "status": "in_progress", "progress": 45,
                    "assignee": "agent-bob"}),
             task_update,
-        ),
+        )
+        .profiles(STATUS_CHANGERS),
         tool(
             "task_list",
             "List tasks with filters (project, status, priority, assignee, label, dates, \
@@ -550,7 +558,8 @@ pub fn tools() -> Vec<ToolDef> {
             json!({"project": "colibri", "status": ["todo", "in_progress"],
                    "sort_by": "priority", "sort_order": "desc", "limit": 10}),
             task_list,
-        ),
+        )
+        .profiles(ISSUE_LISTERS),
         tool(
             "task_next_actions",
             "The project's todo tasks by priority, with unmet dependency counts; \
@@ -558,7 +567,8 @@ pub fn tools() -> Vec<ToolDef> {
             Effect::ReadOnly,
             json!({"project": "colibri", "limit": 5}),
             task_next_actions,
-        ),
+        )
+        .profiles(ISSUE_LISTERS),
         tool(
             "thought_record",
             "Append a hash-chained decision record to a task's thought chain.",
@@ -568,7 +578,8 @@ pub fn tools() -> Vec<ToolDef> {
                    "branch": "feature/task-create", "commit_sha": "a3f7d9b2c",
                    "tests_run": ["task_create.test.ts"], "blockers": []}),
             thought_record,
-        ),
+        )
+        .profiles(ISSUE_READERS),
         tool(
             "thought_record_list",
             "A task's or an audit session's thought chain in order; verify_chain checks \
@@ -576,7 +587,8 @@ pub fn tools() -> Vec<ToolDef> {
             Effect::ReadOnly,
             json!({"task_id": "COLIBRI-42", "verify_chain": true}),
             thought_record_list,
-        ),
+        )
+        .profiles(ISSUE_READERS),
         tool(
             "audit_session_start",
             "Open an audit session on a task (shallow: the task; deep: with its sub-tasks).",
@@ -584,7 +596,8 @@ pub fn tools() -> Vec<ToolDef> {
             json!({"task_id": "COLIBRI-42", "auditor_id": "agent-auditor",
                    "reason": "Proof review before finalization", "scope": "deep"}),
             audit_session_start,
-        ),
+        )
+        .profiles(JUDGE),
         tool(
             "audit_verify_chain",
             "Verify the hash chains (thoughts and work trail) of a session or a task: \
@@ -592,21 +605,24 @@ pub fn tools() -> Vec<ToolDef> {
             Effect::ReadOnly,
             json!({"session_id": "A-0002"}),
             audit_verify_chain,
-        ),
+        )
+        .profiles(ISSUE_READERS),
         tool(
             "merkle_finalize",
             "Build the Merkle tree over a session's records and freeze its root (once).",
             Effect::Additive { idempotent: false },
             json!({"session_id": "A-0002"}),
             merkle_finalize,
-        ),
+        )
+        .profiles(JUDGE),
         tool(
             "merkle_root",
             "The current Merkle root of a session and whether it is finalized.",
             Effect::ReadOnly,
             json!({"session_id": "A-0002"}),
             merkle_root,
-        ),
+        )
+        .profiles(ISSUE_READERS),
         tool(
             "skill_list",
             "Skills from .agents/skills/*/SKILL.md front matter; malformed files are \
@@ -614,6 +630,7 @@ pub fn tools() -> Vec<ToolDef> {
             Effect::ReadOnly,
             json!({"search": "tier1"}),
             skill_list,
-        ),
+        )
+        .profiles(&Profile::ALL),
     ]
 }

@@ -7,23 +7,27 @@ use serde_json::json;
 
 use crate::error::Result;
 use crate::learnings::{
-    Learning, LearningSearch, LearningType, NewLearning, SearchResults, SearchScope,
+    Learning, LearningSearch, LearningType, NewLearning, SearchResults, SearchScope, limits,
 };
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
+use crate::scope::Profile::*;
 use crate::text::{Cleaned, cleaned};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddLearningParams {
     /// The lesson, starting with its subject (at least 50 characters).
-    #[schemars(length(min = 50, max = 2000))]
+    #[schemars(length(min = limits::PATTERN_MIN, max = limits::PATTERN_MAX))]
     pub pattern: String,
     /// When and where it applies (at least 100 characters when given).
-    #[schemars(length(min = 100, max = 10000))]
+    #[schemars(length(min = limits::CONTEXT_MIN, max = limits::CONTEXT_MAX))]
     pub context: Option<String>,
     /// Relative directory or file prefixes it applies to.
     #[serde(default)]
-    #[schemars(length(max = 20), inner(length(min = 1, max = 512)))]
+    #[schemars(
+        length(max = limits::APPLIES_TO_MAX),
+        inner(length(min = 1, max = limits::APPLIES_TO_ITEM_MAX))
+    )]
     pub applies_to: Vec<String>,
     /// convention, gotcha or pattern (default pattern).
     pub learning_type: Option<LearningType>,
@@ -33,17 +37,17 @@ pub struct AddLearningParams {
 #[serde(deny_unknown_fields)]
 pub struct SearchLearningsParams {
     /// Words to search for; stemmed, the last word also matches as a prefix, `word*` too.
-    #[schemars(length(min = 1, max = 1000))]
+    #[schemars(length(min = 1, max = limits::QUERY_MAX))]
     pub query: String,
     /// Max results (default 50, max 100).
-    #[schemars(range(min = 1, max = 100))]
+    #[schemars(range(min = 1, max = limits::LIMIT_MAX))]
     pub limit: Option<u32>,
     /// Search the other projects instead of the current one (default false).
     #[serde(default)]
     pub cross_project: bool,
     /// Leave out learnings below this quality (0-100, a number as the spec says: 40.5
     /// keeps 41 and up); verified learnings always pass.
-    #[schemars(range(min = 0, max = 100))]
+    #[schemars(range(min = 0, max = limits::QUALITY_MAX))]
     pub min_quality_score: Option<f64>,
 }
 
@@ -91,6 +95,7 @@ pub fn tools() -> Vec<ToolDef> {
             }),
             add,
         )
+        .profiles(&[Worker, Researcher, Judge, Scanner, Architect, Planner])
         .bound(),
         tool(
             "search_learnings",
@@ -98,6 +103,7 @@ pub fn tools() -> Vec<ToolDef> {
             Effect::ReadOnly,
             json!({ "query": "auto-import", "min_quality_score": 40 }),
             search,
-        ),
+        )
+        .profiles(&[Worker, Researcher, Judge, Scanner, Architect, Planner]),
     ]
 }

@@ -7,6 +7,7 @@ use serde_json::json;
 use crate::base::now_iso;
 use crate::error::Result;
 use crate::mcp::tool::{Effect, NoParams, ToolCtx, ToolDef, tool};
+use crate::scope::Profile;
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Ping {
@@ -105,13 +106,15 @@ pub fn tools() -> Vec<ToolDef> {
             Effect::ReadOnly,
             json!({}),
             ping,
-        ),
+        )
+        .profiles(&Profile::ALL),
         tool(
             "server_health",
             "Health report: database state and migration version, middleware stages, tool count, uptime, version.",
             Effect::ReadOnly,
             json!({}),
             health,
-        ),
+        )
+        .profiles(&Profile::ALL),
     ]
 }

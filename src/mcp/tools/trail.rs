@@ -6,13 +6,20 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::error::Result;
+use crate::issues::limits as issue_limits;
 use crate::issues::{Issue, IssueFilter, NewIssue, Project, Status};
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
+use crate::scope::Profile::{self, *};
 use crate::text::{Cleaned, cleaned};
 use crate::trail::board::{IssueDetails, IssueStatus};
+use crate::trail::chain::FindingCategory;
+use crate::trail::findings::limits as finding_limits;
+use crate::trail::metrics::limits as metric_limits;
 use crate::trail::metrics::{Coverage, NewCoverage, NewTestHealth, TestHealth};
+use crate::trail::prs::limits as pr_limits;
 use crate::trail::prs::{GateResult, NewPullRequest, PullRequest, Review};
-use crate::trail::runs::{RunEventPage, RunEventQuery};
+use crate::trail::runs::{EventSubtype, EventType, RunEventPage, RunEventQuery};
+use crate::trail::settings::limits as settings_limits;
 use crate::trail::settings::{Gate, RiskThresholds, SettingsUpdate};
 use crate::trail::status::StatusChange;
 use crate::trail::{Comment, Finding, NewFinding};
@@ -37,7 +44,7 @@ fn bound(cx: &ToolCtx<'_>) -> Result<String> {
 #[serde(deny_unknown_fields)]
 pub struct IssueParams {
     /// Issue identifier or id (defaults to the current issue).
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = issue_limits::REF_MAX))]
     pub issue_id: Option<IssueRef>,
 }
 
@@ -74,7 +81,7 @@ pub struct UpdateStatusParams {
     /// review (done), todo (give up) or blocked (need human input); from in_progress.
     pub status: AgentStatus,
     /// Reason for the change.
-    #[schemars(length(max = 2000))]
+    #[schemars(length(max = finding_limits::REASON_MAX))]
     pub reason: Option<String>,
 }
 
@@ -114,28 +121,39 @@ pub enum AgentFindingCategory {
     Gap,
 }
 
+impl From<AgentFindingCategory> for FindingCategory {
+    fn from(c: AgentFindingCategory) -> FindingCategory {
+        match c {
+            AgentFindingCategory::TestResult => FindingCategory::TestResult,
+            AgentFindingCategory::CodePattern => FindingCategory::CodePattern,
+            AgentFindingCategory::Architecture => FindingCategory::Architecture,
+            AgentFindingCategory::Bug => FindingCategory::Bug,
+            AgentFindingCategory::Gap => FindingCategory::Gap,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddFindingParams {
     pub category: AgentFindingCategory,
     /// Short scannable summary.
-    #[schemars(length(min = 1, max = 500))]
+    #[schemars(length(min = 1, max = finding_limits::SUMMARY_MAX))]
     pub summary: String,
     /// Full details.
-    #[schemars(length(max = 20000))]
+    #[schemars(length(max = finding_limits::DETAILS_MAX))]
     pub details: Option<String>,
     /// Related file paths.
-    #[schemars(length(max = 100), inner(length(min = 1, max = 1024)))]
+    #[schemars(length(max = finding_limits::FILES_MAX), inner(length(min = 1, max = finding_limits::FILE_PATH_MAX)))]
     pub files: Option<Vec<String>>,
 }
 
 fn add_finding(cx: &ToolCtx<'_>, p: AddFindingParams) -> Result<Cleaned<Finding>> {
     cleaned(|| {
-        let category = enum_str(Some(p.category))?.unwrap_or_default();
         cx.cairn.add_finding(
             &bound(cx)?,
             &NewFinding {
-                category,
+                category: p.category.into(),
                 summary: p.summary,
                 details: p.details,
                 files: p.files.unwrap_or_default(),
@@ -149,7 +167,7 @@ fn add_finding(cx: &ToolCtx<'_>, p: AddFindingParams) -> Result<Cleaned<Finding>
 #[serde(deny_unknown_fields)]
 pub struct AddCommentParams {
     /// Comment text.
-    #[schemars(length(min = 1, max = 20000))]
+    #[schemars(length(min = 1, max = finding_limits::COMMENT_MAX))]
     pub content: String,
 }
 
@@ -164,19 +182,19 @@ fn add_comment(cx: &ToolCtx<'_>, p: AddCommentParams) -> Result<Cleaned<Comment>
 #[serde(deny_unknown_fields)]
 pub struct CreateIssueParams {
     /// Issue title.
-    #[schemars(length(min = 1, max = 500))]
+    #[schemars(length(min = 1, max = issue_limits::TITLE_MAX))]
     pub title: String,
     /// Issue description.
-    #[schemars(length(max = 20000))]
+    #[schemars(length(max = issue_limits::DESCRIPTION_MAX))]
     pub description: Option<String>,
     /// 1=urgent, 2=high, 3=medium (default), 4=low.
-    #[schemars(range(min = 1, max = 4))]
+    #[schemars(range(min = 1, max = issue_limits::PRIORITY_MAX))]
     pub priority: Option<u8>,
     /// Labels.
-    #[schemars(length(max = 20), inner(length(min = 1, max = 64)))]
+    #[schemars(length(max = issue_limits::LABELS_MAX), inner(length(min = 1, max = issue_limits::LABEL_MAX)))]
     pub labels: Option<Vec<String>>,
     /// Identifiers of issues this one depends on.
-    #[schemars(length(max = 20), inner(length(min = 1, max = 64)))]
+    #[schemars(length(max = issue_limits::DEPENDS_ON_MAX), inner(length(min = 1, max = issue_limits::REF_MAX)))]
     pub depends_on: Option<Vec<String>>,
 }
 
@@ -199,16 +217,16 @@ fn create_issue(cx: &ToolCtx<'_>, p: CreateIssueParams) -> Result<Cleaned<Issue>
 #[serde(deny_unknown_fields)]
 pub struct CreateSubtaskParams {
     /// Sub-task title.
-    #[schemars(length(min = 1, max = 500))]
+    #[schemars(length(min = 1, max = issue_limits::TITLE_MAX))]
     pub title: String,
     /// Description.
-    #[schemars(length(max = 20000))]
+    #[schemars(length(max = issue_limits::DESCRIPTION_MAX))]
     pub description: Option<String>,
     /// 1-4 (default: 3).
-    #[schemars(range(min = 1, max = 4))]
+    #[schemars(range(min = 1, max = issue_limits::PRIORITY_MAX))]
     pub priority: Option<u8>,
     /// Labels.
-    #[schemars(length(max = 20), inner(length(min = 1, max = 64)))]
+    #[schemars(length(max = issue_limits::LABELS_MAX), inner(length(min = 1, max = issue_limits::LABEL_MAX)))]
     pub labels: Option<Vec<String>>,
 }
 
@@ -249,10 +267,10 @@ pub struct ListIssuesParams {
     /// Filter by status.
     pub status: Option<Status>,
     /// Filter by label.
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = issue_limits::LABEL_MAX))]
     pub labels: Option<String>,
     /// Max results (default 50, max 100).
-    #[schemars(range(min = 1, max = 100))]
+    #[schemars(range(min = 1, max = issue_limits::LIST_LIMIT_MAX))]
     pub limit: Option<u32>,
 }
 
@@ -282,7 +300,10 @@ fn list_issues(cx: &ToolCtx<'_>, p: ListIssuesParams) -> Result<IssueList> {
             project: Some(cx.work.require_project()?.to_string()),
             statuses: p.status.into_iter().collect(),
             label: p.labels,
-            limit: Some(p.limit.unwrap_or(50) as usize),
+            limit: Some(
+                p.limit
+                    .map_or(issue_limits::LIST_LIMIT_DEFAULT, |l| l as usize),
+            ),
         })?
         .into_iter()
         .map(|i| IssueBrief {
@@ -306,16 +327,16 @@ fn list_issues(cx: &ToolCtx<'_>, p: ListIssuesParams) -> Result<IssueList> {
 #[serde(deny_unknown_fields)]
 pub struct CreatePrParams {
     /// Full git diff output.
-    #[schemars(length(min = 1, max = 2_000_000))]
+    #[schemars(length(min = 1, max = pr_limits::DIFF_MAX))]
     pub diff: String,
     /// Source branch name.
-    #[schemars(length(min = 1, max = 255))]
+    #[schemars(length(min = 1, max = pr_limits::BRANCH_MAX))]
     pub branch_name: String,
     /// Target branch name.
-    #[schemars(length(min = 1, max = 255))]
+    #[schemars(length(min = 1, max = pr_limits::BRANCH_MAX))]
     pub base_branch: String,
     /// Quality gate results.
-    #[schemars(length(max = 50))]
+    #[schemars(length(max = pr_limits::GATES_MAX))]
     pub gate_results: Option<Vec<GateResult>>,
 }
 
@@ -354,7 +375,7 @@ fn create_pr(cx: &ToolCtx<'_>, p: CreatePrParams) -> Result<Cleaned<PrCreated>> 
 #[serde(deny_unknown_fields)]
 pub struct ApprovePrParams {
     /// Approval reason.
-    #[schemars(length(max = 2000))]
+    #[schemars(length(max = finding_limits::REASON_MAX))]
     pub reason: Option<String>,
 }
 
@@ -376,10 +397,10 @@ fn approve_pr(cx: &ToolCtx<'_>, p: ApprovePrParams) -> Result<Cleaned<PullReques
 #[serde(deny_unknown_fields)]
 pub struct RejectPrParams {
     /// Rejection reason.
-    #[schemars(length(max = 2000))]
+    #[schemars(length(max = finding_limits::REASON_MAX))]
     pub reason: Option<String>,
     /// What the worker should fix.
-    #[schemars(length(max = 20000))]
+    #[schemars(length(max = pr_limits::FIX_INSTRUCTIONS_MAX))]
     pub fix_instructions: Option<String>,
 }
 
@@ -401,7 +422,7 @@ fn reject_pr(cx: &ToolCtx<'_>, p: RejectPrParams) -> Result<Cleaned<PullRequest>
 #[serde(deny_unknown_fields)]
 pub struct VaultSection {
     /// Knowledge Vault collection names.
-    #[schemars(length(max = 50), inner(length(min = 1, max = 64)))]
+    #[schemars(length(max = settings_limits::COLLECTIONS_MAX), inner(length(min = 1, max = settings_limits::COLLECTION_MAX)))]
     pub collections: Vec<String>,
 }
 
@@ -409,23 +430,23 @@ pub struct VaultSection {
 #[serde(deny_unknown_fields)]
 pub struct ConfigureProjectParams {
     /// Quality gate commands.
-    #[schemars(length(max = 20))]
+    #[schemars(length(max = settings_limits::GATES_MAX))]
     pub gates: Option<Vec<Gate>>,
     /// Glob patterns for sensitive files.
-    #[schemars(length(max = 100), inner(length(min = 1, max = 500)))]
+    #[schemars(length(max = settings_limits::GLOBS_MAX), inner(length(min = 1, max = settings_limits::GLOB_MAX)))]
     pub sensitive_paths: Option<Vec<String>>,
     /// Risk scoring thresholds.
     pub risk_thresholds: Option<RiskThresholds>,
     /// Custom instructions for workers.
-    #[schemars(length(max = 20000))]
+    #[schemars(length(max = settings_limits::INSTRUCTIONS_MAX))]
     pub worker_instructions: Option<String>,
     /// Custom instructions for judges.
-    #[schemars(length(max = 20000))]
+    #[schemars(length(max = settings_limits::INSTRUCTIONS_MAX))]
     pub judge_instructions: Option<String>,
     /// Knowledge Vault settings.
     pub vault: Option<VaultSection>,
     /// The phase pipeline, in order (default research, architecture, grooming, ready).
-    #[schemars(length(min = 1, max = 20), inner(length(min = 1, max = 32)))]
+    #[schemars(length(min = 1, max = settings_limits::PHASES_MAX), inner(length(min = 1, max = settings_limits::PHASE_MAX)))]
     pub phases: Option<Vec<String>>,
 }
 
@@ -456,18 +477,18 @@ pub enum CoverageStatus {
 #[serde(deny_unknown_fields)]
 pub struct RecordCoverageParams {
     /// Relative file path examined.
-    #[schemars(length(min = 1, max = 1024))]
+    #[schemars(length(min = 1, max = metric_limits::FILE_PATH_MAX))]
     pub file_path: String,
     /// Research concept, free text (e.g. test_coverage, error_handling, type safety).
-    #[schemars(length(min = 1, max = 100))]
+    #[schemars(length(min = 1, max = metric_limits::CONCEPT_MAX))]
     pub concept: String,
     /// covered = no issues found, has_issues = a ticket was created.
     pub status: CoverageStatus,
     /// The ticket created, if status is has_issues (optional; must name an issue).
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = issue_limits::REF_MAX))]
     pub ticket_id: Option<String>,
     /// Brief observation.
-    #[schemars(length(max = 2000))]
+    #[schemars(length(max = metric_limits::NOTES_MAX))]
     pub notes: Option<String>,
 }
 
@@ -493,19 +514,19 @@ fn record_coverage(cx: &ToolCtx<'_>, p: RecordCoverageParams) -> Result<Coverage
 #[serde(deny_unknown_fields)]
 pub struct TestHealthParams {
     /// Total test cases after this run.
-    #[schemars(range(max = 10_000_000))]
+    #[schemars(range(max = metric_limits::TEST_COUNT_MAX))]
     pub test_count: u64,
     /// Test files modified in this run.
-    #[schemars(range(max = 1_000_000))]
+    #[schemars(range(max = metric_limits::TEST_FILES_CHANGED_MAX))]
     pub test_files_changed: Option<u64>,
     /// New test cases added.
-    #[schemars(range(max = 10_000_000))]
+    #[schemars(range(max = metric_limits::TEST_COUNT_MAX))]
     pub tests_added: Option<u64>,
     /// Test cases removed or consolidated.
-    #[schemars(range(max = 10_000_000))]
+    #[schemars(range(max = metric_limits::TEST_COUNT_MAX))]
     pub tests_removed: Option<u64>,
     /// Suite duration in milliseconds.
-    #[schemars(range(max = 86_400_000))]
+    #[schemars(range(max = metric_limits::EXECUTION_TIME_MS_MAX))]
     pub execution_time_ms: Option<u64>,
 }
 
@@ -523,64 +544,50 @@ fn record_test_health(cx: &ToolCtx<'_>, p: TestHealthParams) -> Result<TestHealt
     )
 }
 
-/// Event types of a stream-JSON log.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum EventType {
-    System,
-    Assistant,
-    User,
-    Result,
-    RateLimitEvent,
-}
-
-/// Event subtypes.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum EventSubtype {
-    Init,
-    Thinking,
-    Text,
-    ToolUse,
-    ToolResult,
-}
-
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueryRunEventsParams {
     /// Events across all runs of this issue.
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = issue_limits::REF_MAX))]
     pub issue_id: Option<String>,
     /// Events of one run.
-    #[schemars(length(min = 1, max = 128))]
+    #[schemars(length(min = 1, max = crate::trail::runs::RUN_ID_MAX))]
     pub run_id: Option<String>,
     pub event_type: Option<EventType>,
     pub event_subtype: Option<EventSubtype>,
     /// Max results (default 100, max 500).
-    #[schemars(range(min = 1, max = 500))]
+    #[schemars(range(min = 1, max = crate::trail::runs::QUERY_LIMIT_MAX))]
     pub limit: Option<u32>,
     /// Pagination offset.
-    #[schemars(range(max = 100_000_000))]
+    #[schemars(range(max = crate::trail::runs::QUERY_OFFSET_MAX))]
     pub offset: Option<u64>,
-}
-
-fn enum_str<T: Serialize>(v: Option<T>) -> Result<Option<String>> {
-    Ok(match v {
-        Some(v) => serde_json::to_value(v)?.as_str().map(String::from),
-        None => None,
-    })
 }
 
 fn query_run_events(cx: &ToolCtx<'_>, p: QueryRunEventsParams) -> Result<RunEventPage> {
     cx.cairn.query_run_events(&RunEventQuery {
         issue: p.issue_id,
         run_id: p.run_id,
-        event_type: enum_str(p.event_type)?,
-        event_subtype: enum_str(p.event_subtype)?,
+        event_type: p.event_type,
+        event_subtype: p.event_subtype,
         limit: p.limit,
         offset: p.offset,
     })
 }
+
+// Rows of the scope matrix that several tools share; the Colibri tools take the row of
+// their Symphony counterpart (`crate::scope`, docs/colibri.md).
+
+/// `get_issue`: the profiles that read and discuss an issue.
+pub(super) const ISSUE_READERS: &[Profile] = &[Worker, Researcher, Judge, Architect, Planner];
+/// `update_issue_status`.
+pub(super) const STATUS_CHANGERS: &[Profile] = &[Worker, Judge, Planner];
+/// `create_issue`.
+pub(super) const ISSUE_CREATORS: &[Profile] = &[Worker, Scanner, Architect, Intake];
+/// `list_issues`.
+pub(super) const ISSUE_LISTERS: &[Profile] =
+    &[Worker, Researcher, Scanner, Architect, Planner, Intake];
+/// `approve_pr`, `reject_pr`: the judge's verdict tools.
+pub(super) const JUDGE: &[Profile] = &[Judge];
 
 pub fn tools() -> Vec<ToolDef> {
     let add = Effect::Additive { idempotent: false };
@@ -592,14 +599,16 @@ pub fn tools() -> Vec<ToolDef> {
             Effect::ReadOnly,
             json!({}),
             get_issue,
-        ),
+        )
+        .profiles(ISSUE_READERS),
         tool(
             "get_issue_status",
             "Quick status check: status, labels, last 5 finding summaries and last 3 run outcomes. Defaults to the current issue.",
             Effect::ReadOnly,
             json!({}),
             get_issue_status,
-        ),
+        )
+        .profiles(ISSUE_READERS),
         tool(
             "update_issue_status",
             "Change the current issue's status, from in_progress only: review (done), todo (give up) or blocked (need human input).",
@@ -607,6 +616,7 @@ pub fn tools() -> Vec<ToolDef> {
             json!({"status": "review", "reason": "Implementation complete, all tests pass"}),
             update_issue_status,
         )
+        .profiles(STATUS_CHANGERS)
         .bound(),
         tool(
             "add_finding",
@@ -615,6 +625,7 @@ pub fn tools() -> Vec<ToolDef> {
             json!({"category": "bug", "summary": "Race condition in worktree cleanup", "files": ["src/workspace.rs"]}),
             add_finding,
         )
+        .profiles(&Profile::ALL)
         .bound(),
         tool(
             "add_comment",
@@ -623,6 +634,7 @@ pub fn tools() -> Vec<ToolDef> {
             json!({"content": "Found the root cause: the migration was missing a NOT NULL constraint"}),
             add_comment,
         )
+        .profiles(ISSUE_READERS)
         .bound(),
         tool(
             "create_issue",
@@ -630,7 +642,8 @@ pub fn tools() -> Vec<ToolDef> {
             add,
             json!({"title": "Add input validation to POST /api/issues", "priority": 2, "labels": ["validation"]}),
             create_issue,
-        ),
+        )
+        .profiles(ISSUE_CREATORS),
         tool(
             "create_subtask",
             "Create a sub-task of the current issue; the current issue is blocked until its sub-tasks are done.",
@@ -638,6 +651,7 @@ pub fn tools() -> Vec<ToolDef> {
             json!({"title": "Add unit tests for dispatcher priority sorting", "priority": 2}),
             create_subtask,
         )
+        .profiles(&[Worker, Planner])
         .bound(),
         tool(
             "list_issues",
@@ -645,7 +659,8 @@ pub fn tools() -> Vec<ToolDef> {
             Effect::ReadOnly,
             json!({"status": "backlog", "limit": 20}),
             list_issues,
-        ),
+        )
+        .profiles(ISSUE_LISTERS),
         tool(
             "create_pr",
             "Create a local PR record from a diff with gate results; computes per-file stats and a risk score and moves the issue from in_progress to review. Verifies the worktree when the server has one (result.worktree.verified).",
@@ -653,6 +668,7 @@ pub fn tools() -> Vec<ToolDef> {
             json!({"diff": "diff --git a/src/a.rs b/src/a.rs\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1 +1 @@\n-old\n+new\n", "branch_name": "symphony/SYM-001", "base_branch": "main", "gate_results": [{"command": "cargo test", "label": "Tests", "exit_code": 0, "output": "42 passed", "required": true}]}),
             create_pr,
         )
+        .profiles(&[Worker])
         .bound(),
         tool(
             "approve_pr",
@@ -661,6 +677,7 @@ pub fn tools() -> Vec<ToolDef> {
             json!({"reason": "Changes match the requirements, all gates pass"}),
             approve_pr,
         )
+        .profiles(JUDGE)
         .bound(),
         tool(
             "reject_pr",
@@ -669,6 +686,7 @@ pub fn tools() -> Vec<ToolDef> {
             json!({"reason": "Missing error handling", "fix_instructions": "Return 400 for validation errors"}),
             reject_pr,
         )
+        .profiles(JUDGE)
         .bound(),
         tool(
             "configure_project",
@@ -676,7 +694,8 @@ pub fn tools() -> Vec<ToolDef> {
             change,
             json!({"sensitive_paths": ["server/database/*", ".env*"], "risk_thresholds": {"lowLines": 50, "highLines": 500, "lowFiles": 3, "highFiles": 15}}),
             configure_project,
-        ),
+        )
+        .profiles(&[]),
         tool(
             "record_coverage",
             "Record research coverage for a file and concept; the latest observation replaces an earlier one.",
@@ -684,6 +703,7 @@ pub fn tools() -> Vec<ToolDef> {
             json!({"file_path": "src/dispatcher.rs", "concept": "error_handling", "status": "covered"}),
             record_coverage,
         )
+        .profiles(&[Scanner])
         .bound(),
         tool(
             "record_test_health",
@@ -692,6 +712,7 @@ pub fn tools() -> Vec<ToolDef> {
             json!({"test_count": 150, "tests_added": 5, "tests_removed": 1, "test_files_changed": 3, "execution_time_ms": 30000}),
             record_test_health,
         )
+        .profiles(&[Worker])
         .bound(),
         tool(
             "query_run_events",
@@ -699,6 +720,7 @@ pub fn tools() -> Vec<ToolDef> {
             Effect::ReadOnly,
             json!({"issue_id": "SYM-1", "event_subtype": "tool_use", "limit": 50}),
             query_run_events,
-        ),
+        )
+        .profiles(&[Researcher, Judge, Architect]),
     ]
 }

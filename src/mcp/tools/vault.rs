@@ -7,6 +7,7 @@ use serde_json::json;
 
 use crate::error::Result;
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
+use crate::scope::Profile::{self, *};
 use crate::vault::documents::VaultHit;
 use crate::vault::service::{DeleteResult, KnowledgeResults, UpdateResult};
 
@@ -91,27 +92,31 @@ pub fn tools() -> Vec<ToolDef> {
             Effect::ReadOnly,
             json!({"query": "retry pattern with exponential backoff", "top_k": 10, "min_score": 0.4}),
             knowledge,
-        ),
+        )
+        .profiles(&Profile::ALL),
         tool(
             "vault_retrieve",
             "Semantic search over the whole Knowledge Vault (cosine similarity fused with BM25 and keyword overlap, at most 2 chunks per document by default): text, path, score and metadata (heading path, lines, collection, chunk hash).",
             Effect::ReadOnly,
             json!({"query": "retry pattern with exponential backoff", "top_k": 10}),
             retrieve,
-        ),
+        )
+        .profiles(&Profile::ALL),
         tool(
             "vault_update",
             "Re-read, re-chunk and re-embed one Markdown file (path relative to the project root); only changed chunks are re-embedded.",
             Effect::Destructive { idempotent: true },
             json!({"path": "docs/patterns/retry-with-backoff.md"}),
             update,
-        ),
+        )
+        .profiles(&[Worker, Researcher]),
         tool(
             "vault_delete",
             "Remove one document and all its vectors from the Knowledge Vault (path relative to the project root).",
             Effect::Destructive { idempotent: true },
             json!({"path": "docs/deprecated/old-pattern.md"}),
             delete,
-        ),
+        )
+        .profiles(&[Worker]),
     ]
 }

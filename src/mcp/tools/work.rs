@@ -6,10 +6,13 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::error::Result;
+use crate::issues::limits as issue_limits;
 use crate::mcp::tool::{Effect, NoParams, ToolCtx, ToolDef, tool};
-use crate::memory::{MemoryScope, MemoryWritten};
+use crate::memory::{self, MemoryScope, MemoryWritten};
 use crate::moves::MovedIssue;
+use crate::phases::limits as phase_limits;
 use crate::phases::{Confidence, Phase, PhaseClaim, PhaseCompletion, PhaseVerdict};
+use crate::scope::Profile::{self, *};
 use crate::text::{Cleaned, cleaned};
 use crate::workspace::WorkspaceInfo;
 
@@ -19,10 +22,10 @@ pub struct UpdateMemoryParams {
     /// project (this project only) or global (all projects).
     pub scope: MemoryScope,
     /// File name like codebase-notes.md: letters, digits, '-', '_', ending in .md.
-    #[schemars(length(min = 1, max = 255), regex(pattern = r"^[a-zA-Z0-9_-]+\.md$"))]
+    #[schemars(length(min = 1, max = memory::FILENAME_MAX), regex(pattern = memory::FILENAME_PATTERN))]
     pub filename: String,
     /// Full content; replaces the file. At most 10,000 characters.
-    #[schemars(length(max = 10000))]
+    #[schemars(length(max = memory::CONTENT_MAX))]
     pub content: String,
 }
 
@@ -32,35 +35,35 @@ pub struct CompletePhaseParams {
     /// Phase being completed: research, architecture, grooming or ready.
     pub completed_phase: Phase,
     /// The phase contract's version (currently 1). Required unless ready.
-    #[schemars(range(min = 1, max = 1000))]
+    #[schemars(range(min = 1, max = phase_limits::CONTRACT_VERSION_MAX))]
     pub contract_version: Option<u32>,
     /// Artifact path relative to project_path, inside docs/tickets/. Required unless ready.
-    #[schemars(length(min = 1, max = 4096))]
+    #[schemars(length(min = 1, max = crate::paths::PATH_MAX))]
     pub artifact_path: Option<String>,
     /// SHA-256 (hex) of the artifact file. Required unless ready.
-    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"), length(min = 64, max = 64))]
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"), length(min = phase_limits::HASH_LEN, max = phase_limits::HASH_LEN))]
     pub artifact_hash: Option<String>,
     /// Brief summary of the artifact.
-    #[schemars(length(min = 1, max = 2000))]
+    #[schemars(length(min = 1, max = phase_limits::SUMMARY_MAX))]
     pub summary: String,
     /// Unresolved questions.
     #[serde(default)]
-    #[schemars(length(max = 50), inner(length(min = 1, max = 1000)))]
+    #[schemars(length(max = phase_limits::OPEN_QUESTIONS_MAX), inner(length(min = 1, max = phase_limits::OPEN_QUESTION_MAX)))]
     pub open_questions: Vec<String>,
     /// high, medium (default) or low.
     #[serde(default)]
     pub confidence: Confidence,
     /// Where to promote the artifact, relative to project_path, inside docs/.
-    #[schemars(length(min = 1, max = 4096))]
+    #[schemars(length(min = 1, max = crate::paths::PATH_MAX))]
     pub promote_to: Option<String>,
     /// Suggested next phase (a phase of the project's pipeline). Required unless ready.
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = phase_limits::PHASE_NAME_MAX))]
     pub recommended_next_phase: Option<String>,
     /// Absolute path of the project root: your worktree or the project's path.
-    #[schemars(length(min = 1, max = 4096))]
+    #[schemars(length(min = 1, max = crate::paths::PATH_MAX))]
     pub project_path: String,
     /// Phase contracts directory relative to project_path (default prompts/phases/).
-    #[schemars(length(min = 1, max = 4096))]
+    #[schemars(length(min = 1, max = crate::paths::PATH_MAX))]
     pub contracts_dir: Option<String>,
 }
 
@@ -70,10 +73,10 @@ pub struct ApprovePhaseParams {
     /// Phase being approved.
     pub phase: Phase,
     /// SHA-256 of the artifact approved; must match the latest claim.
-    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"), length(min = 64, max = 64))]
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"), length(min = phase_limits::HASH_LEN, max = phase_limits::HASH_LEN))]
     pub artifact_hash: String,
     /// Approval reason.
-    #[schemars(length(max = 2000))]
+    #[schemars(length(max = phase_limits::REASON_MAX))]
     pub reason: Option<String>,
 }
 
@@ -83,13 +86,13 @@ pub struct RejectPhaseParams {
     /// Phase being rejected.
     pub phase: Phase,
     /// SHA-256 of the artifact rejected; must match the latest claim.
-    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"), length(min = 64, max = 64))]
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"), length(min = phase_limits::HASH_LEN, max = phase_limits::HASH_LEN))]
     pub artifact_hash: String,
     /// Rejection reason.
-    #[schemars(length(min = 1, max = 2000))]
+    #[schemars(length(min = 1, max = phase_limits::REASON_MAX))]
     pub reason: String,
     /// What the agent should fix.
-    #[schemars(length(max = 10000))]
+    #[schemars(length(max = phase_limits::FIX_INSTRUCTIONS_MAX))]
     pub fix_instructions: Option<String>,
 }
 
@@ -144,10 +147,10 @@ fn reject_phase(cx: &ToolCtx<'_>, p: RejectPhaseParams) -> Result<Cleaned<PhaseV
 #[serde(deny_unknown_fields)]
 pub struct MoveIssueParams {
     /// Destination project: its id or slug.
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = issue_limits::REF_MAX))]
     pub target_project_id: String,
     /// Why the issue is being moved.
-    #[schemars(length(min = 1, max = 2000))]
+    #[schemars(length(min = 1, max = crate::moves::REASON_MAX))]
     pub reason: String,
 }
 
@@ -178,6 +181,7 @@ pub fn tools() -> Vec<ToolDef> {
             json!({}),
             verify_workspace,
         )
+        .profiles(&[Worker, Researcher, Architect, Planner])
         .bound(),
         tool(
             "complete_phase",
@@ -196,6 +200,7 @@ pub fn tools() -> Vec<ToolDef> {
             }),
             complete_phase,
         )
+        .profiles(&[Worker, Researcher, Architect, Planner])
         .bound(),
         tool(
             "approve_phase",
@@ -209,6 +214,7 @@ pub fn tools() -> Vec<ToolDef> {
             }),
             approve_phase,
         )
+        .profiles(&[Judge])
         .bound(),
         tool(
             "reject_phase",
@@ -223,6 +229,7 @@ pub fn tools() -> Vec<ToolDef> {
             }),
             reject_phase,
         )
+        .profiles(&[Judge])
         .bound(),
         tool(
             "move_issue",
@@ -235,6 +242,7 @@ pub fn tools() -> Vec<ToolDef> {
             }),
             move_issue,
         )
+        .profiles(&[Planner])
         .bound(),
         tool(
             "update_memory",
@@ -247,6 +255,7 @@ pub fn tools() -> Vec<ToolDef> {
                 "content": "# Codebase Notes\n\n- Use WAL mode for SQLite"
             }),
             update_memory,
-        ),
+        )
+        .profiles(&Profile::ALL),
     ]
 }
