@@ -275,6 +275,17 @@ mod tests {
     }
 
     #[test]
+    fn every_tools_help_prompt_is_short_and_names_a_valid_example() {
+        for t in &crate::mcp::registry::all_tools() {
+            let help = help_prompt(t);
+            // ~4 characters per token is the usual estimate for English and JSON.
+            let tokens = help.chars().count().div_ceil(4);
+            assert!(tokens < 500, "{} help prompt is ~{tokens} tokens", t.name);
+            assert!(help.contains(t.name) && help.contains("Valid example"));
+        }
+    }
+
+    #[test]
     fn every_kind_has_its_status_and_code() {
         let covered: std::collections::HashSet<_> = TABLE.iter().map(|(k, ..)| *k).collect();
         assert_eq!(covered.len(), ErrorKind::ALL.len());
