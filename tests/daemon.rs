@@ -584,7 +584,7 @@ fn sigterm_finishes_the_call_in_flight_then_exits_zero() {
     let env = Env::new();
     shop(&env);
     let (token, _) = mint(&env, &["--issue", "SHOP-1", "--agent-type", "worker"]);
-    let d = Daemon::start(&env, &[], &[("CAIRN_FAILPOINT", "daemon-hold-call")]);
+    let mut d = Daemon::start(&env, &[], &[("CAIRN_FAILPOINT", "daemon-hold-call")]);
     let addr = d.addr;
     let call = std::thread::spawn(move || {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
@@ -605,6 +605,14 @@ fn sigterm_finishes_the_call_in_flight_then_exits_zero() {
     let result = &reply.json()["result"];
     assert_ne!(result["isError"], true, "{result}");
     d.wait_for("stopped");
+    let mut stdout = String::new();
+    d.child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    assert_eq!(stdout, "", "stdout of cairn daemon carries nothing");
     let status = d.wait();
     assert!(status.success(), "{status:?}");
     assert!(!discovery(&env.db).exists());
@@ -722,4 +730,63 @@ fn the_official_sdks_reach_the_daemon_with_a_token_and_see_its_scope() {
             .iter()
             .all(|f| f["actor"] == "agent-judge")
     );
+}
+
+#[test]
+fn kill_9_loses_no_acknowledged_write_and_a_stale_discovery_file_does_not_block_a_restart() {
+    let env = Env::new();
+    shop(&env);
+    let (token, _) = mint(&env, &["--issue", "SHOP-1", "--agent-type", "worker"]);
+    let mut d = Daemon::start(&env, &[], &[]);
+    let first_pid = d.child.id();
+    let finding = |n: usize| json!({"category": "bug", "summary": format!("write {n}")});
+    for n in 0..20 {
+        let r = d.call(&token, "add_finding", finding(n));
+        assert_ne!(r["isError"], true, "{r}");
+    }
+    // One more write in flight (not acknowledged), then SIGKILL.
+    let addr = d.addr;
+    let auth = format!("Bearer {token}");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "add_finding", "arguments": finding(20)}})
+    .to_string();
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+
+    let found = env.json(&["findings", "SHOP-1"]);
+    let summaries: Vec<&str> = found
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["summary"].as_str())
+        .collect();
+    for n in 0..20 {
+        assert!(
+            summaries.contains(&format!("write {n}").as_str()),
+            "{summaries:?}"
+        );
+    }
+    assert!(summaries.len() <= 21);
+    assert_eq!(
+        env.run(&["findings", "SHOP-1", "--verify"]).status.code(),
+        Some(0)
+    );
+
+    // The killed daemon left its discovery file; its lock died with it.
+    let stale: Value =
+        serde_json::from_str(&std::fs::read_to_string(discovery(&env.db)).unwrap()).unwrap();
+    assert_eq!(stale["pid"], first_pid);
+    let again = Daemon::start(&env, &[], &[]);
+    assert_ne!(again.child.id(), first_pid);
+    let pong = again.call(&token, "server_ping", json!({}));
+    assert_eq!(pong["isError"], false, "{pong}");
+    drop(d);
 }
