@@ -98,10 +98,12 @@ enum Outcome {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(matches!(
-        cli.command,
-        Command::Serve(_) | Command::Daemon(_)
-    ));
+    init_logging(match cli.command {
+        Command::Serve(_) => "info",
+        // rmcp logs a few lines per HTTP request at info; the daemon's own lines stay.
+        Command::Daemon(_) => "info,rmcp=warn",
+        _ => "warn",
+    });
     let result = run(cli);
     if let Err(err) = &result {
         report(err);
@@ -157,8 +159,8 @@ fn domain_error(err: &anyhow::Error) -> Option<&Error> {
     err.chain().find_map(|e| e.downcast_ref::<Error>())
 }
 
-fn init_logging(serving: bool) {
-    let default = if serving { "info" } else { "warn" };
+/// Logs on stderr; `CAIRN_LOG` overrides the command's `default` filter.
+fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAIRN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
