@@ -16,12 +16,14 @@ use crate::Cairn;
 use crate::error::{Error, ErrorKind};
 
 mod audit;
+mod daemon;
 mod eval;
 mod issue;
 mod learnings;
 mod project;
 mod scope;
 mod serve;
+mod session;
 mod trail;
 mod vault;
 
@@ -46,6 +48,11 @@ struct Cli {
 enum Command {
     /// Serve MCP over stdio for one agent session.
     Serve(serve::ServeArgs),
+    /// Serve MCP over Streamable HTTP for every session on this host (session tokens).
+    Daemon(daemon::DaemonArgs),
+    /// Session tokens for `cairn daemon`: mint, list, revoke.
+    #[command(subcommand)]
+    Session(session::SessionCmd),
     /// Create and inspect projects.
     #[command(subcommand)]
     Project(project::ProjectCmd),
@@ -91,7 +98,12 @@ enum Outcome {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(matches!(cli.command, Command::Serve(_)));
+    init_logging(match cli.command {
+        Command::Serve(_) => "info",
+        // rmcp logs a few lines per HTTP request at info; the daemon's own lines stay.
+        Command::Daemon(_) => "info,rmcp=warn",
+        _ => "warn",
+    });
     let result = run(cli);
     if let Err(err) = &result {
         report(err);
@@ -147,8 +159,8 @@ fn domain_error(err: &anyhow::Error) -> Option<&Error> {
     err.chain().find_map(|e| e.downcast_ref::<Error>())
 }
 
-fn init_logging(serving: bool) {
-    let default = if serving { "info" } else { "warn" };
+/// Logs on stderr; `CAIRN_LOG` overrides the command's `default` filter.
+fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CAIRN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
@@ -161,6 +173,8 @@ fn init_logging(serving: bool) {
 fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Serve(args) => serve::run(&cli.db, args),
+        Command::Daemon(args) => daemon::run(&cli.db, args),
+        Command::Session(cmd) => session::run(&open(&cli.db)?, cmd),
         Command::Project(cmd) => project::run(&open(&cli.db)?, cmd),
         Command::Issue(cmd) => issue::run(&open(&cli.db)?, cmd),
         Command::Learnings(cmd) => learnings::run(&open(&cli.db)?, cmd),

@@ -17,10 +17,10 @@ use super::Outcome;
 pub struct ServeArgs {
     /// The issue this session works on (identifier or id). Without it, issue-bound tools
     /// answer with an error saying so.
-    #[arg(long)]
+    #[arg(long, visible_alias = "issue")]
     pub issue_id: Option<String>,
     /// The project (id or slug); default: the bound issue's project.
-    #[arg(long)]
+    #[arg(long, visible_alias = "project")]
     pub project_id: Option<String>,
     /// The agent's worktree (for verify_workspace, vault paths).
     #[arg(long)]
@@ -39,20 +39,28 @@ pub struct ServeArgs {
     pub symphony_dir: Option<PathBuf>,
 }
 
+impl ServeArgs {
+    /// What these flags bind and the tool scope they resolve to (the scope file is read
+    /// here; the binding is checked against the database by `Cairn::bind`).
+    pub(super) fn binding(self) -> anyhow::Result<(BindArgs, Scope)> {
+        let scope = Scope::resolve(self.tool_scope_file.as_deref(), self.agent_type.as_deref())
+            .context("reading the tool scope")?;
+        let args = BindArgs {
+            issue: self.issue_id,
+            project: self.project_id,
+            worktree_path: self.worktree_path,
+            agent_type: self.agent_type,
+            project_slug: self.project_slug,
+            symphony_dir: self.symphony_dir,
+        };
+        Ok((args, scope))
+    }
+}
+
 pub(super) fn run(db: &Path, args: ServeArgs) -> anyhow::Result<Outcome> {
     let cairn = super::open(db)?;
-    let session = cairn
-        .bind(&BindArgs {
-            issue: args.issue_id,
-            project: args.project_id,
-            worktree_path: args.worktree_path,
-            agent_type: args.agent_type.clone(),
-            project_slug: args.project_slug,
-            symphony_dir: args.symphony_dir,
-        })
-        .context("binding the server")?;
-    let scope = Scope::resolve(args.tool_scope_file.as_deref(), args.agent_type.as_deref())
-        .context("reading the tool scope")?;
+    let (args, scope) = args.binding()?;
+    let session = cairn.bind(&args).context("binding the server")?;
     let server = CairnServer::new(Arc::new(cairn), session, scope);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

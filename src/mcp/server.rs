@@ -235,17 +235,23 @@ impl CairnServer {
     }
 }
 
+/// What the server says of itself at `initialize` / `server/discover` (stdio and the
+/// daemon alike).
+pub fn server_config() -> ServerConfig {
+    ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        .with_server_info(
+            Implementation::new("cairn", env!("CARGO_PKG_VERSION"))
+                .with_title("Cairn knowledge service"),
+        )
+        .with_instructions(
+            "Cairn: learnings, the Knowledge Vault and the work trail of your issue. \
+             A failed call returns a structured error with a help_prompt showing a valid call.",
+        )
+}
+
 impl ServerHandler for CairnServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("cairn", env!("CARGO_PKG_VERSION"))
-                    .with_title("Cairn knowledge service"),
-            )
-            .with_instructions(
-                "Cairn: learnings, the Knowledge Vault and the work trail of your issue. \
-                 A failed call returns a structured error with a help_prompt showing a valid call.",
-            )
+        server_config()
     }
 
     async fn list_tools(
@@ -292,7 +298,8 @@ pub async fn serve_stdio(server: CairnServer) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn shutdown_signal() -> &'static str {
+/// The first of SIGTERM and SIGINT (ctrl-c elsewhere), by name.
+pub async fn shutdown_signal() -> &'static str {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
