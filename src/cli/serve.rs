@@ -53,7 +53,9 @@ pub(super) fn run(db: &Path, args: ServeArgs) -> anyhow::Result<Outcome> {
         .context("binding the server")?;
     let scope = Scope::resolve(args.tool_scope_file.as_deref(), args.agent_type.as_deref())
         .context("reading the tool scope")?;
-    let server = CairnServer::new(Arc::new(cairn), session, scope);
+    cairn.index_learnings_in_background()?;
+    let cairn = Arc::new(cairn);
+    let server = CairnServer::new(cairn.clone(), session, scope);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -61,5 +63,6 @@ pub(super) fn run(db: &Path, args: ServeArgs) -> anyhow::Result<Outcome> {
     let result = rt.block_on(serve_stdio(server));
     // The stdin reader may sit in a blocking read; do not wait for it.
     rt.shutdown_timeout(Duration::from_millis(200));
+    cairn.flush_learnings_index();
     result.map(|_| Outcome::Done)
 }
