@@ -298,12 +298,7 @@ fn pct(xs: &[Duration], p: f64) -> f64 {
 }
 
 /// Run the workload on connected sessions, all at once.
-async fn drive(
-    name: &'static str,
-    clients: Vec<Client>,
-    pids: Vec<u32>,
-    calls: usize,
-) -> Figures {
+async fn drive(name: &'static str, clients: Vec<Client>, pids: Vec<u32>, calls: usize) -> Figures {
     let rss = RssSampler::start(pids);
     let started = Instant::now();
     let tasks: Vec<_> = clients

@@ -4,8 +4,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The current time as ISO-8601 UTC with second precision (`2026-04-08T22:15:30Z`).
 pub fn now_iso() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    now.format(&time::format_description::well_known::Rfc3339)
+    iso(time::OffsetDateTime::now_utc())
+}
+
+/// `t` as ISO-8601 UTC with second precision, the format of [`now_iso`].
+pub fn iso(t: time::OffsetDateTime) -> String {
+    t.to_offset(time::UtcOffset::UTC)
+        .format(&time::format_description::well_known::Rfc3339)
         .map(|s| {
             // Rfc3339 keeps sub-seconds; drop them for stable, readable stamps.
             match s.find('.') {

@@ -54,6 +54,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0007_learning_embeddings.sql",
         include_str!("../migrations/0007_learning_embeddings.sql"),
     ),
+    (
+        8,
+        "0008_session_tokens.sql",
+        include_str!("../migrations/0008_session_tokens.sql"),
+    ),
 ];
 
 /// The highest migration version this binary knows.

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::common::{COLIBRI_TOOLS, Env, error_fields};
+use crate::common::{COLIBRI_TOOLS, Env, error_fields, node};
 
 #[tokio::test]
 async fn ping_and_health_answer() {
@@ -268,26 +268,16 @@ fn python_sdk(
     flags: &[&str],
     calls: serde_json::Value,
 ) -> serde_json::Value {
-    use std::io::Write;
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_sdk/drive.py");
-    let mut child = std::process::Command::new("python3")
-        .arg(script)
-        .arg(crate::common::bin())
-        .arg(&env.db)
-        .args(flags)
-        .env("MCP_MODE", mode)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3 (run scripts/setup.sh to install the MCP SDK)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(calls.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = crate::common::piped(
+        std::process::Command::new("python3")
+            .arg(script)
+            .arg(crate::common::bin())
+            .arg(&env.db)
+            .args(flags)
+            .env("MCP_MODE", mode),
+        calls.to_string().as_bytes(),
+    );
     assert!(
         out.status.success(),
         "python MCP SDK driver failed (is `pip install mcp` done? scripts/setup.sh does it):\n{}",
@@ -471,27 +461,6 @@ fn garbage_on_the_wire_is_answered_and_the_server_keeps_serving() {
     drop(raw.child.stdin.take());
     let status = wait_exit(&mut raw.child);
     assert!(status.is_some_and(|s| s.success()));
-}
-
-/// Run a node script of `tests/mcp_ts` (installed by scripts/setup.sh with `npm ci`).
-fn node(script: &str, args: &[&std::ffi::OsStr], stdin: &[u8]) -> std::process::Output {
-    use std::io::Write;
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_ts");
-    assert!(
-        dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
-        "tests/mcp_ts/node_modules is missing: run scripts/setup.sh (npm ci)"
-    );
-    let mut child = std::process::Command::new("node")
-        .arg(dir.join(script))
-        .args(args)
-        .current_dir(&dir)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("node (Node 20; scripts/setup.sh checks it)");
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
 }
 
 #[test]

@@ -5,7 +5,9 @@ mod common;
 
 mod cli_basics;
 mod colibri;
+mod daemon;
 mod e2e;
+mod forward;
 mod hostile_paths;
 mod learnings;
 mod mcp_contract;

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 mod colibri;
 mod issues;
 mod learnings;
+mod sessions;
 mod system;
 mod trail;
 mod work;

@@ -16,12 +16,14 @@ use crate::Cairn;
 use crate::error::{Error, ErrorKind};
 
 mod audit;
+mod daemon;
 mod eval;
 mod issue;
 mod learnings;
 mod project;
 mod scope;
 mod serve;
+mod session;
 mod trail;
 mod vault;
 
@@ -45,7 +47,12 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve MCP over stdio for one agent session.
-    Serve(serve::ServeArgs),
+    Serve(serve::ServeCmd),
+    /// Serve MCP over Streamable HTTP for every session on this host (session tokens).
+    Daemon(daemon::DaemonArgs),
+    /// Session tokens for `cairn daemon`: mint, list, revoke.
+    #[command(subcommand)]
+    Session(session::SessionCmd),
     /// Create and inspect projects.
     #[command(subcommand)]
     Project(project::ProjectCmd),
@@ -91,7 +98,10 @@ enum Outcome {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(matches!(cli.command, Command::Serve(_)));
+    init_logging(matches!(
+        cli.command,
+        Command::Serve(_) | Command::Daemon(_)
+    ));
     let result = run(cli);
     if let Err(err) = &result {
         report(err);
@@ -161,6 +171,8 @@ fn init_logging(serving: bool) {
 fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Serve(args) => serve::run(&cli.db, args),
+        Command::Daemon(args) => daemon::run(&cli.db, args),
+        Command::Session(cmd) => session::run(&open(&cli.db)?, cmd),
         Command::Project(cmd) => project::run(&open(&cli.db)?, cmd),
         Command::Issue(cmd) => issue::run(&open(&cli.db)?, cmd),
         Command::Learnings(cmd) => learnings::run(&open(&cli.db)?, cmd),

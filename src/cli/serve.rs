@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::context::BindArgs;
+use crate::mcp::forward::{self, Forwarder};
 use crate::mcp::server::{CairnServer, Scope, serve_stdio};
 
 use super::Outcome;
@@ -17,10 +18,10 @@ use super::Outcome;
 pub struct ServeArgs {
     /// The issue this session works on (identifier or id). Without it, issue-bound tools
     /// answer with an error saying so.
-    #[arg(long)]
+    #[arg(long, visible_alias = "issue")]
     pub issue_id: Option<String>,
     /// The project (id or slug); default: the bound issue's project.
-    #[arg(long)]
+    #[arg(long, visible_alias = "project")]
     pub project_id: Option<String>,
     /// The agent's worktree (for verify_workspace, vault paths).
     #[arg(long)]
@@ -39,28 +40,66 @@ pub struct ServeArgs {
     pub symphony_dir: Option<PathBuf>,
 }
 
-pub(super) fn run(db: &Path, args: ServeArgs) -> anyhow::Result<Outcome> {
+impl ServeArgs {
+    /// What these flags bind and the tool scope they resolve to (the scope file is read
+    /// here; the binding is checked against the database by `Cairn::bind`).
+    pub(super) fn binding(self) -> anyhow::Result<(BindArgs, Scope)> {
+        let scope = Scope::resolve(self.tool_scope_file.as_deref(), self.agent_type.as_deref())
+            .context("reading the tool scope")?;
+        let args = BindArgs {
+            issue: self.issue_id,
+            project: self.project_id,
+            worktree_path: self.worktree_path,
+            agent_type: self.agent_type,
+            project_slug: self.project_slug,
+            symphony_dir: self.symphony_dir,
+        };
+        Ok((args, scope))
+    }
+}
+
+/// `cairn serve`: the binding flags, and whether to forward to a daemon.
+#[derive(Debug, Args)]
+pub struct ServeCmd {
+    #[command(flatten)]
+    pub bind: ServeArgs,
+    /// Forward to the Cairn daemon at this MCP endpoint (`http://127.0.0.1:PORT/mcp`)
+    /// rather than the one `<db>.daemon.json` names; serve alone if it does not answer.
+    #[arg(long, conflicts_with = "no_daemon")]
+    pub connect: Option<String>,
+    /// Serve alone even when a daemon serves this database.
+    #[arg(long)]
+    pub no_daemon: bool,
+}
+
+pub(super) fn run(db: &Path, cmd: ServeCmd) -> anyhow::Result<Outcome> {
     let cairn = super::open(db)?;
-    let session = cairn
-        .bind(&BindArgs {
-            issue: args.issue_id,
-            project: args.project_id,
-            worktree_path: args.worktree_path,
-            agent_type: args.agent_type.clone(),
-            project_slug: args.project_slug,
-            symphony_dir: args.symphony_dir,
-        })
-        .context("binding the server")?;
-    let scope = Scope::resolve(args.tool_scope_file.as_deref(), args.agent_type.as_deref())
-        .context("reading the tool scope")?;
-    cairn.index_learnings_in_background()?;
+    let (args, scope) = cmd.bind.binding()?;
+    let session = cairn.bind(&args).context("binding the server")?;
     let cairn = Arc::new(cairn);
-    let server = CairnServer::new(cairn.clone(), session, scope);
+    let server = CairnServer::new(cairn.clone(), session, scope.clone());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let result = rt.block_on(serve_stdio(server));
+    let result = rt.block_on(async {
+        let remote = match cmd.no_daemon {
+            true => None,
+            false => forward::connect(&cairn, cmd.connect.as_deref(), &args, &scope).await,
+        };
+        match remote {
+            Some(remote) => {
+                let forwarder = Forwarder::new(server, cairn.clone(), remote);
+                let served = serve_stdio(forwarder.clone()).await;
+                forwarder.close().await;
+                served
+            }
+            None => {
+                cairn.index_learnings_in_background()?;
+                serve_stdio(server).await
+            }
+        }
+    });
     // The stdin reader may sit in a blocking read; do not wait for it.
     rt.shutdown_timeout(Duration::from_millis(200));
     cairn.flush_learnings_index();

@@ -234,17 +234,23 @@ impl CairnServer {
     }
 }
 
+/// What the server says of itself at `initialize` / `server/discover` (stdio and the
+/// daemon alike).
+pub fn server_config() -> ServerConfig {
+    ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        .with_server_info(
+            Implementation::new("cairn", env!("CARGO_PKG_VERSION"))
+                .with_title("Cairn knowledge service"),
+        )
+        .with_instructions(
+            "Cairn: learnings, the Knowledge Vault and the work trail of your issue. \
+             A failed call returns a structured error with a help_prompt showing a valid call.",
+        )
+}
+
 impl ServerHandler for CairnServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("cairn", env!("CARGO_PKG_VERSION"))
-                    .with_title("Cairn knowledge service"),
-            )
-            .with_instructions(
-                "Cairn: learnings, the Knowledge Vault and the work trail of your issue. \
-                 A failed call returns a structured error with a help_prompt showing a valid call.",
-            )
+        server_config()
     }
 
     async fn list_tools(
@@ -265,7 +271,7 @@ impl ServerHandler for CairnServer {
 }
 
 /// Serve MCP on stdin/stdout until stdin closes or SIGTERM/SIGINT arrives.
-pub async fn serve_stdio(server: CairnServer) -> anyhow::Result<()> {
+pub async fn serve_stdio<S: ServerHandler>(server: S) -> anyhow::Result<()> {
     let session = async move {
         match server
             .serve(LineTransport::new(tokio::io::stdin(), tokio::io::stdout()))
@@ -291,7 +297,8 @@ pub async fn serve_stdio(server: CairnServer) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn shutdown_signal() -> &'static str {
+/// The first of SIGTERM and SIGINT (ctrl-c elsewhere), by name.
+pub async fn shutdown_signal() -> &'static str {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -297,3 +297,32 @@ pub fn error_fields(envelope: &Value) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Run `cmd` with `stdin` written to it and stdout and stderr captured (the SDK drivers).
+pub fn piped(cmd: &mut Command, stdin: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn a test driver (python3 with the MCP SDK, node 20: scripts/setup.sh)");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Run a node script of `tests/mcp_ts` (installed by scripts/setup.sh with `npm ci`).
+pub fn node(script: &str, args: &[&std::ffi::OsStr], stdin: &[u8]) -> Output {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_ts");
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
+        "tests/mcp_ts/node_modules is missing: run scripts/setup.sh (npm ci)"
+    );
+    piped(
+        Command::new("node")
+            .arg(dir.join(script))
+            .args(args)
+            .current_dir(&dir),
+        stdin,
+    )
+}

@@ -36,19 +36,26 @@ async def main() -> None:
         out["tools"] = [t.name for t in listed.tools]
         # Which lifecycle the SDK settled on: "discover" (2026-07-28+) or "initialize".
         out["lifecycle"] = "discover" if client.session.discover_result is not None else "initialize"
-        for call in calls:
-            result = await client.call_tool(call["tool"], call.get("arguments", {}))
-            text = "".join(getattr(c, "text", "") for c in result.content)
-            out["calls"].append(
-                {
-                    "tool": call["tool"],
-                    "is_error": bool(result.is_error),
-                    "structured": result.structured_content,
-                    "text": text,
-                    "envelope": json.loads(text) if result.is_error else None,
-                }
-            )
+        out["calls"] = await run_calls(client, calls)
     json.dump(out, sys.stdout)
+
+
+async def run_calls(client: Client, calls: list) -> list:
+    """Make each call in order; what the SDK returned for each (also http_drive.py's)."""
+    seen = []
+    for call in calls:
+        result = await client.call_tool(call["tool"], call.get("arguments", {}))
+        text = "".join(getattr(c, "text", "") for c in result.content)
+        seen.append(
+            {
+                "tool": call["tool"],
+                "is_error": bool(result.is_error),
+                "structured": result.structured_content,
+                "text": text,
+                "envelope": json.loads(text) if result.is_error else None,
+            }
+        )
+    return seen
 
 
 if __name__ == "__main__":

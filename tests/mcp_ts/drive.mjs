@@ -14,6 +14,7 @@
 // test asserts on this output; this script asserts nothing itself.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { runCalls } from "./calls.mjs";
 
 const [binary, db, ...flags] = process.argv.slice(2);
 const chunks = [];
@@ -43,24 +44,6 @@ const out = {
 };
 const listed = await client.listTools();
 out.tools = listed.tools.map((t) => t.name);
-for (const call of calls) {
-  const entry = { tool: call.tool, threw: null, is_error: null, structured: null, envelope: null };
-  try {
-    const r = await client.callTool({ name: call.tool, arguments: call.arguments ?? {} });
-    entry.is_error = r.isError === true;
-    entry.structured = r.structuredContent ?? null;
-    if (entry.is_error) {
-      const text = (r.content ?? []).map((c) => c.text ?? "").join("");
-      try {
-        entry.envelope = JSON.parse(text);
-      } catch {
-        entry.envelope = { unparsable_text: text };
-      }
-    }
-  } catch (e) {
-    entry.threw = String(e?.message ?? e);
-  }
-  out.calls.push(entry);
-}
+out.calls = await runCalls(client, calls);
 await client.close();
 process.stdout.write(JSON.stringify(out));

@@ -1,0 +1,56 @@
+//! `cairn daemon`: one shared MCP server over Streamable HTTP for every session on this
+//! host that uses this database (see `crate::daemon` and docs/deployment.md).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::daemon::{Options, serve};
+
+use super::Outcome;
+
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// Address to listen on; port 0 lets the system pick one (the URL is written to
+    /// `<db>.daemon.json` and logged).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Allow a non-loopback --listen address. Tokens travel in clear over plain HTTP: put
+    /// TLS (a reverse proxy) in front (docs/deployment.md).
+    #[arg(long)]
+    allow_remote: bool,
+    /// A host name to accept in the Host header besides the loopback names and the
+    /// listen address (the name a reverse proxy forwards). Repeat for several.
+    #[arg(long = "allow-host")]
+    allow_hosts: Vec<String>,
+    /// Seconds a shutdown waits for calls in flight before it stops without them.
+    #[arg(long, default_value_t = 30)]
+    drain_seconds: u64,
+}
+
+pub(super) fn run(db: &Path, args: DaemonArgs) -> anyhow::Result<Outcome> {
+    let cairn = Arc::new(super::open(db)?);
+    // Learnings are acknowledged after the SQLite commit and indexed in batches.
+    cairn.index_learnings_in_background()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(serve(
+        cairn.clone(),
+        Options {
+            listen: args.listen,
+            allow_remote: args.allow_remote,
+            allow_hosts: args.allow_hosts,
+            drain: Duration::from_secs(args.drain_seconds),
+        },
+    ))?;
+    // Calls still running past the drain time are abandoned: each one's transaction
+    // either committed or rolls back with the process.
+    rt.shutdown_timeout(Duration::from_millis(200));
+    cairn.flush_learnings_index();
+    Ok(Outcome::Done)
+}

@@ -1,0 +1,92 @@
+//! `cairn session new|list|revoke`: the session tokens of `cairn daemon`.
+
+use clap::{Args, Subcommand};
+
+use crate::Cairn;
+use crate::tokens::{TokenInfo, parse_ttl};
+
+use super::serve::ServeArgs;
+use super::{Outcome, print_json, print_text};
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCmd {
+    /// Mint a token bound to what the same `cairn serve` flags bind; print it once.
+    New(NewArgs),
+    /// List tokens (never the tokens themselves: their ids, bindings and states).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a token by its id (`tok_...`); its next request is refused.
+    Revoke {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    #[command(flatten)]
+    bind: ServeArgs,
+    /// How long the token is valid: a number with s, m, h or d (seconds without a unit).
+    #[arg(long, default_value = "8h")]
+    ttl: String,
+    #[arg(long)]
+    json: bool,
+}
+
+pub(super) fn run(cairn: &Cairn, cmd: SessionCmd) -> anyhow::Result<Outcome> {
+    match cmd {
+        SessionCmd::New(a) => {
+            let ttl = parse_ttl(&a.ttl)?;
+            let (args, scope) = a.bind.binding()?;
+            let scope = crate::daemon::tool_scope(&scope);
+            let minted = cairn.mint_session_token(&args, scope.as_ref(), ttl)?;
+            if a.json {
+                print_json(&minted)?;
+            } else {
+                print_text(&minted.token)?;
+            }
+        }
+        SessionCmd::List { json } => {
+            let tokens = cairn.session_tokens()?;
+            if json {
+                print_json(&tokens)?;
+            } else {
+                print_text(&tokens.iter().map(line).collect::<Vec<_>>().join("\n"))?;
+            }
+        }
+        SessionCmd::Revoke { id, json } => {
+            let info = cairn.revoke_session_token(&id)?;
+            if json {
+                print_json(&info)?;
+            } else {
+                print_text(&line(&info))?;
+            }
+        }
+    }
+    Ok(Outcome::Done)
+}
+
+/// One token as a line of `cairn session list`.
+fn line(t: &TokenInfo) -> String {
+    let state = serde_json::to_value(t.state)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
+    let scope = t
+        .scope
+        .as_ref()
+        .map(|s| format!("{} ({} tools)", s.label, s.tools.len()))
+        .unwrap_or_else(|| "all tools".into());
+    format!(
+        "{}  {:<7}  issue {}  agent {}  {}  expires {}",
+        t.id,
+        state,
+        t.issue.as_deref().unwrap_or("-"),
+        t.agent_type.as_deref().unwrap_or("-"),
+        scope,
+        t.expires_at
+    )
+}

@@ -1,0 +1,382 @@
+//! The daemon's HTTP surface: `POST /mcp` (rmcp's Streamable HTTP service behind the
+//! Host, Origin and token checks) and `GET /health`.
+//!
+//! Every request passes, in order: the `Host` check (the listen address, `localhost`,
+//! or a name given with `--allow-host`) and the `Origin` check (absent, or a loopback
+//! origin), each refused with 403; then, on `/mcp`, the bearer token, looked up by its
+//! hash on every request (missing, unknown, expired or revoked: 401). A JSON body says
+//! what was wrong and what to do.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::Cairn;
+use crate::mcp::registry::MAX_ARGUMENT_BYTES;
+use crate::mcp::server::CairnServer;
+use crate::tokens::Check;
+
+use super::handler::{Bound, DaemonHandler};
+
+/// What every request handler shares.
+pub struct Shared {
+    pub cairn: Arc<Cairn>,
+    /// The address the daemon listens on (the port is the real one, also for `:0`).
+    pub local: SocketAddr,
+    /// Host names accepted besides the loopback names and the listen address.
+    pub extra_hosts: Vec<String>,
+    pub started: Instant,
+    pub started_at: String,
+    /// One server per token id: a token's binding never changes, so its server (the
+    /// tool list filtered by its scope) is built once. Validity is still checked on
+    /// every request.
+    servers: Mutex<HashMap<String, Arc<Bound>>>,
+    /// Distinct tokens served since start.
+    sessions: AtomicU64,
+    requests: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(
+        cairn: Arc<Cairn>,
+        local: SocketAddr,
+        extra_hosts: Vec<String>,
+        started_at: String,
+    ) -> Shared {
+        Shared {
+            cairn,
+            local,
+            extra_hosts,
+            started: Instant::now(),
+            started_at,
+            servers: Mutex::new(HashMap::new()),
+            sessions: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+        }
+    }
+
+    fn servers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Bound>>> {
+        self.servers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The router: `/mcp` and `/health`, every route behind the Host and Origin checks.
+/// `stopping` is cancelled when a shutdown begins (calls in flight go on); `abandon`
+/// when the drain time is over (rmcp drops what is still running).
+pub fn router(
+    shared: Arc<Shared>,
+    stopping: CancellationToken,
+    abandon: CancellationToken,
+) -> Router {
+    let handler = DaemonHandler {
+        stopping: stopping.clone(),
+    };
+    let config = StreamableHttpServerConfig::default()
+        // Stateless: every request is answered by the server of the token it presents,
+        // so nothing is remembered between requests (both the 2026-07-28 per-request
+        // lifecycle and the 2025-11-25 `initialize` handshake are served this way).
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        // Host and Origin are checked in front, with the daemon's own rules.
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        // The arguments cap of a call plus room for the JSON-RPC envelope.
+        .with_max_request_body_bytes(MAX_ARGUMENT_BYTES + 64 * 1024)
+        .with_cancellation_token(abandon);
+    let mcp = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .route_service("/mcp", mcp)
+        .route_layer(middleware::from_fn_with_state(
+            shared.clone(),
+            require_token,
+        ))
+        .route("/health", get(health))
+        .layer(middleware::from_fn_with_state(
+            shared.clone(),
+            check_host_and_origin,
+        ))
+        .with_state(shared)
+}
+
+async fn health(State(s): State<Arc<Shared>>) -> Response {
+    axum::Json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "db": s.cairn.store().path(),
+        "url": format!("http://{}/mcp", s.local),
+        "pid": std::process::id(),
+        "started_at": s.started_at,
+        "uptime_seconds": s.started.elapsed().as_secs(),
+        "sessions_served": s.sessions.load(Ordering::Relaxed),
+        "requests_served": s.requests.load(Ordering::Relaxed),
+    }))
+    .into_response()
+}
+
+/// A refusal: `status` with `{"error": {"code", "message", "help"}}`.
+fn refuse(status: StatusCode, code: &str, message: String, help: &str) -> Response {
+    let mut r = (
+        status,
+        axum::Json(json!({"error": {"code": code, "message": message, "help": help}})),
+    )
+        .into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer realm=\"cairn\""),
+        );
+    }
+    r
+}
+
+async fn check_host_and_origin(State(s): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+    if let Err(msg) = host_allowed(&s, req.headers()) {
+        tracing::warn!(reason = %msg, "request refused: Host");
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "HOST_NOT_ALLOWED",
+            msg,
+            "connect to the address the daemon listens on (see <db>.daemon.json), or start it \
+             with --allow-host NAME for a name a reverse proxy uses",
+        );
+    }
+    if let Err(msg) = origin_allowed(req.headers()) {
+        tracing::warn!(reason = %msg, "request refused: Origin");
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "ORIGIN_NOT_ALLOWED",
+            msg,
+            "the daemon answers local agents, not web pages: send no Origin header, or a \
+             loopback one",
+        );
+    }
+    next.run(req).await
+}
+
+/// The `Host` header must name the listen address, a loopback name, or an `--allow-host`
+/// name; with a port, the daemon's port.
+fn host_allowed(s: &Shared, headers: &HeaderMap) -> Result<(), String> {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return Err("the request has no readable Host header".into());
+    };
+    let (name, port) = split_host(host);
+    if let Some(port) = port
+        && port != s.local.port().to_string()
+    {
+        return Err(format!(
+            "Host {host:?} names another port than {}",
+            s.local.port()
+        ));
+    }
+    let listen_ip = s.local.ip().to_string();
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    let ok = name.eq_ignore_ascii_case("localhost")
+        || name == "127.0.0.1"
+        || name == "::1"
+        || name == listen_ip
+        || s.extra_hosts.iter().any(|h| h.eq_ignore_ascii_case(name));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "Host {host:?} is not an address this daemon answers to"
+        ))
+    }
+}
+
+/// `name[:port]` or `[v6][:port]`.
+fn split_host(host: &str) -> (&str, Option<&str>) {
+    if let Some(rest) = host.strip_prefix('[') {
+        return match rest.split_once(']') {
+            Some((name, tail)) => (name, tail.strip_prefix(':')),
+            None => (host, None),
+        };
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if !name.contains(':') => (name, Some(port)),
+        _ => (host, None),
+    }
+}
+
+/// An `Origin` header, when present, must be a loopback origin (`http://localhost:3000`,
+/// `http://127.0.0.1`, `http://[::1]:8080`, https alike).
+fn origin_allowed(headers: &HeaderMap) -> Result<(), String> {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return Ok(());
+    };
+    let Ok(origin) = origin.to_str() else {
+        return Err("the Origin header is not readable".into());
+    };
+    let rest = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    let loopback = rest.is_some_and(|authority| {
+        let (name, port) = split_host(authority);
+        port.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            && (name.eq_ignore_ascii_case("localhost") || name == "127.0.0.1" || name == "::1")
+    });
+    if loopback {
+        Ok(())
+    } else {
+        Err(format!("Origin {origin:?} is not a loopback origin"))
+    }
+}
+
+const TOKEN_HELP: &str = "send `Authorization: Bearer <token>` with a token from \
+                          `cairn session new --issue ID --agent-type TYPE` (run by the \
+                          orchestrator against this daemon's database)";
+
+async fn require_token(State(s): State<Arc<Shared>>, mut req: Request, next: Next) -> Response {
+    let token = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| {
+            let (scheme, value) = h.trim().split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| value.trim().to_string())
+        });
+    let Some(token) = token else {
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            "TOKEN_MISSING",
+            "this request carries no bearer token".into(),
+            TOKEN_HELP,
+        );
+    };
+    let cairn = s.cairn.clone();
+    // The lookup waits for the store's connection; keep it off the async workers.
+    let check = tokio::task::spawn_blocking(move || cairn.authenticate_session_token(&token))
+        .await
+        .unwrap_or_else(|join| {
+            Err(crate::Error::Internal(format!(
+                "token lookup panicked: {join}"
+            )))
+        });
+    let session = match check {
+        Ok(Check::Active(session)) => session,
+        Ok(Check::Unknown) => {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "TOKEN_UNKNOWN",
+                "this token is not a session token of this daemon's database".into(),
+                TOKEN_HELP,
+            );
+        }
+        Ok(Check::Expired { id, expires_at }) => {
+            s.servers().remove(&id);
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "TOKEN_EXPIRED",
+                format!("session token {id} expired at {expires_at}"),
+                "mint a new one with `cairn session new` (`--ttl` sets its lifetime)",
+            );
+        }
+        Ok(Check::Revoked { id, revoked_at }) => {
+            s.servers().remove(&id);
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "TOKEN_REVOKED",
+                format!("session token {id} was revoked at {revoked_at}"),
+                "ask the orchestrator for a new session token",
+            );
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "session token lookup failed");
+            return refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "INTERNAL",
+                "the session token could not be checked".into(),
+                "retry; the daemon's log on stderr has the cause",
+            );
+        }
+    };
+    let bound = {
+        let mut servers = s.servers();
+        servers
+            .entry(session.id.clone())
+            .or_insert_with(|| {
+                tracing::info!(token = %session.id, "new session");
+                s.sessions.fetch_add(1, Ordering::Relaxed);
+                let scope = super::server_scope(session.scope.clone());
+                Arc::new(Bound {
+                    id: session.id.clone(),
+                    server: CairnServer::new(s.cairn.clone(), session.work.clone(), scope),
+                })
+            })
+            .clone()
+    };
+    s.requests.fetch_add(1, Ordering::Relaxed);
+    req.extensions_mut().insert(bound);
+    next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(k.clone(), v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn origins_must_be_absent_or_loopback() {
+        assert!(origin_allowed(&headers(&[])).is_ok());
+        for ok in [
+            "http://localhost:3000",
+            "http://127.0.0.1",
+            "https://[::1]:8443",
+            "http://LOCALHOST",
+        ] {
+            assert!(
+                origin_allowed(&headers(&[(header::ORIGIN, ok)])).is_ok(),
+                "{ok}"
+            );
+        }
+        for bad in [
+            "null",
+            "http://evil.example",
+            "http://localhost.evil.example",
+            "http://127.0.0.1.nip.io:80",
+            "file://",
+            "http://localhost:x",
+            "ftp://localhost",
+        ] {
+            assert!(
+                origin_allowed(&headers(&[(header::ORIGIN, bad)])).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn hosts_split_with_and_without_ports() {
+        assert_eq!(split_host("localhost:80"), ("localhost", Some("80")));
+        assert_eq!(split_host("[::1]:80"), ("::1", Some("80")));
+        assert_eq!(split_host("[::1]"), ("::1", None));
+        assert_eq!(split_host("example"), ("example", None));
+        assert_eq!(split_host("::1"), ("::1", None));
+    }
+}

@@ -1,0 +1,215 @@
+//! `cairn daemon`: one warm Cairn per host and database, serving MCP over Streamable
+//! HTTP to every session that presents a session token ([`crate::tokens`]).
+//!
+//! - [`http`]: the routes (`POST /mcp`, `GET /health`), the Host/Origin checks and the
+//!   per-request token check.
+//! - [`handler`]: the rmcp handler that answers each request with the `CairnServer` of
+//!   that request's token.
+//! - here: start-up (one daemon per database, through an advisory lock on
+//!   `<db>.daemon.lock`), the discovery file `<db>.daemon.json` that `cairn serve` and
+//!   orchestrators read, and shutdown on SIGTERM/SIGINT (stop accepting, finish the calls
+//!   in flight within [`Options::drain`], remove the discovery file).
+
+pub mod handler;
+pub mod http;
+
+use std::fs::File;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::Cairn;
+use crate::mcp::server::Scope;
+use crate::tokens::ToolScope;
+
+/// How the daemon listens and stops.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The address to listen on (port 0: one the system picks).
+    pub listen: SocketAddr,
+    /// Listen on a non-loopback address (behind TLS or a reverse proxy: docs/deployment.md).
+    pub allow_remote: bool,
+    /// Host names accepted besides the loopback names and the listen address.
+    pub allow_hosts: Vec<String>,
+    /// How long a shutdown waits for calls in flight.
+    pub drain: Duration,
+}
+
+/// What `<db>.daemon.json` holds: where the daemon of that database answers.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Discovery {
+    /// The MCP endpoint, `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+    pub pid: u32,
+    pub started_at: String,
+    pub version: String,
+}
+
+/// The discovery file of a database: `<db>.daemon.json`, beside it.
+pub fn discovery_path(db: &Path) -> PathBuf {
+    suffixed(db, ".daemon.json")
+}
+
+/// Read a database's discovery file, if there is one that parses.
+pub fn read_discovery(db: &Path) -> Option<Discovery> {
+    let text = std::fs::read_to_string(discovery_path(db)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The resolved scope a token stores for a server [`Scope`] (`None`: every tool).
+pub fn tool_scope(scope: &Scope) -> Option<ToolScope> {
+    match scope {
+        Scope::All => None,
+        Scope::Only { label, tools } => {
+            let mut tools: Vec<String> = tools.iter().cloned().collect();
+            tools.sort();
+            Some(ToolScope {
+                label: label.clone(),
+                tools,
+            })
+        }
+    }
+}
+
+/// The server [`Scope`] of a token's stored scope.
+pub fn server_scope(scope: Option<ToolScope>) -> Scope {
+    match scope {
+        None => Scope::All,
+        Some(s) => Scope::Only {
+            label: s.label,
+            tools: s.tools.into_iter().collect(),
+        },
+    }
+}
+
+/// Serve until SIGTERM/SIGINT. Logs go to stderr; stdout stays empty.
+pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
+    if !opts.listen.ip().is_loopback() && !opts.allow_remote {
+        bail!(
+            "refusing to listen on {}: not a loopback address. Session tokens travel in clear \
+             over plain HTTP; put the daemon behind TLS or a reverse proxy and pass \
+             --allow-remote (docs/deployment.md)",
+            opts.listen
+        );
+    }
+    let db = cairn.store().path().to_path_buf();
+    let _lock = lock(&db)?;
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .with_context(|| format!("listening on {}", opts.listen))?;
+    let local = listener.local_addr()?;
+    let started_at = crate::base::now_iso();
+    let discovery = Discovery {
+        url: format!("http://{local}/mcp"),
+        pid: std::process::id(),
+        started_at: started_at.clone(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    let shared = Arc::new(http::Shared::new(
+        cairn,
+        local,
+        opts.allow_hosts.clone(),
+        started_at,
+    ));
+    let stopping = CancellationToken::new();
+    let abandon = CancellationToken::new();
+    let app = http::router(shared, stopping.clone(), abandon.clone());
+
+    write_discovery(&db, &discovery)?;
+    tracing::info!(url = %discovery.url, db = %db.display(), "listening");
+
+    let signalled = {
+        let stopping = stopping.clone();
+        async move {
+            let s = crate::mcp::server::shutdown_signal().await;
+            tracing::info!(
+                signal = s,
+                "stopping: refusing new connections, finishing calls in flight"
+            );
+            stopping.cancel();
+        }
+    };
+    let server = axum::serve(listener, app).with_graceful_shutdown(signalled);
+    let mut server = tokio::spawn(async move { server.await });
+    let outcome = tokio::select! {
+        ended = &mut server => Ok(ended),
+        _ = stopping.cancelled() => tokio::time::timeout(opts.drain, &mut server).await,
+    };
+    abandon.cancel();
+    remove_discovery(&db, &discovery);
+    match outcome {
+        Ok(Ok(Ok(()))) => tracing::info!("stopped"),
+        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the HTTP server ended with an error"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "the HTTP server task failed"),
+        Err(_) => tracing::warn!(
+            drain_seconds = opts.drain.as_secs(),
+            "calls still in flight after the drain time; stopping without them"
+        ),
+    }
+    Ok(())
+}
+
+/// `<db><suffix>`.
+fn suffixed(db: &Path, suffix: &str) -> PathBuf {
+    let mut s = db.as_os_str().to_os_string();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Hold `<db>.daemon.lock` for the daemon's life: a second daemon on the same database
+/// refuses to start (the lock is released by the kernel however the first one ends).
+fn lock(db: &Path) -> anyhow::Result<File> {
+    use fs4::fs_std::FileExt;
+    let path = suffixed(db, ".daemon.lock");
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock_exclusive() {
+        Ok(true) => Ok(file),
+        Ok(false) | Err(_) => {
+            let at = read_discovery(db)
+                .map(|d| format!(" at {} (pid {})", d.url, d.pid))
+                .unwrap_or_default();
+            bail!(
+                "another cairn daemon already serves {}{at}; one daemon per database",
+                db.display()
+            )
+        }
+    }
+}
+
+/// Write the discovery file atomically (a temporary file beside it, renamed over it).
+fn write_discovery(db: &Path, d: &Discovery) -> anyhow::Result<()> {
+    let path = discovery_path(db);
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("writing {}", path.display()))?;
+    serde_json::to_writer_pretty(&mut tmp, d)?;
+    tmp.write_all(b"\n")?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(&path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// Remove the discovery file if it is still this daemon's.
+fn remove_discovery(db: &Path, d: &Discovery) {
+    if read_discovery(db).as_ref() == Some(d) {
+        let path = discovery_path(db);
+        if let Err(e) = std::fs::remove_file(&path) {
+            tracing::warn!(error = %e, path = %path.display(), "could not remove the discovery file");
+        }
+    }
+}
