@@ -43,32 +43,33 @@ async fn add(c: &Client, what: &str, n: usize) -> String {
         .to_string()
 }
 
-async fn found(c: &Client) -> Vec<String> {
-    c.ok(
-        "search_learnings",
-        json!({"query": "forwarding service ports", "limit": 100}),
-    )
-    .await["results"]
+/// The ids of a search's results, sorted.
+fn sorted_ids(results: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = results["results"]
         .as_array()
         .unwrap()
         .iter()
         .map(|h| h["id"].as_str().unwrap().to_string())
-        .collect()
+        .collect();
+    ids.sort();
+    ids
 }
 
+/// The learnings a search finds.
+async fn found(c: &Client) -> Vec<String> {
+    let q = json!({"query": "forwarding service ports", "limit": 100});
+    sorted_ids(&c.ok("search_learnings", q).await)
+}
+
+/// The same through `cairn learnings search` (a new process).
 fn found_by_cli(env: &Env) -> Vec<String> {
-    env.json(&[
+    sorted_ids(&env.json(&[
         "learnings",
         "search",
         "forwarding service ports",
         "--limit",
         "100",
-    ])["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["id"].as_str().unwrap().to_string())
-        .collect()
+    ]))
 }
 
 fn tokens(env: &Env) -> Vec<Value> {
@@ -196,16 +197,12 @@ async fn serve_falls_back_to_serving_alone_when_the_daemon_is_killed() {
     // Reads, then writes: answered locally, nothing lost, the agent sees no error.
     assert_eq!(found(&c).await, [first.clone()]);
     let second = add(&c, "after", 1).await;
-    let mut both = found(&c).await;
-    both.sort();
     let mut want = vec![first, second];
     want.sort();
-    assert_eq!(both, want);
+    assert_eq!(found(&c).await, want);
     c.ok("list_issues", json!({})).await;
     c.close().await;
-    let mut by_cli = found_by_cli(&env);
-    by_cli.sort();
-    assert_eq!(by_cli, want);
+    assert_eq!(found_by_cli(&env), want);
 }
 
 #[tokio::test]
@@ -227,9 +224,7 @@ async fn standalone_and_forwarding_servers_stay_correct_together_on_one_database
     }
     ids.sort();
     for c in [&forwarded, &alone] {
-        let mut seen = found(c).await;
-        seen.sort();
-        assert_eq!(seen, ids);
+        assert_eq!(found(c).await, ids);
     }
     // Each learning carries its own server's binding.
     let issues: Vec<String> = forwarded
@@ -259,9 +254,7 @@ async fn standalone_and_forwarding_servers_stay_correct_together_on_one_database
     }
     forwarded.close().await;
     alone.close().await;
-    let mut by_cli = found_by_cli(&env);
-    by_cli.sort();
-    assert_eq!(by_cli, ids);
+    assert_eq!(found_by_cli(&env), ids);
 }
 
 #[tokio::test]

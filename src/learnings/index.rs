@@ -1244,13 +1244,9 @@ fn slot_weights(
 pub(crate) fn disk_watermark(dir: &Path) -> Result<u64> {
     let index = Index::open_in_dir(dir).map_err(index_err)?;
     register(&index);
-    let reader: IndexReader = index
-        .reader_builder()
-        .reload_policy(ReloadPolicy::Manual)
-        .try_into()
-        .map_err(index_err)?;
-    let searcher = reader.searcher();
+    let open = Open::over(index, false)?;
+    let searcher = open.reader.searcher();
     let docs = Bm25StatisticsProvider::total_num_docs(&searcher).map_err(index_err)?;
-    assert_eq!(docs, max_seq(&searcher)?, "the index holds exactly 1..=W");
+    assert_eq!(docs, open.upto, "the index holds exactly 1..=W");
     Ok(docs)
 }
