@@ -478,6 +478,9 @@ fn print(f: &Figures) {
     );
 }
 
+/// A row of the side-by-side table: its label and how to read it off a topology.
+type Row = (String, Box<dyn Fn(&Figures) -> f64>);
+
 fn side_by_side(all: &[Figures]) {
     let Some(base) = all.first() else { return };
     let mut head = "| figure |".to_string();
@@ -491,7 +494,7 @@ fn side_by_side(all: &[Figures]) {
         rule += "---|";
     }
     println!("\n{head}\n{rule}");
-    let mut rows: Vec<(String, Box<dyn Fn(&Figures) -> f64>)> = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
     for (t, tool) in TOOLS.iter().enumerate() {
         rows.push((
             format!("{tool} p50 ms"),

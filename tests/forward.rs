@@ -110,7 +110,7 @@ async fn serve_forwards_to_the_daemon_of_its_database() {
     // The same tools as alone (the worker profile), answered here.
     assert_eq!(c.tool_names().await, standalone_tools);
     let id = add(&c, "daemon", 0).await;
-    assert_eq!(found(&c).await, [id.clone()]);
+    assert_eq!(found(&c).await, std::slice::from_ref(&id));
     // The daemon served them: one more session, at least the two calls.
     let (s2, r2) = served(&d);
     assert_eq!(s2, sessions + 1);
@@ -195,7 +195,7 @@ async fn serve_falls_back_to_serving_alone_when_the_daemon_is_killed() {
     d.child.kill().unwrap(); // SIGKILL
     d.child.wait().unwrap();
     // Reads, then writes: answered locally, nothing lost, the agent sees no error.
-    assert_eq!(found(&c).await, [first.clone()]);
+    assert_eq!(found(&c).await, std::slice::from_ref(&first));
     let second = add(&c, "after", 1).await;
     let mut want = vec![first, second];
     want.sort();
