@@ -21,15 +21,15 @@ use crate::common::{Env, node, piped};
 const HANG: Duration = Duration::from_secs(60);
 
 /// A running `cairn daemon` and its stderr, line by line.
-struct Daemon {
-    child: Child,
-    addr: SocketAddr,
+pub(crate) struct Daemon {
+    pub(crate) child: Child,
+    pub(crate) addr: SocketAddr,
     url: String,
     lines: Receiver<String>,
 }
 
 impl Daemon {
-    fn start(env: &Env, extra: &[&str], envs: &[(&str, &str)]) -> Daemon {
+    pub(crate) fn start(env: &Env, extra: &[&str], envs: &[(&str, &str)]) -> Daemon {
         let mut args = vec!["daemon", "--listen", "127.0.0.1:0"];
         args.extend_from_slice(extra);
         let mut cmd = env.cmd(&args);
@@ -154,14 +154,14 @@ fn envelope(result: &Value) -> Value {
     serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap()
 }
 
-struct Reply {
-    status: u16,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
     head: String,
     body: String,
 }
 
 impl Reply {
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| {
             panic!(
                 "not JSON ({e}): {} {}\n{}",
@@ -173,7 +173,7 @@ impl Reply {
 
 /// One HTTP/1.1 request with `Connection: close`. `Host` is the daemon's address unless
 /// `headers` names one; a POST gets the content types MCP asks for.
-fn http(
+pub(crate) fn http(
     addr: SocketAddr,
     method: &str,
     path: &str,

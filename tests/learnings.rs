@@ -564,6 +564,86 @@ async fn a_writer_killed_mid_commit_loses_no_acknowledged_learning() {
 }
 
 #[tokio::test]
+async fn group_commit_a_learning_is_found_by_the_very_next_search_through_mcp() {
+    // `cairn serve` acknowledges after the SQLite commit and indexes in the background;
+    // the next search must still see the write, every time.
+    let env = Env::new();
+    let issue = setup(&env);
+    let c = env.serve(&["--issue-id", &issue]).await;
+    for n in 0..20 {
+        let marker = format!("zqmcp{n}w");
+        let l = c
+            .ok(
+                "add_learning",
+                json!({"pattern": format!("Webpack {marker} chunks must be named explicitly or cache busting breaks on deploy")}),
+            )
+            .await;
+        // First (its marker word matches no other learning; the others may follow on
+        // semantic similarity).
+        assert_eq!(
+            ids(&search(&c, json!({"query": marker})).await).first(),
+            l["id"].as_str().map(String::from).as_ref(),
+            "learning {n} not found right after it was acknowledged"
+        );
+    }
+    c.close().await;
+    // The server flushed its indexer on exit: the index holds every learning.
+    let hits = env.json(&["learnings", "search", "webpack", "--limit", "100"]);
+    assert_eq!(hits["count"], 20);
+}
+
+#[tokio::test]
+async fn group_commit_a_server_killed_while_indexing_loses_no_acknowledged_write() {
+    let env = Env::new();
+    let issue = setup(&env);
+    // The background indexer aborts the server on its first commit, after writing the
+    // segment files and before publishing them.
+    let c = env
+        .serve_env(
+            &["--issue-id", &issue],
+            &[("CAIRN_FAILPOINT", "learnings-index-commit")],
+        )
+        .await;
+    let mut acked = Vec::new();
+    let mut died = false;
+    for n in 0..200 {
+        let args = json!({"pattern": format!("Redis key {n} must carry a TTL or the cache grows without bound in production")});
+        let p = rmcp::model::CallToolRequestParams::new("add_learning")
+            .with_arguments(args.as_object().unwrap().clone());
+        match c.service.call_tool(p).await {
+            Ok(r) if r.is_error != Some(true) => {
+                acked.push(crate::common::body(&r)["id"].as_str().unwrap().to_string())
+            }
+            _ => {
+                died = true;
+                break;
+            }
+        }
+    }
+    assert!(
+        died,
+        "the failpoint never fired: the server did not index in the background"
+    );
+    // A new process finds every acknowledged learning (and the index catches up).
+    let hits = env.json(&["learnings", "search", "redis", "--limit", "100"]);
+    let found = ids(hits["results"].as_array().unwrap());
+    for id in &acked {
+        assert!(
+            found.contains(id),
+            "acknowledged {id} lost; found {found:?}"
+        );
+    }
+    let after_restart = env.serve(&["--issue-id", &issue]).await;
+    assert_eq!(
+        search(&after_restart, json!({"query": "redis", "limit": 100}))
+            .await
+            .len(),
+        found.len()
+    );
+    after_restart.close().await;
+}
+
+#[tokio::test]
 async fn a_deleted_index_directory_is_rebuilt_from_sqlite() {
     let env = Env::new();
     let issue = setup(&env);

@@ -2,8 +2,8 @@
 
 use crate::error::Result;
 use crate::learnings::{
-    Learning, LearningDetail, LearningSearch, Learnings, NewLearning, Ranking, ReindexReport,
-    SearchResults,
+    IndexerStats, Learning, LearningDetail, LearningSearch, Learnings, NewLearning, Ranking,
+    ReindexReport, SearchResults,
 };
 
 use super::Cairn;
@@ -16,6 +16,22 @@ impl Cairn {
             index: &self.learnings,
             embedder: &*self.vault.embedder,
         }
+    }
+
+    /// Index new learnings in a background thread from now on (group commit; long-lived
+    /// processes: `cairn serve`, `cairn daemon`).
+    pub fn index_learnings_in_background(&self) -> Result<()> {
+        self.learnings.start_indexer(self.store.path())
+    }
+
+    /// Wait until the background indexer has indexed every learning written so far.
+    pub fn flush_learnings_index(&self) {
+        self.learnings.flush()
+    }
+
+    /// What the background indexer has done.
+    pub fn learnings_indexer_stats(&self) -> IndexerStats {
+        self.learnings.indexer_stats()
     }
 
     /// Record learnings, all in one transaction, then index them.

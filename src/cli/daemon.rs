@@ -33,12 +33,14 @@ pub struct DaemonArgs {
 
 pub(super) fn run(db: &Path, args: DaemonArgs) -> anyhow::Result<Outcome> {
     let cairn = Arc::new(super::open(db)?);
+    // Learnings are acknowledged after the SQLite commit and indexed in batches.
+    cairn.index_learnings_in_background()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     rt.block_on(serve(
-        cairn,
+        cairn.clone(),
         Options {
             listen: args.listen,
             allow_remote: args.allow_remote,
@@ -49,5 +51,6 @@ pub(super) fn run(db: &Path, args: DaemonArgs) -> anyhow::Result<Outcome> {
     // Calls still running past the drain time are abandoned: each one's transaction
     // either committed or rolls back with the process.
     rt.shutdown_timeout(Duration::from_millis(200));
+    cairn.flush_learnings_index();
     Ok(Outcome::Done)
 }

@@ -47,7 +47,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve MCP over stdio for one agent session.
-    Serve(serve::ServeArgs),
+    Serve(serve::ServeCmd),
     /// Serve MCP over Streamable HTTP for every session on this host (session tokens).
     Daemon(daemon::DaemonArgs),
     /// Session tokens for `cairn daemon`: mint, list, revoke.

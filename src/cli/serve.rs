@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::context::BindArgs;
+use crate::mcp::forward::{self, Forwarder};
 use crate::mcp::server::{CairnServer, Scope, serve_stdio};
 
 use super::Outcome;
@@ -57,17 +58,50 @@ impl ServeArgs {
     }
 }
 
-pub(super) fn run(db: &Path, args: ServeArgs) -> anyhow::Result<Outcome> {
+/// `cairn serve`: the binding flags, and whether to forward to a daemon.
+#[derive(Debug, Args)]
+pub struct ServeCmd {
+    #[command(flatten)]
+    pub bind: ServeArgs,
+    /// Forward to the Cairn daemon at this MCP endpoint (`http://127.0.0.1:PORT/mcp`)
+    /// rather than the one `<db>.daemon.json` names; serve alone if it does not answer.
+    #[arg(long, conflicts_with = "no_daemon")]
+    pub connect: Option<String>,
+    /// Serve alone even when a daemon serves this database.
+    #[arg(long)]
+    pub no_daemon: bool,
+}
+
+pub(super) fn run(db: &Path, cmd: ServeCmd) -> anyhow::Result<Outcome> {
     let cairn = super::open(db)?;
-    let (args, scope) = args.binding()?;
+    let (args, scope) = cmd.bind.binding()?;
     let session = cairn.bind(&args).context("binding the server")?;
-    let server = CairnServer::new(Arc::new(cairn), session, scope);
+    let cairn = Arc::new(cairn);
+    let server = CairnServer::new(cairn.clone(), session, scope.clone());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let result = rt.block_on(serve_stdio(server));
+    let result = rt.block_on(async {
+        let remote = match cmd.no_daemon {
+            true => None,
+            false => forward::connect(&cairn, cmd.connect.as_deref(), &args, &scope).await,
+        };
+        match remote {
+            Some(remote) => {
+                let forwarder = Forwarder::new(server, cairn.clone(), remote);
+                let served = serve_stdio(forwarder.clone()).await;
+                forwarder.close().await;
+                served
+            }
+            None => {
+                cairn.index_learnings_in_background()?;
+                serve_stdio(server).await
+            }
+        }
+    });
     // The stdin reader may sit in a blocking read; do not wait for it.
     rt.shutdown_timeout(Duration::from_millis(200));
+    cairn.flush_learnings_index();
     result.map(|_| Outcome::Done)
 }

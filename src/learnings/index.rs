@@ -9,11 +9,25 @@
 //! microseconds, run before every search.
 //!
 //! **Life cycle.**
-//! - *Read your own writes*: `add_learning` commits to SQLite, then indexes the new rows
-//!   at once (waiting up to [`ADD_WRITER_WAIT`] for the writer lock).
+//! - *Read your own writes*: `add_learning` commits to SQLite and returns; the rows are
+//!   searchable at once through the tail (below). How they reach the disk index depends
+//!   on the process:
+//!   - a long-lived process (`cairn serve`, `cairn daemon`) starts a **background
+//!     indexer** ([`LearningIndex::start_indexer`]): one thread, woken by every write
+//!     (and by a search that finds the index behind), that catches the index up to
+//!     `max(seq)` in one commit. Writes arriving while it commits are taken together by
+//!     the next commit (group commit: one ~30 ms commit for many learnings instead of
+//!     one each, and one contender for the writer lock per process instead of one per
+//!     call). [`LearningIndex::flush`] waits for it (a server's clean exit);
+//!   - a one-shot process (`cairn learnings add`) indexes inline, waiting up to
+//!     [`ADD_WRITER_WAIT`] for the writer lock.
+//!
+//!   Either way nothing is lost on `kill -9`: SQLite is the truth, and whoever runs next
+//!   catches the index up.
 //! - *Other processes' writes*: a search that finds `W < max(seq)` reloads its reader
-//!   (another process may have indexed them), then, if still behind, takes the writer
-//!   without waiting and indexes the missing rows itself.
+//!   (another process may have indexed them), then, if still behind, wakes the
+//!   background indexer (or, without one, takes the writer without waiting and indexes
+//!   the missing rows itself).
 //! - *One writer at a time*: tantivy's directory lock. Each write opens a **fresh**
 //!   `Index` (a long-lived one would save a stale managed-file list over another
 //!   process's), re-reads `W` from it, indexes `seq > W`, commits, waits for merges.
@@ -40,8 +54,9 @@
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{LazyLock, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
 use rusqlite::params;
 use tantivy::query::{
@@ -563,7 +578,83 @@ pub struct LearningIndex {
     dir: PathBuf,
     state: Mutex<Option<OpenSlot>>,
     /// Learnings up to this `seq` were found to have an embedding (backfill watermark).
-    pub(crate) embedded_upto: std::sync::atomic::AtomicU64,
+    pub(crate) embedded_upto: AtomicU64,
+    /// The background indexer, once started.
+    indexer: OnceLock<Arc<Indexer>>,
+}
+
+/// The background indexer's shared state: a wake-up flag and what it has done.
+#[derive(Debug, Default)]
+struct Indexer {
+    state: Mutex<IndexerState>,
+    /// Signalled when `pending` is set.
+    wake: Condvar,
+    /// Signalled after each catch-up.
+    done: Condvar,
+    /// Commits that indexed at least one learning.
+    commits: AtomicU64,
+    /// Learnings those commits indexed.
+    indexed: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct IndexerState {
+    /// Some write (or search) happened since the last catch-up began.
+    pending: bool,
+    /// A catch-up is under way.
+    running: bool,
+}
+
+impl Indexer {
+    fn lock(&self) -> MutexGuard<'_, IndexerState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn nudge(&self) {
+        self.lock().pending = true;
+        self.wake.notify_one();
+    }
+
+    /// The thread's loop: wait for a nudge, catch up, repeat. Everything written while a
+    /// catch-up runs is taken by the next one.
+    fn run(&self, store: &Store, dir: &Path) {
+        loop {
+            {
+                let mut s = self.lock();
+                while !s.pending {
+                    s = self.wake.wait(s).unwrap_or_else(|p| p.into_inner());
+                }
+                s.pending = false;
+                s.running = true;
+            }
+            match catch_up(store, dir, ADD_WRITER_WAIT, false) {
+                Ok(CatchUp::Indexed(0)) => {}
+                Ok(CatchUp::Indexed(n)) => {
+                    self.commits.fetch_add(1, Ordering::Relaxed);
+                    self.indexed.fetch_add(n, Ordering::Relaxed);
+                }
+                Ok(CatchUp::Busy) => {
+                    tracing::info!("learnings index writer busy; the next write or search retries")
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "indexing new learnings failed ({e}); the next write or search retries"
+                    )
+                }
+            }
+            self.lock().running = false;
+            self.done.notify_all();
+        }
+    }
+}
+
+/// What the background indexer has done (tests, benchmarks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexerStats {
+    /// Commits that indexed at least one learning.
+    pub commits: u64,
+    /// Learnings indexed by those commits.
+    pub indexed: u64,
 }
 
 /// `Open` is not `Debug` (tantivy readers are not); this wrapper is.
@@ -657,7 +748,66 @@ impl LearningIndex {
             dir,
             state: Mutex::new(None),
             embedded_upto: Default::default(),
+            indexer: OnceLock::new(),
         }
+    }
+
+    /// Index new learnings in the background from now on (long-lived processes; see the
+    /// module doc): start the indexer thread over its own connection to `db`, and catch
+    /// up whatever earlier processes left unindexed. Starting it twice is a no-op.
+    pub fn start_indexer(&self, db: &Path) -> Result<()> {
+        if self.indexer.get().is_some() {
+            return Ok(());
+        }
+        let store = Store::open(db)?;
+        let indexer = Arc::new(Indexer::default());
+        if self.indexer.set(indexer.clone()).is_err() {
+            return Ok(());
+        }
+        let dir = self.dir.clone();
+        let worker = indexer.clone();
+        std::thread::Builder::new()
+            .name("learnings-indexer".into())
+            .spawn(move || worker.run(&store, &dir))
+            .map_err(|e| Error::Internal(format!("starting the learnings indexer: {e}")))?;
+        indexer.nudge();
+        Ok(())
+    }
+
+    /// Wait (up to [`REBUILD_WRITER_WAIT`]) until the background indexer has caught up
+    /// with every write made before the call, or gave up on a busy writer. Returns at once
+    /// without an indexer.
+    pub fn flush(&self) {
+        let Some(ix) = self.indexer.get() else { return };
+        let deadline = Instant::now() + REBUILD_WRITER_WAIT;
+        let mut s = ix.lock();
+        s.pending = true;
+        ix.wake.notify_one();
+        while s.pending || s.running {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                tracing::warn!(
+                    "the learnings indexer did not finish in time; the next process catches up"
+                );
+                return;
+            }
+            s = ix
+                .done
+                .wait_timeout(s, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// What the background indexer has done so far (zero without one).
+    pub fn indexer_stats(&self) -> IndexerStats {
+        self.indexer
+            .get()
+            .map(|ix| IndexerStats {
+                commits: ix.commits.load(Ordering::Relaxed),
+                indexed: ix.indexed.load(Ordering::Relaxed),
+            })
+            .unwrap_or_default()
     }
 
     /// Where the index lives.
@@ -669,10 +819,15 @@ impl LearningIndex {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// After rows were committed to SQLite: index them now (read your own writes),
-    /// waiting briefly for the writer. Failures are logged, not returned: the rows are
-    /// safe in SQLite and the next search catches up.
+    /// After rows were committed to SQLite: wake the background indexer, or, without
+    /// one, index them now, waiting briefly for the writer. Failures are logged, not
+    /// returned: the rows are safe in SQLite, searchable through the tail, and the next
+    /// search catches up.
     pub(crate) fn after_insert(&self, store: &Store) {
+        if let Some(ix) = self.indexer.get() {
+            ix.nudge();
+            return;
+        }
         match catch_up(store, &self.dir, ADD_WRITER_WAIT, false) {
             Ok(CatchUp::Indexed(_)) => {}
             Ok(CatchUp::Busy) => {
@@ -725,7 +880,13 @@ impl LearningIndex {
             *open = Open::new_or_in_memory(&self.dir)?;
             open.refresh_caches(store, marks)?;
         }
-        if open.upto < max_seq {
+        let indexer = self.indexer.get();
+        if open.upto < max_seq
+            && let Some(ix) = indexer.filter(|_| max_seq - open.upto <= TAIL_MAX)
+        {
+            // The tail below covers the rows until the indexer has committed them.
+            ix.nudge();
+        } else if open.upto < max_seq {
             let wait = if max_seq - open.upto > TAIL_MAX {
                 REBUILD_WRITER_WAIT
             } else {
@@ -1076,4 +1237,16 @@ fn slot_weights(
         }
     }
     Ok(out)
+}
+
+/// The number of learnings the on-disk index at `dir` holds, read without writing.
+#[cfg(test)]
+pub(crate) fn disk_watermark(dir: &Path) -> Result<u64> {
+    let index = Index::open_in_dir(dir).map_err(index_err)?;
+    register(&index);
+    let open = Open::over(index, false)?;
+    let searcher = open.reader.searcher();
+    let docs = Bm25StatisticsProvider::total_num_docs(&searcher).map_err(index_err)?;
+    assert_eq!(docs, open.upto, "the index holds exactly 1..=W");
+    Ok(docs)
 }

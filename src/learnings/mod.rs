@@ -28,7 +28,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use index::{LearningIndex, Ranking, SearchScope};
+pub use index::{IndexerStats, LearningIndex, Ranking, SearchScope};
 pub use query::{STOP_WORDS, ScoreBreakdown};
 
 use crate::base::{new_id, now_iso};
@@ -371,7 +371,8 @@ pub struct Learnings<'a> {
 }
 
 impl Learnings<'_> {
-    /// Record learnings, all in one transaction, then index them. Each passes the
+    /// Record learnings, all in one transaction, then index them (or wake the background
+    /// indexer: see [`index`]); they are searchable when this returns. Each passes the
     /// quality gates; a pattern already recorded on the same issue (same normal form)
     /// is refused with [`Error::Conflict`] naming the existing learning.
     pub fn add_learnings(&self, items: &[NewLearning]) -> Result<Vec<Learning>> {
@@ -692,5 +693,176 @@ impl Learnings<'_> {
             semantic_unavailable,
             millis: t.elapsed().as_millis() as u64,
         })
+    }
+}
+
+#[cfg(test)]
+mod group_commit_tests {
+    //! The background indexer of a long-lived process, in-process: every acknowledged
+    //! write is found by the next search, and commits are grouped.
+
+    use super::*;
+    use crate::issues::{NewIssue, NewProject, create_issue, create_project};
+    use crate::vault::embed::{EmbedderConfig, ModelEmbedder};
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        store: Store,
+        index: LearningIndex,
+        embedder: ModelEmbedder,
+        issue: String,
+    }
+
+    /// A database with one project and issue, a learnings index with its background
+    /// indexer started, and no model (lexical search only: fast and deterministic).
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("cairn.db");
+        let store = Store::open(&db).unwrap();
+        create_project(
+            &store,
+            &NewProject {
+                slug: "web".into(),
+                name: "web".into(),
+                prefix: None,
+                path: None,
+            },
+        )
+        .unwrap();
+        let issue = create_issue(
+            &store,
+            &NewIssue {
+                project: "web".into(),
+                title: "Learn things".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .identifier;
+        let index = LearningIndex::new(store.index_dir().join("learnings"));
+        index.start_indexer(&db).unwrap();
+        let embedder = ModelEmbedder::new(EmbedderConfig {
+            model_dir: Some("/nonexistent/cairn-model".into()),
+            ..Default::default()
+        });
+        Fixture {
+            _dir: dir,
+            store,
+            index,
+            embedder,
+            issue,
+        }
+    }
+
+    impl Fixture {
+        fn learnings(&self) -> Learnings<'_> {
+            Learnings {
+                store: &self.store,
+                index: &self.index,
+                embedder: &self.embedder,
+            }
+        }
+
+        /// Record a learning whose pattern holds the word `marker`; its id.
+        fn add(&self, marker: &str) -> String {
+            self.learnings()
+                .add_learning(&NewLearning {
+                    issue: self.issue.clone(),
+                    pattern: format!(
+                        "When touching the {marker} module always run the migration check first, \
+                         or the deploy fails"
+                    ),
+                    context: None,
+                    applies_to: vec![],
+                    learning_type: None,
+                    created_by: "test".into(),
+                })
+                .unwrap()
+                .id
+        }
+
+        /// The ids a search for `word` returns.
+        fn find(&self, word: &str) -> Vec<String> {
+            self.learnings()
+                .search_learnings(&LearningSearch {
+                    query: word.into(),
+                    scope: SearchScope::All,
+                    limit: Some(10),
+                    min_quality_score: None,
+                })
+                .unwrap()
+                .results
+                .into_iter()
+                .map(|h| h.learning.id)
+                .collect()
+        }
+
+        /// How many learnings the on-disk index holds (read without writing).
+        fn on_disk(&self) -> u64 {
+            index::disk_watermark(self.index.dir()).unwrap()
+        }
+    }
+
+    fn marker(t: usize, i: usize) -> String {
+        // No marker is a prefix of another (a search expands prefixes).
+        format!("zq{}x{}w", ["a", "b", "c", "d", "e", "f", "g", "h"][t], i)
+    }
+
+    #[test]
+    fn a_write_is_found_by_the_very_next_search() {
+        let f = fixture();
+        for i in 0..30 {
+            let m = marker(0, i);
+            let id = f.add(&m);
+            assert_eq!(
+                f.find(&m),
+                vec![id],
+                "learning {i} not found right after its write"
+            );
+        }
+        f.index.flush();
+        assert_eq!(f.on_disk(), 30);
+    }
+
+    #[test]
+    fn writes_from_many_threads_are_all_found_and_committed_in_groups() {
+        const THREADS: usize = 8;
+        const EACH: usize = 25;
+        let f = fixture();
+        let written: Vec<(String, String)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let f = &f;
+                    s.spawn(move || {
+                        (0..EACH)
+                            .map(|i| {
+                                let m = marker(t, i);
+                                let id = f.add(&m);
+                                // Read your own write, while the others keep writing.
+                                assert_eq!(f.find(&m), vec![id.clone()], "{m} not found");
+                                (m, id)
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
+        assert_eq!(written.len(), THREADS * EACH);
+        for (m, id) in &written {
+            assert_eq!(f.find(m), vec![id.clone()], "{m}");
+        }
+        f.index.flush();
+        let stats = f.index.indexer_stats();
+        assert_eq!(stats.indexed, (THREADS * EACH) as u64, "{stats:?}");
+        assert!(stats.commits >= 1, "{stats:?}");
+        assert!(
+            stats.commits < (THREADS * EACH) as u64,
+            "one commit per write: {stats:?}"
+        );
+        assert_eq!(f.on_disk(), (THREADS * EACH) as u64);
     }
 }

@@ -5,10 +5,12 @@
 //! - [`schema`]: schema generation and the validator that runs before every handler.
 //! - [`envelope`]: the structured error body and the help prompt.
 //! - [`server`]: the rmcp `ServerHandler` over stdio, scope filtering and enforcement.
+//! - [`forward`]: `cairn serve` forwarding to a `cairn daemon`, with fallback.
 //! - [`wire`]: the stdio line transport that answers unparsable messages (`-32700`).
 //! - [`tools`]: one file per tool family, each a thin adapter over [`crate::Cairn`].
 
 pub mod envelope;
+pub mod forward;
 pub mod registry;
 pub mod schema;
 pub mod server;

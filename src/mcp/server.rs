@@ -272,7 +272,7 @@ impl ServerHandler for CairnServer {
 }
 
 /// Serve MCP on stdin/stdout until stdin closes or SIGTERM/SIGINT arrives.
-pub async fn serve_stdio(server: CairnServer) -> anyhow::Result<()> {
+pub async fn serve_stdio<S: ServerHandler>(server: S) -> anyhow::Result<()> {
     let session = async move {
         match server
             .serve(LineTransport::new(tokio::io::stdin(), tokio::io::stdout()))

@@ -1,0 +1,580 @@
+//! The load benchmark of issue 11: `cargo bench --bench load`.
+//!
+//! K sessions (default 8) each make N mixed MCP calls (default 300) on one database, all
+//! at once: `vault_retrieve`, `search_learnings`, `add_learning`, `list_issues`,
+//! `add_finding` in turn (so a fifth each; every session's first call is a
+//! `vault_retrieve`, timed on its own as the *first-call latency*). Topologies, each on
+//! its own copy of one seeded database (samples/docs reindexed into the vault, 100
+//! learnings), in one run:
+//!
+//! - **A, stdio**: K `cairn serve` processes, one per session, each bound to its issue
+//!   (`--issue-id`), driven by rmcp stdio clients;
+//! - **B, daemon**: one `cairn daemon` and K rmcp Streamable HTTP clients, each with its
+//!   own session token (`cairn session new --issue ...`);
+//! - **C, forwarders**: one `cairn daemon` and K `cairn serve` processes that forward to
+//!   it (what an unchanged client configuration gets once a daemon runs).
+//!
+//! Printed (stdout): per topology p50/p99 per tool, calls/s over the whole run, peak
+//! total RSS of every Cairn process (VmRSS summed from /proc every 100 ms), first-call
+//! p50/max; then the topologies side by side with ratios to A.
+//!
+//! Knobs: `CAIRN_LOAD_SESSIONS` (8), `CAIRN_LOAD_CALLS` (300), `CAIRN_LOAD_TOPOLOGIES`
+//! (`a,b,c`).
+
+#![allow(clippy::print_stderr, clippy::print_stdout)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+const TOOLS: [&str; 5] = [
+    "vault_retrieve",
+    "search_learnings",
+    "add_learning",
+    "list_issues",
+    "add_finding",
+];
+
+const SUBJECTS: [&str; 12] = [
+    "database migrations",
+    "retry policy",
+    "cache invalidation",
+    "feature flags",
+    "error handling",
+    "deployment pipeline",
+    "api pagination",
+    "logging format",
+    "authentication tokens",
+    "background jobs",
+    "test fixtures",
+    "rate limiting",
+];
+
+type Client = RunningService<RoleClient, ()>;
+
+fn cairn() -> &'static str {
+    env!("CARGO_BIN_EXE_cairn")
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Run the CLI on `db`; its stdout, or a panic with its stderr.
+fn cli(db: &Path, args: &[&str]) -> String {
+    let out = Command::new(cairn())
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env("CAIRN_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cairn {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A seeded database directory.
+struct Seed {
+    dir: tempfile::TempDir,
+    issues: Vec<String>,
+}
+
+impl Seed {
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("cairn.db")
+    }
+
+    /// A copy of the seeded directory (database, WAL, indexes) for one topology.
+    fn copy(&self) -> Seed {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(self.dir.path(), dir.path());
+        Seed {
+            dir,
+            issues: self.issues.clone(),
+        }
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else if !e.file_name().to_string_lossy().ends_with(".lock") {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+async fn seed(sessions: usize) -> Seed {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cairn.db");
+    let docs = repo().join("samples/docs");
+    let docs = docs.to_string_lossy();
+    cli(
+        &db,
+        &[
+            "project", "create", "--slug", "web", "--name", "web", "--path", &docs,
+        ],
+    );
+    cli(&db, &["reindex", &docs, "--project", "web"]);
+    let issues: Vec<String> = (0..sessions)
+        .map(|i| {
+            cli(
+                &db,
+                &[
+                    "issue",
+                    "create",
+                    "--project",
+                    "web",
+                    "--title",
+                    &format!("Session {i}"),
+                ],
+            )
+            .trim()
+            .to_string()
+        })
+        .collect();
+    let (c, _) = stdio(&db, &issues[0], &[]).await;
+    for i in 0..100 {
+        call(&c, "add_learning", add_learning_args(usize::MAX, i)).await;
+    }
+    let _ = c.cancel().await;
+    Seed { dir, issues }
+}
+
+fn add_learning_args(session: usize, i: usize) -> Value {
+    let subject = SUBJECTS[i % SUBJECTS.len()];
+    json!({
+        "pattern": format!(
+            "When changing {subject} (session {session}, note {i}) run the full check first, \
+             or the release breaks in production"
+        ),
+        "applies_to": ["src/"],
+    })
+}
+
+fn args(tool: &str, session: usize, i: usize) -> Value {
+    let subject = SUBJECTS[(session * 7 + i) % SUBJECTS.len()];
+    match tool {
+        "vault_retrieve" => json!({"query": format!("how do we handle {subject}"), "top_k": 5}),
+        "search_learnings" => json!({"query": subject, "limit": 10}),
+        "add_learning" => add_learning_args(session, i),
+        "list_issues" => json!({"limit": 20}),
+        "add_finding" => json!({
+            "category": "bug",
+            "summary": format!("Session {session} finding {i}: {subject} fails under load"),
+        }),
+        _ => unreachable!(),
+    }
+}
+
+/// Call a tool; whether it succeeded.
+async fn call(c: &Client, tool: &str, args: Value) -> bool {
+    let Value::Object(map) = args else {
+        unreachable!()
+    };
+    let p = CallToolRequestParams::new(tool.to_string()).with_arguments(map);
+    match c.call_tool(p).await {
+        Ok(r) => r.is_error != Some(true),
+        Err(_) => false,
+    }
+}
+
+/// Start `cairn serve` bound to `issue`; the client and the server's pid.
+async fn stdio(db: &Path, issue: &str, extra: &[&str]) -> (Client, u32) {
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    let (transport, _) =
+        TokioChildProcess::builder(tokio::process::Command::new(cairn()).configure(|c| {
+            c.arg("--db")
+                .arg(db)
+                .arg("serve")
+                .args(["--issue-id", issue])
+                .args(&extra);
+            c.env("CAIRN_LOG", "warn");
+        }))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = transport.id().unwrap();
+    (().serve(transport).await.unwrap(), pid)
+}
+
+/// Sums VmRSS of a set of processes every 100 ms; keeps the peak.
+struct RssSampler {
+    pids: Arc<Mutex<Vec<u32>>>,
+    peak_kib: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+impl RssSampler {
+    fn start(pids: Vec<u32>) -> RssSampler {
+        let pids = Arc::new(Mutex::new(pids));
+        let peak_kib = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (pids, peak, stop) = (pids.clone(), peak_kib.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let total: u64 = pids.lock().unwrap().iter().map(|p| rss_kib(*p)).sum();
+                    peak.fetch_max(total, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })
+        };
+        RssSampler {
+            pids,
+            peak_kib,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> f64 {
+        let total: u64 = self.pids.lock().unwrap().iter().map(|p| rss_kib(*p)).sum();
+        self.peak_kib.fetch_max(total, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+        self.peak_kib.load(Ordering::Relaxed) as f64 / 1024.0
+    }
+}
+
+/// What one topology measured.
+struct Figures {
+    name: &'static str,
+    /// Latencies per tool, in `TOOLS` order (first calls excluded).
+    per_tool: Vec<Vec<Duration>>,
+    first: Vec<Duration>,
+    errors: usize,
+    calls: usize,
+    wall: Duration,
+    rss_mib: f64,
+}
+
+fn pct(xs: &[Duration], p: f64) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    let mut v: Vec<f64> = xs.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+    v.sort_by(f64::total_cmp);
+    let i = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
+}
+
+/// Run the workload on connected sessions, all at once.
+async fn drive(name: &'static str, clients: Vec<Client>, pids: Vec<u32>, calls: usize) -> Figures {
+    let rss = RssSampler::start(pids);
+    let started = Instant::now();
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(s, c)| {
+            tokio::spawn(async move {
+                let mut out = Vec::with_capacity(calls);
+                for i in 0..calls {
+                    let tool = TOOLS[i % TOOLS.len()];
+                    let t = Instant::now();
+                    let ok = call(&c, tool, args(tool, s, i)).await;
+                    out.push((i, i % TOOLS.len(), t.elapsed(), ok));
+                }
+                let _ = c.cancel().await;
+                out
+            })
+        })
+        .collect();
+    let mut per_tool = vec![Vec::new(); TOOLS.len()];
+    let mut first = Vec::new();
+    let mut errors = 0;
+    let mut total = 0;
+    for t in tasks {
+        for (i, tool, d, ok) in t.await.unwrap() {
+            total += 1;
+            errors += usize::from(!ok);
+            if i == 0 {
+                first.push(d);
+            } else {
+                per_tool[tool].push(d);
+            }
+        }
+    }
+    let wall = started.elapsed();
+    Figures {
+        name,
+        per_tool,
+        first,
+        errors,
+        calls: total,
+        wall,
+        rss_mib: rss.finish(),
+    }
+}
+
+async fn topology_a(seed: &Seed, calls: usize) -> Figures {
+    let db = seed.db();
+    let mut clients = Vec::new();
+    let mut pids = Vec::new();
+    for issue in &seed.issues {
+        let (c, pid) = stdio(&db, issue, &["--no-daemon"]).await;
+        clients.push(c);
+        pids.push(pid);
+    }
+    drive("A: stdio", clients, pids, calls).await
+}
+
+/// A running `cairn daemon` on a database.
+struct Daemon {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Daemon {
+    fn start(db: &Path) -> Daemon {
+        let mut child = Command::new(cairn())
+            .arg("--db")
+            .arg(db)
+            .arg("daemon")
+            .env("CAIRN_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        // The discovery file (`{"url": "http://127.0.0.1:PORT/mcp", ...}`) appears once the
+        // daemon listens.
+        let discovery = PathBuf::from(format!("{}.daemon.json", db.display()));
+        let started = Instant::now();
+        let url = loop {
+            if let Some(url) = std::fs::read_to_string(&discovery)
+                .ok()
+                .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+                .and_then(|v| v["url"].as_str().map(String::from))
+            {
+                break url;
+            }
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "cairn daemon exited before listening"
+            );
+            assert!(started.elapsed() < Duration::from_secs(60), "no daemon");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Daemon { child, url }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The MCP endpoint (the discovery file's `url`).
+    fn mcp_url(&self) -> String {
+        self.url.clone()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SIGTERM: a clean stop.
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+async fn topology_b(seed: &Seed, calls: usize) -> Figures {
+    let db = seed.db();
+    let daemon = Daemon::start(&db);
+    let mut clients = Vec::new();
+    for issue in &seed.issues {
+        let token = cli(&db, &["session", "new", "--issue", issue])
+            .trim()
+            .to_string();
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(daemon.mcp_url()).auth_header(token),
+        );
+        clients.push(().serve(transport).await.unwrap());
+    }
+    let f = drive("B: daemon + HTTP", clients, vec![daemon.pid()], calls).await;
+    drop(daemon);
+    f
+}
+
+async fn topology_c(seed: &Seed, calls: usize) -> Figures {
+    let db = seed.db();
+    let daemon = Daemon::start(&db);
+    let mut clients = Vec::new();
+    let mut pids = vec![daemon.pid()];
+    for issue in &seed.issues {
+        let (c, pid) = stdio(&db, issue, &[]).await;
+        clients.push(c);
+        pids.push(pid);
+    }
+    let f = drive("C: daemon + stdio forwarders", clients, pids, calls).await;
+    drop(daemon);
+    f
+}
+
+fn print(f: &Figures) {
+    println!(
+        "\n{}: {} calls, {} errors, {:.1} s, {:.0} calls/s, peak RSS of all Cairn processes {:.0} MiB",
+        f.name,
+        f.calls,
+        f.errors,
+        f.wall.as_secs_f64(),
+        f.calls as f64 / f.wall.as_secs_f64(),
+        f.rss_mib
+    );
+    println!("| tool | calls | p50 ms | p99 ms |");
+    println!("|---|---|---|---|");
+    for (tool, xs) in TOOLS.iter().zip(&f.per_tool) {
+        println!(
+            "| {tool} | {} | {:.2} | {:.2} |",
+            xs.len(),
+            pct(xs, 0.5),
+            pct(xs, 0.99)
+        );
+    }
+    println!(
+        "| first vault_retrieve of a session | {} | {:.2} | max {:.2} |",
+        f.first.len(),
+        pct(&f.first, 0.5),
+        pct(&f.first, 1.0)
+    );
+}
+
+/// A row of the side-by-side table: its label and how to read it off a topology.
+type Row = (String, Box<dyn Fn(&Figures) -> f64>);
+
+fn side_by_side(all: &[Figures]) {
+    let Some(base) = all.first() else { return };
+    let mut head = "| figure |".to_string();
+    let mut rule = "|---|".to_string();
+    for f in all {
+        head += &format!(" {} |", f.name);
+        rule += "---|";
+    }
+    for f in &all[1..] {
+        head += &format!(" {} / {} |", short(f.name), short(base.name));
+        rule += "---|";
+    }
+    println!("\n{head}\n{rule}");
+    let mut rows: Vec<Row> = Vec::new();
+    for (t, tool) in TOOLS.iter().enumerate() {
+        rows.push((
+            format!("{tool} p50 ms"),
+            Box::new(move |f: &Figures| pct(&f.per_tool[t], 0.5)),
+        ));
+        rows.push((
+            format!("{tool} p99 ms"),
+            Box::new(move |f: &Figures| pct(&f.per_tool[t], 0.99)),
+        ));
+    }
+    rows.push((
+        "calls/s".into(),
+        Box::new(|f: &Figures| f.calls as f64 / f.wall.as_secs_f64()),
+    ));
+    rows.push((
+        "peak total RSS MiB".into(),
+        Box::new(|f: &Figures| f.rss_mib),
+    ));
+    rows.push((
+        "first vault_retrieve p50 ms".into(),
+        Box::new(|f: &Figures| pct(&f.first, 0.5)),
+    ));
+    rows.push((
+        "first vault_retrieve max ms".into(),
+        Box::new(|f: &Figures| pct(&f.first, 1.0)),
+    ));
+    rows.push(("errors".into(), Box::new(|f: &Figures| f.errors as f64)));
+    for (label, value) in rows {
+        let mut line = format!("| {label} |");
+        for f in all {
+            line += &format!(" {:.2} |", value(f));
+        }
+        let b = value(base);
+        for f in &all[1..] {
+            let v = value(f);
+            line += &if b == 0.0 {
+                " - |".to_string()
+            } else {
+                format!(" {:.3} |", v / b)
+            };
+        }
+        println!("{line}");
+    }
+}
+
+fn short(name: &str) -> &str {
+    name.split(':').next().unwrap_or(name)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument is not used.
+    let sessions = env_usize("CAIRN_LOAD_SESSIONS", 8).max(1);
+    let calls = env_usize("CAIRN_LOAD_CALLS", 300).max(1);
+    let wanted = std::env::var("CAIRN_LOAD_TOPOLOGIES").unwrap_or_else(|_| "a,b,c".into());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        eprintln!("[load] seeding: samples/docs into the vault, {sessions} issues, 100 learnings");
+        let seed = seed(sessions).await;
+        println!(
+            "[load] {sessions} sessions x {calls} calls ({} each of {}), one database, {} cores",
+            calls / TOOLS.len(),
+            TOOLS.join(", "),
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        );
+        let mut all = Vec::new();
+        for t in wanted.split(',') {
+            let copy = seed.copy();
+            let f = match t.trim() {
+                "a" => topology_a(&copy, calls).await,
+                "b" => topology_b(&copy, calls).await,
+                "c" => topology_c(&copy, calls).await,
+                other => panic!("unknown topology {other:?} (a, b, c)"),
+            };
+            print(&f);
+            all.push(f);
+        }
+        side_by_side(&all);
+    });
+}
