@@ -394,6 +394,7 @@ impl Daemon {
             assert!(started.elapsed() < Duration::from_secs(60), "no daemon");
             std::thread::sleep(Duration::from_millis(20));
         };
+        wait_warm(&url, &mut child);
         Daemon { child, url }
     }
 
@@ -404,6 +405,39 @@ impl Daemon {
     /// The MCP endpoint (the discovery file's `url`).
     fn mcp_url(&self) -> String {
         self.url.clone()
+    }
+}
+
+/// Poll the daemon's `/health` until it reports `"warm": true` (model and vault indexes
+/// loaded at start), so a session's first call measures a warm host daemon, the topology
+/// issue 11 is about, not the daemon's own start.
+fn wait_warm(mcp_url: &str, child: &mut std::process::Child) {
+    use std::io::{Read, Write};
+    let addr = mcp_url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    let started = Instant::now();
+    loop {
+        let mut body = String::new();
+        if let Ok(mut s) = std::net::TcpStream::connect(&addr) {
+            let req = format!("GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+            if s.write_all(req.as_bytes()).is_ok() {
+                let _ = s.read_to_string(&mut body);
+            }
+        }
+        if body.contains("\"warm\":true") {
+            return;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "cairn daemon exited before it was warm"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "daemon never warm"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

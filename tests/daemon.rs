@@ -545,6 +545,18 @@ fn wrong_host_or_origin_gets_403_and_health_answers() {
     assert_eq!(h["sessions_served"], 1, "{h}");
     assert!(h["requests_served"].as_u64().unwrap() >= 2, "{h}");
     assert!(h["uptime_seconds"].is_u64());
+    // The daemon loads the model and the vault's indexes in the background at start and
+    // says so: poll the condition (bounded only to catch a hang).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let h = http(d.addr, "GET", "/health", &[], None).json();
+        if h["warm"] == true {
+            break;
+        }
+        assert_eq!(h["warm"], false, "{h}");
+        assert!(std::time::Instant::now() < deadline, "never warm: {h}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     assert_eq!(
         std::fs::canonicalize(h["db"].as_str().unwrap()).unwrap(),
         std::fs::canonicalize(&env.db).unwrap()

@@ -20,7 +20,9 @@ use cairn::vault::embed::Embed;
 use cairn::vault::hash_embed::HashEmbedder;
 use cairn::vault::reindex::{ReindexOptions, ReindexSummary};
 use cairn::vault::rerank::{LEXICAL_WEIGHT, OVERLAP_WEIGHT};
-use cairn::vault::service::{DEFAULT_MIN_SCORE, DEFAULT_TOP_K};
+use cairn::vault::service::{
+    DEFAULT_MIN_SCORE, DEFAULT_TOP_K, MAX_KNOWLEDGE_TOP_K, MAX_PER_DOCUMENT_LIMIT,
+};
 
 use crate::vault::{CONFIGURE, corpus, guide, write, write_services};
 
@@ -365,6 +367,30 @@ fn search_knowledge_searches_the_projects_collections_with_the_domain_defaults()
     assert!(best > 0.0 && best < 0.99);
     let note = strict.note.unwrap();
     assert!(note.contains("3 hits fell below min_score 0.99"), "{note}");
+
+    // The bounds the schema advertises are the domain's: the CLI meets the same ones.
+    for (top_k, min_score, per_doc, field) in [
+        (Some(0), None, None, "top_k"),
+        (Some(MAX_KNOWLEDGE_TOP_K + 1), None, None, "top_k"),
+        (None, Some(1.5), None, "min_score"),
+        (None, Some(-1.01), None, "min_score"),
+        (
+            None,
+            None,
+            Some(MAX_PER_DOCUMENT_LIMIT + 1),
+            "max_per_document",
+        ),
+    ] {
+        let e = cairn
+            .search_knowledge(&work, q, top_k, min_score, per_doc)
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{field}: {e}");
+        assert!(e.to_string().contains(field), "{field}: {e}");
+    }
+    let e = cairn
+        .vault_search(q, None, None, Some(MAX_PER_DOCUMENT_LIMIT + 1))
+        .unwrap_err();
+    assert!(e.to_string().contains("max_per_document"), "{e}");
 
     // Collections that hold nothing yet say so.
     configure_collections(&cairn, "proj", &["empty"]);

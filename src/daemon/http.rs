@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -47,6 +47,8 @@ pub struct Shared {
     /// Distinct tokens served since start.
     sessions: AtomicU64,
     requests: AtomicU64,
+    /// Set once the model and the vault's indexes are loaded ([`Shared::warm_up`]).
+    warm: AtomicBool,
 }
 
 impl Shared {
@@ -65,7 +67,20 @@ impl Shared {
             servers: Mutex::new(HashMap::new()),
             sessions: AtomicU64::new(0),
             requests: AtomicU64::new(0),
+            warm: AtomicBool::new(false),
         }
+    }
+
+    /// Load the model, the HNSW graph and the BM25 index now (one vault search), so a
+    /// new session's first call does not pay for them; `/health` says `"warm": true`
+    /// afterwards. A database without documents or a missing model is logged and the
+    /// daemon serves on: the first call that needs the model reports it.
+    pub fn warm_up(&self) {
+        match self.cairn.vault_search("warm up", Some(1), None, None) {
+            Ok(_) => tracing::info!("warm: model and vault indexes loaded"),
+            Err(e) => tracing::warn!(error = %e, "warm-up search failed; serving cold"),
+        }
+        self.warm.store(true, Ordering::Relaxed);
     }
 
     fn servers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Bound>>> {
@@ -126,6 +141,7 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
         "uptime_seconds": s.started.elapsed().as_secs(),
         "sessions_served": s.sessions.load(Ordering::Relaxed),
         "requests_served": s.requests.load(Ordering::Relaxed),
+        "warm": s.warm.load(Ordering::Relaxed),
     }))
     .into_response()
 }

@@ -119,7 +119,8 @@ pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
     ));
     let stopping = CancellationToken::new();
     let abandon = CancellationToken::new();
-    let app = http::router(shared, stopping.clone(), abandon.clone());
+    let app = http::router(shared.clone(), stopping.clone(), abandon.clone());
+    let warming = tokio::task::spawn_blocking(move || shared.warm_up());
 
     write_discovery(&db, &discovery)?;
     tracing::info!(url = %discovery.url, db = %db.display(), "listening");
@@ -143,6 +144,12 @@ pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
     };
     abandon.cancel();
     remove_discovery(&db, &discovery);
+    // A process that exits while ONNX Runtime is still loading the model crashes in its
+    // teardown: let the warm-up (a few seconds at most) finish first.
+    if !warming.is_finished() {
+        tracing::info!("waiting for the warm-up to finish before exiting");
+    }
+    let _ = warming.await;
     match outcome {
         Ok(Ok(Ok(()))) => tracing::info!("stopped"),
         Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the HTTP server ended with an error"),

@@ -47,6 +47,10 @@ pub const DEFAULT_TOP_K: usize = 5;
 pub const DEFAULT_MIN_SCORE: f32 = 0.3;
 /// Longest query, in characters.
 pub const MAX_QUERY_CHARS: usize = 2000;
+/// Largest `top_k` of `search_knowledge` (an agent's project search returns a page).
+pub const MAX_KNOWLEDGE_TOP_K: usize = 20;
+/// Largest `max_per_document` a search accepts (0 means no cap).
+pub const MAX_PER_DOCUMENT_LIMIT: usize = 50;
 
 /// The result of `search_knowledge`.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -109,6 +113,16 @@ fn check_query(query: &str, top_k: usize) -> Result<()> {
     Ok(())
 }
 
+fn check_per_document(max_per_document: Option<usize>) -> Result<()> {
+    match max_per_document {
+        Some(n) if n > MAX_PER_DOCUMENT_LIMIT => Err(Error::invalid(
+            "max_per_document",
+            format!("must be 0-{MAX_PER_DOCUMENT_LIMIT} (0: no cap)"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl Vault<'_> {
     /// The `top_k` (default [`DEFAULT_TOP_K`]) chunks most relevant to `query` over the
     /// collections named (every collection when `None`), ranked as [`Ranking::default`]
@@ -120,6 +134,7 @@ impl Vault<'_> {
         collections: Option<&[String]>,
         max_per_document: Option<usize>,
     ) -> Result<Vec<VaultHit>> {
+        check_per_document(max_per_document)?;
         let ranking = Ranking {
             max_per_document: max_per_document.or(Ranking::default().max_per_document),
             ..Ranking::default()
@@ -291,7 +306,16 @@ impl Vault<'_> {
         min_score: Option<f32>,
         max_per_document: Option<usize>,
     ) -> Result<KnowledgeResults> {
+        if top_k.is_some_and(|k| k == 0 || k > MAX_KNOWLEDGE_TOP_K) {
+            return Err(Error::invalid(
+                "top_k",
+                format!("must be 1-{MAX_KNOWLEDGE_TOP_K}"),
+            ));
+        }
         let min_score = min_score.unwrap_or(DEFAULT_MIN_SCORE);
+        if !(-1.0..=1.0).contains(&min_score) {
+            return Err(Error::invalid("min_score", "must be between -1 and 1"));
+        }
         let project = crate::issues::project(self.store, session.require_project()?)?;
         let collections: Vec<String> = project.settings["vault"]["collections"]
             .as_array()

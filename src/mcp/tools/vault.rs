@@ -9,19 +9,22 @@ use crate::error::Result;
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
 use crate::scope::Profile::{self, *};
 use crate::vault::documents::VaultHit;
-use crate::vault::service::{DeleteResult, KnowledgeResults, UpdateResult};
+use crate::vault::service::{
+    DeleteResult, KnowledgeResults, MAX_KNOWLEDGE_TOP_K, MAX_PER_DOCUMENT_LIMIT, MAX_QUERY_CHARS,
+    MAX_TOP_K, UpdateResult,
+};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetrieveParams {
     /// Natural-language query.
-    #[schemars(length(min = 1, max = 2000))]
+    #[schemars(length(min = 1, max = MAX_QUERY_CHARS))]
     pub query: String,
     /// Results to return (default 5, max 50).
-    #[schemars(range(min = 1, max = 50))]
+    #[schemars(range(min = 1, max = MAX_TOP_K))]
     pub top_k: Option<u32>,
     /// At most this many chunks of one document (default 2; 0 = no cap).
-    #[schemars(range(min = 0, max = 50))]
+    #[schemars(range(min = 0, max = MAX_PER_DOCUMENT_LIMIT))]
     pub max_per_document: Option<u32>,
 }
 
@@ -29,16 +32,16 @@ pub struct RetrieveParams {
 #[serde(deny_unknown_fields)]
 pub struct KnowledgeParams {
     /// Natural-language query.
-    #[schemars(length(min = 1, max = 2000))]
+    #[schemars(length(min = 1, max = MAX_QUERY_CHARS))]
     pub query: String,
     /// Results to return (default 5, max 20).
-    #[schemars(range(min = 1, max = 20))]
+    #[schemars(range(min = 1, max = MAX_KNOWLEDGE_TOP_K))]
     pub top_k: Option<u32>,
     /// Minimum `score` (the ranking key: cosine similarity fused with BM25 and keyword overlap), -1 to 1 (default 0.3).
     #[schemars(range(min = -1.0, max = 1.0))]
     pub min_score: Option<f32>,
     /// At most this many chunks of one document (default 2; 0 = no cap).
-    #[schemars(range(min = 0, max = 50))]
+    #[schemars(range(min = 0, max = MAX_PER_DOCUMENT_LIMIT))]
     pub max_per_document: Option<u32>,
 }
 
@@ -46,7 +49,7 @@ pub struct KnowledgeParams {
 #[serde(deny_unknown_fields)]
 pub struct PathParams {
     /// Markdown file path relative to the project root (e.g. docs/guide.md).
-    #[schemars(length(min = 1, max = 4096))]
+    #[schemars(length(min = 1, max = crate::paths::PATH_MAX))]
     pub path: String,
 }
 
