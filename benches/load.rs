@@ -394,7 +394,6 @@ impl Daemon {
             assert!(started.elapsed() < Duration::from_secs(60), "no daemon");
             std::thread::sleep(Duration::from_millis(20));
         };
-        wait_warm(&url, &mut child);
         Daemon { child, url }
     }
 
@@ -408,36 +407,24 @@ impl Daemon {
     }
 }
 
-/// Poll the daemon's `/health` until it reports `"warm": true` (model and vault indexes
-/// loaded at start), so a session's first call measures a warm host daemon, the topology
-/// issue 11 is about, not the daemon's own start.
-fn wait_warm(mcp_url: &str, child: &mut std::process::Child) {
-    use std::io::{Read, Write};
-    let addr = mcp_url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .to_string();
+/// Poll the daemon's `/health` (the forwarder's own check) until it reports `"warm":
+/// true` (model and vault indexes loaded at start), so a session's first call measures a
+/// warm host daemon, the topology issue 11 is about, not the daemon's own start.
+async fn wait_warm(daemon: &mut Daemon) {
     let started = Instant::now();
-    loop {
-        let mut body = String::new();
-        if let Ok(mut s) = std::net::TcpStream::connect(&addr) {
-            let req = format!("GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-            if s.write_all(req.as_bytes()).is_ok() {
-                let _ = s.read_to_string(&mut body);
-            }
-        }
-        if body.contains("\"warm\":true") {
-            return;
-        }
+    while cairn::mcp::forward::health(&daemon.url)
+        .await
+        .map_or(true, |h| h["warm"] != true)
+    {
         assert!(
-            child.try_wait().unwrap().is_none(),
+            daemon.child.try_wait().unwrap().is_none(),
             "cairn daemon exited before it was warm"
         );
         assert!(
             started.elapsed() < Duration::from_secs(120),
             "daemon never warm"
         );
-        std::thread::sleep(Duration::from_millis(20));
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -453,7 +440,8 @@ impl Drop for Daemon {
 
 async fn topology_b(seed: &Seed, calls: usize) -> Figures {
     let db = seed.db();
-    let daemon = Daemon::start(&db);
+    let mut daemon = Daemon::start(&db);
+    wait_warm(&mut daemon).await;
     let mut clients = Vec::new();
     for issue in &seed.issues {
         let token = cli(&db, &["session", "new", "--issue", issue])
@@ -471,7 +459,8 @@ async fn topology_b(seed: &Seed, calls: usize) -> Figures {
 
 async fn topology_c(seed: &Seed, calls: usize) -> Figures {
     let db = seed.db();
-    let daemon = Daemon::start(&db);
+    let mut daemon = Daemon::start(&db);
+    wait_warm(&mut daemon).await;
     let mut clients = Vec::new();
     let mut pids = vec![daemon.pid()];
     for issue in &seed.issues {

@@ -73,17 +73,15 @@ pub async fn connect(
         Some(u) => u.to_string(),
         None => crate::daemon::read_discovery(cairn.store().path())?.url,
     };
-    let Some(authority) = authority(&url) else {
-        tracing::warn!(url, "not an http:// URL; serving alone");
-        return None;
-    };
-    let health = match health(&authority).await {
+    let health = match health(&url).await {
         Ok(h) => h,
         Err(why) => {
             tracing::info!(url, why, "no Cairn daemon answers; serving alone");
             return None;
         }
     };
+    // `health` answered, so the URL has an authority (the connect probe's address).
+    let authority = authority(&url)?;
     let version = health["version"].as_str().unwrap_or_default();
     if version != env!("CARGO_PKG_VERSION") {
         tracing::warn!(
@@ -149,9 +147,11 @@ fn authority(url: &str) -> Option<String> {
     (!host.is_empty()).then(|| host.to_string())
 }
 
-/// `GET /health` of the daemon at `authority` over plain HTTP/1.1: its JSON body, or why
-/// not.
-async fn health(authority: &str) -> Result<Value, String> {
+/// `GET /health` of the daemon whose MCP endpoint is `url` (`http://HOST:PORT/mcp`), over
+/// plain HTTP/1.1 within [`HEALTH_TIMEOUT`]: its JSON body, or why not.
+pub async fn health(url: &str) -> Result<Value, String> {
+    let authority = authority(url).ok_or("not an http:// URL")?;
+    let authority = authority.as_str();
     let fetch = async {
         let mut s = tokio::net::TcpStream::connect(authority)
             .await
