@@ -71,12 +71,18 @@ impl Shared {
         }
     }
 
-    /// Load the model, the HNSW graph and the BM25 index now (one vault search), so a
+    /// Load the model, the HNSW graph and the BM25 index now (an embedding, a search), so a
     /// new session's first call does not pay for them; `/health` says `"warm": true`
     /// afterwards. A database without documents or a missing model is logged and the
     /// daemon serves on: the first call that needs the model reports it.
     pub fn warm_up(&self) {
-        match self.cairn.vault_search("warm up", Some(1), None, None) {
+        // The model first: a search of an empty vault would not load it, and
+        // `search_learnings` and `add_learning` embed too.
+        let warmed = self
+            .cairn
+            .vault_query_vector("warm up")
+            .and_then(|_| self.cairn.vault_search("warm up", Some(1), None, None));
+        match warmed {
             Ok(_) => tracing::info!("warm: model and vault indexes loaded"),
             Err(e) => tracing::warn!(error = %e, "warm-up search failed; serving cold"),
         }
