@@ -95,9 +95,9 @@ pub enum Error {
         /// What is full: "the database <path>" or "the index directory <path>".
         what: String,
     },
-    /// SQLite failed.
+    /// The database (SQLite or PostgreSQL) failed; the message is the database's.
     #[error("database error: {0}")]
-    Database(#[source] rusqlite::Error),
+    Database(String),
     /// Filesystem I/O failed on a path.
     #[error("i/o error on {path}: {source}")]
     Io {
@@ -251,7 +251,20 @@ impl From<rusqlite::Error> for Error {
                 what: "the database".into(),
             };
         }
-        Error::Database(e)
+        Error::Database(e.to_string())
+    }
+}
+
+impl From<tokio_postgres::Error> for Error {
+    /// `disk_full` (SQLSTATE 53100) is [`Error::StorageFull`]; everything else is
+    /// [`Error::Database`] with the server's message.
+    fn from(e: tokio_postgres::Error) -> Self {
+        if e.code() == Some(&tokio_postgres::error::SqlState::DISK_FULL) {
+            return Error::StorageFull {
+                what: "the database".into(),
+            };
+        }
+        Error::Database(crate::db::describe_pg(&e))
     }
 }
 

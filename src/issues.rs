@@ -6,7 +6,7 @@
 //! transition is allowed) belong to the vocabularies that change status (`trail`,
 //! `colibri`); this module only stores.
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use crate::db::{Conn, Row, params};
 use serde::Serialize;
 
 use crate::base::{new_id, now_iso};
@@ -203,7 +203,7 @@ fn validate_labels(errors: &mut Vec<FieldError>, field: &str, labels: &[String])
     }
 }
 
-pub(crate) fn project_from_row(r: &Row<'_>) -> rusqlite::Result<Project> {
+pub(crate) fn project_from_row(r: &Row) -> crate::error::Result<Project> {
     let settings: String = r.get("settings")?;
     Ok(Project {
         id: r.get("id")?,
@@ -218,87 +218,83 @@ pub(crate) fn project_from_row(r: &Row<'_>) -> rusqlite::Result<Project> {
 }
 
 /// Find a project by id or slug.
-pub(crate) fn find_project(c: &Connection, reference: &str) -> Result<Option<Project>> {
-    Ok(c.query_row(
+pub(crate) fn find_project(c: &Conn<'_>, reference: &str) -> Result<Option<Project>> {
+    c.query_opt(
         "SELECT * FROM projects WHERE id = ?1 OR slug = ?1",
         [reference],
         project_from_row,
     )
-    .optional()?)
 }
 
 /// Resolve an issue reference (id or identifier, identifier case-insensitive) to its id.
-pub(crate) fn resolve_issue_id(c: &Connection, reference: &str) -> Result<Option<String>> {
-    Ok(c.query_row(
+pub(crate) fn resolve_issue_id(c: &Conn<'_>, reference: &str) -> Result<Option<String>> {
+    c.query_opt(
         "SELECT id FROM issues WHERE id = ?1 OR identifier = upper(?1)",
         [reference],
         |r| r.get(0),
     )
-    .optional()?)
 }
 
 /// Load a whole issue by id.
-pub(crate) fn load_issue(c: &Connection, id: &str) -> Result<Option<Issue>> {
-    let row = c
-        .query_row(
-            "SELECT i.*, p.slug AS project_slug, par.identifier AS parent_identifier
+pub(crate) fn load_issue(c: &Conn<'_>, id: &str) -> Result<Option<Issue>> {
+    let row = c.query_opt(
+        "SELECT i.*, p.slug AS project_slug, par.identifier AS parent_identifier
              FROM issues i JOIN projects p ON p.id = i.project_id
              LEFT JOIN issues par ON par.id = i.parent_id
              WHERE i.id = ?1",
-            [id],
-            |r| {
-                let status: String = r.get("status")?;
-                Ok(Issue {
-                    id: r.get("id")?,
-                    identifier: r.get("identifier")?,
-                    project_id: r.get("project_id")?,
-                    project_slug: r.get("project_slug")?,
-                    title: r.get("title")?,
-                    description: r.get("description")?,
-                    status: Status::parse(&status).unwrap_or(Status::Todo),
-                    priority: r.get("priority")?,
-                    labels: Vec::new(),
-                    depends_on: Vec::new(),
-                    parent: r.get("parent_identifier")?,
-                    progress: r.get("progress")?,
-                    assignee: r.get("assignee")?,
-                    estimate_hours: r.get("estimate_hours")?,
-                    blocked_reason: r.get("blocked_reason")?,
-                    size: r.get("size")?,
-                    created_by: r.get("created_by")?,
-                    updated_by: r.get("updated_by")?,
-                    created_at: r.get("created_at")?,
-                    updated_at: r.get("updated_at")?,
-                })
-            },
-        )
-        .optional()?;
+        [id],
+        |r| {
+            let status: String = r.get("status")?;
+            Ok(Issue {
+                id: r.get("id")?,
+                identifier: r.get("identifier")?,
+                project_id: r.get("project_id")?,
+                project_slug: r.get("project_slug")?,
+                title: r.get("title")?,
+                description: r.get("description")?,
+                status: Status::parse(&status).unwrap_or(Status::Todo),
+                priority: r.get("priority")?,
+                labels: Vec::new(),
+                depends_on: Vec::new(),
+                parent: r.get("parent_identifier")?,
+                progress: r.get("progress")?,
+                assignee: r.get("assignee")?,
+                estimate_hours: r.get("estimate_hours")?,
+                blocked_reason: r.get("blocked_reason")?,
+                size: r.get("size")?,
+                created_by: r.get("created_by")?,
+                updated_by: r.get("updated_by")?,
+                created_at: r.get("created_at")?,
+                updated_at: r.get("updated_at")?,
+            })
+        },
+    )?;
     let Some(mut issue) = row else {
         return Ok(None);
     };
     issue.labels = issue_labels(c, id)?;
-    let mut stmt = c.prepare_cached(
+    let mut stmt = c.prepare(
         "SELECT d.identifier FROM issue_dependencies x JOIN issues d ON d.id = x.depends_on_id
          WHERE x.issue_id = ?1 ORDER BY d.seq",
     )?;
     issue.depends_on = stmt
         .query_map([id], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok(Some(issue))
 }
 
-pub(crate) fn issue_labels(c: &Connection, id: &str) -> Result<Vec<String>> {
+pub(crate) fn issue_labels(c: &Conn<'_>, id: &str) -> Result<Vec<String>> {
     let mut stmt =
-        c.prepare_cached("SELECT label FROM issue_labels WHERE issue_id = ?1 ORDER BY label")?;
+        c.prepare("SELECT label FROM issue_labels WHERE issue_id = ?1 ORDER BY label")?;
     let labels = stmt
         .query_map([id], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok(labels)
 }
 
 /// Insert an issue inside an open write transaction; returns its id. Shared by the CLI,
 /// `create_issue`, `create_subtask`, `task_create` and `move_issue`.
-pub(crate) fn insert_issue(c: &Connection, new: &NewIssue) -> Result<String> {
+pub(crate) fn insert_issue(c: &Conn<'_>, new: &NewIssue) -> Result<String> {
     let mut errors = Vec::new();
     check_len(&mut errors, "title", new.title.trim(), 1, limits::TITLE_MAX);
     if let Some(d) = &new.description {
@@ -385,13 +381,13 @@ pub(crate) fn insert_issue(c: &Connection, new: &NewIssue) -> Result<String> {
     )?;
     for label in &new.labels {
         c.execute(
-            "INSERT OR IGNORE INTO issue_labels(issue_id, label) VALUES (?1, ?2)",
+            "INSERT INTO issue_labels(issue_id, label) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
             params![id, label.trim()],
         )?;
     }
     for dep in dep_ids {
         c.execute(
-            "INSERT OR IGNORE INTO issue_dependencies(issue_id, depends_on_id) VALUES (?1, ?2)",
+            "INSERT INTO issue_dependencies(issue_id, depends_on_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
             params![id, dep],
         )?;
     }
@@ -470,13 +466,11 @@ pub fn create_project(store: &Store, new: &NewProject) -> Result<Project> {
         None => None,
     };
     store.write(|tx| {
-        let taken: Option<String> = tx
-            .query_row(
-                "SELECT slug FROM projects WHERE slug = ?1 OR prefix = ?2",
-                params![new.slug, prefix],
-                |r| r.get(0),
-            )
-            .optional()?;
+        let taken: Option<String> = tx.query_opt(
+            "SELECT slug FROM projects WHERE slug = ?1 OR prefix = ?2",
+            params![new.slug, prefix],
+            |r| r.get(0),
+        )?;
         if let Some(slug) = taken {
             return Err(Error::Conflict {
                 message: format!(
@@ -510,7 +504,7 @@ pub fn projects(store: &Store) -> Result<Vec<Project>> {
         let mut stmt = c.prepare("SELECT * FROM projects ORDER BY slug")?;
         let rows = stmt
             .query_map([], project_from_row)?
-            .collect::<rusqlite::Result<_>>()?;
+            .collect::<crate::error::Result<_>>()?;
         Ok(rows)
     })
 }
@@ -545,22 +539,23 @@ pub fn list_issues(store: &Store, filter: &IssueFilter) -> Result<Vec<Issue>> {
         };
         let statuses: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
         let statuses_json = serde_json::to_string(&statuses)?;
-        let mut stmt = c.prepare(
+        let mut stmt = c.prepare(&format!(
             "SELECT i.id FROM issues i
              WHERE (?1 IS NULL OR i.project_id = ?1)
-               AND (?2 = '[]' OR i.status IN (SELECT value FROM json_each(?2)))
+               AND (?2 = '[]' OR i.status IN ({}))
                AND (?3 IS NULL OR EXISTS (SELECT 1 FROM issue_labels l
                                           WHERE l.issue_id = i.id AND l.label = ?3))
              ORDER BY i.priority, i.project_id, i.seq
              LIMIT ?4",
-        )?;
+            c.dialect().json_elements("?2", false)
+        ))?;
         let limit = filter.limit.map(|l| l as i64).unwrap_or(-1);
         let ids: Vec<String> = stmt
             .query_map(
                 params![project_id, statuses_json, filter.label, limit],
                 |r| r.get(0),
             )?
-            .collect::<rusqlite::Result<_>>()?;
+            .collect::<crate::error::Result<_>>()?;
         ids.iter()
             .filter_map(|id| load_issue(c, id).transpose())
             .collect()

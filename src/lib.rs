@@ -25,6 +25,7 @@ pub mod cli;
 pub mod colibri;
 pub mod context;
 pub mod daemon;
+pub mod db;
 mod disk_index;
 pub mod error;
 pub mod eval;

@@ -37,7 +37,7 @@ use std::path::Path;
 
 use rustix::fs::FileType;
 
-use rusqlite::{Connection, Transaction, params};
+use crate::db::{Conn, params};
 use serde::Serialize;
 
 use crate::base::now_iso;
@@ -244,7 +244,7 @@ fn moved_labels(issue: &Issue, target: &Project, skips: &[String]) -> Vec<String
 
 /// Phases (but `ready`) that have an artifact among `files`.
 fn phases_with_artifacts(
-    c: &Connection,
+    c: &Conn<'_>,
     issue: &Issue,
     source: &Project,
     files: &[Artifact],
@@ -276,7 +276,7 @@ fn phases_with_artifacts(
 
 /// The database side of a move, inside its transaction; returns the new identifier.
 fn move_rows(
-    tx: &Transaction<'_>,
+    tx: &Conn<'_>,
     issue: &Issue,
     target: &Project,
     labels: &[String],

@@ -60,8 +60,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::db::{Conn, params};
 use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -532,7 +532,7 @@ struct LatestClaim {
 
 /// The latest claim of `phase` and, if one exists after it, the verdict already given.
 fn latest_claim(
-    c: &Connection,
+    c: &Conn<'_>,
     issue_id: &str,
     identifier: &str,
     phase: Phase,
@@ -550,16 +550,19 @@ fn latest_claim(
         .field_str("artifact_hash")
         .unwrap_or_default()
         .to_string();
-    let verdict: Option<(String, String)> = c
-        .query_row(
-            "SELECT id, json_extract(body, '$.verdict') FROM trail_records
+    let d = c.dialect();
+    let verdict: Option<(String, String)> = c.query_opt(
+        &format!(
+            "SELECT id, {} FROM trail_records
              WHERE issue_id = ?1 AND kind = 'finding' AND category = 'phase_verdict'
-               AND json_extract(body, '$.phase') = ?2 AND position > ?3
+               AND {} = ?2 AND position > ?3
              ORDER BY position DESC LIMIT 1",
-            params![issue_id, phase.as_str(), claim.position],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
+            d.json_text("body", "verdict"),
+            d.json_text("body", "phase")
+        ),
+        params![issue_id, phase.as_str(), claim.position],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
     Ok(LatestClaim {
         id: claim.id,
         artifact_hash: hash,

@@ -21,7 +21,7 @@
 //!   reads the checkout's skill catalog). At call time an agent's Colibri mutations
 //!   are further limited to its bound issue (`docs/colibri.md`).
 
-use rusqlite::{OptionalExtension, params};
+use crate::db::params;
 use serde::Serialize;
 
 use crate::base::now_iso;
@@ -236,12 +236,11 @@ fn check_tool_names(matrix: &ScopeMatrix, field: &str, names: &[String]) -> Resu
 pub fn profile_scope(store: &Store, profile: &str) -> Result<ProfileScope> {
     check_profile(profile)?;
     let row: Option<(Option<String>, Option<String>)> = store.read(|c| {
-        Ok(c.query_row(
+        c.query_opt(
             "SELECT allowed_tools, disallowed_tools FROM agent_profiles WHERE profile_type = ?1",
             [profile],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
-        .optional()?)
     })?;
     let parse = |s: Option<String>| -> Result<Option<Vec<String>>> {
         s.map(|s| serde_json::from_str(&s).map_err(Error::from))

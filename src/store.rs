@@ -1,17 +1,25 @@
-//! The SQLite store: the source of truth for everything Cairn knows.
+//! The store: the source of truth for everything Cairn knows, in SQLite (the embedded
+//! default, a file) or PostgreSQL (`postgres://…`, shared by many hosts).
 //!
-//! Owns opening a database (WAL, `busy_timeout`, foreign keys), first-time setup that
-//! survives several processes creating the same file at once, the numbered migrations
-//! under `migrations/` (embedded, applied by `PRAGMA user_version`, one transaction
-//! each), and the two ways in: [`Store::read`] and [`Store::write`] (always
-//! `BEGIN IMMEDIATE`). Derived indexes (tantivy, HNSW) live in [`Store::index_dir`].
+//! Owns opening a database (SQLite: WAL, `busy_timeout`, foreign keys; first-time set-up
+//! that survives several processes creating the same file at once), the numbered
+//! migrations (`migrations/*.sql` for SQLite, `migrations/postgres/*.sql` for
+//! PostgreSQL; embedded, applied once each, in a transaction), and the two ways in:
+//! [`Store::read`] and [`Store::write`]. Writers are serialized across every process and
+//! host on the database (SQLite's `BEGIN IMMEDIATE`; on PostgreSQL a transaction-scoped
+//! advisory lock taken first), so a write sees every write acknowledged before it, and
+//! ids allocated in a write follow commit order.
+//!
+//! Derived indexes (tantivy, HNSW) are host-local and live in [`Store::index_dir`]:
+//! beside a SQLite file, or in the cache directory of a PostgreSQL database.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
+use crate::db::{Conn, PgConn, params};
 use crate::error::{Error, Result};
 
 /// Busy timeout for every connection, in milliseconds.
@@ -61,100 +69,318 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
     ),
 ];
 
+/// The PostgreSQL dialect of the same migrations, same numbers.
+const PG_MIGRATIONS: &[(u32, &str, &str)] = &[];
+
 /// The highest migration version this binary knows.
 pub fn latest_version() -> u32 {
     MIGRATIONS.last().map(|m| m.0).unwrap_or(0)
 }
 
+/// Where a knowledge base lives: what `--db` (or `CAIRN_DB`) names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A SQLite file; its indexes live beside it.
+    File(PathBuf),
+    /// A PostgreSQL database (`postgres://` or `postgresql://`); this host's indexes and
+    /// daemon files live in `cache`.
+    Postgres { url: String, cache: PathBuf },
+}
+
+impl Location {
+    /// Parse a `--db` value; `cache_dir` is where a PostgreSQL database's host-local
+    /// files go (default: `$XDG_CACHE_HOME/cairn/pg-<hash of the URL>`).
+    pub fn parse(db: &str, cache_dir: Option<&Path>) -> Location {
+        let is_url = ["postgres://", "postgresql://"]
+            .iter()
+            .any(|p| db.len() >= p.len() && db[..p.len()].eq_ignore_ascii_case(p));
+        if !is_url {
+            return Location::File(PathBuf::from(db));
+        }
+        let cache = match cache_dir {
+            Some(d) => d.to_path_buf(),
+            None => {
+                let base = std::env::var_os("XDG_CACHE_HOME")
+                    .map(PathBuf::from)
+                    .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                    .unwrap_or_else(std::env::temp_dir);
+                let tag = crate::base::sha256_hex(crate::db::redact(db).as_bytes());
+                base.join("cairn").join(format!("pg-{}", &tag[..16]))
+            }
+        };
+        Location::Postgres {
+            url: db.to_owned(),
+            cache,
+        }
+    }
+
+    /// The anchor of this host's files for the database: the SQLite file itself, or
+    /// `<cache>/postgres` (indexes in `<anchor>.index/`, daemon files
+    /// `<anchor>.daemon.*`).
+    pub fn anchor(&self) -> PathBuf {
+        match self {
+            Location::File(p) => p.clone(),
+            Location::Postgres { cache, .. } => cache.join("postgres"),
+        }
+    }
+}
+
+impl std::fmt::Display for Location {
+    /// The path, or the URL without its password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::File(p) => write!(f, "{}", p.display()),
+            Location::Postgres { url, .. } => f.write_str(&crate::db::redact(url)),
+        }
+    }
+}
+
+enum Backend {
+    Sqlite(Mutex<Connection>),
+    Postgres(Mutex<PgConn>),
+}
+
 /// An open database. One connection, shared by the threads of a process.
 pub struct Store {
-    conn: Mutex<Connection>,
-    path: PathBuf,
+    backend: Backend,
+    location: Location,
+    anchor: PathBuf,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.path).finish()
+        f.debug_struct("Store")
+            .field("location", &self.location.to_string())
+            .finish()
     }
 }
 
+/// The advisory lock key every PostgreSQL writer takes (ASCII "cairn-w").
+const PG_WRITE_LOCK: i64 = 0x0063_6169_726e_2d77;
+/// The advisory lock key of the migration runner (ASCII "cairn-m").
+const PG_MIGRATE_LOCK: i64 = 0x0063_6169_726e_2d6d;
+
 impl Store {
-    /// Open (creating if needed) the database at `path` and bring its schema up to date.
+    /// Open (creating if needed) the SQLite database at `path` and bring its schema up
+    /// to date.
     pub fn open(path: &Path) -> Result<Store> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-        }
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))?;
-        enable_wal(&conn)?;
-        conn.pragma_update(None, "foreign_keys", true)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        // Reads through a memory map: no read() syscall per page on hot lookups.
-        conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)?;
-        migrate(&conn)?;
+        Store::open_at(&Location::File(path.to_path_buf()))
+    }
+
+    /// Open the database at `location` and bring its schema up to date.
+    pub fn open_at(location: &Location) -> Result<Store> {
+        let backend = match location {
+            Location::File(path) => Backend::Sqlite(Mutex::new(open_sqlite(path)?)),
+            Location::Postgres { url, cache } => {
+                std::fs::create_dir_all(cache).map_err(|e| Error::io(cache, e))?;
+                let conn = PgConn::connect(url)?;
+                migrate_pg(&conn)?;
+                Backend::Postgres(Mutex::new(conn))
+            }
+        };
         Ok(Store {
-            conn: Mutex::new(conn),
-            path: path.to_path_buf(),
+            backend,
+            anchor: location.anchor(),
+            location: location.clone(),
         })
     }
 
-    /// The database file.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Where the database is.
+    pub fn location(&self) -> &Location {
+        &self.location
     }
 
-    /// The directory of derived indexes for this database: `<db path>.index/`
+    /// The anchor of this host's files for the database ([`Location::anchor`]): the
+    /// SQLite file, or `<cache>/postgres`.
+    pub fn path(&self) -> &Path {
+        &self.anchor
+    }
+
+    /// The directory of derived indexes for this database: `<anchor>.index/`
     /// (`index/cairn.db` → `index/cairn.db.index/`).
     pub fn index_dir(&self) -> PathBuf {
-        index_dir_for(&self.path)
+        index_dir_for(&self.anchor)
     }
 
     /// The schema version of the open database.
     pub fn user_version(&self) -> Result<u32> {
-        self.read(|c| Ok(c.query_row("PRAGMA user_version", [], |r| r.get(0))?))
+        self.read(|c| match c.dialect() {
+            crate::db::Dialect::Sqlite => c.query_row("PRAGMA user_version", [], |r| r.get(0)),
+            crate::db::Dialect::Postgres => c.query_row(
+                "SELECT coalesce(max(version), 0) FROM cairn_schema_version",
+                [],
+                |r| r.get(0),
+            ),
+        })
     }
 
     /// Run `f` on the connection outside any explicit transaction (reads).
-    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let conn = self.lock();
-        f(&conn).map_err(|e| self.name_full(e))
-    }
-
-    /// Run `f` inside a `BEGIN IMMEDIATE` transaction, committed when `f` returns `Ok`
-    /// and rolled back otherwise, so no call ever leaves partial state. A full disk
-    /// (`SQLITE_FULL`) rolls back too and is reported as [`Error::StorageFull`] naming
-    /// the database file.
-    pub fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
-        let mut conn = self.lock();
-        let run = || -> Result<T> {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let out = f(&tx)?;
-            tx.commit()?;
-            Ok(out)
+    pub fn read<T>(&self, f: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
+        let out = match &self.backend {
+            Backend::Sqlite(m) => f(&Conn::sqlite(&lock(m))),
+            Backend::Postgres(m) => f(&Conn::postgres(&lock(m))),
         };
-        run().map_err(|e| self.name_full(e))
+        out.map_err(|e| self.name_full(e))
     }
 
-    /// Name the database file in a [`Error::StorageFull`] raised by SQLite.
+    /// Run `f` on one consistent snapshot of the database: a read-only transaction
+    /// (SQLite `BEGIN DEFERRED`; PostgreSQL `REPEATABLE READ READ ONLY`), ended when `f`
+    /// returns.
+    pub fn snapshot<T>(&self, f: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
+        let out = match &self.backend {
+            Backend::Sqlite(m) => {
+                let mut conn = lock(m);
+                (|| -> Result<T> {
+                    let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+                    let out = f(&Conn::sqlite(&tx))?;
+                    tx.commit()?;
+                    Ok(out)
+                })()
+            }
+            Backend::Postgres(m) => {
+                let conn = lock(m);
+                let tx =
+                    PgTransaction::begin(&conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+                f(&Conn::postgres(&conn)).and_then(|out| tx.commit().map(|()| out))
+            }
+        };
+        out.map_err(|e| self.name_full(e))
+    }
+
+    /// Run `f` inside a write transaction, committed when `f` returns `Ok` and rolled
+    /// back otherwise, so no call ever leaves partial state. Writers are serialized
+    /// (SQLite `BEGIN IMMEDIATE`; PostgreSQL: an advisory lock taken first). A full disk
+    /// rolls back too and is reported as [`Error::StorageFull`] naming the database.
+    pub fn write<T>(&self, f: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
+        let out = match &self.backend {
+            Backend::Sqlite(m) => {
+                let mut conn = lock(m);
+                (|| -> Result<T> {
+                    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                    let out = f(&Conn::sqlite(&tx))?;
+                    tx.commit()?;
+                    Ok(out)
+                })()
+            }
+            Backend::Postgres(m) => {
+                let conn = lock(m);
+                let tx = PgTransaction::begin(&conn, "BEGIN")?;
+                Conn::postgres(&conn)
+                    .execute("SELECT pg_advisory_xact_lock(?1)", [PG_WRITE_LOCK])
+                    .and_then(|_| f(&Conn::postgres(&conn)))
+                    .and_then(|out| tx.commit().map(|()| out))
+            }
+        };
+        out.map_err(|e| self.name_full(e))
+    }
+
+    /// Name the database in a [`Error::StorageFull`] raised by it.
     fn name_full(&self, e: Error) -> Error {
         match e {
             Error::StorageFull { what } if what == "the database" => Error::StorageFull {
-                what: format!("the database {}", self.path.display()),
+                what: format!("the database {}", self.location),
             },
             other => other,
         }
     }
+}
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
-        // A panic while holding the lock cannot leave a transaction open: rusqlite's
-        // Transaction rolls back on drop. The connection itself stays usable.
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave a transaction open: rusqlite's
+    // Transaction and [`PgTransaction`] roll back on drop. The connection stays usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// An open PostgreSQL transaction, rolled back on drop unless committed.
+struct PgTransaction<'a> {
+    conn: &'a PgConn,
+    open: bool,
+}
+
+impl<'a> PgTransaction<'a> {
+    fn begin(conn: &'a PgConn, begin: &str) -> Result<PgTransaction<'a>> {
+        Conn::postgres(conn).execute_batch(begin)?;
+        Ok(PgTransaction { conn, open: true })
     }
+
+    fn commit(mut self) -> Result<()> {
+        self.open = false;
+        Conn::postgres(self.conn).execute_batch("COMMIT")
+    }
+}
+
+impl Drop for PgTransaction<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = Conn::postgres(self.conn).execute_batch("ROLLBACK");
+        }
+    }
+}
+
+fn open_sqlite(path: &Path) -> Result<Connection> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))?;
+    enable_wal(&conn)?;
+    conn.pragma_update(None, "foreign_keys", true)?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // Reads through a memory map: no read() syscall per page on hot lookups.
+    conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)?;
+    conn.set_prepared_statement_cache_capacity(128);
+    migrate(&conn)?;
+    Ok(conn)
+}
+
+/// Apply every PostgreSQL migration above the recorded version, under a session
+/// advisory lock (so hosts starting at once apply each exactly once), each in its own
+/// transaction with its version row.
+fn migrate_pg(pg: &PgConn) -> Result<()> {
+    let c = Conn::postgres(pg);
+    c.execute("SELECT pg_advisory_lock(?1)", [PG_MIGRATE_LOCK])?;
+    let run = || -> Result<()> {
+        c.execute_batch(
+            "CREATE TABLE IF NOT EXISTS cairn_schema_version (
+                 version BIGINT PRIMARY KEY,
+                 name TEXT NOT NULL,
+                 applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+        )?;
+        let current: u32 = c.query_row(
+            "SELECT coalesce(max(version), 0) FROM cairn_schema_version",
+            [],
+            |r| r.get(0),
+        )?;
+        if current > latest_version() {
+            return Err(newer_schema(current));
+        }
+        for (version, name, sql) in PG_MIGRATIONS.iter().filter(|m| m.0 > current) {
+            let tx = PgTransaction::begin(pg, "BEGIN")?;
+            c.execute_batch(sql)
+                .map_err(|e| Error::Internal(format!("migration {name} failed: {e}")))?;
+            c.execute(
+                "INSERT INTO cairn_schema_version(version, name) VALUES (?1, ?2)",
+                params![version, name],
+            )?;
+            tx.commit()?;
+        }
+        Ok(())
+    };
+    let out = run();
+    let unlocked = c.execute("SELECT pg_advisory_unlock(?1)", [PG_MIGRATE_LOCK]);
+    out.and(unlocked.map(drop))
+}
+
+fn newer_schema(current: u32) -> Error {
+    Error::FailedPrecondition(format!(
+        "database schema version {current} is newer than this cairn ({}); upgrade cairn",
+        latest_version()
+    ))
 }
 
 /// `<db path>.index/`, the derived-index directory of a database path.
@@ -200,10 +426,7 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 fn migrate(conn: &Connection) -> Result<()> {
     let current: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if current > latest_version() {
-        return Err(Error::FailedPrecondition(format!(
-            "database schema version {current} is newer than this cairn ({}); upgrade cairn",
-            latest_version()
-        )));
+        return Err(newer_schema(current));
     }
     for (version, name, sql) in MIGRATIONS {
         if *version <= current {
@@ -241,11 +464,11 @@ mod tests {
         let store = Store::open(&dir.path().join("sub/c.db")).unwrap();
         assert_eq!(store.user_version().unwrap(), latest_version());
         let mode: String = store
-            .read(|c| Ok(c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?))
+            .read(|c| c.query_row("PRAGMA journal_mode", [], |r| r.get(0)))
             .unwrap();
         assert_eq!(mode, "wal");
         let fk: i64 = store
-            .read(|c| Ok(c.query_row("PRAGMA foreign_keys", [], |r| r.get(0))?))
+            .read(|c| c.query_row("PRAGMA foreign_keys", [], |r| r.get(0)))
             .unwrap();
         assert_eq!(fk, 1);
     }
@@ -263,7 +486,7 @@ mod tests {
         });
         assert!(r.is_err());
         let n: i64 = store
-            .read(|c| Ok(c.query_row("SELECT count(*) FROM agent_profiles", [], |r| r.get(0))?))
+            .read(|c| c.query_row("SELECT count(*) FROM agent_profiles", [], |r| r.get(0)))
             .unwrap();
         assert_eq!(n, 0);
     }

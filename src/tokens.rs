@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{OptionalExtension, Row, params};
+use crate::db::{Row, params};
 use serde::Serialize;
 
 use crate::base::{iso, now_iso, sha256_hex};
@@ -205,12 +205,11 @@ pub fn authenticate(store: &Store, token: &str) -> Result<Check> {
     }
     let hash = sha256_hex(token);
     let row = store.read(|c| {
-        Ok(c.query_row(
+        c.query_opt(
             &format!("SELECT {COLUMNS} FROM session_tokens WHERE token_hash = ?1"),
             [&hash],
             read_row,
         )
-        .optional()?)
     })?;
     let Some(row) = row else {
         return Ok(Check::Unknown);
@@ -253,7 +252,7 @@ pub fn list(store: &Store) -> Result<Vec<TokenInfo>> {
         ))?;
         let rows = stmt
             .query_map([], read_row)?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
+            .collect::<crate::error::Result<Vec<_>>>()?;
         Ok(rows)
     })?;
     let now = now_iso();
@@ -269,13 +268,11 @@ pub fn revoke(store: &Store, id: &str) -> Result<TokenInfo> {
             "UPDATE session_tokens SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
             params![id, now],
         )?;
-        Ok(tx
-            .query_row(
-                &format!("SELECT {COLUMNS} FROM session_tokens WHERE id = ?1"),
-                [id],
-                read_row,
-            )
-            .optional()?)
+        tx.query_opt(
+            &format!("SELECT {COLUMNS} FROM session_tokens WHERE id = ?1"),
+            [id],
+            read_row,
+        )
     })?;
     match row {
         Some(r) => {
@@ -366,7 +363,7 @@ fn state(t: &StoredToken, now: &str) -> TokenState {
 
 /// A row, with a scope list that does not parse as an error of its own (the row is then
 /// refused rather than served with a wider scope).
-fn read_row(r: &Row<'_>) -> rusqlite::Result<Result<StoredToken>> {
+fn read_row(r: &Row) -> crate::error::Result<Result<StoredToken>> {
     let label: Option<String> = r.get(9)?;
     let tools: Option<String> = r.get(10)?;
     let id: String = r.get(0)?;
@@ -456,14 +453,13 @@ mod tests {
         let stored: Vec<String> = store
             .read(|c| {
                 let mut s = c.prepare("SELECT * FROM session_tokens")?;
-                let n = s.column_count();
                 let v = s
                     .query_map([], |r| {
-                        (0..n)
+                        (0..r.len())
                             .map(|i| r.get::<_, Option<String>>(i).map(|v| v.unwrap_or_default()))
-                            .collect::<rusqlite::Result<Vec<_>>>()
+                            .collect::<crate::error::Result<Vec<_>>>()
                     })?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                    .collect::<crate::error::Result<Vec<_>>>()?;
                 Ok(v.concat())
             })
             .unwrap();

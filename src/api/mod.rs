@@ -22,7 +22,7 @@ mod vault;
 mod work;
 
 use crate::error::Result;
-use crate::store::Store;
+use crate::store::{Location, Store};
 
 /// An open Cairn: the store and the derived indexes beside it.
 #[derive(Debug)]
@@ -33,9 +33,14 @@ pub struct Cairn {
 }
 
 impl Cairn {
-    /// Open (creating and migrating if needed) the database at `db`.
+    /// Open (creating and migrating if needed) the SQLite database at `db`.
     pub fn open(db: &Path) -> Result<Cairn> {
-        let store = Store::open(db)?;
+        Cairn::open_at(&Location::File(db.to_path_buf()))
+    }
+
+    /// Open (creating and migrating if needed) the database at `location`.
+    pub fn open_at(location: &Location) -> Result<Cairn> {
+        let store = Store::open_at(location)?;
         let learnings = crate::learnings::LearningIndex::new(store.index_dir().join("learnings"));
         Ok(Cairn {
             store,

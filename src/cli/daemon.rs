@@ -2,7 +2,6 @@
 //! host that uses this database (see `crate::daemon` and docs/deployment.md).
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +30,7 @@ pub struct DaemonArgs {
     drain_seconds: u64,
 }
 
-pub(super) fn run(db: &Path, args: DaemonArgs) -> anyhow::Result<Outcome> {
+pub(super) fn run(db: &crate::store::Location, args: DaemonArgs) -> anyhow::Result<Outcome> {
     let cairn = Arc::new(super::open(db)?);
     // Learnings are acknowledged after the SQLite commit and indexed in batches.
     cairn.index_learnings_in_background()?;

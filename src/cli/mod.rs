@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 
 use crate::Cairn;
 use crate::error::{Error, ErrorKind};
+use crate::store::Location;
 
 mod audit;
 mod daemon;
@@ -31,14 +32,20 @@ mod vault;
 #[derive(Debug, Parser)]
 #[command(name = "cairn", version, about, long_about = None)]
 struct Cli {
-    /// SQLite database; search indexes live in `<db>.index/` beside it.
+    /// The database: a SQLite file (search indexes live in `<db>.index/` beside it) or a
+    /// PostgreSQL URL, `postgres://user@host:port/dbname`, shared by many hosts.
     #[arg(
         long,
         global = true,
         env = "CAIRN_DB",
         default_value = "index/cairn.db"
     )]
-    db: PathBuf,
+    db: String,
+
+    /// With a PostgreSQL `--db`: this host's directory for the derived indexes and the
+    /// daemon's files [default: $XDG_CACHE_HOME/cairn/pg-<hash of the URL>].
+    #[arg(long, global = true, env = "CAIRN_CACHE_DIR", value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
 
     #[command(subcommand)]
     command: Command,
@@ -171,27 +178,28 @@ fn init_logging(default: &str) {
 }
 
 fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    let db = Location::parse(&cli.db, cli.cache_dir.as_deref());
     match cli.command {
-        Command::Serve(args) => serve::run(&cli.db, args),
-        Command::Daemon(args) => daemon::run(&cli.db, args),
-        Command::Session(cmd) => session::run(&open(&cli.db)?, cmd),
-        Command::Project(cmd) => project::run(&open(&cli.db)?, cmd),
-        Command::Issue(cmd) => issue::run(&open(&cli.db)?, cmd),
-        Command::Learnings(cmd) => learnings::run(&open(&cli.db)?, cmd),
-        Command::Scope(cmd) => scope::run(&open(&cli.db)?, cmd),
-        Command::Findings(a) => trail::findings(&open(&cli.db)?, a),
-        Command::Pr(cmd) => trail::pr(&open(&cli.db)?, cmd),
-        Command::Run(cmd) => trail::run(&open(&cli.db)?, cmd),
-        Command::Audit(cmd) => audit::run(&open(&cli.db)?, cmd),
-        Command::Reindex(a) => vault::reindex(&open(&cli.db)?, a),
-        Command::Search(a) => vault::search(&open(&cli.db)?, a),
+        Command::Serve(args) => serve::run(&db, args),
+        Command::Daemon(args) => daemon::run(&db, args),
+        Command::Session(cmd) => session::run(&open(&db)?, cmd),
+        Command::Project(cmd) => project::run(&open(&db)?, cmd),
+        Command::Issue(cmd) => issue::run(&open(&db)?, cmd),
+        Command::Learnings(cmd) => learnings::run(&open(&db)?, cmd),
+        Command::Scope(cmd) => scope::run(&open(&db)?, cmd),
+        Command::Findings(a) => trail::findings(&open(&db)?, a),
+        Command::Pr(cmd) => trail::pr(&open(&db)?, cmd),
+        Command::Run(cmd) => trail::run(&open(&db)?, cmd),
+        Command::Audit(cmd) => audit::run(&open(&db)?, cmd),
+        Command::Reindex(a) => vault::reindex(&open(&db)?, a),
+        Command::Search(a) => vault::search(&open(&db)?, a),
         Command::Eval(cmd) => eval::run(cmd),
     }
 }
 
 /// Open the database named by `--db`.
-fn open(db: &std::path::Path) -> anyhow::Result<Cairn> {
-    Cairn::open(db).map_err(|e| anyhow::Error::new(e).context(format!("opening {}", db.display())))
+fn open(db: &Location) -> anyhow::Result<Cairn> {
+    Cairn::open_at(db).map_err(|e| anyhow::Error::new(e).context(format!("opening {db}")))
 }
 
 /// Print a failed command's error on stderr (nothing for a closed stdout).

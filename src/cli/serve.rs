@@ -1,6 +1,6 @@
 //! `cairn serve`: one MCP server over stdio for one agent session.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -72,7 +72,7 @@ pub struct ServeCmd {
     pub no_daemon: bool,
 }
 
-pub(super) fn run(db: &Path, cmd: ServeCmd) -> anyhow::Result<Outcome> {
+pub(super) fn run(db: &crate::store::Location, cmd: ServeCmd) -> anyhow::Result<Outcome> {
     let cairn = super::open(db)?;
     let (args, scope) = cmd.bind.binding()?;
     let session = cairn.bind(&args).context("binding the server")?;

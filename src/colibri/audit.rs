@@ -19,7 +19,7 @@
 
 use std::collections::HashSet;
 
-use rusqlite::{Connection, params};
+use crate::db::{Conn, params};
 use serde::Serialize;
 
 use crate::base::now_iso;
@@ -57,7 +57,7 @@ struct ChainReport {
 /// its thought chain, then its work-trail chain.
 /// Rows that do not read (see [`crate::trail::chain::MalformedRow`]) are kept with their
 /// id and stored hash at their place, so verification can report them.
-fn records_of(c: &Connection, issue_id: &str) -> Result<Vec<Vec<ChainRecord>>> {
+fn records_of(c: &Conn<'_>, issue_id: &str) -> Result<Vec<Vec<ChainRecord>>> {
     let task_id = task_identifier(c, issue_id)?;
     let malformed = |chain: &str, i: usize, m: MalformedRow| ChainRecord {
         position: 0,
@@ -105,7 +105,7 @@ fn records_of(c: &Connection, issue_id: &str) -> Result<Vec<Vec<ChainRecord>>> {
 
 /// Check an issue's work-trail chain with the trail's own verification, in the terms
 /// of [`ChainCheck`].
-fn check_trail(c: &Connection, issue_id: &str) -> Result<ChainCheck> {
+fn check_trail(c: &Conn<'_>, issue_id: &str) -> Result<ChainCheck> {
     let task_id = task_identifier(c, issue_id)?;
     let v = crate::trail::chain::verify_chain(c, issue_id, &task_id)?;
     let mut check = ChainCheck {
@@ -159,7 +159,7 @@ fn numbered(chains: Vec<Vec<ChainRecord>>) -> Vec<ChainRecord> {
 /// Recompute a finalized session's root from its frozen leaves and from the current
 /// records those leaves name, and compare both with the stored root (and the stored
 /// leaf count). Returns what does not hold; empty when the root stands.
-fn root_problems(c: &Connection, session: i64) -> Result<Vec<String>> {
+fn root_problems(c: &Conn<'_>, session: i64) -> Result<Vec<String>> {
     let (stored_root, stored_count) = c.query_row(
         "SELECT merkle_root, leaf_count FROM audit_sessions WHERE id = ?1",
         [session],
@@ -231,11 +231,11 @@ fn root_problems(c: &Connection, session: i64) -> Result<Vec<String>> {
 }
 
 /// The finalized sessions whose tasks include `issue_id`.
-fn finalized_sessions_covering(c: &Connection, issue_id: &str) -> Result<Vec<SessionRow>> {
+fn finalized_sessions_covering(c: &Conn<'_>, issue_id: &str) -> Result<Vec<SessionRow>> {
     let ids: Vec<i64> = c
-        .prepare_cached("SELECT id FROM audit_sessions WHERE finalized_at IS NOT NULL ORDER BY id")?
+        .prepare("SELECT id FROM audit_sessions WHERE finalized_at IS NOT NULL ORDER BY id")?
         .query_map([], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     let mut out = Vec::new();
     for id in ids {
         let s = load_session(c, &super::session_id(id))?;
@@ -247,7 +247,7 @@ fn finalized_sessions_covering(c: &Connection, issue_id: &str) -> Result<Vec<Ses
 }
 
 /// A session's root problems as one broken link (position 0), if any.
-fn root_break(c: &Connection, s: &SessionRow) -> Result<Option<BrokenLink>> {
+fn root_break(c: &Conn<'_>, s: &SessionRow) -> Result<Option<BrokenLink>> {
     let problems = root_problems(c, s.id)?;
     if problems.is_empty() {
         return Ok(None);
@@ -268,7 +268,7 @@ fn root_break(c: &Connection, s: &SessionRow) -> Result<Option<BrokenLink>> {
 /// For `findings --verify`: every finalized audit session covering `issue_id` whose
 /// stored root no longer stands, as trail broken links (`merkle_root`, position 0).
 pub(crate) fn frozen_root_breaks(
-    c: &Connection,
+    c: &Conn<'_>,
     issue_id: &str,
 ) -> Result<Vec<crate::trail::chain::BrokenLink>> {
     let mut out = Vec::new();
@@ -391,13 +391,14 @@ pub fn audit_session_start(
     store.write(|tx| {
         let issue_id = resolve_task(tx, task)?;
         let started_at = now_iso();
-        tx.execute(
+        let id = tx.query_row(
             "INSERT INTO audit_sessions (issue_id, auditor_id, reason, scope, started_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
+             VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
             params![issue_id, auditor_id, reason, scope.as_str(), started_at],
+            |r| r.get::<_, i64>(0),
         )?;
         Ok(AuditSessionStarted {
-            session_id: session_id(tx.last_insert_rowid()),
+            session_id: session_id(id),
             task_id: task_identifier(tx, &issue_id)?,
             auditor_id: auditor_id.to_string(),
             started_at,

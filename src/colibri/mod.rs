@@ -19,7 +19,7 @@
 //! `Θ-{id}` and audit sessions `A-{id}`, with ids from global counters, shown with at
 //! least four digits (`Θ-0047`, `A-0002`).
 
-use rusqlite::{Connection, OptionalExtension};
+use crate::db::Conn;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -92,7 +92,7 @@ pub(crate) fn parse_session_id(reference: &str) -> Result<i64> {
 
 /// Resolve a task reference (issue identifier or opaque issue id) to the issue id;
 /// unknown → `ERR_TASK_NOT_FOUND`.
-pub(crate) fn resolve_task(c: &Connection, reference: &str) -> Result<String> {
+pub(crate) fn resolve_task(c: &Conn<'_>, reference: &str) -> Result<String> {
     crate::issues::resolve_issue_id(c, reference)?
         .ok_or_else(|| Error::TaskNotFound(reference.to_string()))
 }
@@ -103,13 +103,12 @@ pub fn task_number(reference: &str) -> Option<i64> {
 }
 
 /// The identifier (`task_id`) of an issue id.
-pub(crate) fn task_identifier(c: &Connection, issue_id: &str) -> Result<String> {
-    c.query_row(
+pub(crate) fn task_identifier(c: &Conn<'_>, issue_id: &str) -> Result<String> {
+    c.query_opt(
         "SELECT identifier FROM issues WHERE id = ?1",
         [issue_id],
         |r| r.get(0),
-    )
-    .optional()?
+    )?
     .ok_or_else(|| Error::TaskNotFound(issue_id.to_string()))
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use rusqlite::{Connection, OptionalExtension};
+use crate::db::Conn;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -53,12 +53,12 @@ impl SessionRow {
     }
 
     /// The issue ids the session covers, the audited task first.
-    pub(crate) fn issue_ids(&self, c: &Connection) -> Result<Vec<String>> {
+    pub(crate) fn issue_ids(&self, c: &Conn<'_>) -> Result<Vec<String>> {
         task_family(c, &self.issue_id, self.scope == AuditScope::Deep)
     }
 
     /// For a finalized session, the ids of its frozen records.
-    pub(crate) fn frozen_record_ids(&self, c: &Connection) -> Result<Option<HashSet<String>>> {
+    pub(crate) fn frozen_record_ids(&self, c: &Conn<'_>) -> Result<Option<HashSet<String>>> {
         if self.finalized_at.is_none() {
             return Ok(None);
         }
@@ -72,9 +72,9 @@ impl SessionRow {
 }
 
 /// Load a session by its `A-N` id; unknown → `ERR_SESSION_NOT_FOUND`.
-pub(crate) fn load_session(c: &Connection, reference: &str) -> Result<SessionRow> {
+pub(crate) fn load_session(c: &Conn<'_>, reference: &str) -> Result<SessionRow> {
     let id = parse_session_id(reference)?;
-    c.query_row(
+    c.query_opt(
         "SELECT id, issue_id, scope, started_at, merkle_root, tree_depth, leaf_count,
                 finalized_at
          FROM audit_sessions WHERE id = ?1",
@@ -99,8 +99,7 @@ pub(crate) fn load_session(c: &Connection, reference: &str) -> Result<SessionRow
                 finalized_at: r.get(7)?,
             })
         },
-    )
-    .optional()?
+    )?
     .ok_or_else(|| Error::SessionNotFound(reference.to_string()))
 }
 
@@ -115,11 +114,12 @@ pub(crate) struct FrozenLeaf {
 
 /// The frozen leaves of a session, in position order, read loosely: a malformed row is
 /// kept and marked, never an error.
-pub(crate) fn frozen_leaves(c: &Connection, session: i64) -> Result<Vec<FrozenLeaf>> {
-    let mut stmt = c.prepare_cached(
+pub(crate) fn frozen_leaves(c: &Conn<'_>, session: i64) -> Result<Vec<FrozenLeaf>> {
+    let mut stmt = c.prepare(&format!(
         "SELECT position, record_id, hash FROM audit_merkle_leaves WHERE session_id = ?1
-         ORDER BY typeof(position) <> 'integer', position, rowid",
-    )?;
+         ORDER BY {}position, rowid",
+        c.dialect().integers_first("position")
+    ))?;
     let mut rows = stmt.query([session])?;
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {

@@ -16,7 +16,7 @@
 //!   token of the caller's text is quoted, so no query text can be FTS5 syntax; each
 //!   token matches as a prefix and all tokens must match.
 
-use rusqlite::{Connection, params};
+use crate::db::{Conn, Dialect, params};
 use serde::Serialize;
 
 use super::limits;
@@ -274,16 +274,31 @@ fn parse_instant(field: &str, s: &str) -> Result<f64> {
 /// The FTS5 query for free text: every whitespace-separated token quoted (so nothing
 /// the caller writes is FTS5 syntax) and matched as a prefix; `None` if no token.
 pub(crate) fn fts_query(text: &str) -> Option<String> {
-    // Control characters (NUL ends an FTS5 string early) separate tokens like spaces.
-    let text: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let text = spaced_controls(text);
     let tokens: Vec<String> = text
         .split_whitespace()
         .map(|t| format!("\"{}\"*", t.replace('"', "\"\"")))
         .collect();
     (!tokens.is_empty()).then(|| tokens.join(" "))
+}
+
+/// Control characters (NUL ends an FTS5 string early, PostgreSQL text cannot hold it)
+/// separate tokens like spaces.
+fn spaced_controls(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// What `task_list`'s search binds: SQLite's FTS5 query ([`fts_query`]), or the text
+/// itself for PostgreSQL's `cairn_issue_search_query` (migration 0005), which quotes
+/// and prefixes each token the same way; `None` when there is no token at all.
+fn search_param(dialect: Dialect, text: &str) -> Option<String> {
+    let query = fts_query(text)?;
+    Some(match dialect {
+        Dialect::Sqlite => query,
+        Dialect::Postgres => spaced_controls(text),
+    })
 }
 
 /// Assignees and labels are printable and not blank.
@@ -311,13 +326,13 @@ fn check_names(assignee: Option<&str>, labels: Option<&[String]>) -> Result<()> 
     }
 }
 
-fn project_id(c: &Connection, reference: &str) -> Result<(String, String)> {
+fn project_id(c: &Conn<'_>, reference: &str) -> Result<(String, String)> {
     let p =
         find_project(c, reference)?.ok_or_else(|| Error::ProjectNotFound(reference.to_string()))?;
     Ok((p.id, p.slug))
 }
 
-fn load_task(c: &Connection, issue_id: &str) -> Result<TaskView> {
+fn load_task(c: &Conn<'_>, issue_id: &str) -> Result<TaskView> {
     let issue = crate::issues::load_issue(c, issue_id)?
         .ok_or_else(|| Error::TaskNotFound(issue_id.to_string()))?;
     Ok(TaskView {
@@ -342,11 +357,11 @@ fn load_task(c: &Connection, issue_id: &str) -> Result<TaskView> {
     })
 }
 
-fn strings(c: &Connection, sql: &str, arg: &str) -> Result<Vec<String>> {
-    let mut stmt = c.prepare_cached(sql)?;
+fn strings(c: &Conn<'_>, sql: &str, arg: &str) -> Result<Vec<String>> {
+    let mut stmt = c.prepare(sql)?;
     let rows = stmt
         .query_map([arg], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok(rows)
 }
 
@@ -388,7 +403,7 @@ pub fn task_create(store: &Store, actor: &str, new: &TaskCreate) -> Result<TaskC
                 ..Default::default()
             },
         )?;
-        Ok(tx.query_row(
+        tx.query_row(
             "SELECT identifier, created_at, created_by, seq FROM issues WHERE id = ?1",
             [&id],
             |r| {
@@ -400,7 +415,7 @@ pub fn task_create(store: &Store, actor: &str, new: &TaskCreate) -> Result<TaskC
                     sequence: r.get(3)?,
                 })
             },
-        )?)
+        )
     })
 }
 
@@ -415,13 +430,13 @@ pub fn task_get(
         let id = resolve_task(c, task)?;
         let mut view = load_task(c, &id)?;
         if include_thought_trail {
-            let mut stmt = c.prepare_cached(
+            let mut stmt = c.prepare(
                 "SELECT id FROM thought_records WHERE issue_id = ?1 ORDER BY chain_position",
             )?;
             let ids = stmt
                 .query_map([&id], |r| r.get::<_, i64>(0))?
                 .map(|r| r.map(thought_id))
-                .collect::<rusqlite::Result<_>>()?;
+                .collect::<crate::error::Result<_>>()?;
             view.thought_trail = Some(ids);
         }
         if include_dependents {
@@ -545,7 +560,7 @@ pub fn task_update(store: &Store, actor: &str, upd: &TaskUpdate) -> Result<TaskU
             tx.execute("DELETE FROM issue_labels WHERE issue_id = ?1", [&id])?;
             for l in labels {
                 tx.execute(
-                    "INSERT OR IGNORE INTO issue_labels(issue_id, label) VALUES (?1, ?2)",
+                    "INSERT INTO issue_labels(issue_id, label) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
                     params![id, l.trim()],
                 )?;
             }
@@ -576,7 +591,6 @@ pub fn task_list(store: &Store, q: &TaskQuery) -> Result<TaskPage> {
         .as_deref()
         .map(|s| parse_instant("created_before", s))
         .transpose()?;
-    let search = q.search.as_deref().and_then(fts_query);
     let statuses = serde_json::to_string(&q.statuses)?;
     let priorities: Vec<u8> = q.priorities.iter().map(|p| p.level()).collect();
     let priorities = serde_json::to_string(&priorities)?;
@@ -585,17 +599,31 @@ pub fn task_list(store: &Store, q: &TaskQuery) -> Result<TaskPage> {
             Some(p) => Some(project_id(c, p)?.0),
             None => None,
         };
-        let filter = "FROM issues i JOIN projects p ON p.id = i.project_id
+        let d = c.dialect();
+        let search = q.search.as_deref().and_then(|s| search_param(d, s));
+        let filter = format!(
+            "FROM issues i JOIN projects p ON p.id = i.project_id
              WHERE (?1 IS NULL OR i.project_id = ?1)
-               AND (?2 = '[]' OR i.status IN (SELECT value FROM json_each(?2)))
-               AND (?3 = '[]' OR i.priority IN (SELECT value FROM json_each(?3)))
+               AND (?2 = '[]' OR i.status IN ({statuses}))
+               AND (?3 = '[]' OR i.priority IN ({priorities}))
                AND (?4 IS NULL OR i.assignee = ?4)
                AND (?5 IS NULL OR EXISTS (SELECT 1 FROM issue_labels l
                                           WHERE l.issue_id = i.id AND l.label = ?5))
-               AND (?6 IS NULL OR unixepoch(i.created_at, 'subsec') > ?6)
-               AND (?7 IS NULL OR unixepoch(i.created_at, 'subsec') < ?7)
-               AND (?8 IS NULL OR i.rowid IN (SELECT rowid FROM issues_fts
-                                              WHERE issues_fts MATCH ?8))";
+               AND (?6 IS NULL OR {created} > ?6)
+               AND (?7 IS NULL OR {created} < ?7)
+               AND (?8 IS NULL OR {matches})",
+            statuses = d.json_elements("?2", false),
+            priorities = d.json_elements("?3", true),
+            created = d.epoch_seconds("i.created_at"),
+            matches = match d {
+                Dialect::Sqlite => {
+                    "i.rowid IN (SELECT rowid FROM issues_fts WHERE issues_fts MATCH ?8)"
+                }
+                Dialect::Postgres => {
+                    "i.search_vector @@ cairn_issue_search_query(CAST(?8 AS text))"
+                }
+            },
+        );
         let args = params![
             project, statuses, priorities, q.assignee, q.label, after, before, search,
         ];
@@ -644,7 +672,7 @@ pub fn task_list(store: &Store, q: &TaskQuery) -> Result<TaskPage> {
                     })
                 },
             )?
-            .collect::<rusqlite::Result<_>>()?;
+            .collect::<crate::error::Result<_>>()?;
         Ok(TaskPage {
             returned_count: tasks.len(),
             tasks,
@@ -666,7 +694,7 @@ pub fn task_next_actions(
     let limit = limit.unwrap_or(limits::NEXT_ACTIONS_LIMIT_DEFAULT as usize);
     store.read(|c| {
         let (pid, slug) = project_id(c, project)?;
-        let mut stmt = c.prepare_cached(
+        let mut stmt = c.prepare(
             "SELECT i.identifier, i.title, i.priority, i.assignee, i.estimate_hours,
                     par.identifier,
                     (SELECT count(*) FROM issue_dependencies d
@@ -689,9 +717,9 @@ pub fn task_next_actions(
                     dependencies_unmet: r.get(6)?,
                 })
             })?
-            .collect::<rusqlite::Result<_>>()?;
+            .collect::<crate::error::Result<_>>()?;
         let blocked = if include_blocked {
-            let mut stmt = c.prepare_cached(
+            let mut stmt = c.prepare(
                 "SELECT identifier, title, coalesce(blocked_reason, '') FROM issues
                  WHERE project_id = ?1 AND status = 'blocked'
                  ORDER BY priority, rowid LIMIT ?2",
@@ -704,7 +732,7 @@ pub fn task_next_actions(
                         blocked_reason: r.get(2)?,
                     })
                 })?
-                .collect::<rusqlite::Result<_>>()?;
+                .collect::<crate::error::Result<_>>()?;
             Some(rows)
         } else {
             None
@@ -720,11 +748,11 @@ pub fn task_next_actions(
 
 /// The issue ids an audit covers: the task alone, or with `deep` the task and every
 /// descendant sub-task, in creation order after the task.
-pub(crate) fn task_family(c: &Connection, issue_id: &str, deep: bool) -> Result<Vec<String>> {
+pub(crate) fn task_family(c: &Conn<'_>, issue_id: &str, deep: bool) -> Result<Vec<String>> {
     if !deep {
         return Ok(vec![issue_id.to_string()]);
     }
-    let mut stmt = c.prepare_cached(
+    let mut stmt = c.prepare(
         "WITH RECURSIVE fam(id) AS (
              SELECT ?1 UNION SELECT i.id FROM issues i JOIN fam ON i.parent_id = fam.id
          )
@@ -733,7 +761,7 @@ pub(crate) fn task_family(c: &Connection, issue_id: &str, deep: bool) -> Result<
     )?;
     let ids = stmt
         .query_map([issue_id], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok(ids)
 }
 

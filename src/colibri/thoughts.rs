@@ -19,7 +19,7 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::db::{Conn, params};
 use serde::{Deserialize, Serialize};
 
 use crate::base::{now_iso, sha256_hex};
@@ -240,7 +240,7 @@ const THOUGHT_COLUMNS: &str = "t.id, t.task_ref, i.identifier, t.type, t.content
      t.previous_hash, t.recorded_at, t.recorded_by, t.chain_position, t.branch, t.commit_sha, \
      t.tests_run, t.blockers, t.metadata";
 
-fn thought_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredThought> {
+fn thought_from_row(r: &crate::db::Row) -> crate::error::Result<StoredThought> {
     let kind: String = r.get(3)?;
     let kind = match kind.as_str() {
         "decision" => ThoughtType::Decision,
@@ -274,27 +274,28 @@ fn thought_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredThought> {
 }
 
 /// Every thought of one task, in chain order.
-pub(crate) fn chain_of(c: &Connection, issue_id: &str) -> Result<Vec<StoredThought>> {
-    let mut stmt = c.prepare_cached(&format!(
+pub(crate) fn chain_of(c: &Conn<'_>, issue_id: &str) -> Result<Vec<StoredThought>> {
+    let mut stmt = c.prepare(&format!(
         "SELECT {THOUGHT_COLUMNS} FROM thought_records t JOIN issues i ON i.id = t.issue_id
          WHERE t.issue_id = ?1 ORDER BY t.chain_position, t.id"
     ))?;
     let rows = stmt
         .query_map([issue_id], thought_from_row)?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok(rows)
 }
 
 /// Every thought row of one task for verification, in chain order (rows whose position
 /// is not an integer last); a row that does not read is kept as a [`MalformedRow`].
 pub(crate) fn chain_loose(
-    c: &Connection,
+    c: &Conn<'_>,
     issue_id: &str,
 ) -> Result<Vec<std::result::Result<StoredThought, MalformedRow>>> {
-    let mut stmt = c.prepare_cached(&format!(
+    let mut stmt = c.prepare(&format!(
         "SELECT {THOUGHT_COLUMNS} FROM thought_records t JOIN issues i ON i.id = t.issue_id
          WHERE t.issue_id = ?1
-         ORDER BY typeof(t.chain_position) <> 'integer', t.chain_position, t.id"
+         ORDER BY {}t.chain_position, t.id",
+        c.dialect().integers_first("t.chain_position")
     ))?;
     let mut rows = stmt.query([issue_id])?;
     let mut out = Vec::new();
@@ -312,7 +313,7 @@ pub(crate) fn chain_loose(
 /// against the record before, and the chain's head against its last record. A row
 /// that does not read (wrong type, NULL, out of range) is reported as
 /// `malformed_record` at its place.
-pub(crate) fn check_chain(c: &Connection, issue_id: &str) -> Result<ChainCheck> {
+pub(crate) fn check_chain(c: &Conn<'_>, issue_id: &str) -> Result<ChainCheck> {
     let chain = chain_loose(c, issue_id)?;
     let task_id = task_identifier(c, issue_id)?;
     let mut check = ChainCheck {
@@ -369,13 +370,11 @@ pub(crate) fn check_chain(c: &Connection, issue_id: &str) -> Result<ChainCheck> 
         }
         previous = Some(&t.hash);
     }
-    let head: Option<(Option<i64>, String)> = c
-        .query_row(
-            "SELECT chain_position, hash FROM thought_heads WHERE issue_id = ?1",
-            [issue_id],
-            |r| Ok((r.get::<_, i64>(0).ok(), loose_text(r, "hash"))),
-        )
-        .optional()?;
+    let head: Option<(Option<i64>, String)> = c.query_opt(
+        "SELECT chain_position, hash FROM thought_heads WHERE issue_id = ?1",
+        [issue_id],
+        |r| Ok((r.get::<_, i64>(0).ok(), loose_text(r, "hash"))),
+    )?;
     if let Some((recorded, hash)) = head
         && (recorded != Some(last) || Some(hash.as_str()) != previous)
     {
@@ -502,14 +501,12 @@ pub fn thought_record(store: &Store, actor: &str, new: &NewThought) -> Result<Th
     store.write(|tx| {
         let issue_id = resolve_task(tx, &new.task)?;
         let task_id = task_identifier(tx, &issue_id)?;
-        let last: Option<(i64, String)> = tx
-            .query_row(
-                "SELECT chain_position, hash FROM thought_records WHERE issue_id = ?1
+        let last: Option<(i64, String)> = tx.query_opt(
+            "SELECT chain_position, hash FROM thought_records WHERE issue_id = ?1
                  ORDER BY chain_position DESC LIMIT 1",
-                [&issue_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
+            [&issue_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
         let (position, previous_hash) = match last {
             Some((p, h)) => (p + 1, Some(h)),
             None => (1, None),
@@ -523,11 +520,11 @@ pub fn thought_record(store: &Store, actor: &str, new: &NewThought) -> Result<Th
             recorded_at: &recorded_at,
             recorded_by: actor,
         });
-        tx.execute(
+        let id = tx.query_row(
             "INSERT INTO thought_records (issue_id, task_ref, chain_position, type, content,
                  branch, commit_sha, tests_run, blockers, metadata, previous_hash, hash,
                  recorded_at, recorded_by)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING id",
             params![
                 issue_id,
                 task_id,
@@ -544,8 +541,8 @@ pub fn thought_record(store: &Store, actor: &str, new: &NewThought) -> Result<Th
                 recorded_at,
                 actor,
             ],
+            |r| r.get::<_, i64>(0),
         )?;
-        let id = tx.last_insert_rowid();
         tx.execute(
             "INSERT INTO thought_heads (issue_id, chain_position, hash) VALUES (?1, ?2, ?3)
              ON CONFLICT (issue_id) DO UPDATE SET chain_position = ?2, hash = ?3",
@@ -634,7 +631,7 @@ pub fn thought_list(store: &Store, q: &ThoughtQuery) -> Result<ThoughtList> {
                     .query_map(params![kind, limit as i64], |r| {
                         thought_from_row(r).map(|t| t.thought)
                     })?
-                    .collect::<rusqlite::Result<_>>()?;
+                    .collect::<crate::error::Result<_>>()?;
                 (count as usize, page)
             }
         };
@@ -648,7 +645,7 @@ pub fn thought_list(store: &Store, q: &ThoughtQuery) -> Result<ThoughtList> {
                          JOIN issues i ON i.id = t.issue_id ORDER BY i.rowid",
                     )?;
                     stmt.query_map([], |r| r.get(0))?
-                        .collect::<rusqlite::Result<_>>()?
+                        .collect::<crate::error::Result<_>>()?
                 }
             };
             let mut links = Vec::new();

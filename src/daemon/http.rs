@@ -140,7 +140,7 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
     axum::Json(json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
-        "db": s.cairn.store().path(),
+        "db": s.cairn.store().location().to_string(),
         "url": format!("http://{}/mcp", s.local),
         "pid": std::process::id(),
         "started_at": s.started_at,

@@ -58,7 +58,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use rusqlite::params;
+use crate::db::params;
 use tantivy::query::{
     Bm25StatisticsProvider, BooleanQuery, BoostQuery, EnableScoring, Occur, Query, TermQuery,
 };
@@ -220,7 +220,7 @@ fn add_rows(
 
 fn rows_after(store: &Store, after: u64, upto: u64, limit: usize) -> Result<Vec<Row>> {
     store.read(|c| {
-        let mut st = c.prepare_cached(
+        let mut st = c.prepare(
             "SELECT seq, pattern, applies_to, context, project_id FROM learnings
              WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
         )?;
@@ -234,7 +234,7 @@ fn rows_after(store: &Store, after: u64, upto: u64, limit: usize) -> Result<Vec<
                 context: r.get(3)?,
             })
         })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        rows.collect::<crate::error::Result<Vec<_>>>()
     })
 }
 
@@ -249,18 +249,18 @@ struct Watermarks {
 /// `max(seq)`, `max(history id)` and `max(embedding id)` in one snapshot.
 fn watermarks(store: &Store) -> Result<Watermarks> {
     store.read(|c| {
-        let mut st = c.prepare_cached(
-            "SELECT (SELECT ifnull(max(seq), 0) FROM learnings),
-                    (SELECT ifnull(max(id), 0) FROM learning_history),
-                    (SELECT ifnull(max(id), 0) FROM learning_embeddings)",
+        let mut st = c.prepare(
+            "SELECT (SELECT coalesce(max(seq), 0) FROM learnings),
+                    (SELECT coalesce(max(id), 0) FROM learning_history),
+                    (SELECT coalesce(max(id), 0) FROM learning_embeddings)",
         )?;
-        Ok(st.query_row([], |r| {
+        st.query_row([], |r| {
             Ok(Watermarks {
                 seq: r.get::<_, i64>(0)? as u64,
                 history: r.get::<_, i64>(1)? as u64,
                 embedding: r.get::<_, i64>(2)? as u64,
             })
-        })?)
+        })
     })
 }
 
@@ -410,14 +410,14 @@ impl MetaCache {
     fn refresh(&mut self, store: &Store, max_seq: u64, max_history: u64) -> Result<()> {
         if max_seq > self.seq_upto {
             let fresh: Vec<(u64, String, u8, bool)> = store.read(|c| {
-                let mut st = c.prepare_cached(
+                let mut st = c.prepare(
                     "SELECT seq, project_id, quality_score, verified FROM learnings
                      WHERE seq > ?1 AND seq <= ?2",
                 )?;
                 let rows = st.query_map(params![self.seq_upto as i64, max_seq as i64], |r| {
                     Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, r.get(2)?, r.get(3)?))
                 })?;
-                Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+                rows.collect::<crate::error::Result<Vec<_>>>()
             })?;
             for (seq, project, quality, verified) in fresh {
                 let project = self.intern(project);
@@ -435,7 +435,7 @@ impl MetaCache {
         }
         if max_history > self.history_upto {
             let changed: Vec<(u64, u8, bool)> = store.read(|c| {
-                let mut st = c.prepare_cached(
+                let mut st = c.prepare(
                     "SELECT DISTINCT l.seq, l.quality_score, l.verified
                      FROM learning_history h JOIN learnings l ON l.id = h.learning_id
                      WHERE h.id > ?1 AND h.id <= ?2 AND l.seq <= ?3",
@@ -448,7 +448,7 @@ impl MetaCache {
                     ],
                     |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, r.get(2)?)),
                 )?;
-                Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+                rows.collect::<crate::error::Result<Vec<_>>>()
             })?;
             for (seq, quality, verified) in changed {
                 if let Some(m) = self.get(seq) {

@@ -24,7 +24,7 @@ mod text;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use crate::db::{Conn, Row, params};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -191,7 +191,7 @@ const SELECT_LEARNING: &str = "SELECT l.id, l.pattern, l.context, l.applies_to, 
         l.updated_at
     FROM learnings l JOIN issues i ON i.id = l.issue_id JOIN projects p ON p.id = l.project_id";
 
-fn learning_from_row(r: &Row<'_>) -> rusqlite::Result<Learning> {
+fn learning_from_row(r: &Row) -> crate::error::Result<Learning> {
     let applies: String = r.get(3)?;
     let kind: String = r.get(4)?;
     Ok(Learning {
@@ -210,27 +210,26 @@ fn learning_from_row(r: &Row<'_>) -> rusqlite::Result<Learning> {
     })
 }
 
-fn load_by_id(c: &Connection, id: &str) -> Result<Learning> {
-    let mut st = c.prepare_cached(&format!("{SELECT_LEARNING} WHERE l.id = ?1"))?;
-    st.query_row([id], learning_from_row)
-        .optional()?
+fn load_by_id(c: &Conn<'_>, id: &str) -> Result<Learning> {
+    let mut st = c.prepare(&format!("{SELECT_LEARNING} WHERE l.id = ?1"))?;
+    st.query_opt([id], learning_from_row)?
         .ok_or_else(|| Error::not_found("learning", id))
 }
 
 /// The learnings recorded on one issue (by id), oldest first: part of `get_issue`.
-pub(crate) fn learnings_of_issue(c: &Connection, issue_id: &str) -> Result<Vec<Learning>> {
-    let mut st = c.prepare_cached(&format!(
+pub(crate) fn learnings_of_issue(c: &Conn<'_>, issue_id: &str) -> Result<Vec<Learning>> {
+    let mut st = c.prepare(&format!(
         "{SELECT_LEARNING} WHERE l.issue_id = ?1 ORDER BY l.seq"
     ))?;
     let rows = st
         .query_map([issue_id], learning_from_row)?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok(rows)
 }
 
-fn load_by_seq(c: &Connection, seq: u64) -> Result<Option<Learning>> {
-    let mut st = c.prepare_cached(&format!("{SELECT_LEARNING} WHERE l.seq = ?1"))?;
-    Ok(st.query_row([seq as i64], learning_from_row).optional()?)
+fn load_by_seq(c: &Conn<'_>, seq: u64) -> Result<Option<Learning>> {
+    let mut st = c.prepare(&format!("{SELECT_LEARNING} WHERE l.seq = ?1"))?;
+    st.query_opt([seq as i64], learning_from_row)
 }
 
 fn trimmed_len(
@@ -406,11 +405,8 @@ impl Learnings<'_> {
                 )?;
                 let norm = text::normalize_pattern(&pattern);
                 let existing: Option<String> = tx
-                    .prepare_cached(
-                        "SELECT id FROM learnings WHERE issue_id = ?1 AND pattern_norm = ?2",
-                    )?
-                    .query_row(params![issue_id, norm], |r| r.get(0))
-                    .optional()?;
+                    .prepare("SELECT id FROM learnings WHERE issue_id = ?1 AND pattern_norm = ?2")?
+                    .query_opt(params![issue_id, norm], |r| r.get(0))?;
                 if let Some(existing_id) = existing {
                     return Err(Error::Conflict {
                         message: format!(
@@ -424,7 +420,7 @@ impl Learnings<'_> {
                 let id = new_id("lrn");
                 let now = now_iso();
                 let kind = new.learning_type.unwrap_or(LearningType::Pattern);
-                tx.prepare_cached(
+                tx.prepare(
                     "INSERT INTO learnings(id, issue_id, project_id, pattern, pattern_norm, context,
                         applies_to, learning_type, created_by, created_at, updated_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
@@ -441,7 +437,7 @@ impl Learnings<'_> {
                     new.created_by,
                     now
                 ])?;
-                tx.prepare_cached(
+                tx.prepare(
                     "INSERT INTO learning_history(learning_id, event, quality_after,
                         verified_after, actor, at)
                      SELECT id, 'created', quality_score, verified, created_by, created_at
@@ -540,9 +536,8 @@ impl Learnings<'_> {
                 ranking,
             },
         )?;
-        let results = self.store.read(|c| {
-            // One read transaction: one snapshot and one lock round-trip for all rows.
-            let snapshot = c.unchecked_transaction()?;
+        // One snapshot and one lock round-trip for all rows.
+        let results = self.store.snapshot(|c| {
             let mut out = Vec::with_capacity(ranked.len());
             for r in &ranked {
                 if let Some(mut learning) = load_by_seq(c, r.seq)? {
@@ -555,7 +550,6 @@ impl Learnings<'_> {
                     });
                 }
             }
-            snapshot.commit()?;
             Ok(out)
         })?;
         Ok(SearchResults {
@@ -596,7 +590,7 @@ impl Learnings<'_> {
     pub fn learning(&self, id: &str) -> Result<LearningDetail> {
         self.store.read(|c| {
             let learning = load_by_id(c, id)?;
-            let mut st = c.prepare_cached(
+            let mut st = c.prepare(
                 "SELECT event, quality_before, quality_after, verified_before, verified_after,
                         actor, note, at
                  FROM learning_history WHERE learning_id = ?1 ORDER BY id",
@@ -614,7 +608,7 @@ impl Learnings<'_> {
                         at: r.get(7)?,
                     })
                 })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+                .collect::<crate::error::Result<Vec<_>>>()?;
             Ok(LearningDetail { learning, history })
         })
     }
@@ -652,12 +646,11 @@ impl Learnings<'_> {
         let note = check_note(note)?;
         self.store.write(|tx| {
             let (quality, verified): (u8, bool) = tx
-                .query_row(
+                .query_opt(
                     "SELECT quality_score, verified FROM learnings WHERE id = ?1",
                     [id],
                     |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?
+                )?
                 .ok_or_else(|| Error::not_found("learning", id))?;
             let (q2, v2) = match score {
                 Some(s) => (s, verified),

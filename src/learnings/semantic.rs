@@ -25,7 +25,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{Connection, Transaction, params};
+use crate::db::{Conn, params};
 
 use crate::error::Result;
 use crate::store::Store;
@@ -47,18 +47,18 @@ pub(crate) fn embedding_text(pattern: &str, context: Option<&str>) -> String {
 
 /// Store the embedding of learning `seq` by the embedder `model` (no-op when it has
 /// one).
-pub(crate) fn insert(tx: &Transaction<'_>, seq: u64, model: &str, vector: &[f32]) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT OR IGNORE INTO learning_embeddings(learning_seq, model, embedding)
-         VALUES (?1, ?2, ?3)",
+pub(crate) fn insert(tx: &Conn<'_>, seq: u64, model: &str, vector: &[f32]) -> Result<()> {
+    tx.prepare(
+        "INSERT INTO learning_embeddings(learning_seq, model, embedding)
+         VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
     )?
     .execute(params![seq as i64, model, encode_vector(vector)])?;
     Ok(())
 }
 
 /// Learnings with `seq > after` that have no embedding, at most `limit`, by `seq`.
-fn missing(c: &Connection, after: u64, limit: usize) -> Result<Vec<(u64, String)>> {
-    let mut st = c.prepare_cached(
+fn missing(c: &Conn<'_>, after: u64, limit: usize) -> Result<Vec<(u64, String)>> {
+    let mut st = c.prepare(
         "SELECT l.seq, l.pattern, l.context FROM learnings l
          WHERE l.seq > ?1
            AND NOT EXISTS (SELECT 1 FROM learning_embeddings e WHERE e.learning_seq = l.seq)
@@ -72,7 +72,7 @@ fn missing(c: &Connection, after: u64, limit: usize) -> Result<Vec<(u64, String)
             embedding_text(&pattern, context.as_deref()),
         ))
     })?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    rows.collect::<crate::error::Result<Vec<_>>>()
 }
 
 /// Embed up to `limit` learnings past `after` that have none. Returns how many were
@@ -84,7 +84,7 @@ pub(crate) fn backfill(
     limit: usize,
 ) -> Result<(usize, u64)> {
     let (upto, rows) = store.read(|c| {
-        let upto: i64 = c.query_row("SELECT ifnull(max(seq), 0) FROM learnings", [], |r| {
+        let upto: i64 = c.query_row("SELECT coalesce(max(seq), 0) FROM learnings", [], |r| {
             r.get(0)
         })?;
         Ok((upto as u64, missing(c, after, limit)?))
@@ -153,7 +153,7 @@ impl Vectors {
             return Ok(());
         }
         let rows: Vec<(u64, Vec<f32>)> = store.read(|c| {
-            let mut st = c.prepare_cached(
+            let mut st = c.prepare(
                 "SELECT learning_seq, embedding FROM learning_embeddings
                  WHERE id > ?1 AND id <= ?2 AND model = ?3 ORDER BY id",
             )?;

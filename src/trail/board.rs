@@ -1,7 +1,7 @@
 //! The issue board as agents see it: the full issue (`get_issue`), the slim status
 //! (`get_issue_status`), creating issues and sub-tasks.
 
-use rusqlite::Connection;
+use crate::db::Conn;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -60,16 +60,15 @@ pub struct IssueStatus {
     pub updated_at: String,
 }
 
-fn subtasks_in(c: &Connection, issue_id: &str) -> Result<Vec<String>> {
-    let mut stmt =
-        c.prepare_cached("SELECT identifier FROM issues WHERE parent_id = ?1 ORDER BY seq")?;
+fn subtasks_in(c: &Conn<'_>, issue_id: &str) -> Result<Vec<String>> {
+    let mut stmt = c.prepare("SELECT identifier FROM issues WHERE parent_id = ?1 ORDER BY seq")?;
     let rows = stmt
         .query_map([issue_id], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok(rows)
 }
 
-fn load(c: &Connection, id: &str) -> Result<Issue> {
+fn load(c: &Conn<'_>, id: &str) -> Result<Issue> {
     load_issue(c, id)?.ok_or_else(|| Error::not_found("issue", id))
 }
 

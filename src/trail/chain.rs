@@ -32,7 +32,7 @@
 //! cannot be stored. `trail_heads` keeps each chain's last position and hash, written in
 //! the same transaction, so that removing records from the end is detected as well.
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use crate::db::{Conn, Row, params};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -226,7 +226,7 @@ fn write_canonical(v: &Value, out: &mut String) {
     }
 }
 
-pub(crate) fn record_from_row(r: &Row<'_>) -> rusqlite::Result<TrailRecord> {
+pub(crate) fn record_from_row(r: &Row) -> crate::error::Result<TrailRecord> {
     let body: String = r.get("body")?;
     Ok(TrailRecord {
         id: r.get("id")?,
@@ -251,7 +251,7 @@ pub(crate) fn record_from_row(r: &Row<'_>) -> rusqlite::Result<TrailRecord> {
 /// `<prefix>-<16 hex>` (`pc-`, `pv-`, `f-`, `c-`). `issue_id` is the opaque id (use
 /// [`crate::issues::resolve_issue_id`] first).
 pub(crate) fn append_record(
-    tx: &Transaction<'_>,
+    tx: &Conn<'_>,
     issue_id: &str,
     kind: RecordKind,
     body: Value,
@@ -266,22 +266,19 @@ pub(crate) fn append_record(
     // one text policy before it is hashed.
     let mut body = body;
     crate::text::prose_json("", &mut body).map_err(|e| Error::InvalidInput(vec![e]))?;
-    let exists: Option<i64> = tx
-        .query_row("SELECT 1 FROM issues WHERE id = ?1", [issue_id], |r| {
+    let exists: Option<i64> =
+        tx.query_opt("SELECT 1 FROM issues WHERE id = ?1", [issue_id], |r| {
             r.get(0)
-        })
-        .optional()?;
+        })?;
     if exists.is_none() {
         return Err(Error::not_found("issue", issue_id));
     }
-    let head: Option<(u64, String)> = tx
-        .query_row(
-            "SELECT position, hash FROM trail_records WHERE issue_id = ?1
+    let head: Option<(u64, String)> = tx.query_opt(
+        "SELECT position, hash FROM trail_records WHERE issue_id = ?1
              ORDER BY position DESC LIMIT 1",
-            [issue_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
+        [issue_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
     let (position, prev_hash) = match head {
         Some((p, h)) => (p + 1, h),
         None => (1, GENESIS_HASH.to_string()),
@@ -327,12 +324,12 @@ pub(crate) fn append_record(
 
 /// Every record of an issue's chain, in order.
 #[cfg(test)]
-pub(crate) fn chain(c: &Connection, issue_id: &str) -> Result<Vec<TrailRecord>> {
+pub(crate) fn chain(c: &Conn<'_>, issue_id: &str) -> Result<Vec<TrailRecord>> {
     let mut stmt =
-        c.prepare_cached("SELECT * FROM trail_records WHERE issue_id = ?1 ORDER BY position")?;
+        c.prepare("SELECT * FROM trail_records WHERE issue_id = ?1 ORDER BY position")?;
     let rows = stmt
         .query_map([issue_id], record_from_row)?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok(rows)
 }
 
@@ -349,12 +346,12 @@ pub(crate) struct MalformedRow {
 }
 
 /// The text of column `name` of `r`, whatever its type ("" for NULL or a blob).
-pub(crate) fn loose_text(r: &Row<'_>, name: &str) -> String {
-    use rusqlite::types::ValueRef;
-    match r.get_ref(name) {
-        Ok(ValueRef::Text(t)) => String::from_utf8_lossy(t).into_owned(),
-        Ok(ValueRef::Integer(i)) => i.to_string(),
-        Ok(ValueRef::Real(f)) => f.to_string(),
+pub(crate) fn loose_text(r: &Row, name: &str) -> String {
+    use crate::db::Value;
+    match r.value(name) {
+        Ok(Value::Text(t)) => t.clone(),
+        Ok(Value::Integer(i)) => i.to_string(),
+        Ok(Value::Real(f)) => f.to_string(),
         _ => String::new(),
     }
 }
@@ -363,13 +360,14 @@ pub(crate) fn loose_text(r: &Row<'_>, name: &str) -> String {
 /// position is not an integer last); a row that does not read is kept as a
 /// [`MalformedRow`].
 pub(crate) fn chain_loose(
-    c: &Connection,
+    c: &Conn<'_>,
     issue_id: &str,
 ) -> Result<Vec<std::result::Result<TrailRecord, MalformedRow>>> {
-    let mut stmt = c.prepare_cached(
+    let mut stmt = c.prepare(&format!(
         "SELECT * FROM trail_records WHERE issue_id = ?1
-         ORDER BY typeof(position) <> 'integer', position, rowid",
-    )?;
+         ORDER BY {}position, rowid",
+        c.dialect().integers_first("position")
+    ))?;
     let mut rows = stmt.query([issue_id])?;
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
@@ -420,7 +418,7 @@ pub struct TrailVerification {
 
 /// Re-compute every hash and link of an issue's chain.
 pub(crate) fn verify_chain(
-    c: &Connection,
+    c: &Conn<'_>,
     issue_id: &str,
     identifier: &str,
 ) -> Result<TrailVerification> {
@@ -480,13 +478,11 @@ pub(crate) fn verify_chain(
         prev = rec.hash.clone();
     }
     // The head row is read loosely too: a position that is not a count is a broken head.
-    let head: Option<(Option<u64>, String)> = c
-        .query_row(
-            "SELECT position, hash FROM trail_heads WHERE issue_id = ?1",
-            [issue_id],
-            |r| Ok((r.get::<_, u64>("position").ok(), loose_text(r, "hash"))),
-        )
-        .optional()?;
+    let head: Option<(Option<u64>, String)> = c.query_opt(
+        "SELECT position, hash FROM trail_heads WHERE issue_id = ?1",
+        [issue_id],
+        |r| Ok((r.get::<_, u64>("position").ok(), loose_text(r, "hash"))),
+    )?;
     let recorded = head.unwrap_or((Some(0), GENESIS_HASH.to_string()));
     let actual = last.unwrap_or((0, GENESIS_HASH.to_string()));
     if recorded != (Some(actual.0), actual.1.clone()) {

@@ -1,7 +1,7 @@
 //! Findings and comments: the views of trail records that tools and the CLI show, and
 //! the orchestrator's `processed` state kept beside (never inside) the records.
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use crate::db::{Conn, params};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -203,7 +203,7 @@ fn validate_finding(f: &NewFinding) -> Result<FindingCategory> {
 /// Append a comment inside the caller's transaction (used by `add_comment`, rejections,
 /// status reasons of other modules).
 pub(crate) fn add_comment_in(
-    tx: &Transaction<'_>,
+    tx: &Conn<'_>,
     issue_id: &str,
     content: &str,
     actor: &str,
@@ -227,7 +227,7 @@ pub(crate) fn add_comment_in(
 /// `body` holds the category's own fields (for a claim: the spec's PhaseCompletionFinding
 /// fields but `id`, `category`, `processed` and `created_at`, which the record supplies).
 pub(crate) fn append_finding(
-    tx: &Transaction<'_>,
+    tx: &Conn<'_>,
     issue_id: &str,
     category: FindingCategory,
     body: Value,
@@ -241,7 +241,7 @@ const FINDINGS_SQL: &str = "SELECT r.*, p.processed_at FROM trail_records r
      LEFT JOIN finding_processing p ON p.finding_id = r.id
      WHERE r.issue_id = ?1 AND r.kind = 'finding'";
 
-fn finding_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Finding> {
+fn finding_row(r: &crate::db::Row) -> crate::error::Result<Finding> {
     Ok(Finding::from_record(
         record_from_row(r)?,
         r.get("processed_at")?,
@@ -249,48 +249,46 @@ fn finding_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Finding> {
 }
 
 /// Every finding of an issue, oldest first.
-pub(crate) fn findings_in(c: &Connection, issue_id: &str) -> Result<Vec<Finding>> {
-    let mut stmt = c.prepare_cached(&format!("{FINDINGS_SQL} ORDER BY r.position"))?;
+pub(crate) fn findings_in(c: &Conn<'_>, issue_id: &str) -> Result<Vec<Finding>> {
+    let mut stmt = c.prepare(&format!("{FINDINGS_SQL} ORDER BY r.position"))?;
     let rows = stmt
         .query_map([issue_id], finding_row)?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok(rows)
 }
 
 /// The last `n` findings of an issue, newest first.
-pub(crate) fn recent_findings_in(c: &Connection, issue_id: &str, n: usize) -> Result<Vec<Finding>> {
-    let mut stmt =
-        c.prepare_cached(&format!("{FINDINGS_SQL} ORDER BY r.position DESC LIMIT ?2"))?;
+pub(crate) fn recent_findings_in(c: &Conn<'_>, issue_id: &str, n: usize) -> Result<Vec<Finding>> {
+    let mut stmt = c.prepare(&format!("{FINDINGS_SQL} ORDER BY r.position DESC LIMIT ?2"))?;
     let rows = stmt
         .query_map(params![issue_id, n as i64], finding_row)?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok(rows)
 }
 
 /// The latest phase-completion claim (`pc-`) of `phase` on an issue, if any.
 pub(crate) fn latest_phase_claim_in(
-    c: &Connection,
+    c: &Conn<'_>,
     issue_id: &str,
     phase: &str,
 ) -> Result<Option<Finding>> {
-    let mut stmt = c.prepare_cached(&format!(
+    let mut stmt = c.prepare(&format!(
         "{FINDINGS_SQL} AND r.category = 'phase_completion'
-           AND json_extract(r.body, '$.completed_phase') = ?2
-         ORDER BY r.position DESC LIMIT 1"
+           AND {} = ?2
+         ORDER BY r.position DESC LIMIT 1",
+        c.dialect().json_text("r.body", "completed_phase")
     ))?;
-    Ok(stmt
-        .query_row(params![issue_id, phase], finding_row)
-        .optional()?)
+    stmt.query_opt(params![issue_id, phase], finding_row)
 }
 
 /// Every comment of an issue, oldest first.
-pub(crate) fn comments_in(c: &Connection, issue_id: &str) -> Result<Vec<Comment>> {
-    let mut stmt = c.prepare_cached(
+pub(crate) fn comments_in(c: &Conn<'_>, issue_id: &str) -> Result<Vec<Comment>> {
+    let mut stmt = c.prepare(
         "SELECT * FROM trail_records WHERE issue_id = ?1 AND kind = 'comment' ORDER BY position",
     )?;
     let rows = stmt
         .query_map([issue_id], |r| record_from_row(r).map(Comment::from_record))?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok(rows)
 }
 
@@ -328,16 +326,15 @@ pub fn findings(store: &Store, issue: &str) -> Result<Vec<Finding>> {
 pub fn mark_finding_processed(store: &Store, finding_id: &str, actor: &str) -> Result<Finding> {
     store.write(|tx| {
         let issue_id: String = tx
-            .query_row(
+            .query_opt(
                 "SELECT issue_id FROM trail_records WHERE id = ?1 AND kind = 'finding'",
                 [finding_id],
                 |r| r.get(0),
-            )
-            .optional()?
+            )?
             .ok_or_else(|| Error::not_found("finding", finding_id))?;
         tx.execute(
-            "INSERT OR IGNORE INTO finding_processing(finding_id, processed_at, processed_by)
-             VALUES (?1, ?2, ?3)",
+            "INSERT INTO finding_processing(finding_id, processed_at, processed_by)
+             VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
             params![finding_id, now_iso(), actor],
         )?;
         findings_in(tx, &issue_id)?

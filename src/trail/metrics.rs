@@ -2,7 +2,7 @@
 //! latest observation wins) and test health (`record_test_health`, one row per agent
 //! run, with the trend against the previous record of the project).
 
-use rusqlite::{OptionalExtension, params};
+use crate::db::params;
 use serde::Serialize;
 
 use crate::base::now_iso;
@@ -162,12 +162,11 @@ pub fn record_coverage(
             None => None,
         };
         let replaced = tx
-            .query_row(
+            .query_opt(
                 "SELECT 1 FROM coverage WHERE project_id = ?1 AND file_path = ?2 AND concept = ?3",
                 params![project_id, new.file_path, concept],
                 |r| r.get::<_, i64>(0),
-            )
-            .optional()?
+            )?
             .is_some();
         let now = now_iso();
         tx.execute(
@@ -215,20 +214,18 @@ pub fn record_test_health(
 ) -> Result<TestHealth> {
     store.write(|tx| {
         let (issue_id, identifier) = super::resolve(tx, issue)?;
-        let previous: Option<u64> = tx
-            .query_row(
-                "SELECT t.test_count FROM test_health t JOIN issues i ON i.id = t.issue_id
+        let previous: Option<u64> = tx.query_opt(
+            "SELECT t.test_count FROM test_health t JOIN issues i ON i.id = t.issue_id
                  WHERE i.project_id = (SELECT project_id FROM issues WHERE id = ?1)
                  ORDER BY t.id DESC LIMIT 1",
-                [&issue_id],
-                |r| r.get(0),
-            )
-            .optional()?;
+            [&issue_id],
+            |r| r.get(0),
+        )?;
         let now = now_iso();
-        tx.execute(
+        let id = tx.query_row(
             "INSERT INTO test_health (issue_id, test_count, test_files_changed, tests_added,
                  tests_removed, execution_time_ms, actor, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
             params![
                 issue_id,
                 new.test_count,
@@ -239,9 +236,10 @@ pub fn record_test_health(
                 actor,
                 now
             ],
+            |r| r.get::<_, i64>(0),
         )?;
         Ok(TestHealth {
-            id: tx.last_insert_rowid(),
+            id,
             issue: identifier,
             test_count: new.test_count,
             test_files_changed: new.test_files_changed,

@@ -18,7 +18,7 @@
 //! Records are never updated or deleted (see [`chain`] for the invariant and the
 //! triggers that enforce it in SQL).
 
-use rusqlite::Connection;
+use crate::db::Conn;
 
 use crate::error::{Error, Result};
 
@@ -36,7 +36,7 @@ pub use chain::{BrokenLink, FindingCategory, RecordKind, TrailRecord, TrailVerif
 pub use findings::{Comment, Finding, NewFinding};
 
 /// Resolve an issue reference (id or identifier) to `(id, identifier)`, or not found.
-pub(crate) fn resolve(c: &Connection, issue: &str) -> Result<(String, String)> {
+pub(crate) fn resolve(c: &Conn<'_>, issue: &str) -> Result<(String, String)> {
     let id = crate::issues::resolve_issue_id(c, issue)?
         .ok_or_else(|| Error::not_found("issue", issue))?;
     let identifier = c.query_row("SELECT identifier FROM issues WHERE id = ?1", [&id], |r| {

@@ -20,7 +20,7 @@
 //! issue's open PR. `create_pr` moves the issue to `review` (from `in_progress` or
 //! `todo`; an issue already in review stays there).
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use crate::db::{Conn, Row, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -404,8 +404,8 @@ fn validate(new: &NewPullRequest) -> Result<Vec<FileStat>> {
     Ok(files)
 }
 
-fn pr_from_row(r: &Row<'_>) -> rusqlite::Result<PullRequest> {
-    let json = |k: &str| -> rusqlite::Result<Value> {
+fn pr_from_row(r: &Row) -> crate::error::Result<PullRequest> {
+    let json = |k: &str| -> crate::error::Result<Value> {
         let s: String = r.get(k)?;
         Ok(serde_json::from_str(&s).unwrap_or(Value::Null))
     };
@@ -437,9 +437,8 @@ fn pr_from_row(r: &Row<'_>) -> rusqlite::Result<PullRequest> {
 const PR_SQL: &str =
     "SELECT pr.*, i.identifier FROM pull_requests pr JOIN issues i ON i.id = pr.issue_id";
 
-fn load_pr(c: &Connection, id: &str) -> Result<PullRequest> {
-    c.query_row(&format!("{PR_SQL} WHERE pr.id = ?1"), [id], pr_from_row)
-        .optional()?
+fn load_pr(c: &Conn<'_>, id: &str) -> Result<PullRequest> {
+    c.query_opt(&format!("{PR_SQL} WHERE pr.id = ?1"), [id], pr_from_row)?
         .ok_or_else(|| Error::not_found("pull request", id))
 }
 
@@ -458,14 +457,14 @@ fn summary(pr: PullRequest) -> PullRequestSummary {
 }
 
 /// An issue's PRs, oldest first.
-pub(crate) fn prs_of(c: &Connection, issue_id: &str) -> Result<Vec<PullRequestSummary>> {
-    let mut stmt = c.prepare_cached(&format!(
+pub(crate) fn prs_of(c: &Conn<'_>, issue_id: &str) -> Result<Vec<PullRequestSummary>> {
+    let mut stmt = c.prepare(&format!(
         "{PR_SQL} WHERE pr.issue_id = ?1 ORDER BY pr.created_at, pr.rowid"
     ))?;
     let rows = stmt
         .query_map([issue_id], pr_from_row)?
         .map(|r| r.map(summary))
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok(rows)
 }
 
@@ -580,13 +579,12 @@ pub fn review_pr(
     store.write(|tx| {
         let (issue_id, identifier) = super::resolve(tx, issue)?;
         let pr_id: String = tx
-            .query_row(
+            .query_opt(
                 "SELECT id FROM pull_requests WHERE issue_id = ?1 AND status = 'open'
                  ORDER BY created_at DESC, rowid DESC LIMIT 1",
                 [&issue_id],
                 |r| r.get(0),
-            )
-            .optional()?
+            )?
             .ok_or_else(|| {
                 Error::not_found(
                     "pull request",
@@ -646,7 +644,7 @@ pub fn pull_requests(store: &Store, project: Option<&str>) -> Result<Vec<PullReq
                     pr
                 })
             })?
-            .collect::<rusqlite::Result<_>>()?;
+            .collect::<crate::error::Result<_>>()?;
         Ok(rows)
     })
 }

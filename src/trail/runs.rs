@@ -24,7 +24,7 @@
 use std::io::BufRead;
 use std::path::Path;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::db::{Conn, params};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -251,7 +251,7 @@ fn check_run_id(id: &str) -> Result<()> {
     }
 }
 
-fn run_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunSummary> {
+fn run_from_row(r: &crate::db::Row) -> crate::error::Result<RunSummary> {
     Ok(RunSummary {
         id: r.get("id")?,
         status: r.get("outcome")?,
@@ -268,14 +268,14 @@ fn run_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunSummary> {
 }
 
 /// The last `n` runs of an issue, newest first.
-pub(crate) fn recent_runs_in(c: &Connection, issue_id: &str, n: usize) -> Result<Vec<RunSummary>> {
-    let mut stmt = c.prepare_cached(
+pub(crate) fn recent_runs_in(c: &Conn<'_>, issue_id: &str, n: usize) -> Result<Vec<RunSummary>> {
+    let mut stmt = c.prepare(
         "SELECT * FROM runs WHERE issue_id = ?1 ORDER BY ingested_at DESC, rowid DESC LIMIT ?2",
     )?;
     let limit = i64::try_from(n).unwrap_or(i64::MAX);
     let rows = stmt
         .query_map(params![issue_id, limit], run_from_row)?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok(rows)
 }
 
@@ -323,11 +323,10 @@ pub fn ingest_run(
     let source = log.display().to_string();
     store.write(|tx| {
         let (issue_id, identifier) = super::resolve(tx, issue)?;
-        let existing: Option<String> = tx
-            .query_row("SELECT issue_id FROM runs WHERE id = ?1", [&run_id], |r| {
+        let existing: Option<String> =
+            tx.query_opt("SELECT issue_id FROM runs WHERE id = ?1", [&run_id], |r| {
                 r.get(0)
-            })
-            .optional()?;
+            })?;
         let replaced = match existing {
             None => false,
             Some(owner) if replace && owner == issue_id => {
@@ -367,7 +366,7 @@ pub fn ingest_run(
                 now_iso(),
             ],
         )?;
-        let mut stmt = tx.prepare_cached(
+        let mut stmt = tx.prepare(
             "INSERT INTO run_events (run_id, seq, line, event_type, event_subtype, payload)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?;
@@ -410,11 +409,10 @@ pub fn query_run_events(store: &Store, q: &RunEventQuery) -> Result<RunEventPage
             None => None,
         };
         if let Some(r) = &q.run_id {
-            let owner: Option<String> = c
-                .query_row("SELECT issue_id FROM runs WHERE id = ?1", [r], |row| {
+            let owner: Option<String> =
+                c.query_opt("SELECT issue_id FROM runs WHERE id = ?1", [r], |row| {
                     row.get(0)
-                })
-                .optional()?;
+                })?;
             match owner {
                 None => return Err(Error::not_found("run", r)),
                 Some(o) if issue_id.as_ref().is_some_and(|i| *i != o) => {
@@ -458,7 +456,7 @@ pub fn query_run_events(store: &Store, q: &RunEventQuery) -> Result<RunEventPage
                     })
                 },
             )?
-            .collect::<rusqlite::Result<_>>()?;
+            .collect::<crate::error::Result<_>>()?;
         Ok(RunEventPage {
             has_more: offset + (events.len() as u64) < total,
             events,

@@ -28,7 +28,7 @@
 //! `blocked`) — but only if it is still `blocked`; a parent someone moved meanwhile is
 //! left alone. [`set_status_in`] does this for every status writer that uses it.
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use crate::db::{Conn, params};
 use serde::Serialize;
 
 use crate::base::now_iso;
@@ -81,12 +81,11 @@ pub struct StatusChange {
     pub at: String,
 }
 
-pub(crate) fn current_status(c: &Connection, issue_id: &str) -> Result<Status> {
+pub(crate) fn current_status(c: &Conn<'_>, issue_id: &str) -> Result<Status> {
     let s: String = c
-        .query_row("SELECT status FROM issues WHERE id = ?1", [issue_id], |r| {
+        .query_opt("SELECT status FROM issues WHERE id = ?1", [issue_id], |r| {
             r.get(0)
-        })
-        .optional()?
+        })?
         .ok_or_else(|| Error::not_found("issue", issue_id))?;
     Status::parse(&s).ok_or_else(|| Error::Internal(format!("unknown stored status {s}")))
 }
@@ -95,7 +94,7 @@ pub(crate) fn current_status(c: &Connection, issue_id: &str) -> Result<Status> {
 /// rules first), its history entry, and the parent's return when this was the last
 /// open sub-task. Returns the change.
 pub(crate) fn set_status_in(
-    tx: &Transaction<'_>,
+    tx: &Conn<'_>,
     issue_id: &str,
     to: Status,
     reason: Option<&str>,
@@ -129,12 +128,7 @@ pub(crate) fn set_status_in(
 /// Leaving `blocked` (to anything but done/cancelled) while sub-tasks are open is
 /// refused in both vocabularies: the parent returns by itself when they end. When
 /// allowed, the parent's sub-task block is dropped.
-pub(crate) fn check_unblock(
-    tx: &Transaction<'_>,
-    issue_id: &str,
-    from: Status,
-    to: Status,
-) -> Result<()> {
+pub(crate) fn check_unblock(tx: &Conn<'_>, issue_id: &str, from: Status, to: Status) -> Result<()> {
     if from != Status::Blocked || to.is_terminal() || to == Status::Blocked {
         return Ok(());
     }
@@ -157,20 +151,20 @@ pub(crate) fn check_unblock(
     Ok(())
 }
 
-fn open_subtasks(c: &Connection, parent_id: &str) -> Result<Vec<String>> {
-    let mut stmt = c.prepare_cached(
+fn open_subtasks(c: &Conn<'_>, parent_id: &str) -> Result<Vec<String>> {
+    let mut stmt = c.prepare(
         "SELECT identifier FROM issues WHERE parent_id = ?1
          AND status NOT IN ('done', 'cancelled') ORDER BY seq",
     )?;
     let rows = stmt
         .query_map([parent_id], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok(rows)
 }
 
 /// After `child_id` ended: when its parent has no open sub-task left, return the parent
 /// to its recorded status (if it is still blocked).
-fn release_parent(tx: &Transaction<'_>, child_id: &str, actor: &str) -> Result<()> {
+fn release_parent(tx: &Conn<'_>, child_id: &str, actor: &str) -> Result<()> {
     let parent: Option<String> = tx.query_row(
         "SELECT parent_id FROM issues WHERE id = ?1",
         [child_id],
@@ -179,13 +173,11 @@ fn release_parent(tx: &Transaction<'_>, child_id: &str, actor: &str) -> Result<(
     let Some(parent_id) = parent else {
         return Ok(());
     };
-    let previous: Option<String> = tx
-        .query_row(
-            "SELECT previous_status FROM subtask_blocks WHERE parent_id = ?1",
-            [&parent_id],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let previous: Option<String> = tx.query_opt(
+        "SELECT previous_status FROM subtask_blocks WHERE parent_id = ?1",
+        [&parent_id],
+        |r| r.get(0),
+    )?;
     let Some(previous) = previous else {
         return Ok(());
     };
@@ -207,7 +199,7 @@ fn release_parent(tx: &Transaction<'_>, child_id: &str, actor: &str) -> Result<(
 
 /// Block `parent_id` on a new sub-task (called by `create_subtask` in its transaction).
 pub(crate) fn block_parent_in(
-    tx: &Transaction<'_>,
+    tx: &Conn<'_>,
     parent_id: &str,
     child_id: &str,
     child_identifier: &str,
@@ -222,12 +214,12 @@ pub(crate) fn block_parent_in(
         });
     }
     tx.execute(
-        "INSERT OR IGNORE INTO subtask_blocks(parent_id, previous_status, created_at)
-         VALUES (?1, ?2, ?3)",
+        "INSERT INTO subtask_blocks(parent_id, previous_status, created_at)
+         VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
         params![parent_id, status.as_str(), now_iso()],
     )?;
     tx.execute(
-        "INSERT OR IGNORE INTO issue_dependencies(issue_id, depends_on_id) VALUES (?1, ?2)",
+        "INSERT INTO issue_dependencies(issue_id, depends_on_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
         params![parent_id, child_id],
     )?;
     let reason = format!("waiting for sub-task {child_identifier}");
@@ -245,7 +237,7 @@ pub(crate) fn block_parent_in(
 /// Change an issue's status by the trail vocabulary's rules (see the module doc).
 /// `agent` restricts the targets to [`AGENT_TARGETS`].
 pub(crate) fn change_status_in(
-    tx: &Transaction<'_>,
+    tx: &Conn<'_>,
     issue_id: &str,
     to: Status,
     reason: Option<&str>,
@@ -276,8 +268,8 @@ pub(crate) fn change_status_in(
 }
 
 /// An issue's status history, oldest first.
-pub(crate) fn history_in(c: &Connection, issue_id: &str) -> Result<Vec<StatusChange>> {
-    let mut stmt = c.prepare_cached(
+pub(crate) fn history_in(c: &Conn<'_>, issue_id: &str) -> Result<Vec<StatusChange>> {
+    let mut stmt = c.prepare(
         "SELECT from_status, to_status, reason, actor, created_at FROM issue_status_history
          WHERE issue_id = ?1 ORDER BY id",
     )?;
@@ -293,7 +285,7 @@ pub(crate) fn history_in(c: &Connection, issue_id: &str) -> Result<Vec<StatusCha
                 at: r.get(4)?,
             })
         })?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok(rows)
 }
 

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::db::{Conn, params};
 use serde::Serialize;
 
 use crate::base::now_iso;
@@ -64,12 +64,12 @@ pub(crate) struct StoredDoc {
 }
 
 /// The document `(root_key, path)`, if stored.
-pub(crate) fn find_doc(c: &Connection, root_key: &str, path: &str) -> Result<Option<StoredDoc>> {
-    Ok(c.prepare_cached(
+pub(crate) fn find_doc(c: &Conn<'_>, root_key: &str, path: &str) -> Result<Option<StoredDoc>> {
+    c.prepare(
         "SELECT id, content_hash, collection, chunker_version, embed_model
          FROM vault_documents WHERE root_key = ?1 AND path = ?2",
     )?
-    .query_row(params![root_key, path], |r| {
+    .query_opt(params![root_key, path], |r| {
         Ok(StoredDoc {
             id: r.get(0)?,
             content_hash: r.get(1)?,
@@ -78,12 +78,11 @@ pub(crate) fn find_doc(c: &Connection, root_key: &str, path: &str) -> Result<Opt
             embed_model: r.get(4)?,
         })
     })
-    .optional()?)
 }
 
 /// The embeddings of a document's chunks by [`ChunkKey`].
-pub(crate) fn chunk_embeddings(c: &Connection, doc_id: i64) -> Result<HashMap<ChunkKey, Vec<f32>>> {
-    let mut stmt = c.prepare_cached(
+pub(crate) fn chunk_embeddings(c: &Conn<'_>, doc_id: i64) -> Result<HashMap<ChunkKey, Vec<f32>>> {
+    let mut stmt = c.prepare(
         "SELECT id, heading_path, content_hash, embedding FROM vault_chunks WHERE document_id = ?1",
     )?;
     let mut rows = stmt.query([doc_id])?;
@@ -127,7 +126,7 @@ pub(crate) struct WriteStats {
 /// are kept only when the document was embedded by the same embedder: after a model
 /// change every chunk gets a new row (and id), so the graph, caught up by id, gets the
 /// new vectors.
-pub(crate) fn write_document(c: &Connection, w: &DocWrite<'_>) -> Result<WriteStats> {
+pub(crate) fn write_document(c: &Conn<'_>, w: &DocWrite<'_>) -> Result<WriteStats> {
     let now = now_iso();
     let same_embedder =
         find_doc(c, w.root_key, w.path)?.is_none_or(|d| d.embed_model == w.embed_model);
@@ -157,7 +156,7 @@ pub(crate) fn write_document(c: &Connection, w: &DocWrite<'_>) -> Result<WriteSt
     )?;
     let mut existing: HashMap<ChunkKey, Vec<i64>> = HashMap::new();
     {
-        let mut stmt = c.prepare_cached(
+        let mut stmt = c.prepare(
             "SELECT id, heading_path, content_hash FROM vault_chunks
              WHERE document_id = ?1 ORDER BY ordinal DESC",
         )?;
@@ -177,7 +176,7 @@ pub(crate) fn write_document(c: &Connection, w: &DocWrite<'_>) -> Result<WriteSt
             false => None,
         };
         if let Some(id) = kept {
-            c.prepare_cached(
+            c.prepare(
                 "UPDATE vault_chunks SET ordinal = ?2, line_start = ?3, line_end = ?4 WHERE id = ?1",
             )?
             .execute(params![
@@ -188,7 +187,7 @@ pub(crate) fn write_document(c: &Connection, w: &DocWrite<'_>) -> Result<WriteSt
             ])?;
             stats.kept += 1;
         } else {
-            c.prepare_cached(
+            c.prepare(
                 "INSERT INTO vault_chunks(document_id, ordinal, text, heading_path, line_start,
                      line_end, content_hash, embedding)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -207,7 +206,7 @@ pub(crate) fn write_document(c: &Connection, w: &DocWrite<'_>) -> Result<WriteSt
         }
     }
     for id in existing.into_values().flatten() {
-        c.prepare_cached("DELETE FROM vault_chunks WHERE id = ?1")?
+        c.prepare("DELETE FROM vault_chunks WHERE id = ?1")?
             .execute([id])?;
         stats.deleted += 1;
     }
@@ -216,7 +215,7 @@ pub(crate) fn write_document(c: &Connection, w: &DocWrite<'_>) -> Result<WriteSt
 
 /// Delete a document and its chunks; returns how many chunks went, `None` when the
 /// document was not stored.
-pub(crate) fn delete_document(c: &Connection, root_key: &str, path: &str) -> Result<Option<usize>> {
+pub(crate) fn delete_document(c: &Conn<'_>, root_key: &str, path: &str) -> Result<Option<usize>> {
     let Some(doc) = find_doc(c, root_key, path)? else {
         return Ok(None);
     };
@@ -226,24 +225,23 @@ pub(crate) fn delete_document(c: &Connection, root_key: &str, path: &str) -> Res
 }
 
 /// Paths of the documents of one root and collection.
-pub(crate) fn doc_paths(c: &Connection, root_key: &str, collection: &str) -> Result<Vec<String>> {
+pub(crate) fn doc_paths(c: &Conn<'_>, root_key: &str, collection: &str) -> Result<Vec<String>> {
     let mut stmt = c.prepare(
         "SELECT path FROM vault_documents WHERE root_key = ?1 AND collection = ?2 ORDER BY path",
     )?;
     let rows = stmt
         .query_map(params![root_key, collection], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::error::Result<_>>()?;
     Ok(rows)
 }
 
 /// The collection of a live chunk, `None` when the chunk no longer exists.
-pub(crate) fn chunk_collection(c: &Connection, id: u64) -> Result<Option<String>> {
-    Ok(c.prepare_cached(
+pub(crate) fn chunk_collection(c: &Conn<'_>, id: u64) -> Result<Option<String>> {
+    c.prepare(
         "SELECT d.collection FROM vault_chunks c JOIN vault_documents d ON d.id = c.document_id
          WHERE c.id = ?1",
     )?
-    .query_row([id as i64], |r| r.get(0))
-    .optional()?)
+    .query_opt([id as i64], |r| r.get(0))
 }
 
 /// Where a hit comes from and what it covers.
@@ -290,13 +288,13 @@ pub struct VaultHit {
 
 /// The stored rows behind a search result (scores zero), `None` when the chunk was
 /// deleted.
-pub(crate) fn load_hit(c: &Connection, id: u64) -> Result<Option<VaultHit>> {
-    Ok(c.prepare_cached(
+pub(crate) fn load_hit(c: &Conn<'_>, id: u64) -> Result<Option<VaultHit>> {
+    c.prepare(
         "SELECT c.text, c.heading_path, c.line_start, c.line_end, c.content_hash,
                 d.path, d.collection, d.title, d.root_key
          FROM vault_chunks c JOIN vault_documents d ON d.id = c.document_id WHERE c.id = ?1",
     )?
-    .query_row([id as i64], |r| {
+    .query_opt([id as i64], |r| {
         let headings: String = r.get(1)?;
         let headings: Vec<String> = serde_json::from_str(&headings).unwrap_or_default();
         Ok(VaultHit {
@@ -318,27 +316,25 @@ pub(crate) fn load_hit(c: &Connection, id: u64) -> Result<Option<VaultHit>> {
             },
         })
     })
-    .optional()?)
 }
 
 /// The stored embedding of one chunk, `None` when the chunk was deleted.
-pub(crate) fn chunk_vector(c: &Connection, id: u64) -> Result<Option<Vec<f32>>> {
+pub(crate) fn chunk_vector(c: &Conn<'_>, id: u64) -> Result<Option<Vec<f32>>> {
     let blob: Option<Vec<u8>> = c
-        .prepare_cached("SELECT embedding FROM vault_chunks WHERE id = ?1")?
-        .query_row([id as i64], |r| r.get(0))
-        .optional()?;
+        .prepare("SELECT embedding FROM vault_chunks WHERE id = ?1")?
+        .query_opt([id as i64], |r| r.get(0))?;
     blob.map(|b| decode_vector(id as i64, &b)).transpose()
 }
 
 /// `(id, heading path and text)` of at most `limit` chunks with `after < id <= upto`,
 /// by id: what the BM25 index holds of each chunk.
 pub(crate) fn chunk_texts_between(
-    c: &Connection,
+    c: &Conn<'_>,
     after: u64,
     upto: u64,
     limit: usize,
 ) -> Result<Vec<(u64, String)>> {
-    let mut stmt = c.prepare_cached(
+    let mut stmt = c.prepare(
         "SELECT id, heading_path, text FROM vault_chunks WHERE id > ?1 AND id <= ?2
          ORDER BY id LIMIT ?3",
     )?;
@@ -351,44 +347,39 @@ pub(crate) fn chunk_texts_between(
             format!("{}\n{text}", headings.join("\n")),
         ))
     })?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    rows.collect::<crate::error::Result<_>>()
 }
 
 /// `(max(id), live chunks with id <= w)` in one snapshot: what the BM25 index needs to
 /// know whether it is behind and how many of its entries are dead.
-pub(crate) fn lexical_watermarks(c: &Connection, w: u64) -> Result<(u64, u64)> {
-    Ok(c.prepare_cached(
-        "SELECT (SELECT ifnull(max(id), 0) FROM vault_chunks),
+pub(crate) fn lexical_watermarks(c: &Conn<'_>, w: u64) -> Result<(u64, u64)> {
+    c.prepare(
+        "SELECT (SELECT coalesce(max(id), 0) FROM vault_chunks),
                 (SELECT count(*) FROM vault_chunks WHERE id <= ?1)",
     )?
     .query_row([w as i64], |r| {
         Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
-    })?)
+    })
 }
 
 /// The highest chunk id ever committed and still present (0 for none).
-pub(crate) fn max_chunk_id(c: &Connection) -> Result<u64> {
+pub(crate) fn max_chunk_id(c: &Conn<'_>) -> Result<u64> {
     let max: Option<i64> = c
-        .prepare_cached("SELECT max(id) FROM vault_chunks")?
+        .prepare("SELECT max(id) FROM vault_chunks")?
         .query_row([], |r| r.get(0))?;
     Ok(max.unwrap_or(0) as u64)
 }
 
 /// How many chunks exist.
-pub(crate) fn chunk_count(c: &Connection) -> Result<usize> {
+pub(crate) fn chunk_count(c: &Conn<'_>) -> Result<usize> {
     let n: i64 = c.query_row("SELECT count(*) FROM vault_chunks", [], |r| r.get(0))?;
     Ok(n as usize)
 }
 
 /// `(id, vector)` of the chunks with `after < id <= upto`, by id.
-pub(crate) fn vectors_between(
-    c: &Connection,
-    after: u64,
-    upto: u64,
-) -> Result<Vec<(u64, Vec<f32>)>> {
-    let mut stmt = c.prepare_cached(
-        "SELECT id, embedding FROM vault_chunks WHERE id > ?1 AND id <= ?2 ORDER BY id",
-    )?;
+pub(crate) fn vectors_between(c: &Conn<'_>, after: u64, upto: u64) -> Result<Vec<(u64, Vec<f32>)>> {
+    let mut stmt =
+        c.prepare("SELECT id, embedding FROM vault_chunks WHERE id > ?1 AND id <= ?2 ORDER BY id")?;
     let mut rows = stmt.query(params![after as i64, upto as i64])?;
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {

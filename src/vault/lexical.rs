@@ -421,7 +421,7 @@ mod tests {
                 let ids = st
                     .query_map([], |r| r.get::<_, i64>(0))?
                     .map(|r| r.map(|i| i as u64))
-                    .collect::<rusqlite::Result<_>>()?;
+                    .collect::<crate::error::Result<_>>()?;
                 Ok(ids)
             })
             .unwrap()

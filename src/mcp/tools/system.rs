@@ -77,7 +77,7 @@ fn health(cx: &ToolCtx<'_>, _p: NoParams) -> Result<Health> {
             open,
             user_version,
             expected_version: expected,
-            path: cx.cairn.store().path().display().to_string(),
+            path: cx.cairn.store().location().to_string(),
         },
         middleware: Middleware {
             stages: [

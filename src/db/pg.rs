@@ -1,0 +1,360 @@
+//! The PostgreSQL side of [`super::Conn`]: one tokio-postgres connection whose socket is
+//! driven by a private single-thread runtime, so the store stays a blocking API that
+//! works the same from a CLI command, a blocking pool thread or an async task.
+//!
+//! Statements are written with SQLite's `?N` placeholders and rewritten to `$N`. Each
+//! bound value declares its type (bigint, double precision, text, bytea) and a NULL
+//! leaves its type to the server, so `?1 IS NULL OR col = ?1` works as on SQLite.
+//! Prepared statements are cached per (text, parameter types).
+
+use std::collections::HashMap;
+use std::error::Error as StdError;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use bytes::BytesMut;
+use tokio_postgres::types::{IsNull, Kind, ToSql as PgToSql, Type, to_sql_checked};
+use tokio_postgres::{Client, NoTls, Statement};
+
+use super::{Row, Value};
+use crate::error::{Error, Result};
+
+/// An open PostgreSQL connection.
+pub struct PgConn {
+    client: Client,
+    runtime: Option<tokio::runtime::Runtime>,
+    statements: Mutex<HashMap<(String, Vec<u32>), Statement>>,
+}
+
+impl std::fmt::Debug for PgConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgConn").finish_non_exhaustive()
+    }
+}
+
+impl Drop for PgConn {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Run a future to completion on this thread, whatever runtime (if any) the thread is in.
+fn wait<F: Future>(f: F) -> F::Output {
+    futures_executor::block_on(f)
+}
+
+impl PgConn {
+    /// Connect to `url` (`postgres://user@host:port/db`).
+    pub fn connect(url: &str) -> Result<PgConn> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("cairn-pg")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Internal(format!("postgres runtime: {e}")))?;
+        let url_owned = url.to_owned();
+        let connected = wait(runtime.spawn(async move {
+            let (client, connection) = tokio_postgres::connect(&url_owned, NoTls).await?;
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::warn!(error = %e, "postgres connection ended");
+                }
+            });
+            Ok::<_, tokio_postgres::Error>(client)
+        }))
+        .map_err(|e| Error::Internal(format!("postgres connect task: {e}")))?;
+        let client = connected.map_err(|e| {
+            Error::FailedPrecondition(format!(
+                "cannot connect to PostgreSQL at {}: {}",
+                redact(url),
+                describe(&e)
+            ))
+        })?;
+        Ok(PgConn {
+            client,
+            runtime: Some(runtime),
+            statements: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn statement(&self, sql: &str, values: &[Value]) -> Result<Statement> {
+        let types: Vec<Type> = values.iter().map(param_type).collect();
+        let key = (
+            sql.to_owned(),
+            types.iter().map(Type::oid).collect::<Vec<_>>(),
+        );
+        let mut cache = self.statements.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = cache.get(&key) {
+            return Ok(s.clone());
+        }
+        let text = super::to_dollar_placeholders(sql);
+        let stmt = wait(self.client.prepare_typed(&text, &types))?;
+        cache.insert(key, stmt.clone());
+        Ok(stmt)
+    }
+
+    pub(super) fn execute(&self, sql: &str, values: &[Value]) -> Result<usize> {
+        let stmt = self.statement(sql, values)?;
+        let binds: Vec<Bind<'_>> = values.iter().map(Bind).collect();
+        let refs: Vec<&(dyn PgToSql + Sync)> = binds.iter().map(|b| b as _).collect();
+        let n = wait(self.client.execute(&stmt, &refs))?;
+        Ok(n as usize)
+    }
+
+    pub(super) fn query(&self, sql: &str, values: &[Value]) -> Result<Vec<Row>> {
+        let stmt = self.statement(sql, values)?;
+        let binds: Vec<Bind<'_>> = values.iter().map(Bind).collect();
+        let refs: Vec<&(dyn PgToSql + Sync)> = binds.iter().map(|b| b as _).collect();
+        let rows = wait(self.client.query(&stmt, &refs))?;
+        let names: Arc<[String]> = stmt.columns().iter().map(|c| c.name().to_owned()).collect();
+        rows.iter()
+            .map(|r| {
+                let values = (0..names.len())
+                    .map(|i| read(r, i))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Row {
+                    names: names.clone(),
+                    values,
+                })
+            })
+            .collect()
+    }
+
+    pub(super) fn batch(&self, sql: &str) -> Result<()> {
+        Ok(wait(self.client.batch_execute(sql))?)
+    }
+}
+
+/// The declared type of a bound value; NULL is left for the server to infer (OID 0).
+fn param_type(v: &Value) -> Type {
+    match v {
+        Value::Null => Type::new("unspecified".into(), 0, Kind::Simple, "pg_catalog".into()),
+        Value::Integer(_) => Type::INT8,
+        Value::Real(_) => Type::FLOAT8,
+        Value::Text(_) => Type::TEXT,
+        Value::Blob(_) => Type::BYTEA,
+    }
+}
+
+#[derive(Debug)]
+struct Bind<'a>(&'a Value);
+
+impl PgToSql for Bind<'_> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn StdError + Sync + Send>> {
+        match self.0 {
+            Value::Null => Ok(IsNull::Yes),
+            Value::Integer(i) => match *ty {
+                Type::INT8 => i.to_sql(ty, out),
+                Type::INT4 => i32::try_from(*i)?.to_sql(ty, out),
+                Type::INT2 => i16::try_from(*i)?.to_sql(ty, out),
+                Type::BOOL => (*i != 0).to_sql(ty, out),
+                Type::FLOAT8 => (*i as f64).to_sql(ty, out),
+                _ => Err(format!("cannot bind an integer as {ty}").into()),
+            },
+            Value::Real(r) => match *ty {
+                Type::FLOAT4 => (*r as f32).to_sql(ty, out),
+                _ => r.to_sql(ty, out),
+            },
+            Value::Text(s) => s.as_str().to_sql(ty, out),
+            Value::Blob(b) => b.as_slice().to_sql(ty, out),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+/// Column `i` of a PostgreSQL row as a [`Value`].
+fn read(r: &tokio_postgres::Row, i: usize) -> Result<Value> {
+    let ty = r.columns()[i].type_().clone();
+    let v = match ty {
+        Type::BOOL => r
+            .try_get::<_, Option<bool>>(i)?
+            .map(|b| Value::Integer(b.into())),
+        Type::INT2 => r
+            .try_get::<_, Option<i16>>(i)?
+            .map(|v| Value::Integer(v.into())),
+        Type::INT4 => r
+            .try_get::<_, Option<i32>>(i)?
+            .map(|v| Value::Integer(v.into())),
+        Type::INT8 => r.try_get::<_, Option<i64>>(i)?.map(Value::Integer),
+        Type::OID => r
+            .try_get::<_, Option<u32>>(i)?
+            .map(|v| Value::Integer(v.into())),
+        Type::FLOAT4 => r
+            .try_get::<_, Option<f32>>(i)?
+            .map(|v| Value::Real(v.into())),
+        Type::FLOAT8 => r.try_get::<_, Option<f64>>(i)?.map(Value::Real),
+        Type::BYTEA => r.try_get::<_, Option<Vec<u8>>>(i)?.map(Value::Blob),
+        Type::NUMERIC => r.try_get::<_, Option<Numeric>>(i)?.map(|n| n.0),
+        Type::JSON | Type::JSONB => r
+            .try_get::<_, Option<Raw>>(i)?
+            .map(|raw| Value::Text(raw.json_text(&ty))),
+        _ => r.try_get::<_, Option<String>>(i)?.map(Value::Text),
+    };
+    Ok(v.unwrap_or(Value::Null))
+}
+
+/// A `numeric` column (what `sum` and `avg` of integers give): an integer when it has
+/// no fraction and fits, a real otherwise.
+struct Numeric(Value);
+
+impl<'a> tokio_postgres::types::FromSql<'a> for Numeric {
+    fn from_sql(
+        _: &Type,
+        raw: &'a [u8],
+    ) -> std::result::Result<Self, Box<dyn StdError + Sync + Send>> {
+        let word = |k: usize| -> std::result::Result<i16, Box<dyn StdError + Sync + Send>> {
+            let b = raw.get(2 * k..2 * k + 2).ok_or("short numeric")?;
+            Ok(i16::from_be_bytes([b[0], b[1]]))
+        };
+        let ndigits = word(0)? as usize;
+        let weight = i32::from(word(1)?);
+        let sign = word(2)? as u16;
+        let dscale = word(3)?;
+        if sign == 0xC000 {
+            return Ok(Numeric(Value::Real(f64::NAN)));
+        }
+        let mut real = 0f64;
+        let mut int: Option<i128> = Some(0);
+        for k in 0..ndigits {
+            let d = i128::from(word(4 + k)?);
+            let exp = weight - k as i32;
+            real += d as f64 * 10000f64.powi(exp);
+            int = match (int, exp >= 0) {
+                (Some(acc), true) => 10000i128
+                    .checked_pow(exp as u32)
+                    .and_then(|p| acc.checked_add(d * p)),
+                (Some(acc), false) if d == 0 => Some(acc),
+                _ => None,
+            };
+        }
+        let negative = sign == 0x4000;
+        let value = match int.and_then(|i| i64::try_from(if negative { -i } else { i }).ok()) {
+            Some(i) if dscale == 0 => Value::Integer(i),
+            _ => Value::Real(if negative { -real } else { real }),
+        };
+        Ok(Numeric(value))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::NUMERIC
+    }
+}
+
+/// The raw bytes of a column.
+struct Raw(Vec<u8>);
+
+impl Raw {
+    fn json_text(&self, ty: &Type) -> String {
+        // jsonb's binary form is a version byte (1) and the text.
+        let body = if *ty == Type::JSONB {
+            self.0.get(1..).unwrap_or_default()
+        } else {
+            &self.0[..]
+        };
+        String::from_utf8_lossy(body).into_owned()
+    }
+}
+
+impl<'a> tokio_postgres::types::FromSql<'a> for Raw {
+    fn from_sql(
+        _: &Type,
+        raw: &'a [u8],
+    ) -> std::result::Result<Self, Box<dyn StdError + Sync + Send>> {
+        Ok(Raw(raw.to_vec()))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+/// A PostgreSQL error with the server's message, detail and SQLSTATE.
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut s = format!(
+                "{}: {} (SQLSTATE {})",
+                db.severity(),
+                db.message(),
+                db.code().code()
+            );
+            if let Some(d) = db.detail() {
+                s.push_str("; ");
+                s.push_str(d);
+            }
+            s
+        }
+        None => match e.source() {
+            Some(src) => format!("{e}: {src}"),
+            None => e.to_string(),
+        },
+    }
+}
+
+/// `url` without its password.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &url[..scheme + 3],
+                    &userinfo[..colon],
+                    &url[at..]
+                ),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_shown_without_their_password() {
+        assert_eq!(
+            redact("postgres://u:secret@h:5/db"),
+            "postgres://u:***@h:5/db"
+        );
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("postgres://h/db"), "postgres://h/db");
+    }
+
+    #[test]
+    fn numerics_read_as_integers_or_reals() {
+        use tokio_postgres::types::FromSql;
+        // 123456789 = digits [1, 2345, 6789], weight 2, scale 0.
+        let mut b = Vec::new();
+        for w in [3i16, 2, 0, 0, 1, 2345, 6789] {
+            b.extend_from_slice(&w.to_be_bytes());
+        }
+        assert_eq!(
+            Numeric::from_sql(&Type::NUMERIC, &b).unwrap().0,
+            Value::Integer(123_456_789)
+        );
+        // -1.5 = digits [1, 5000], weight 0, sign negative, scale 1.
+        let mut b = Vec::new();
+        for w in [2i16, 0, 0x4000, 1, 1, 5000] {
+            b.extend_from_slice(&w.to_be_bytes());
+        }
+        assert_eq!(
+            Numeric::from_sql(&Type::NUMERIC, &b).unwrap().0,
+            Value::Real(-1.5)
+        );
+    }
+}
