@@ -44,6 +44,16 @@ fn migrated(name: &str) -> (&'static PgCluster, String) {
     (pg, db)
 }
 
+/// An in-memory SQLite database with every SQLite migration applied.
+fn sqlite_migrated() -> rusqlite::Connection {
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    for f in migration_files(&sqlite_dir()) {
+        c.execute_batch(&std::fs::read_to_string(&f).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+    }
+    c
+}
+
 /// One statement through psql: its unaligned output, or the server's error message.
 fn sql(pg: &PgCluster, db: &str, statement: &str) -> Result<String, String> {
     let out = pg
@@ -92,11 +102,7 @@ struct Described {
 }
 
 fn describe_sqlite() -> Described {
-    let c = rusqlite::Connection::open_in_memory().unwrap();
-    for f in migration_files(&sqlite_dir()) {
-        c.execute_batch(&std::fs::read_to_string(&f).unwrap())
-            .unwrap();
-    }
+    let c = sqlite_migrated();
     let strings = |q: &str| -> BTreeSet<String> {
         let mut s = c.prepare(q).unwrap();
         s.query_map([], |r| r.get::<_, String>(0))
@@ -314,21 +320,8 @@ fn pg_triggers_identities_and_issue_search_behave_as_in_sqlite() {
     let pg = |s: &str| ok(cluster, &db, s);
     let refused = |s: &str, m: &str| refused(cluster, &db, s, m);
 
-    pg(
-        "INSERT INTO projects(id, slug, name, prefix, created_at, updated_at)
-        VALUES ('proj_1', 'shop', 'Shop', 'SHOP', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')",
-    );
-    for (n, title, description) in [
-        (1, "Wire up handler", "the task_create tool"),
-        (2, "Write tests", "résumé of the naïve cases"),
-        (3, "Paths", "see src/main.rs, foo-bar_baz and İstanbul"),
-    ] {
-        pg(&format!(
-            "INSERT INTO issues(id, project_id, seq, identifier, title, description,
-                                created_at, updated_at)
-             VALUES ('iss_{n}', 'proj_1', {n}, 'SHOP-{n}', '{title}', '{description}',
-                     '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')"
-        ));
+    for statement in search_rows() {
+        pg(&statement);
     }
     // SQLite's implicit rowid, explicit here: insertion order.
     assert_eq!(
@@ -516,38 +509,91 @@ fn pg_triggers_identities_and_issue_search_behave_as_in_sqlite() {
             quote(q)
         ))
     };
-    for (q, found) in [
-        ("handl", "SHOP-1"),
-        ("resume naive", "SHOP-2"),
-        ("RÉSUMÉ", "SHOP-2"),
-        ("istanbul", "SHOP-3"),
-        ("main", "SHOP-3"),
-        ("src/mai", "SHOP-3"),
-        ("foo-ba", "SHOP-3"),
-        ("bar_baz", "SHOP-3"),
-        ("baz foo", "SHOP-3"),
-        ("wire tool", "SHOP-1"),
-        ("w", "SHOP-1,SHOP-2"),
-        ("bar-foo", ""),
-        ("cate", ""),
-        // A phrase is never matched across the end of the title into the description.
-        ("handler-the", ""),
-        ("\"unbalanced", ""),
-        ("AND OR NOT", ""),
-        ("title:x NEAR(a b)", ""),
-        ("*", ""),
-        ("^ - + ( ) { } : ' \\", ""),
-        ("\u{1}", ""),
-        ("🐦 \u{2028}", ""),
-        ("o'brien\\x 'w", ""),
-    ] {
+    for (q, found) in SEARCHES {
         assert_eq!(search(q), found, "search {q:?}");
+    }
+    // The same rows and searches on SQLite's FTS5, queried as the application queries
+    // it (each whitespace-separated token quoted, as a prefix): the same answers.
+    let lite = sqlite_migrated();
+    for statement in search_rows() {
+        lite.execute_batch(&statement).unwrap();
+    }
+    for (q, found) in SEARCHES {
+        let tokens: Vec<String> = q
+            .split(|c: char| c.is_whitespace() || c.is_control())
+            .filter(|t| !t.is_empty())
+            .map(|t| format!("\"{}\"*", t.replace('"', "\"\"")))
+            .collect();
+        if tokens.is_empty() {
+            continue; // the application does not search then
+        }
+        let got: String = lite
+            .query_row(
+                "SELECT coalesce(group_concat(identifier, ','), '') FROM (
+                   SELECT identifier FROM issues WHERE rowid IN
+                     (SELECT rowid FROM issues_fts WHERE issues_fts MATCH ?1) ORDER BY rowid)",
+                [tokens.join(" ")],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(got, found, "SQLite FTS5, search {q:?}");
     }
     // The column follows the row.
     pg("UPDATE issues SET description = 'nothing left' WHERE id = 'iss_3'");
     assert_eq!(search("istanbul"), "");
     assert_eq!(search("nothing"), "SHOP-3");
 }
+
+/// A project and three issues, in SQL that both dialects run.
+fn search_rows() -> Vec<String> {
+    let mut rows = vec![
+        "INSERT INTO projects(id, slug, name, prefix, created_at, updated_at)
+         VALUES ('proj_1', 'shop', 'Shop', 'SHOP', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')"
+            .to_string(),
+    ];
+    for (n, title, description) in [
+        (1, "Wire up handler", "the task_create tool"),
+        (2, "Write tests", "résumé of the naïve cases"),
+        (3, "Paths", "see src/main.rs, foo-bar_baz and İstanbul"),
+    ] {
+        rows.push(format!(
+            "INSERT INTO issues(id, project_id, seq, identifier, title, description,
+                                created_at, updated_at)
+             VALUES ('iss_{n}', 'proj_1', {n}, 'SHOP-{n}', '{title}', '{description}',
+                     '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')"
+        ));
+    }
+    rows
+}
+
+/// task_list searches over [`search_rows`] and the identifiers they find.
+const SEARCHES: [(&str, &str); 24] = [
+    ("handl", "SHOP-1"),
+    ("resume naive", "SHOP-2"),
+    ("RÉSUMÉ", "SHOP-2"),
+    ("re\u{301}sume\u{301}", "SHOP-2"),
+    ("istanbul", "SHOP-3"),
+    ("main", "SHOP-3"),
+    ("src/mai", "SHOP-3"),
+    ("foo-ba", "SHOP-3"),
+    ("bar_baz", "SHOP-3"),
+    ("baz foo", "SHOP-3"),
+    ("wire tool", "SHOP-1"),
+    ("w", "SHOP-1,SHOP-2"),
+    ("bar-foo", ""),
+    ("cate", ""),
+    // A phrase is never matched across the end of the title into the description.
+    ("handler-the", ""),
+    ("\"unbalanced", ""),
+    ("AND OR NOT", ""),
+    ("title:x NEAR(a b)", ""),
+    ("*", ""),
+    ("^ - + ( ) { } : ' \\", ""),
+    ("\u{1}", ""),
+    ("🐦 \u{2028}", ""),
+    ("o'brien\\x 'w", ""),
+    ("tests \u{a0}résumé", "SHOP-2"),
+];
 
 /// `s` as an SQL string literal.
 fn quote(s: &str) -> String {
