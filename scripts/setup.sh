@@ -2,8 +2,10 @@
 # Set up a fresh machine for Cairn: Rust toolchain check, Python packages used by the
 # tests (the official MCP SDK as a real client; ONNX Runtime + tokenizers for the
 # independent embedding reference), the official TypeScript SDK and the MCP Inspector
-# (pinned in tests/mcp_ts/package-lock.json, installed with `npm ci`; Node 20+), and the
-# embedding model under models/.
+# (pinned in tests/mcp_ts/package-lock.json, installed with `npm ci`; Node 20+),
+# PostgreSQL's server binaries (the tests start a throwaway cluster; Debian's
+# `postgresql` package, installed with apt-get when missing and running as root), and
+# the embedding model under models/.
 # Idempotent: a second run only verifies. Progress goes to stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +35,19 @@ else
   say "installing node packages (npm ci in tests/mcp_ts)"
   (cd tests/mcp_ts && npm ci --no-audit --no-fund --loglevel=error >&2)
   cp tests/mcp_ts/package-lock.json tests/mcp_ts/node_modules/.package-lock.json.src
+fi
+
+# PostgreSQL 15+: tests/common/pg.rs runs initdb and pg_ctl from /usr/lib/postgresql/*/bin
+# (or PATH) and fails loudly without them.
+if compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null; then
+  say "postgresql present"
+elif [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+  say "installing postgresql (apt-get)"
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >&2
+else
+  say "PostgreSQL not found: install PostgreSQL 15 or later (Debian: apt-get install postgresql)"
+  exit 1
 fi
 
 if [ -x models/fetch.sh ] || [ -f models/fetch.sh ]; then

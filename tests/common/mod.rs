@@ -10,6 +10,8 @@
 
 #![allow(dead_code)]
 
+pub mod pg;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
