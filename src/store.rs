@@ -70,7 +70,48 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
 ];
 
 /// The PostgreSQL dialect of the same migrations, same numbers.
-const PG_MIGRATIONS: &[(u32, &str, &str)] = &[];
+const PG_MIGRATIONS: &[(u32, &str, &str)] = &[
+    (
+        1,
+        "postgres/0001_core.sql",
+        include_str!("../migrations/postgres/0001_core.sql"),
+    ),
+    (
+        2,
+        "postgres/0002_trail.sql",
+        include_str!("../migrations/postgres/0002_trail.sql"),
+    ),
+    (
+        3,
+        "postgres/0003_learnings.sql",
+        include_str!("../migrations/postgres/0003_learnings.sql"),
+    ),
+    (
+        4,
+        "postgres/0004_vault.sql",
+        include_str!("../migrations/postgres/0004_vault.sql"),
+    ),
+    (
+        5,
+        "postgres/0005_colibri.sql",
+        include_str!("../migrations/postgres/0005_colibri.sql"),
+    ),
+    (
+        6,
+        "postgres/0006_audit_append_only.sql",
+        include_str!("../migrations/postgres/0006_audit_append_only.sql"),
+    ),
+    (
+        7,
+        "postgres/0007_learning_embeddings.sql",
+        include_str!("../migrations/postgres/0007_learning_embeddings.sql"),
+    ),
+    (
+        8,
+        "postgres/0008_session_tokens.sql",
+        include_str!("../migrations/postgres/0008_session_tokens.sql"),
+    ),
+];
 
 /// The highest migration version this binary knows.
 pub fn latest_version() -> u32 {

@@ -199,7 +199,11 @@ fn read(r: &tokio_postgres::Row, i: usize) -> Result<Value> {
         Type::JSON | Type::JSONB => r
             .try_get::<_, Option<Raw>>(i)?
             .map(|raw| Value::Text(raw.json_text(&ty))),
-        _ => r.try_get::<_, Option<String>>(i)?.map(Value::Text),
+        Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN => {
+            r.try_get::<_, Option<String>>(i)?.map(Value::Text)
+        }
+        // Anything else (a `tsvector` that `SELECT *` brings along) is opaque bytes.
+        _ => r.try_get::<_, Option<Raw>>(i)?.map(|raw| Value::Blob(raw.0)),
     };
     Ok(v.unwrap_or(Value::Null))
 }

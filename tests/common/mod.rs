@@ -46,31 +46,72 @@ pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_cairn"))
 }
 
-/// A temp dir with a database path inside it.
+/// The store the suite runs against: SQLite files (the default), or, with
+/// `CAIRN_TEST_STORE=postgres`, a fresh database per test on the process's throwaway
+/// PostgreSQL cluster ([`pg::PgCluster`]). One switch, the same tests.
+pub fn on_postgres() -> bool {
+    match std::env::var("CAIRN_TEST_STORE").as_deref() {
+        Ok("postgres") => true,
+        Ok("sqlite") | Err(_) => false,
+        Ok(other) => panic!("CAIRN_TEST_STORE={other}: expected sqlite or postgres"),
+    }
+}
+
+/// A temp dir and a fresh database: a SQLite file in the temp dir, or a PostgreSQL
+/// database whose host-local files (indexes, daemon files) are in the temp dir.
 pub struct Env {
     pub dir: tempfile::TempDir,
+    /// The anchor of the database's local files: the SQLite file, or
+    /// `<temp>/cache/postgres` (indexes in `<db>.index/`, daemon files `<db>.daemon.*`).
     pub db: PathBuf,
+    /// What `--db` names: the SQLite path or the PostgreSQL URL.
+    pub location: String,
 }
 
 impl Env {
     pub fn new() -> Env {
         let dir = tempfile::tempdir().expect("tempdir");
+        if on_postgres() {
+            let location = pg::PgCluster::shared().create_database("cairn");
+            let db = dir.path().join("cache").join("postgres");
+            return Env { dir, db, location };
+        }
         let db = dir.path().join("cairn.db");
-        Env { dir, db }
+        let location = db.to_string_lossy().into_owned();
+        Env { dir, db, location }
     }
 
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
 
+    /// `--db <location>` (and `--cache-dir` on PostgreSQL): the arguments that name this
+    /// database on a `cairn` command line.
+    pub fn db_args(&self) -> Vec<std::ffi::OsString> {
+        let mut a = vec!["--db".into(), self.location.clone().into()];
+        if on_postgres() {
+            a.push("--cache-dir".into());
+            a.push(self.db.parent().expect("cache dir").into());
+        }
+        a
+    }
+
+    /// The database as the library names it.
+    pub fn store_location(&self) -> cairn::store::Location {
+        cairn::store::Location::parse(&self.location, self.db.parent().filter(|_| on_postgres()))
+    }
+
+    /// Open the database in this process.
+    pub fn open(&self) -> cairn::Cairn {
+        cairn::Cairn::open_at(&self.store_location()).expect("open the database")
+    }
+
     /// A `cairn` command with `--db` set, run in the temp dir.
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(bin());
-        c.arg("--db")
-            .arg(&self.db)
-            .args(args)
-            .current_dir(self.path());
+        c.args(self.db_args()).args(args).current_dir(self.path());
         c.env_remove("CAIRN_DB");
+        c.env_remove("CAIRN_CACHE_DIR");
         c
     }
 
@@ -102,7 +143,7 @@ impl Env {
     /// what `cairn project create --slug S --name S [--path P]` does, through the facade
     /// in this process (a set-up step; `cli_basics.rs` tests the command itself).
     pub fn project(&self, slug: &str, path: Option<&Path>) {
-        let cairn = cairn::Cairn::open(&self.db).expect("open the database");
+        let cairn = self.open();
         cairn
             .create_project(&cairn::issues::NewProject {
                 slug: slug.to_string(),
@@ -121,7 +162,7 @@ impl Env {
     /// Create an issue and return its identifier: what `cairn issue create --project P
     /// --title T` does, through the facade in this process.
     pub fn issue(&self, project: &str, title: &str) -> String {
-        let cairn = cairn::Cairn::open(&self.db).expect("open the database");
+        let cairn = self.open();
         cairn
             .create_issue(&cairn::issues::NewIssue {
                 project: project.to_string(),
@@ -139,7 +180,7 @@ impl Env {
 
     /// [`Env::serve`] with extra environment variables for the server process.
     pub async fn serve_env(&self, flags: &[&str], envs: &[(&str, &str)]) -> Client {
-        let db = self.db.clone();
+        let db = self.db_args();
         let envs: Vec<(String, String)> = envs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -148,11 +189,7 @@ impl Env {
         let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
         let transport =
             TokioChildProcess::builder(tokio::process::Command::new(bin()).configure(|c| {
-                c.arg("--db")
-                    .arg(&db)
-                    .arg("serve")
-                    .args(&flags)
-                    .current_dir(&dir);
+                c.args(&db).arg("serve").args(&flags).current_dir(&dir);
                 c.env("CAIRN_LOG", "warn");
                 c.envs(envs.iter().map(|(k, v)| (k, v)));
             }))
@@ -199,7 +236,7 @@ impl Env {
             values.insert(flag, value.to_string());
         }
         let path = |flag: &str| values.get(flag).map(|v| self.path().join(v));
-        let cairn = cairn::Cairn::open(&self.db).expect("open the database");
+        let cairn = self.open();
         let work = cairn
             .bind(&cairn::context::BindArgs {
                 issue: values.get("--issue-id").cloned(),
