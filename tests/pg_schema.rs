@@ -504,8 +504,11 @@ fn pg_triggers_identities_and_issue_search_behave_as_in_sqlite() {
     // caller's token with punctuation a phrase, hostile text harmless.
     let search = |q: &str| {
         pg(&format!(
-            "SELECT coalesce(string_agg(identifier, ',' ORDER BY rowid), '') FROM issues
-             WHERE search_vector @@ cairn_issue_search_query({})",
+            "PREPARE search(text) AS
+               SELECT coalesce(string_agg(identifier, ',' ORDER BY rowid), '') FROM issues i
+               WHERE ($1::text IS NULL
+                      OR i.search_vector @@ (SELECT cairn_issue_search_query($1::text)));
+             EXECUTE search({})",
             quote(q)
         ))
     };

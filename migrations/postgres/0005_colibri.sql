@@ -7,8 +7,11 @@
 -- (tsvector, GIN-indexed) and a function that turns the caller's text into the query.
 -- On PostgreSQL, task_list's search condition must be
 --
---     AND ($8::text IS NULL OR i.search_vector @@ cairn_issue_search_query($8::text))
+--     AND ($8::text IS NULL OR i.search_vector @@ (SELECT cairn_issue_search_query($8::text)))
 --
+-- The sub-select matters: it makes the query an InitPlan, computed once per execution.
+-- Written bare, a generic plan of a prepared statement computes it for every row (3.4 s
+-- instead of 54 ms over 10,000 issues); a custom plan uses the GIN index either way.
 -- with $8 the caller's raw search text, control characters mapped to spaces (as
 -- `fts_query` does first; PostgreSQL text cannot hold NUL), and NULL exactly when
 -- `fts_query` returns None (no token at all). Not the FTS5 query string: the function

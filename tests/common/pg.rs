@@ -71,6 +71,18 @@ impl PgCluster {
             run(Command::new("chown")
                 .arg(format!("{user}:"))
                 .arg(&cluster.dir));
+            // The user must reach the directory through its parents (a TMPDIR under a
+            // private home directory would not do).
+            let reachable = as_user(user, Path::new("test"))
+                .arg("-w")
+                .arg(&cluster.dir)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(
+                reachable,
+                "{user} cannot write {}: set TMPDIR to a directory every user can reach",
+                cluster.dir.display()
+            );
         }
         // The watchdog first: from here on, whatever happens, the directory goes.
         cluster.watchdog = Some(cluster.spawn_watchdog());
