@@ -542,15 +542,15 @@ pub fn list_issues(store: &Store, filter: &IssueFilter) -> Result<Vec<Issue>> {
         let statuses_json = serde_json::to_string(&statuses)?;
         let mut stmt = c.prepare(&format!(
             "SELECT i.id FROM issues i
-             WHERE (?1 IS NULL OR i.project_id = ?1)
+             WHERE (CAST(?1 AS TEXT) IS NULL OR i.project_id = ?1)
                AND (?2 = '[]' OR i.status IN ({}))
-               AND (?3 IS NULL OR EXISTS (SELECT 1 FROM issue_labels l
+               AND (CAST(?3 AS TEXT) IS NULL OR EXISTS (SELECT 1 FROM issue_labels l
                                           WHERE l.issue_id = i.id AND l.label = ?3))
              ORDER BY i.priority, i.project_id, i.seq
              LIMIT ?4",
             c.dialect().json_elements("?2", false)
         ))?;
-        let limit = filter.limit.map(|l| l as i64).unwrap_or(-1);
+        let limit = filter.limit.map_or(i64::MAX, |l| l as i64);
         let ids: Vec<String> = stmt
             .query_map(
                 params![project_id, statuses_json, filter.label, limit],

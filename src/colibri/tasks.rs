@@ -603,15 +603,15 @@ pub fn task_list(store: &Store, q: &TaskQuery) -> Result<TaskPage> {
         let search = q.search.as_deref().and_then(|s| search_param(d, s));
         let filter = format!(
             "FROM issues i JOIN projects p ON p.id = i.project_id
-             WHERE (?1 IS NULL OR i.project_id = ?1)
+             WHERE (CAST(?1 AS TEXT) IS NULL OR i.project_id = ?1)
                AND (?2 = '[]' OR i.status IN ({statuses}))
                AND (?3 = '[]' OR i.priority IN ({priorities}))
-               AND (?4 IS NULL OR i.assignee = ?4)
-               AND (?5 IS NULL OR EXISTS (SELECT 1 FROM issue_labels l
+               AND (CAST(?4 AS TEXT) IS NULL OR i.assignee = ?4)
+               AND (CAST(?5 AS TEXT) IS NULL OR EXISTS (SELECT 1 FROM issue_labels l
                                           WHERE l.issue_id = i.id AND l.label = ?5))
-               AND (?6 IS NULL OR {created} > ?6)
-               AND (?7 IS NULL OR {created} < ?7)
-               AND (?8 IS NULL OR {matches})",
+               AND (CAST(?6 AS DOUBLE PRECISION) IS NULL OR {created} > ?6)
+               AND (CAST(?7 AS DOUBLE PRECISION) IS NULL OR {created} < ?7)
+               AND (CAST(?8 AS TEXT) IS NULL OR {matches})",
             statuses = d.json_elements("?2", false),
             priorities = d.json_elements("?3", true),
             created = d.epoch_seconds("i.created_at"),
@@ -620,7 +620,7 @@ pub fn task_list(store: &Store, q: &TaskQuery) -> Result<TaskPage> {
                     "i.rowid IN (SELECT rowid FROM issues_fts WHERE issues_fts MATCH ?8)"
                 }
                 Dialect::Postgres => {
-                    "i.search_vector @@ cairn_issue_search_query(CAST(?8 AS text))"
+                    "i.search_vector @@ (SELECT cairn_issue_search_query(CAST(?8 AS text)))"
                 }
             },
         );

@@ -617,14 +617,14 @@ pub fn thought_list(store: &Store, q: &ThoughtQuery) -> Result<ThoughtList> {
             }
             None => {
                 let count: i64 = c.query_row(
-                    "SELECT count(*) FROM thought_records WHERE ?1 IS NULL OR type = ?1",
+                    "SELECT count(*) FROM thought_records WHERE CAST(?1 AS TEXT) IS NULL OR type = ?1",
                     [kind],
                     |r| r.get(0),
                 )?;
                 let mut stmt = c.prepare(&format!(
                     "SELECT {THOUGHT_COLUMNS} FROM thought_records t
                      JOIN issues i ON i.id = t.issue_id
-                     WHERE ?1 IS NULL OR t.type = ?1
+                     WHERE CAST(?1 AS TEXT) IS NULL OR t.type = ?1
                      ORDER BY i.rowid, t.chain_position, t.id LIMIT ?2"
                 ))?;
                 let page = stmt

@@ -4,7 +4,9 @@
 //!
 //! Statements are written with SQLite's `?N` placeholders and rewritten to `$N`. Each
 //! bound value declares its type (bigint, double precision, text, bytea) and a NULL is
-//! `unknown`, resolved by the server, so `?1 IS NULL OR col = ?1` works as on SQLite.
+//! `unknown`, resolved by the server from its uses. PostgreSQL cannot type a parameter
+//! whose first use is `IS NULL`, so optional filters are written
+//! `CAST(?1 AS TEXT) IS NULL OR col = ?1` (the same on SQLite).
 //! Prepared statements are cached per (text, parameter types).
 
 use std::collections::HashMap;
@@ -127,9 +129,7 @@ impl PgConn {
     }
 }
 
-/// The declared type of a bound value. A NULL is `unknown`, which the server resolves
-/// from each use (`?1 IS NULL OR col = ?1`); leaving it unspecified fails on a
-/// parameter whose first use is `IS NULL`.
+/// The declared type of a bound value; a NULL is `unknown`, resolved by the server.
 fn param_type(v: &Value) -> Type {
     match v {
         Value::Null => Type::UNKNOWN,
@@ -163,6 +163,10 @@ impl PgToSql for Bind<'_> {
                 Type::FLOAT4 => (*r as f32).to_sql(ty, out),
                 _ => r.to_sql(ty, out),
             },
+            // PostgreSQL text cannot hold U+0000. Text Cairn stores is cleaned of control
+            // characters before it gets here, so a NUL can only be in a lookup key (an
+            // agent's hostile id), which then matches nothing, as on SQLite.
+            Value::Text(s) if s.contains('\0') => s.replace('\0', "\u{FFFD}").to_sql(ty, out),
             Value::Text(s) => s.as_str().to_sql(ty, out),
             Value::Blob(b) => b.as_slice().to_sql(ty, out),
         }

@@ -634,7 +634,7 @@ pub fn pull_requests(store: &Store, project: Option<&str>) -> Result<Vec<PullReq
             None => None,
         };
         let mut stmt = c.prepare(&format!(
-            "{PR_SQL} WHERE (?1 IS NULL OR i.project_id = ?1)
+            "{PR_SQL} WHERE (CAST(?1 AS TEXT) IS NULL OR i.project_id = ?1)
              ORDER BY pr.created_at DESC, pr.rowid DESC"
         ))?;
         let rows = stmt

@@ -425,8 +425,8 @@ pub fn query_run_events(store: &Store, q: &RunEventQuery) -> Result<RunEventPage
             }
         }
         let filter = "FROM run_events e JOIN runs r ON r.id = e.run_id
-             WHERE (?1 IS NULL OR r.issue_id = ?1) AND (?2 IS NULL OR e.run_id = ?2)
-               AND (?3 IS NULL OR e.event_type = ?3) AND (?4 IS NULL OR e.event_subtype = ?4)";
+             WHERE (CAST(?1 AS TEXT) IS NULL OR r.issue_id = ?1) AND (CAST(?2 AS TEXT) IS NULL OR e.run_id = ?2)
+               AND (CAST(?3 AS TEXT) IS NULL OR e.event_type = ?3) AND (CAST(?4 AS TEXT) IS NULL OR e.event_subtype = ?4)";
         let event_type = q.event_type.map(EventType::as_str);
         let event_subtype = q.event_subtype.map(EventSubtype::as_str);
         let args = params![issue_id, q.run_id, event_type, event_subtype];
