@@ -136,7 +136,10 @@ async fn many_servers_start_at_once_on_one_new_database() {
         let name = crate::common::pg::PgCluster::database_of(&env.location);
         let out = crate::common::pg::PgCluster::shared()
             .psql(name)
-            .args(["-tAc", "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"])
+            .args([
+                "-tAc",
+                "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
+            ])
             .output()
             .unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "{out:?}");

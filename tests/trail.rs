@@ -355,10 +355,7 @@ async fn triggers_refuse_edits_and_tampering_is_detected() {
         "INSERT INTO trail_records SELECT 'f-x', issue_id, 4, kind, category, body, actor,
              created_at, 'not the last hash', hash FROM trail_records WHERE position = 3",
     ] {
-        let err = db
-            .write(|c| c.execute(sql, []))
-            .unwrap_err()
-            .to_string();
+        let err = db.write(|c| c.execute(sql, [])).unwrap_err().to_string();
         assert!(err.contains("append-only"), "{sql}: {err}");
     }
     assert_eq!(env.json(&["findings", "WEB-1", "--verify"])["intact"], true);

@@ -62,7 +62,8 @@ fn reindex(env: &Env, dir: &Path, extra: &[&str]) -> Value {
 
 /// One number from the database (`SELECT count(*) ...`).
 fn try_count(env: &Env, sql: &str) -> cairn::Result<i64> {
-    cairn::store::Store::open_at(&env.store_location())?.read(|c| c.query_row(sql, [], |r| r.get(0)))
+    cairn::store::Store::open_at(&env.store_location())?
+        .read(|c| c.query_row(sql, [], |r| r.get(0)))
 }
 
 fn count(env: &Env, sql: &str) -> i64 {
