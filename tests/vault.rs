@@ -434,7 +434,7 @@ fn a_killed_reindex_resumes_without_duplicates() {
         count(
             &env,
             "SELECT count(*) FROM (SELECT document_id, ordinal FROM vault_chunks \
-             GROUP BY 1, 2 HAVING count(*) > 1)"
+             GROUP BY 1, 2 HAVING count(*) > 1) AS duplicates"
         ),
         0
     );
