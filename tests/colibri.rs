@@ -677,13 +677,10 @@ async fn an_edited_record_is_reported_at_its_position_with_both_hashes() {
         recorded.push(think(&c, &task, &format!("decision {n}")).await);
     }
     // Someone with database access rewrites record 3's content.
-    let db = rusqlite::Connection::open(&env.db).unwrap();
-    db.execute_batch(
-        "DROP TRIGGER thought_records_no_update;
-         UPDATE thought_records SET content = 'forged decision' WHERE chain_position = 3;",
-    )
-    .unwrap();
-    drop(db);
+    env.tamper(
+        &[("thought_records", "thought_records_no_update")],
+        "UPDATE thought_records SET content = 'forged decision' WHERE chain_position = 3;",
+    );
     let forged_hash = doc_hash(&recorded[2], &task, "forged decision");
     let v = c.ok("audit_verify_chain", json!({"task_id": task})).await;
     assert_eq!(v["chain_valid"], false);
@@ -721,13 +718,10 @@ async fn an_edited_record_is_reported_at_its_position_with_both_hashes() {
     assert_eq!(j["records"].as_array().unwrap().len(), 4);
 
     // Removing the last record is caught by the chain's head.
-    let db = rusqlite::Connection::open(&env.db).unwrap();
-    db.execute_batch(
-        "DROP TRIGGER thought_records_no_delete;
-         DELETE FROM thought_records WHERE chain_position = 4;",
-    )
-    .unwrap();
-    drop(db);
+    env.tamper(
+        &[("thought_records", "thought_records_no_delete")],
+        "DELETE FROM thought_records WHERE chain_position = 4;",
+    );
     let v = c.ok("audit_verify_chain", json!({"task_id": task})).await;
     let reasons: Vec<(u64, &str)> = v["broken_links"]
         .as_array()
@@ -1469,13 +1463,10 @@ async fn verification_covers_the_issues_work_trail() {
     assert_eq!(chains, ["thought", "trail", "trail"]);
 
     // Forge the comment (the trail's second record): sequence position 1 + 2.
-    let db = rusqlite::Connection::open(&env.db).unwrap();
-    db.execute_batch(
-        "DROP TRIGGER trail_records_no_update;
-         UPDATE trail_records SET body = '{\"content\":\"forged\"}' WHERE position = 2;",
-    )
-    .unwrap();
-    drop(db);
+    env.tamper(
+        &[("trail_records", "trail_records_no_update")],
+        "UPDATE trail_records SET body = '{\"content\":\"forged\"}' WHERE position = 2;",
+    );
     let v = c.ok("audit_verify_chain", json!({"task_id": issue})).await;
     assert_eq!(v["chain_valid"], false);
     let b = &v["broken_links"][0];

@@ -644,7 +644,7 @@ async fn group_commit_a_server_killed_while_indexing_loses_no_acknowledged_write
 }
 
 #[tokio::test]
-async fn a_deleted_index_directory_is_rebuilt_from_sqlite() {
+async fn a_deleted_index_directory_is_rebuilt_from_the_database() {
     let env = Env::new();
     let issue = setup(&env);
     let c = env.serve(&["--issue-id", &issue]).await;
@@ -660,7 +660,7 @@ async fn a_deleted_index_directory_is_rebuilt_from_sqlite() {
         );
     }
     assert_eq!(search(&c, json!({"query": "advisory"})).await.len(), 3);
-    let dir = env.path().join("cairn.db.index").join("learnings");
+    let dir = env.index_dir().join("learnings");
     assert!(dir.join("meta.json").exists());
     std::fs::remove_dir_all(&dir).unwrap();
     // A new process rebuilds it; the live server notices too and keeps finding everything.
@@ -696,9 +696,7 @@ async fn a_busy_writer_never_blocks_search_and_the_tail_scores_the_same() {
     let c = env.serve(&["--issue-id", &issue]).await;
     assert_eq!(search(&c, json!({"query": "graphql"})).await.len(), 1);
     // Hold tantivy's writer lock as another process would.
-    let lock_path = env
-        .path()
-        .join("cairn.db.index/learnings/.tantivy-writer.lock");
+    let lock_path = env.index_dir().join("learnings/.tantivy-writer.lock");
     let lock = File::options()
         .create(true)
         .truncate(false)

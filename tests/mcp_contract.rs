@@ -131,7 +131,21 @@ async fn oversized_arguments_are_refused_before_any_handler() {
 #[tokio::test]
 async fn many_servers_start_at_once_on_one_new_database() {
     let env = Env::new();
-    assert!(!env.db.exists());
+    if crate::common::on_postgres() {
+        // The harness made the database; nothing has created a table in it yet.
+        let name = crate::common::pg::PgCluster::database_of(&env.location);
+        let out = crate::common::pg::PgCluster::shared()
+            .psql(name)
+            .args([
+                "-tAc",
+                "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "{out:?}");
+    } else {
+        assert!(!env.db.exists());
+    }
     let clients = futures_join_all((0..6).map(|_| env.serve(&[]))).await;
     for c in &clients {
         let h = c.ok("server_health", json!({})).await;
@@ -276,7 +290,8 @@ fn python_sdk(
         std::process::Command::new("python3")
             .arg(script)
             .arg(crate::common::bin())
-            .arg(&env.db)
+            // The driver runs `cairn --db DB serve FLAGS` (--cache-dir is global).
+            .args(&env.db_args()[1..])
             .args(flags)
             .env("MCP_MODE", mode),
         calls.to_string().as_bytes(),
@@ -481,11 +496,15 @@ fn official_typescript_sdk_sees_every_result_and_every_error() {
         invalid["not_a_field"] = json!(1);
         calls.push(json!({"tool": t.name, "arguments": invalid}));
     }
-    let db = env.db.as_os_str();
     let bin = crate::common::bin();
+    // The driver runs `cairn --db DB serve FLAGS` (--cache-dir is global).
+    let db = env.db_args();
+    let mut args = vec![bin.as_os_str()];
+    args.extend(db[1..].iter().map(|a| a.as_os_str()));
+    args.extend([std::ffi::OsStr::new("--issue-id"), issue.as_ref()]);
     let out = node(
         "drive.mjs",
-        &[bin.as_os_str(), db, "--issue-id".as_ref(), issue.as_ref()],
+        &args,
         serde_json::to_vec(&calls).unwrap().as_slice(),
     );
     assert!(
@@ -558,8 +577,7 @@ fn mcp_inspector_cli_lists_calls_and_shows_an_error() {
             .args(extra)
             .arg("--")
             .arg(&bin)
-            .arg("--db")
-            .arg(&env.db)
+            .args(env.db_args())
             .arg("serve")
             .current_dir(&dir)
             .env("MCP_CATALOG_PATH", env.path().join("catalog.json"))

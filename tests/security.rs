@@ -260,65 +260,75 @@ async fn a_consistently_rewritten_trail_and_an_edited_root_are_both_detected() {
         Some(0)
     );
 
-    // The audit tables refuse UPDATE and DELETE.
-    let db = rusqlite::Connection::open(&b.env.db).unwrap();
+    // The audit tables refuse UPDATE and DELETE, and a replacing insert.
+    let store = b.env.store();
+    let replace = match store.read(|c| Ok(c.dialect())).unwrap() {
+        cairn::db::Dialect::Sqlite => {
+            "INSERT OR REPLACE INTO audit_merkle_leaves (session_id, position, chain, record_id, hash)
+             SELECT session_id, position, chain, record_id, hash FROM audit_merkle_leaves LIMIT 1"
+        }
+        cairn::db::Dialect::Postgres => {
+            "INSERT INTO audit_merkle_leaves (session_id, position, chain, record_id, hash)
+             SELECT session_id, position, chain, record_id, hash FROM audit_merkle_leaves LIMIT 1
+             ON CONFLICT (session_id, position) DO UPDATE SET hash = excluded.hash"
+        }
+    };
     for sql in [
         "UPDATE audit_merkle_leaves SET hash = 'x'",
         "DELETE FROM audit_merkle_leaves",
         "DELETE FROM audit_sessions",
         "UPDATE audit_sessions SET merkle_root = 'x'",
-        "INSERT OR REPLACE INTO audit_merkle_leaves (session_id, position, chain, record_id, hash)
-         SELECT session_id, position, chain, record_id, hash FROM audit_merkle_leaves LIMIT 1",
+        replace,
     ] {
-        let e = db.execute_batch(sql).unwrap_err().to_string();
+        let e = store
+            .write(|c| c.execute_batch(sql))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("refused"), "{sql}: {e}");
     }
 
-    // An attacker with the file rewrites the comment, recomputes its hash, the head
+    // An attacker with the database rewrites the comment, recomputes its hash, the head
     // and the frozen leaf, so that every chain and every leaf is consistent.
-    let recs = {
-        let mut st = db
-            .prepare("SELECT id, issue_id, position, kind, category, body, actor, created_at, prev_hash FROM trail_records WHERE kind = 'comment'")
-            .unwrap();
-        st.query_row([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, i64>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, Option<String>>(4)?,
-                r.get::<_, String>(6)?,
-                r.get::<_, String>(7)?,
-                r.get::<_, String>(8)?,
-            ))
+    let recs = store
+        .read(|db| {
+            db.query_row(
+                "SELECT id, issue_id, position, kind, category, body, actor, created_at, prev_hash FROM trail_records WHERE kind = 'comment'",
+                [],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, Option<String>>(4)?,
+                        r.get::<_, String>(6)?,
+                        r.get::<_, String>(7)?,
+                        r.get::<_, String>(8)?,
+                    ))
+                },
+            )
         })
-        .unwrap()
-    };
+        .unwrap();
+    drop(store);
     let (id, issue_id, position, kind, category, actor, created_at, prev_hash) = recs;
     let body = json!({"content": "forged"});
     let hashed = json!({"actor": actor, "body": body, "category": category,
         "created_at": created_at, "id": id, "issue_id": issue_id, "kind": kind,
         "position": position, "prev_hash": prev_hash});
     let forged = sha256_hex(&canonical(&hashed));
-    db.execute_batch(
-        "DROP TRIGGER trail_records_no_update; DROP TRIGGER audit_merkle_leaves_no_update;",
-    )
-    .unwrap();
-    db.execute(
-        "UPDATE trail_records SET body = ?1, hash = ?2 WHERE id = ?3",
-        rusqlite::params![canonical(&body), forged, id],
-    )
-    .unwrap();
-    db.execute(
-        "UPDATE trail_heads SET hash = ?1 WHERE issue_id = ?2",
-        rusqlite::params![forged, issue_id],
-    )
-    .unwrap();
-    db.execute(
-        "UPDATE audit_merkle_leaves SET hash = ?1 WHERE record_id = ?2",
-        rusqlite::params![forged, id],
-    )
-    .unwrap();
+    // Every value spliced here is hex, an id or this fixed JSON: no quote to escape.
+    b.env.tamper(
+        &[
+            ("trail_records", "trail_records_no_update"),
+            ("audit_merkle_leaves", "audit_merkle_leaves_no_update"),
+        ],
+        &format!(
+            "UPDATE trail_records SET body = '{}', hash = '{forged}' WHERE id = '{id}';
+             UPDATE trail_heads SET hash = '{forged}' WHERE issue_id = '{issue_id}';
+             UPDATE audit_merkle_leaves SET hash = '{forged}' WHERE record_id = '{id}';",
+            canonical(&body)
+        ),
+    );
     // Every chain verifies on its own...
     let out = b.env.run(&["findings", &b.issue, "--verify", "--json"]);
     assert_eq!(out.status.code(), Some(3), "{out:?}");
@@ -337,12 +347,10 @@ async fn a_consistently_rewritten_trail_and_an_edited_root_are_both_detected() {
     let b2 = bound();
     let c2 = b2.serve("worker").await;
     let s2 = finalized(&b2, &c2).await;
-    let db2 = rusqlite::Connection::open(&b2.env.db).unwrap();
-    db2.execute_batch(
-        "DROP TRIGGER audit_sessions_frozen;
-         UPDATE audit_sessions SET merkle_root = 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa';",
-    )
-    .unwrap();
+    b2.env.tamper(
+        &[("audit_sessions", "audit_sessions_frozen")],
+        "UPDATE audit_sessions SET merkle_root = 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa';",
+    );
     assert_root_broken(&b2, &c2, &s2).await;
     c.close().await;
     c2.close().await;
@@ -374,42 +382,67 @@ fn sha256_hex(s: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn malformed_rows_are_reported_at_their_position_not_crashed_on() {
-    // (what the attacker writes, the table it touches)
+    // (the append-only trigger in the way, what the attacker writes on SQLite, and on
+    // PostgreSQL). SQLite's columns take a value of any type; PostgreSQL's hold only
+    // their type, so there the attacker (who owns the tables) first relaxes the column:
+    // the same row then reads as NULL, out of range or of another type where the
+    // verifier expects an integer or a hash.
     let cases = [
         (
+            ("trail_records", "trail_records_no_update"),
             "UPDATE trail_records SET position = 'two' WHERE position = 2",
-            "DROP TRIGGER trail_records_no_update",
+            "ALTER TABLE trail_records ALTER COLUMN position DROP NOT NULL;
+             UPDATE trail_records SET position = NULL WHERE position = 2",
         ),
         (
+            ("trail_records", "trail_records_no_update"),
             "UPDATE trail_records SET hash = X'00ff' WHERE position = 2",
-            "DROP TRIGGER trail_records_no_update",
+            "UPDATE trail_records SET hash = chr(255) || chr(1) WHERE position = 2",
         ),
         (
+            ("trail_records", "trail_records_no_update"),
             "UPDATE trail_records SET position = -5 WHERE position = 2",
-            "DROP TRIGGER trail_records_no_update",
+            "ALTER TABLE trail_records DROP CONSTRAINT trail_records_position_check;
+             UPDATE trail_records SET position = -5 WHERE position = 2",
         ),
         (
+            ("thought_records", "thought_records_no_update"),
             "UPDATE thought_records SET chain_position = 'two' WHERE chain_position = 1",
-            "DROP TRIGGER thought_records_no_update",
+            "ALTER TABLE thought_records ALTER COLUMN chain_position DROP NOT NULL;
+             UPDATE thought_records SET chain_position = NULL WHERE chain_position = 1",
         ),
         (
+            ("audit_merkle_leaves", "audit_merkle_leaves_no_update"),
             "UPDATE audit_merkle_leaves SET position = 'two', hash = 'zz' WHERE position = 2",
-            "DROP TRIGGER audit_merkle_leaves_no_update",
+            "ALTER TABLE audit_merkle_leaves DROP CONSTRAINT audit_merkle_leaves_pkey;
+             ALTER TABLE audit_merkle_leaves ALTER COLUMN position DROP NOT NULL;
+             UPDATE audit_merkle_leaves SET position = NULL, hash = 'zz' WHERE position = 2",
         ),
-        ("UPDATE trail_heads SET position = 1e300", "SELECT 1"),
+        (
+            ("trail_heads", ""),
+            "UPDATE trail_heads SET position = 1e300",
+            "ALTER TABLE trail_heads ALTER COLUMN position TYPE double precision;
+             UPDATE trail_heads SET position = 1e300",
+        ),
     ];
-    for (attack, drop) in cases {
+    for ((table, trigger), on_sqlite, on_postgres) in cases {
         let b = bound();
         let c = b.serve("worker").await;
         let session = finalized(&b, &c).await;
         c.ok("add_comment", json!({"content": "third record"}))
             .await;
-        let db = rusqlite::Connection::open(&b.env.db).unwrap();
-        db.execute_batch(&format!(
-            "PRAGMA ignore_check_constraints = ON; {drop}; {attack};"
-        ))
-        .unwrap();
-        drop_db(db);
+        let triggers: &[(&str, &str)] = if trigger.is_empty() {
+            &[]
+        } else {
+            &[(table, trigger)]
+        };
+        let attack = if crate::common::on_postgres() {
+            on_postgres.to_string()
+        } else {
+            format!("PRAGMA ignore_check_constraints = ON; {on_sqlite};")
+        };
+        b.env.tamper(triggers, &attack);
+        let attack = attack.as_str();
         let mut commands = vec![vec!["audit", "verify", b.issue.as_str(), "--json"]];
         // `findings --verify` checks the work trail and the frozen roots, not thoughts.
         if !attack.contains("thought_records") {
@@ -437,10 +470,6 @@ async fn malformed_rows_are_reported_at_their_position_not_crashed_on() {
         assert_eq!(v["chain_valid"], false, "{attack}: {v:#}");
         c.close().await;
     }
-}
-
-fn drop_db(db: rusqlite::Connection) {
-    db.close().unwrap();
 }
 
 // -------------------------------------------------------------------- storage faults
@@ -485,6 +514,12 @@ fn fill(dir: &Path) -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_full_disk_answers_a_stable_code_loses_nothing_and_recovers() {
+    if crate::common::sqlite_only(
+        "a full disk under the database file (a tmpfs holding the SQLite file); a \
+         PostgreSQL server's disk is the server's",
+    ) {
+        return;
+    }
     let mut env = Env::new();
     let mnt = env.path().join("full");
     let _fs = Tmpfs::mount(&mnt, "8m");

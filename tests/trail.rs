@@ -338,35 +338,45 @@ async fn triggers_refuse_edits_and_tampering_is_detected() {
             .await;
     }
     c.close().await;
-    let db = rusqlite::Connection::open(&env.db).unwrap();
+    let db = env.store();
+    let replace = match db.read(|c| Ok(c.dialect())).unwrap() {
+        cairn::db::Dialect::Sqlite => {
+            "INSERT OR REPLACE INTO trail_records SELECT * FROM trail_records WHERE position = 1"
+        }
+        cairn::db::Dialect::Postgres => {
+            "INSERT INTO trail_records SELECT * FROM trail_records WHERE position = 1
+             ON CONFLICT (id) DO UPDATE SET body = excluded.body"
+        }
+    };
     for sql in [
         "UPDATE trail_records SET body = '{}' WHERE position = 2",
         "DELETE FROM trail_records WHERE position = 3",
-        "INSERT OR REPLACE INTO trail_records SELECT * FROM trail_records WHERE position = 1",
+        replace,
         "INSERT INTO trail_records SELECT 'f-x', issue_id, 4, kind, category, body, actor,
              created_at, 'not the last hash', hash FROM trail_records WHERE position = 3",
     ] {
-        let err = db.execute(sql, []).unwrap_err().to_string();
+        let err = db.write(|c| c.execute(sql, [])).unwrap_err().to_string();
         assert!(err.contains("append-only"), "{sql}: {err}");
     }
     assert_eq!(env.json(&["findings", "WEB-1", "--verify"])["intact"], true);
 
     // The documented hash: sha256 of the sorted-key compact JSON of the record's fields.
     let stored: String = db
-        .query_row(
-            "SELECT hash FROM trail_records WHERE position = 2",
-            [],
-            |r| r.get(0),
-        )
+        .read(|c| {
+            c.query_row(
+                "SELECT hash FROM trail_records WHERE position = 2",
+                [],
+                |r| r.get(0),
+            )
+        })
         .unwrap();
     assert_eq!(documented_hash(&db, 2), stored);
 
     // Behind the server's back: drop the trigger and edit a body.
-    db.execute_batch(
-        r#"DROP TRIGGER trail_records_no_update;
-           UPDATE trail_records SET body = '{"files":[],"summary":"forged"}' WHERE position = 2;"#,
-    )
-    .unwrap();
+    env.tamper(
+        &[("trail_records", "trail_records_no_update")],
+        r#"UPDATE trail_records SET body = '{"files":[],"summary":"forged"}' WHERE position = 2;"#,
+    );
     let out = env.run(&["findings", "WEB-1", "--verify", "--json"]);
     assert_eq!(
         out.status.code(),
@@ -382,10 +392,12 @@ async fn triggers_refuse_edits_and_tampering_is_detected() {
     assert_eq!(broken[0]["actual_hash"], stored.as_str());
     // Re-hashing the forged record to hide the edit breaks the next link instead.
     let forged = documented_hash(&db, 2);
-    db.execute(
-        "UPDATE trail_records SET hash = ?1 WHERE position = 2",
-        [&forged],
-    )
+    db.write(|c| {
+        c.execute(
+            "UPDATE trail_records SET hash = ?1 WHERE position = 2",
+            [&forged],
+        )
+    })
     .unwrap();
     let v: Value =
         serde_json::from_slice(&env.run(&["findings", "WEB-1", "--verify", "--json"]).stdout)
@@ -403,10 +415,10 @@ async fn triggers_refuse_edits_and_tampering_is_detected() {
         .collect();
     assert_eq!(problems, [(3, "link")]);
     // Removing the last record is caught by the recorded head.
-    db.execute_batch(
-        "DROP TRIGGER trail_records_no_delete; DELETE FROM trail_records WHERE position = 3;",
-    )
-    .unwrap();
+    env.tamper(
+        &[("trail_records", "trail_records_no_delete")],
+        "DELETE FROM trail_records WHERE position = 3;",
+    );
     let v: Value =
         serde_json::from_slice(&env.run(&["findings", "WEB-1", "--verify", "--json"]).stdout)
             .unwrap();
@@ -421,27 +433,29 @@ async fn triggers_refuse_edits_and_tampering_is_detected() {
 }
 
 /// Recompute a record's hash from its row exactly as documented in `trail::chain`.
-fn documented_hash(db: &rusqlite::Connection, position: i64) -> String {
+fn documented_hash(db: &cairn::store::Store, position: i64) -> String {
     use sha2::{Digest, Sha256};
     let v: Value = db
-        .query_row(
-            "SELECT * FROM trail_records WHERE position = ?1",
-            [position],
-            |r| {
-                let body: String = r.get("body")?;
-                Ok(json!({
-                    "actor": r.get::<_, String>("actor")?,
-                    "body": serde_json::from_str::<Value>(&body).unwrap(),
-                    "category": r.get::<_, Option<String>>("category")?,
-                    "created_at": r.get::<_, String>("created_at")?,
-                    "id": r.get::<_, String>("id")?,
-                    "issue_id": r.get::<_, String>("issue_id")?,
-                    "kind": r.get::<_, String>("kind")?,
-                    "position": r.get::<_, i64>("position")?,
-                    "prev_hash": r.get::<_, String>("prev_hash")?,
-                }))
-            },
-        )
+        .read(|c| {
+            c.query_row(
+                "SELECT * FROM trail_records WHERE position = ?1",
+                [position],
+                |r| {
+                    let body: String = r.get("body")?;
+                    Ok(json!({
+                        "actor": r.get::<_, String>("actor")?,
+                        "body": serde_json::from_str::<Value>(&body).unwrap(),
+                        "category": r.get::<_, Option<String>>("category")?,
+                        "created_at": r.get::<_, String>("created_at")?,
+                        "id": r.get::<_, String>("id")?,
+                        "issue_id": r.get::<_, String>("issue_id")?,
+                        "kind": r.get::<_, String>("kind")?,
+                        "position": r.get::<_, i64>("position")?,
+                        "prev_hash": r.get::<_, String>("prev_hash")?,
+                    }))
+                },
+            )
+        })
         .unwrap();
     // serde_json's map keeps keys sorted, and to_string is compact: the canonical form.
     hex::encode(Sha256::digest(serde_json::to_string(&v).unwrap()))

@@ -57,6 +57,18 @@ pub fn on_postgres() -> bool {
     }
 }
 
+/// For a test that is inherently about SQLite files (listed with the reason in
+/// docs/postgres.md, "Tests on both stores"): `if sqlite_only(why) { return; }`. False on
+/// the SQLite pass; on the PostgreSQL pass, true after saying on stderr why the test does
+/// not run there, so it ends visibly rather than passing silently.
+pub fn sqlite_only(why: &str) -> bool {
+    if on_postgres() {
+        eprintln!("sqlite-only: {why}");
+        return true;
+    }
+    false
+}
+
 /// A temp dir and a fresh database: a SQLite file in the temp dir, or a PostgreSQL
 /// database whose host-local files (indexes, daemon files) are in the temp dir.
 pub struct Env {
@@ -83,6 +95,12 @@ impl Env {
 
     pub fn path(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// The directory of this host's derived indexes: `<db>.index/` beside the anchor
+    /// (the SQLite file, or `<temp>/cache/postgres`).
+    pub fn index_dir(&self) -> PathBuf {
+        PathBuf::from(format!("{}.index", self.db.display()))
     }
 
     /// `--db <location>` (and `--cache-dir` on PostgreSQL): the arguments that name this
