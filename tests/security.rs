@@ -524,6 +524,7 @@ async fn a_full_disk_answers_a_stable_code_loses_nothing_and_recovers() {
     let mnt = env.path().join("full");
     let _fs = Tmpfs::mount(&mnt, "8m");
     env.db = mnt.join("cairn.db");
+    env.location = env.db.to_string_lossy().into_owned();
     env.project("p", None);
     let issue = env.issue("p", "full disk");
     let c = env.serve_local(&["--issue-id", &issue]).await;
