@@ -21,7 +21,7 @@ impl Cairn {
     /// Index new learnings in a background thread from now on (group commit; long-lived
     /// processes: `cairn serve`, `cairn daemon`).
     pub fn index_learnings_in_background(&self) -> Result<()> {
-        self.learnings.start_indexer(self.store.path())
+        self.learnings.start_indexer(self.store.location())
     }
 
     /// Wait until the background indexer has indexed every learning written so far.

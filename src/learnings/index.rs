@@ -71,7 +71,7 @@ use tantivy::{
 
 use crate::disk_index::{acquire_writer, open_or_recreate};
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::store::{Location, Store};
 
 use super::query::{
     Evidence, FIELD_WEIGHTS, MAX_EXPANSIONS, PREFIX_BOOST, ParsedQuery, SEMANTIC_FLOOR,
@@ -753,13 +753,14 @@ impl LearningIndex {
     }
 
     /// Index new learnings in the background from now on (long-lived processes; see the
-    /// module doc): start the indexer thread over its own connection to `db`, and catch
-    /// up whatever earlier processes left unindexed. Starting it twice is a no-op.
-    pub fn start_indexer(&self, db: &Path) -> Result<()> {
+    /// module doc): start the indexer thread over its own connection to the database at
+    /// `db` (SQLite or PostgreSQL), and catch up whatever earlier processes left
+    /// unindexed. Starting it twice is a no-op.
+    pub fn start_indexer(&self, db: &Location) -> Result<()> {
         if self.indexer.get().is_some() {
             return Ok(());
         }
-        let store = Store::open(db)?;
+        let store = Store::open_at(db)?;
         let indexer = Arc::new(Indexer::default());
         if self.indexer.set(indexer.clone()).is_err() {
             return Ok(());

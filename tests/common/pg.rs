@@ -28,6 +28,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 const PG_USER: &str = "cairn-pg";
 /// The cluster's superuser (trust authentication).
 const SUPERUSER: &str = "cairn";
+/// Server settings of the tests' clusters: durability off (a throwaway cluster).
+pub const TEST_SETTINGS: &str = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off";
 
 /// A running throwaway cluster. See the module documentation.
 pub struct PgCluster {
@@ -48,8 +50,15 @@ impl PgCluster {
         SHARED.get_or_init(PgCluster::start)
     }
 
-    /// Create, start and wait for a new cluster; panics with the reason if it cannot.
+    /// Create, start and wait for a new cluster tuned for tests ([`TEST_SETTINGS`]: no
+    /// fsync); panics with the reason if it cannot.
     pub fn start() -> PgCluster {
+        PgCluster::start_with(TEST_SETTINGS)
+    }
+
+    /// [`PgCluster::start`] with other server settings (`-c name=value ...`) than
+    /// [`TEST_SETTINGS`]: `""` keeps PostgreSQL's durable defaults (the writers benchmark).
+    pub fn start_with(settings: &str) -> PgCluster {
         let bin = find_bin_dir();
         let run_as = is_root().then(|| {
             ensure_system_user();
@@ -95,8 +104,7 @@ impl PgCluster {
         cluster.port = free_port();
         let options = format!(
             "-c listen_addresses=127.0.0.1 -p {} -c unix_socket_directories='{}' \
-             -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-             -c max_connections=200",
+             -c max_connections=200 {settings}",
             cluster.port,
             cluster.dir.display()
         );
