@@ -56,7 +56,15 @@ impl Cairn {
         db: &Path,
         embedder: Box<dyn crate::vault::embed::Embed>,
     ) -> Result<Cairn> {
-        let mut cairn = Cairn::open(db)?;
+        Cairn::open_at_with_embedder(&Location::File(db.to_path_buf()), embedder)
+    }
+
+    /// [`Cairn::open_with_embedder`] for a database at any `location`.
+    pub fn open_at_with_embedder(
+        location: &Location,
+        embedder: Box<dyn crate::vault::embed::Embed>,
+    ) -> Result<Cairn> {
+        let mut cairn = Cairn::open_at(location)?;
         cairn.vault = crate::vault::VaultState::with_embedder(embedder);
         Ok(cairn)
     }

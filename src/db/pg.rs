@@ -203,7 +203,9 @@ fn read(r: &tokio_postgres::Row, i: usize) -> Result<Value> {
             r.try_get::<_, Option<String>>(i)?.map(Value::Text)
         }
         // Anything else (a `tsvector` that `SELECT *` brings along) is opaque bytes.
-        _ => r.try_get::<_, Option<Raw>>(i)?.map(|raw| Value::Blob(raw.0)),
+        _ => r
+            .try_get::<_, Option<Raw>>(i)?
+            .map(|raw| Value::Blob(raw.0)),
     };
     Ok(v.unwrap_or(Value::Null))
 }
