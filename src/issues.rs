@@ -229,8 +229,9 @@ pub(crate) fn find_project(c: &Conn<'_>, reference: &str) -> Result<Option<Proje
 /// Resolve an issue reference (id or identifier, identifier case-insensitive) to its id.
 pub(crate) fn resolve_issue_id(c: &Conn<'_>, reference: &str) -> Result<Option<String>> {
     c.query_opt(
-        "SELECT id FROM issues WHERE id = ?1 OR identifier = upper(?1)",
-        [reference],
+        // ASCII upper case, as identifiers are (and as SQLite's upper() would fold).
+        "SELECT id FROM issues WHERE id = ?1 OR identifier = ?2",
+        [reference, &reference.to_ascii_uppercase()],
         |r| r.get(0),
     )
 }

@@ -117,8 +117,8 @@ pub(crate) struct FrozenLeaf {
 pub(crate) fn frozen_leaves(c: &Conn<'_>, session: i64) -> Result<Vec<FrozenLeaf>> {
     let mut stmt = c.prepare(&format!(
         "SELECT position, record_id, hash FROM audit_merkle_leaves WHERE session_id = ?1
-         ORDER BY {}position, rowid",
-        c.dialect().integers_first("position")
+         ORDER BY {}, record_id",
+        c.dialect().loose_order("position")
     ))?;
     let mut rows = stmt.query([session])?;
     let mut out = Vec::new();

@@ -754,7 +754,8 @@ pub(crate) fn task_family(c: &Conn<'_>, issue_id: &str, deep: bool) -> Result<Ve
     }
     let mut stmt = c.prepare(
         "WITH RECURSIVE fam(id) AS (
-             SELECT ?1 UNION SELECT i.id FROM issues i JOIN fam ON i.parent_id = fam.id
+             SELECT id FROM issues WHERE id = ?1
+             UNION SELECT i.id FROM issues i JOIN fam ON i.parent_id = fam.id
          )
          SELECT fam.id FROM fam JOIN issues i ON i.id = fam.id
          ORDER BY (fam.id = ?1) DESC, i.rowid",

@@ -294,8 +294,8 @@ pub(crate) fn chain_loose(
     let mut stmt = c.prepare(&format!(
         "SELECT {THOUGHT_COLUMNS} FROM thought_records t JOIN issues i ON i.id = t.issue_id
          WHERE t.issue_id = ?1
-         ORDER BY {}t.chain_position, t.id",
-        c.dialect().integers_first("t.chain_position")
+         ORDER BY {}, t.id",
+        c.dialect().loose_order("t.chain_position")
     ))?;
     let mut rows = stmt.query([issue_id])?;
     let mut out = Vec::new();
@@ -641,8 +641,9 @@ pub fn thought_list(store: &Store, q: &ThoughtQuery) -> Result<ThoughtList> {
                 Some(ids) => ids.clone(),
                 None => {
                     let mut stmt = c.prepare(
-                        "SELECT DISTINCT t.issue_id FROM thought_records t
-                         JOIN issues i ON i.id = t.issue_id ORDER BY i.rowid",
+                        "SELECT i.id FROM issues i
+                         WHERE EXISTS (SELECT 1 FROM thought_records t WHERE t.issue_id = i.id)
+                         ORDER BY i.rowid",
                     )?;
                     stmt.query_map([], |r| r.get(0))?
                         .collect::<crate::error::Result<_>>()?

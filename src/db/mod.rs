@@ -61,12 +61,13 @@ impl Dialect {
         }
     }
 
-    /// An `ORDER BY` prefix that puts rows whose `col` is not an integer last: SQLite
-    /// columns take any type (a tampered row may hold text); PostgreSQL's do not.
-    pub fn integers_first(self, col: &str) -> String {
+    /// An `ORDER BY` list for rows read loosely in `col` order (a chain being
+    /// verified): SQLite columns take any type, so a tampered row may hold text there and
+    /// goes last; PostgreSQL's columns hold only their type.
+    pub fn loose_order(self, col: &str) -> String {
         match self {
-            Dialect::Sqlite => format!("typeof({col}) <> 'integer', "),
-            Dialect::Postgres => String::new(),
+            Dialect::Sqlite => format!("typeof({col}) <> 'integer', {col}"),
+            Dialect::Postgres => col.to_owned(),
         }
     }
 }

@@ -3,8 +3,8 @@
 //! works the same from a CLI command, a blocking pool thread or an async task.
 //!
 //! Statements are written with SQLite's `?N` placeholders and rewritten to `$N`. Each
-//! bound value declares its type (bigint, double precision, text, bytea) and a NULL
-//! leaves its type to the server, so `?1 IS NULL OR col = ?1` works as on SQLite.
+//! bound value declares its type (bigint, double precision, text, bytea) and a NULL is
+//! `unknown`, resolved by the server, so `?1 IS NULL OR col = ?1` works as on SQLite.
 //! Prepared statements are cached per (text, parameter types).
 
 use std::collections::HashMap;
@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use bytes::BytesMut;
-use tokio_postgres::types::{IsNull, Kind, ToSql as PgToSql, Type, to_sql_checked};
+use tokio_postgres::types::{IsNull, ToSql as PgToSql, Type, to_sql_checked};
 use tokio_postgres::{Client, NoTls, Statement};
 
 use super::{Row, Value};
@@ -127,10 +127,12 @@ impl PgConn {
     }
 }
 
-/// The declared type of a bound value; NULL is left for the server to infer (OID 0).
+/// The declared type of a bound value. A NULL is `unknown`, which the server resolves
+/// from each use (`?1 IS NULL OR col = ?1`); leaving it unspecified fails on a
+/// parameter whose first use is `IS NULL`.
 fn param_type(v: &Value) -> Type {
     match v {
-        Value::Null => Type::new("unspecified".into(), 0, Kind::Simple, "pg_catalog".into()),
+        Value::Null => Type::UNKNOWN,
         Value::Integer(_) => Type::INT8,
         Value::Real(_) => Type::FLOAT8,
         Value::Text(_) => Type::TEXT,

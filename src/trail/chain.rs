@@ -365,8 +365,8 @@ pub(crate) fn chain_loose(
 ) -> Result<Vec<std::result::Result<TrailRecord, MalformedRow>>> {
     let mut stmt = c.prepare(&format!(
         "SELECT * FROM trail_records WHERE issue_id = ?1
-         ORDER BY {}position, rowid",
-        c.dialect().integers_first("position")
+         ORDER BY {}, id",
+        c.dialect().loose_order("position")
     ))?;
     let mut rows = stmt.query([issue_id])?;
     let mut out = Vec::new();

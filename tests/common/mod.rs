@@ -106,6 +106,37 @@ impl Env {
         cairn::Cairn::open_at(&self.store_location()).expect("open the database")
     }
 
+    /// The database through the library's store: for tests that act as someone with
+    /// direct database access, on either store.
+    pub fn store(&self) -> cairn::store::Store {
+        cairn::store::Store::open_at(&self.store_location()).expect("open the store")
+    }
+
+    /// Run `sql` (several statements) in one write transaction on the database.
+    pub fn sql(&self, sql: &str) -> Result<(), String> {
+        self.store()
+            .write(|c| c.execute_batch(sql))
+            .map_err(|e| e.to_string())
+    }
+
+    /// As an attacker with database access: take `triggers` (`(table, trigger)`) out of
+    /// the way (SQLite drops them, PostgreSQL disables them), then run `sql`.
+    pub fn tamper(&self, triggers: &[(&str, &str)], sql: &str) {
+        self.store()
+            .write(|c| {
+                for (table, trigger) in triggers {
+                    c.execute_batch(&match c.dialect() {
+                        cairn::db::Dialect::Sqlite => format!("DROP TRIGGER {trigger}"),
+                        cairn::db::Dialect::Postgres => {
+                            format!("ALTER TABLE {table} DISABLE TRIGGER {trigger}")
+                        }
+                    })?;
+                }
+                c.execute_batch(sql)
+            })
+            .expect("tamper with the database");
+    }
+
     /// A `cairn` command with `--db` set, run in the temp dir.
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(bin());
