@@ -245,6 +245,16 @@ fn build(dir: &Path, db: &Path) -> Cairn {
         )
         .unwrap();
     cairn
+        .set_profile_scope(
+            &cairn::mcp::registry::scope_matrix(),
+            &cairn::scope::ProfileScope {
+                profile_type: "judge".into(),
+                allowed_tools: None,
+                disallowed_tools: Some(vec!["add_finding".into()]),
+            },
+        )
+        .unwrap();
+    cairn
         .mint_session_token(
             &BindArgs {
                 issue: Some(one.clone()),
@@ -469,7 +479,11 @@ fn postgres_to_postgres_and_sqlite_to_sqlite_copies_verify() {
     let (a, b) = (pg(tmp.path(), "pg_a"), pg(tmp.path(), "pg_b"));
     Cairn::copy_store(&Location::File(first.clone()), &a, &|_| {}).unwrap();
     let report = Cairn::copy_store(&a, &b, &|_| {}).unwrap();
-    assert!(report.chains.broken.is_empty());
+    assert!(
+        report.chains.broken.is_empty(),
+        "{:?}",
+        report.chains.broken
+    );
     let rows: usize = TABLES
         .iter()
         .map(|t| sqlite_rows(&first)[t.name].len())
@@ -514,8 +528,11 @@ fn a_destination_with_rows_is_refused_and_left_as_it_was() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not empty"));
     assert!(out.stdout.is_empty());
-    let issues = open(&pg).list_issues(&Default::default()).unwrap();
-    assert_eq!(issues.len(), 3);
+    let issues: i64 = Store::open_at(&pg)
+        .unwrap()
+        .read(|c| c.query_row("SELECT count(*) FROM issues", [], |r| r.get(0)))
+        .unwrap();
+    assert_eq!(issues, 3);
 
     // The source itself, and a source that does not exist, are refused as input.
     let out = copy_with_binary(tmp.path(), first.to_str().unwrap(), first.to_str().unwrap());
