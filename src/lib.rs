@@ -39,6 +39,7 @@ pub mod phases;
 pub mod rng;
 pub mod scope;
 pub mod store;
+pub mod store_copy;
 pub mod text;
 pub mod tokens;
 pub mod trail;

@@ -17,6 +17,7 @@ mod mcp_contract;
 mod mcp_table;
 mod pg_schema;
 mod security;
+mod store_copy;
 mod trail;
 mod vault;
 mod vault_facade;

@@ -1,7 +1,10 @@
-//! Agent profiles: the per-profile tool scope stored in the database.
+//! Agent profiles (the per-profile tool scope stored in the database) and moving a
+//! whole knowledge base between stores.
 
 use crate::error::Result;
 use crate::scope::{ProfileScope, ScopeMatrix};
+use crate::store::Location;
+use crate::store_copy::{CopyProgress, CopyReport};
 
 use super::Cairn;
 
@@ -15,5 +18,16 @@ impl Cairn {
     /// tool of `matrix` (the MCP registry's, `crate::mcp::registry::scope_matrix`).
     pub fn set_profile_scope(&self, matrix: &ScopeMatrix, scope: &ProfileScope) -> Result<()> {
         crate::scope::set_profile_scope(&self.store, matrix, scope)
+    }
+
+    /// Copy the whole knowledge base at `from` into the empty database at `to` (SQLite
+    /// or PostgreSQL, either way), ids and hash chains intact, and verify it
+    /// ([`crate::store_copy`]).
+    pub fn copy_store(
+        from: &Location,
+        to: &Location,
+        progress: &dyn Fn(CopyProgress),
+    ) -> Result<CopyReport> {
+        crate::store_copy::copy(from, to, progress)
     }
 }

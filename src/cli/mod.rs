@@ -25,6 +25,7 @@ mod project;
 mod scope;
 mod serve;
 mod session;
+mod store;
 mod trail;
 mod vault;
 
@@ -83,6 +84,9 @@ enum Command {
     /// Verify the hash chains agents wrote.
     #[command(subcommand)]
     Audit(audit::AuditCmd),
+    /// Move a whole knowledge base between SQLite and PostgreSQL.
+    #[command(subcommand)]
+    Store(store::StoreCmd),
     /// Index a directory of Markdown files into the Knowledge Vault.
     Reindex(vault::ReindexArgs),
     /// Search the Knowledge Vault.
@@ -191,6 +195,7 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Pr(cmd) => trail::pr(&open(&db)?, cmd),
         Command::Run(cmd) => trail::run(&open(&db)?, cmd),
         Command::Audit(cmd) => audit::run(&open(&db)?, cmd),
+        Command::Store(cmd) => store::run(cmd),
         Command::Reindex(a) => vault::reindex(&open(&db)?, a),
         Command::Search(a) => vault::search(&open(&db)?, a),
         Command::Eval(cmd) => eval::run(cmd),
