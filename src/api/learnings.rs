@@ -21,12 +21,18 @@ impl Cairn {
     /// Index new learnings in a background thread from now on (group commit; long-lived
     /// processes: `cairn serve`, `cairn daemon`).
     pub fn index_learnings_in_background(&self) -> Result<()> {
-        self.learnings.start_indexer(self.store.path())
+        self.learnings.start_indexer(self.store.location())
     }
 
     /// Wait until the background indexer has indexed every learning written so far.
     pub fn flush_learnings_index(&self) {
         self.learnings.flush()
+    }
+
+    /// Catch the learnings index and its caches up with the database now (a daemon
+    /// woken by another host's write).
+    pub fn catch_up_learnings(&self) -> Result<()> {
+        self.learnings.catch_up_now(&self.store)
     }
 
     /// What the background indexer has done.

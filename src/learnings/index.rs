@@ -71,7 +71,7 @@ use tantivy::{
 
 use crate::disk_index::{acquire_writer, open_or_recreate};
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::store::{Location, Store};
 
 use super::query::{
     Evidence, FIELD_WEIGHTS, MAX_EXPANSIONS, PREFIX_BOOST, ParsedQuery, SEMANTIC_FLOOR,
@@ -753,13 +753,14 @@ impl LearningIndex {
     }
 
     /// Index new learnings in the background from now on (long-lived processes; see the
-    /// module doc): start the indexer thread over its own connection to `db`, and catch
-    /// up whatever earlier processes left unindexed. Starting it twice is a no-op.
-    pub fn start_indexer(&self, db: &Path) -> Result<()> {
+    /// module doc): start the indexer thread over its own connection to the database at
+    /// `db`, and catch up whatever earlier processes (or hosts) left unindexed. Starting
+    /// it twice is a no-op.
+    pub fn start_indexer(&self, db: &Location) -> Result<()> {
         if self.indexer.get().is_some() {
             return Ok(());
         }
-        let store = Store::open(db)?;
+        let store = Store::open_at(db)?;
         let indexer = Arc::new(Indexer::default());
         if self.indexer.set(indexer.clone()).is_err() {
             return Ok(());
@@ -797,6 +798,16 @@ impl LearningIndex {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
+    }
+
+    /// Bring this process's view up to date with the database now, as the next search
+    /// would: the background indexer (if any) indexes what any process or host wrote,
+    /// then the reader is reloaded and the quality and vector caches refreshed. A
+    /// daemon woken by a write on another host does it in the background.
+    pub(crate) fn catch_up_now(&self, store: &Store) -> Result<()> {
+        self.flush();
+        let mut guard = self.lock();
+        self.fresh(store, &mut guard).map(drop)
     }
 
     /// What the background indexer has done so far (zero without one).
