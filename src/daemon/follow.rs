@@ -68,7 +68,7 @@ impl Follower {
             .name("cairn-follow".into())
             .spawn(move || run(&cairn, &worker))
             .map_err(|e| crate::error::Error::Internal(format!("starting the follower: {e}")))?;
-        tracing::info!("listening for changes made on other hosts");
+        tracing::info!("following changes made on other hosts (LISTEN cairn_changes)");
         Ok(Some(Follower {
             shared,
             listener: Some(listener),

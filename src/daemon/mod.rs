@@ -115,7 +115,7 @@ pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
     let follower = follow::Follower::start(cairn.clone())
-        .context("listening for changes made on other hosts")?
+        .context("following changes made on other hosts")?
         .map(Arc::new);
     let shared = Arc::new(http::Shared::new(
         cairn,

@@ -198,7 +198,7 @@ impl PgListener {
                             let _ = tx.send(Err(e));
                             return;
                         }
-                        tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "listening for changes failed; retrying");
+                        tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "following changes failed; retrying");
                     }
                 }
                 tokio::time::sleep(delay).await;
@@ -263,7 +263,7 @@ async fn listen_once(
     if let Some(tx) = first.take() {
         let _ = tx.send(Ok(()));
     } else {
-        tracing::info!("listening for changes again");
+        tracing::info!("following changes again");
     }
     // Writes made while nobody listened are caught by a look now.
     on_change("");
@@ -271,8 +271,8 @@ async fn listen_once(
         on_change(&payload);
     }
     match driver.await {
-        Ok(Ok(())) => tracing::warn!("the connection listening for changes closed"),
-        Ok(Err(e)) => tracing::warn!(error = %e, "the connection listening for changes failed"),
+        Ok(Ok(())) => tracing::warn!("the connection that follows changes closed"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "the connection that follows changes failed"),
         Err(e) => tracing::warn!(error = %e, "the listener task failed"),
     }
     drop(client);
