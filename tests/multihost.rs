@@ -188,25 +188,10 @@ fn index_dir(host: &Env) -> PathBuf {
     s.into()
 }
 
-/// Learnings in a host's on-disk index (0 while it does not exist yet), read without
-/// writing it.
-fn learnings_on_disk(host: &Env) -> u64 {
-    let dir = index_dir(host).join("learnings");
-    let Ok(index) = tantivy::Index::open_in_dir(&dir) else {
-        return 0;
-    };
-    let reader = index
-        .reader_builder()
-        .reload_policy(tantivy::ReloadPolicy::Manual)
-        .try_into()
-        .map(|r: tantivy::IndexReader| r.searcher().num_docs());
-    reader.unwrap_or(0)
-}
-
-/// Chunks in a host's on-disk BM25 vault index (0 while it does not exist yet).
-fn chunks_on_disk(host: &Env) -> u64 {
-    let dir = index_dir(host).join("vault-bm25");
-    let Ok(index) = tantivy::Index::open_in_dir(&dir) else {
+/// Entries in one of a host's on-disk tantivy indexes (`learnings`, `vault-bm25`), 0
+/// while it does not exist yet; read without writing it.
+fn docs_on_disk(host: &Env, name: &str) -> u64 {
+    let Ok(index) = tantivy::Index::open_in_dir(index_dir(host).join(name)) else {
         return 0;
     };
     index
@@ -215,6 +200,14 @@ fn chunks_on_disk(host: &Env) -> u64 {
         .try_into()
         .map(|r: tantivy::IndexReader| r.searcher().num_docs())
         .unwrap_or(0)
+}
+
+fn learnings_on_disk(host: &Env) -> u64 {
+    docs_on_disk(host, "learnings")
+}
+
+fn chunks_on_disk(host: &Env) -> u64 {
+    docs_on_disk(host, "vault-bm25")
 }
 
 /// Poll `done` until it holds or [`DEADLINE`] passes; `what` names it in the failure.
