@@ -27,8 +27,8 @@ const DOC: &str = "# Harbour\n\n## Ferries\n\nThe night ferry to the lighthouse 
                    from pier nine at a quarter past eleven.\n";
 const VAULT_QUERY: &str = "when does the night ferry leave for the lighthouse island";
 
-/// Host A's set-up on the shared database: project `p` whose repository is a git
-/// worktree with `docs/harbour.md`, and issue P-1 bound to it. Returns (worktree, issue).
+/// Host A's set-up on the shared database: project `p` (vault collection `p`) whose
+/// repository is a git worktree with `docs/harbour.md`, and issue P-1 bound to it. Returns (worktree, issue).
 fn project(a: &Env) -> (PathBuf, String) {
     let wt = a.path().join("wt");
     std::fs::create_dir_all(wt.join("docs")).unwrap();
@@ -40,6 +40,9 @@ fn project(a: &Env) -> (PathBuf, String) {
         .expect("git runs");
     assert!(out.status.success(), "{out:?}");
     a.project("p", Some(&wt));
+    // search_knowledge searches the project's collections; vault_update files the
+    // document under the first one.
+    a.ok(&["project", "configure", "p", "--vault-collection", "p"]);
     let issue = a.issue("p", "Harbour timetables");
     std::fs::write(wt.join(".symphony-worktree"), format!("{issue}\n")).unwrap();
     std::fs::write(wt.join("docs/harbour.md"), DOC).unwrap();
