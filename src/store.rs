@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use crate::db::{Conn, PgConn, params};
+use crate::db::{CHANGES_CHANNEL, Conn, PgConn, PgListener, params};
 use crate::error::{Error, Result};
 
 /// Busy timeout for every connection, in milliseconds.
@@ -198,6 +198,9 @@ impl std::fmt::Debug for Store {
 
 /// The advisory lock key every PostgreSQL writer takes (ASCII "cairn-w").
 const PG_WRITE_LOCK: i64 = 0x0063_6169_726e_2d77;
+/// What a write's notification carries: nothing more precise than "something was
+/// written" (a listener re-checks its watermarks, which costs microseconds).
+const CHANGE_PAYLOAD: &str = "write";
 /// The advisory lock key of the migration runner (ASCII "cairn-m").
 const PG_MIGRATE_LOCK: i64 = 0x0063_6169_726e_2d6d;
 
@@ -255,6 +258,23 @@ impl Store {
         })
     }
 
+    /// On PostgreSQL: a second connection that calls `on_change` whenever a write
+    /// transaction commits, on this host or any other (and whenever the listener
+    /// (re)connects, since writes made meanwhile were not announced). `None` on SQLite,
+    /// where there are no other hosts and the watermark checks before each search see
+    /// other processes' writes. A hint to catch up early, never needed for correctness.
+    pub fn listen_for_changes(
+        &self,
+        on_change: impl Fn() + Send + Sync + 'static,
+    ) -> Result<Option<PgListener>> {
+        match &self.location {
+            Location::File(_) => Ok(None),
+            Location::Postgres { url, .. } => {
+                PgListener::start(url, CHANGES_CHANNEL, move |_| on_change()).map(Some)
+            }
+        }
+    }
+
     /// Run `f` on the connection outside any explicit transaction (reads).
     pub fn read<T>(&self, f: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
         let out = match &self.backend {
@@ -292,6 +312,8 @@ impl Store {
     /// back otherwise, so no call ever leaves partial state. Writers are serialized
     /// (SQLite `BEGIN IMMEDIATE`; PostgreSQL: an advisory lock taken first). A full disk
     /// rolls back too and is reported as [`Error::StorageFull`] naming the database.
+    /// On PostgreSQL the transaction also notifies [`CHANGES_CHANNEL`], delivered to
+    /// every [`Store::listen_for_changes`] listener at commit (never for a rollback).
     pub fn write<T>(&self, f: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
         let out = match &self.backend {
             Backend::Sqlite(m) => {
@@ -306,8 +328,14 @@ impl Store {
             Backend::Postgres(m) => {
                 let conn = lock(m);
                 let tx = PgTransaction::begin(&conn, "BEGIN")?;
+                // One round trip: the writers' lock, and the notification every host's
+                // daemon listens for, which PostgreSQL delivers when (and only if) this
+                // transaction commits.
                 Conn::postgres(&conn)
-                    .execute("SELECT pg_advisory_xact_lock(?1)", [PG_WRITE_LOCK])
+                    .execute(
+                        "SELECT pg_advisory_xact_lock(?1), pg_notify(?2, ?3)",
+                        params![PG_WRITE_LOCK, CHANGES_CHANNEL, CHANGE_PAYLOAD],
+                    )
                     .and_then(|_| f(&Conn::postgres(&conn)))
                     .and_then(|out| tx.commit().map(|()| out))
             }

@@ -15,6 +15,7 @@ mod hostile_paths;
 mod learnings;
 mod mcp_contract;
 mod mcp_table;
+mod multihost;
 mod pg_schema;
 mod security;
 mod store_copy;

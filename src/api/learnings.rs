@@ -29,6 +29,12 @@ impl Cairn {
         self.learnings.flush()
     }
 
+    /// Catch the learnings index and its caches up with the database now (a daemon
+    /// woken by another host's write).
+    pub fn catch_up_learnings(&self) -> Result<()> {
+        self.learnings.catch_up_now(&self.store)
+    }
+
     /// What the background indexer has done.
     pub fn learnings_indexer_stats(&self) -> IndexerStats {
         self.learnings.indexer_stats()

@@ -34,6 +34,12 @@ impl Cairn {
             .search(query, top_k, collections, max_per_document)
     }
 
+    /// Catch the vault's graph and BM25 index up with the database now (a daemon woken
+    /// by another host's write).
+    pub fn vault_catch_up(&self) -> Result<()> {
+        self.vault().catch_up()
+    }
+
     /// The query's embedding by this process's embedder (`cairn eval vault` embeds once
     /// and ranks under several orderings).
     pub fn vault_query_vector(&self, query: &str) -> Result<Vec<f32>> {

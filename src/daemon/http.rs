@@ -49,6 +49,8 @@ pub struct Shared {
     requests: AtomicU64,
     /// Set once the model and the vault's indexes are loaded ([`Shared::warm_up`]).
     warm: AtomicBool,
+    /// On PostgreSQL: what catches this host's caches up with every host's writes.
+    follower: Option<Arc<super::follow::Follower>>,
 }
 
 impl Shared {
@@ -57,6 +59,7 @@ impl Shared {
         local: SocketAddr,
         extra_hosts: Vec<String>,
         started_at: String,
+        follower: Option<Arc<super::follow::Follower>>,
     ) -> Shared {
         Shared {
             cairn,
@@ -68,6 +71,7 @@ impl Shared {
             sessions: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             warm: AtomicBool::new(false),
+            follower,
         }
     }
 
@@ -148,6 +152,8 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
         "sessions_served": s.sessions.load(Ordering::Relaxed),
         "requests_served": s.requests.load(Ordering::Relaxed),
         "warm": s.warm.load(Ordering::Relaxed),
+        "following_changes": s.follower.as_ref().map(|f| f.is_listening()),
+        "background_catch_ups": s.follower.as_ref().map(|f| f.catch_ups()),
     }))
     .into_response()
 }

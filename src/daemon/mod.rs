@@ -9,7 +9,10 @@
 //!   `<db>.daemon.lock`), the discovery file `<db>.daemon.json` that `cairn serve` and
 //!   orchestrators read, and shutdown on SIGTERM/SIGINT (stop accepting, finish the calls
 //!   in flight within [`Options::drain`], remove the discovery file).
+//! - [`follow`]: on PostgreSQL, a connection `LISTEN`ing for every host's commits and a
+//!   thread that catches this host's caches up in the background when woken.
 
+pub mod follow;
 pub mod handler;
 pub mod http;
 
@@ -111,11 +114,15 @@ pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
         started_at: started_at.clone(),
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
+    let follower = follow::Follower::start(cairn.clone())
+        .context("following changes made on other hosts")?
+        .map(Arc::new);
     let shared = Arc::new(http::Shared::new(
         cairn,
         local,
         opts.allow_hosts.clone(),
         started_at,
+        follower.clone(),
     ));
     let stopping = CancellationToken::new();
     let abandon = CancellationToken::new();
@@ -150,6 +157,7 @@ pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
         tracing::info!("waiting for the warm-up to finish before exiting");
     }
     let _ = warming.await;
+    drop(follower);
     match outcome {
         Ok(Ok(Ok(()))) => tracing::info!("stopped"),
         Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the HTTP server ended with an error"),

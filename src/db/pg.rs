@@ -129,7 +129,163 @@ impl PgConn {
     }
 }
 
+<<<<<<< HEAD
 /// The declared type of a bound value; a NULL is `unknown`, resolved by the server.
+=======
+/// The channel every PostgreSQL write transaction notifies on commit
+/// ([`crate::store::Store::write`]).
+pub const CHANGES_CHANNEL: &str = "cairn_changes";
+
+/// Longest pause between two attempts to reconnect a [`PgListener`].
+const LISTEN_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A second connection that `LISTEN`s on a channel and calls `on_change` for every
+/// notification, on a private runtime thread, until dropped.
+///
+/// A notification only says "look again": it is delivered after its transaction commits
+/// and never for one that rolled back, but it can be lost (the connection drops, the
+/// listener starts after the write). So `on_change` is also called each time the
+/// listener (re)connects, and readers keep their own watermark checks: correctness never
+/// depends on a notification arriving. A lost connection is retried with back-off (up
+/// to [`LISTEN_RETRY_MAX`] between attempts), logged, never fatal.
+pub struct PgListener {
+    runtime: Option<tokio::runtime::Runtime>,
+    listening: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl std::fmt::Debug for PgListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgListener").finish_non_exhaustive()
+    }
+}
+
+impl Drop for PgListener {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl PgListener {
+    /// Connect to `url`, `LISTEN channel`, and call `on_change(payload)` for each
+    /// notification (and `on_change("")` after each successful (re)connection). Returns
+    /// once the first `LISTEN` is in place, or the reason it could not be.
+    pub fn start(
+        url: &str,
+        channel: &str,
+        on_change: impl Fn(&str) + Send + Sync + 'static,
+    ) -> Result<PgListener> {
+        if channel.is_empty() || !channel.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+            return Err(Error::Internal(format!("bad channel name {channel:?}")));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("cairn-pg-listen")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Internal(format!("postgres listener runtime: {e}")))?;
+        let listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let on_change: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(on_change);
+        let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+        let (url, channel) = (url.to_owned(), channel.to_owned());
+        let flag = listening.clone();
+        runtime.spawn(async move {
+            let mut first = Some(first_tx);
+            let mut delay = std::time::Duration::from_millis(100);
+            loop {
+                let outcome = listen_once(&url, &channel, &on_change, &flag, &mut first).await;
+                flag.store(false, std::sync::atomic::Ordering::Relaxed);
+                match outcome {
+                    Ok(()) => delay = std::time::Duration::from_millis(100),
+                    Err(e) => {
+                        if let Some(tx) = first.take() {
+                            let _ = tx.send(Err(e));
+                            return;
+                        }
+                        tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "following changes failed; retrying");
+                    }
+                }
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(LISTEN_RETRY_MAX);
+            }
+        });
+        // Built before waiting, so that a failure shuts the runtime down through `Drop`
+        // (a runtime dropped plainly inside an async context panics).
+        let listener = PgListener {
+            runtime: Some(runtime),
+            listening,
+        };
+        let first =
+            wait(first_rx).map_err(|_| Error::Internal("postgres listener ended".into()))?;
+        first.map_err(|e| {
+            Error::FailedPrecondition(format!("cannot listen for changes on PostgreSQL: {e}"))
+        })?;
+        Ok(listener)
+    }
+
+    /// Whether the `LISTEN` connection is up right now.
+    pub fn is_listening(&self) -> bool {
+        self.listening.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// One connection's life: connect, `LISTEN`, report readiness, then deliver
+/// notifications until the connection ends (`Ok`: it ended after it had listened;
+/// `Err`: it never got that far).
+async fn listen_once(
+    url: &str,
+    channel: &str,
+    on_change: &Arc<dyn Fn(&str) + Send + Sync>,
+    listening: &std::sync::atomic::AtomicBool,
+    first: &mut Option<tokio::sync::oneshot::Sender<std::result::Result<(), String>>>,
+) -> std::result::Result<(), String> {
+    use tokio_postgres::AsyncMessage;
+    let (client, mut connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .map_err(|e| format!("{}: {}", redact(url), describe(&e)))?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    // The connection is driven here: it carries the LISTEN's reply and the notifications.
+    let driver = tokio::spawn(async move {
+        loop {
+            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(AsyncMessage::Notification(n))) => {
+                    if tx.send(n.payload().to_owned()).is_err() {
+                        return Ok(());
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(describe(&e)),
+                None => return Ok(()),
+            }
+        }
+    });
+    client
+        .batch_execute(&format!("LISTEN {channel}"))
+        .await
+        .map_err(|e| describe(&e))?;
+    listening.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(tx) = first.take() {
+        let _ = tx.send(Ok(()));
+    } else {
+        tracing::info!("following changes again");
+    }
+    // Writes made while nobody listened are caught by a look now.
+    on_change("");
+    while let Some(payload) = rx.recv().await {
+        on_change(&payload);
+    }
+    match driver.await {
+        Ok(Ok(())) => tracing::warn!("the connection that follows changes closed"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "the connection that follows changes failed"),
+        Err(e) => tracing::warn!(error = %e, "the listener task failed"),
+    }
+    drop(client);
+    Ok(())
+}
+
+/// The declared type of a bound value; NULL is left for the server to infer (OID 0).
+>>>>>>> multihost
 fn param_type(v: &Value) -> Type {
     match v {
         Value::Null => Type::UNKNOWN,

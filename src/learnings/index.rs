@@ -754,8 +754,8 @@ impl LearningIndex {
 
     /// Index new learnings in the background from now on (long-lived processes; see the
     /// module doc): start the indexer thread over its own connection to the database at
-    /// `db` (SQLite or PostgreSQL), and catch up whatever earlier processes left
-    /// unindexed. Starting it twice is a no-op.
+    /// `db`, and catch up whatever earlier processes (or hosts) left unindexed. Starting
+    /// it twice is a no-op.
     pub fn start_indexer(&self, db: &Location) -> Result<()> {
         if self.indexer.get().is_some() {
             return Ok(());
@@ -798,6 +798,16 @@ impl LearningIndex {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
+    }
+
+    /// Bring this process's view up to date with the database now, as the next search
+    /// would: the background indexer (if any) indexes what any process or host wrote,
+    /// then the reader is reloaded and the quality and vector caches refreshed. A
+    /// daemon woken by a write on another host does it in the background.
+    pub(crate) fn catch_up_now(&self, store: &Store) -> Result<()> {
+        self.flush();
+        let mut guard = self.lock();
+        self.fresh(store, &mut guard).map(drop)
     }
 
     /// What the background indexer has done so far (zero without one).

@@ -733,9 +733,7 @@ mod group_commit_tests {
         .unwrap()
         .identifier;
         let index = LearningIndex::new(store.index_dir().join("learnings"));
-        index
-            .start_indexer(&crate::store::Location::File(db.clone()))
-            .unwrap();
+        index.start_indexer(store.location()).unwrap();
         let embedder = ModelEmbedder::new(EmbedderConfig {
             model_dir: Some("/nonexistent/cairn-model".into()),
             ..Default::default()

@@ -213,6 +213,16 @@ impl VaultState {
         Ok(live.index.len())
     }
 
+    /// Bring the graph (loading or building it first if needed) and the BM25 index up
+    /// to date with the database now, as the next search would: a daemon woken by a
+    /// write on another host does it in the background, so that search finds nothing
+    /// left to catch up.
+    pub(crate) fn catch_up(&self, store: &Store, dir: &Path) -> Result<()> {
+        drop(self.ready(store, dir)?);
+        self.lexical.after_write(store, &lexical_dir_of(dir));
+        Ok(())
+    }
+
     /// Build a fresh graph from SQLite, ignoring (and replacing) what is on disk.
     pub(crate) fn rebuild(&self, store: &Store, dir: &Path) -> Result<usize> {
         let mut guard = self.lock();

@@ -159,6 +159,13 @@ impl Vault<'_> {
         self.rank(query, vector.as_deref(), top_k, collections, ranking)
     }
 
+    /// Catch this process's graph and BM25 index up with the database now (see
+    /// [`super::live::VaultState::catch_up`]).
+    pub fn catch_up(&self) -> Result<()> {
+        self.state
+            .catch_up(self.store, &vault_dir(&self.store.index_dir()))
+    }
+
     /// The query's embedding by this process's embedder.
     pub fn query_vector(&self, query: &str) -> Result<Vec<f32>> {
         Ok(self.state.embedder.embed_query(query)?)

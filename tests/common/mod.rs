@@ -82,12 +82,10 @@ pub struct Env {
 
 impl Env {
     pub fn new() -> Env {
-        let dir = tempfile::tempdir().expect("tempdir");
         if on_postgres() {
-            let location = pg::PgCluster::shared().create_database("cairn");
-            let db = dir.path().join("cache").join("postgres");
-            return Env { dir, db, location };
+            return Env::host(&pg::PgCluster::shared().create_database("cairn"));
         }
+        let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("cairn.db");
         let location = db.to_string_lossy().into_owned();
         Env { dir, db, location }
@@ -107,7 +105,7 @@ impl Env {
     /// database on a `cairn` command line.
     pub fn db_args(&self) -> Vec<std::ffi::OsString> {
         let mut a = vec!["--db".into(), self.location.clone().into()];
-        if on_postgres() {
+        if self.is_postgres() {
             a.push("--cache-dir".into());
             a.push(self.db.parent().expect("cache dir").into());
         }
@@ -116,7 +114,28 @@ impl Env {
 
     /// The database as the library names it.
     pub fn store_location(&self) -> cairn::store::Location {
-        cairn::store::Location::parse(&self.location, self.db.parent().filter(|_| on_postgres()))
+        cairn::store::Location::parse(
+            &self.location,
+            self.db.parent().filter(|_| self.is_postgres()),
+        )
+    }
+
+    /// Whether the database is a PostgreSQL one (whatever `CAIRN_TEST_STORE` says: the
+    /// two-host tests use PostgreSQL always).
+    pub fn is_postgres(&self) -> bool {
+        self.location.starts_with("postgres://")
+    }
+
+    /// Another host on the same PostgreSQL database `url`: its own temp dir, whose
+    /// `cache/` holds that host's indexes and daemon files.
+    pub fn host(url: &str) -> Env {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("cache").join("postgres");
+        Env {
+            dir,
+            db,
+            location: url.to_string(),
+        }
     }
 
     /// Open the database in this process.
