@@ -149,7 +149,7 @@ async fn what_one_host_writes_the_other_finds_and_a_deleted_cache_is_rebuilt() {
     let first = seen(&cb).await;
     cb.close().await;
     assert!(requests(&db) >= before_b + 4, "host B's agent forwarded");
-    assert_eq!(first.learnings, [learning.clone()]);
+    assert_eq!(first.learnings, std::slice::from_ref(&learning));
     assert_eq!(first.findings, ["Timetables come from the harbour feed"]);
     assert_eq!(
         first.retrieved.first().map(String::as_str),

@@ -129,9 +129,6 @@ impl PgConn {
     }
 }
 
-<<<<<<< HEAD
-/// The declared type of a bound value; a NULL is `unknown`, resolved by the server.
-=======
 /// The channel every PostgreSQL write transaction notifies on commit
 /// ([`crate::store::Store::write`]).
 pub const CHANGES_CHANNEL: &str = "cairn_changes";
@@ -284,8 +281,7 @@ async fn listen_once(
     Ok(())
 }
 
-/// The declared type of a bound value; NULL is left for the server to infer (OID 0).
->>>>>>> multihost
+/// The declared type of a bound value; a NULL is `unknown`, resolved by the server.
 fn param_type(v: &Value) -> Type {
     match v {
         Value::Null => Type::UNKNOWN,
