@@ -399,12 +399,16 @@ impl<'a> Conn<'a> {
         params: P,
         mut f: impl FnMut(&Row) -> Result<T>,
     ) -> Result<Vec<T>> {
+        self.rows(sql, params, None)?.iter().map(&mut f).collect()
+    }
+
+    /// The rows of a query, at most `limit` of them (PostgreSQL reads them all).
+    fn rows<P: Params>(&self, sql: &str, params: P, limit: Option<usize>) -> Result<Vec<Row>> {
         let values = params.values()?;
-        let rows = match self.inner {
-            Inner::Sqlite(c) => sqlite::query(c, sql, &values, None)?,
-            Inner::Postgres(c) => c.query(sql, &values)?,
-        };
-        rows.iter().map(&mut f).collect()
+        match self.inner {
+            Inner::Sqlite(c) => sqlite::query(c, sql, &values, limit),
+            Inner::Postgres(c) => c.query(sql, &values),
+        }
     }
 
     /// The first row of a query mapped by `f`, if there is one.
@@ -414,12 +418,7 @@ impl<'a> Conn<'a> {
         params: P,
         f: impl FnOnce(&Row) -> Result<T>,
     ) -> Result<Option<T>> {
-        let values = params.values()?;
-        let rows = match self.inner {
-            Inner::Sqlite(c) => sqlite::query(c, sql, &values, Some(1))?,
-            Inner::Postgres(c) => c.query(sql, &values)?,
-        };
-        rows.first().map(f).transpose()
+        self.rows(sql, params, Some(1))?.first().map(f).transpose()
     }
 
     /// The first row of a query mapped by `f`; a query that returns no row is an
@@ -483,11 +482,7 @@ impl Statement<'_, '_> {
 
     /// The rows, to walk with [`Rows::next`].
     pub fn query<P: Params>(&mut self, params: P) -> Result<Rows> {
-        let values = params.values()?;
-        let rows = match self.conn.inner {
-            Inner::Sqlite(c) => sqlite::query(c, &self.sql, &values, None)?,
-            Inner::Postgres(c) => c.query(&self.sql, &values)?,
-        };
+        let rows = self.conn.rows(&self.sql, params, None)?;
         Ok(Rows { rows, next: 0 })
     }
 
