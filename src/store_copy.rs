@@ -517,7 +517,7 @@ impl TableDigest {
         for r in &self.rows {
             h.update(r);
         }
-        hex(&h.finalize())
+        hex::encode(h.finalize())
     }
 }
 
@@ -529,10 +529,6 @@ fn normalise(v: &Value) -> Value {
         Value::Real(r) if r.fract() == 0.0 && r.abs() <= EXACT => Value::Integer(*r as i64),
         other => other.clone(),
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What is verified: an issue's thought and trail chains, or an audit session (the

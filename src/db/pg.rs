@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 /// An open PostgreSQL connection.
 pub struct PgConn {
     client: Client,
-    runtime: Option<tokio::runtime::Runtime>,
+    _driver: Driver,
     statements: Mutex<HashMap<(String, Vec<u32>), Statement>>,
 }
 
@@ -34,9 +34,36 @@ impl std::fmt::Debug for PgConn {
     }
 }
 
-impl Drop for PgConn {
+/// The private one-thread runtime that drives a connection's socket. Dropping it shuts
+/// it down in the background: a runtime dropped plainly inside an async context panics.
+struct Driver(Option<tokio::runtime::Runtime>);
+
+impl Driver {
+    fn start(thread_name: &str) -> Result<Driver> {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(thread_name)
+            .enable_all()
+            .build()
+            .map(|rt| Driver(Some(rt)))
+            .map_err(|e| Error::Internal(format!("{thread_name} runtime: {e}")))
+    }
+
+    fn spawn<F>(&self, future: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.0
+            .as_ref()
+            .expect("a driver runs until dropped")
+            .spawn(future)
+    }
+}
+
+impl Drop for Driver {
     fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
+        if let Some(rt) = self.0.take() {
             rt.shutdown_background();
         }
     }
@@ -50,14 +77,9 @@ fn wait<F: Future>(f: F) -> F::Output {
 impl PgConn {
     /// Connect to `url` (`postgres://user@host:port/db`).
     pub fn connect(url: &str) -> Result<PgConn> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("cairn-pg")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Internal(format!("postgres runtime: {e}")))?;
+        let driver = Driver::start("cairn-pg")?;
         let url_owned = url.to_owned();
-        let connected = wait(runtime.spawn(async move {
+        let connected = wait(driver.spawn(async move {
             let (client, connection) = tokio_postgres::connect(&url_owned, NoTls).await?;
             tokio::spawn(async move {
                 if let Err(e) = connection.await {
@@ -76,7 +98,7 @@ impl PgConn {
         })?;
         Ok(PgConn {
             client,
-            runtime: Some(runtime),
+            _driver: driver,
             statements: Mutex::new(HashMap::new()),
         })
     }
@@ -146,21 +168,13 @@ const LISTEN_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30)
 /// depends on a notification arriving. A lost connection is retried with back-off (up
 /// to [`LISTEN_RETRY_MAX`] between attempts), logged, never fatal.
 pub struct PgListener {
-    runtime: Option<tokio::runtime::Runtime>,
+    _driver: Driver,
     listening: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for PgListener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgListener").finish_non_exhaustive()
-    }
-}
-
-impl Drop for PgListener {
-    fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
-        }
     }
 }
 
@@ -176,18 +190,13 @@ impl PgListener {
         if channel.is_empty() || !channel.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
             return Err(Error::Internal(format!("bad channel name {channel:?}")));
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("cairn-pg-listen")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Internal(format!("postgres listener runtime: {e}")))?;
+        let driver = Driver::start("cairn-pg-listen")?;
         let listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let on_change: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(on_change);
         let (first_tx, first_rx) = tokio::sync::oneshot::channel();
         let (url, channel) = (url.to_owned(), channel.to_owned());
         let flag = listening.clone();
-        runtime.spawn(async move {
+        driver.spawn(async move {
             let mut first = Some(first_tx);
             let mut delay = std::time::Duration::from_millis(100);
             loop {
@@ -207,10 +216,9 @@ impl PgListener {
                 delay = (delay * 2).min(LISTEN_RETRY_MAX);
             }
         });
-        // Built before waiting, so that a failure shuts the runtime down through `Drop`
-        // (a runtime dropped plainly inside an async context panics).
+        // Built before waiting, so that a failure shuts the driver down through `Drop`.
         let listener = PgListener {
-            runtime: Some(runtime),
+            _driver: driver,
             listening,
         };
         let first =
