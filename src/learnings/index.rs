@@ -72,12 +72,13 @@ use tantivy::{
 use crate::disk_index::{acquire_writer, open_or_recreate};
 use crate::error::{Error, Result};
 use crate::store::{Location, Store};
+use crate::vault::embed::Embed;
 
 use super::query::{
     Evidence, FIELD_WEIGHTS, MAX_EXPANSIONS, PREFIX_BOOST, ParsedQuery, SEMANTIC_FLOOR,
     ScoreBreakdown, Slot, TOKENIZER,
 };
-use super::semantic::Vectors;
+use super::semantic::{self, Vectors};
 
 /// How long `add_learning` waits for the writer lock before leaving the rows to the
 /// next search.
@@ -579,6 +580,9 @@ pub struct LearningIndex {
     state: Mutex<Option<OpenSlot>>,
     /// Learnings up to this `seq` were found to have an embedding (backfill watermark).
     pub(crate) embedded_upto: AtomicU64,
+    /// Learnings from this `seq` on are embedded by the background indexer, not by the
+    /// write or a search (`u64::MAX` without one).
+    deferred_from: AtomicU64,
     /// The background indexer, once started.
     indexer: OnceLock<Arc<Indexer>>,
 }
@@ -595,6 +599,8 @@ struct Indexer {
     commits: AtomicU64,
     /// Learnings those commits indexed.
     indexed: AtomicU64,
+    /// Learnings it embedded.
+    embedded: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -615,9 +621,12 @@ impl Indexer {
         self.wake.notify_one();
     }
 
-    /// The thread's loop: wait for a nudge, catch up, repeat. Everything written while a
-    /// catch-up runs is taken by the next one.
-    fn run(&self, store: &Store, dir: &Path) {
+    /// The thread's loop: wait for a nudge, catch up the index, embed the learnings
+    /// that have no vector, repeat. Everything written meanwhile is taken by the next
+    /// round; embedding stops early for it (the index first: searches need it).
+    fn run(&self, store: &Store, dir: &Path, embedder: &dyn Embed) {
+        let mut embedded_upto = 0;
+        let mut warned = false;
         loop {
             {
                 let mut s = self.lock();
@@ -642,6 +651,35 @@ impl Indexer {
                     )
                 }
             }
+            while !self.lock().pending {
+                let span = semantic::Span::after(embedded_upto);
+                match semantic::backfill(
+                    store,
+                    embedder,
+                    span,
+                    semantic::BACKGROUND_BATCH,
+                    semantic::Urgency::Idle,
+                ) {
+                    Ok((n, reached)) => {
+                        embedded_upto = reached;
+                        self.embedded.fetch_add(n as u64, Ordering::Relaxed);
+                        if n < semantic::BACKGROUND_BATCH {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        // Without the model every round fails the same way: say it once.
+                        if !warned {
+                            tracing::warn!(
+                                "embedding new learnings failed ({e}); they stay lexical \
+                                 until a later round or `cairn learnings reindex` embeds them"
+                            );
+                        }
+                        warned = true;
+                        break;
+                    }
+                }
+            }
             self.lock().running = false;
             self.done.notify_all();
         }
@@ -655,6 +693,8 @@ pub struct IndexerStats {
     pub commits: u64,
     /// Learnings indexed by those commits.
     pub indexed: u64,
+    /// Learnings it embedded.
+    pub embedded: u64,
 }
 
 /// `Open` is not `Debug` (tantivy readers are not); this wrapper is.
@@ -748,15 +788,18 @@ impl LearningIndex {
             dir,
             state: Mutex::new(None),
             embedded_upto: Default::default(),
+            deferred_from: AtomicU64::new(u64::MAX),
             indexer: OnceLock::new(),
         }
     }
 
-    /// Index new learnings in the background from now on (long-lived processes; see the
-    /// module doc): start the indexer thread over its own connection to the database at
-    /// `db`, and catch up whatever earlier processes (or hosts) left unindexed. Starting
-    /// it twice is a no-op.
-    pub fn start_indexer(&self, db: &Location) -> Result<()> {
+    /// Index and embed new learnings in the background from now on (long-lived
+    /// processes; see the module doc): start the indexer thread over its own connection
+    /// to the database at `db`, and catch up whatever earlier processes (or hosts) left
+    /// unindexed or unembedded. Learnings written from now on are embedded by that
+    /// thread with `embedder`, after their write is acknowledged. Starting it twice is
+    /// a no-op.
+    pub fn start_indexer(&self, db: &Location, embedder: Arc<dyn Embed>) -> Result<()> {
         if self.indexer.get().is_some() {
             return Ok(());
         }
@@ -765,11 +808,17 @@ impl LearningIndex {
         if self.indexer.set(indexer.clone()).is_err() {
             return Ok(());
         }
+        let max: i64 = store.read(|c| {
+            c.query_row("SELECT coalesce(max(seq), 0) FROM learnings", [], |r| {
+                r.get(0)
+            })
+        })?;
+        self.deferred_from.store(max as u64 + 1, Ordering::Relaxed);
         let dir = self.dir.clone();
         let worker = indexer.clone();
         std::thread::Builder::new()
             .name("learnings-indexer".into())
-            .spawn(move || worker.run(&store, &dir))
+            .spawn(move || worker.run(&store, &dir, &*embedder))
             .map_err(|e| Error::Internal(format!("starting the learnings indexer: {e}")))?;
         indexer.nudge();
         Ok(())
@@ -817,8 +866,15 @@ impl LearningIndex {
             .map(|ix| IndexerStats {
                 commits: ix.commits.load(Ordering::Relaxed),
                 indexed: ix.indexed.load(Ordering::Relaxed),
+                embedded: ix.embedded.load(Ordering::Relaxed),
             })
             .unwrap_or_default()
+    }
+
+    /// The first `seq` the background indexer embeds: a write or a search embeds only
+    /// learnings below it (`u64::MAX` without an indexer).
+    pub(crate) fn deferred_from(&self) -> u64 {
+        self.deferred_from.load(Ordering::Relaxed)
     }
 
     /// Where the index lives.

@@ -379,19 +379,25 @@ impl Learnings<'_> {
         for new in items {
             clean.push(validate(new)?);
         }
-        // Embedded before the transaction (tens of ms per text), stored in it. Without
-        // the model the learnings are stored alone and backfilled later.
-        let texts: Vec<String> = clean
-            .iter()
-            .map(|(p, c, _)| semantic::embedding_text(p, c.as_deref()))
-            .collect();
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let vectors = match self.embedder.embed_batch(&refs) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                tracing::warn!("learnings stored without embeddings ({e}); backfilled later");
-                None
+        // A long-lived process acknowledges first and embeds in its background indexer
+        // (see [`semantic`]); a one-shot one embeds before the transaction (a few ms
+        // per text) and stores the vectors in it. Without the model the learnings are
+        // stored alone and backfilled later.
+        let vectors = if self.index.deferred_from() == u64::MAX {
+            let texts: Vec<String> = clean
+                .iter()
+                .map(|(p, c, _)| semantic::embedding_text(p, c.as_deref()))
+                .collect();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            match self.embedder.embed_batch(&refs) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    tracing::warn!("learnings stored without embeddings ({e}); backfilled later");
+                    None
+                }
             }
+        } else {
+            None
         };
         let ids = self.store.write(|tx| {
             let mut ids = Vec::with_capacity(items.len());
@@ -560,14 +566,18 @@ impl Learnings<'_> {
         })
     }
 
-    /// Embed up to `max` learnings that have no embedding yet (see [`semantic`]);
-    /// returns how many. Needs the model.
+    /// Embed up to `max` learnings that have no embedding yet (see [`semantic`]), of
+    /// those a background indexer does not embed; returns how many. Needs the model.
     fn backfill_embeddings(&self, max: usize) -> Result<usize> {
         let after = self.index.embedded_upto.load(Ordering::Relaxed);
         let (n, reached) = if max == usize::MAX {
             semantic::backfill_all(self.store, self.embedder)?
         } else {
-            semantic::backfill(self.store, self.embedder, after, max)?
+            let span = semantic::Span {
+                after,
+                below: self.index.deferred_from(),
+            };
+            semantic::backfill(self.store, self.embedder, span, max, semantic::Urgency::Now)?
         };
         self.index
             .embedded_upto
@@ -697,18 +707,28 @@ mod group_commit_tests {
     use super::*;
     use crate::issues::{NewIssue, NewProject, create_issue, create_project};
     use crate::vault::embed::{EmbedderConfig, ModelEmbedder};
+    use crate::vault::hash_embed::HashEmbedder;
+    use std::sync::Arc;
 
     struct Fixture {
         _dir: tempfile::TempDir,
         store: Store,
         index: LearningIndex,
-        embedder: ModelEmbedder,
+        embedder: Arc<dyn Embed>,
         issue: String,
     }
 
     /// A database with one project and issue, a learnings index with its background
     /// indexer started, and no model (lexical search only: fast and deterministic).
+    /// A fixture whose embedder has no model (learnings stay lexical).
     fn fixture() -> Fixture {
+        fixture_with(Arc::new(ModelEmbedder::new(EmbedderConfig {
+            model_dir: Some("/nonexistent/cairn-model".into()),
+            ..Default::default()
+        })))
+    }
+
+    fn fixture_with(embedder: Arc<dyn Embed>) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("cairn.db");
         let store = Store::open(&db).unwrap();
@@ -733,11 +753,9 @@ mod group_commit_tests {
         .unwrap()
         .identifier;
         let index = LearningIndex::new(store.index_dir().join("learnings"));
-        index.start_indexer(store.location()).unwrap();
-        let embedder = ModelEmbedder::new(EmbedderConfig {
-            model_dir: Some("/nonexistent/cairn-model".into()),
-            ..Default::default()
-        });
+        index
+            .start_indexer(store.location(), embedder.clone())
+            .unwrap();
         Fixture {
             _dir: dir,
             store,
@@ -752,7 +770,7 @@ mod group_commit_tests {
             Learnings {
                 store: &self.store,
                 index: &self.index,
-                embedder: &self.embedder,
+                embedder: &*self.embedder,
             }
         }
 
@@ -857,5 +875,32 @@ mod group_commit_tests {
             "one commit per write: {stats:?}"
         );
         assert_eq!(f.on_disk(), (THREADS * EACH) as u64);
+    }
+
+    /// A long-lived process acknowledges a learning before embedding it: the indexer
+    /// thread embeds it afterwards, and a flush (a server's clean exit) waits for that.
+    #[test]
+    fn the_indexer_embeds_acknowledged_learnings_after_the_write() {
+        let embedder = Arc::new(HashEmbedder::new());
+        let f = fixture_with(embedder.clone());
+        assert_eq!(f.index.deferred_from(), 1, "no learning before the indexer");
+        for i in 0..12 {
+            f.add(&marker(0, i));
+        }
+        f.index.flush();
+        assert_eq!(f.index.indexer_stats().embedded, 12);
+        let rows: i64 = f
+            .store
+            .read(|c| {
+                c.query_row(
+                    "SELECT count(*) FROM learning_embeddings WHERE model = ?1",
+                    [embedder.model_id()],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(rows, 12);
+        // The writes themselves embedded nothing: every text went through the indexer.
+        assert_eq!(embedder.stats().texts, 12);
     }
 }

@@ -3,14 +3,22 @@
 //! (cosine over the project's vectors, in memory).
 //!
 //! **Life cycle.**
-//! - *Add*: `add_learnings` embeds the new texts before its write transaction and
-//!   inserts the vectors in it, so a learning and its embedding commit together. When the
-//!   model is missing, the learning is stored without one (the add never fails for it).
-//! - *Backfill*: learnings without an embedding (recorded without the model, or before
-//!   migration 0007) are embedded by the next search that has the model, at most
-//!   [`BACKFILL_PER_SEARCH`] per search, and all at once by `cairn learnings reindex`.
-//!   Each process remembers up to which `seq` it found none missing, so the check costs
-//!   one empty range scan once caught up.
+//! - *Add*: in a one-shot process (`cairn learnings add`), `add_learnings` embeds the
+//!   new texts before its write transaction and inserts the vectors in it, so a learning
+//!   and its embedding commit together. A long-lived process (`cairn serve`, `cairn
+//!   daemon`) acknowledges the write first: its background indexer embeds the learning
+//!   right after indexing it, [`BACKGROUND_BATCH`] at a time, yielding the model to
+//!   queries for up to [`BACKGROUND_PATIENCE`] ([`Embed::embed_idle`]). Until then the
+//!   learning is found lexically (as every acknowledged write is); a clean exit waits for
+//!   it, and after `kill -9` the next process embeds it. When the model is missing, the
+//!   learning is stored without one (the add never fails for it).
+//! - *Backfill*: learnings without an embedding (recorded without the model, before
+//!   migration 0007, or acknowledged by a process killed before it embedded them) are
+//!   embedded by the next search that has the model, at most [`BACKFILL_PER_SEARCH`] per
+//!   search, and all at once by `cairn learnings reindex`. In a process with a background
+//!   indexer the search embeds only those recorded before the indexer started; the
+//!   indexer embeds the rest. Each process remembers up to which `seq` it found none
+//!   missing, so the check costs one empty range scan once caught up.
 //! - *Embedder*: each vector is stored with its embedder's
 //!   [`model_id`](crate::vault::embed::Embed::model_id); the in-memory [`Vectors`] hold
 //!   the model's ([`MODEL_ID`]) only, so a test embedder's vectors are never compared
@@ -24,6 +32,7 @@
 //! docs/learnings.md); the vectors take 1.5 KB per learning.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use crate::db::{Conn, params};
 
@@ -36,6 +45,12 @@ use crate::vault::embed::{DIMENSION, Embed, MODEL_ID, dot};
 pub const BACKFILL_PER_SEARCH: usize = 32;
 /// Learnings embedded per model call during a full backfill (`reindex`).
 const BACKFILL_BATCH: usize = 256;
+/// Learnings the background indexer embeds per model run: a query that arrives
+/// meanwhile waits for at most this many (a few milliseconds each).
+pub const BACKGROUND_BATCH: usize = 4;
+/// How long the background indexer's embedding yields to queries before it runs
+/// anyway, so a server that is never idle still embeds what it acknowledged.
+pub const BACKGROUND_PATIENCE: Duration = Duration::from_millis(250);
 
 /// The text a learning is embedded from: its pattern, then its context.
 pub(crate) fn embedding_text(pattern: &str, context: Option<&str>) -> String {
@@ -56,44 +71,82 @@ pub(crate) fn insert(tx: &Conn<'_>, seq: u64, model: &str, vector: &[f32]) -> Re
     Ok(())
 }
 
-/// Learnings with `seq > after` that have no embedding, at most `limit`, by `seq`.
-fn missing(c: &Conn<'_>, after: u64, limit: usize) -> Result<Vec<(u64, String)>> {
+/// Learnings with `after < seq < below` that have no embedding, at most `limit`, by
+/// `seq`.
+fn missing(c: &Conn<'_>, span: Span, limit: usize) -> Result<Vec<(u64, String)>> {
     let mut st = c.prepare(
         "SELECT l.seq, l.pattern, l.context FROM learnings l
-         WHERE l.seq > ?1
+         WHERE l.seq > ?1 AND l.seq < ?2
            AND NOT EXISTS (SELECT 1 FROM learning_embeddings e WHERE e.learning_seq = l.seq)
-         ORDER BY l.seq LIMIT ?2",
+         ORDER BY l.seq LIMIT ?3",
     )?;
-    let rows = st.query_map(params![after as i64, limit as i64], |r| {
-        let pattern: String = r.get(1)?;
-        let context: Option<String> = r.get(2)?;
-        Ok((
-            r.get::<_, i64>(0)? as u64,
-            embedding_text(&pattern, context.as_deref()),
-        ))
-    })?;
+    let rows = st.query_map(
+        params![span.after as i64, span.below_i64(), limit as i64],
+        |r| {
+            let pattern: String = r.get(1)?;
+            let context: Option<String> = r.get(2)?;
+            Ok((
+                r.get::<_, i64>(0)? as u64,
+                embedding_text(&pattern, context.as_deref()),
+            ))
+        },
+    )?;
     rows.collect::<crate::error::Result<Vec<_>>>()
 }
 
-/// Embed up to `limit` learnings past `after` that have none. Returns how many were
+/// The learnings a backfill looks at: `after < seq < below`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Span {
+    pub after: u64,
+    pub below: u64,
+}
+
+impl Span {
+    /// Every learning past `after`.
+    pub fn after(after: u64) -> Span {
+        Span {
+            after,
+            below: u64::MAX,
+        }
+    }
+
+    fn below_i64(self) -> i64 {
+        i64::try_from(self.below).unwrap_or(i64::MAX)
+    }
+}
+
+/// How a backfill runs the model: now (a search or `reindex` waits for it), or in the
+/// background indexer, yielding to queries ([`Embed::embed_idle`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Urgency {
+    Now,
+    Idle,
+}
+
+/// Embed up to `limit` learnings of `span` that have none. Returns how many were
 /// embedded and the `seq` up to which none is missing any more.
 pub(crate) fn backfill(
     store: &Store,
     embedder: &dyn Embed,
-    after: u64,
+    span: Span,
     limit: usize,
+    urgency: Urgency,
 ) -> Result<(usize, u64)> {
     let (upto, rows) = store.read(|c| {
-        let upto: i64 = c.query_row("SELECT coalesce(max(seq), 0) FROM learnings", [], |r| {
+        let max: i64 = c.query_row("SELECT coalesce(max(seq), 0) FROM learnings", [], |r| {
             r.get(0)
         })?;
-        Ok((upto as u64, missing(c, after, limit)?))
+        let upto = (max as u64).min(span.below.saturating_sub(1));
+        Ok((upto, missing(c, span, limit)?))
     })?;
     if rows.is_empty() {
-        return Ok((0, upto.max(after)));
+        return Ok((0, upto.max(span.after)));
     }
     let texts: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
-    let vectors = embedder.embed_batch(&texts)?;
+    let vectors = match urgency {
+        Urgency::Now => embedder.embed_batch(&texts)?,
+        Urgency::Idle => embedder.embed_idle(&texts, BACKGROUND_PATIENCE)?,
+    };
     store.write(|tx| {
         for ((seq, _), v) in rows.iter().zip(&vectors) {
             insert(tx, *seq, embedder.model_id(), v)?;
@@ -101,9 +154,9 @@ pub(crate) fn backfill(
         Ok(())
     })?;
     let reached = if rows.len() < limit {
-        upto.max(after)
+        upto.max(span.after)
     } else {
-        rows.last().map_or(after, |r| r.0)
+        rows.last().map_or(span.after, |r| r.0)
     };
     Ok((rows.len(), reached))
 }
@@ -113,7 +166,13 @@ pub(crate) fn backfill_all(store: &Store, embedder: &dyn Embed) -> Result<(usize
     let mut after = 0;
     let mut total = 0;
     loop {
-        let (n, reached) = backfill(store, embedder, after, BACKFILL_BATCH)?;
+        let (n, reached) = backfill(
+            store,
+            embedder,
+            Span::after(after),
+            BACKFILL_BATCH,
+            Urgency::Now,
+        )?;
         total += n;
         after = reached;
         if n < BACKFILL_BATCH {

@@ -61,14 +61,17 @@
 //! mean cosine 1.0000000 (minimum 0.9999996).
 
 use std::cmp::Reverse;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use fastembed::{
     InitOptionsUserDefined, Pooling, QuantizationMode, TextEmbedding, TokenizerFiles,
     UserDefinedEmbeddingModel,
 };
+use lru::LruCache;
 use serde::Deserialize;
 
 use super::error::{Result, VaultError};
@@ -83,6 +86,8 @@ pub const MAX_LENGTH: usize = 256;
 /// Texts per model run. 32 keeps padding waste low once inputs are sorted by
 /// length, and bounds memory (32 × 256 × 384 floats of hidden state).
 pub const DEFAULT_BATCH_SIZE: usize = 32;
+/// Query vectors an embedder keeps ([`ModelEmbedder::embed_query`]): 1.5 KB each.
+pub const QUERY_CACHE: usize = 1024;
 /// The files of the model directory.
 pub const MODEL_FILES: [&str; 5] = [
     "model.onnx",
@@ -125,6 +130,16 @@ pub trait Embed: Send + Sync + std::fmt::Debug {
             batch_len: 1,
             message: "no vector returned".into(),
         })
+    }
+
+    /// Embeds for work nobody waits on (a learning's vector after its write was
+    /// acknowledged): runs once no foreground call ([`Embed::embed_batch`],
+    /// [`Embed::embed_query`]) is using or waiting for the model, or once `patience`
+    /// has passed, so background work delays a query by at most one of its own runs.
+    /// Callers keep `texts` short for that reason.
+    fn embed_idle(&self, texts: &[&str], patience: Duration) -> Result<Vec<Vec<f32>>> {
+        let _ = patience;
+        self.embed_batch(texts)
     }
 
     /// Makes the embedder ready now (to fail fast); a no-op when it needs nothing.
@@ -267,6 +282,8 @@ pub struct EmbedStats {
     pub tokens: u64,
     /// Padding tokens the model ran on top of `tokens`.
     pub padding: u64,
+    /// Queries answered from the query cache, without the model.
+    pub query_cache_hits: u64,
 }
 
 /// Where the model and the runtime were found.
@@ -442,14 +459,36 @@ fn ort_environment(lib: &Path) -> Result<ort::environment::Environment> {
 
 /// A handle on the embedding model. Cheap to create; the model is located
 /// and loaded on the first embedding (or [`ModelEmbedder::load`]). Safe to share
-/// between threads; model runs are serialised.
+/// between threads; model runs are serialised, foreground runs ahead of background
+/// ones ([`Embed::embed_idle`]), and recent query vectors are kept
+/// ([`QUERY_CACHE`]).
 pub struct ModelEmbedder {
     config: Mutex<EmbedderConfig>,
     model: Mutex<Option<Loaded>>,
+    /// Foreground calls using or waiting for the model.
+    foreground: Mutex<usize>,
+    /// Signalled when `foreground` drops to zero.
+    idle: Condvar,
+    /// Recent query vectors by query text (the model is deterministic).
+    queries: Mutex<LruCache<String, Vec<f32>>>,
     texts: AtomicU64,
     batches: AtomicU64,
     tokens: AtomicU64,
     padding: AtomicU64,
+    query_cache_hits: AtomicU64,
+}
+
+/// A foreground call's claim on the model (see [`ModelEmbedder::foreground`]).
+struct Foreground<'a>(&'a ModelEmbedder);
+
+impl Drop for Foreground<'_> {
+    fn drop(&mut self) {
+        let mut n = self.0.foreground_count();
+        *n -= 1;
+        if *n == 0 {
+            self.0.idle.notify_all();
+        }
+    }
 }
 
 /// A loaded model and the thread settings its session was built with.
@@ -484,11 +523,33 @@ impl ModelEmbedder {
         ModelEmbedder {
             config: Mutex::new(config),
             model: Mutex::new(None),
+            foreground: Mutex::new(0),
+            idle: Condvar::new(),
+            queries: Mutex::new(LruCache::new(
+                NonZeroUsize::new(QUERY_CACHE).expect("QUERY_CACHE is not zero"),
+            )),
             texts: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             tokens: AtomicU64::new(0),
             padding: AtomicU64::new(0),
+            query_cache_hits: AtomicU64::new(0),
         }
+    }
+
+    fn foreground_count(&self) -> MutexGuard<'_, usize> {
+        self.foreground
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Count a foreground call until the guard drops: background runs wait for none.
+    fn foreground(&self) -> Foreground<'_> {
+        *self.foreground_count() += 1;
+        Foreground(self)
+    }
+
+    fn query_cache(&self) -> MutexGuard<'_, LruCache<String, Vec<f32>>> {
+        self.queries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn config(&self) -> EmbedderConfig {
@@ -561,6 +622,7 @@ impl Embed for ModelEmbedder {
             batches: self.batches.load(Ordering::Relaxed),
             tokens: self.tokens.load(Ordering::Relaxed),
             padding: self.padding.load(Ordering::Relaxed),
+            query_cache_hits: self.query_cache_hits.load(Ordering::Relaxed),
         }
     }
 
@@ -573,6 +635,49 @@ impl Embed for ModelEmbedder {
     /// text in input order. Texts are truncated to [`MAX_LENGTH`] tokens and
     /// batched by token count (see the module docs).
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let _claim = self.foreground();
+        self.run(texts)
+    }
+
+    /// The query's vector: from the cache of recent queries, or embedded (and kept).
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        if let Some(v) = self.query_cache().get(text) {
+            self.query_cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(v.clone());
+        }
+        let mut v = self.embed_batch(&[text])?;
+        let v = v.pop().ok_or_else(|| VaultError::Embed {
+            batch_len: 1,
+            message: "no vector returned".into(),
+        })?;
+        self.query_cache().put(text.to_string(), v.clone());
+        Ok(v)
+    }
+
+    /// Waits (up to `patience`) until no foreground call uses or waits for the model,
+    /// then runs `texts` (see [`Embed::embed_idle`]).
+    fn embed_idle(&self, texts: &[&str], patience: Duration) -> Result<Vec<Vec<f32>>> {
+        let deadline = Instant::now() + patience;
+        let mut n = self.foreground_count();
+        while *n > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            n = self
+                .idle
+                .wait_timeout(n, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        drop(n);
+        self.run(texts)
+    }
+}
+
+impl ModelEmbedder {
+    /// One model run over `texts` (see [`Embed::embed_batch`]), whoever asked.
+    fn run(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -704,6 +809,54 @@ mod tests {
     fn embedder() -> &'static ModelEmbedder {
         static E: OnceLock<ModelEmbedder> = OnceLock::new();
         E.get_or_init(ModelEmbedder::default)
+    }
+
+    #[test]
+    fn a_repeated_query_comes_from_the_cache_with_the_same_vector() {
+        let e = ModelEmbedder::default();
+        let q = "how do we roll back a failed migration";
+        let first = e.embed_query(q).unwrap();
+        let ran = e.stats();
+        let again = e.embed_query(q).unwrap();
+        assert_eq!(first, again);
+        let after = e.stats();
+        assert_eq!(after.texts, ran.texts, "the model ran for a cached query");
+        assert_eq!(after.query_cache_hits, ran.query_cache_hits + 1);
+        // Another text is embedded, and equals what a batch gives for it.
+        let other = e.embed_query("rollback of a broken schema change").unwrap();
+        assert_eq!(e.stats().texts, ran.texts + 1);
+        let batch = e
+            .embed_batch(&["rollback of a broken schema change"])
+            .unwrap();
+        assert_eq!(other, batch[0]);
+    }
+
+    /// Background work waits while a foreground call holds its claim on the model, and
+    /// runs once the claim is gone.
+    #[test]
+    fn background_embedding_waits_for_the_foreground() {
+        let e = ModelEmbedder::default();
+        e.load().unwrap();
+        let claim = e.foreground();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let v = e
+                    .embed_idle(&["a learning nobody waits for"], Duration::from_secs(3600))
+                    .unwrap();
+                done_tx.send(v.len()).unwrap();
+            });
+            // While the claim is held nothing ran (whatever the scheduling).
+            assert_eq!(e.stats().texts, 0);
+            assert!(done_rx.try_recv().is_err());
+            drop(claim);
+            assert_eq!(done_rx.recv().unwrap(), 1);
+        });
+        assert_eq!(e.stats().texts, 1);
+        // With no patience left it runs at once, claim or not.
+        let _claim = e.foreground();
+        let v = e.embed_idle(&["another one"], Duration::ZERO).unwrap();
+        assert_eq!(v.len(), 1);
     }
 
     #[test]

@@ -118,7 +118,7 @@ impl Embed for HashEmbedder {
             texts: self.texts.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
             tokens: self.words.load(Ordering::Relaxed),
-            padding: 0,
+            ..EmbedStats::default()
         }
     }
 }

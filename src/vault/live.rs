@@ -31,7 +31,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use fs4::fs_std::FileExt;
 
@@ -56,7 +56,8 @@ const LOCK_FILE: &str = "LOCK";
 /// The vault state of one process: the (lazy) embedding model and the (lazy) graph.
 #[derive(Debug)]
 pub struct VaultState {
-    pub(crate) embedder: Box<dyn Embed>,
+    /// Shared with the learnings' background indexer (their vectors).
+    pub(crate) embedder: Arc<dyn Embed>,
     live: Mutex<Option<Live>>,
     /// The BM25 index of chunks (the lexical half of the ranking).
     pub(crate) lexical: super::lexical::LexicalState,
@@ -128,7 +129,7 @@ impl VaultState {
     /// A state with an explicit embedder (tests, benchmarks).
     pub fn with_embedder(embedder: Box<dyn Embed>) -> VaultState {
         VaultState {
-            embedder,
+            embedder: Arc::from(embedder),
             live: Mutex::new(None),
             lexical: Default::default(),
         }
