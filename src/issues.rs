@@ -35,9 +35,7 @@ pub mod limits {
 }
 
 /// The statuses an issue can have (one set for both vocabularies).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Backlog,
@@ -89,7 +87,7 @@ impl std::fmt::Display for Status {
 }
 
 /// A project: a board of issues with a prefix and, optionally, a repository path.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Project {
     pub id: String,
     pub slug: String,
@@ -103,7 +101,7 @@ pub struct Project {
 }
 
 /// An issue (a Colibri task is the same record).
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Issue {
     pub id: String,
     pub identifier: String,
