@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::error::Result;
 use crate::issues::limits as issue_limits;
-use crate::issues::{Issue, IssueFilter, NewIssue, Project, Status};
+use crate::issues::{Issue, IssueFilter, Limit, NewIssue, Project, Status};
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
 use crate::scope::Profile::{self, *};
 use crate::text::{Cleaned, cleaned};
@@ -300,10 +300,7 @@ fn list_issues(cx: &ToolCtx<'_>, p: ListIssuesParams) -> Result<IssueList> {
             project: Some(cx.work.require_project()?.to_string()),
             statuses: p.status.into_iter().collect(),
             label: p.labels,
-            limit: Some(
-                p.limit
-                    .map_or(issue_limits::LIST_LIMIT_DEFAULT, |l| l as usize),
-            ),
+            limit: Limit::or_default(p.limit.map(|l| l as usize)),
         })?
         .into_iter()
         .map(|i| IssueBrief {
