@@ -665,11 +665,10 @@ mod tests {
         );
     }
 
-    #[test]
-    fn list_filters_by_status_and_label() {
-        let (_d, c) = cairn();
+    /// Create project `p`.
+    fn project_p(c: &Store) {
         create_project(
-            &c,
+            c,
             &NewProject {
                 slug: "p".into(),
                 name: "P".into(),
@@ -677,6 +676,12 @@ mod tests {
             },
         )
         .unwrap();
+    }
+
+    #[test]
+    fn list_filters_by_status_and_label() {
+        let (_d, c) = cairn();
+        project_p(&c);
         for (t, l, s) in [("a", "x", Status::Todo), ("b", "y", Status::Backlog)] {
             create_issue(
                 &c,
@@ -715,15 +720,7 @@ mod tests {
     #[test]
     fn the_default_limit_is_the_domains_and_all_lists_everything() {
         let (_d, c) = cairn();
-        create_project(
-            &c,
-            &NewProject {
-                slug: "p".into(),
-                name: "P".into(),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        project_p(&c);
         let total = limits::LIST_LIMIT_DEFAULT + 1;
         for i in 0..total {
             create_issue(
