@@ -4,7 +4,7 @@
 //! Input schemas are generated from the MCP layer's typed parameter structs (schemars,
 //! with subschemas inlined so an agent reads one flat document). Output schemas are data:
 //! every tool's `outputSchema` is kept in `output_schemas.json` beside this file (see
-//! docs/decisions/output-schemas.md), so the domain's result types need only `Serialize`;
+//! docs/mcp-clients.md, "Output schemas are data"), so the domain's result types need only `Serialize`;
 //! the strict output check of the test suite keeps the file true to the results. The
 //! validator covers the subset of JSON Schema that the parameter structs produce
 //! (`type`, `enum`, `const`, `properties`, `required`, `additionalProperties`, `items`,
