@@ -35,9 +35,7 @@ pub mod limits {
 }
 
 /// The statuses an issue can have (one set for both vocabularies).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Backlog,
@@ -89,7 +87,7 @@ impl std::fmt::Display for Status {
 }
 
 /// A project: a board of issues with a prefix and, optionally, a repository path.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Project {
     pub id: String,
     pub slug: String,
@@ -103,7 +101,7 @@ pub struct Project {
 }
 
 /// An issue (a Colibri task is the same record).
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Issue {
     pub id: String,
     pub identifier: String,
@@ -165,7 +163,35 @@ pub struct IssueFilter {
     pub project: Option<String>,
     pub statuses: Vec<Status>,
     pub label: Option<String>,
-    pub limit: Option<usize>,
+    pub limit: Limit,
+}
+
+/// How many issues a listing returns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Limit {
+    /// [`limits::LIST_LIMIT_DEFAULT`]: what an agent's listing gets when it names none.
+    Default,
+    /// Every issue that matches (the CLI's listing).
+    #[default]
+    All,
+    /// At most this many.
+    At(usize),
+}
+
+impl Limit {
+    /// The limit a caller asked for: a number, or the default when it named none.
+    pub fn or_default(limit: Option<usize>) -> Limit {
+        limit.map_or(Limit::Default, Limit::At)
+    }
+
+    /// The largest number of issues this limit lets through.
+    fn count(self) -> usize {
+        match self {
+            Limit::Default => limits::LIST_LIMIT_DEFAULT,
+            Limit::All => usize::MAX,
+            Limit::At(n) => n,
+        }
+    }
 }
 
 fn check_len(errors: &mut Vec<FieldError>, field: &str, value: &str, min: usize, max: usize) {
@@ -550,7 +576,7 @@ pub fn list_issues(store: &Store, filter: &IssueFilter) -> Result<Vec<Issue>> {
              LIMIT ?4",
             c.dialect().json_elements("?2", false)
         ))?;
-        let limit = filter.limit.map_or(i64::MAX, |l| l as i64);
+        let limit = i64::try_from(filter.limit.count()).unwrap_or(i64::MAX);
         let ids: Vec<String> = stmt
             .query_map(
                 params![project_id, statuses_json, filter.label, limit],
@@ -639,11 +665,10 @@ mod tests {
         );
     }
 
-    #[test]
-    fn list_filters_by_status_and_label() {
-        let (_d, c) = cairn();
+    /// Create project `p`.
+    fn project_p(c: &Store) {
         create_project(
-            &c,
+            c,
             &NewProject {
                 slug: "p".into(),
                 name: "P".into(),
@@ -651,6 +676,12 @@ mod tests {
             },
         )
         .unwrap();
+    }
+
+    #[test]
+    fn list_filters_by_status_and_label() {
+        let (_d, c) = cairn();
+        project_p(&c);
         for (t, l, s) in [("a", "x", Status::Todo), ("b", "y", Status::Backlog)] {
             create_issue(
                 &c,
@@ -671,7 +702,7 @@ mod tests {
                     project: Some("p".into()),
                     statuses,
                     label: label.map(String::from),
-                    limit: None,
+                    limit: Limit::All,
                 },
             )
             .unwrap()
@@ -682,5 +713,43 @@ mod tests {
         assert_eq!(f(vec![], None), ["a", "b"]);
         assert_eq!(f(vec![Status::Backlog], None), ["b"]);
         assert_eq!(f(vec![], Some("x")), ["a"]);
+    }
+
+    /// An agent that names no limit gets the default page (`list_issues` passes
+    /// `Limit::or_default(None)`); the CLI lists everything (`Limit::All`).
+    #[test]
+    fn the_default_limit_is_the_domains_and_all_lists_everything() {
+        let (_d, c) = cairn();
+        project_p(&c);
+        let total = limits::LIST_LIMIT_DEFAULT + 1;
+        for i in 0..total {
+            create_issue(
+                &c,
+                &NewIssue {
+                    project: "p".into(),
+                    title: format!("issue {i}"),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        }
+        let count = |limit: Limit| {
+            list_issues(
+                &c,
+                &IssueFilter {
+                    project: Some("p".into()),
+                    limit,
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+            .len()
+        };
+        assert_eq!(Limit::or_default(None), Limit::Default);
+        assert_eq!(Limit::or_default(Some(3)), Limit::At(3));
+        assert_eq!(count(Limit::or_default(None)), limits::LIST_LIMIT_DEFAULT);
+        assert_eq!(count(Limit::All), total);
+        assert_eq!(count(Limit::default()), total);
+        assert_eq!(count(Limit::or_default(Some(3))), 3);
     }
 }

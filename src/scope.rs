@@ -173,7 +173,7 @@ pub fn critical_tools(profile: &str) -> &'static [&'static str] {
 }
 
 /// A profile's stored allow and deny lists (`None` = inherit / no removals).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ProfileScope {
     pub profile_type: String,
     pub allowed_tools: Option<Vec<String>>,
@@ -181,7 +181,7 @@ pub struct ProfileScope {
 }
 
 /// The result of `computeEffectiveTools()`.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct EffectiveScope {
     pub profile_type: String,
     pub tools: Vec<String>,

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use cairn::mcp::registry::{all_tools, scope_matrix};
 use cairn::mcp::tool::ToolDef;
 
-use crate::common::{Client, Env, error_fields};
+use crate::common::{Client, Env, error_fields, undeclared};
 
 /// What a row's call must answer.
 enum Expect {
@@ -431,4 +431,54 @@ async fn issue_bound_tools_say_how_to_bind_an_issue_when_none_is() {
         assert!(message.contains("--issue-id"), "{}: {message}", def.name);
     }
     c.close().await;
+}
+
+/// The output schemas are data kept by hand; the strict check every call passes
+/// ([`undeclared`]) is what catches drift. It refuses a property the schema does not
+/// declare, at the top, in a nested object and in an array's items, and a missing
+/// required one; a result that matches passes.
+#[test]
+fn the_strict_output_check_refuses_what_the_schema_does_not_declare() {
+    let schema_of = |name: &str| {
+        let def = all_tools().into_iter().find(|t| t.name == name).unwrap();
+        Value::Object(def.output_schema)
+    };
+    let list = schema_of("list_issues");
+    let issue = json!({"identifier": "P-1", "title": "t", "status": "todo", "priority": 3,
+        "labels": [], "parent": null, "depends_on": [], "updated_at": "2026-01-01T00:00:00Z"});
+    let good = json!({"issues": [issue], "count": 1});
+    assert_eq!(undeclared(&list, &good), Vec::<String>::new());
+
+    let mut extra_top = good.clone();
+    extra_top["total"] = json!(1);
+    assert_eq!(
+        undeclared(&list, &extra_top),
+        ["/total: not declared in the outputSchema"]
+    );
+    let mut extra_item = good.clone();
+    extra_item["issues"][0]["assignee"] = json!("me");
+    assert_eq!(
+        undeclared(&list, &extra_item),
+        ["/issues/0/assignee: not declared in the outputSchema"]
+    );
+    let mut missing = good.clone();
+    missing["issues"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("title");
+    assert_eq!(
+        undeclared(&list, &missing),
+        ["/issues/0/title: required but absent"]
+    );
+
+    let health = schema_of("server_health");
+    let mut nested = json!({"status": "ok", "mode": "FULL", "timestamp": "t", "version": "1",
+        "uptime_ms": 1, "tools": {"registered": 41}, "middleware": {"stages": []},
+        "db": {"open": true, "user_version": 1, "expected_version": 1, "path": "x"}});
+    assert_eq!(undeclared(&health, &nested), Vec::<String>::new());
+    nested["db"]["size"] = json!(1);
+    assert_eq!(
+        undeclared(&health, &nested),
+        ["/db/size: not declared in the outputSchema"]
+    );
 }

@@ -3,7 +3,7 @@
 use clap::{Args, Subcommand};
 
 use crate::Cairn;
-use crate::issues::{Issue, IssueFilter, NewIssue, Status};
+use crate::issues::{Issue, IssueFilter, Limit, NewIssue, Status};
 
 use super::{Outcome, print_json, print_text};
 
@@ -155,7 +155,7 @@ pub(super) fn run(cairn: &Cairn, cmd: IssueCmd) -> anyhow::Result<Outcome> {
                 project: Some(project),
                 statuses,
                 label,
-                limit: None,
+                limit: Limit::All,
             })?;
             if json {
                 print_json(&issues)?;

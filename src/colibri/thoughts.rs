@@ -33,7 +33,7 @@ use super::{resolve_task, task_identifier, thought_id};
 pub const METADATA_MAX_BYTES: usize = 16 * 1024;
 
 /// The kinds of thought the document names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ThoughtType {
     Reflection,
@@ -44,6 +44,15 @@ pub enum ThoughtType {
 }
 
 impl ThoughtType {
+    /// Every variant, in declaration order.
+    pub const ALL: [ThoughtType; 5] = [
+        ThoughtType::Reflection,
+        ThoughtType::Decision,
+        ThoughtType::Discovery,
+        ThoughtType::Risk,
+        ThoughtType::Blockers,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             ThoughtType::Reflection => "reflection",
@@ -128,7 +137,7 @@ pub struct NewThought {
 }
 
 /// What `thought_record` returns.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct ThoughtRecorded {
     /// `Θ-{id}`.
     pub thought_id: String,
@@ -146,7 +155,7 @@ pub struct ThoughtRecorded {
 }
 
 /// One stored thought.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Thought {
     pub thought_id: String,
     /// The task this record belongs to.
@@ -191,7 +200,7 @@ impl StoredThought {
 }
 
 /// One failed check of a hash chain.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BrokenLink {
     /// 1-based position in the verified sequence (for one task's thoughts alone, the
     /// chain position).
@@ -412,7 +421,7 @@ pub struct ThoughtQuery {
 }
 
 /// What `thought_record_list` returns.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct ThoughtList {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,

@@ -25,7 +25,6 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::db::{Conn, Row, params};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use index::{IndexerStats, LearningIndex, Ranking, SearchScope};
@@ -57,7 +56,7 @@ pub mod limits {
 }
 
 /// What kind of lesson a learning is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LearningType {
     Convention,
@@ -86,7 +85,7 @@ impl LearningType {
 }
 
 /// A recorded learning.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Learning {
     pub id: String,
     pub pattern: String,
@@ -132,7 +131,7 @@ pub struct LearningSearch {
 }
 
 /// One search hit: the learning and its score.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct LearningHit {
     #[serde(flatten)]
     pub learning: Learning,
@@ -140,7 +139,7 @@ pub struct LearningHit {
 }
 
 /// Search results, best first.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct SearchResults {
     pub results: Vec<LearningHit>,
     pub count: usize,
@@ -152,7 +151,7 @@ pub struct SearchResults {
 }
 
 /// One entry of a learning's history.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct HistoryEntry {
     /// `created`, `verified` or `rated`.
     pub event: String,
@@ -166,7 +165,7 @@ pub struct HistoryEntry {
 }
 
 /// A learning with its history, oldest first.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct LearningDetail {
     #[serde(flatten)]
     pub learning: Learning,
@@ -174,7 +173,7 @@ pub struct LearningDetail {
 }
 
 /// What a rebuild did.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct ReindexReport {
     /// Learnings in the rebuilt index.
     pub learnings: u64,

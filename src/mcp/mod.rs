@@ -2,13 +2,16 @@
 //!
 //! - [`tool`]: declaring a tool (typed params and results → schemas, effect, handler).
 //! - [`registry`]: the list of every tool.
-//! - [`schema`]: schema generation and the validator that runs before every handler.
+//! - [`schema`]: input-schema generation, the output schemas (`output_schemas.json`, data
+//!   kept by hand) and the validator that runs before every handler.
+//! - [`enums`]: the `JsonSchema` of the domain enums that tool parameters name.
 //! - [`envelope`]: the structured error body and the help prompt.
 //! - [`server`]: the rmcp `ServerHandler` over stdio, scope filtering and enforcement.
 //! - [`forward`]: `cairn serve` forwarding to a `cairn daemon`, with fallback.
 //! - [`wire`]: the stdio line transport that answers unparsable messages (`-32700`).
 //! - [`tools`]: one file per tool family, each a thin adapter over [`crate::Cairn`].
 
+pub mod enums;
 pub mod envelope;
 pub mod forward;
 pub mod registry;

@@ -1,12 +1,17 @@
 //! JSON Schemas for tool parameters and results, and the validator that runs before any
 //! handler.
 //!
-//! Schemas are generated from the typed parameter and result structs (schemars, with
-//! subschemas inlined so an agent reads one flat document). The validator covers the
-//! subset of JSON Schema that those structs produce (`type`, `enum`, `const`,
-//! `properties`, `required`, `additionalProperties`, `items`, `minItems`/`maxItems`,
-//! `minLength`/`maxLength`, `pattern`, `minimum`/`maximum`, `anyOf`/`oneOf`) and
-//! reports *every* problem with its field path, not just the first.
+//! Input schemas are generated from the MCP layer's typed parameter structs (schemars,
+//! with subschemas inlined so an agent reads one flat document). Output schemas are data:
+//! every tool's `outputSchema` is kept in `output_schemas.json` beside this file (see
+//! docs/mcp-clients.md, "Output schemas are data"), so the domain's result types need only `Serialize`;
+//! the strict output check of the test suite keeps the file true to the results. The
+//! validator covers the subset of JSON Schema that the parameter structs produce
+//! (`type`, `enum`, `const`, `properties`, `required`, `additionalProperties`, `items`,
+//! `minItems`/`maxItems`, `minLength`/`maxLength`, `pattern`, `minimum`/`maximum`,
+//! `anyOf`/`oneOf`) and reports *every* problem with its field path, not just the first.
+
+use std::sync::LazyLock;
 
 use schemars::JsonSchema;
 use serde_json::{Map, Value};
@@ -15,20 +20,11 @@ use crate::error::FieldError;
 
 /// The schema of what `T` accepts (a tool's parameters), inlined, as a JSON object.
 pub fn schema_for<T: JsonSchema>() -> Map<String, Value> {
-    generate::<T>(schemars::generate::SchemaSettings::draft2020_12().for_deserialize())
-}
-
-/// The schema of what `T` serializes to (a tool's result): a field that
-/// `skip_serializing_if` may leave out is not `required`, so the `outputSchema` tells
-/// the truth about every result.
-pub fn output_schema_for<T: JsonSchema>() -> Map<String, Value> {
-    generate::<T>(schemars::generate::SchemaSettings::draft2020_12().for_serialize())
-}
-
-fn generate<T: JsonSchema>(settings: schemars::generate::SchemaSettings) -> Map<String, Value> {
-    let settings = settings.with(|s| {
-        s.inline_subschemas = true;
-    });
+    let settings = schemars::generate::SchemaSettings::draft2020_12()
+        .for_deserialize()
+        .with(|s| {
+            s.inline_subschemas = true;
+        });
     let schema = settings.into_generator().into_root_schema_for::<T>();
     let mut value = serde_json::to_value(schema).unwrap_or_else(|_| Value::Object(Map::new()));
     if let Value::Object(map) = &mut value {
@@ -47,6 +43,21 @@ fn generate<T: JsonSchema>(settings: schemars::generate::SchemaSettings) -> Map<
         return std::mem::take(map);
     }
     Map::new()
+}
+
+/// Every tool's `outputSchema`, by tool name: the contract of its `structuredContent`.
+static OUTPUT_SCHEMAS: LazyLock<Map<String, Value>> =
+    LazyLock::new(|| serde_json::from_str(include_str!("output_schemas.json")).unwrap_or_default());
+
+/// The `outputSchema` of the tool `name`, from `output_schemas.json`; `None` when the file
+/// has no entry for it (a registry test requires one for every tool, and no other).
+pub fn output_schema(name: &str) -> Option<Map<String, Value>> {
+    OUTPUT_SCHEMAS.get(name).and_then(Value::as_object).cloned()
+}
+
+/// The names of the tools `output_schemas.json` describes.
+pub fn output_schema_names() -> impl Iterator<Item = &'static str> {
+    OUTPUT_SCHEMAS.keys().map(String::as_str)
 }
 
 /// The `format` values JSON Schema 2020-12 defines. schemars adds its own (`uint8`,

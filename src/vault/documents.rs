@@ -245,7 +245,7 @@ pub(crate) fn chunk_collection(c: &Conn<'_>, id: u64) -> Result<Option<String>> 
 }
 
 /// Where a hit comes from and what it covers.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct HitMetadata {
     /// Headings above the chunk, `Guide > Install > From source`.
     pub heading_path: String,
@@ -265,7 +265,7 @@ pub struct HitMetadata {
 }
 
 /// One search result.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct VaultHit {
     /// The chunk's text, verbatim from the file.
     pub text: String,

@@ -99,7 +99,7 @@ pub enum ReindexProgress {
 }
 
 /// The summary of a reindex.
-#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct ReindexSummary {
     /// What paths are relative to: `project:<id>` or `dir:<absolute path>`.
     pub root: String,
@@ -133,7 +133,7 @@ pub struct ReindexSummary {
 }
 
 /// A Markdown entry `cairn reindex` did not index, and why.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct SkippedFile {
     pub path: String,
     pub reason: String,

@@ -53,7 +53,7 @@ pub const MAX_KNOWLEDGE_TOP_K: usize = 20;
 pub const MAX_PER_DOCUMENT_LIMIT: usize = 50;
 
 /// The result of `search_knowledge`.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct KnowledgeResults {
     /// Hits at or above `min_score`, best `score` first.
     pub results: Vec<VaultHit>,
@@ -68,7 +68,7 @@ pub struct KnowledgeResults {
 }
 
 /// The result of `vault_update`.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct UpdateResult {
     /// The document's path relative to the project root.
     pub path: String,
@@ -90,7 +90,7 @@ pub struct UpdateResult {
 }
 
 /// The result of `vault_delete`.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct DeleteResult {
     /// The document's path relative to the project root.
     pub path: String,

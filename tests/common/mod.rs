@@ -6,7 +6,9 @@
 //! tool's `outputSchema` (JSON Schema 2020-12, fetched once per client with
 //! `tools/list`), and an error must carry no `structuredContent` and the envelope
 //! (`status`, `error.code`, `error.message`) as JSON text. A schema lie fails the test
-//! that made the call, wherever it is.
+//! that made the call, wherever it is. The check is strict ([`undeclared`]): every
+//! property a result carries must be declared in the `outputSchema`, since the output
+//! schemas are hand-kept data (src/mcp/output_schemas.json), not derived from the types.
 
 #![allow(dead_code)]
 
@@ -340,8 +342,9 @@ impl Env {
 /// An rmcp client connected to one `cairn serve`.
 pub struct Client {
     pub service: RunningService<RoleClient, ()>,
-    /// Output-schema validators by tool name, from this server's `tools/list`.
-    validators: tokio::sync::OnceCell<HashMap<String, Arc<jsonschema::Validator>>>,
+    /// Output-schema validators and the schemas by tool name, from this server's
+    /// `tools/list`.
+    validators: tokio::sync::OnceCell<HashMap<String, Arc<OutputCheck>>>,
 }
 
 /// What a call returned: the structured result of a success, the envelope of an error.
@@ -364,8 +367,103 @@ pub fn envelope_of(r: &CallToolResult) -> Value {
     serde_json::from_str(&text).unwrap_or(Value::Null)
 }
 
+/// A tool's `outputSchema`, and the JSON Schema validator built from it.
+pub struct OutputCheck {
+    pub schema: Value,
+    pub validator: jsonschema::Validator,
+}
+
+/// The strict half of the output check: where `value` carries a property that `schema`
+/// does not declare at that level (through `items`, `anyOf`/`oneOf` and
+/// `additionalProperties`), or lacks a `required` one. JSON Schema itself lets an
+/// undeclared property through; a result with one means the hand-kept output schema has
+/// drifted from the code. Returns one line per problem, with its path.
+pub fn undeclared(schema: &Value, value: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    undeclared_at(schema, value, "", &mut problems);
+    problems
+}
+
+/// Whether `value` is of a type `schema` names (or `schema` names none) and, for a
+/// `const`, equal to it: the branches of an `anyOf` that can describe the value.
+fn fits(schema: &Value, value: &Value) -> bool {
+    let kind = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    let names = |t: &Value| t == kind || (t == "number" && kind == "integer");
+    let typed = match schema.get("type") {
+        Some(Value::Array(ts)) => ts.iter().any(names),
+        Some(t) => names(t),
+        None => true,
+    };
+    typed && schema.get("const").is_none_or(|c| c == value)
+}
+
+fn undeclared_at(schema: &Value, value: &Value, path: &str, problems: &mut Vec<String>) {
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = schema.get(key) {
+            let mut best: Option<Vec<String>> = None;
+            for b in branches.iter().filter(|b| fits(b, value)) {
+                let mut p = Vec::new();
+                undeclared_at(b, value, path, &mut p);
+                if best.as_ref().is_none_or(|x| p.len() < x.len()) {
+                    best = Some(p);
+                }
+            }
+            problems.extend(best.unwrap_or_default());
+        }
+    }
+    match value {
+        Value::Object(obj) => {
+            if let Some(Value::Array(required)) = schema.get("required") {
+                for r in required.iter().filter_map(Value::as_str) {
+                    if !obj.contains_key(r) {
+                        problems.push(format!("{path}/{r}: required but absent"));
+                    }
+                }
+            }
+            let props = schema.get("properties").and_then(Value::as_object);
+            let describes_objects = props.is_some()
+                || schema.get("type").is_some_and(|t| {
+                    t == "object"
+                        || t.as_array()
+                            .is_some_and(|ts| ts.iter().any(|t| t == "object"))
+                });
+            if !describes_objects {
+                return;
+            }
+            for (k, v) in obj {
+                let at = format!("{path}/{k}");
+                match (
+                    props.and_then(|p| p.get(k)),
+                    schema.get("additionalProperties"),
+                ) {
+                    (Some(s), _) => undeclared_at(s, v, &at, problems),
+                    (None, Some(Value::Bool(true))) => {}
+                    (None, Some(s @ Value::Object(_))) => undeclared_at(s, v, &at, problems),
+                    (None, _) => problems.push(format!("{at}: not declared in the outputSchema")),
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    undeclared_at(s, item, &format!("{path}/{i}"), problems);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Assert what every official client needs of a result (see the module comment).
-pub fn check_result(name: &str, r: &CallToolResult, validator: Option<&jsonschema::Validator>) {
+pub fn check_result(name: &str, r: &CallToolResult, check: Option<&OutputCheck>) {
     if r.is_error == Some(true) {
         assert!(
             r.structured_content.is_none(),
@@ -384,8 +482,9 @@ pub fn check_result(name: &str, r: &CallToolResult, validator: Option<&jsonschem
     let Some(value) = &r.structured_content else {
         panic!("{name}: a success without structuredContent: {r:?}");
     };
-    if let Some(v) = validator {
-        let problems: Vec<String> = v
+    if let Some(check) = check {
+        let problems: Vec<String> = check
+            .validator
             .iter_errors(value)
             .map(|e| format!("{} at {}", e, e.instance_path()))
             .collect();
@@ -393,11 +492,17 @@ pub fn check_result(name: &str, r: &CallToolResult, validator: Option<&jsonschem
             problems.is_empty(),
             "{name}: result does not match its outputSchema: {problems:#?}\nresult: {value:#}"
         );
+        let problems = undeclared(&check.schema, value);
+        assert!(
+            problems.is_empty(),
+            "{name}: result does not match its outputSchema (update src/mcp/output_schemas.json): \
+             {problems:#?}\nresult: {value:#}"
+        );
     }
 }
 
 impl Client {
-    async fn validators(&self) -> &HashMap<String, Arc<jsonschema::Validator>> {
+    async fn validators(&self) -> &HashMap<String, Arc<OutputCheck>> {
         self.validators
             .get_or_init(|| async {
                 let tools = self.service.list_all_tools().await.expect("tools/list");
@@ -405,10 +510,11 @@ impl Client {
                     .into_iter()
                     .filter_map(|t| {
                         let schema = Value::Object((*t.output_schema?).clone());
-                        let v = jsonschema::draft202012::new(&schema).unwrap_or_else(|e| {
+                        let validator = jsonschema::draft202012::new(&schema).unwrap_or_else(|e| {
                             panic!("{}: outputSchema is not valid JSON Schema: {e}", t.name)
                         });
-                        Some((t.name.to_string(), Arc::new(v)))
+                        let check = OutputCheck { schema, validator };
+                        Some((t.name.to_string(), Arc::new(check)))
                     })
                     .collect()
             })

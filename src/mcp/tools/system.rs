@@ -1,6 +1,5 @@
 //! System tools: `server_ping` and `server_health` (Colibri phase 0).
 
-use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
 
@@ -9,7 +8,7 @@ use crate::error::Result;
 use crate::mcp::tool::{Effect, NoParams, ToolCtx, ToolDef, tool};
 use crate::scope::Profile;
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
 pub struct Ping {
     /// Always true when the server answers.
     pub ok: bool,
@@ -17,7 +16,7 @@ pub struct Ping {
     pub timestamp: String,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
 pub struct DbHealth {
     pub open: bool,
     /// The schema's migration version (`PRAGMA user_version`).
@@ -27,18 +26,18 @@ pub struct DbHealth {
     pub path: String,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
 pub struct Middleware {
     /// The stages every tool call passes, in order.
     pub stages: Vec<String>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
 pub struct ToolCount {
     pub registered: usize,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
 pub struct Health {
     /// `ok`, or `degraded` when the database is unreachable or its schema is behind.
     pub status: String,

@@ -53,7 +53,7 @@ pub struct PathParams {
     pub path: String,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
 pub struct RetrieveResult {
     /// Best first, by `score` (cosine similarity fused with BM25 and keyword overlap).
     pub results: Vec<VaultHit>,
