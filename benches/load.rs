@@ -12,14 +12,17 @@
 //! - **B, daemon**: one `cairn daemon` and K rmcp Streamable HTTP clients, each with its
 //!   own session token (`cairn session new --issue ...`);
 //! - **C, forwarders**: one `cairn daemon` and K `cairn serve` processes that forward to
-//!   it (what an unchanged client configuration gets once a daemon runs).
+//!   it (what an unchanged client configuration gets once a daemon runs);
+//! - **U, unique queries**: B again, but every search sends a text never sent before,
+//!   so no query vector comes from the daemon's cache (A, B and C cycle through twelve
+//!   subjects, as agents asking about the same areas do).
 //!
 //! Printed (stdout): per topology p50/p99 per tool, calls/s over the whole run, peak
 //! total RSS of every Cairn process (VmRSS summed from /proc every 100 ms), first-call
 //! p50/max; then the topologies side by side with ratios to A.
 //!
 //! Knobs: `CAIRN_LOAD_SESSIONS` (8), `CAIRN_LOAD_CALLS` (300), `CAIRN_LOAD_TOPOLOGIES`
-//! (`a,b,c`).
+//! (`a,b,c,u`).
 
 #![allow(clippy::print_stderr, clippy::print_stdout)]
 
@@ -175,11 +178,26 @@ fn add_learning_args(session: usize, i: usize) -> Value {
     })
 }
 
-fn args(tool: &str, session: usize, i: usize) -> Value {
+/// Which query texts the searches send: the twelve subjects over and over (what agents
+/// asking about the same areas do; the server's query cache answers most), or a text
+/// never sent before on every call (every query runs the model).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Queries {
+    Repeated,
+    Unique,
+}
+
+fn args(tool: &str, session: usize, i: usize, queries: Queries) -> Value {
     let subject = SUBJECTS[(session * 7 + i) % SUBJECTS.len()];
+    let query = |base: String| match queries {
+        Queries::Repeated => base,
+        Queries::Unique => format!("{base} for service {session} step {i}"),
+    };
     match tool {
-        "vault_retrieve" => json!({"query": format!("how do we handle {subject}"), "top_k": 5}),
-        "search_learnings" => json!({"query": subject, "limit": 10}),
+        "vault_retrieve" => {
+            json!({"query": query(format!("how do we handle {subject}")), "top_k": 5})
+        }
+        "search_learnings" => json!({"query": query(subject.to_string()), "limit": 10}),
         "add_learning" => add_learning_args(session, i),
         "list_issues" => json!({"limit": 20}),
         "add_finding" => json!({
@@ -298,7 +316,13 @@ fn pct(xs: &[Duration], p: f64) -> f64 {
 }
 
 /// Run the workload on connected sessions, all at once.
-async fn drive(name: &'static str, clients: Vec<Client>, pids: Vec<u32>, calls: usize) -> Figures {
+async fn drive(
+    name: &'static str,
+    clients: Vec<Client>,
+    pids: Vec<u32>,
+    calls: usize,
+    queries: Queries,
+) -> Figures {
     let rss = RssSampler::start(pids);
     let started = Instant::now();
     let tasks: Vec<_> = clients
@@ -310,7 +334,7 @@ async fn drive(name: &'static str, clients: Vec<Client>, pids: Vec<u32>, calls: 
                 for i in 0..calls {
                     let tool = TOOLS[i % TOOLS.len()];
                     let t = Instant::now();
-                    let ok = call(&c, tool, args(tool, s, i)).await;
+                    let ok = call(&c, tool, args(tool, s, i, queries)).await;
                     out.push((i, i % TOOLS.len(), t.elapsed(), ok));
                 }
                 let _ = c.cancel().await;
@@ -354,7 +378,7 @@ async fn topology_a(seed: &Seed, calls: usize) -> Figures {
         clients.push(c);
         pids.push(pid);
     }
-    drive("A: stdio", clients, pids, calls).await
+    drive("A: stdio", clients, pids, calls, Queries::Repeated).await
 }
 
 /// A running `cairn daemon` on a database.
@@ -438,7 +462,7 @@ impl Drop for Daemon {
     }
 }
 
-async fn topology_b(seed: &Seed, calls: usize) -> Figures {
+async fn topology_b(seed: &Seed, calls: usize, queries: Queries) -> Figures {
     let db = seed.db();
     let mut daemon = Daemon::start(&db);
     wait_warm(&mut daemon).await;
@@ -452,7 +476,11 @@ async fn topology_b(seed: &Seed, calls: usize) -> Figures {
         );
         clients.push(().serve(transport).await.unwrap());
     }
-    let f = drive("B: daemon + HTTP", clients, vec![daemon.pid()], calls).await;
+    let name = match queries {
+        Queries::Repeated => "B: daemon + HTTP",
+        Queries::Unique => "U: daemon + HTTP, unique queries",
+    };
+    let f = drive(name, clients, vec![daemon.pid()], calls, queries).await;
     drop(daemon);
     f
 }
@@ -468,7 +496,14 @@ async fn topology_c(seed: &Seed, calls: usize) -> Figures {
         clients.push(c);
         pids.push(pid);
     }
-    let f = drive("C: daemon + stdio forwarders", clients, pids, calls).await;
+    let f = drive(
+        "C: daemon + stdio forwarders",
+        clients,
+        pids,
+        calls,
+        Queries::Repeated,
+    )
+    .await;
     drop(daemon);
     f
 }
@@ -571,7 +606,7 @@ fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not used.
     let sessions = env_usize("CAIRN_LOAD_SESSIONS", 8).max(1);
     let calls = env_usize("CAIRN_LOAD_CALLS", 300).max(1);
-    let wanted = std::env::var("CAIRN_LOAD_TOPOLOGIES").unwrap_or_else(|_| "a,b,c".into());
+    let wanted = std::env::var("CAIRN_LOAD_TOPOLOGIES").unwrap_or_else(|_| "a,b,c,u".into());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -591,9 +626,10 @@ fn main() {
             let copy = seed.copy();
             let f = match t.trim() {
                 "a" => topology_a(&copy, calls).await,
-                "b" => topology_b(&copy, calls).await,
+                "b" => topology_b(&copy, calls, Queries::Repeated).await,
+                "u" => topology_b(&copy, calls, Queries::Unique).await,
                 "c" => topology_c(&copy, calls).await,
-                other => panic!("unknown topology {other:?} (a, b, c)"),
+                other => panic!("unknown topology {other:?} (a, b, c, u)"),
             };
             print(&f);
             all.push(f);
