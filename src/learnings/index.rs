@@ -59,6 +59,7 @@ use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::db::params;
+use tantivy::directory::RamDirectory;
 use tantivy::query::{
     Bm25StatisticsProvider, BooleanQuery, BoostQuery, EnableScoring, Occur, Query, TermQuery,
 };
@@ -587,14 +588,13 @@ pub struct LearningIndex {
     indexer: OnceLock<Arc<Indexer>>,
 }
 
-/// The background indexer's shared state: a wake-up flag and what it has done.
+/// The background indexer's shared state: two lanes, each a thread with a wake-up
+/// flag (one indexes, one embeds, so a model load or a busy model never delays an
+/// index commit), and what they have done.
 #[derive(Debug, Default)]
 struct Indexer {
-    state: Mutex<IndexerState>,
-    /// Signalled when `pending` is set.
-    wake: Condvar,
-    /// Signalled after each catch-up.
-    done: Condvar,
+    index: Lane,
+    embed: Lane,
     /// Commits that indexed at least one learning.
     commits: AtomicU64,
     /// Learnings those commits indexed.
@@ -603,15 +603,25 @@ struct Indexer {
     embedded: AtomicU64,
 }
 
+/// One background thread's wake-up flag.
+#[derive(Debug, Default)]
+struct Lane {
+    state: Mutex<IndexerState>,
+    /// Signalled when `pending` is set.
+    wake: Condvar,
+    /// Signalled after each round.
+    done: Condvar,
+}
+
 #[derive(Debug, Default)]
 struct IndexerState {
-    /// Some write (or search) happened since the last catch-up began.
+    /// Some write (or search) happened since the last round began.
     pending: bool,
-    /// A catch-up is under way.
+    /// A round is under way.
     running: bool,
 }
 
-impl Indexer {
+impl Lane {
     fn lock(&self) -> MutexGuard<'_, IndexerState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -621,12 +631,9 @@ impl Indexer {
         self.wake.notify_one();
     }
 
-    /// The thread's loop: wait for a nudge, catch up the index, embed the learnings
-    /// that have no vector, repeat. Everything written meanwhile is taken by the next
-    /// round; embedding stops early for it (the index first: searches need it).
-    fn run(&self, store: &Store, dir: &Path, embedder: &dyn Embed) {
-        let mut embedded_upto = 0;
-        let mut warned = false;
+    /// The thread's loop: wait for a nudge, run a round, repeat. Everything written
+    /// while a round runs is taken by the next one.
+    fn serve(&self, mut round: impl FnMut()) {
         loop {
             {
                 let mut s = self.lock();
@@ -636,7 +643,43 @@ impl Indexer {
                 s.pending = false;
                 s.running = true;
             }
-            match catch_up(store, dir, ADD_WRITER_WAIT, false) {
+            round();
+            self.lock().running = false;
+            self.done.notify_all();
+        }
+    }
+
+    /// Wait until every round asked for before the call has run, up to `deadline`;
+    /// whether it had.
+    fn flush(&self, deadline: Instant) -> bool {
+        let mut s = self.lock();
+        s.pending = true;
+        self.wake.notify_one();
+        while s.pending || s.running {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            s = self
+                .done
+                .wait_timeout(s, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+}
+
+impl Indexer {
+    fn nudge(&self) {
+        self.index.nudge();
+        self.embed.nudge();
+    }
+
+    /// The indexing thread: catch the index up to `max(seq)` in one commit per round.
+    fn run_index(&self, store: &Store, dir: &Path) {
+        self.index
+            .serve(|| match catch_up(store, dir, ADD_WRITER_WAIT, false) {
                 Ok(CatchUp::Indexed(0)) => {}
                 Ok(CatchUp::Indexed(n)) => {
                     self.commits.fetch_add(1, Ordering::Relaxed);
@@ -650,13 +693,20 @@ impl Indexer {
                         "indexing new learnings failed ({e}); the next write or search retries"
                     )
                 }
-            }
-            while !self.lock().pending {
-                let span = semantic::Span::after(embedded_upto);
+            });
+    }
+
+    /// The embedding thread: embed the learnings that have no vector, a few per model
+    /// run, yielding the model to queries ([`semantic::Urgency::Idle`]).
+    fn run_embed(&self, store: &Store, embedder: &dyn Embed) {
+        let mut embedded_upto = 0;
+        let mut warned = false;
+        self.embed.serve(|| {
+            loop {
                 match semantic::backfill(
                     store,
                     embedder,
-                    span,
+                    semantic::Span::after(embedded_upto),
                     semantic::BACKGROUND_BATCH,
                     semantic::Urgency::Idle,
                 ) {
@@ -664,7 +714,7 @@ impl Indexer {
                         embedded_upto = reached;
                         self.embedded.fetch_add(n as u64, Ordering::Relaxed);
                         if n < semantic::BACKGROUND_BATCH {
-                            break;
+                            return;
                         }
                     }
                     Err(e) => {
@@ -676,13 +726,11 @@ impl Indexer {
                             );
                         }
                         warned = true;
-                        break;
+                        return;
                     }
                 }
             }
-            self.lock().running = false;
-            self.done.notify_all();
-        }
+        });
     }
 }
 
@@ -814,12 +862,18 @@ impl LearningIndex {
             })
         })?;
         self.deferred_from.store(max as u64 + 1, Ordering::Relaxed);
+        let embed_store = Store::open_at(db)?;
         let dir = self.dir.clone();
         let worker = indexer.clone();
         std::thread::Builder::new()
             .name("learnings-indexer".into())
-            .spawn(move || worker.run(&store, &dir, &*embedder))
+            .spawn(move || worker.run_index(&store, &dir))
             .map_err(|e| Error::Internal(format!("starting the learnings indexer: {e}")))?;
+        let worker = indexer.clone();
+        std::thread::Builder::new()
+            .name("learnings-embedder".into())
+            .spawn(move || worker.run_embed(&embed_store, &*embedder))
+            .map_err(|e| Error::Internal(format!("starting the learnings embedder: {e}")))?;
         indexer.nudge();
         Ok(())
     }
@@ -830,22 +884,10 @@ impl LearningIndex {
     pub fn flush(&self) {
         let Some(ix) = self.indexer.get() else { return };
         let deadline = Instant::now() + REBUILD_WRITER_WAIT;
-        let mut s = ix.lock();
-        s.pending = true;
-        ix.wake.notify_one();
-        while s.pending || s.running {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                tracing::warn!(
-                    "the learnings indexer did not finish in time; the next process catches up"
-                );
-                return;
-            }
-            s = ix
-                .done
-                .wait_timeout(s, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+        if !(ix.index.flush(deadline) && ix.embed.flush(deadline)) {
+            tracing::warn!(
+                "the learnings indexer did not finish in time; the next process catches up"
+            );
         }
     }
 
@@ -1159,13 +1201,27 @@ impl LearningIndex {
 /// Index the tail `(from, to]` in memory.
 fn build_tail(store: &Store, from: u64, to: u64) -> Result<Tail> {
     let (schema, fields) = schema();
-    let index = Index::create_in_ram(schema);
-    register(&index);
-    let mut writer: IndexWriter = index
-        .writer_with_num_threads(1, 15_000_000)
+    // One segment built in this thread: no writer thread, no commit bookkeeping (a
+    // search builds the tail whenever new learnings arrived).
+    let tokenizers = tantivy::tokenizer::TokenizerManager::default();
+    tokenizers.register(TOKENIZER, super::query::analyzer());
+    let mut writer = Index::builder()
+        .schema(schema)
+        .tokenizers(tokenizers)
+        .single_segment_index_writer(RamDirectory::create(), 15_000_000)
         .map_err(index_err)?;
-    add_rows(&writer, store, from, to, &fields)?;
-    writer.commit().map_err(index_err)?;
+    let mut after = from;
+    loop {
+        let rows = rows_after(store, after, to, BATCH)?;
+        let Some(last) = rows.last() else { break };
+        after = last.seq;
+        for row in &rows {
+            writer
+                .add_document(row.document(&fields))
+                .map_err(index_err)?;
+        }
+    }
+    let index = writer.finalize().map_err(index_err)?;
     let reader: IndexReader = index
         .reader_builder()
         .reload_policy(ReloadPolicy::Manual)
