@@ -66,8 +66,7 @@ use tantivy::query::{
 use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::tokenizer::{PreTokenizedString, TextAnalyzer};
 use tantivy::{
-    DocId, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Score, Searcher, TantivyDocument,
-    Term,
+    DocId, DocSet, Index, IndexReader, ReloadPolicy, Score, Searcher, TantivyDocument, Term,
 };
 
 use crate::disk_index::{acquire_writer, open_or_recreate};
@@ -197,13 +196,14 @@ impl Row {
 }
 
 /// Learnings with `seq` in `(after, upto]`, at most `limit`, in order.
-/// Add learnings `(after, upto]` to `writer`, reading SQLite in batches; returns how many.
+/// Hand learnings `(after, upto]` to `add` as documents, reading SQLite in batches;
+/// returns how many.
 fn add_rows(
-    writer: &IndexWriter,
     store: &Store,
     mut after: u64,
     upto: u64,
     fields: &Fields,
+    mut add: impl FnMut(TantivyDocument) -> tantivy::Result<()>,
 ) -> Result<u64> {
     let mut n = 0u64;
     loop {
@@ -211,9 +211,7 @@ fn add_rows(
         let Some(last) = rows.last() else { break };
         after = last.seq;
         for row in &rows {
-            writer
-                .add_document(row.document(fields))
-                .map_err(index_err)?;
+            add(row.document(fields)).map_err(index_err)?;
         }
         n += rows.len() as u64;
     }
@@ -336,7 +334,9 @@ pub(crate) fn catch_up(
     if after >= upto && !rebuild {
         return Ok(CatchUp::Indexed(0));
     }
-    let n = add_rows(&writer, store, after, upto, &fields)?;
+    let n = add_rows(store, after, upto, &fields, |d| {
+        writer.add_document(d).map(drop)
+    })?;
     let prepared = writer.prepare_commit().map_err(index_err)?;
     failpoint("learnings-index-commit");
     prepared.commit().map_err(index_err)?;
@@ -1210,17 +1210,7 @@ fn build_tail(store: &Store, from: u64, to: u64) -> Result<Tail> {
         .tokenizers(tokenizers)
         .single_segment_index_writer(RamDirectory::create(), 15_000_000)
         .map_err(index_err)?;
-    let mut after = from;
-    loop {
-        let rows = rows_after(store, after, to, BATCH)?;
-        let Some(last) = rows.last() else { break };
-        after = last.seq;
-        for row in &rows {
-            writer
-                .add_document(row.document(&fields))
-                .map_err(index_err)?;
-        }
-    }
+    add_rows(store, from, to, &fields, |d| writer.add_document(d))?;
     let index = writer.finalize().map_err(index_err)?;
     let reader: IndexReader = index
         .reader_builder()
