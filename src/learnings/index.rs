@@ -55,7 +55,9 @@
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, OnceLock};
+use std::sync::{
+    Arc, Condvar, LazyLock, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
 use std::time::{Duration, Instant};
 
 use crate::db::params;
@@ -87,6 +89,12 @@ pub const ADD_WRITER_WAIT: Duration = Duration::from_secs(2);
 pub const REBUILD_WRITER_WAIT: Duration = Duration::from_secs(60);
 /// Largest tail a search indexes in memory rather than waiting for the writer.
 pub const TAIL_MAX: u64 = 5_000;
+/// Parts the in-memory tail may grow to before they are indexed again as one (each
+/// part costs every search a few term lookups).
+const TAIL_PARTS: usize = 8;
+/// Memory budget of a tail part per learning, and at least (see [`build_tail`]).
+const TAIL_BYTES_PER_ROW: usize = 4_000;
+const TAIL_BUDGET_MIN: usize = 200_000;
 /// Rows read from SQLite per batch while indexing.
 const BATCH: usize = 5_000;
 
@@ -505,21 +513,30 @@ pub(crate) struct Ranked {
     pub verified: bool,
 }
 
-/// The in-memory index of the tail `(from, to]`.
+/// One in-memory segment of the tail: the learnings `(from, to]`.
 struct Tail {
     from: u64,
     to: u64,
     searcher: Searcher,
 }
 
-/// An open reader with its caches.
+/// An open reader with its caches: one consistent view, changed only under the
+/// write lock ([`LearningIndex::fresh`]) and searched under read locks.
 struct Open {
     reader: IndexReader,
-    /// Largest `seq` in the reader's current searcher.
+    /// The disk index as searched: the reader's searcher at the last reload.
+    disk: Searcher,
+    /// Largest `seq` in `disk`.
     upto: u64,
+    /// The background indexer's round count before the last reload: the disk index
+    /// can have changed only if it moved on since.
+    rounds_seen: u64,
     meta: MetaCache,
     vectors: Vectors,
-    tail: Option<Tail>,
+    /// The learnings past `upto`, in consecutive parts: each refresh indexes only the
+    /// learnings new since the last one, and the parts are dropped or merged as the
+    /// disk index catches up.
+    tail: Vec<Tail>,
     /// The disk index could not be opened (a full or read-only index directory): an
     /// empty in-memory index, every learning scored in the in-memory tail.
     in_memory: bool,
@@ -547,15 +564,55 @@ impl Open {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(index_err)?;
-        let upto = max_seq(&reader.searcher())?;
+        let disk = reader.searcher();
+        let upto = max_seq(&disk)?;
         Ok(Open {
             reader,
+            disk,
             upto,
+            rounds_seen: 0,
             meta: MetaCache::default(),
             vectors: Vectors::default(),
-            tail: None,
+            tail: Vec::new(),
             in_memory,
         })
+    }
+
+    /// Whether this view answers a search made at `marks`: every learning, rating and
+    /// embedding they cover is in it.
+    fn covers(&self, marks: Watermarks) -> bool {
+        !self.in_memory
+            && self.tail.last().map_or(self.upto, |t| t.to) >= marks.seq
+            && self.meta.seq_upto >= marks.seq
+            && self.meta.history_upto >= marks.history
+            && self.vectors.upto() >= marks.embedding
+    }
+
+    /// The searchers to query: the disk index, then the tail's parts.
+    fn searchers(&self) -> Vec<Searcher> {
+        let mut out = Vec::with_capacity(1 + self.tail.len());
+        out.push(self.disk.clone());
+        out.extend(self.tail.iter().map(|t| t.searcher.clone()));
+        out
+    }
+
+    /// Index the learnings in `(upto, to]` that no part holds yet: one new part for the
+    /// new ones, or, when the disk index has caught up with part of a part (or the
+    /// parts are many), all of them again as one.
+    fn extend_tail(&mut self, store: &Store, to: u64) -> Result<()> {
+        let upto = self.upto;
+        // A view never loses what it covered: a refresh for older watermarks (another
+        // search's, which took the lock first) keeps the newer parts.
+        let to = to.max(self.tail.last().map_or(0, |t| t.to));
+        self.tail.retain(|t| t.to > upto);
+        if self.tail.first().is_some_and(|t| t.from < upto) || self.tail.len() >= TAIL_PARTS {
+            self.tail.clear();
+        }
+        let from = self.tail.last().map_or(upto, |t| t.to);
+        if from < to {
+            self.tail.push(build_tail(store, from, to)?);
+        }
+        Ok(())
     }
 
     /// Bring the metadata and vectors up to one snapshot's watermarks.
@@ -567,9 +624,11 @@ impl Open {
         })
     }
 
-    fn reload(&mut self) -> Result<()> {
+    fn reload(&mut self, rounds: u64) -> Result<()> {
         self.reader.reload().map_err(index_err)?;
-        self.upto = max_seq(&self.reader.searcher())?;
+        self.disk = self.reader.searcher();
+        self.upto = max_seq(&self.disk)?;
+        self.rounds_seen = rounds;
         Ok(())
     }
 }
@@ -578,7 +637,9 @@ impl Open {
 #[derive(Debug)]
 pub struct LearningIndex {
     dir: PathBuf,
-    state: Mutex<Option<OpenSlot>>,
+    /// The open view: searches share it under read locks; a search that finds it
+    /// behind the database brings it up to date under the write lock.
+    state: RwLock<Option<OpenSlot>>,
     /// Learnings up to this `seq` were found to have an embedding (backfill watermark).
     pub(crate) embedded_upto: AtomicU64,
     /// Learnings from this `seq` on are embedded by the background indexer, not by the
@@ -601,6 +662,8 @@ struct Indexer {
     indexed: AtomicU64,
     /// Learnings it embedded.
     embedded: AtomicU64,
+    /// Index rounds finished (whatever they found to do).
+    rounds: AtomicU64,
 }
 
 /// One background thread's wake-up flag.
@@ -678,8 +741,8 @@ impl Indexer {
 
     /// The indexing thread: catch the index up to `max(seq)` in one commit per round.
     fn run_index(&self, store: &Store, dir: &Path) {
-        self.index
-            .serve(|| match catch_up(store, dir, ADD_WRITER_WAIT, false) {
+        self.index.serve(|| {
+            match catch_up(store, dir, ADD_WRITER_WAIT, false) {
                 Ok(CatchUp::Indexed(0)) => {}
                 Ok(CatchUp::Indexed(n)) => {
                     self.commits.fetch_add(1, Ordering::Relaxed);
@@ -693,7 +756,9 @@ impl Indexer {
                         "indexing new learnings failed ({e}); the next write or search retries"
                     )
                 }
-            });
+            }
+            self.rounds.fetch_add(1, Ordering::Release);
+        });
     }
 
     /// The embedding thread: embed the learnings that have no vector, a few per model
@@ -834,7 +899,7 @@ impl LearningIndex {
     pub fn new(dir: PathBuf) -> Self {
         LearningIndex {
             dir,
-            state: Mutex::new(None),
+            state: RwLock::new(None),
             embedded_upto: Default::default(),
             deferred_from: AtomicU64::new(u64::MAX),
             indexer: OnceLock::new(),
@@ -897,8 +962,8 @@ impl LearningIndex {
     /// daemon woken by a write on another host does it in the background.
     pub(crate) fn catch_up_now(&self, store: &Store) -> Result<()> {
         self.flush();
-        let mut guard = self.lock();
-        self.fresh(store, &mut guard).map(drop)
+        let marks = watermarks(store)?;
+        self.fresh(store, &mut self.write(), marks).map(drop)
     }
 
     /// What the background indexer has done so far (zero without one).
@@ -924,8 +989,12 @@ impl LearningIndex {
         &self.dir
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<OpenSlot>> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn read(&self) -> RwLockReadGuard<'_, Option<OpenSlot>> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Option<OpenSlot>> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// After rows were committed to SQLite: wake the background indexer, or, without
@@ -952,7 +1021,7 @@ impl LearningIndex {
     pub(crate) fn rebuild(&self, store: &Store) -> Result<u64> {
         match catch_up(store, &self.dir, REBUILD_WRITER_WAIT, true)? {
             CatchUp::Indexed(n) => {
-                *self.lock() = None;
+                *self.write() = None;
                 Ok(n)
             }
             CatchUp::Busy => Err(Error::Index(format!(
@@ -962,9 +1031,15 @@ impl LearningIndex {
         }
     }
 
-    /// Bring the open reader (and caches) up to date with SQLite and return the
-    /// searchers to query: the disk index, and the in-memory tail if any.
-    fn fresh<'s>(&self, store: &Store, slot: &'s mut Option<OpenSlot>) -> Result<&'s mut Open> {
+    /// Bring the open view up to `marks` (watermarks read from SQLite before the caller
+    /// took the write lock): caches first, then the disk index (reloaded only when it
+    /// can have changed), then the tail.
+    fn fresh<'s>(
+        &self,
+        store: &Store,
+        slot: &'s mut Option<OpenSlot>,
+        marks: Watermarks,
+    ) -> Result<&'s mut Open> {
         if slot.as_ref().is_some_and(|s| s.0.in_memory) {
             // Try the disk again: space may have been freed.
             *slot = None;
@@ -979,17 +1054,22 @@ impl LearningIndex {
             .as_mut()
             .map(|s| &mut s.0)
             .ok_or_else(|| index_err("not open"))?;
-        let marks = watermarks(store)?;
         let max_seq = marks.seq;
         open.refresh_caches(store, marks)?;
+        let indexer = self.indexer.get();
+        // The rounds count is read before reloading, so a commit that lands meanwhile
+        // is seen by the next refresh. Without an indexer another process may have
+        // committed at any time.
+        let rounds = indexer.map_or(0, |ix| ix.rounds.load(Ordering::Acquire));
+        let moved = indexer.is_none_or(|_| rounds != open.rounds_seen);
         if open.upto < max_seq
-            && let Err(e) = open.reload()
+            && moved
+            && let Err(e) = open.reload(rounds)
         {
             tracing::warn!("reloading the learnings index failed ({e}); reopening it");
             *open = Open::new_or_in_memory(&self.dir)?;
             open.refresh_caches(store, marks)?;
         }
-        let indexer = self.indexer.get();
         if open.upto < max_seq
             && let Some(ix) = indexer.filter(|_| max_seq - open.upto <= TAIL_MAX)
         {
@@ -1002,213 +1082,226 @@ impl LearningIndex {
                 Duration::ZERO
             };
             match catch_up(store, &self.dir, wait, false) {
-                Ok(CatchUp::Indexed(_)) => open.reload()?,
+                Ok(CatchUp::Indexed(_)) => open.reload(rounds)?,
                 Ok(CatchUp::Busy) => {}
                 Err(e) => tracing::warn!("catching up the learnings index failed ({e})"),
             }
         }
-        if open.upto >= max_seq {
-            open.tail = None;
-        } else if !open
-            .tail
-            .as_ref()
-            .is_some_and(|t| t.from == open.upto && t.to == max_seq)
-        {
-            open.tail = Some(build_tail(store, open.upto, max_seq)?);
-        }
+        open.extend_tail(store, max_seq)?;
         Ok(open)
     }
 
-    /// Run a search: BM25 top candidates under the filters, then the blend.
+    /// Run a search: BM25 top candidates under the filters, then the blend. The view is
+    /// shared with concurrent searches; only a search that finds it behind the
+    /// database's watermarks (read first, so it sees every write acknowledged before
+    /// it began) takes the write lock to bring it up to date.
     pub(crate) fn search(&self, store: &Store, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
-        let mut guard = self.lock();
-        let open = self.fresh(store, &mut guard)?;
-        let mut searchers = vec![open.reader.searcher()];
-        if let Some(t) = &open.tail {
-            searchers.push(t.searcher.clone());
-        }
-        let (_, fields) = schema();
-        let stats = Combined(&searchers);
-        let docs = stats.total_num_docs().map_err(index_err)?;
-        if docs == 0 {
-            return Ok(Vec::new());
-        }
-        let lexicon = match s.scope {
-            SearchScope::Project(p) => Lexicon {
-                fields: fields.scoped,
-                key: scoped_term(p, ""),
-            },
-            SearchScope::OtherProjects(_) | SearchScope::All => Lexicon {
-                fields: fields.text,
-                key: String::new(),
-            },
-        };
-        let slots = expand(s.query, &searchers, &lexicon)?;
-        // Each slot's idf (of its most frequent term): the weights of field priority.
-        let mut slot_idf = Vec::with_capacity(slots.len());
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        for terms in &slots {
-            let mut max_df = 0;
-            for (term, exact) in terms {
-                let df = stats.doc_freq(term).map_err(index_err)?;
-                if df == 0 {
-                    continue;
-                }
-                max_df = max_df.max(df);
-                let q: Box<dyn Query> =
-                    Box::new(TermQuery::new(term.clone(), IndexRecordOption::WithFreqs));
-                let q = if *exact {
-                    q
-                } else {
-                    Box::new(BoostQuery::new(q, PREFIX_BOOST))
-                };
-                clauses.push((Occur::Should, q));
-            }
-            slot_idf.push(idf(max_df, docs));
-        }
-        let meta = &open.meta;
-        let project = match s.scope {
-            SearchScope::Project(p) | SearchScope::OtherProjects(p) => {
-                Some(meta.project_ids.get(p).copied())
-            }
-            SearchScope::All => None,
-        };
-        let project_ok = |p: u32| -> bool {
-            match (s.scope, project) {
-                (SearchScope::Project(_), Some(want)) => want == Some(p),
-                (SearchScope::OtherProjects(_), Some(not)) => not != Some(p),
-                _ => true,
-            }
-        };
-        let accepts = |m: &Meta| -> bool {
-            project_ok(m.project) && (m.verified || s.min_quality.is_none_or(|q| m.quality >= q))
-        };
-
-        let k = s.candidates.max(s.limit).max(1);
-        let mut heap: BinaryHeap<Candidate> = BinaryHeap::with_capacity(k + 1);
-        let lexical = s.ranking != Ranking::Dense && !clauses.is_empty();
-        let query = BooleanQuery::new(clauses);
-        for (si, searcher) in searchers.iter().enumerate().filter(|_| lexical) {
-            let weight = query
-                .weight(EnableScoring::enabled_from_statistics_provider(
-                    &stats, searcher,
-                ))
-                .map_err(index_err)?;
-            for (ord, seg) in searcher.segment_readers().iter().enumerate() {
-                if seg.num_docs() == 0 {
-                    continue;
-                }
-                let seqs = seg.fast_fields().u64("seq").map_err(index_err)?;
-                let mut threshold: Score = heap
-                    .peek()
-                    .filter(|_| heap.len() >= k)
-                    .map(|c| c.score)
-                    .unwrap_or(0.0);
-                weight
-                    .for_each_pruning(threshold, seg, &mut |doc, score| {
-                        let seq = seqs.first(doc).unwrap_or(0);
-                        if meta.get(seq).is_some_and(|m| accepts(&m)) {
-                            heap.push(Candidate {
-                                score,
-                                searcher: si,
-                                segment: ord as u32,
-                                doc,
-                                seq,
-                            });
-                            if heap.len() > k {
-                                heap.pop();
-                            }
-                            if heap.len() >= k {
-                                threshold = heap.peek().map(|c| c.score).unwrap_or(threshold);
-                            }
-                        }
-                        threshold
-                    })
-                    .map_err(index_err)?;
+        let marks = watermarks(store)?;
+        {
+            let view = self.read();
+            if let Some(open) = view
+                .as_ref()
+                .map(|o| &o.0)
+                .filter(|o| o.covers(marks) && self.dir.join("meta.json").exists())
+            {
+                return search_in(open, s);
             }
         }
-
-        let lexical_hits = heap.into_vec();
-        let weights = slot_weights(&lexical_hits, &searchers, &slots, &lexicon)?;
-        let mut seqs: Vec<u64> = Vec::with_capacity(lexical_hits.len());
-        let mut evidence: Vec<Evidence> = Vec::with_capacity(lexical_hits.len());
-        let mut position: HashMap<u64, usize> = HashMap::with_capacity(lexical_hits.len());
-        for (c, w) in lexical_hits.iter().zip(&weights) {
-            let Some(m) = meta.get(c.seq) else { continue };
-            position.insert(c.seq, seqs.len());
-            seqs.push(c.seq);
-            evidence.push(Evidence {
-                bm25: c.score,
-                field_priority: super::query::field_priority(w, &slot_idf),
-                cosine: None,
-                quality: m.quality,
-            });
-        }
-        let semantic = s.ranking != Ranking::Lexical && s.vector.is_some();
-        if let Some(v) = s.vector.filter(|_| semantic) {
-            let nearest = open.vectors.top_k(v, k, project_ok, |seq| {
-                meta.get(seq).is_some_and(|m| accepts(&m))
-            });
-            for (seq, cos) in nearest {
-                if let Some(&i) = position.get(&seq) {
-                    evidence[i].cosine = Some(cos);
-                } else if s.ranking == Ranking::Dense || cos >= SEMANTIC_FLOOR {
-                    let Some(m) = meta.get(seq) else { continue };
-                    position.insert(seq, seqs.len());
-                    seqs.push(seq);
-                    evidence.push(Evidence {
-                        bm25: 0.0,
-                        field_priority: 0.0,
-                        cosine: Some(cos),
-                        quality: m.quality,
-                    });
-                }
-            }
-            // Lexical candidates beyond the nearest k still get their similarity.
-            for (seq, e) in seqs.iter().zip(evidence.iter_mut()) {
-                if e.cosine.is_none() {
-                    e.cosine = open.vectors.cosine(v, *seq);
-                }
-            }
-        }
-        let scores = super::query::blend(&evidence, semantic);
-        let mut ranked: Vec<Ranked> = seqs
-            .iter()
-            .zip(&evidence)
-            .zip(scores)
-            .filter_map(|((seq, e), score)| {
-                let m = meta.get(*seq)?;
-                let key = match s.ranking {
-                    Ranking::Blend => score.total,
-                    Ranking::Lexical => e.bm25,
-                    Ranking::Dense => e.cosine.unwrap_or(f32::MIN),
-                };
-                Some(Ranked {
-                    seq: *seq,
-                    key,
-                    score,
-                    quality: m.quality,
-                    verified: m.verified,
-                })
-            })
-            .collect();
-        ranked.sort_by(|a, b| b.key.total_cmp(&a.key).then(b.seq.cmp(&a.seq)));
-        ranked.truncate(s.limit);
-        Ok(ranked)
+        let mut view = self.write();
+        let open = self.fresh(store, &mut view, marks)?;
+        search_in(open, s)
     }
+}
+
+/// A search on one view (see [`LearningIndex::search`]).
+fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
+    let searchers = open.searchers();
+    let (_, fields) = schema();
+    let stats = Combined(&searchers);
+    let docs = stats.total_num_docs().map_err(index_err)?;
+    if docs == 0 {
+        return Ok(Vec::new());
+    }
+    let lexicon = match s.scope {
+        SearchScope::Project(p) => Lexicon {
+            fields: fields.scoped,
+            key: scoped_term(p, ""),
+        },
+        SearchScope::OtherProjects(_) | SearchScope::All => Lexicon {
+            fields: fields.text,
+            key: String::new(),
+        },
+    };
+    let slots = expand(s.query, &searchers, &lexicon)?;
+    // Each slot's idf (of its most frequent term): the weights of field priority.
+    let mut slot_idf = Vec::with_capacity(slots.len());
+    let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    for terms in &slots {
+        let mut max_df = 0;
+        for (term, exact) in terms {
+            let df = stats.doc_freq(term).map_err(index_err)?;
+            if df == 0 {
+                continue;
+            }
+            max_df = max_df.max(df);
+            let q: Box<dyn Query> =
+                Box::new(TermQuery::new(term.clone(), IndexRecordOption::WithFreqs));
+            let q = if *exact {
+                q
+            } else {
+                Box::new(BoostQuery::new(q, PREFIX_BOOST))
+            };
+            clauses.push((Occur::Should, q));
+        }
+        slot_idf.push(idf(max_df, docs));
+    }
+    let meta = &open.meta;
+    let project = match s.scope {
+        SearchScope::Project(p) | SearchScope::OtherProjects(p) => {
+            Some(meta.project_ids.get(p).copied())
+        }
+        SearchScope::All => None,
+    };
+    let project_ok = |p: u32| -> bool {
+        match (s.scope, project) {
+            (SearchScope::Project(_), Some(want)) => want == Some(p),
+            (SearchScope::OtherProjects(_), Some(not)) => not != Some(p),
+            _ => true,
+        }
+    };
+    let accepts = |m: &Meta| -> bool {
+        project_ok(m.project) && (m.verified || s.min_quality.is_none_or(|q| m.quality >= q))
+    };
+
+    let k = s.candidates.max(s.limit).max(1);
+    let mut heap: BinaryHeap<Candidate> = BinaryHeap::with_capacity(k + 1);
+    let lexical = s.ranking != Ranking::Dense && !clauses.is_empty();
+    let query = BooleanQuery::new(clauses);
+    for (si, searcher) in searchers.iter().enumerate().filter(|_| lexical) {
+        let weight = query
+            .weight(EnableScoring::enabled_from_statistics_provider(
+                &stats, searcher,
+            ))
+            .map_err(index_err)?;
+        for (ord, seg) in searcher.segment_readers().iter().enumerate() {
+            if seg.num_docs() == 0 {
+                continue;
+            }
+            let seqs = seg.fast_fields().u64("seq").map_err(index_err)?;
+            let mut threshold: Score = heap
+                .peek()
+                .filter(|_| heap.len() >= k)
+                .map(|c| c.score)
+                .unwrap_or(0.0);
+            weight
+                .for_each_pruning(threshold, seg, &mut |doc, score| {
+                    let seq = seqs.first(doc).unwrap_or(0);
+                    if meta.get(seq).is_some_and(|m| accepts(&m)) {
+                        heap.push(Candidate {
+                            score,
+                            searcher: si,
+                            segment: ord as u32,
+                            doc,
+                            seq,
+                        });
+                        if heap.len() > k {
+                            heap.pop();
+                        }
+                        if heap.len() >= k {
+                            threshold = heap.peek().map(|c| c.score).unwrap_or(threshold);
+                        }
+                    }
+                    threshold
+                })
+                .map_err(index_err)?;
+        }
+    }
+
+    let lexical_hits = heap.into_vec();
+    let weights = slot_weights(&lexical_hits, &searchers, &slots, &lexicon)?;
+    let mut seqs: Vec<u64> = Vec::with_capacity(lexical_hits.len());
+    let mut evidence: Vec<Evidence> = Vec::with_capacity(lexical_hits.len());
+    let mut position: HashMap<u64, usize> = HashMap::with_capacity(lexical_hits.len());
+    for (c, w) in lexical_hits.iter().zip(&weights) {
+        let Some(m) = meta.get(c.seq) else { continue };
+        position.insert(c.seq, seqs.len());
+        seqs.push(c.seq);
+        evidence.push(Evidence {
+            bm25: c.score,
+            field_priority: super::query::field_priority(w, &slot_idf),
+            cosine: None,
+            quality: m.quality,
+        });
+    }
+    let semantic = s.ranking != Ranking::Lexical && s.vector.is_some();
+    if let Some(v) = s.vector.filter(|_| semantic) {
+        let nearest = open.vectors.top_k(v, k, project_ok, |seq| {
+            meta.get(seq).is_some_and(|m| accepts(&m))
+        });
+        for (seq, cos) in nearest {
+            if let Some(&i) = position.get(&seq) {
+                evidence[i].cosine = Some(cos);
+            } else if s.ranking == Ranking::Dense || cos >= SEMANTIC_FLOOR {
+                let Some(m) = meta.get(seq) else { continue };
+                position.insert(seq, seqs.len());
+                seqs.push(seq);
+                evidence.push(Evidence {
+                    bm25: 0.0,
+                    field_priority: 0.0,
+                    cosine: Some(cos),
+                    quality: m.quality,
+                });
+            }
+        }
+        // Lexical candidates beyond the nearest k still get their similarity.
+        for (seq, e) in seqs.iter().zip(evidence.iter_mut()) {
+            if e.cosine.is_none() {
+                e.cosine = open.vectors.cosine(v, *seq);
+            }
+        }
+    }
+    let scores = super::query::blend(&evidence, semantic);
+    let mut ranked: Vec<Ranked> = seqs
+        .iter()
+        .zip(&evidence)
+        .zip(scores)
+        .filter_map(|((seq, e), score)| {
+            let m = meta.get(*seq)?;
+            let key = match s.ranking {
+                Ranking::Blend => score.total,
+                Ranking::Lexical => e.bm25,
+                Ranking::Dense => e.cosine.unwrap_or(f32::MIN),
+            };
+            Some(Ranked {
+                seq: *seq,
+                key,
+                score,
+                quality: m.quality,
+                verified: m.verified,
+            })
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.key.total_cmp(&a.key).then(b.seq.cmp(&a.seq)));
+    ranked.truncate(s.limit);
+    Ok(ranked)
 }
 
 /// Index the tail `(from, to]` in memory.
 fn build_tail(store: &Store, from: u64, to: u64) -> Result<Tail> {
     let (schema, fields) = schema();
     // One segment built in this thread: no writer thread, no commit bookkeeping (a
-    // search builds the tail whenever new learnings arrived).
+    // search builds a part whenever new learnings arrived). The budget sizes the term
+    // table tantivy allocates up front: 15 MB would zero 8 MB for a handful of rows.
+    let budget = usize::try_from(to - from)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(TAIL_BYTES_PER_ROW)
+        .clamp(TAIL_BUDGET_MIN, 15_000_000);
     let tokenizers = tantivy::tokenizer::TokenizerManager::default();
     tokenizers.register(TOKENIZER, super::query::analyzer());
     let mut writer = Index::builder()
         .schema(schema)
         .tokenizers(tokenizers)
-        .single_segment_index_writer(RamDirectory::create(), 15_000_000)
+        .single_segment_index_writer(RamDirectory::create(), budget)
         .map_err(index_err)?;
     add_rows(store, from, to, &fields, |d| writer.add_document(d))?;
     let index = writer.finalize().map_err(index_err)?;
@@ -1358,7 +1451,7 @@ pub(crate) fn disk_watermark(dir: &Path) -> Result<u64> {
     let index = Index::open_in_dir(dir).map_err(index_err)?;
     register(&index);
     let open = Open::over(index, false)?;
-    let searcher = open.reader.searcher();
+    let searcher = open.disk;
     let docs = Bm25StatisticsProvider::total_num_docs(&searcher).map_err(index_err)?;
     assert_eq!(docs, open.upto, "the index holds exactly 1..=W");
     Ok(docs)

@@ -132,6 +132,10 @@ pub(crate) fn backfill(
     limit: usize,
     urgency: Urgency,
 ) -> Result<(usize, u64)> {
+    if span.after.saturating_add(1) >= span.below {
+        // Nothing can be missing (a search's span once the indexer took over).
+        return Ok((0, span.after));
+    }
     let (upto, rows) = store.read(|c| {
         let max: i64 = c.query_row("SELECT coalesce(max(seq), 0) FROM learnings", [], |r| {
             r.get(0)
@@ -232,6 +236,11 @@ impl Vectors {
         }
         self.upto = to;
         Ok(())
+    }
+
+    /// Largest `learning_embeddings.id` read.
+    pub(crate) fn upto(&self) -> u64 {
+        self.upto
     }
 
     fn push(&mut self, project: u32, seq: u64, v: &[f32]) {
