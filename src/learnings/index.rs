@@ -24,10 +24,13 @@
 //!
 //!   Either way nothing is lost on `kill -9`: SQLite is the truth, and whoever runs next
 //!   catches the index up.
-//! - *Other processes' writes*: a search that finds `W < max(seq)` reloads its reader
-//!   (another process may have indexed them), then, if still behind, wakes the
-//!   background indexer (or, without one, takes the writer without waiting and indexes
-//!   the missing rows itself).
+//! - *Searches share one view* (reader, tail, caches) under a read lock. A search that
+//!   finds the view behind its watermarks takes the write lock and refreshes it: it
+//!   reloads the reader when the disk index can have changed (always without a
+//!   background indexer; with one, once the indexer finished a round since the last
+//!   reload), then, if still behind, wakes the indexer (or, without one, takes the
+//!   writer without waiting and indexes the missing rows itself), and indexes only the
+//!   rows new since the last refresh as one more tail part.
 //! - *One writer at a time*: tantivy's directory lock. Each write opens a **fresh**
 //!   `Index` (a long-lived one would save a stale managed-file list over another
 //!   process's), re-reads `W` from it, indexes `seq > W`, commits, waits for merges.
