@@ -5,7 +5,9 @@
 //! that survives several processes creating the same file at once), the numbered
 //! migrations (`migrations/*.sql` for SQLite, `migrations/postgres/*.sql` for
 //! PostgreSQL; embedded, applied once each, in a transaction), and the two ways in:
-//! [`Store::read`] and [`Store::write`]. Writers are serialized across every process and
+//! [`Store::read`] and [`Store::write`]. On SQLite, reads run on read-only connections
+//! of their own (opened on demand, kept for reuse), so in a daemon serving many sessions
+//! reads never queue behind each other or behind a write (WAL). Writers are serialized across every process and
 //! host on the database (SQLite's `BEGIN IMMEDIATE`; on PostgreSQL a transaction-scoped
 //! advisory lock taken first), so a write sees every write acknowledged before it, and
 //! ids allocated in a write follow commit order.
@@ -177,11 +179,15 @@ impl std::fmt::Display for Location {
 }
 
 enum Backend {
-    Sqlite(Mutex<Connection>),
+    Sqlite {
+        writer: Mutex<Connection>,
+        readers: Readers,
+    },
     Postgres(Mutex<PgConn>),
 }
 
-/// An open database. One connection, shared by the threads of a process.
+/// An open database: on SQLite one writing connection and a pool of read-only ones; on
+/// PostgreSQL one connection. Shared by the threads of a process.
 pub struct Store {
     backend: Backend,
     location: Location,
@@ -214,7 +220,13 @@ impl Store {
     /// Open the database at `location` and bring its schema up to date.
     pub fn open_at(location: &Location) -> Result<Store> {
         let backend = match location {
-            Location::File(path) => Backend::Sqlite(Mutex::new(open_sqlite(path)?)),
+            Location::File(path) => Backend::Sqlite {
+                writer: Mutex::new(open_sqlite(path)?),
+                readers: Readers {
+                    path: path.clone(),
+                    idle: Mutex::new(Vec::new()),
+                },
+            },
             Location::Postgres { url, cache } => {
                 std::fs::create_dir_all(cache).map_err(|e| Error::io(cache, e))?;
                 let conn = PgConn::connect(url)?;
@@ -275,10 +287,11 @@ impl Store {
         }
     }
 
-    /// Run `f` on the connection outside any explicit transaction (reads).
+    /// Run `f` on a connection outside any explicit transaction (reads; on SQLite a
+    /// read-only connection, so a write there fails).
     pub fn read<T>(&self, f: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
         let out = match &self.backend {
-            Backend::Sqlite(m) => f(&Conn::sqlite(&lock(m))),
+            Backend::Sqlite { readers, .. } => readers.get().and_then(|r| f(&Conn::sqlite(&r))),
             Backend::Postgres(m) => f(&Conn::postgres(&lock(m))),
         };
         out.map_err(|e| self.name_full(e))
@@ -289,15 +302,13 @@ impl Store {
     /// returns.
     pub fn snapshot<T>(&self, f: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
         let out = match &self.backend {
-            Backend::Sqlite(m) => {
-                let mut conn = lock(m);
-                (|| -> Result<T> {
-                    let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
-                    let out = f(&Conn::sqlite(&tx))?;
-                    tx.commit()?;
-                    Ok(out)
-                })()
-            }
+            Backend::Sqlite { readers, .. } => (|| -> Result<T> {
+                let mut conn = readers.get()?;
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+                let out = f(&Conn::sqlite(&tx))?;
+                tx.commit()?;
+                Ok(out)
+            })(),
             Backend::Postgres(m) => {
                 let conn = lock(m);
                 let tx =
@@ -316,8 +327,8 @@ impl Store {
     /// every [`Store::listen_for_changes`] listener at commit (never for a rollback).
     pub fn write<T>(&self, f: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
         let out = match &self.backend {
-            Backend::Sqlite(m) => {
-                let mut conn = lock(m);
+            Backend::Sqlite { writer, .. } => {
+                let mut conn = lock(writer);
                 (|| -> Result<T> {
                     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                     let out = f(&Conn::sqlite(&tx))?;
@@ -352,6 +363,81 @@ impl Store {
             other => other,
         }
     }
+}
+
+/// Read-only SQLite connections to one file: one per read running at once, kept for
+/// the next reads (up to [`READERS_KEPT`]).
+struct Readers {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+/// Idle read connections a store keeps (each holds its own page cache, 2 MiB at most).
+const READERS_KEPT: usize = 8;
+
+impl Readers {
+    /// An idle connection, or a new one.
+    fn get(&self) -> Result<Reader<'_>> {
+        let conn = match lock(&self.idle).pop() {
+            Some(c) => c,
+            None => open_reader(&self.path)?,
+        };
+        Ok(Reader {
+            readers: self,
+            conn: Some(conn),
+        })
+    }
+}
+
+/// A read connection, back to the pool when dropped.
+struct Reader<'a> {
+    readers: &'a Readers,
+    conn: Option<Connection>,
+}
+
+impl std::ops::Deref for Reader<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
+            .as_ref()
+            .expect("a reader holds its connection until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Reader<'_> {
+    fn deref_mut(&mut self) -> &mut Connection {
+        self.conn
+            .as_mut()
+            .expect("a reader holds its connection until dropped")
+    }
+}
+
+impl Drop for Reader<'_> {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        // A transaction left open (a panic inside `snapshot`) would pin an old snapshot:
+        // such a connection is closed rather than reused.
+        if !conn.is_autocommit() {
+            return;
+        }
+        let mut idle = lock(&self.readers.idle);
+        if idle.len() < READERS_KEPT {
+            idle.push(conn);
+        }
+    }
+}
+
+/// A read-only connection to the (already migrated) SQLite database at `path`.
+fn open_reader(path: &Path) -> Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))?;
+    conn.pragma_update(None, "foreign_keys", true)?;
+    conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)?;
+    conn.set_prepared_statement_cache_capacity(128);
+    Ok(conn)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -558,6 +644,37 @@ mod tests {
             .read(|c| c.query_row("SELECT count(*) FROM agent_profiles", [], |r| r.get(0)))
             .unwrap();
         assert_eq!(n, 0);
+    }
+
+    /// Reads have connections of their own: one runs while a write transaction is
+    /// open (it would wait for the writer's connection otherwise), sees only what was
+    /// committed, and cannot write.
+    #[test]
+    fn reads_run_beside_an_open_write_and_cannot_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("c.db")).unwrap();
+        let count = || -> Result<i64> {
+            store.read(|c| c.query_row("SELECT count(*) FROM agent_profiles", [], |r| r.get(0)))
+        };
+        store
+            .write(|tx| {
+                tx.execute(
+                    "INSERT INTO agent_profiles(profile_type, updated_at) VALUES ('x', 'now')",
+                    [],
+                )?;
+                assert_eq!(count()?, 0, "a read saw an uncommitted write");
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(count().unwrap(), 1);
+        let refused = store.read(|c| {
+            c.execute(
+                "INSERT INTO agent_profiles(profile_type, updated_at) VALUES ('y', 'now')",
+                [],
+            )
+        });
+        assert!(refused.is_err(), "a read connection wrote");
+        assert_eq!(count().unwrap(), 1);
     }
 
     #[test]

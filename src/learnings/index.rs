@@ -71,7 +71,8 @@ use tantivy::query::{
 use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::tokenizer::{PreTokenizedString, TextAnalyzer};
 use tantivy::{
-    DocId, DocSet, Index, IndexReader, ReloadPolicy, Score, Searcher, TantivyDocument, Term,
+    DocId, DocSet, Index, IndexReader, IndexSettings, ReloadPolicy, Score, Searcher,
+    TantivyDocument, Term,
 };
 
 use crate::disk_index::{acquire_writer, open_or_recreate};
@@ -629,11 +630,21 @@ impl Open {
 
     fn reload(&mut self, rounds: u64) -> Result<()> {
         self.reader.reload().map_err(index_err)?;
-        self.disk = self.reader.searcher();
+        retire(std::mem::replace(&mut self.disk, self.reader.searcher()));
         self.upto = max_seq(&self.disk)?;
         self.rounds_seen = rounds;
         Ok(())
     }
+}
+
+/// Drop a replaced disk searcher on a thread of its own: closing its segments unmaps
+/// their files, which blocks for milliseconds when other threads fault pages in, and
+/// the search that reloads holds the view's write lock. (Should the thread not start,
+/// the searcher is dropped here.)
+fn retire(old: Searcher) {
+    let _ = std::thread::Builder::new()
+        .name("learnings-retire".into())
+        .spawn(move || drop(old));
 }
 
 /// Per-process handle on the learnings index of one database.
@@ -1301,8 +1312,15 @@ fn build_tail(store: &Store, from: u64, to: u64) -> Result<Tail> {
         .clamp(TAIL_BUDGET_MIN, 15_000_000);
     let tokenizers = tantivy::tokenizer::TokenizerManager::default();
     tokenizers.register(TOKENIZER, super::query::analyzer());
+    // Nothing is stored: no compressor thread to start and join for the empty store.
+    let settings = IndexSettings {
+        docstore_compression: tantivy::store::Compressor::None,
+        docstore_compress_dedicated_thread: false,
+        ..IndexSettings::default()
+    };
     let mut writer = Index::builder()
         .schema(schema)
+        .settings(settings)
         .tokenizers(tokenizers)
         .single_segment_index_writer(RamDirectory::create(), budget)
         .map_err(index_err)?;
