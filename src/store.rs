@@ -6,9 +6,9 @@
 //! migrations (`migrations/*.sql` for SQLite, `migrations/postgres/*.sql` for
 //! PostgreSQL; embedded, applied once each, in a transaction), and the two ways in:
 //! [`Store::read`] and [`Store::write`]. On SQLite, reads run on read-only connections
-//! of their own (opened on demand, kept for reuse), so in a daemon serving many sessions
-//! reads never queue behind each other or behind a write (WAL). Writers are serialized across every process and
-//! host on the database (SQLite's `BEGIN IMMEDIATE`; on PostgreSQL a transaction-scoped
+//! of their own (opened on demand, kept for reuse), so in a daemon serving many
+//! sessions reads never queue behind each other or behind a write (WAL). Writers are
+//! serialized across every process and host on the database (SQLite's `BEGIN IMMEDIATE`; on PostgreSQL a transaction-scoped
 //! advisory lock taken first), so a write sees every write acknowledged before it, and
 //! ids allocated in a write follow commit order.
 //!
@@ -433,11 +433,18 @@ fn open_reader(path: &Path) -> Result<Connection> {
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
+    tune(&conn)?;
+    Ok(conn)
+}
+
+/// What every SQLite connection sets, writing or reading.
+fn tune(conn: &Connection) -> Result<()> {
     conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))?;
     conn.pragma_update(None, "foreign_keys", true)?;
+    // Reads through a memory map: no read() syscall per page on hot lookups.
     conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)?;
     conn.set_prepared_statement_cache_capacity(128);
-    Ok(conn)
+    Ok(())
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -482,13 +489,9 @@ fn open_sqlite(path: &Path) -> Result<Connection> {
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
-    conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))?;
+    tune(&conn)?;
     enable_wal(&conn)?;
-    conn.pragma_update(None, "foreign_keys", true)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
-    // Reads through a memory map: no read() syscall per page on hot lookups.
-    conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)?;
-    conn.set_prepared_statement_cache_capacity(128);
     migrate(&conn)?;
     Ok(conn)
 }
