@@ -15,14 +15,20 @@
 //!   it (what an unchanged client configuration gets once a daemon runs);
 //! - **U, unique queries**: B again, but every search sends a text never sent before,
 //!   so no query vector comes from the daemon's cache (A, B and C cycle through twelve
-//!   subjects, as agents asking about the same areas do).
+//!   subjects, as agents asking about the same areas do);
+//! - **P, paced**: B again, but each session pauses `CAIRN_LOAD_THINK_MS` (20) between
+//!   calls, as an agent thinks between tool calls (for seconds, not milliseconds: 20 ms
+//!   is still a hundred times a real agent's rate). A, B, C and U are closed loops: each
+//!   session sends its next call as soon as the last returns, so the cores are always
+//!   busy and every latency includes queueing for them (mean latency = sessions /
+//!   throughput); P shows the latencies of a loaded host below saturation.
 //!
 //! Printed (stdout): per topology p50/p99 per tool, calls/s over the whole run, peak
 //! total RSS of every Cairn process (VmRSS summed from /proc every 100 ms), first-call
 //! p50/max; then the topologies side by side with ratios to A.
 //!
 //! Knobs: `CAIRN_LOAD_SESSIONS` (8), `CAIRN_LOAD_CALLS` (300), `CAIRN_LOAD_TOPOLOGIES`
-//! (`a,b,c,u`).
+//! (`a,b,c,u,p`), `CAIRN_LOAD_THINK_MS` (20, P's pause).
 
 #![allow(clippy::print_stderr, clippy::print_stdout)]
 
@@ -295,7 +301,7 @@ impl RssSampler {
 
 /// What one topology measured.
 struct Figures {
-    name: &'static str,
+    name: String,
     /// Latencies per tool, in `TOOLS` order (first calls excluded).
     per_tool: Vec<Vec<Duration>>,
     first: Vec<Duration>,
@@ -315,27 +321,35 @@ fn pct(xs: &[Duration], p: f64) -> f64 {
     v[i]
 }
 
-/// Run the workload on connected sessions, all at once.
+/// Run the workload on connected sessions, all at once; each pauses `think` after every
+/// call (zero: a closed loop).
 async fn drive(
-    name: &'static str,
+    name: String,
     clients: Vec<Client>,
     pids: Vec<u32>,
     calls: usize,
     queries: Queries,
+    think: Duration,
 ) -> Figures {
     let rss = RssSampler::start(pids);
     let started = Instant::now();
+    let sessions = clients.len() as u32;
     let tasks: Vec<_> = clients
         .into_iter()
         .enumerate()
         .map(|(s, c)| {
             tokio::spawn(async move {
+                // Paced sessions start spread over one pause, not in step.
+                tokio::time::sleep(think * s as u32 / sessions).await;
                 let mut out = Vec::with_capacity(calls);
                 for i in 0..calls {
                     let tool = TOOLS[i % TOOLS.len()];
                     let t = Instant::now();
                     let ok = call(&c, tool, args(tool, s, i, queries)).await;
                     out.push((i, i % TOOLS.len(), t.elapsed(), ok));
+                    if !think.is_zero() {
+                        tokio::time::sleep(think).await;
+                    }
                 }
                 let _ = c.cancel().await;
                 out
@@ -378,7 +392,15 @@ async fn topology_a(seed: &Seed, calls: usize) -> Figures {
         clients.push(c);
         pids.push(pid);
     }
-    drive("A: stdio", clients, pids, calls, Queries::Repeated).await
+    drive(
+        "A: stdio".into(),
+        clients,
+        pids,
+        calls,
+        Queries::Repeated,
+        Duration::ZERO,
+    )
+    .await
 }
 
 /// A running `cairn daemon` on a database.
@@ -462,7 +484,8 @@ impl Drop for Daemon {
     }
 }
 
-async fn topology_b(seed: &Seed, calls: usize, queries: Queries) -> Figures {
+/// B, U (unique queries) or P (sessions pausing `think` between calls).
+async fn topology_b(seed: &Seed, calls: usize, queries: Queries, think: Duration) -> Figures {
     let db = seed.db();
     let mut daemon = Daemon::start(&db);
     wait_warm(&mut daemon).await;
@@ -476,11 +499,12 @@ async fn topology_b(seed: &Seed, calls: usize, queries: Queries) -> Figures {
         );
         clients.push(().serve(transport).await.unwrap());
     }
-    let name = match queries {
-        Queries::Repeated => "B: daemon + HTTP",
-        Queries::Unique => "U: daemon + HTTP, unique queries",
+    let name = match (queries, think.is_zero()) {
+        (Queries::Repeated, true) => "B: daemon + HTTP".to_string(),
+        (Queries::Unique, true) => "U: daemon + HTTP, unique queries".to_string(),
+        (_, false) => format!("P: B paced, {} ms think time", think.as_millis()),
     };
-    let f = drive(name, clients, vec![daemon.pid()], calls, queries).await;
+    let f = drive(name, clients, vec![daemon.pid()], calls, queries, think).await;
     drop(daemon);
     f
 }
@@ -497,11 +521,12 @@ async fn topology_c(seed: &Seed, calls: usize) -> Figures {
         pids.push(pid);
     }
     let f = drive(
-        "C: daemon + stdio forwarders",
+        "C: daemon + stdio forwarders".into(),
         clients,
         pids,
         calls,
         Queries::Repeated,
+        Duration::ZERO,
     )
     .await;
     drop(daemon);
@@ -548,7 +573,7 @@ fn side_by_side(all: &[Figures]) {
         rule += "---|";
     }
     for f in &all[1..] {
-        head += &format!(" {} / {} |", short(f.name), short(base.name));
+        head += &format!(" {} / {} |", short(&f.name), short(&base.name));
         rule += "---|";
     }
     println!("\n{head}\n{rule}");
@@ -606,7 +631,8 @@ fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not used.
     let sessions = env_usize("CAIRN_LOAD_SESSIONS", 8).max(1);
     let calls = env_usize("CAIRN_LOAD_CALLS", 300).max(1);
-    let wanted = std::env::var("CAIRN_LOAD_TOPOLOGIES").unwrap_or_else(|_| "a,b,c,u".into());
+    let wanted = std::env::var("CAIRN_LOAD_TOPOLOGIES").unwrap_or_else(|_| "a,b,c,u,p".into());
+    let think = Duration::from_millis(env_usize("CAIRN_LOAD_THINK_MS", 20) as u64);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -626,10 +652,11 @@ fn main() {
             let copy = seed.copy();
             let f = match t.trim() {
                 "a" => topology_a(&copy, calls).await,
-                "b" => topology_b(&copy, calls, Queries::Repeated).await,
-                "u" => topology_b(&copy, calls, Queries::Unique).await,
+                "b" => topology_b(&copy, calls, Queries::Repeated, Duration::ZERO).await,
+                "u" => topology_b(&copy, calls, Queries::Unique, Duration::ZERO).await,
+                "p" => topology_b(&copy, calls, Queries::Repeated, think).await,
                 "c" => topology_c(&copy, calls).await,
-                other => panic!("unknown topology {other:?} (a, b, c, u)"),
+                other => panic!("unknown topology {other:?} (a, b, c, u, p)"),
             };
             print(&f);
             all.push(f);
