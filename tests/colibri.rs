@@ -831,6 +831,54 @@ async fn merkle_roots_match_an_independent_tree() {
     c.close().await;
 }
 
+/// Verifying one task alone checks the finalized sessions covering it against its own
+/// records: a deep session's leaves of its other tasks are not "missing" from that
+/// task's chains.
+#[tokio::test]
+async fn verifying_one_task_of_a_finalized_deep_session_passes() {
+    let (_env, c) = setup(&[]).await;
+    let parent = new_task(&c, "parent").await;
+    let child = c
+        .ok(
+            "task_create",
+            json!({"title": "child", "project": "colibri", "parent_id": parent}),
+        )
+        .await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for t in [&parent, &child] {
+        think(&c, t, "a").await;
+        think(&c, t, "b").await;
+    }
+    let deep = c
+        .ok(
+            "audit_session_start",
+            json!({"task_id": parent, "auditor_id": "auditor", "scope": "deep", "reason": "r"}),
+        )
+        .await;
+    let sid = deep["session_id"].as_str().unwrap();
+    let f = c.ok("merkle_finalize", json!({"session_id": sid})).await;
+    assert_eq!(f["leaf_count"], 4);
+    for t in [&parent, &child] {
+        let v = c.ok("audit_verify_chain", json!({"task_id": t})).await;
+        assert_eq!(v["total_records"], 2, "{t}");
+        assert_eq!(v["broken_links"], json!([]), "{t}");
+        assert_eq!(v["chain_valid"], true, "{t}");
+        assert_eq!(v["merkle_root_matches"], true, "{t}");
+    }
+    let v = c.ok("audit_verify_chain", json!({"session_id": sid})).await;
+    assert_eq!(
+        (
+            &v["total_records"],
+            &v["chain_valid"],
+            &v["merkle_root_matches"]
+        ),
+        (&json!(4), &json!(true), &json!(true))
+    );
+    c.close().await;
+}
+
 #[tokio::test]
 async fn deep_sessions_cover_sub_tasks_and_errors_are_documented() {
     let (_env, c) = setup(&[]).await;
