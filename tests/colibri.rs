@@ -32,6 +32,16 @@ async fn new_task(c: &Client, title: &str) -> String {
     r["task_id"].as_str().unwrap().to_string()
 }
 
+async fn new_sub_task(c: &Client, title: &str, parent: &str) -> String {
+    let r = c
+        .ok(
+            "task_create",
+            json!({"title": title, "project": "colibri", "parent_id": parent}),
+        )
+        .await;
+    r["task_id"].as_str().unwrap().to_string()
+}
+
 /// Assert that `v` has every field with the JSON type named (`string`, `integer`,
 /// `number`, `boolean`, `array`, `object`, `null`, or alternatives `string|null`).
 fn assert_shape(v: &Value, fields: &[(&str, &str)]) {
@@ -838,15 +848,7 @@ async fn merkle_roots_match_an_independent_tree() {
 async fn verifying_one_task_of_a_finalized_deep_session_passes() {
     let (_env, c) = setup(&[]).await;
     let parent = new_task(&c, "parent").await;
-    let child = c
-        .ok(
-            "task_create",
-            json!({"title": "child", "project": "colibri", "parent_id": parent}),
-        )
-        .await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let child = new_sub_task(&c, "child", &parent).await;
     for t in [&parent, &child] {
         think(&c, t, "a").await;
         think(&c, t, "b").await;
@@ -883,24 +885,8 @@ async fn verifying_one_task_of_a_finalized_deep_session_passes() {
 async fn deep_sessions_cover_sub_tasks_and_errors_are_documented() {
     let (_env, c) = setup(&[]).await;
     let parent = new_task(&c, "parent").await;
-    let child = c
-        .ok(
-            "task_create",
-            json!({"title": "child", "project": "colibri", "parent_id": parent}),
-        )
-        .await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let grandchild = c
-        .ok(
-            "task_create",
-            json!({"title": "grandchild", "project": "colibri", "parent_id": child}),
-        )
-        .await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let child = new_sub_task(&c, "child", &parent).await;
+    let grandchild = new_sub_task(&c, "grandchild", &child).await;
     let unrelated = new_task(&c, "unrelated").await;
     for t in [&parent, &child, &grandchild, &unrelated] {
         think(&c, t, "a").await;
