@@ -64,15 +64,14 @@ use std::sync::{
 use std::time::{Duration, Instant};
 
 use crate::db::params;
-use tantivy::directory::RamDirectory;
 use tantivy::query::{
-    Bm25StatisticsProvider, BooleanQuery, BoostQuery, EnableScoring, Occur, Query, TermQuery,
+    Bm25StatisticsProvider, Bm25Weight, BooleanQuery, BoostQuery, EnableScoring, Occur, Query,
+    TermQuery,
 };
 use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
-use tantivy::tokenizer::{PreTokenizedString, TextAnalyzer};
+use tantivy::tokenizer::{PreTokenizedString, TextAnalyzer, Token};
 use tantivy::{
-    DocId, DocSet, Index, IndexReader, IndexSettings, ReloadPolicy, Score, Searcher,
-    TantivyDocument, Term,
+    DocId, DocSet, Index, IndexReader, ReloadPolicy, Score, Searcher, TantivyDocument, Term,
 };
 
 use crate::disk_index::{acquire_writer, open_or_recreate};
@@ -85,6 +84,7 @@ use super::query::{
     ScoreBreakdown, Slot, TOKENIZER,
 };
 use super::semantic::{self, Vectors};
+use super::tail::{SLOTS, Tail, Words};
 
 /// How long `add_learning` waits for the writer lock before leaving the rows to the
 /// next search.
@@ -96,9 +96,6 @@ pub const TAIL_MAX: u64 = 5_000;
 /// Parts the in-memory tail may grow to before they are indexed again as one (each
 /// part costs every search a few term lookups).
 const TAIL_PARTS: usize = 8;
-/// Memory budget of a tail part per learning, and at least (see [`build_tail`]).
-const TAIL_BYTES_PER_ROW: usize = 4_000;
-const TAIL_BUDGET_MIN: usize = 200_000;
 /// Rows read from SQLite per batch while indexing.
 const BATCH: usize = 5_000;
 
@@ -113,6 +110,20 @@ struct Fields {
     seq: Field,
     text: [Field; 3],
     scoped: [Field; 3],
+}
+
+impl Fields {
+    /// The searchable fields: the text fields, then their scoped twins (the tail's slots).
+    fn slots(&self) -> [Field; SLOTS] {
+        let [p, a, c] = self.text;
+        let [sp, sa, sc] = self.scoped;
+        [p, a, c, sp, sa, sc]
+    }
+
+    /// The slot of a searchable field.
+    fn slot(&self, field: Field) -> Option<usize> {
+        self.slots().iter().position(|f| *f == field)
+    }
 }
 
 /// Which of the two sets of fields a search reads, and the term prefix it uses.
@@ -174,29 +185,52 @@ struct Row {
 }
 
 impl Row {
-    fn document(&self, f: &Fields) -> TantivyDocument {
+    /// The analysed words of each searchable field, in [`Fields::slots`] order: what the
+    /// disk index indexes and the tail counts.
+    fn words(&self) -> Words {
         static ANALYZER: LazyLock<TextAnalyzer> = LazyLock::new(super::query::analyzer);
-        let mut d = TantivyDocument::default();
-        d.add_u64(f.seq, self.seq);
         let applies = self.applies_to.join("\n");
         let texts = [
             Some(self.pattern.as_str()),
             Some(applies.as_str()),
             self.context.as_deref(),
         ];
-        for ((field, scoped), text) in f.text.into_iter().zip(f.scoped).zip(texts) {
+        let mut out: Words = Default::default();
+        for (i, text) in texts.into_iter().enumerate() {
             let Some(text) = text else { continue };
-            d.add_text(field, text);
             let mut analyzer = ANALYZER.clone();
             let mut stream = analyzer.token_stream(text);
-            let mut tokens = Vec::new();
+            let mut words = Vec::new();
             while let Some(t) = stream.next() {
-                let mut t = t.clone();
-                t.text = scoped_term(&self.project, &t.text);
-                tokens.push(t);
+                words.push(t.text.clone());
             }
+            out[i + 3] = Some(
+                words
+                    .iter()
+                    .map(|w| scoped_term(&self.project, w))
+                    .collect(),
+            );
+            out[i] = Some(words);
+        }
+        out
+    }
+
+    fn document(&self, f: &Fields) -> TantivyDocument {
+        let mut d = TantivyDocument::default();
+        d.add_u64(f.seq, self.seq);
+        for (field, words) in f.slots().into_iter().zip(self.words()) {
+            let Some(words) = words else { continue };
+            let tokens = words
+                .into_iter()
+                .enumerate()
+                .map(|(position, text)| Token {
+                    position,
+                    text,
+                    ..Token::default()
+                })
+                .collect();
             d.add_pre_tokenized_text(
-                scoped,
+                field,
                 PreTokenizedString {
                     text: String::new(),
                     tokens,
@@ -207,15 +241,13 @@ impl Row {
     }
 }
 
-/// Learnings with `seq` in `(after, upto]`, at most `limit`, in order.
-/// Hand learnings `(after, upto]` to `add` as documents, reading SQLite in batches;
+/// Hand learnings `(after, upto]` to `each`, in order, reading SQLite in batches;
 /// returns how many.
-fn add_rows(
+fn for_rows(
     store: &Store,
     mut after: u64,
     upto: u64,
-    fields: &Fields,
-    mut add: impl FnMut(TantivyDocument) -> tantivy::Result<()>,
+    mut each: impl FnMut(&Row) -> Result<()>,
 ) -> Result<u64> {
     let mut n = 0u64;
     loop {
@@ -223,13 +255,14 @@ fn add_rows(
         let Some(last) = rows.last() else { break };
         after = last.seq;
         for row in &rows {
-            add(row.document(fields)).map_err(index_err)?;
+            each(row)?;
         }
         n += rows.len() as u64;
     }
     Ok(n)
 }
 
+/// Learnings with `seq` in `(after, upto]`, at most `limit`, in order.
 fn rows_after(store: &Store, after: u64, upto: u64, limit: usize) -> Result<Vec<Row>> {
     store.read(|c| {
         let mut st = c.prepare(
@@ -346,8 +379,11 @@ pub(crate) fn catch_up(
     if after >= upto && !rebuild {
         return Ok(CatchUp::Indexed(0));
     }
-    let n = add_rows(store, after, upto, &fields, |d| {
-        writer.add_document(d).map(drop)
+    let n = for_rows(store, after, upto, |row| {
+        writer
+            .add_document(row.document(&fields))
+            .map(drop)
+            .map_err(index_err)
     })?;
     let prepared = writer.prepare_commit().map_err(index_err)?;
     failpoint("learnings-index-commit");
@@ -517,13 +553,6 @@ pub(crate) struct Ranked {
     pub verified: bool,
 }
 
-/// One in-memory segment of the tail: the learnings `(from, to]`.
-struct Tail {
-    from: u64,
-    to: u64,
-    searcher: Searcher,
-}
-
 /// An open reader with its caches: one consistent view, changed only under the
 /// write lock ([`LearningIndex::fresh`]) and searched under read locks.
 struct Open {
@@ -590,14 +619,6 @@ impl Open {
             && self.meta.seq_upto >= marks.seq
             && self.meta.history_upto >= marks.history
             && self.vectors.upto() >= marks.embedding
-    }
-
-    /// The searchers to query: the disk index, then the tail's parts.
-    fn searchers(&self) -> Vec<Searcher> {
-        let mut out = Vec::with_capacity(1 + self.tail.len());
-        out.push(self.disk.clone());
-        out.extend(self.tail.iter().map(|t| t.searcher.clone()));
-        out
     }
 
     /// Index the learnings in `(upto, to]` that no part holds yet: one new part for the
@@ -833,33 +854,40 @@ impl std::fmt::Debug for OpenSlot {
     }
 }
 
-/// Sums BM25 statistics over several searchers (the disk index and the tail).
-struct Combined<'a>(&'a [Searcher]);
+/// Sums BM25 statistics over the disk index and the tail's parts.
+struct Combined<'a> {
+    disk: &'a Searcher,
+    tail: &'a [Tail],
+    fields: Fields,
+}
 
 impl Bm25StatisticsProvider for Combined<'_> {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
-        let mut n = 0;
-        for s in self.0 {
-            n += s.total_num_tokens(field)?;
-        }
-        Ok(n)
+        let tail: u64 = self.fields.slot(field).map_or(0, |slot| {
+            self.tail.iter().map(|t| t.total_tokens(slot)).sum()
+        });
+        Ok(self.disk.total_num_tokens(field)? + tail)
     }
 
     fn total_num_docs(&self) -> tantivy::Result<u64> {
-        let mut n = 0;
-        for s in self.0 {
-            n += Bm25StatisticsProvider::total_num_docs(s)?;
-        }
-        Ok(n)
+        let tail: u64 = self.tail.iter().map(Tail::docs).sum();
+        Ok(Bm25StatisticsProvider::total_num_docs(self.disk)? + tail)
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        let mut n = 0;
-        for s in self.0 {
-            n += s.doc_freq(term)?;
-        }
-        Ok(n)
+        let tail: usize = match (self.fields.slot(term.field()), word_of(term)) {
+            (Some(slot), Some(word)) => {
+                self.tail.iter().map(|t| t.postings(slot, word).len()).sum()
+            }
+            _ => 0,
+        };
+        Ok(self.disk.doc_freq(term)? + tail as u64)
     }
+}
+
+/// The word of a text field's term.
+fn word_of(term: &Term) -> Option<&str> {
+    std::str::from_utf8(term.serialized_value_bytes()).ok()
 }
 
 /// BM25's idf, as tantivy computes it.
@@ -872,10 +900,17 @@ fn idf(doc_freq: u64, docs: u64) -> f32 {
 #[derive(Debug, Clone, Copy)]
 struct Candidate {
     score: Score,
-    searcher: usize,
-    segment: u32,
-    doc: DocId,
+    at: Hit,
     seq: u64,
+}
+
+/// Where a candidate was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Hit {
+    /// A document of a segment of the disk index.
+    Disk { segment: u32, doc: DocId },
+    /// A document of a part of the tail.
+    Tail { part: u32, doc: u32 },
 }
 
 impl PartialEq for Candidate {
@@ -1129,9 +1164,12 @@ impl LearningIndex {
 
 /// A search on one view (see [`LearningIndex::search`]).
 fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
-    let searchers = open.searchers();
     let (_, fields) = schema();
-    let stats = Combined(&searchers);
+    let stats = Combined {
+        disk: &open.disk,
+        tail: &open.tail,
+        fields,
+    };
     let docs = stats.total_num_docs().map_err(index_err)?;
     if docs == 0 {
         return Ok(Vec::new());
@@ -1146,10 +1184,12 @@ fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
             key: String::new(),
         },
     };
-    let slots = expand(s.query, &searchers, &lexicon)?;
+    let slots = expand(s.query, open, &fields, &lexicon)?;
     // Each slot's idf (of its most frequent term): the weights of field priority.
     let mut slot_idf = Vec::with_capacity(slots.len());
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    // Each clause's term and boost, to score the tail with.
+    let mut scored: Vec<(&Term, Score)> = Vec::new();
     for terms in &slots {
         let mut max_df = 0;
         for (term, exact) in terms {
@@ -1161,8 +1201,10 @@ fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
             let q: Box<dyn Query> =
                 Box::new(TermQuery::new(term.clone(), IndexRecordOption::WithFreqs));
             let q = if *exact {
+                scored.push((term, 1.0));
                 q
             } else {
+                scored.push((term, PREFIX_BOOST));
                 Box::new(BoostQuery::new(q, PREFIX_BOOST))
             };
             clauses.push((Occur::Should, q));
@@ -1189,50 +1231,75 @@ fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
 
     let k = s.candidates.max(s.limit).max(1);
     let mut heap: BinaryHeap<Candidate> = BinaryHeap::with_capacity(k + 1);
+    let mut offer = |c: Candidate| {
+        heap.push(c);
+        if heap.len() > k {
+            heap.pop();
+        }
+        heap.peek().filter(|_| heap.len() >= k).map(|c| c.score)
+    };
     let lexical = s.ranking != Ranking::Dense && !clauses.is_empty();
-    let query = BooleanQuery::new(clauses);
-    for (si, searcher) in searchers.iter().enumerate().filter(|_| lexical) {
+    if lexical {
+        let query = BooleanQuery::new(clauses);
         let weight = query
             .weight(EnableScoring::enabled_from_statistics_provider(
-                &stats, searcher,
+                &stats, &open.disk,
             ))
             .map_err(index_err)?;
-        for (ord, seg) in searcher.segment_readers().iter().enumerate() {
+        let mut threshold: Score = 0.0;
+        for (ord, seg) in open.disk.segment_readers().iter().enumerate() {
             if seg.num_docs() == 0 {
                 continue;
             }
             let seqs = seg.fast_fields().u64("seq").map_err(index_err)?;
-            let mut threshold: Score = heap
-                .peek()
-                .filter(|_| heap.len() >= k)
-                .map(|c| c.score)
-                .unwrap_or(0.0);
             weight
                 .for_each_pruning(threshold, seg, &mut |doc, score| {
                     let seq = seqs.first(doc).unwrap_or(0);
                     if meta.get(seq).is_some_and(|m| accepts(&m)) {
-                        heap.push(Candidate {
-                            score,
-                            searcher: si,
+                        let at = Hit::Disk {
                             segment: ord as u32,
                             doc,
-                            seq,
-                        });
-                        if heap.len() > k {
-                            heap.pop();
-                        }
-                        if heap.len() >= k {
-                            threshold = heap.peek().map(|c| c.score).unwrap_or(threshold);
+                        };
+                        if let Some(worst) = offer(Candidate { score, at, seq }) {
+                            threshold = worst;
                         }
                     }
                     threshold
                 })
                 .map_err(index_err)?;
         }
+        // The tail: the same BM25 weights, applied to its counted terms.
+        let mut weights = Vec::with_capacity(scored.len());
+        for &(term, boost) in scored.iter().filter(|_| !open.tail.is_empty()) {
+            let (Some(slot), Some(word)) = (fields.slot(term.field()), word_of(term)) else {
+                continue;
+            };
+            let w = Bm25Weight::for_terms(&stats, std::slice::from_ref(term)).map_err(index_err)?;
+            weights.push((slot, word, w, boost));
+        }
+        for (part_no, part) in open.tail.iter().enumerate() {
+            let mut scores = vec![None; part.docs() as usize];
+            for (slot, word, w, boost) in &weights {
+                part.score_into(*slot, word, w, *boost, &mut scores);
+            }
+            for (doc, score) in scores.into_iter().enumerate() {
+                let (Some(score), doc) = (score, doc as u32) else {
+                    continue;
+                };
+                let seq = part.seq(doc);
+                if meta.get(seq).is_some_and(|m| accepts(&m)) {
+                    let at = Hit::Tail {
+                        part: part_no as u32,
+                        doc,
+                    };
+                    offer(Candidate { score, at, seq });
+                }
+            }
+        }
     }
 
     let lexical_hits = heap.into_vec();
-    let weights = slot_weights(&lexical_hits, &searchers, &slots, &lexicon)?;
+    let weights = slot_weights(&lexical_hits, open, &fields, &slots, &lexicon)?;
     let mut seqs: Vec<u64> = Vec::with_capacity(lexical_hits.len());
     let mut evidence: Vec<Evidence> = Vec::with_capacity(lexical_hits.len());
     let mut position: HashMap<u64, usize> = HashMap::with_capacity(lexical_hits.len());
@@ -1300,47 +1367,19 @@ fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
     Ok(ranked)
 }
 
-/// Index the tail `(from, to]` in memory.
+/// Count the tail `(from, to]` in memory.
 fn build_tail(store: &Store, from: u64, to: u64) -> Result<Tail> {
-    let (schema, fields) = schema();
-    // One segment built in this thread: no writer thread, no commit bookkeeping (a
-    // search builds a part whenever new learnings arrived). The budget sizes the term
-    // table tantivy allocates up front: 15 MB would zero 8 MB for a handful of rows.
-    let budget = usize::try_from(to - from)
-        .unwrap_or(usize::MAX)
-        .saturating_mul(TAIL_BYTES_PER_ROW)
-        .clamp(TAIL_BUDGET_MIN, 15_000_000);
-    let tokenizers = tantivy::tokenizer::TokenizerManager::default();
-    tokenizers.register(TOKENIZER, super::query::analyzer());
-    // Nothing is stored: no compressor thread to start and join for the empty store.
-    let settings = IndexSettings {
-        docstore_compression: tantivy::store::Compressor::None,
-        docstore_compress_dedicated_thread: false,
-        ..IndexSettings::default()
-    };
-    let mut writer = Index::builder()
-        .schema(schema)
-        .settings(settings)
-        .tokenizers(tokenizers)
-        .single_segment_index_writer(RamDirectory::create(), budget)
-        .map_err(index_err)?;
-    add_rows(store, from, to, &fields, |d| writer.add_document(d))?;
-    let index = writer.finalize().map_err(index_err)?;
-    let reader: IndexReader = index
-        .reader_builder()
-        .reload_policy(ReloadPolicy::Manual)
-        .try_into()
-        .map_err(index_err)?;
+    let mut docs = Vec::new();
+    for_rows(store, from, to, |row| {
+        docs.push((row.seq, row.words()));
+        Ok(())
+    })?;
     tracing::debug!(
         from,
         to,
         "searching an unindexed tail of learnings in memory"
     );
-    Ok(Tail {
-        from,
-        to,
-        searcher: reader.searcher(),
-    })
+    Ok(Tail::new(from, to, docs))
 }
 
 /// Each slot's index terms, one per (field, term), each marked exact (the word or its
@@ -1348,7 +1387,8 @@ fn build_tail(store: &Store, from: u64, to: u64) -> Result<Tail> {
 /// counts in the slot's idf).
 fn expand(
     query: &ParsedQuery,
-    searchers: &[Searcher],
+    open: &Open,
+    fields: &Fields,
     lex: &Lexicon,
 ) -> Result<Vec<Vec<(Term, bool)>>> {
     let mut out = Vec::with_capacity(query.slots.len());
@@ -1360,7 +1400,7 @@ fn expand(
                     prefixes.iter().map(|p| format!("{}{p}", lex.key)).collect();
                 let mut words: Vec<(String, bool)> =
                     exact.iter().map(|w| (w.clone(), true)).collect();
-                for w in prefix_terms(prefixes, searchers, lex)? {
+                for w in prefix_terms(prefixes, open, fields, lex)? {
                     if !exact.contains(&w) {
                         words.push((w, false));
                     }
@@ -1379,36 +1419,46 @@ fn expand(
     Ok(out)
 }
 
-/// The most frequent indexed terms (summed over fields and segments) that start with
-/// the lexicon's key and one of `prefixes`, at most [`MAX_EXPANSIONS`].
-fn prefix_terms(prefixes: &[String], searchers: &[Searcher], lex: &Lexicon) -> Result<Vec<String>> {
-    /// Dictionary entries scanned per prefix, field and segment.
+/// The most frequent indexed terms (summed over fields, segments and tail parts) that
+/// start with the lexicon's key and one of `prefixes`, at most [`MAX_EXPANSIONS`].
+fn prefix_terms(
+    prefixes: &[String],
+    open: &Open,
+    fields: &Fields,
+    lex: &Lexicon,
+) -> Result<Vec<String>> {
+    /// Dictionary entries scanned per prefix, field and segment (or tail part).
     const SCAN: usize = 4096;
     let mut freq: BTreeMap<String, u64> = BTreeMap::new();
     for p in prefixes {
         let p = format!("{}{p}", lex.key);
-        for searcher in searchers {
-            for seg in searcher.segment_readers() {
-                for field in lex.fields {
-                    let inv = seg.inverted_index(field).map_err(index_err)?;
-                    let mut stream = inv
-                        .terms()
-                        .range()
-                        .ge(p.as_bytes())
-                        .into_stream()
-                        .map_err(index_err)?;
-                    let mut scanned = 0;
-                    while stream.advance() && scanned < SCAN {
-                        scanned += 1;
-                        let key = stream.key();
-                        if !key.starts_with(p.as_bytes()) {
-                            break;
-                        }
-                        if let Ok(word) = std::str::from_utf8(key) {
-                            *freq.entry(word.to_string()).or_default() +=
-                                u64::from(stream.value().doc_freq);
-                        }
+        for seg in open.disk.segment_readers() {
+            for field in lex.fields {
+                let inv = seg.inverted_index(field).map_err(index_err)?;
+                let mut stream = inv
+                    .terms()
+                    .range()
+                    .ge(p.as_bytes())
+                    .into_stream()
+                    .map_err(index_err)?;
+                let mut scanned = 0;
+                while stream.advance() && scanned < SCAN {
+                    scanned += 1;
+                    let key = stream.key();
+                    if !key.starts_with(p.as_bytes()) {
+                        break;
                     }
+                    if let Ok(word) = std::str::from_utf8(key) {
+                        *freq.entry(word.to_string()).or_default() +=
+                            u64::from(stream.value().doc_freq);
+                    }
+                }
+            }
+        }
+        for part in &open.tail {
+            for slot in lex.fields.iter().filter_map(|f| fields.slot(*f)) {
+                for (word, df) in part.starting_with(slot, &p).take(SCAN) {
+                    *freq.entry(word.to_string()).or_default() += df;
                 }
             }
         }
@@ -1424,27 +1474,44 @@ fn prefix_terms(prefixes: &[String], searchers: &[Searcher], lex: &Lexicon) -> R
 /// (candidate, term).
 fn slot_weights(
     candidates: &[Candidate],
-    searchers: &[Searcher],
+    open: &Open,
+    fields: &Fields,
     slots: &[Vec<(Term, bool)>],
     lex: &Lexicon,
 ) -> Result<Vec<Vec<f32>>> {
     let mut out = vec![vec![0.0f32; slots.len()]; candidates.len()];
-    // Group candidates by segment, docs ascending (postings only seek forward).
-    let mut by_segment: BTreeMap<(usize, u32), Vec<(DocId, usize)>> = BTreeMap::new();
+    let weight =
+        |fi: usize, exact: bool| FIELD_WEIGHTS[fi] * if exact { 1.0 } else { PREFIX_BOOST };
+    // Group the disk's candidates by segment, docs ascending (postings only seek forward).
+    let mut by_segment: BTreeMap<u32, Vec<(DocId, usize)>> = BTreeMap::new();
     for (i, c) in candidates.iter().enumerate() {
-        by_segment
-            .entry((c.searcher, c.segment))
-            .or_default()
-            .push((c.doc, i));
+        match c.at {
+            Hit::Disk { segment, doc } => by_segment.entry(segment).or_default().push((doc, i)),
+            Hit::Tail { part, doc } => {
+                let part = &open.tail[part as usize];
+                for (fi, field) in lex.fields.iter().enumerate() {
+                    let Some(f) = fields.slot(*field) else {
+                        continue;
+                    };
+                    for (slot, terms) in slots.iter().enumerate() {
+                        for (term, exact) in terms.iter().filter(|t| t.0.field() == *field) {
+                            if word_of(term).is_some_and(|w| part.contains(f, w, doc)) {
+                                let w = &mut out[i][slot];
+                                *w = w.max(weight(fi, *exact));
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
-    for ((si, ord), mut docs) in by_segment {
+    for (ord, mut docs) in by_segment {
         docs.sort_unstable();
-        let seg = searchers[si].segment_reader(ord);
+        let seg = open.disk.segment_reader(ord);
         for (fi, field) in lex.fields.iter().enumerate() {
             let inv = seg.inverted_index(*field).map_err(index_err)?;
             for (slot, terms) in slots.iter().enumerate() {
                 for (term, exact) in terms.iter().filter(|t| t.0.field() == *field) {
-                    let weight = FIELD_WEIGHTS[fi] * if *exact { 1.0 } else { PREFIX_BOOST };
                     let Some(mut postings) = inv
                         .read_postings(term, IndexRecordOption::Basic)
                         .map_err(index_err)?
@@ -1456,7 +1523,7 @@ fn slot_weights(
                         let at = if at < doc { postings.seek(doc) } else { at };
                         if at == doc {
                             let w = &mut out[i][slot];
-                            *w = w.max(weight);
+                            *w = w.max(weight(fi, *exact));
                         }
                     }
                 }
@@ -1476,4 +1543,191 @@ pub(crate) fn disk_watermark(dir: &Path) -> Result<u64> {
     let docs = Bm25StatisticsProvider::total_num_docs(&searcher).map_err(index_err)?;
     assert_eq!(docs, open.upto, "the index holds exactly 1..=W");
     Ok(docs)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The tail scores exactly as the disk index would: the same learnings searched
+    //! with every one on disk, and with most of them in tail parts, rank the same.
+
+    use super::*;
+    use crate::issues::{NewIssue, NewProject, create_issue, create_project};
+    use crate::learnings::{Learnings, NewLearning};
+    use crate::vault::embed::{EmbedderConfig, ModelEmbedder};
+
+    const TOPICS: [&str; 8] = [
+        "migrations",
+        "imports",
+        "caching",
+        "websockets",
+        "graphql",
+        "deploys",
+        "fixtures",
+        "timeouts",
+    ];
+
+    /// 60 learnings over two projects: varied lengths, contexts and applies-to, many
+    /// sharing words, so that norms, frequencies and prefixes all matter.
+    fn seeded() -> (tempfile::TempDir, Store, HashMap<&'static str, String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("cairn.db")).unwrap();
+        let index = LearningIndex::new(dir.path().join("scratch-index"));
+        let embedder = ModelEmbedder::new(EmbedderConfig {
+            model_dir: Some("/nonexistent/cairn-model".into()),
+            ..Default::default()
+        });
+        let learnings = Learnings {
+            store: &store,
+            index: &index,
+            embedder: &embedder,
+        };
+        let mut projects = HashMap::new();
+        for slug in ["web", "api"] {
+            let p = create_project(
+                &store,
+                &NewProject {
+                    slug: slug.into(),
+                    name: slug.into(),
+                    prefix: None,
+                    path: None,
+                },
+            )
+            .unwrap();
+            projects.insert(slug, p.id);
+            let issue = create_issue(
+                &store,
+                &NewIssue {
+                    project: slug.into(),
+                    title: "Learn".into(),
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+            .identifier;
+            for i in 0..30 {
+                let topic = TOPICS[i % TOPICS.len()];
+                let other = TOPICS[(i * 3 + 1) % TOPICS.len()];
+                let filler = " and then the service retries".repeat(i % 5);
+                learnings
+                    .add_learning(&NewLearning {
+                        issue: issue.clone(),
+                        pattern: format!(
+                            "{topic} in {slug} break when {other} change{filler}; check {topic} {i}"
+                        ),
+                        context: (i % 3 != 0).then(|| {
+                            format!(
+                                "seen while fixing {other} timeouts, case {i}: the nightly job \
+                                 failed twice before anyone noticed the {topic} change"
+                            )
+                        }),
+                        applies_to: if i % 4 == 0 {
+                            vec![format!("src/{topic}/"), "ci".into()]
+                        } else {
+                            vec![]
+                        },
+                        learning_type: None,
+                        created_by: "test".into(),
+                    })
+                    .unwrap();
+            }
+        }
+        (dir, store, projects)
+    }
+
+    /// A view whose disk index holds `1..=disk` and whose tail holds the rest, cut at
+    /// `parts`.
+    fn view(store: &Store, dir: &Path, disk: u64, parts: &[u64]) -> Open {
+        let index = open_on_disk(dir).unwrap();
+        let mut writer: tantivy::IndexWriter = index.writer(15_000_000).unwrap();
+        let (_, fields) = schema();
+        for_rows(store, 0, disk, |row| {
+            writer
+                .add_document(row.document(&fields))
+                .map(drop)
+                .map_err(index_err)
+        })
+        .unwrap();
+        writer.commit().unwrap();
+        let mut open = Open::over(index, false).unwrap();
+        assert_eq!(open.upto, disk);
+        for &to in parts {
+            open.extend_tail(store, to).unwrap();
+        }
+        open.refresh_caches(store, watermarks(store).unwrap())
+            .unwrap();
+        open
+    }
+
+    #[test]
+    fn tail_parts_score_as_the_disk_index() {
+        let (dir, store, projects) = seeded();
+        let all = view(&store, &dir.path().join("all"), 60, &[]);
+        let split = view(&store, &dir.path().join("split"), 17, &[33, 41, 60]);
+        assert!(all.tail.is_empty());
+        assert_eq!(split.tail.len(), 3);
+        let scopes = [
+            SearchScope::All,
+            SearchScope::Project(projects["web"].clone()),
+            SearchScope::OtherProjects(projects["web"].clone()),
+        ];
+        let queries = [
+            "migrations",
+            "graphql websockets",
+            "timeouts retries",
+            "check caching 7",
+            "imp",
+            "fix* dep",
+            "src ci",
+            "seen while fixing fixtures",
+        ];
+        let mut compared = 0;
+        for q in queries {
+            let parsed = super::super::query::parse(q).unwrap();
+            for scope in &scopes {
+                let search = IndexSearch {
+                    query: &parsed,
+                    scope,
+                    min_quality: None,
+                    // Every match: a cut inside a tie could keep either learning.
+                    candidates: 100,
+                    limit: 100,
+                    vector: None,
+                    ranking: Ranking::Lexical,
+                };
+                let a = search_in(&all, &search).unwrap();
+                let b = search_in(&split, &search).unwrap();
+                assert!(!a.is_empty(), "{q} {scope:?} found nothing");
+                // The same learnings with the same scores. Only the order of learnings
+                // whose scores tie (the two projects hold texts alike but for the slug)
+                // may differ: tantivy adds a document's term scores in an order of its
+                // own, so a tie can differ in the last bit.
+                let by_seq = |r: &[Ranked]| {
+                    r.iter()
+                        .map(|h| (h.seq, (h.key, h.score.total, h.score.field_priority)))
+                        .collect::<BTreeMap<_, _>>()
+                };
+                let (on_disk, in_tail) = (by_seq(&a), by_seq(&b));
+                assert_eq!(
+                    on_disk.keys().collect::<Vec<_>>(),
+                    in_tail.keys().collect::<Vec<_>>(),
+                    "{q} {scope:?}"
+                );
+                let close = |x: f32, y: f32| (x - y).abs() <= 1e-6 * x.abs().max(1.0);
+                for (seq, (bm25, total, priority)) in &on_disk {
+                    let (bm25_t, total_t, priority_t) = in_tail[seq];
+                    assert!(
+                        close(*bm25, bm25_t) && close(*total, total_t),
+                        "{q} {scope:?}: learning {seq} scored {bm25}/{total} on disk, \
+                         {bm25_t}/{total_t} in the tail"
+                    );
+                    assert_eq!(*priority, priority_t, "{q} {scope:?}: learning {seq}");
+                    compared += 1;
+                }
+                for (x, y) in a.iter().zip(&b) {
+                    assert!(close(x.key, y.key), "{q} {scope:?}: rank order differs");
+                }
+            }
+        }
+        assert!(compared > 200, "only {compared} results compared");
+    }
 }

@@ -19,6 +19,7 @@
 mod index;
 mod query;
 mod semantic;
+mod tail;
 mod text;
 
 use std::sync::atomic::Ordering;
