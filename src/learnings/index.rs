@@ -34,8 +34,8 @@
 //! - *One writer at a time*: tantivy's directory lock. Each write opens a **fresh**
 //!   `Index` (a long-lived one would save a stale managed-file list over another
 //!   process's), re-reads `W` from it, indexes `seq > W`, commits, waits for merges.
-//! - *Writer busy*: a search never waits for it. Rows past `W` (the *tail*) are put in a
-//!   small in-memory index, and both are searched with one set of BM25 statistics
+//! - *Writer busy*: a search never waits for it. Rows past `W` (the *tail*) are counted
+//!   in memory ([`super::tail`]), and both are scored with one set of BM25 statistics
 //!   (summed over both), so scores are the same as if the tail were indexed. A tail of
 //!   more than [`TAIL_MAX`] rows (a missing index being rebuilt elsewhere) waits up to
 //!   [`REBUILD_WRITER_WAIT`] for the writer first.
@@ -91,9 +91,9 @@ use super::tail::{SLOTS, Tail, Words};
 pub const ADD_WRITER_WAIT: Duration = Duration::from_secs(2);
 /// How long a rebuild (or a search facing a huge tail) waits for the writer lock.
 pub const REBUILD_WRITER_WAIT: Duration = Duration::from_secs(60);
-/// Largest tail a search indexes in memory rather than waiting for the writer.
+/// Largest tail a search counts in memory rather than waiting for the writer.
 pub const TAIL_MAX: u64 = 5_000;
-/// Parts the in-memory tail may grow to before they are indexed again as one (each
+/// Parts the in-memory tail may grow to before they are counted again as one (each
 /// part costs every search a few term lookups).
 const TAIL_PARTS: usize = 8;
 /// Rows read from SQLite per batch while indexing.
