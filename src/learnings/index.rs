@@ -204,6 +204,7 @@ impl Row {
             while let Some(t) = stream.next() {
                 words.push(t.text.clone());
             }
+            // The scoped twin of field `i` is slot `i + 3`.
             out[i + 3] = Some(
                 words
                     .iter()
@@ -1283,9 +1284,8 @@ fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
                 part.score_into(*slot, word, w, *boost, &mut scores);
             }
             for (doc, score) in scores.into_iter().enumerate() {
-                let (Some(score), doc) = (score, doc as u32) else {
-                    continue;
-                };
+                let Some(score) = score else { continue };
+                let doc = doc as u32;
                 let seq = part.seq(doc);
                 if meta.get(seq).is_some_and(|m| accepts(&m)) {
                     let at = Hit::Tail {
