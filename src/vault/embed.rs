@@ -37,7 +37,9 @@
 //! Inter-op parallelism stays at 1 (the graph is a sequential transformer).
 //! Runs are serialised by a mutex (the session needs `&mut`), so calling
 //! [`ModelEmbedder::embed_batch`] from many threads buys nothing: give it large
-//! slices from one thread instead.
+//! slices from one thread instead. Queries are batched for their callers:
+//! [`Embed::embed_query`] calls that wait for the model at the same time are
+//! embedded in one run by whichever gets the model first.
 //!
 //! Whether idle ORT workers *spin* ([`Threading::spin`]) depends on the work:
 //! a server embedding one query now and then next to busy agents does not
@@ -65,7 +67,7 @@ use std::cmp::Reverse;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use fastembed::{
@@ -472,11 +474,19 @@ pub struct ModelEmbedder {
     idle: Condvar,
     /// Recent query vectors by query text (the model is deterministic).
     queries: Mutex<LruCache<String, Vec<f32>>>,
+    /// Queries waiting for the model: whoever gets it next embeds them all in one run.
+    waiting: Mutex<Vec<Arc<Waiting>>>,
     texts: AtomicU64,
     batches: AtomicU64,
     tokens: AtomicU64,
     padding: AtomicU64,
     query_cache_hits: AtomicU64,
+}
+
+/// A query waiting for the model, and its vector once a run embedded it.
+struct Waiting {
+    text: String,
+    vector: Mutex<Option<std::result::Result<Vec<f32>, String>>>,
 }
 
 /// A foreground call's claim on the model (see [`ModelEmbedder::foreground`]).
@@ -529,6 +539,7 @@ impl ModelEmbedder {
             queries: Mutex::new(LruCache::new(
                 NonZeroUsize::new(QUERY_CACHE).expect("QUERY_CACHE is not zero"),
             )),
+            waiting: Mutex::new(Vec::new()),
             texts: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             tokens: AtomicU64::new(0),
@@ -551,6 +562,10 @@ impl ModelEmbedder {
 
     fn query_cache(&self) -> MutexGuard<'_, LruCache<String, Vec<f32>>> {
         self.queries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn waiting_queries(&self) -> MutexGuard<'_, Vec<Arc<Waiting>>> {
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn config(&self) -> EmbedderConfig {
@@ -641,18 +656,68 @@ impl Embed for ModelEmbedder {
     }
 
     /// The query's vector: from the cache of recent queries, or embedded (and kept).
+    /// Queries that wait for the model at the same time are embedded together: the
+    /// first to get it runs every waiting query in one batch, and the others find their
+    /// vector done when their turn comes (eight sessions asking at once wait for one run,
+    /// not for eight).
     fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
         if let Some(v) = self.query_cache().get(text) {
             self.query_cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(v.clone());
         }
-        let mut v = self.embed_batch(&[text])?;
-        let v = v.pop().ok_or_else(|| VaultError::Embed {
-            batch_len: 1,
-            message: "no vector returned".into(),
-        })?;
-        self.query_cache().put(text.to_string(), v.clone());
-        Ok(v)
+        let _claim = self.foreground();
+        let mine = Arc::new(Waiting {
+            text: text.to_string(),
+            vector: Mutex::new(None),
+        });
+        self.waiting_queries().push(mine.clone());
+        let guard = self.loaded();
+        if let Some(done) = mine
+            .vector
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            return done.map_err(|message| VaultError::Embed {
+                batch_len: 1,
+                message,
+            });
+        }
+        let mut guard = match guard {
+            Ok(g) => g,
+            Err(e) => {
+                self.waiting_queries().retain(|w| !Arc::ptr_eq(w, &mine));
+                return Err(e);
+            }
+        };
+        let batch = std::mem::take(&mut *self.waiting_queries());
+        let texts: Vec<&str> = batch.iter().map(|w| w.text.as_str()).collect();
+        match self.run_on(&mut guard, &texts) {
+            Ok(vectors) => {
+                let mut cache = self.query_cache();
+                for (w, v) in batch.iter().zip(vectors) {
+                    cache.put(w.text.clone(), v.clone());
+                    *w.vector.lock().unwrap_or_else(PoisonError::into_inner) = Some(Ok(v));
+                }
+            }
+            Err(e) => {
+                for w in &batch {
+                    *w.vector.lock().unwrap_or_else(PoisonError::into_inner) =
+                        Some(Err(e.to_string()));
+                }
+            }
+        }
+        drop(guard);
+        let done = mine
+            .vector
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        done.unwrap_or_else(|| Err("the batch did not hold this query".to_string()))
+            .map_err(|message| VaultError::Embed {
+                batch_len: 1,
+                message,
+            })
     }
 
     /// Waits (up to `patience`) until no foreground call uses or waits for the model,
@@ -682,11 +747,16 @@ impl ModelEmbedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
+        let mut guard = self.loaded()?;
+        self.run_on(&mut guard, texts)
+    }
+
+    /// [`ModelEmbedder::run`] on the model already locked.
+    fn run_on(&self, guard: &mut Option<Loaded>, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         let batch_size = match self.config().batch_size {
             Some(n) if n > 0 => n,
             _ => DEFAULT_BATCH_SIZE,
         };
-        let mut guard = self.loaded()?;
         let model = &mut guard
             .as_mut()
             .expect("loaded() returns a guard holding the model")
@@ -830,6 +900,52 @@ mod tests {
             .embed_batch(&["rollback of a broken schema change"])
             .unwrap();
         assert_eq!(other, batch[0]);
+    }
+
+    /// Queries that wait for the model together are embedded in one run, each getting
+    /// its own vector (the one a run of it alone gives, up to padding's rounding).
+    #[test]
+    fn queries_waiting_together_share_one_model_run() {
+        let e = ModelEmbedder::default();
+        e.load().unwrap();
+        let queries: Vec<String> = (0..8)
+            .map(|i| format!("how do we roll back migration number {i} of the billing schema"))
+            .collect();
+        let alone: Vec<Vec<f32>> = queries
+            .iter()
+            .map(|q| e.embed_batch(&[q.as_str()]).unwrap().remove(0))
+            .collect();
+        let before = e.stats();
+        let model = e.lock();
+        let vectors = std::thread::scope(|s| {
+            let handles: Vec<_> = queries
+                .iter()
+                .map(|q| s.spawn(|| e.embed_query(q).unwrap()))
+                .collect();
+            // Every query is waiting before the model is free.
+            while e.waiting_queries().len() < queries.len() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            drop(model);
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+        let after = e.stats();
+        assert_eq!(after.batches, before.batches + 1, "{after:?}");
+        assert_eq!(after.texts, before.texts + 8);
+        for (q, (v, w)) in queries.iter().zip(vectors.iter().zip(&alone)) {
+            let diff = v
+                .iter()
+                .zip(w)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f32::max);
+            assert!(diff < 1e-5, "{q}: differs by {diff} from its run alone");
+        }
+        // And each is cached now.
+        assert_eq!(e.embed_query(&queries[3]).unwrap(), vectors[3]);
+        assert_eq!(e.stats().texts, after.texts);
     }
 
     /// Background work waits while a foreground call holds its claim on the model, and
