@@ -129,6 +129,8 @@ impl Fields {
 /// Which of the two sets of fields a search reads, and the term prefix it uses.
 struct Lexicon {
     fields: [Field; 3],
+    /// The tail slot of `fields[0]` (the others follow it).
+    first_slot: usize,
     key: String,
 }
 
@@ -1178,14 +1180,16 @@ fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
     let lexicon = match s.scope {
         SearchScope::Project(p) => Lexicon {
             fields: fields.scoped,
+            first_slot: 3,
             key: scoped_term(p, ""),
         },
         SearchScope::OtherProjects(_) | SearchScope::All => Lexicon {
             fields: fields.text,
+            first_slot: 0,
             key: String::new(),
         },
     };
-    let slots = expand(s.query, open, &fields, &lexicon)?;
+    let slots = expand(s.query, open, &lexicon)?;
     // Each slot's idf (of its most frequent term): the weights of field priority.
     let mut slot_idf = Vec::with_capacity(slots.len());
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
@@ -1299,7 +1303,7 @@ fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
     }
 
     let lexical_hits = heap.into_vec();
-    let weights = slot_weights(&lexical_hits, open, &fields, &slots, &lexicon)?;
+    let weights = slot_weights(&lexical_hits, open, &slots, &lexicon)?;
     let mut seqs: Vec<u64> = Vec::with_capacity(lexical_hits.len());
     let mut evidence: Vec<Evidence> = Vec::with_capacity(lexical_hits.len());
     let mut position: HashMap<u64, usize> = HashMap::with_capacity(lexical_hits.len());
@@ -1385,12 +1389,7 @@ fn build_tail(store: &Store, from: u64, to: u64) -> Result<Tail> {
 /// Each slot's index terms, one per (field, term), each marked exact (the word or its
 /// stem) or a prefix expansion. Exact slots keep their term even when absent (it still
 /// counts in the slot's idf).
-fn expand(
-    query: &ParsedQuery,
-    open: &Open,
-    fields: &Fields,
-    lex: &Lexicon,
-) -> Result<Vec<Vec<(Term, bool)>>> {
+fn expand(query: &ParsedQuery, open: &Open, lex: &Lexicon) -> Result<Vec<Vec<(Term, bool)>>> {
     let mut out = Vec::with_capacity(query.slots.len());
     for slot in &query.slots {
         let words: Vec<(String, bool)> = match slot {
@@ -1400,7 +1399,7 @@ fn expand(
                     prefixes.iter().map(|p| format!("{}{p}", lex.key)).collect();
                 let mut words: Vec<(String, bool)> =
                     exact.iter().map(|w| (w.clone(), true)).collect();
-                for w in prefix_terms(prefixes, open, fields, lex)? {
+                for w in prefix_terms(prefixes, open, lex)? {
                     if !exact.contains(&w) {
                         words.push((w, false));
                     }
@@ -1421,12 +1420,7 @@ fn expand(
 
 /// The most frequent indexed terms (summed over fields, segments and tail parts) that
 /// start with the lexicon's key and one of `prefixes`, at most [`MAX_EXPANSIONS`].
-fn prefix_terms(
-    prefixes: &[String],
-    open: &Open,
-    fields: &Fields,
-    lex: &Lexicon,
-) -> Result<Vec<String>> {
+fn prefix_terms(prefixes: &[String], open: &Open, lex: &Lexicon) -> Result<Vec<String>> {
     /// Dictionary entries scanned per prefix, field and segment (or tail part).
     const SCAN: usize = 4096;
     let mut freq: BTreeMap<String, u64> = BTreeMap::new();
@@ -1456,7 +1450,7 @@ fn prefix_terms(
             }
         }
         for part in &open.tail {
-            for slot in lex.fields.iter().filter_map(|f| fields.slot(*f)) {
+            for slot in lex.first_slot..lex.first_slot + lex.fields.len() {
                 for (word, df) in part.starting_with(slot, &p).take(SCAN) {
                     *freq.entry(word.to_string()).or_default() += df;
                 }
@@ -1475,7 +1469,6 @@ fn prefix_terms(
 fn slot_weights(
     candidates: &[Candidate],
     open: &Open,
-    fields: &Fields,
     slots: &[Vec<(Term, bool)>],
     lex: &Lexicon,
 ) -> Result<Vec<Vec<f32>>> {
@@ -1490,9 +1483,7 @@ fn slot_weights(
             Hit::Tail { part, doc } => {
                 let part = &open.tail[part as usize];
                 for (fi, field) in lex.fields.iter().enumerate() {
-                    let Some(f) = fields.slot(*field) else {
-                        continue;
-                    };
+                    let f = lex.first_slot + fi;
                     for (slot, terms) in slots.iter().enumerate() {
                         for (term, exact) in terms.iter().filter(|t| t.0.field() == *field) {
                             if word_of(term).is_some_and(|w| part.contains(f, w, doc)) {

@@ -672,52 +672,47 @@ impl Embed for ModelEmbedder {
         });
         self.waiting_queries().push(mine.clone());
         let guard = self.loaded();
-        if let Some(done) = mine
-            .vector
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            return done.map_err(|message| VaultError::Embed {
-                batch_len: 1,
-                message,
-            });
-        }
-        let mut guard = match guard {
-            Ok(g) => g,
-            Err(e) => {
-                self.waiting_queries().retain(|w| !Arc::ptr_eq(w, &mine));
-                return Err(e);
-            }
-        };
-        let batch = std::mem::take(&mut *self.waiting_queries());
-        let texts: Vec<&str> = batch.iter().map(|w| w.text.as_str()).collect();
-        match self.run_on(&mut guard, &texts) {
-            Ok(vectors) => {
-                let mut cache = self.query_cache();
-                for (w, v) in batch.iter().zip(vectors) {
-                    cache.put(w.text.clone(), v.clone());
-                    *w.vector.lock().unwrap_or_else(PoisonError::into_inner) = Some(Ok(v));
-                }
-            }
-            Err(e) => {
-                for w in &batch {
-                    *w.vector.lock().unwrap_or_else(PoisonError::into_inner) =
-                        Some(Err(e.to_string()));
-                }
-            }
-        }
-        drop(guard);
+        // A run by another waiter may have embedded this query already.
         let done = mine
             .vector
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        done.unwrap_or_else(|| Err("the batch did not hold this query".to_string()))
-            .map_err(|message| VaultError::Embed {
-                batch_len: 1,
-                message,
-            })
+        let done = match (done, guard) {
+            (Some(done), _) => done,
+            (None, Err(e)) => {
+                self.waiting_queries().retain(|w| !Arc::ptr_eq(w, &mine));
+                return Err(e);
+            }
+            (None, Ok(mut guard)) => {
+                let batch = std::mem::take(&mut *self.waiting_queries());
+                let texts: Vec<&str> = batch.iter().map(|w| w.text.as_str()).collect();
+                let vectors = self.run_on(&mut guard, &texts);
+                let mut cache = self.query_cache();
+                for (i, w) in batch.iter().enumerate() {
+                    let v = match &vectors {
+                        Ok(vs) => Ok(vs[i].clone()),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    if let Ok(v) = &v {
+                        cache.put(w.text.clone(), v.clone());
+                    }
+                    *w.vector.lock().unwrap_or_else(PoisonError::into_inner) = Some(v);
+                }
+                drop(cache);
+                drop(guard);
+                let mine = mine
+                    .vector
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                mine.unwrap_or_else(|| Err("the batch did not hold this query".to_string()))
+            }
+        };
+        done.map_err(|message| VaultError::Embed {
+            batch_len: 1,
+            message,
+        })
     }
 
     /// Waits (up to `patience`) until no foreground call uses or waits for the model,
