@@ -25,7 +25,9 @@
 //!
 //! Printed (stdout): per topology p50/p99 per tool, calls/s over the whole run, peak
 //! total RSS of every Cairn process (VmRSS summed from /proc every 100 ms), first-call
-//! p50/max; then the topologies side by side with ratios to A.
+//! p50/max, the embedding lag (learnings still without an embedding when the last call
+//! returned, and how long the server took to embed them); then the topologies side by
+//! side with ratios to A.
 //!
 //! Knobs: `CAIRN_LOAD_SESSIONS` (8), `CAIRN_LOAD_CALLS` (300), `CAIRN_LOAD_TOPOLOGIES`
 //! (`a,b,c,u,p`), `CAIRN_LOAD_THINK_MS` (20, P's pause).
@@ -309,6 +311,43 @@ struct Figures {
     calls: usize,
     wall: Duration,
     rss_mib: f64,
+    /// Learnings without an embedding when the last call returned, and how long the
+    /// server took from then to embed them all (background embedding waits for quiet).
+    lag: Lag,
+}
+
+#[derive(Default)]
+struct Lag {
+    unembedded: u64,
+    catch_up: Duration,
+}
+
+/// Count the learnings of `db` that have no embedding, then wait until there are none.
+fn embedding_lag(db: &Path) -> Lag {
+    let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap();
+    let missing = || -> u64 {
+        c.query_row(
+            "SELECT count(*) FROM learnings l WHERE NOT EXISTS \
+             (SELECT 1 FROM learning_embeddings e WHERE e.learning_seq = l.seq)",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap() as u64
+    };
+    let started = Instant::now();
+    let unembedded = missing();
+    while missing() > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "learnings still unembedded after 5 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Lag {
+        unembedded,
+        catch_up: started.elapsed(),
+    }
 }
 
 fn pct(xs: &[Duration], p: f64) -> f64 {
@@ -324,6 +363,7 @@ fn pct(xs: &[Duration], p: f64) -> f64 {
 /// Run the workload on connected sessions, all at once; each pauses `think` after every
 /// call (zero: a closed loop).
 async fn drive(
+    db: &Path,
     name: String,
     clients: Vec<Client>,
     pids: Vec<u32>,
@@ -372,6 +412,7 @@ async fn drive(
         }
     }
     let wall = started.elapsed();
+    let lag = embedding_lag(db);
     Figures {
         name,
         per_tool,
@@ -380,6 +421,7 @@ async fn drive(
         calls: total,
         wall,
         rss_mib: rss.finish(),
+        lag,
     }
 }
 
@@ -393,6 +435,7 @@ async fn topology_a(seed: &Seed, calls: usize) -> Figures {
         pids.push(pid);
     }
     drive(
+        &db,
         "A: stdio".into(),
         clients,
         pids,
@@ -504,7 +547,16 @@ async fn topology_b(seed: &Seed, calls: usize, queries: Queries, think: Duration
         (Queries::Unique, true) => "U: daemon + HTTP, unique queries".to_string(),
         (_, false) => format!("P: B paced, {} ms think time", think.as_millis()),
     };
-    let f = drive(name, clients, vec![daemon.pid()], calls, queries, think).await;
+    let f = drive(
+        &db,
+        name,
+        clients,
+        vec![daemon.pid()],
+        calls,
+        queries,
+        think,
+    )
+    .await;
     drop(daemon);
     f
 }
@@ -521,6 +573,7 @@ async fn topology_c(seed: &Seed, calls: usize) -> Figures {
         pids.push(pid);
     }
     let f = drive(
+        &db,
         "C: daemon + stdio forwarders".into(),
         clients,
         pids,
@@ -558,6 +611,11 @@ fn print(f: &Figures) {
         f.first.len(),
         pct(&f.first, 0.5),
         pct(&f.first, 1.0)
+    );
+    println!(
+        "learnings awaiting their embedding when the last call returned: {}, all embedded {:.0} ms later",
+        f.lag.unembedded,
+        f.lag.catch_up.as_secs_f64() * 1e3
     );
 }
 
@@ -603,6 +661,14 @@ fn side_by_side(all: &[Figures]) {
     rows.push((
         "first vault_retrieve max ms".into(),
         Box::new(|f: &Figures| pct(&f.first, 1.0)),
+    ));
+    rows.push((
+        "learnings unembedded at the end".into(),
+        Box::new(|f: &Figures| f.lag.unembedded as f64),
+    ));
+    rows.push((
+        "embedding catch-up ms".into(),
+        Box::new(|f: &Figures| f.lag.catch_up.as_secs_f64() * 1e3),
     ));
     rows.push(("errors".into(), Box::new(|f: &Figures| f.errors as f64)));
     for (label, value) in rows {

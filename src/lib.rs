@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod activity;
 pub mod api;
 pub mod base;
 pub mod cli;

@@ -21,8 +21,11 @@ impl Cairn {
     /// Index and embed new learnings in a background thread from now on (group commit;
     /// long-lived processes: `cairn serve`, `cairn daemon`).
     pub fn index_learnings_in_background(&self) -> Result<()> {
-        self.learnings
-            .start_indexer(self.store.location(), self.vault.embedder.clone())
+        self.learnings.start_indexer(
+            self.store.location(),
+            self.vault.embedder.clone(),
+            self.activity.clone(),
+        )
     }
 
     /// Wait until the background indexer has indexed every learning written so far.

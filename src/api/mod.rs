@@ -30,6 +30,8 @@ pub struct Cairn {
     pub(crate) store: Store,
     pub(crate) learnings: crate::learnings::LearningIndex,
     pub(crate) vault: crate::vault::VaultState,
+    /// Tool calls in flight (a server counts them; background embedding waits for none).
+    pub(crate) activity: std::sync::Arc<crate::activity::Activity>,
 }
 
 impl Cairn {
@@ -46,6 +48,7 @@ impl Cairn {
             store,
             learnings,
             vault: Default::default(),
+            activity: Default::default(),
         })
     }
 
@@ -67,6 +70,12 @@ impl Cairn {
         let mut cairn = Cairn::open_at(location)?;
         cairn.vault = crate::vault::VaultState::with_embedder(embedder);
         Ok(cairn)
+    }
+
+    /// Count a call someone waits for until the claim drops: the background embedding of
+    /// learnings waits for a moment without one ([`crate::activity`]).
+    pub fn serving(&self) -> crate::activity::Busy<'_> {
+        self.activity.begin()
     }
 
     /// The underlying store.

@@ -74,6 +74,7 @@ use tantivy::{
     DocId, DocSet, Index, IndexReader, ReloadPolicy, Score, Searcher, TantivyDocument, Term,
 };
 
+use crate::activity::Activity;
 use crate::disk_index::{acquire_writer, open_or_recreate};
 use crate::error::{Error, Result};
 use crate::store::{Location, Store};
@@ -800,8 +801,8 @@ impl Indexer {
     }
 
     /// The embedding thread: embed the learnings that have no vector, a few per model
-    /// run, yielding the model to queries ([`semantic::Urgency::Idle`]).
-    fn run_embed(&self, store: &Store, embedder: &dyn Embed) {
+    /// run, each once no call is in flight ([`semantic::Urgency::Idle`]).
+    fn run_embed(&self, store: &Store, embedder: &dyn Embed, activity: &Activity) {
         let mut embedded_upto = 0;
         let mut warned = false;
         self.embed.serve(|| {
@@ -811,7 +812,7 @@ impl Indexer {
                     embedder,
                     semantic::Span::after(embedded_upto),
                     semantic::BACKGROUND_BATCH,
-                    semantic::Urgency::Idle,
+                    semantic::Urgency::Idle(activity),
                 ) {
                     Ok((n, reached)) => {
                         embedded_upto = reached;
@@ -964,7 +965,12 @@ impl LearningIndex {
     /// unindexed or unembedded. Learnings written from now on are embedded by that
     /// thread with `embedder`, after their write is acknowledged. Starting it twice is
     /// a no-op.
-    pub fn start_indexer(&self, db: &Location, embedder: Arc<dyn Embed>) -> Result<()> {
+    pub fn start_indexer(
+        &self,
+        db: &Location,
+        embedder: Arc<dyn Embed>,
+        activity: Arc<Activity>,
+    ) -> Result<()> {
         if self.indexer.get().is_some() {
             return Ok(());
         }
@@ -989,7 +995,7 @@ impl LearningIndex {
         let worker = indexer.clone();
         std::thread::Builder::new()
             .name("learnings-embedder".into())
-            .spawn(move || worker.run_embed(&embed_store, &*embedder))
+            .spawn(move || worker.run_embed(&embed_store, &*embedder, &activity))
             .map_err(|e| Error::Internal(format!("starting the learnings embedder: {e}")))?;
         indexer.nudge();
         Ok(())

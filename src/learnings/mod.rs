@@ -705,16 +705,19 @@ mod group_commit_tests {
     //! write is found by the next search, and commits are grouped.
 
     use super::*;
+    use crate::activity::Activity;
     use crate::issues::{NewIssue, NewProject, create_issue, create_project};
     use crate::vault::embed::{EmbedderConfig, ModelEmbedder};
     use crate::vault::hash_embed::HashEmbedder;
     use std::sync::Arc;
+    use std::time::{Duration, Instant};
 
     struct Fixture {
         _dir: tempfile::TempDir,
         store: Store,
         index: LearningIndex,
         embedder: Arc<dyn Embed>,
+        activity: Arc<Activity>,
         issue: String,
     }
 
@@ -753,14 +756,16 @@ mod group_commit_tests {
         .unwrap()
         .identifier;
         let index = LearningIndex::new(store.index_dir().join("learnings"));
+        let activity = Arc::new(Activity::default());
         index
-            .start_indexer(store.location(), embedder.clone())
+            .start_indexer(store.location(), embedder.clone(), activity.clone())
             .unwrap();
         Fixture {
             _dir: dir,
             store,
             index,
             embedder,
+            activity,
             issue,
         }
     }
@@ -902,5 +907,38 @@ mod group_commit_tests {
         assert_eq!(rows, 12);
         // The writes themselves embedded nothing: every text went through the indexer.
         assert_eq!(embedder.stats().texts, 12);
+    }
+
+    /// While a call is in flight the indexer does not embed: it waits for a quiet moment,
+    /// and runs anyway once [`semantic::BACKGROUND_PATIENCE`] has passed (a server that is
+    /// never quiet still embeds what it acknowledged). The learning is found lexically
+    /// all along.
+    #[test]
+    fn background_embedding_waits_for_a_quiet_moment_or_its_patience() {
+        let embedder = Arc::new(HashEmbedder::new());
+        let f = fixture_with(embedder.clone());
+        let call = f.activity.begin();
+        let started = Instant::now();
+        let m = marker(0, 0);
+        let id = f.add(&m);
+        assert_eq!(f.find(&m), vec![id], "found before it is embedded");
+        while f.index.indexer_stats().embedded == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "never embedded while a call stayed in flight: the patience floor is broken"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let waited = started.elapsed();
+        assert!(
+            waited >= semantic::BACKGROUND_PATIENCE,
+            "embedded after {waited:?} with a call in flight: it did not wait for a quiet moment"
+        );
+        assert_eq!(f.index.indexer_stats().embedded, 1);
+        drop(call);
+        // Quiet: the next learning is embedded (and a flush waits for it).
+        f.add(&marker(0, 1));
+        f.index.flush();
+        assert_eq!(f.index.indexer_stats().embedded, 2);
     }
 }

@@ -7,8 +7,10 @@
 //!   new texts before its write transaction and inserts the vectors in it, so a learning
 //!   and its embedding commit together. A long-lived process (`cairn serve`, `cairn
 //!   daemon`) acknowledges the write first: its background indexer embeds the learning
-//!   right after indexing it, [`BACKGROUND_BATCH`] at a time, yielding the model to
-//!   queries for up to [`BACKGROUND_PATIENCE`] ([`Embed::embed_idle`]). Until then the
+//!   right after indexing it, [`BACKGROUND_BATCH`] at a time, each run once no tool call
+//!   is in flight and no query uses the model, or after [`BACKGROUND_PATIENCE`] at most
+//!   ([`crate::activity`], [`Embed::embed_idle`]): on a saturated host the embeddings lag
+//!   behind the writes, and catch up at the first quiet moment. Until then the
 //!   learning is found lexically (as every acknowledged write is); a clean exit waits for
 //!   it, and after `kill -9` the next process embeds it. When the model is missing, the
 //!   learning is stored without one (the add never fails for it).
@@ -32,8 +34,9 @@
 //! docs/learnings.md); the vectors take 1.5 KB per learning.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crate::activity::Activity;
 use crate::db::{Conn, params};
 
 use crate::error::Result;
@@ -45,11 +48,12 @@ use crate::vault::embed::{DIMENSION, Embed, MODEL_ID, dot};
 pub const BACKFILL_PER_SEARCH: usize = 32;
 /// Learnings embedded per model call during a full backfill (`reindex`).
 const BACKFILL_BATCH: usize = 256;
-/// Learnings the background indexer embeds per model run: a query that arrives
+/// Learnings the background indexer embeds per model run: a call that arrives
 /// meanwhile waits for at most this many (a few milliseconds each).
 pub const BACKGROUND_BATCH: usize = 4;
-/// How long the background indexer's embedding yields to queries before it runs
-/// anyway, so a server that is never idle still embeds what it acknowledged.
+/// How long the background indexer's embedding waits for a quiet moment (no call in
+/// flight, no query using the model) before it runs anyway, so a server that is never
+/// quiet still embeds what it acknowledged ([`BACKGROUND_BATCH`] per this interval).
 pub const BACKGROUND_PATIENCE: Duration = Duration::from_millis(250);
 
 /// The text a learning is embedded from: its pattern, then its context.
@@ -116,11 +120,12 @@ impl Span {
 }
 
 /// How a backfill runs the model: now (a search or `reindex` waits for it), or in the
-/// background indexer, yielding to queries ([`Embed::embed_idle`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Urgency {
+/// background indexer, once no call is in flight and no query uses the model
+/// ([`Activity::wait_quiet`], [`Embed::embed_idle`]), or after [`BACKGROUND_PATIENCE`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Urgency<'a> {
     Now,
-    Idle,
+    Idle(&'a Activity),
 }
 
 /// Embed up to `limit` learnings of `span` that have none. Returns how many were
@@ -130,7 +135,7 @@ pub(crate) fn backfill(
     embedder: &dyn Embed,
     span: Span,
     limit: usize,
-    urgency: Urgency,
+    urgency: Urgency<'_>,
 ) -> Result<(usize, u64)> {
     if span.after.saturating_add(1) >= span.below {
         // Nothing can be missing (a search's span once the indexer took over).
@@ -149,7 +154,11 @@ pub(crate) fn backfill(
     let texts: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
     let vectors = match urgency {
         Urgency::Now => embedder.embed_batch(&texts)?,
-        Urgency::Idle => embedder.embed_idle(&texts, BACKGROUND_PATIENCE)?,
+        Urgency::Idle(activity) => {
+            let deadline = Instant::now() + BACKGROUND_PATIENCE;
+            activity.wait_quiet(deadline);
+            embedder.embed_idle(&texts, deadline.saturating_duration_since(Instant::now()))?
+        }
     };
     store.write(|tx| {
         for ((seq, _), v) in rows.iter().zip(&vectors) {

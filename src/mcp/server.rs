@@ -199,6 +199,7 @@ impl CairnServer {
         let started = Instant::now();
         let outcome = tokio::task::spawn_blocking(move || {
             let inner = &this.inner;
+            let _serving = inner.cairn.serving();
             let def = &inner.tools[index];
             let cx = ToolCtx {
                 cairn: &inner.cairn,
