@@ -29,8 +29,12 @@
 //! returned, and how long the server took to embed them); then the topologies side by
 //! side with ratios to A.
 //!
+//! The HTTP sessions of B, U and P keep their connection between calls, as the official
+//! SDKs' clients (httpx, fetch) and Cairn's forwarders do; rmcp's default client would
+//! connect anew for every call (`CAIRN_LOAD_KEEPALIVE=0` measures that).
+//!
 //! Knobs: `CAIRN_LOAD_SESSIONS` (8), `CAIRN_LOAD_CALLS` (300), `CAIRN_LOAD_TOPOLOGIES`
-//! (`a,b,c,u,p`), `CAIRN_LOAD_THINK_MS` (20, P's pause).
+//! (`a,b,c,u,p`), `CAIRN_LOAD_THINK_MS` (20, P's pause), `CAIRN_LOAD_KEEPALIVE` (1).
 
 #![allow(clippy::print_stderr, clippy::print_stdout)]
 
@@ -527,6 +531,13 @@ impl Drop for Daemon {
     }
 }
 
+/// Whether HTTP sessions keep their connection between calls, as the official Python and
+/// TypeScript SDKs do (httpx, fetch), and Cairn's forwarders do; `CAIRN_LOAD_KEEPALIVE=0`
+/// uses rmcp's default client instead, which connects anew for every request.
+fn keep_alive() -> bool {
+    std::env::var("CAIRN_LOAD_KEEPALIVE").map_or(true, |v| v != "0")
+}
+
 /// B, U (unique queries) or P (sessions pausing `think` between calls).
 async fn topology_b(seed: &Seed, calls: usize, queries: Queries, think: Duration) -> Figures {
     let db = seed.db();
@@ -537,9 +548,13 @@ async fn topology_b(seed: &Seed, calls: usize, queries: Queries, think: Duration
         let token = cli(&db, &["session", "new", "--issue", issue])
             .trim()
             .to_string();
-        let transport = StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(daemon.mcp_url()).auth_header(token),
-        );
+        let config =
+            StreamableHttpClientTransportConfig::with_uri(daemon.mcp_url()).auth_header(token);
+        let transport = if keep_alive() {
+            StreamableHttpClientTransport::with_client(reqwest::Client::new(), config)
+        } else {
+            StreamableHttpClientTransport::from_config(config)
+        };
         clients.push(().serve(transport).await.unwrap());
     }
     let name = match (queries, think.is_zero()) {

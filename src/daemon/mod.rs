@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use axum::serve::ListenerExt;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -143,6 +144,13 @@ pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
             stopping.cancel();
         }
     };
+    // Clients keep their connection between calls (the official SDKs do): answer each
+    // call without waiting for Nagle's algorithm to gather a fuller segment.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY on a connection");
+        }
+    });
     let server = axum::serve(listener, app).with_graceful_shutdown(signalled);
     let mut server = tokio::spawn(async move { server.await });
     let outcome = tokio::select! {

@@ -92,6 +92,21 @@ pub async fn connect(
         );
         return None;
     }
+    // rmcp's default client opens a connection for every request (it turns pooling off
+    // because a response body left unread can stall the next request on a reused
+    // connection). The daemon answers with JSON of a known length, read whole, on
+    // connections without Nagle's delay, so the forwarder keeps one connection (a
+    // connect, accept and close less per call). No redirects: the daemon sends none.
+    let http = match reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not build an HTTP client; serving alone");
+            return None;
+        }
+    };
     let minted = {
         let (cairn, bind) = (cairn.clone(), bind.clone());
         let scope = crate::daemon::tool_scope(scope);
@@ -111,7 +126,8 @@ pub async fn connect(
             return None;
         }
     };
-    let transport = StreamableHttpClientTransport::from_config(
+    let transport = StreamableHttpClientTransport::with_client(
+        http,
         StreamableHttpClientTransportConfig::with_uri(url.clone()).auth_header(minted.token),
     );
     match ().serve(transport).await {
