@@ -4,8 +4,9 @@
 //! handler runs ([`Activity::begin`]). The learnings embedder, whose work nobody waits
 //! for, runs its model only once no call is in flight and none ended in the last
 //! [`QUIET_GAP`], or once its patience ran out ([`Activity::wait_quiet`]), so a host that
-//! is never quiet still embeds what it acknowledged, at a floor rate. Measured effect and the lag it allows:
-//! docs/deployment.md, "Background embedding waits for a quiet moment".
+//! is never quiet still embeds what it acknowledged, at a floor rate. The measured effect
+//! and the lag it allows: docs/deployment.md, "Background embedding waits for a quiet
+//! moment".
 
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
