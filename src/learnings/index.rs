@@ -15,10 +15,12 @@
 //!   - a long-lived process (`cairn serve`, `cairn daemon`) starts a **background
 //!     indexer** ([`LearningIndex::start_indexer`]): one thread, woken by every write
 //!     (and by a search that finds the index behind), that catches the index up to
-//!     `max(seq)` in one commit. Writes arriving while it commits are taken together by
-//!     the next commit (group commit: one ~30 ms commit for many learnings instead of
-//!     one each, and one contender for the writer lock per process instead of one per
-//!     call). [`LearningIndex::flush`] waits for it (a server's clean exit);
+//!     `max(seq)` in one commit. Writes arriving while it commits, or within
+//!     [`COMMIT_SPACING`] of the last commit, are taken together by the next commit
+//!     (group commit: one ~30 ms commit for many learnings instead of one each, and one
+//!     contender for the writer lock per process instead of one per call; meanwhile the
+//!     tail finds them). [`LearningIndex::flush`] waits for it without the spacing (a
+//!     server's clean exit);
 //!   - a one-shot process (`cairn learnings add`) indexes inline, waiting up to
 //!     [`ADD_WRITER_WAIT`] for the writer lock.
 //!
@@ -94,6 +96,9 @@ pub const ADD_WRITER_WAIT: Duration = Duration::from_secs(2);
 pub const REBUILD_WRITER_WAIT: Duration = Duration::from_secs(60);
 /// Largest tail a search counts in memory rather than waiting for the writer.
 pub const TAIL_MAX: u64 = 5_000;
+/// Least time between two commits of the background indexer (a flush does not wait for
+/// it): writes in between are found through the tail, and one commit takes them all.
+pub const COMMIT_SPACING: Duration = Duration::from_millis(200);
 /// Parts the in-memory tail may grow to before they are counted again as one (each
 /// part costs every search a few term lookups).
 const TAIL_PARTS: usize = 8;
@@ -721,6 +726,8 @@ struct IndexerState {
     pending: bool,
     /// A round is under way.
     running: bool,
+    /// A flush waits: the next round starts without waiting for its spacing.
+    hurry: bool,
 }
 
 impl Lane {
@@ -733,19 +740,34 @@ impl Lane {
         self.wake.notify_one();
     }
 
-    /// The thread's loop: wait for a nudge, run a round, repeat. Everything written
-    /// while a round runs is taken by the next one.
-    fn serve(&self, mut round: impl FnMut()) {
+    /// The thread's loop: wait for a nudge, run a round, repeat, starting rounds at least
+    /// `spacing` apart unless a flush waits. Everything written while a round runs (or
+    /// waits for its spacing) is taken by the next one.
+    fn serve(&self, spacing: Duration, mut round: impl FnMut()) {
+        let mut due = Instant::now();
         loop {
             {
                 let mut s = self.lock();
-                while !s.pending {
-                    s = self.wake.wait(s).unwrap_or_else(|p| p.into_inner());
+                loop {
+                    let now = Instant::now();
+                    if s.pending && (s.hurry || now >= due) {
+                        break;
+                    }
+                    s = if s.pending {
+                        self.wake
+                            .wait_timeout(s, due - now)
+                            .unwrap_or_else(|p| p.into_inner())
+                            .0
+                    } else {
+                        self.wake.wait(s).unwrap_or_else(|p| p.into_inner())
+                    };
                 }
                 s.pending = false;
+                s.hurry = false;
                 s.running = true;
             }
             round();
+            due = Instant::now() + spacing;
             self.lock().running = false;
             self.done.notify_all();
         }
@@ -756,6 +778,7 @@ impl Lane {
     fn flush(&self, deadline: Instant) -> bool {
         let mut s = self.lock();
         s.pending = true;
+        s.hurry = true;
         self.wake.notify_one();
         while s.pending || s.running {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -780,7 +803,7 @@ impl Indexer {
 
     /// The indexing thread: catch the index up to `max(seq)` in one commit per round.
     fn run_index(&self, store: &Store, dir: &Path) {
-        self.index.serve(|| {
+        self.index.serve(COMMIT_SPACING, || {
             match catch_up(store, dir, ADD_WRITER_WAIT, false) {
                 Ok(CatchUp::Indexed(0)) => {}
                 Ok(CatchUp::Indexed(n)) => {
@@ -805,7 +828,7 @@ impl Indexer {
     fn run_embed(&self, store: &Store, embedder: &dyn Embed, activity: &Activity) {
         let mut embedded_upto = 0;
         let mut warned = false;
-        self.embed.serve(|| {
+        self.embed.serve(Duration::ZERO, || {
             loop {
                 match semantic::backfill(
                     store,

@@ -882,6 +882,41 @@ mod group_commit_tests {
         assert_eq!(f.on_disk(), (THREADS * EACH) as u64);
     }
 
+    /// The background indexer starts its commits at least `COMMIT_SPACING` apart: learnings
+    /// written one by one in between are found through the tail, and one commit takes
+    /// them all.
+    #[test]
+    fn commits_are_spaced_and_writes_between_them_are_found() {
+        const WRITES: usize = 30;
+        const PAUSE: Duration = Duration::from_millis(20);
+        let f = fixture();
+        let started = Instant::now();
+        for i in 0..WRITES {
+            let m = marker(0, i);
+            let id = f.add(&m);
+            assert_eq!(f.find(&m), vec![id], "{m} not found right after its write");
+            std::thread::sleep(PAUSE);
+        }
+        let spell = started.elapsed();
+        f.index.flush();
+        let stats = f.index.indexer_stats();
+        assert_eq!(stats.indexed, WRITES as u64, "{stats:?}");
+        assert_eq!(f.on_disk(), WRITES as u64);
+        // Without spacing each write (20 ms apart, a round takes a few) gets a commit.
+        assert!(
+            stats.commits < WRITES as u64 / 2,
+            "{stats:?}: the writes were not grouped"
+        );
+        // Rounds start at least COMMIT_SPACING apart, plus the flush's own round.
+        let most = spell.as_millis() / index::COMMIT_SPACING.as_millis() + 2;
+        assert!(
+            u128::from(stats.commits) <= most,
+            "{} commits for {WRITES} writes over {spell:?}: more than one per {:?}",
+            stats.commits,
+            index::COMMIT_SPACING
+        );
+    }
+
     /// A long-lived process acknowledges a learning before embedding it: the indexer
     /// thread embeds it afterwards, and a flush (a server's clean exit) waits for that.
     #[test]
