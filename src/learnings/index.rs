@@ -740,10 +740,11 @@ impl Lane {
         self.wake.notify_one();
     }
 
-    /// The thread's loop: wait for a nudge, run a round, repeat, starting rounds at least
-    /// `spacing` apart unless a flush waits. Everything written while a round runs (or
-    /// waits for its spacing) is taken by the next one.
-    fn serve(&self, spacing: Duration, mut round: impl FnMut()) {
+    /// The thread's loop: wait for a nudge, run a round, repeat. A round that did some
+    /// work (`round` returns true) makes the next one wait until `spacing` has passed,
+    /// unless a flush waits. Everything written while a round runs (or waits for its
+    /// spacing) is taken by the next one.
+    fn serve(&self, spacing: Duration, mut round: impl FnMut() -> bool) {
         let mut due = Instant::now();
         loop {
             {
@@ -766,8 +767,9 @@ impl Lane {
                 s.hurry = false;
                 s.running = true;
             }
-            round();
-            due = Instant::now() + spacing;
+            if round() {
+                due = Instant::now() + spacing;
+            }
             self.lock().running = false;
             self.done.notify_all();
         }
@@ -804,22 +806,26 @@ impl Indexer {
     /// The indexing thread: catch the index up to `max(seq)` in one commit per round.
     fn run_index(&self, store: &Store, dir: &Path) {
         self.index.serve(COMMIT_SPACING, || {
-            match catch_up(store, dir, ADD_WRITER_WAIT, false) {
-                Ok(CatchUp::Indexed(0)) => {}
+            let committed = match catch_up(store, dir, ADD_WRITER_WAIT, false) {
+                Ok(CatchUp::Indexed(0)) => false,
                 Ok(CatchUp::Indexed(n)) => {
                     self.commits.fetch_add(1, Ordering::Relaxed);
                     self.indexed.fetch_add(n, Ordering::Relaxed);
+                    true
                 }
                 Ok(CatchUp::Busy) => {
-                    tracing::info!("learnings index writer busy; the next write or search retries")
+                    tracing::info!("learnings index writer busy; the next write or search retries");
+                    false
                 }
                 Err(e) => {
                     tracing::warn!(
                         "indexing new learnings failed ({e}); the next write or search retries"
-                    )
+                    );
+                    false
                 }
-            }
+            };
             self.rounds.fetch_add(1, Ordering::Release);
+            committed
         });
     }
 
@@ -828,6 +834,7 @@ impl Indexer {
     fn run_embed(&self, store: &Store, embedder: &dyn Embed, activity: &Activity) {
         let mut embedded_upto = 0;
         let mut warned = false;
+        // No spacing: each run already waits for a quiet moment.
         self.embed.serve(Duration::ZERO, || {
             loop {
                 match semantic::backfill(
@@ -841,7 +848,7 @@ impl Indexer {
                         embedded_upto = reached;
                         self.embedded.fetch_add(n as u64, Ordering::Relaxed);
                         if n < semantic::BACKGROUND_BATCH {
-                            return;
+                            return false;
                         }
                     }
                     Err(e) => {
@@ -853,7 +860,7 @@ impl Indexer {
                             );
                         }
                         warned = true;
-                        return;
+                        return false;
                     }
                 }
             }

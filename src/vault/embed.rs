@@ -67,7 +67,7 @@ use std::cmp::Reverse;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use fastembed::{
@@ -78,6 +78,7 @@ use lru::LruCache;
 use serde::Deserialize;
 
 use super::error::{Result, VaultError};
+use crate::activity::Activity;
 
 /// Identifier of the model; stored with every index so vectors of different
 /// models are never mixed.
@@ -469,9 +470,7 @@ pub struct ModelEmbedder {
     config: Mutex<EmbedderConfig>,
     model: Mutex<Option<Loaded>>,
     /// Foreground calls using or waiting for the model.
-    foreground: Mutex<usize>,
-    /// Signalled when `foreground` drops to zero.
-    idle: Condvar,
+    foreground: Activity,
     /// Recent query vectors by query text (the model is deterministic).
     queries: Mutex<LruCache<String, Vec<f32>>>,
     /// Queries waiting for the model: whoever gets it next embeds them all in one run.
@@ -487,19 +486,6 @@ pub struct ModelEmbedder {
 struct Waiting {
     text: String,
     vector: Mutex<Option<std::result::Result<Vec<f32>, String>>>,
-}
-
-/// A foreground call's claim on the model (see [`ModelEmbedder::foreground`]).
-struct Foreground<'a>(&'a ModelEmbedder);
-
-impl Drop for Foreground<'_> {
-    fn drop(&mut self) {
-        let mut n = self.0.foreground_count();
-        *n -= 1;
-        if *n == 0 {
-            self.0.idle.notify_all();
-        }
-    }
 }
 
 /// A loaded model and the thread settings its session was built with.
@@ -534,8 +520,7 @@ impl ModelEmbedder {
         ModelEmbedder {
             config: Mutex::new(config),
             model: Mutex::new(None),
-            foreground: Mutex::new(0),
-            idle: Condvar::new(),
+            foreground: Activity::default(),
             queries: Mutex::new(LruCache::new(
                 NonZeroUsize::new(QUERY_CACHE).expect("QUERY_CACHE is not zero"),
             )),
@@ -546,18 +531,6 @@ impl ModelEmbedder {
             padding: AtomicU64::new(0),
             query_cache_hits: AtomicU64::new(0),
         }
-    }
-
-    fn foreground_count(&self) -> MutexGuard<'_, usize> {
-        self.foreground
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Count a foreground call until the guard drops: background runs wait for none.
-    fn foreground(&self) -> Foreground<'_> {
-        *self.foreground_count() += 1;
-        Foreground(self)
     }
 
     fn query_cache(&self) -> MutexGuard<'_, LruCache<String, Vec<f32>>> {
@@ -651,7 +624,7 @@ impl Embed for ModelEmbedder {
     /// text in input order. Texts are truncated to [`MAX_LENGTH`] tokens and
     /// batched by token count (see the module docs).
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        let _claim = self.foreground();
+        let _claim = self.foreground.begin();
         self.run(texts)
     }
 
@@ -665,7 +638,7 @@ impl Embed for ModelEmbedder {
             self.query_cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(v.clone());
         }
-        let _claim = self.foreground();
+        let _claim = self.foreground.begin();
         let mine = Arc::new(Waiting {
             text: text.to_string(),
             vector: Mutex::new(None),
@@ -715,23 +688,11 @@ impl Embed for ModelEmbedder {
         })
     }
 
-    /// Waits (up to `patience`) until no foreground call uses or waits for the model,
-    /// then runs `texts` (see [`Embed::embed_idle`]).
+    /// Waits (up to `patience`) until no foreground call uses or waits for the model
+    /// (and none ended in the last [`crate::activity::QUIET_GAP`]), then runs `texts`
+    /// (see [`Embed::embed_idle`]).
     fn embed_idle(&self, texts: &[&str], patience: Duration) -> Result<Vec<Vec<f32>>> {
-        let deadline = Instant::now() + patience;
-        let mut n = self.foreground_count();
-        while *n > 0 {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            n = self
-                .idle
-                .wait_timeout(n, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
-        drop(n);
+        self.foreground.wait_quiet(Instant::now() + patience);
         self.run(texts)
     }
 }
@@ -949,7 +910,7 @@ mod tests {
     fn background_embedding_waits_for_the_foreground() {
         let e = ModelEmbedder::default();
         e.load().unwrap();
-        let claim = e.foreground();
+        let claim = e.foreground.begin();
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -966,7 +927,7 @@ mod tests {
         });
         assert_eq!(e.stats().texts, 1);
         // With no patience left it runs at once, claim or not.
-        let _claim = e.foreground();
+        let _claim = e.foreground.begin();
         let v = e.embed_idle(&["another one"], Duration::ZERO).unwrap();
         assert_eq!(v.len(), 1);
     }
