@@ -34,7 +34,9 @@
 //! connect anew for every call (`CAIRN_LOAD_KEEPALIVE=0` measures that).
 //!
 //! Knobs: `CAIRN_LOAD_SESSIONS` (8), `CAIRN_LOAD_CALLS` (300), `CAIRN_LOAD_TOPOLOGIES`
-//! (`a,b,c,u,p`), `CAIRN_LOAD_THINK_MS` (20, P's pause), `CAIRN_LOAD_KEEPALIVE` (1).
+//! (`a,b,c,u,p`), `CAIRN_LOAD_THINK_MS` (20, P's pause), `CAIRN_LOAD_KEEPALIVE` (1),
+//! `CAIRN_LOAD_DAEMON_LOG` (`warn`: the daemon's `CAIRN_LOG`; `cairn::mcp::server=debug`
+//! logs each call's time in its handler, to tell it from the transport's).
 
 #![allow(clippy::print_stderr, clippy::print_stdout)]
 
@@ -473,7 +475,10 @@ impl Daemon {
             .arg("--db")
             .arg(db)
             .arg("daemon")
-            .env("CAIRN_LOG", "warn")
+            .env(
+                "CAIRN_LOG",
+                std::env::var("CAIRN_LOAD_DAEMON_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())

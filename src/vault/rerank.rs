@@ -166,11 +166,30 @@ fn stem(w: &str) -> &str {
 
 /// The keywords of a text.
 pub fn keywords(text: &str) -> HashSet<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .map(str::to_lowercase)
-        .filter(|w| w.chars().count() >= 3 && !STOP_WORDS.contains(&w.as_str()))
-        .map(|w| stem(&w).to_string())
-        .collect()
+    let mut out = HashSet::new();
+    each_keyword(text, &mut String::new(), |k| {
+        out.insert(k.to_string());
+    });
+    out
+}
+
+/// Calls `f` with each keyword of `text` in order, repeats included: each word
+/// lowercased, kept when at least 3 characters long and not a stop word, stemmed. `buf`
+/// is scratch space, so a long text costs no allocation per word.
+fn each_keyword(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
+    for word in text.split(|c: char| !c.is_alphanumeric()) {
+        buf.clear();
+        if word.is_ascii() {
+            buf.push_str(word);
+            buf.make_ascii_lowercase();
+        } else {
+            // Unicode lowercasing depends on context (a final sigma), so the whole word.
+            buf.push_str(&word.to_lowercase());
+        }
+        if buf.chars().count() >= 3 && !STOP_WORDS.contains(&buf.as_str()) {
+            f(stem(buf));
+        }
+    }
 }
 
 /// The keyword overlap (0 to 1) of the query with each candidate text. The query's
@@ -181,14 +200,29 @@ pub fn keywords(text: &str) -> HashSet<String> {
 pub fn overlaps(query: &str, candidates: &[String]) -> Vec<f32> {
     let mut q: Vec<String> = keywords(query).into_iter().collect();
     q.sort_unstable();
-    let docs: Vec<HashSet<String>> = candidates.iter().map(|t| keywords(t)).collect();
+    // Which of the query's keywords each candidate has: only those are looked up, so a
+    // candidate's own keyword set is never built.
+    let mut buf = String::new();
+    let docs: Vec<Vec<bool>> = candidates
+        .iter()
+        .map(|text| {
+            let mut has = vec![false; q.len()];
+            each_keyword(text, &mut buf, |k| {
+                if let Ok(i) = q.binary_search_by(|w| w.as_str().cmp(k)) {
+                    has[i] = true;
+                }
+            });
+            has
+        })
+        .collect();
     let n = docs.len() as f32;
-    let idf = |w: &String| {
-        let df = docs.iter().filter(|d| d.contains(w)).count() as f32;
-        ((n + 1.0) / (df + 0.5)).ln()
-    };
-    let weights: Vec<(String, f32)> = q.iter().map(|w| (w.clone(), idf(w))).collect();
-    let total: f32 = weights.iter().map(|(_, x)| x).sum();
+    let weights: Vec<f32> = (0..q.len())
+        .map(|i| {
+            let df = docs.iter().filter(|d| d[i]).count() as f32;
+            ((n + 1.0) / (df + 0.5)).ln()
+        })
+        .collect();
+    let total: f32 = weights.iter().sum();
     docs.iter()
         .map(|d| {
             if total <= 0.0 {
@@ -196,8 +230,9 @@ pub fn overlaps(query: &str, candidates: &[String]) -> Vec<f32> {
             }
             weights
                 .iter()
-                .filter(|(w, _)| d.contains(w))
-                .map(|(_, x)| x)
+                .zip(d)
+                .filter(|&(_, &has)| has)
+                .map(|(x, _)| x)
                 .sum::<f32>()
                 / total
         })
@@ -280,6 +315,72 @@ mod tests {
             ..capped
         };
         assert_eq!(docs(&none, 4), ["long"; 4]);
+    }
+
+    #[test]
+    fn overlaps_match_the_keyword_sets_of_the_texts() {
+        // What `overlaps` computes without building each text's keyword set, computed
+        // with the sets, each built the plain way.
+        fn set(text: &str) -> HashSet<String> {
+            text.split(|c: char| !c.is_alphanumeric())
+                .map(str::to_lowercase)
+                .filter(|w| w.chars().count() >= 3 && !STOP_WORDS.contains(&w.as_str()))
+                .map(|w| stem(&w).to_string())
+                .collect()
+        }
+        fn by_sets(query: &str, texts: &[String]) -> Vec<f32> {
+            let mut q: Vec<String> = set(query).into_iter().collect();
+            q.sort_unstable();
+            let docs: Vec<HashSet<String>> = texts.iter().map(|t| set(t)).collect();
+            let n = docs.len() as f32;
+            let weights: Vec<f32> = q
+                .iter()
+                .map(|w| {
+                    ((n + 1.0) / (docs.iter().filter(|d| d.contains(w)).count() as f32 + 0.5)).ln()
+                })
+                .collect();
+            let total: f32 = weights.iter().sum();
+            docs.iter()
+                .map(|d| {
+                    let got: f32 = q
+                        .iter()
+                        .zip(&weights)
+                        .filter(|(w, _)| d.contains(*w))
+                        .map(|(_, x)| x)
+                        .sum();
+                    if total <= 0.0 { 0.0 } else { got / total }
+                })
+                .collect()
+        }
+        let texts: Vec<String> = [
+            "Retrying FAILED requests: the client retries with jitter.",
+            "ΟΔΥΣΣΕΥΣ and the ΣΕΙΡΗΝΕΣ: Greek capitals lowercase with a final sigma",
+            "İstanbul DİKKAT: dotted capitals grow when lowercased",
+            "Straße, naïve café, 東京 and ＦＵＬＬＷＩＤＴＨ letters",
+            "",
+            "the and for: nothing but stop words",
+        ]
+        .map(String::from)
+        .to_vec();
+        for query in [
+            "how do retries of failed requests work",
+            "οδυσσευς σειρηνες",
+            "istanbul dikkat dotted",
+            "STRASSE café 東京 ｆｕｌｌｗｉｄｔｈ",
+            "the and",
+        ] {
+            let fast = overlaps(query, &texts);
+            let sets = by_sets(query, &texts);
+            assert!(
+                fast.iter()
+                    .zip(&sets)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{query}: {fast:?} != {sets:?}"
+            );
+        }
+        // The cases above do match something.
+        assert!(overlaps("retries jitter", &texts)[0] > 0.9);
+        assert!(overlaps("σειρηνες", &texts)[1] > 0.9);
     }
 
     #[test]
