@@ -24,8 +24,10 @@
 //!   throughput); P shows the latencies of a loaded host below saturation.
 //!
 //! Printed (stdout): per topology p50/p99 per tool, calls/s over the whole run, peak
-//! total RSS of every Cairn process (VmRSS summed from /proc every 100 ms), first-call
-//! p50/max, the embedding lag (learnings still without an embedding when the last call
+//! total RSS of every Cairn process (VmRSS summed from /proc every 100 ms), the CPU time
+//! of every Cairn process while the sessions ran, per call (utime + stime from /proc, in
+//! 10 ms clock ticks; the lowest-noise figure of what a call costs), first-call p50/max,
+//! the embedding lag (learnings still without an embedding when the last call
 //! returned, and how long the server took to embed them); then the topologies side by
 //! side with ratios to A.
 //!
@@ -273,6 +275,20 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time (user + system, every thread, in clock ticks of 10 ms) a process has used.
+fn cpu_ticks(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // The fields after the command name, which is in parentheses and may hold
+            // spaces: utime and stime are fields 14 and 15 of the line.
+            let rest = &s[s.rfind(')')? + 2..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0)
+}
+
 impl RssSampler {
     fn start(pids: Vec<u32>) -> RssSampler {
         let pids = Arc::new(Mutex::new(pids));
@@ -317,6 +333,9 @@ struct Figures {
     calls: usize,
     wall: Duration,
     rss_mib: f64,
+    /// CPU time all Cairn processes used while the sessions ran (background work
+    /// included), per call.
+    cpu_ms_per_call: f64,
     /// Learnings without an embedding when the last call returned, and how long the
     /// server took from then to embed them all (background embedding waits for quiet).
     lag: Lag,
@@ -387,7 +406,8 @@ async fn drive(
     queries: Queries,
     think: Duration,
 ) -> Figures {
-    let rss = RssSampler::start(pids);
+    let cpu_before: u64 = pids.iter().map(|p| cpu_ticks(*p)).sum();
+    let rss = RssSampler::start(pids.clone());
     let started = Instant::now();
     let sessions = clients.len() as u32;
     let tasks: Vec<_> = clients
@@ -407,8 +427,7 @@ async fn drive(
                         tokio::time::sleep(think).await;
                     }
                 }
-                let _ = c.cancel().await;
-                out
+                (out, c)
             })
         })
         .collect();
@@ -416,8 +435,11 @@ async fn drive(
     let mut first = Vec::new();
     let mut errors = 0;
     let mut total = 0;
+    let mut done = Vec::new();
     for t in tasks {
-        for (i, tool, d, ok) in t.await.unwrap() {
+        let (out, c) = t.await.unwrap();
+        done.push(c);
+        for (i, tool, d, ok) in out {
             total += 1;
             errors += usize::from(!ok);
             if i == 0 {
@@ -428,6 +450,11 @@ async fn drive(
         }
     }
     let wall = started.elapsed();
+    // Before the sessions close: A's stdio servers exit with them.
+    let cpu_after: u64 = pids.iter().map(|p| cpu_ticks(*p)).sum();
+    for c in done {
+        let _ = c.cancel().await;
+    }
     let lag = embedding_lag(db, server_lives_on);
     Figures {
         name,
@@ -437,6 +464,7 @@ async fn drive(
         calls: total,
         wall,
         rss_mib: rss.finish(),
+        cpu_ms_per_call: cpu_after.saturating_sub(cpu_before) as f64 * 10.0 / total as f64,
         lag,
     }
 }
@@ -621,13 +649,15 @@ async fn topology_c(seed: &Seed, calls: usize) -> Figures {
 
 fn print(f: &Figures) {
     println!(
-        "\n{}: {} calls, {} errors, {:.1} s, {:.0} calls/s, peak RSS of all Cairn processes {:.0} MiB",
+        "\n{}: {} calls, {} errors, {:.1} s, {:.0} calls/s, peak RSS of all Cairn processes {:.0} MiB, \
+         their CPU {:.2} ms per call",
         f.name,
         f.calls,
         f.errors,
         f.wall.as_secs_f64(),
         f.calls as f64 / f.wall.as_secs_f64(),
-        f.rss_mib
+        f.rss_mib,
+        f.cpu_ms_per_call
     );
     println!("| tool | calls | p50 ms | p99 ms |");
     println!("|---|---|---|---|");
@@ -692,6 +722,10 @@ fn side_by_side(all: &[Figures]) {
     rows.push((
         "peak total RSS MiB".into(),
         Box::new(|f: &Figures| f.rss_mib),
+    ));
+    rows.push((
+        "Cairn CPU ms per call".into(),
+        Box::new(|f: &Figures| f.cpu_ms_per_call),
     ));
     rows.push((
         "first vault_retrieve p50 ms".into(),
