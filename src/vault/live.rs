@@ -179,7 +179,8 @@ impl VaultState {
     ) -> Result<Vec<(u64, f32)>> {
         let guard = self.ready(store, dir)?;
         let live = guard.as_ref().expect("ready() loads the index");
-        store.read(|c| {
+        // One read transaction for the lookups of every candidate, not one each.
+        store.snapshot(|c| {
             let failure = std::cell::RefCell::new(None);
             let hits = live
                 .index

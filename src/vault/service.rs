@@ -219,7 +219,8 @@ impl Vault<'_> {
                     (None, bm25)
                 });
         }
-        let (mut hits, mut candidates) = self.store.read(|c| {
+        // One read transaction for every candidate's row, not one each.
+        let (mut hits, mut candidates) = self.store.snapshot(|c| {
             let mut hits = Vec::with_capacity(order.len());
             let mut candidates = Vec::with_capacity(order.len());
             for &id in &order {
@@ -286,7 +287,7 @@ impl Vault<'_> {
         loop {
             let raw = self.state.lexical.search(self.store, &dir, query, k)?;
             let full = raw.len() == k;
-            let mut kept = self.store.read(|c| {
+            let mut kept = self.store.snapshot(|c| {
                 let mut kept = Vec::with_capacity(raw.len());
                 for &(id, s) in &raw {
                     if chunk_collection(c, id)?.is_some_and(|col| accept(&col)) {
