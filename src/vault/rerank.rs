@@ -164,31 +164,37 @@ fn stem(w: &str) -> &str {
     w
 }
 
-/// The keywords of a text.
+/// The keywords of a text: its words of at least 3 characters, lowercased, without
+/// the stop words, stemmed.
 pub fn keywords(text: &str) -> HashSet<String> {
     let mut out = HashSet::new();
-    each_keyword(text, &mut String::new(), |k| {
-        out.insert(k.to_string());
+    each_word(text, &mut String::new(), |w| {
+        if !STOP_WORDS.contains(&w) {
+            out.insert(stem(w).to_string());
+        }
     });
     out
 }
 
-/// Calls `f` with each keyword of `text` in order, repeats included: each word
-/// lowercased, kept when at least 3 characters long and not a stop word, stemmed. `buf`
-/// is scratch space, so a long text costs no allocation per word.
-fn each_keyword(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
+/// Calls `f` with each word of `text` of at least 3 characters, lowercased, in order
+/// and with repeats. `buf` is scratch space, so a long text costs no allocation per word.
+fn each_word(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
     for word in text.split(|c: char| !c.is_alphanumeric()) {
         buf.clear();
         if word.is_ascii() {
+            if word.len() < 3 {
+                continue;
+            }
             buf.push_str(word);
             buf.make_ascii_lowercase();
         } else {
             // Unicode lowercasing depends on context (a final sigma), so the whole word.
             buf.push_str(&word.to_lowercase());
+            if buf.chars().count() < 3 {
+                continue;
+            }
         }
-        if buf.chars().count() >= 3 && !STOP_WORDS.contains(&buf.as_str()) {
-            f(stem(buf));
-        }
+        f(buf);
     }
 }
 
@@ -201,13 +207,15 @@ pub fn overlaps(query: &str, candidates: &[String]) -> Vec<f32> {
     let mut q: Vec<String> = keywords(query).into_iter().collect();
     q.sort_unstable();
     // Which of the query's keywords each candidate has: only those are looked up, so a
-    // candidate's own keyword set is never built.
+    // candidate's own keyword set is never built. Its stop words need no check: each
+    // stems to itself (the test below), and the query's keywords hold none.
     let mut buf = String::new();
     let docs: Vec<Vec<bool>> = candidates
         .iter()
         .map(|text| {
             let mut has = vec![false; q.len()];
-            each_keyword(text, &mut buf, |k| {
+            each_word(text, &mut buf, |w| {
+                let k = stem(w);
                 if let Ok(i) = q.binary_search_by(|w| w.as_str().cmp(k)) {
                     has[i] = true;
                 }
@@ -318,6 +326,13 @@ mod tests {
     }
 
     #[test]
+    fn stop_words_stem_to_themselves() {
+        for w in STOP_WORDS {
+            assert_eq!(stem(w), *w);
+        }
+    }
+
+    #[test]
     fn overlaps_match_the_keyword_sets_of_the_texts() {
         // What `overlaps` computes without building each text's keyword set, computed
         // with the sets, each built the plain way.
@@ -359,6 +374,7 @@ mod tests {
             "Straße, naïve café, 東京 and ＦＵＬＬＷＩＤＴＨ letters",
             "",
             "the and for: nothing but stop words",
+            "THE Client SHOULD be Using retries, which DOES help; there were Failures",
         ]
         .map(String::from)
         .to_vec();
@@ -368,6 +384,7 @@ mod tests {
             "istanbul dikkat dotted",
             "STRASSE café 東京 ｆｕｌｌｗｉｄｔｈ",
             "the and",
+            "using the client which does fail there",
         ] {
             let fast = overlaps(query, &texts);
             let sets = by_sets(query, &texts);
