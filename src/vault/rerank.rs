@@ -214,9 +214,9 @@ pub fn overlaps(query: &str, candidates: &[String]) -> Vec<f32> {
         .iter()
         .map(|text| {
             let mut has = vec![false; q.len()];
-            each_word(text, &mut buf, |w| {
-                let k = stem(w);
-                if let Ok(i) = q.binary_search_by(|w| w.as_str().cmp(k)) {
+            each_word(text, &mut buf, |word| {
+                let k = stem(word);
+                if let Ok(i) = q.binary_search_by(|keyword| keyword.as_str().cmp(k)) {
                     has[i] = true;
                 }
             });
