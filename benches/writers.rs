@@ -14,9 +14,10 @@
 //! handle) to show what an agent sees; they are skipped, and say so, when the model is
 //! missing.
 //!
-//! **Topologies (the choice).** A `Cairn` holds one database connection, shared by its
-//! threads behind a mutex; threads of one handle are therefore serialized in the
-//! process before the database sees them. Two topologies are measured:
+//! **Topologies (the choice).** A `Cairn` holds one writing database connection,
+//! shared by its threads behind a mutex, and a pool of reading ones (one per read
+//! running at once); the writes of one handle are therefore serialized in the process
+//! before the database sees them. Two topologies are measured:
 //!
 //! - `handles`: every writer has its own `Cairn` (its own connection and its own
 //!   background indexer, as `cairn serve` starts it), and the reader another: N
@@ -29,7 +30,7 @@
 //!   directory (one host): the background indexers take turns on tantivy's writer lock,
 //!   whoever holds it indexes every new row, the same work on either store.
 //! - `shared`: one `Cairn` for the writers and the reader, as in `cairn daemon` (one
-//!   process per host, every session on one connection).
+//!   process per host, every session's writes on one connection, reads on the pool).
 //!
 //! **Stores.** `sqlite`: a file in a temporary directory (WAL, `synchronous=NORMAL`,
 //! as the store opens it: a commit does not wait for the disk). `postgres`: a throwaway

@@ -5,9 +5,11 @@
 //! that survives several processes creating the same file at once), the numbered
 //! migrations (`migrations/*.sql` for SQLite, `migrations/postgres/*.sql` for
 //! PostgreSQL; embedded, applied once each, in a transaction), and the two ways in:
-//! [`Store::read`] and [`Store::write`]. On SQLite, reads run on read-only connections
-//! of their own (opened on demand, kept for reuse), so in a daemon serving many
-//! sessions reads never queue behind each other or behind a write (WAL). Writers are
+//! [`Store::read`] and [`Store::write`]. Reads run on connections of their own
+//! (read-only; opened on demand, kept for reuse), so in a daemon serving many sessions
+//! reads never queue behind each other or behind a write (SQLite's WAL, PostgreSQL's
+//! MVCC). On PostgreSQL a connection the server closed (a restart, a terminated
+//! backend) is replaced by the next read or write that would have used it. Writers are
 //! serialized across every process and host on the database (SQLite's `BEGIN IMMEDIATE`; on PostgreSQL a transaction-scoped
 //! advisory lock taken first), so a write sees every write acknowledged before it, and
 //! ids allocated in a write follow commit order.
@@ -21,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use crate::db::{CHANGES_CHANNEL, Conn, PgConn, PgListener, params};
+use crate::db::{CHANGES_CHANNEL, Conn, PgConn, PgConnector, PgListener, params};
 use crate::error::{Error, Result};
 
 /// Busy timeout for every connection, in milliseconds.
@@ -181,13 +183,18 @@ impl std::fmt::Display for Location {
 enum Backend {
     Sqlite {
         writer: Mutex<Connection>,
-        readers: Readers,
+        readers: Pool<Connection>,
     },
-    Postgres(Mutex<PgConn>),
+    Postgres {
+        connector: PgConnector,
+        writer: Mutex<PgConn>,
+        readers: Pool<PgConn>,
+    },
 }
 
-/// An open database: on SQLite one writing connection and a pool of read-only ones; on
-/// PostgreSQL one connection. Shared by the threads of a process.
+/// An open database: one writing connection and a pool of reading ones (on SQLite
+/// read-only connections; on PostgreSQL sessions whose transactions are read-only).
+/// Shared by the threads of a process.
 pub struct Store {
     backend: Backend,
     location: Location,
@@ -220,18 +227,25 @@ impl Store {
     /// Open the database at `location` and bring its schema up to date.
     pub fn open_at(location: &Location) -> Result<Store> {
         let backend = match location {
-            Location::File(path) => Backend::Sqlite {
-                writer: Mutex::new(open_sqlite(path)?),
-                readers: Readers {
-                    path: path.clone(),
-                    idle: Mutex::new(Vec::new()),
-                },
-            },
+            Location::File(path) => {
+                let writer = open_sqlite(path)?;
+                let path = path.clone();
+                Backend::Sqlite {
+                    writer: Mutex::new(writer),
+                    readers: Pool::new(move || open_reader(&path)),
+                }
+            }
             Location::Postgres { url, cache } => {
                 std::fs::create_dir_all(cache).map_err(|e| Error::io(cache, e))?;
-                let conn = PgConn::connect(url)?;
-                migrate_pg(&conn)?;
-                Backend::Postgres(Mutex::new(conn))
+                let connector = PgConnector::new(url)?;
+                let writer = connector.connect()?;
+                migrate_pg(&writer)?;
+                let opener = connector.clone();
+                Backend::Postgres {
+                    writer: Mutex::new(writer),
+                    readers: Pool::new(move || open_pg_reader(&opener)),
+                    connector,
+                }
             }
         };
         Ok(Store {
@@ -292,7 +306,7 @@ impl Store {
     pub fn read<T>(&self, f: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
         let out = match &self.backend {
             Backend::Sqlite { readers, .. } => readers.get().and_then(|r| f(&Conn::sqlite(&r))),
-            Backend::Postgres(m) => f(&Conn::postgres(&lock(m))),
+            Backend::Postgres { readers, .. } => readers.get().and_then(|r| f(&Conn::postgres(&r))),
         };
         out.map_err(|e| self.name_full(e))
     }
@@ -309,12 +323,12 @@ impl Store {
                 tx.commit()?;
                 Ok(out)
             })(),
-            Backend::Postgres(m) => {
-                let conn = lock(m);
+            Backend::Postgres { readers, .. } => (|| -> Result<T> {
+                let conn = readers.get()?;
                 let tx =
                     PgTransaction::begin(&conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
                 f(&Conn::postgres(&conn)).and_then(|out| tx.commit().map(|()| out))
-            }
+            })(),
         };
         out.map_err(|e| self.name_full(e))
     }
@@ -336,8 +350,15 @@ impl Store {
                     Ok(out)
                 })()
             }
-            Backend::Postgres(m) => {
-                let conn = lock(m);
+            Backend::Postgres {
+                connector, writer, ..
+            } => (|| -> Result<T> {
+                let mut conn = lock(writer);
+                if !conn.usable() {
+                    // The server closed it (a restart, a terminated backend): nothing of
+                    // this write has been sent, so a new connection takes its place.
+                    *conn = connector.connect()?;
+                }
                 let tx = PgTransaction::begin(&conn, "BEGIN")?;
                 // One round trip: the writers' lock, and the notification every host's
                 // daemon listens for, which PostgreSQL delivers when (and only if) this
@@ -349,7 +370,7 @@ impl Store {
                     )
                     .and_then(|_| f(&Conn::postgres(&conn)))
                     .and_then(|out| tx.commit().map(|()| out))
-            }
+            })(),
         };
         out.map_err(|e| self.name_full(e))
     }
@@ -365,66 +386,101 @@ impl Store {
     }
 }
 
-/// Read-only SQLite connections to one file: one per read running at once, kept for
-/// the next reads (up to [`READERS_KEPT`]).
-struct Readers {
-    path: PathBuf,
-    idle: Mutex<Vec<Connection>>,
+/// Connections for reads: one per read running at once, kept for the next reads (up to
+/// [`READERS_KEPT`]); one that cannot serve another read is closed instead.
+struct Pool<C: Pooled> {
+    idle: Mutex<Vec<C>>,
+    open: Box<dyn Fn() -> Result<C> + Send + Sync>,
 }
 
-/// Idle read connections a store keeps (each holds its own page cache, 2 MiB at most).
+/// Idle read connections a store keeps (each holds its own page cache, 2 MiB at most, on
+/// SQLite; a server process each on PostgreSQL).
 const READERS_KEPT: usize = 8;
 
-impl Readers {
-    /// An idle connection, or a new one.
-    fn get(&self) -> Result<Reader<'_>> {
-        let conn = match lock(&self.idle).pop() {
+/// A connection a [`Pool`] can hand out again.
+trait Pooled {
+    /// Whether it can serve the next read: no transaction left open on it (a panic
+    /// inside `snapshot` would pin an old snapshot), and on PostgreSQL the server has
+    /// not closed it.
+    fn reusable(&self) -> bool;
+}
+
+impl Pooled for Connection {
+    fn reusable(&self) -> bool {
+        self.is_autocommit()
+    }
+}
+
+impl Pooled for PgConn {
+    fn reusable(&self) -> bool {
+        self.usable()
+    }
+}
+
+impl<C: Pooled> Pool<C> {
+    fn new(open: impl Fn() -> Result<C> + Send + Sync + 'static) -> Pool<C> {
+        Pool {
+            idle: Mutex::new(Vec::new()),
+            open: Box::new(open),
+        }
+    }
+
+    /// An idle connection that can still serve, or a new one.
+    fn get(&self) -> Result<Reader<'_, C>> {
+        let kept = std::iter::from_fn(|| lock(&self.idle).pop()).find(C::reusable);
+        let conn = match kept {
             Some(c) => c,
-            None => open_reader(&self.path)?,
+            None => (self.open)()?,
         };
         Ok(Reader {
-            readers: self,
+            pool: self,
             conn: Some(conn),
         })
     }
 }
 
 /// A read connection, back to the pool when dropped.
-struct Reader<'a> {
-    readers: &'a Readers,
-    conn: Option<Connection>,
+struct Reader<'a, C: Pooled> {
+    pool: &'a Pool<C>,
+    conn: Option<C>,
 }
 
-impl std::ops::Deref for Reader<'_> {
-    type Target = Connection;
-    fn deref(&self) -> &Connection {
+impl<C: Pooled> std::ops::Deref for Reader<'_, C> {
+    type Target = C;
+    fn deref(&self) -> &C {
         self.conn
             .as_ref()
             .expect("a reader holds its connection until dropped")
     }
 }
 
-impl std::ops::DerefMut for Reader<'_> {
-    fn deref_mut(&mut self) -> &mut Connection {
+impl<C: Pooled> std::ops::DerefMut for Reader<'_, C> {
+    fn deref_mut(&mut self) -> &mut C {
         self.conn
             .as_mut()
             .expect("a reader holds its connection until dropped")
     }
 }
 
-impl Drop for Reader<'_> {
+impl<C: Pooled> Drop for Reader<'_, C> {
     fn drop(&mut self) {
         let Some(conn) = self.conn.take() else { return };
-        // A transaction left open (a panic inside `snapshot`) would pin an old snapshot:
-        // such a connection is closed rather than reused.
-        if !conn.is_autocommit() {
+        if !conn.reusable() {
             return;
         }
-        let mut idle = lock(&self.readers.idle);
+        let mut idle = lock(&self.pool.idle);
         if idle.len() < READERS_KEPT {
             idle.push(conn);
         }
     }
+}
+
+/// A PostgreSQL connection for reads: its transactions are read-only, as SQLite's
+/// read connections are, so a write attempted through [`Store::read`] fails on both.
+fn open_pg_reader(connector: &PgConnector) -> Result<PgConn> {
+    let conn = connector.connect()?;
+    Conn::postgres(&conn).execute_batch("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")?;
+    Ok(conn)
 }
 
 /// A read-only connection to the (already migrated) SQLite database at `path`.
@@ -473,8 +529,8 @@ impl<'a> PgTransaction<'a> {
 
 impl Drop for PgTransaction<'_> {
     fn drop(&mut self) {
-        if self.open {
-            let _ = Conn::postgres(self.conn).execute_batch("ROLLBACK");
+        if self.open && Conn::postgres(self.conn).execute_batch("ROLLBACK").is_err() {
+            self.conn.set_stuck();
         }
     }
 }

@@ -17,6 +17,7 @@ mod mcp_contract;
 mod mcp_table;
 mod multihost;
 mod pg_schema;
+mod pg_store;
 mod security;
 mod store_copy;
 mod trail;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 
 pub(crate) use pg::describe as describe_pg;
-pub use pg::{CHANGES_CHANNEL, PgConn, PgListener, redact};
+pub use pg::{CHANGES_CHANNEL, PgConn, PgConnector, PgListener, redact};
 
 /// Which SQL dialect a [`Conn`] speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

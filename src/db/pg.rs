@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::BytesMut;
@@ -24,8 +25,11 @@ use crate::error::{Error, Result};
 /// An open PostgreSQL connection.
 pub struct PgConn {
     client: Client,
-    _driver: Driver,
+    _driver: Arc<Driver>,
     statements: Mutex<HashMap<(String, Vec<u32>), Statement>>,
+    /// A transaction could not be ended (its `ROLLBACK` failed): the session may be
+    /// stuck in it, so the connection is not used again.
+    stuck: AtomicBool,
 }
 
 impl std::fmt::Debug for PgConn {
@@ -74,13 +78,36 @@ fn wait<F: Future>(f: F) -> F::Output {
     futures_executor::block_on(f)
 }
 
-impl PgConn {
-    /// Connect to `url` (`postgres://user@host:port/db`).
-    pub fn connect(url: &str) -> Result<PgConn> {
-        let driver = Driver::start("cairn-pg")?;
-        let url_owned = url.to_owned();
-        let connected = wait(driver.spawn(async move {
-            let (client, connection) = tokio_postgres::connect(&url_owned, NoTls).await?;
+/// Opens connections to one database, every one of them driven by the same private
+/// runtime thread (a store's writer and its readers).
+#[derive(Clone)]
+pub struct PgConnector {
+    url: String,
+    driver: Arc<Driver>,
+}
+
+impl std::fmt::Debug for PgConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgConnector")
+            .field("url", &redact(&self.url))
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgConnector {
+    /// A connector for `url` (`postgres://user@host:port/db`); connects nothing yet.
+    pub fn new(url: &str) -> Result<PgConnector> {
+        Ok(PgConnector {
+            url: url.to_owned(),
+            driver: Arc::new(Driver::start("cairn-pg")?),
+        })
+    }
+
+    /// A new connection.
+    pub fn connect(&self) -> Result<PgConn> {
+        let url = self.url.clone();
+        let connected = wait(self.driver.spawn(async move {
+            let (client, connection) = tokio_postgres::connect(&url, NoTls).await?;
             tokio::spawn(async move {
                 if let Err(e) = connection.await {
                     tracing::warn!(error = %e, "postgres connection ended");
@@ -92,14 +119,47 @@ impl PgConn {
         let client = connected.map_err(|e| {
             Error::FailedPrecondition(format!(
                 "cannot connect to PostgreSQL at {}: {}",
-                redact(url),
+                redact(&self.url),
                 describe(&e)
             ))
         })?;
         Ok(PgConn {
             client,
-            _driver: driver,
+            _driver: self.driver.clone(),
             statements: Mutex::new(HashMap::new()),
+            stuck: AtomicBool::new(false),
+        })
+    }
+}
+
+impl PgConn {
+    /// Whether the connection can serve another statement: the server has not closed
+    /// it (a restart, `pg_terminate_backend`, a network failure), no statement on it
+    /// failed for the connection's sake, and no transaction was left open on it.
+    pub fn usable(&self) -> bool {
+        !self.client.is_closed() && !self.stuck.load(Ordering::Relaxed)
+    }
+
+    /// Mark the connection as not to be used again (a transaction on it could not be
+    /// ended).
+    pub fn set_stuck(&self) {
+        self.stuck.store(true, Ordering::Relaxed);
+    }
+
+    /// A statement's outcome. A failure that the server did not report as an SQL error
+    /// (the socket closed or failed), or that reports the session ending (SQLSTATE
+    /// class 08, connection exception, or 57, operator intervention: a restart, a
+    /// terminated backend), leaves the connection unusable: its owner replaces it
+    /// rather than fail every later call on it.
+    fn sent<T>(&self, out: std::result::Result<T, tokio_postgres::Error>) -> Result<T> {
+        out.map_err(|e| {
+            let lost = e
+                .as_db_error()
+                .is_none_or(|db| matches!(&db.code().code()[..2], "08" | "57"));
+            if lost {
+                self.set_stuck();
+            }
+            e.into()
         })
     }
 
@@ -114,7 +174,7 @@ impl PgConn {
             return Ok(s.clone());
         }
         let text = super::to_dollar_placeholders(sql);
-        let stmt = wait(self.client.prepare_typed(&text, &types))?;
+        let stmt = self.sent(wait(self.client.prepare_typed(&text, &types)))?;
         cache.insert(key, stmt.clone());
         Ok(stmt)
     }
@@ -123,7 +183,7 @@ impl PgConn {
         let stmt = self.statement(sql, values)?;
         let binds: Vec<Bind<'_>> = values.iter().map(Bind).collect();
         let refs: Vec<&(dyn PgToSql + Sync)> = binds.iter().map(|b| b as _).collect();
-        let n = wait(self.client.execute(&stmt, &refs))?;
+        let n = self.sent(wait(self.client.execute(&stmt, &refs)))?;
         Ok(n as usize)
     }
 
@@ -131,7 +191,7 @@ impl PgConn {
         let stmt = self.statement(sql, values)?;
         let binds: Vec<Bind<'_>> = values.iter().map(Bind).collect();
         let refs: Vec<&(dyn PgToSql + Sync)> = binds.iter().map(|b| b as _).collect();
-        let rows = wait(self.client.query(&stmt, &refs))?;
+        let rows = self.sent(wait(self.client.query(&stmt, &refs)))?;
         let names: Arc<[String]> = stmt.columns().iter().map(|c| c.name().to_owned()).collect();
         rows.iter()
             .map(|r| {
@@ -147,7 +207,7 @@ impl PgConn {
     }
 
     pub(super) fn batch(&self, sql: &str) -> Result<()> {
-        Ok(wait(self.client.batch_execute(sql))?)
+        self.sent(wait(self.client.batch_execute(sql)))
     }
 }
 

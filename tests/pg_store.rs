@@ -1,0 +1,158 @@
+//! The store's connections to PostgreSQL, on a real throwaway cluster ([`PgCluster`])
+//! whatever `CAIRN_TEST_STORE` says: reads have connections of their own (they neither
+//! wait for the writer's connection nor can write), and a connection the server closed
+//! is replaced instead of failing every later call.
+
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use cairn::store::{Location, Store};
+
+use crate::common::pg::PgCluster;
+
+/// A generous bound that only catches a hang.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn open(dir: &std::path::Path, name: &str) -> (Store, String) {
+    let url = PgCluster::shared().create_database(name);
+    let store = Store::open_at(&Location::Postgres {
+        url: url.clone(),
+        cache: dir.join("cache"),
+    })
+    .unwrap();
+    (store, PgCluster::database_of(&url).to_string())
+}
+
+fn profiles(c: &cairn::db::Conn<'_>) -> cairn::Result<i64> {
+    c.query_row("SELECT count(*) FROM agent_profiles", [], |r| r.get(0))
+}
+
+fn add_profile(c: &cairn::db::Conn<'_>, name: &str) -> cairn::Result<usize> {
+    c.execute(
+        "INSERT INTO agent_profiles(profile_type, updated_at) VALUES (?1, 'now')",
+        [name],
+    )
+}
+
+/// One statement through psql, its unaligned, tuples-only output.
+fn psql(db: &str, statement: &str) -> String {
+    let out = PgCluster::shared()
+        .psql(db)
+        .args(["-A", "-t", "-c", statement])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{statement}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// The server processes serving `db`, other than psql's own.
+fn backends(db: &str) -> i64 {
+    psql(
+        db,
+        &format!(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = '{db}' AND pid <> pg_backend_pid()"
+        ),
+    )
+    .parse()
+    .unwrap()
+}
+
+/// A read runs while a write transaction is open (with one connection for both it
+/// would wait for the write, which waits for it), sees only what was committed, and
+/// cannot write; a snapshot cannot either.
+#[test]
+fn postgres_reads_run_beside_an_open_write_and_cannot_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = open(dir.path(), "reads_beside");
+    let store = Arc::new(store);
+    store
+        .write(|tx| {
+            add_profile(tx, "x")?;
+            let (sent, seen) = mpsc::channel();
+            let reader = store.clone();
+            // A thread of its own: if the read waited for the writer's connection, the
+            // test reports it instead of hanging (the write rolls back as it unwinds).
+            std::thread::spawn(move || sent.send(reader.read(profiles).unwrap()));
+            let during = seen
+                .recv_timeout(DEADLINE)
+                .expect("a read waited for the open write");
+            assert_eq!(during, 0, "a read saw an uncommitted write");
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(store.read(profiles).unwrap(), 1);
+    assert!(
+        store.read(|c| add_profile(c, "y")).is_err(),
+        "a read connection wrote"
+    );
+    assert!(
+        store.snapshot(|c| add_profile(c, "z")).is_err(),
+        "a snapshot wrote"
+    );
+    assert_eq!(store.read(profiles).unwrap(), 1);
+    assert_eq!(store.snapshot(profiles).unwrap(), 1);
+}
+
+/// Every connection of the store is terminated by the server (as a restart or an
+/// administrator's `pg_terminate_backend` does). The store notices and connects anew:
+/// at most the one call sent on each dead connection fails, every call after it works,
+/// and nothing written before or after is lost.
+#[test]
+fn postgres_connections_the_server_closed_are_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, db) = open(dir.path(), "reconnect");
+    store.write(|tx| add_profile(tx, "before")).unwrap();
+    assert_eq!(store.read(profiles).unwrap(), 1);
+    assert!(backends(&db) >= 2, "a writer and a reader are connected");
+
+    let terminated = psql(
+        &db,
+        &format!(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = '{db}' AND pid <> pg_backend_pid()"
+        ),
+    );
+    assert!(terminated.parse::<i64>().unwrap() >= 2, "{terminated}");
+    let start = Instant::now();
+    while backends(&db) > 0 {
+        assert!(start.elapsed() < DEADLINE, "the backends did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let mut failed = Vec::new();
+    let mut read = || match store.read(profiles) {
+        Ok(n) => Some(n),
+        Err(e) => {
+            failed.push(format!("read: {e}"));
+            None
+        }
+    };
+    let first = read().or_else(&mut read);
+    assert_eq!(first, Some(1), "reads did not recover");
+    let mut wrote = false;
+    for _ in 0..2 {
+        match store.write(|tx| add_profile(tx, "after")) {
+            Ok(_) => {
+                wrote = true;
+                break;
+            }
+            Err(e) => failed.push(format!("write: {e}")),
+        }
+    }
+    assert!(wrote, "writes did not recover: {failed:?}");
+    assert!(failed.len() <= 2, "{failed:?}");
+    for i in 0..5 {
+        store
+            .write(|tx| add_profile(tx, &format!("later-{i}")))
+            .unwrap();
+        store.read(profiles).unwrap();
+        store.snapshot(profiles).unwrap();
+    }
+    assert_eq!(store.read(profiles).unwrap(), 7);
+}
