@@ -579,28 +579,33 @@ struct Open {
     /// learnings new since the last one, and the parts are dropped or merged as the
     /// disk index catches up.
     tail: Vec<Tail>,
-    /// The disk index could not be opened (a full or read-only index directory): an
-    /// empty in-memory index, every learning scored in the in-memory tail.
-    in_memory: bool,
+    /// `Some` when the disk index could not be opened (a full or read-only index
+    /// directory): an empty in-memory index, every learning scored in the in-memory
+    /// tail, which is extended as learnings are added (not rebuilt per search); the disk
+    /// is tried again from this instant on ([`DISK_RETRY`] after the last attempt).
+    retry_disk_at: Option<Instant>,
 }
+
+/// How often a search tries the disk index again while it is served from memory.
+const DISK_RETRY: Duration = Duration::from_secs(1);
 
 impl Open {
     /// The disk index, or, when it cannot be opened, an empty in-memory one (a read
     /// never needs to write: the search then scores every learning as the tail).
     fn new_or_in_memory(dir: &Path) -> Result<Open> {
         match open_on_disk(dir) {
-            Ok(index) => Open::over(index, false),
+            Ok(index) => Open::over(index, None),
             Err(e) => {
                 tracing::warn!(dir = %dir.display(), error = %e, "learnings index unusable; searching from memory");
                 let (schema, _) = schema();
                 let index = Index::create_in_ram(schema);
                 register(&index);
-                Open::over(index, true)
+                Open::over(index, Some(Instant::now() + DISK_RETRY))
             }
         }
     }
 
-    fn over(index: Index, in_memory: bool) -> Result<Open> {
+    fn over(index: Index, retry_disk_at: Option<Instant>) -> Result<Open> {
         let reader: IndexReader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -616,14 +621,14 @@ impl Open {
             meta: MetaCache::default(),
             vectors: Vectors::default(),
             tail: Vec::new(),
-            in_memory,
+            retry_disk_at,
         })
     }
 
     /// Whether this view answers a search made at `marks`: every learning, rating and
     /// embedding they cover is in it.
     fn covers(&self, marks: Watermarks) -> bool {
-        !self.in_memory
+        self.retry_disk_at.is_none_or(|at| Instant::now() < at)
             && self.tail.last().map_or(self.upto, |t| t.to) >= marks.seq
             && self.meta.seq_upto >= marks.seq
             && self.meta.history_upto >= marks.history
@@ -1128,10 +1133,25 @@ impl LearningIndex {
         slot: &'s mut Option<OpenSlot>,
         marks: Watermarks,
     ) -> Result<&'s mut Open> {
-        if slot.as_ref().is_some_and(|s| s.0.in_memory) {
-            // Try the disk again: space may have been freed.
-            *slot = None;
-        } else if slot.is_some() && !self.dir.join("meta.json").exists() {
+        let retry_disk = slot
+            .as_ref()
+            .and_then(|s| s.0.retry_disk_at)
+            .map(|at| Instant::now() >= at);
+        if retry_disk == Some(true) {
+            // Try the disk again: space may have been freed. Until then the view in
+            // memory stays, and only the learnings new since are added to it.
+            match open_on_disk(&self.dir) {
+                Ok(index) => {
+                    tracing::info!(dir = %self.dir.display(), "learnings index usable again");
+                    *slot = Some(OpenSlot(Open::over(index, None)?));
+                }
+                Err(_) => {
+                    if let Some(s) = slot.as_mut() {
+                        s.0.retry_disk_at = Some(Instant::now() + DISK_RETRY);
+                    }
+                }
+            }
+        } else if retry_disk.is_none() && slot.is_some() && !self.dir.join("meta.json").exists() {
             tracing::warn!("learnings index directory vanished; rebuilding it from SQLite");
             *slot = None;
         }
@@ -1187,11 +1207,10 @@ impl LearningIndex {
         let marks = watermarks(store)?;
         {
             let view = self.read();
-            if let Some(open) = view
-                .as_ref()
-                .map(|o| &o.0)
-                .filter(|o| o.covers(marks) && self.dir.join("meta.json").exists())
-            {
+            if let Some(open) = view.as_ref().map(|o| &o.0).filter(|o| {
+                o.covers(marks)
+                    && (o.retry_disk_at.is_some() || self.dir.join("meta.json").exists())
+            }) {
                 return search_in(open, s);
             }
         }
@@ -1565,7 +1584,7 @@ fn slot_weights(
 pub(crate) fn disk_watermark(dir: &Path) -> Result<u64> {
     let index = Index::open_in_dir(dir).map_err(index_err)?;
     register(&index);
-    let open = Open::over(index, false)?;
+    let open = Open::over(index, None)?;
     let searcher = open.disk;
     let docs = Bm25StatisticsProvider::total_num_docs(&searcher).map_err(index_err)?;
     assert_eq!(docs, open.upto, "the index holds exactly 1..=W");
@@ -1675,7 +1694,7 @@ mod tests {
         })
         .unwrap();
         writer.commit().unwrap();
-        let mut open = Open::over(index, false).unwrap();
+        let mut open = Open::over(index, None).unwrap();
         assert_eq!(open.upto, disk);
         for &to in parts {
             open.extend_tail(store, to).unwrap();
@@ -1756,5 +1775,89 @@ mod tests {
             }
         }
         assert!(compared > 200, "only {compared} results compared");
+    }
+
+    /// An index directory that cannot be used (here a path beneath a regular file; a
+    /// full disk in `tests/security.rs`): searches are answered from memory, the view in
+    /// memory is kept and extended by new learnings rather than rebuilt for every
+    /// search, and once the directory is usable again the next search after
+    /// [`DISK_RETRY`] moves to the disk index.
+    #[test]
+    fn an_unusable_index_directory_is_searched_from_one_view_in_memory_until_it_recovers() {
+        let (dir, store, _) = seeded();
+        let blocker = dir.path().join("blocker");
+        std::fs::write(
+            &blocker,
+            "a file where the index directory's parent should be",
+        )
+        .unwrap();
+        let index = LearningIndex::new(blocker.join("learnings"));
+        let embedder = ModelEmbedder::new(EmbedderConfig {
+            model_dir: Some("/nonexistent/cairn-model".into()),
+            ..Default::default()
+        });
+        let learnings = Learnings {
+            store: &store,
+            index: &index,
+            embedder: &embedder,
+        };
+        let search = |q: &str| {
+            learnings
+                .search_learnings(&crate::learnings::LearningSearch {
+                    query: q.into(),
+                    scope: SearchScope::All,
+                    limit: Some(100),
+                    min_quality_score: None,
+                })
+                .unwrap()
+        };
+        let parts = |index: &LearningIndex| {
+            let view = index.read();
+            let open = &view.as_ref().expect("a view is open").0;
+            (
+                open.retry_disk_at.is_some(),
+                open.tail.iter().map(|t| (t.from, t.to)).collect::<Vec<_>>(),
+            )
+        };
+        assert!(search("migrations").count > 0);
+        assert_eq!(parts(&index), (true, vec![(0, 60)]));
+
+        let issue = store
+            .read(|c| c.query_row("SELECT identifier FROM issues LIMIT 1", [], |r| r.get(0)))
+            .unwrap();
+        learnings
+            .add_learning(&NewLearning {
+                issue,
+                pattern: "zeppelin moorings need a second anchor line, or a gust swings the hull into the mast"
+                    .into(),
+                context: None,
+                applies_to: vec![],
+                learning_type: None,
+                created_by: "test".into(),
+            })
+            .unwrap();
+        assert_eq!(search("zeppelin").count, 1);
+        assert_eq!(
+            parts(&index),
+            (true, vec![(0, 60), (60, 61)]),
+            "only the new learning was added"
+        );
+
+        // Usable again: the next search once the retry is due opens the disk index.
+        std::fs::remove_file(&blocker).unwrap();
+        assert_eq!(search("zeppelin").count, 1);
+        assert!(
+            parts(&index).0,
+            "the disk was tried before the retry was due"
+        );
+        index
+            .write()
+            .as_mut()
+            .expect("a view is open")
+            .0
+            .retry_disk_at = Some(Instant::now());
+        assert_eq!(search("zeppelin").count, 1);
+        assert!(!parts(&index).0, "still searching from memory");
+        assert!(blocker.join("learnings/meta.json").exists());
     }
 }
