@@ -1612,16 +1612,22 @@ mod tests {
         "timeouts",
     ];
 
+    /// An embedder whose model is missing: learnings are stored without a vector and
+    /// searched lexically.
+    fn without_model() -> ModelEmbedder {
+        ModelEmbedder::new(EmbedderConfig {
+            model_dir: Some("/nonexistent/cairn-model".into()),
+            ..Default::default()
+        })
+    }
+
     /// 60 learnings over two projects: varied lengths, contexts and applies-to, many
     /// sharing words, so that norms, frequencies and prefixes all matter.
     fn seeded() -> (tempfile::TempDir, Store, HashMap<&'static str, String>) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("cairn.db")).unwrap();
         let index = LearningIndex::new(dir.path().join("scratch-index"));
-        let embedder = ModelEmbedder::new(EmbedderConfig {
-            model_dir: Some("/nonexistent/cairn-model".into()),
-            ..Default::default()
-        });
+        let embedder = without_model();
         let learnings = Learnings {
             store: &store,
             index: &index,
@@ -1792,10 +1798,7 @@ mod tests {
         )
         .unwrap();
         let index = LearningIndex::new(blocker.join("learnings"));
-        let embedder = ModelEmbedder::new(EmbedderConfig {
-            model_dir: Some("/nonexistent/cairn-model".into()),
-            ..Default::default()
-        });
+        let embedder = without_model();
         let learnings = Learnings {
             store: &store,
             index: &index,
