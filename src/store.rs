@@ -18,7 +18,7 @@
 //! beside a SQLite file, or in the cache directory of a PostgreSQL database.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
@@ -232,7 +232,7 @@ impl Store {
                 let path = path.clone();
                 Backend::Sqlite {
                     writer: Mutex::new(writer),
-                    readers: Pool::new(move || open_reader(&path)),
+                    readers: Pool::new(usize::MAX, move || open_reader(&path)),
                 }
             }
             Location::Postgres { url, cache } => {
@@ -243,7 +243,7 @@ impl Store {
                 let opener = connector.clone();
                 Backend::Postgres {
                     writer: Mutex::new(writer),
-                    readers: Pool::new(move || open_pg_reader(&opener)),
+                    readers: Pool::new(PG_READERS_MAX, move || open_pg_reader(&opener)),
                     connector,
                 }
             }
@@ -389,13 +389,29 @@ impl Store {
 /// Connections for reads: one per read running at once, kept for the next reads (up to
 /// [`READERS_KEPT`]); one that cannot serve another read is closed instead.
 struct Pool<C: Pooled> {
-    idle: Mutex<Vec<C>>,
+    state: Mutex<PoolState<C>>,
+    /// Signalled when a connection goes back to the pool or is closed.
+    returned: Condvar,
     open: Box<dyn Fn() -> Result<C> + Send + Sync>,
+    /// At most this many connections at once, idle or in use; a read past it waits
+    /// for one (up to [`BUSY_TIMEOUT_MS`]).
+    max: usize,
+}
+
+struct PoolState<C> {
+    idle: Vec<C>,
+    /// Connections that exist, idle or in use.
+    open: usize,
 }
 
 /// Idle read connections a store keeps (each holds its own page cache, 2 MiB at most, on
 /// SQLite; a server process each on PostgreSQL).
 const READERS_KEPT: usize = 8;
+
+/// Read connections a PostgreSQL store has at most at once: each is a server process,
+/// and the server refuses connections past its `max_connections` (100 by default) for
+/// every host together. SQLite's read connections are not capped.
+pub const PG_READERS_MAX: usize = 16;
 
 /// A connection a [`Pool`] can hand out again.
 trait Pooled {
@@ -418,24 +434,67 @@ impl Pooled for PgConn {
 }
 
 impl<C: Pooled> Pool<C> {
-    fn new(open: impl Fn() -> Result<C> + Send + Sync + 'static) -> Pool<C> {
+    fn new(max: usize, open: impl Fn() -> Result<C> + Send + Sync + 'static) -> Pool<C> {
         Pool {
-            idle: Mutex::new(Vec::new()),
+            state: Mutex::new(PoolState {
+                idle: Vec::new(),
+                open: 0,
+            }),
+            returned: Condvar::new(),
             open: Box::new(open),
+            max,
         }
     }
 
-    /// An idle connection that can still serve, or a new one.
+    /// An idle connection that can still serve, or a new one while fewer than `max`
+    /// exist; otherwise the first one given back.
     fn get(&self) -> Result<Reader<'_, C>> {
-        let kept = std::iter::from_fn(|| lock(&self.idle).pop()).find(C::reusable);
-        let conn = match kept {
-            Some(c) => c,
-            None => (self.open)()?,
-        };
-        Ok(Reader {
+        let deadline = Instant::now() + Duration::from_millis(BUSY_TIMEOUT_MS);
+        let mut state = lock(&self.state);
+        loop {
+            while let Some(conn) = state.idle.pop() {
+                if conn.reusable() {
+                    return Ok(self.reader(conn));
+                }
+                state.open -= 1;
+            }
+            if state.open < self.max {
+                state.open += 1;
+                drop(state);
+                return match (self.open)() {
+                    Ok(conn) => Ok(self.reader(conn)),
+                    Err(e) => {
+                        self.closed();
+                        Err(e)
+                    }
+                };
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::Database(format!(
+                    "all {} read connections stayed in use for {BUSY_TIMEOUT_MS} ms",
+                    self.max
+                )));
+            }
+            state = self
+                .returned
+                .wait_timeout(state, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    fn reader(&self, conn: C) -> Reader<'_, C> {
+        Reader {
             pool: self,
             conn: Some(conn),
-        })
+        }
+    }
+
+    /// One connection fewer exists.
+    fn closed(&self) {
+        lock(&self.state).open -= 1;
+        self.returned.notify_one();
     }
 }
 
@@ -465,13 +524,15 @@ impl<C: Pooled> std::ops::DerefMut for Reader<'_, C> {
 impl<C: Pooled> Drop for Reader<'_, C> {
     fn drop(&mut self) {
         let Some(conn) = self.conn.take() else { return };
-        if !conn.reusable() {
-            return;
+        let mut state = lock(&self.pool.state);
+        if conn.reusable() && state.idle.len() < READERS_KEPT {
+            state.idle.push(conn);
+        } else {
+            state.open -= 1;
+            drop(state);
+            drop(conn);
         }
-        let mut idle = lock(&self.pool.idle);
-        if idle.len() < READERS_KEPT {
-            idle.push(conn);
-        }
+        self.pool.returned.notify_one();
     }
 }
 

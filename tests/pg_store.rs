@@ -156,3 +156,43 @@ fn postgres_connections_the_server_closed_are_replaced() {
     }
     assert_eq!(store.read(profiles).unwrap(), 7);
 }
+
+/// Reads beyond the cap of read connections wait for one instead of opening more: 20
+/// reads at once, each holding its connection for half a second, all succeed, and the
+/// server never sees more than the cap (plus the writer).
+#[test]
+fn postgres_read_connections_are_capped_and_reads_past_the_cap_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, db) = open(dir.path(), "capped");
+    let cap = cairn::store::PG_READERS_MAX;
+    let reads = cap + 4;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (most, answers) = std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            let mut most = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                most = most.max(backends(&db));
+            }
+            most
+        });
+        let readers: Vec<_> = (0..reads)
+            .map(|_| {
+                s.spawn(|| {
+                    store.read(|c| c.query_row("SELECT 1 FROM pg_sleep(0.5)", [], |r| r.get(0)))
+                })
+            })
+            .collect();
+        let answers: Vec<cairn::Result<i64>> =
+            readers.into_iter().map(|r| r.join().unwrap()).collect();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (watcher.join().unwrap(), answers)
+    });
+    for a in &answers {
+        assert_eq!(a.as_ref().ok(), Some(&1), "{a:?}");
+    }
+    assert_eq!(
+        most,
+        cap as i64 + 1,
+        "backends seen at most: {cap} readers and the writer"
+    );
+}
