@@ -27,8 +27,9 @@ pub struct PgConn {
     client: Client,
     _driver: Arc<Driver>,
     statements: Mutex<HashMap<(String, Vec<u32>), Statement>>,
-    /// A transaction could not be ended (its `ROLLBACK` failed): the session may be
-    /// stuck in it, so the connection is not used again.
+    /// Not to be used again: a statement on it failed for the connection's sake
+    /// ([`PgConn::sent`]), or a transaction on it could not be ended (its `ROLLBACK`
+    /// failed, so the session may be stuck in it).
     stuck: AtomicBool,
 }
 
@@ -140,8 +141,7 @@ impl PgConn {
         !self.client.is_closed() && !self.stuck.load(Ordering::Relaxed)
     }
 
-    /// Mark the connection as not to be used again (a transaction on it could not be
-    /// ended).
+    /// Mark the connection as not to be used again (see [`PgConn::usable`]).
     pub fn set_stuck(&self) {
         self.stuck.store(true, Ordering::Relaxed);
     }
@@ -150,7 +150,9 @@ impl PgConn {
     /// (the socket closed or failed), or that reports the session ending (SQLSTATE
     /// class 08, connection exception, or 57, operator intervention: a restart, a
     /// terminated backend), leaves the connection unusable: its owner replaces it
-    /// rather than fail every later call on it.
+    /// rather than fail every later call on it. (Class 57 also holds a statement
+    /// cancelled by a timeout, after which the session would have lived on: that costs
+    /// one needless reconnect.)
     fn sent<T>(&self, out: std::result::Result<T, tokio_postgres::Error>) -> Result<T> {
         out.map_err(|e| {
             let lost = e
