@@ -392,7 +392,7 @@ struct Pool<C: Pooled> {
     state: Mutex<PoolState<C>>,
     /// Signalled when a connection goes back to the pool or is closed.
     returned: Condvar,
-    open: Box<dyn Fn() -> Result<C> + Send + Sync>,
+    connect: Box<dyn Fn() -> Result<C> + Send + Sync>,
     /// At most this many connections at once, idle or in use; a read past it waits
     /// for one (up to [`BUSY_TIMEOUT_MS`]).
     max: usize,
@@ -434,14 +434,14 @@ impl Pooled for PgConn {
 }
 
 impl<C: Pooled> Pool<C> {
-    fn new(max: usize, open: impl Fn() -> Result<C> + Send + Sync + 'static) -> Pool<C> {
+    fn new(max: usize, connect: impl Fn() -> Result<C> + Send + Sync + 'static) -> Pool<C> {
         Pool {
             state: Mutex::new(PoolState {
                 idle: Vec::new(),
                 open: 0,
             }),
             returned: Condvar::new(),
-            open: Box::new(open),
+            connect: Box::new(connect),
             max,
         }
     }
@@ -449,7 +449,8 @@ impl<C: Pooled> Pool<C> {
     /// An idle connection that can still serve, or a new one while fewer than `max`
     /// exist; otherwise the first one given back.
     fn get(&self) -> Result<Reader<'_, C>> {
-        let deadline = Instant::now() + Duration::from_millis(BUSY_TIMEOUT_MS);
+        // Set only when a read has to wait (no clock read on the common path).
+        let mut deadline = None;
         let mut state = lock(&self.state);
         loop {
             while let Some(conn) = state.idle.pop() {
@@ -461,7 +462,7 @@ impl<C: Pooled> Pool<C> {
             if state.open < self.max {
                 state.open += 1;
                 drop(state);
-                return match (self.open)() {
+                return match (self.connect)() {
                     Ok(conn) => Ok(self.reader(conn)),
                     Err(e) => {
                         self.closed();
@@ -469,6 +470,8 @@ impl<C: Pooled> Pool<C> {
                     }
                 };
             }
+            let deadline = *deadline
+                .get_or_insert_with(|| Instant::now() + Duration::from_millis(BUSY_TIMEOUT_MS));
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(Error::Database(format!(
