@@ -302,19 +302,22 @@ impl Store {
     }
 
     /// Run `f` on a connection outside any explicit transaction (reads; on SQLite a
-    /// read-only connection, so a write there fails).
-    pub fn read<T>(&self, f: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
+    /// read-only connection, so a write there fails). On PostgreSQL a read whose
+    /// connection is lost under it runs again on another ([`read_pg`]), so `f` may run
+    /// more than once.
+    pub fn read<T>(&self, f: impl Fn(&Conn<'_>) -> Result<T>) -> Result<T> {
         let out = match &self.backend {
             Backend::Sqlite { readers, .. } => readers.get().and_then(|r| f(&Conn::sqlite(&r))),
-            Backend::Postgres { readers, .. } => readers.get().and_then(|r| f(&Conn::postgres(&r))),
+            Backend::Postgres { readers, .. } => read_pg(readers, |r| f(&Conn::postgres(r))),
         };
         out.map_err(|e| self.name_full(e))
     }
 
     /// Run `f` on one consistent snapshot of the database: a read-only transaction
     /// (SQLite `BEGIN DEFERRED`; PostgreSQL `REPEATABLE READ READ ONLY`), ended when `f`
-    /// returns.
-    pub fn snapshot<T>(&self, f: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
+    /// returns. On PostgreSQL it runs again on another connection if its own is lost
+    /// under it, as [`Store::read`] does.
+    pub fn snapshot<T>(&self, f: impl Fn(&Conn<'_>) -> Result<T>) -> Result<T> {
         let out = match &self.backend {
             Backend::Sqlite { readers, .. } => (|| -> Result<T> {
                 let mut conn = readers.get()?;
@@ -323,12 +326,11 @@ impl Store {
                 tx.commit()?;
                 Ok(out)
             })(),
-            Backend::Postgres { readers, .. } => (|| -> Result<T> {
-                let conn = readers.get()?;
+            Backend::Postgres { readers, .. } => read_pg(readers, |conn| {
                 let tx =
-                    PgTransaction::begin(&conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
-                f(&Conn::postgres(&conn)).and_then(|out| tx.commit().map(|()| out))
-            })(),
+                    PgTransaction::begin(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+                f(&Conn::postgres(conn)).and_then(|out| tx.commit().map(|()| out))
+            }),
         };
         out.map_err(|e| self.name_full(e))
     }
@@ -536,6 +538,31 @@ impl<C: Pooled> Drop for Reader<'_, C> {
             drop(conn);
         }
         self.pool.returned.notify_one();
+    }
+}
+
+/// Times a PostgreSQL read runs at most when its connection is lost under it: the
+/// connections kept idle may have been closed by the same event (a server restart)
+/// without this process having noticed yet.
+const PG_READ_ATTEMPTS: usize = 3;
+
+/// Run the read `f` on a reader from `readers`. If it fails and its connection turns
+/// out lost (the server closed it, or a statement failed for the connection's sake:
+/// [`PgConn::usable`]), it runs again on another connection, up to
+/// [`PG_READ_ATTEMPTS`] times: a read changes nothing, so running it twice is safe. A
+/// failure on a connection still usable (an SQL error, a statement timeout) and a
+/// failure to connect are returned at once.
+fn read_pg<T>(readers: &Pool<PgConn>, f: impl Fn(&PgConn) -> Result<T>) -> Result<T> {
+    let mut attempt = 1;
+    loop {
+        let reader = readers.get()?;
+        match f(&reader) {
+            Err(e) if !reader.usable() && attempt < PG_READ_ATTEMPTS => {
+                tracing::warn!(error = %e, attempt, "PostgreSQL read connection lost; reading again on another");
+                attempt += 1;
+            }
+            out => return out,
+        }
     }
 }
 

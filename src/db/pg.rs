@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::BytesMut;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{IsNull, ToSql as PgToSql, Type, to_sql_checked};
 use tokio_postgres::{Client, NoTls, Statement};
 
@@ -142,7 +143,7 @@ impl PgConn {
     }
 
     /// Mark the connection as not to be used again (see [`PgConn::usable`]).
-    pub fn set_stuck(&self) {
+    pub(crate) fn set_stuck(&self) {
         self.stuck.store(true, Ordering::Relaxed);
     }
 
@@ -150,14 +151,14 @@ impl PgConn {
     /// (the socket closed or failed), or that reports the session ending (SQLSTATE
     /// class 08, connection exception, or 57, operator intervention: a restart, a
     /// terminated backend), leaves the connection unusable: its owner replaces it
-    /// rather than fail every later call on it. (Class 57 also holds a statement
-    /// cancelled by a timeout, after which the session would have lived on: that costs
-    /// one needless reconnect.)
+    /// rather than fail every later call on it. A statement cancelled by a timeout
+    /// (57014, the one code of class 57 after which the session lives on) does not.
     fn sent<T>(&self, out: std::result::Result<T, tokio_postgres::Error>) -> Result<T> {
         out.map_err(|e| {
-            let lost = e
-                .as_db_error()
-                .is_none_or(|db| matches!(&db.code().code()[..2], "08" | "57"));
+            let lost = e.as_db_error().is_none_or(|db| {
+                let code = db.code();
+                code != &SqlState::QUERY_CANCELED && matches!(&code.code()[..2], "08" | "57")
+            });
             if lost {
                 self.set_stuck();
             }
