@@ -356,12 +356,8 @@ impl Store {
                 connector, writer, ..
             } => (|| -> Result<T> {
                 let mut conn = lock(writer);
-                if !conn.usable() {
-                    // The server closed it (a restart, a terminated backend): nothing of
-                    // this write has been sent, so a new connection takes its place.
-                    *conn = connector.connect()?;
-                }
-                let tx = PgTransaction::begin(&conn, "BEGIN")?;
+                begin_write(&mut conn, connector)?;
+                let tx = PgTransaction::began(&conn);
                 // One round trip: the writers' lock, and the notification every host's
                 // daemon listens for, which PostgreSQL delivers when (and only if) this
                 // transaction commits.
@@ -541,6 +537,26 @@ impl<C: Pooled> Drop for Reader<'_, C> {
     }
 }
 
+/// `BEGIN` a write on the writer's connection. A connection the server closed (a
+/// restart, a terminated backend), whether noticed before or by the `BEGIN` failing, is
+/// replaced by a new one and the `BEGIN` sent again: nothing of the write has been sent
+/// yet, so it cannot run twice. Once `BEGIN` succeeds, a lost connection fails the write
+/// (it is never run again: it may have committed, and its closure may have done more
+/// than write).
+fn begin_write(conn: &mut PgConn, connector: &PgConnector) -> Result<()> {
+    if conn.usable() {
+        match Conn::postgres(conn).execute_batch("BEGIN") {
+            Err(e) if conn.usable() => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "PostgreSQL writing connection lost; connecting again")
+            }
+            Ok(()) => return Ok(()),
+        }
+    }
+    *conn = connector.connect()?;
+    Conn::postgres(conn).execute_batch("BEGIN")
+}
+
 /// Times a PostgreSQL read runs at most when its connection is lost under it: the
 /// connections kept idle may have been closed by the same event (a server restart)
 /// without this process having noticed yet.
@@ -609,7 +625,12 @@ struct PgTransaction<'a> {
 impl<'a> PgTransaction<'a> {
     fn begin(conn: &'a PgConn, begin: &str) -> Result<PgTransaction<'a>> {
         Conn::postgres(conn).execute_batch(begin)?;
-        Ok(PgTransaction { conn, open: true })
+        Ok(PgTransaction::began(conn))
+    }
+
+    /// The guard of a transaction `conn` has already begun.
+    fn began(conn: &'a PgConn) -> PgTransaction<'a> {
+        PgTransaction { conn, open: true }
     }
 
     fn commit(mut self) -> Result<()> {
