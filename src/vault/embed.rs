@@ -54,14 +54,16 @@
 //!
 //! The model is compute-bound: about 0.03–0.1 CPU-second per chunk of the
 //! chunker's size (≤ 200 approximate tokens), depending on its token count.
-//! A short query takes 3–4 ms on an idle core of the 2-core machine; a repeated
-//! query comes from the query-vector cache in microseconds.
+//! A short query takes about 2.5 ms on the idle 2-core machine (4.7 ms before the
+//! model ran its MatMuls in int8, `models/derive.py`), a 256-token chunk about 17 ms
+//! (21 ms before); a repeated query comes from the query-vector cache in microseconds.
 //!
 //! # Fidelity
 //!
 //! On 1,000 real Markdown chunks, these vectors match an independent Python
 //! `onnxruntime` + `tokenizers` computation (`tests/reference_embed.py`) with
-//! mean cosine 1.0000000 (minimum 0.9999996).
+//! mean cosine 1.0000000 (minimum 0.9999999). A text's vector depends slightly on the
+//! batch it runs in (the model's int8 activations): [`BATCH_AGREEMENT`].
 
 use std::cmp::Reverse;
 use std::num::NonZeroUsize;
@@ -81,8 +83,20 @@ use super::error::{Result, VaultError};
 use crate::activity::Activity;
 
 /// Identifier of the model; stored with every index so vectors of different
-/// models are never mixed.
+/// models are never mixed. It names the network and its int8 weights, which the
+/// arithmetic does not change: vectors of the file that ran them in float32 (before
+/// `models/derive.py`) agree with today's to a cosine of 0.996 or more, as a text's
+/// vector agrees with itself across batches ([`BATCH_AGREEMENT`]), so they stay
+/// comparable and are not embedded again.
 pub const MODEL_ID: &str = "all-MiniLM-L6-v2-onnx-int8";
+/// The cosine by which a text's vector at least agrees with itself embedded in another
+/// batch (other batch-mates, other padding, another thread count). The model quantizes
+/// its activations to int8 per block, and a batch changes the floats ahead of a
+/// quantization in their last bits, which can flip a rounding: measured 0.99984 at
+/// worst (float32 arithmetic agreed to about 1e-7). The graded sets rank as they did
+/// with float32 arithmetic but for one query of samples/docs' sixteen, now answered at
+/// rank 2 (docs/deployment.md, "The model's arithmetic").
+pub const BATCH_AGREEMENT: f32 = 0.999;
 /// Length of every vector.
 pub const DIMENSION: usize = 384;
 /// Maximum input length in WordPiece tokens; longer texts are truncated.
@@ -859,7 +873,8 @@ mod tests {
     }
 
     /// Queries that wait for the model together are embedded in one run, each getting
-    /// its own vector (the one a run of it alone gives, up to padding's rounding).
+    /// its own vector: the one a run of it alone gives (to [`BATCH_AGREEMENT`]), and
+    /// closer to that than to any other query's.
     #[test]
     fn queries_waiting_together_share_one_model_run() {
         let e = ModelEmbedder::default();
@@ -891,13 +906,17 @@ mod tests {
         let after = e.stats();
         assert_eq!(after.batches, before.batches + 1, "{after:?}");
         assert_eq!(after.texts, before.texts + 8);
-        for (q, (v, w)) in queries.iter().zip(vectors.iter().zip(&alone)) {
-            let diff = v
-                .iter()
-                .zip(w)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0, f32::max);
-            assert!(diff < 1e-5, "{q}: differs by {diff} from its run alone");
+        for (i, (q, v)) in queries.iter().zip(&vectors).enumerate() {
+            let cosines: Vec<f32> = alone.iter().map(|w| dot(v, w)).collect();
+            assert!(
+                cosines[i] >= BATCH_AGREEMENT,
+                "{q}: cosine {} to its run alone",
+                cosines[i]
+            );
+            let nearest = (0..cosines.len())
+                .max_by(|&a, &b| cosines[a].total_cmp(&cosines[b]))
+                .unwrap();
+            assert_eq!(nearest, i, "{q} got another query's vector: {cosines:?}");
         }
         // And each is cached now.
         assert_eq!(e.embed_query(&queries[3]).unwrap(), vectors[3]);
@@ -1023,12 +1042,15 @@ mod tests {
             let single = e.embed_query(t).expect("embed one");
             let cos = dot(&single, &batch[i]);
             assert!(
-                cos > 0.9999,
+                cos >= BATCH_AGREEMENT,
                 "text {i}: cosine {cos} between batch and single"
             );
+            // The order really is the input order: no other text of the batch is closer.
+            let nearest = (0..batch.len())
+                .max_by(|&a, &b| dot(&single, &batch[a]).total_cmp(&dot(&single, &batch[b])))
+                .unwrap();
+            assert_eq!(nearest, i, "text {i}");
         }
-        // Neighbouring texts differ: the order really is the input order.
-        assert!(dot(&batch[0], &batch[1]) < 0.999);
     }
 
     #[test]
@@ -1051,7 +1073,7 @@ mod tests {
         let a = single.embed_batch(&texts).expect("embed with 1 thread");
         let b = embedder().embed_batch(&texts).expect("embed");
         for (x, y) in a.iter().zip(&b) {
-            assert!(dot(x, y) > 0.9999, "{}", dot(x, y));
+            assert!(dot(x, y) >= BATCH_AGREEMENT, "{}", dot(x, y));
         }
     }
 
