@@ -134,15 +134,11 @@ async fn many_servers_start_at_once_on_one_new_database() {
     if crate::common::on_postgres() {
         // The harness made the database; nothing has created a table in it yet.
         let name = crate::common::pg::PgCluster::database_of(&env.location);
-        let out = crate::common::pg::PgCluster::shared()
-            .psql(name)
-            .args([
-                "-tAc",
-                "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
-            ])
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "{out:?}");
+        let tables = crate::common::pg::PgCluster::shared().ok(
+            name,
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
+        );
+        assert_eq!(tables, "0");
     } else {
         assert!(!env.db.exists());
     }

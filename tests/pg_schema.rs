@@ -54,27 +54,9 @@ fn sqlite_migrated() -> rusqlite::Connection {
     c
 }
 
-/// One statement through psql: its unaligned output, or the server's error message.
-fn sql(pg: &PgCluster, db: &str, statement: &str) -> Result<String, String> {
-    let out = pg
-        .psql(db)
-        .args(["-At", "-v", "VERBOSITY=terse", "-c", statement])
-        .output()
-        .unwrap();
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
-    }
-}
-
-fn ok(pg: &PgCluster, db: &str, statement: &str) -> String {
-    sql(pg, db, statement).unwrap_or_else(|e| panic!("{statement}: {e}"))
-}
-
 /// The statement fails with exactly `message` (psql prints `ERROR:  <message>`).
 fn refused(pg: &PgCluster, db: &str, statement: &str, message: &str) {
-    match sql(pg, db, statement) {
+    match pg.sql(db, statement) {
         Ok(out) => panic!("{statement}: accepted ({out}), expected {message:?}"),
         Err(e) => assert_eq!(e, format!("ERROR:  {message}"), "{statement}"),
     }
@@ -82,7 +64,7 @@ fn refused(pg: &PgCluster, db: &str, statement: &str, message: &str) {
 
 /// Rows of `SELECT` as sets of `|`-separated lines.
 fn rows(pg: &PgCluster, db: &str, query: &str) -> BTreeSet<String> {
-    ok(pg, db, query)
+    pg.ok(db, query)
         .lines()
         .map(str::to_string)
         .filter(|l| !l.is_empty())
@@ -317,7 +299,7 @@ const ZEROS: &str = "00000000000000000000000000000000000000000000000000000000000
 #[test]
 fn pg_triggers_identities_and_issue_search_behave_as_in_sqlite() {
     let (cluster, db) = migrated("behaviour");
-    let pg = |s: &str| ok(cluster, &db, s);
+    let pg = |s: &str| cluster.ok(&db, s);
     let refused = |s: &str, m: &str| refused(cluster, &db, s, m);
 
     for statement in search_rows() {

@@ -38,33 +38,19 @@ fn add_profile(c: &cairn::db::Conn<'_>, name: &str) -> cairn::Result<usize> {
     )
 }
 
-/// One statement through psql, its unaligned, tuples-only output.
-fn psql(db: &str, statement: &str) -> String {
-    let out = PgCluster::shared()
-        .psql(db)
-        .args(["-A", "-t", "-c", statement])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{statement}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
 /// The server processes serving `db`, other than psql's: its own, and those of earlier
 /// psql runs whose processes have not ended yet (on a busy machine they linger).
 fn backends(db: &str) -> i64 {
-    psql(
-        db,
-        &format!(
-            "SELECT count(*) FROM pg_stat_activity \
+    PgCluster::shared()
+        .ok(
+            db,
+            &format!(
+                "SELECT count(*) FROM pg_stat_activity \
              WHERE datname = '{db}' AND application_name <> 'psql'"
-        ),
-    )
-    .parse()
-    .unwrap()
+            ),
+        )
+        .parse()
+        .unwrap()
 }
 
 /// A read runs while a write transaction is open (with one connection for both it
@@ -115,7 +101,7 @@ fn postgres_connections_the_server_closed_are_replaced() {
     assert_eq!(store.read(profiles).unwrap(), 1);
     assert!(backends(&db) >= 2, "a writer and a reader are connected");
 
-    let terminated = psql(
+    let terminated = PgCluster::shared().ok(
         &db,
         &format!(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
@@ -294,7 +280,7 @@ fn postgres_a_read_whose_connection_dies_under_it_runs_again_on_another() {
             });
             let start = Instant::now();
             loop {
-                let ended = psql(
+                let ended = PgCluster::shared().ok(
                     &db,
                     &format!(
                         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \

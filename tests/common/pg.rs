@@ -151,6 +151,27 @@ impl PgCluster {
         c
     }
 
+    /// One statement through psql in database `db`: its unaligned, tuples-only output
+    /// (trimmed), or the server's error message (terse).
+    pub fn sql(&self, db: &str, statement: &str) -> Result<String, String> {
+        let out = self
+            .psql(db)
+            .args(["-At", "-v", "VERBOSITY=terse", "-c", statement])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+        }
+    }
+
+    /// [`PgCluster::sql`] that must succeed.
+    pub fn ok(&self, db: &str, statement: &str) -> String {
+        self.sql(db, statement)
+            .unwrap_or_else(|e| panic!("{statement}: {e}"))
+    }
+
     /// The database name of a URL made by [`PgCluster::url`].
     pub fn database_of(url: &str) -> &str {
         url.rsplit('/').next().expect("a database URL")
