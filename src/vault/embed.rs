@@ -872,6 +872,13 @@ mod tests {
         assert_eq!(other, batch[0]);
     }
 
+    /// The index of the vector of `among` closest to `v` (by cosine).
+    fn nearest(v: &[f32], among: &[Vec<f32>]) -> usize {
+        (0..among.len())
+            .max_by(|&a, &b| dot(v, &among[a]).total_cmp(&dot(v, &among[b])))
+            .expect("vectors to compare with")
+    }
+
     /// Queries that wait for the model together are embedded in one run, each getting
     /// its own vector: the one a run of it alone gives (to [`BATCH_AGREEMENT`]), and
     /// closer to that than to any other query's.
@@ -907,16 +914,9 @@ mod tests {
         assert_eq!(after.batches, before.batches + 1, "{after:?}");
         assert_eq!(after.texts, before.texts + 8);
         for (i, (q, v)) in queries.iter().zip(&vectors).enumerate() {
-            let cosines: Vec<f32> = alone.iter().map(|w| dot(v, w)).collect();
-            assert!(
-                cosines[i] >= BATCH_AGREEMENT,
-                "{q}: cosine {} to its run alone",
-                cosines[i]
-            );
-            let nearest = (0..cosines.len())
-                .max_by(|&a, &b| cosines[a].total_cmp(&cosines[b]))
-                .unwrap();
-            assert_eq!(nearest, i, "{q} got another query's vector: {cosines:?}");
+            let cos = dot(v, &alone[i]);
+            assert!(cos >= BATCH_AGREEMENT, "{q}: cosine {cos} to its run alone");
+            assert_eq!(nearest(v, &alone), i, "{q} got another query's vector");
         }
         // And each is cached now.
         assert_eq!(e.embed_query(&queries[3]).unwrap(), vectors[3]);
@@ -1046,10 +1046,7 @@ mod tests {
                 "text {i}: cosine {cos} between batch and single"
             );
             // The order really is the input order: no other text of the batch is closer.
-            let nearest = (0..batch.len())
-                .max_by(|&a, &b| dot(&single, &batch[a]).total_cmp(&dot(&single, &batch[b])))
-                .unwrap();
-            assert_eq!(nearest, i, "text {i}");
+            assert_eq!(nearest(&single, &batch), i, "text {i}");
         }
     }
 
