@@ -6,6 +6,8 @@
 //! transition is allowed) belong to the vocabularies that change status (`trail`,
 //! `colibri`); this module only stores.
 
+use std::collections::HashMap;
+
 use crate::db::{Conn, Row, params};
 use serde::Serialize;
 
@@ -262,61 +264,84 @@ pub(crate) fn resolve_issue_id(c: &Conn<'_>, reference: &str) -> Result<Option<S
     )
 }
 
-/// Load a whole issue by id.
-pub(crate) fn load_issue(c: &Conn<'_>, id: &str) -> Result<Option<Issue>> {
-    let row = c.query_opt(
-        "SELECT i.*, p.slug AS project_slug, par.identifier AS parent_identifier
-             FROM issues i JOIN projects p ON p.id = i.project_id
-             LEFT JOIN issues par ON par.id = i.parent_id
-             WHERE i.id = ?1",
-        [id],
-        |r| {
-            let status: String = r.get("status")?;
-            Ok(Issue {
-                id: r.get("id")?,
-                identifier: r.get("identifier")?,
-                project_id: r.get("project_id")?,
-                project_slug: r.get("project_slug")?,
-                title: r.get("title")?,
-                description: r.get("description")?,
-                status: Status::parse(&status).unwrap_or(Status::Todo),
-                priority: r.get("priority")?,
-                labels: Vec::new(),
-                depends_on: Vec::new(),
-                parent: r.get("parent_identifier")?,
-                progress: r.get("progress")?,
-                assignee: r.get("assignee")?,
-                estimate_hours: r.get("estimate_hours")?,
-                blocked_reason: r.get("blocked_reason")?,
-                size: r.get("size")?,
-                created_by: r.get("created_by")?,
-                updated_by: r.get("updated_by")?,
-                created_at: r.get("created_at")?,
-                updated_at: r.get("updated_at")?,
-            })
-        },
-    )?;
-    let Some(mut issue) = row else {
-        return Ok(None);
-    };
-    issue.labels = issue_labels(c, id)?;
-    let mut stmt = c.prepare(
-        "SELECT d.identifier FROM issue_dependencies x JOIN issues d ON d.id = x.depends_on_id
-         WHERE x.issue_id = ?1 ORDER BY d.seq",
-    )?;
-    issue.depends_on = stmt
-        .query_map([id], |r| r.get(0))?
-        .collect::<crate::error::Result<_>>()?;
-    Ok(Some(issue))
+/// An issue row with its project's slug and its parent's identifier; a `WHERE` follows.
+const ISSUE_ROWS: &str = "SELECT i.*, p.slug AS project_slug, par.identifier AS parent_identifier
+     FROM issues i JOIN projects p ON p.id = i.project_id
+     LEFT JOIN issues par ON par.id = i.parent_id";
+
+/// An issue from a row of [`ISSUE_ROWS`], without its labels and dependencies.
+fn issue_from_row(r: &Row) -> Result<Issue> {
+    let status: String = r.get("status")?;
+    Ok(Issue {
+        id: r.get("id")?,
+        identifier: r.get("identifier")?,
+        project_id: r.get("project_id")?,
+        project_slug: r.get("project_slug")?,
+        title: r.get("title")?,
+        description: r.get("description")?,
+        status: Status::parse(&status).unwrap_or(Status::Todo),
+        priority: r.get("priority")?,
+        labels: Vec::new(),
+        depends_on: Vec::new(),
+        parent: r.get("parent_identifier")?,
+        progress: r.get("progress")?,
+        assignee: r.get("assignee")?,
+        estimate_hours: r.get("estimate_hours")?,
+        blocked_reason: r.get("blocked_reason")?,
+        size: r.get("size")?,
+        created_by: r.get("created_by")?,
+        updated_by: r.get("updated_by")?,
+        created_at: r.get("created_at")?,
+        updated_at: r.get("updated_at")?,
+    })
 }
 
-pub(crate) fn issue_labels(c: &Conn<'_>, id: &str) -> Result<Vec<String>> {
-    let mut stmt =
-        c.prepare("SELECT label FROM issue_labels WHERE issue_id = ?1 ORDER BY label")?;
-    let labels = stmt
-        .query_map([id], |r| r.get(0))?
-        .collect::<crate::error::Result<_>>()?;
-    Ok(labels)
+/// Fill in the labels (by label) and dependencies (by their `seq`) of `issues`: two
+/// statements, whatever their number.
+fn attach_relations(c: &Conn<'_>, issues: &mut [Issue]) -> Result<()> {
+    if issues.is_empty() {
+        return Ok(());
+    }
+    let at: HashMap<String, usize> = issues
+        .iter()
+        .enumerate()
+        .map(|(n, i)| (i.id.clone(), n))
+        .collect();
+    let ids = serde_json::to_string(&issues.iter().map(|i| &i.id).collect::<Vec<_>>())?;
+    let among = c.dialect().json_elements("?1", false);
+    // `(issue id, value)` pairs of the listed issues, in the statement's order.
+    let pairs = |sql: String| {
+        c.query_map(&sql, [&ids], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+    };
+    for (id, label) in pairs(format!(
+        "SELECT issue_id, label FROM issue_labels WHERE issue_id IN ({among}) ORDER BY label"
+    ))? {
+        issues[at[&id]].labels.push(label);
+    }
+    for (id, identifier) in pairs(format!(
+        "SELECT x.issue_id, d.identifier FROM issue_dependencies x
+         JOIN issues d ON d.id = x.depends_on_id
+         WHERE x.issue_id IN ({among}) ORDER BY d.seq"
+    ))? {
+        issues[at[&id]].depends_on.push(identifier);
+    }
+    Ok(())
+}
+
+/// Load a whole issue by id.
+pub(crate) fn load_issue(c: &Conn<'_>, id: &str) -> Result<Option<Issue>> {
+    let Some(mut issue) = c.query_opt(
+        &format!("{ISSUE_ROWS} WHERE i.id = ?1"),
+        [id],
+        issue_from_row,
+    )?
+    else {
+        return Ok(None);
+    };
+    attach_relations(c, std::slice::from_mut(&mut issue))?;
+    Ok(Some(issue))
 }
 
 /// Insert an issue inside an open write transaction; returns its id. Shared by the CLI,
@@ -546,7 +571,7 @@ pub fn create_issue(store: &Store, new: &NewIssue) -> Result<Issue> {
 
 /// An issue by id or identifier.
 pub fn issue(store: &Store, reference: &str) -> Result<Issue> {
-    store.read(|c| {
+    store.snapshot(|c| {
         let id =
             resolve_issue_id(c, reference)?.ok_or_else(|| Error::not_found("issue", reference))?;
         load_issue(c, &id)?.ok_or_else(|| Error::not_found("issue", reference))
@@ -555,7 +580,9 @@ pub fn issue(store: &Store, reference: &str) -> Result<Issue> {
 
 /// Issues matching `filter`, most urgent first, then by number.
 pub fn list_issues(store: &Store, filter: &IssueFilter) -> Result<Vec<Issue>> {
-    store.read(|c| {
+    // One snapshot: the issues and their relations as of one moment, in three
+    // statements however many issues are listed.
+    store.snapshot(|c| {
         let project_id = match &filter.project {
             Some(p) => Some(
                 find_project(c, p)?
@@ -566,26 +593,23 @@ pub fn list_issues(store: &Store, filter: &IssueFilter) -> Result<Vec<Issue>> {
         };
         let statuses: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
         let statuses_json = serde_json::to_string(&statuses)?;
-        let mut stmt = c.prepare(&format!(
-            "SELECT i.id FROM issues i
-             WHERE (CAST(?1 AS TEXT) IS NULL OR i.project_id = ?1)
-               AND (?2 = '[]' OR i.status IN ({}))
-               AND (CAST(?3 AS TEXT) IS NULL OR EXISTS (SELECT 1 FROM issue_labels l
-                                          WHERE l.issue_id = i.id AND l.label = ?3))
-             ORDER BY i.priority, i.project_id, i.seq
-             LIMIT ?4",
-            c.dialect().json_elements("?2", false)
-        ))?;
         let limit = i64::try_from(filter.limit.count()).unwrap_or(i64::MAX);
-        let ids: Vec<String> = stmt
-            .query_map(
-                params![project_id, statuses_json, filter.label, limit],
-                |r| r.get(0),
-            )?
-            .collect::<crate::error::Result<_>>()?;
-        ids.iter()
-            .filter_map(|id| load_issue(c, id).transpose())
-            .collect()
+        let mut issues = c.query_map(
+            &format!(
+                "{ISSUE_ROWS}
+                 WHERE (CAST(?1 AS TEXT) IS NULL OR i.project_id = ?1)
+                   AND (?2 = '[]' OR i.status IN ({}))
+                   AND (CAST(?3 AS TEXT) IS NULL OR EXISTS (SELECT 1 FROM issue_labels l
+                                              WHERE l.issue_id = i.id AND l.label = ?3))
+                 ORDER BY i.priority, i.project_id, i.seq
+                 LIMIT ?4",
+                c.dialect().json_elements("?2", false)
+            ),
+            params![project_id, statuses_json, filter.label, limit],
+            issue_from_row,
+        )?;
+        attach_relations(c, &mut issues)?;
+        Ok(issues)
     })
 }
 
@@ -713,6 +737,61 @@ mod tests {
         assert_eq!(f(vec![], None), ["a", "b"]);
         assert_eq!(f(vec![Status::Backlog], None), ["b"]);
         assert_eq!(f(vec![], Some("x")), ["a"]);
+    }
+
+    /// A list reads every issue's labels and dependencies in one statement each; each
+    /// issue gets its own, labels by label and dependencies in creation order, and a
+    /// listed issue is the issue [`issue`] loads alone.
+    #[test]
+    fn listed_issues_carry_their_own_labels_and_dependencies() {
+        let (_d, c) = cairn();
+        project_p(&c);
+        let new = |title: &str, labels: &[&str], depends_on: &[&str]| {
+            create_issue(
+                &c,
+                &NewIssue {
+                    project: "p".into(),
+                    title: title.into(),
+                    labels: labels.iter().map(|l| l.to_string()).collect(),
+                    depends_on: depends_on.iter().map(|d| d.to_string()).collect(),
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+            .identifier
+        };
+        let a = new("a", &["zeta", "alpha"], &[]);
+        let b = new("b", &[], &[]);
+        let c3 = new("c", &["mid"], &[&b, &a]);
+        let d = new("d", &["alpha", "mid", "beta"], &[&c3]);
+        let listed = list_issues(&c, &IssueFilter::default()).unwrap();
+        let got: Vec<(&str, Vec<&str>, Vec<&str>)> = listed
+            .iter()
+            .map(|i| {
+                (
+                    i.title.as_str(),
+                    i.labels.iter().map(String::as_str).collect(),
+                    i.depends_on.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a", vec!["alpha", "zeta"], vec![]),
+                ("b", vec![], vec![]),
+                ("c", vec!["mid"], vec![a.as_str(), b.as_str()]),
+                ("d", vec!["alpha", "beta", "mid"], vec![c3.as_str()]),
+            ]
+        );
+        for one in &listed {
+            let alone = issue(&c, &one.identifier).unwrap();
+            assert_eq!(
+                serde_json::to_value(one).unwrap(),
+                serde_json::to_value(&alone).unwrap()
+            );
+        }
+        assert_eq!(issue(&c, &d).unwrap().depends_on, [c3]);
     }
 
     /// An agent that names no limit gets the default page (`list_issues` passes
