@@ -547,7 +547,7 @@ fn problems(store: &Store, target: &Target) -> Result<Vec<String>> {
         )
     };
     match target {
-        Target::Issue { id, identifier } => store.read(|c| {
+        Target::Issue { id, identifier } => store.snapshot(|c| {
             let thoughts = crate::colibri::thoughts::check_chain(c, id)?;
             let trail = crate::trail::chain::verify_chain(c, id, identifier)?;
             Ok(thoughts

@@ -1217,3 +1217,98 @@ async fn configure_project_sets_the_phase_pipeline_and_checks_it() {
     assert_eq!(shown["settings"]["phases"], json!(["research", "ready"]));
     c.close().await;
 }
+
+/// Run `check` (is the chain intact, and how many records does it hold) on WEB-1 again
+/// and again while another thread appends comments to its trail, from the first append
+/// on, until at least 60 checks ran and 60 appends landed; every check must find the
+/// chain intact. Checks of the records and their recorded head that read two moments of
+/// the database report a break whenever an append lands between their reads. The checks
+/// run at their own pace, not in step with the appends, and their number adapts to the
+/// writer's: on a machine whose commits are slow, 60 checks can all run before the
+/// second append lands.
+fn check_while_the_trail_grows(check: impl Fn(&cairn::Cairn) -> (bool, u64, String)) {
+    const CHECKS: usize = 60;
+    const APPENDS: u64 = 60;
+    /// Stops the writer when dropped: at the end of the checks, or when one of them
+    /// fails (the scope joins the writer before the failure unwinds out of it).
+    struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
+    let env = setup();
+    let writer = env.open();
+    let reader = env.open();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let landed = std::sync::atomic::AtomicU64::new(0);
+    let (totals, appended) = std::thread::scope(|s| {
+        let appends = s.spawn(|| {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                writer
+                    .add_comment("WEB-1", &format!("note {n}"), "agent")
+                    .unwrap();
+                n += 1;
+                landed.store(n, std::sync::atomic::Ordering::Release);
+                // Paced, so that the chain stays short enough to check quickly.
+                std::thread::sleep(std::time::Duration::from_micros(500));
+            }
+            n
+        });
+        let stopping = Stop(&stop);
+        while check(&reader).1 == 0 {
+            std::thread::yield_now();
+        }
+        let mut totals = Vec::new();
+        while totals.len() < CHECKS || landed.load(std::sync::atomic::Ordering::Acquire) < APPENDS {
+            let (intact, total, detail) = check(&reader);
+            assert!(
+                intact,
+                "check {} (of {total} records) saw a break while the trail grew: {detail}",
+                totals.len()
+            );
+            totals.push(total);
+        }
+        drop(stopping);
+        (totals, appends.join().unwrap())
+    });
+    assert!(totals.is_sorted(), "the trail shrank: {totals:?}");
+    let mut distinct = totals.clone();
+    distinct.dedup();
+    // The checks ran while the trail grew.
+    assert!(distinct.len() >= 10, "{totals:?}");
+    let (intact, total, detail) = check(&env.open());
+    assert!(
+        intact && total == appended,
+        "{total} of {appended}: {detail}"
+    );
+}
+
+/// Verifying a trail while an agent appends to it sees one moment of the database.
+#[test]
+fn verifying_a_trail_while_it_grows_never_reports_a_false_break() {
+    check_while_the_trail_grows(|c| {
+        let v = c.verify_trail("WEB-1").unwrap();
+        (v.intact, v.total_records, format!("{:?}", v.broken))
+    });
+}
+
+/// So does the audit's chain check of a task (its thoughts and its trail).
+#[test]
+fn auditing_a_task_while_its_trail_grows_never_reports_a_false_break() {
+    check_while_the_trail_grows(|c| {
+        let v = c
+            .audit_verify(&cairn::colibri::audit::VerifyTarget {
+                session: None,
+                task: Some("WEB-1".into()),
+                full_trace: false,
+            })
+            .unwrap();
+        (
+            v.chain_valid,
+            u64::try_from(v.total_records).unwrap(),
+            format!("{:?}", v.broken_links),
+        )
+    });
+}

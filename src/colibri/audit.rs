@@ -409,7 +409,7 @@ pub fn audit_session_start(
 
 /// Check every chain of the given tasks, in sequence order.
 fn check_chains(store: &Store, issue_ids: &[String]) -> Result<Vec<ChainReport>> {
-    store.read(|c| {
+    store.snapshot(|c| {
         let mut reports = Vec::new();
         for id in issue_ids {
             let checks = [check_chain(c, id)?, check_trail(c, id)?];

@@ -441,7 +441,7 @@ pub fn task_get(
     include_thought_trail: bool,
     include_dependents: bool,
 ) -> Result<TaskView> {
-    store.read(|c| {
+    store.snapshot(|c| {
         let id = resolve_task(c, task)?;
         let mut view = load_task(c, &id)?;
         if include_thought_trail {

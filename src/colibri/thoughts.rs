@@ -577,7 +577,7 @@ pub fn thought_list(store: &Store, q: &ThoughtQuery) -> Result<ThoughtList> {
     let limit = q
         .limit
         .unwrap_or(super::limits::THOUGHT_LIST_LIMIT_DEFAULT as usize);
-    store.read(|c| {
+    store.snapshot(|c| {
         let task_issue = q.task.as_deref().map(|t| resolve_task(c, t)).transpose()?;
         let session = q
             .session

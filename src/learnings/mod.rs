@@ -598,7 +598,7 @@ impl Learnings<'_> {
 
     /// One learning with its history.
     pub fn learning(&self, id: &str) -> Result<LearningDetail> {
-        self.store.read(|c| {
+        self.store.snapshot(|c| {
             let learning = load_by_id(c, id)?;
             let mut st = c.prepare(
                 "SELECT event, quality_before, quality_after, verified_before, verified_after,

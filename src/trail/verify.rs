@@ -11,7 +11,9 @@ use super::chain::{TrailVerification, verify_chain};
 /// stored root of every finalized audit session covering the issue (from its frozen
 /// leaves and from the current records).
 pub fn verify_trail(store: &Store, issue: &str) -> Result<TrailVerification> {
-    store.read(|c| {
+    // One snapshot: the records and the recorded head of one moment (an append between
+    // two reads would look like a broken head).
+    store.snapshot(|c| {
         let (id, identifier) = super::resolve(c, issue)?;
         let mut v = verify_chain(c, &id, &identifier)?;
         let roots = crate::colibri::audit::frozen_root_breaks(c, &id)?;
