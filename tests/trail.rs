@@ -1261,7 +1261,11 @@ fn check_while_the_trail_grows(check: impl Fn(&cairn::Cairn) -> (bool, u64, Stri
             std::thread::yield_now();
         }
         let mut totals = Vec::new();
-        while totals.len() < CHECKS || landed.load(std::sync::atomic::Ordering::Acquire) < APPENDS {
+        // (A writer that failed ends the waiting for its appends; joining it shows why.)
+        while totals.len() < CHECKS
+            || (landed.load(std::sync::atomic::Ordering::Acquire) < APPENDS
+                && !appends.is_finished())
+        {
             let (intact, total, detail) = check(&reader);
             assert!(
                 intact,
