@@ -16,6 +16,11 @@
 //! - **U, unique queries**: B again, but every search sends a text never sent before,
 //!   so no query vector comes from the daemon's cache (A, B and C cycle through twelve
 //!   subjects, as agents asking about the same areas do);
+//! - **T, each tool alone** (not in the default list): B once per tool, every session
+//!   calling only that tool, and once with only `server_ping` (a call that does no work: what
+//!   the transport, the checks and rmcp's per-request service cost); one line each. It
+//!   tells the mix's cost apart by tool: a closed loop's latency is set by the mean cost
+//!   of every call in it, not by the call being timed.
 //! - **P, paced**: B again, but each session pauses `CAIRN_LOAD_THINK_MS` (20) between
 //!   calls, as an agent thinks between tool calls (for seconds, not milliseconds: 20 ms
 //!   is still a hundred times a real agent's rate). A, B, C and U are closed loops: each
@@ -36,7 +41,7 @@
 //! connect anew for every call (`CAIRN_LOAD_KEEPALIVE=0` measures that).
 //!
 //! Knobs: `CAIRN_LOAD_SESSIONS` (8), `CAIRN_LOAD_CALLS` (300), `CAIRN_LOAD_TOPOLOGIES`
-//! (`a,b,c,u,p`), `CAIRN_LOAD_THINK_MS` (20, P's pause), `CAIRN_LOAD_KEEPALIVE` (1),
+//! (`a,b,c,u,p`; add `t` for T), `CAIRN_LOAD_THINK_MS` (20, P's pause), `CAIRN_LOAD_KEEPALIVE` (1),
 //! `CAIRN_LOAD_DAEMON_LOG` (`warn`: the daemon's `CAIRN_LOG`; `cairn::mcp::server=debug`
 //! logs each call's time in its handler, to tell it from the transport's).
 
@@ -55,6 +60,7 @@ use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioC
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
+/// The mixed workload: each session calls these in turn.
 const TOOLS: [&str; 5] = [
     "vault_retrieve",
     "search_learnings",
@@ -220,6 +226,7 @@ fn args(tool: &str, session: usize, i: usize, queries: Queries) -> Value {
             "category": "bug",
             "summary": format!("Session {session} finding {i}: {subject} fails under load"),
         }),
+        "server_ping" => json!({}),
         _ => unreachable!(),
     }
 }
@@ -326,7 +333,9 @@ impl RssSampler {
 /// What one topology measured.
 struct Figures {
     name: String,
-    /// Latencies per tool, in `TOOLS` order (first calls excluded).
+    /// The tools the sessions called in turn ([`TOOLS`], or one of them alone).
+    tools: &'static [&'static str],
+    /// Latencies per tool, in `tools` order (first calls excluded).
     per_tool: Vec<Vec<Duration>>,
     first: Vec<Duration>,
     errors: usize,
@@ -393,8 +402,8 @@ fn pct(xs: &[Duration], p: f64) -> f64 {
     v[i]
 }
 
-/// Run the workload on connected sessions, all at once; each pauses `think` after every
-/// call (zero: a closed loop).
+/// Run the workload on connected sessions, all at once: each calls `tools` in turn and
+/// pauses `think` after every call (zero: a closed loop).
 #[allow(clippy::too_many_arguments)] // one call per topology, each argument named there
 async fn drive(
     db: &Path,
@@ -403,6 +412,7 @@ async fn drive(
     clients: Vec<Client>,
     pids: Vec<u32>,
     calls: usize,
+    tools: &'static [&'static str],
     queries: Queries,
     think: Duration,
 ) -> Figures {
@@ -419,10 +429,10 @@ async fn drive(
                 tokio::time::sleep(think * s as u32 / sessions).await;
                 let mut out = Vec::with_capacity(calls);
                 for i in 0..calls {
-                    let tool = TOOLS[i % TOOLS.len()];
+                    let tool = tools[i % tools.len()];
                     let t = Instant::now();
                     let ok = call(&c, tool, args(tool, s, i, queries)).await;
-                    out.push((i, i % TOOLS.len(), t.elapsed(), ok));
+                    out.push((i, i % tools.len(), t.elapsed(), ok));
                     if !think.is_zero() {
                         tokio::time::sleep(think).await;
                     }
@@ -431,7 +441,7 @@ async fn drive(
             })
         })
         .collect();
-    let mut per_tool = vec![Vec::new(); TOOLS.len()];
+    let mut per_tool = vec![Vec::new(); tools.len()];
     let mut first = Vec::new();
     let mut errors = 0;
     let mut total = 0;
@@ -458,6 +468,7 @@ async fn drive(
     let lag = embedding_lag(db, server_lives_on);
     Figures {
         name,
+        tools,
         per_tool,
         first,
         errors,
@@ -485,6 +496,7 @@ async fn topology_a(seed: &Seed, calls: usize) -> Figures {
         clients,
         pids,
         calls,
+        &TOOLS,
         Queries::Repeated,
         Duration::ZERO,
     )
@@ -582,8 +594,15 @@ fn keep_alive() -> bool {
     std::env::var("CAIRN_LOAD_KEEPALIVE").map_or(true, |v| v != "0")
 }
 
-/// B, U (unique queries) or P (sessions pausing `think` between calls).
-async fn topology_b(seed: &Seed, calls: usize, queries: Queries, think: Duration) -> Figures {
+/// B, U (unique queries), P (sessions pausing `think` between calls), or one of T's
+/// runs (`tools`: one tool alone).
+async fn topology_b(
+    seed: &Seed,
+    calls: usize,
+    tools: &'static [&'static str],
+    queries: Queries,
+    think: Duration,
+) -> Figures {
     let db = seed.db();
     let mut daemon = Daemon::start(&db);
     wait_warm(&mut daemon).await;
@@ -601,10 +620,11 @@ async fn topology_b(seed: &Seed, calls: usize, queries: Queries, think: Duration
         };
         clients.push(().serve(transport).await.unwrap());
     }
-    let name = match (queries, think.is_zero()) {
-        (Queries::Repeated, true) => "B: daemon + HTTP".to_string(),
-        (Queries::Unique, true) => "U: daemon + HTTP, unique queries".to_string(),
-        (_, false) => format!("P: B paced, {} ms think time", think.as_millis()),
+    let name = match (tools, queries, think.is_zero()) {
+        ([tool], _, _) => format!("T: B, {tool} alone"),
+        (_, Queries::Repeated, true) => "B: daemon + HTTP".to_string(),
+        (_, Queries::Unique, true) => "U: daemon + HTTP, unique queries".to_string(),
+        (_, _, false) => format!("P: B paced, {} ms think time", think.as_millis()),
     };
     let f = drive(
         &db,
@@ -613,6 +633,7 @@ async fn topology_b(seed: &Seed, calls: usize, queries: Queries, think: Duration
         clients,
         vec![daemon.pid()],
         calls,
+        tools,
         queries,
         think,
     )
@@ -639,12 +660,59 @@ async fn topology_c(seed: &Seed, calls: usize) -> Figures {
         clients,
         pids,
         calls,
+        &TOOLS,
         Queries::Repeated,
         Duration::ZERO,
     )
     .await;
     drop(daemon);
     f
+}
+
+/// T's workloads: `server_ping` (a tool call that does nothing: the transport, the token and
+/// scope checks, rmcp's per-request service) and each tool of [`TOOLS`] alone.
+static ALONE: [&str; 6] = [
+    "server_ping",
+    "vault_retrieve",
+    "search_learnings",
+    "add_learning",
+    "list_issues",
+    "add_finding",
+];
+
+/// T: B once per workload of [`ALONE`], every session calling only that tool, each on
+/// its own copy of the seed; one line each, CPU per call also as a ratio to `server_ping`'s.
+async fn tools_alone(seed: &Seed, calls: usize) {
+    let mut runs = Vec::new();
+    for k in 0..ALONE.len() {
+        let f = topology_b(
+            &seed.copy(),
+            calls,
+            &ALONE[k..=k],
+            Queries::Repeated,
+            Duration::ZERO,
+        )
+        .await;
+        runs.push(f);
+    }
+    println!("\nT: B with each tool alone (every session calls only that tool)\n");
+    println!(
+        "| tool alone | calls/s | p50 ms | p99 ms | Cairn CPU ms per call | CPU / server_ping's | errors |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    let ping = runs[0].cpu_ms_per_call;
+    for f in &runs {
+        println!(
+            "| {} | {:.0} | {:.2} | {:.2} | {:.3} | {:.2} | {} |",
+            f.tools[0],
+            f.calls as f64 / f.wall.as_secs_f64(),
+            pct(&f.per_tool[0], 0.5),
+            pct(&f.per_tool[0], 0.99),
+            f.cpu_ms_per_call,
+            f.cpu_ms_per_call / ping,
+            f.errors
+        );
+    }
 }
 
 fn print(f: &Figures) {
@@ -661,7 +729,7 @@ fn print(f: &Figures) {
     );
     println!("| tool | calls | p50 ms | p99 ms |");
     println!("|---|---|---|---|");
-    for (tool, xs) in TOOLS.iter().zip(&f.per_tool) {
+    for (tool, xs) in f.tools.iter().zip(&f.per_tool) {
         println!(
             "| {tool} | {} | {:.2} | {:.2} |",
             xs.len(),
@@ -670,7 +738,8 @@ fn print(f: &Figures) {
         );
     }
     println!(
-        "| first vault_retrieve of a session | {} | {:.2} | max {:.2} |",
+        "| first {} of a session | {} | {:.2} | max {:.2} |",
+        f.tools[0],
         f.first.len(),
         pct(&f.first, 0.5),
         pct(&f.first, 1.0)
@@ -788,14 +857,18 @@ fn main() {
         );
         let mut all = Vec::new();
         for t in wanted.split(',') {
+            if t.trim() == "t" {
+                tools_alone(&seed, calls).await;
+                continue;
+            }
             let copy = seed.copy();
             let f = match t.trim() {
                 "a" => topology_a(&copy, calls).await,
-                "b" => topology_b(&copy, calls, Queries::Repeated, Duration::ZERO).await,
-                "u" => topology_b(&copy, calls, Queries::Unique, Duration::ZERO).await,
-                "p" => topology_b(&copy, calls, Queries::Repeated, think).await,
+                "b" => topology_b(&copy, calls, &TOOLS, Queries::Repeated, Duration::ZERO).await,
+                "u" => topology_b(&copy, calls, &TOOLS, Queries::Unique, Duration::ZERO).await,
+                "p" => topology_b(&copy, calls, &TOOLS, Queries::Repeated, think).await,
                 "c" => topology_c(&copy, calls).await,
-                other => panic!("unknown topology {other:?} (a, b, c, u, p)"),
+                other => panic!("unknown topology {other:?} (a, b, c, u, p, t)"),
             };
             print(&f);
             all.push(f);
