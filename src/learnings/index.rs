@@ -32,7 +32,7 @@
 //!   background indexer; with one, once the indexer finished a round since the last
 //!   reload), then, if still behind, wakes the indexer (or, without one, takes the
 //!   writer without waiting and indexes the missing rows itself), and indexes only the
-//!   rows new since the last refresh as one more tail part.
+//!   rows new since the last refresh, appending them to the tail.
 //! - *One writer at a time*: tantivy's directory lock. Each write opens a **fresh**
 //!   `Index` (a long-lived one would save a stale managed-file list over another
 //!   process's), re-reads `W` from it, indexes `seq > W`, commits, waits for merges.
@@ -99,9 +99,6 @@ pub const TAIL_MAX: u64 = 5_000;
 /// Least time between two commits of the background indexer (a flush does not wait for
 /// it): writes in between are found through the tail, and one commit takes them all.
 pub const COMMIT_SPACING: Duration = Duration::from_millis(200);
-/// Parts the in-memory tail may grow to before they are counted again as one (each
-/// part costs every search a few term lookups).
-const TAIL_PARTS: usize = 8;
 /// Rows read from SQLite per batch while indexing.
 const BATCH: usize = 5_000;
 
@@ -575,10 +572,10 @@ struct Open {
     rounds_seen: u64,
     meta: MetaCache,
     vectors: Vectors,
-    /// The learnings past `upto`, in consecutive parts: each refresh indexes only the
-    /// learnings new since the last one, and the parts are dropped or merged as the
-    /// disk index catches up.
-    tail: Vec<Tail>,
+    /// The learnings past `upto`, counted in memory: each refresh counts only the
+    /// learnings new since the last one and appends them; the disk index catching up
+    /// shortens it.
+    tail: Option<Tail>,
     /// `Some` when the disk index could not be opened (a full or read-only index
     /// directory): an empty in-memory index, every learning scored in the in-memory
     /// tail, which is extended as learnings are added (not rebuilt per search); the disk
@@ -620,7 +617,7 @@ impl Open {
             rounds_seen: 0,
             meta: MetaCache::default(),
             vectors: Vectors::default(),
-            tail: Vec::new(),
+            tail: None,
             retry_disk_at,
         })
     }
@@ -629,27 +626,34 @@ impl Open {
     /// embedding they cover is in it.
     fn covers(&self, marks: Watermarks) -> bool {
         self.retry_disk_at.is_none_or(|at| Instant::now() < at)
-            && self.tail.last().map_or(self.upto, |t| t.to) >= marks.seq
+            && self.tail.as_ref().map_or(self.upto, |t| t.to) >= marks.seq
             && self.meta.seq_upto >= marks.seq
             && self.meta.history_upto >= marks.history
             && self.vectors.upto() >= marks.embedding
     }
 
-    /// Index the learnings in `(upto, to]` that no part holds yet: one new part for the
-    /// new ones, or, when the disk index has caught up with part of a part (or the
-    /// parts are many), all of them again as one.
+    /// Count the learnings in `(upto, to]` that the tail does not hold yet and append
+    /// them to it; when the disk index has caught up with some of the tail, count the
+    /// rest of it again from `upto` first.
     fn extend_tail(&mut self, store: &Store, to: u64) -> Result<()> {
         let upto = self.upto;
         // A view never loses what it covered: a refresh for older watermarks (another
-        // search's, which took the lock first) keeps the newer parts.
-        let to = to.max(self.tail.last().map_or(0, |t| t.to));
-        self.tail.retain(|t| t.to > upto);
-        if self.tail.first().is_some_and(|t| t.from < upto) || self.tail.len() >= TAIL_PARTS {
-            self.tail.clear();
+        // search's, which took the lock first) keeps the newer learnings.
+        let to = to.max(self.tail.as_ref().map_or(0, |t| t.to));
+        if let Some(t) = &self.tail
+            && t.from < upto
+        {
+            self.tail = (t.to > upto)
+                .then(|| build_tail(store, upto, t.to))
+                .transpose()?;
         }
-        let from = self.tail.last().map_or(upto, |t| t.to);
+        let from = self.tail.as_ref().map_or(upto, |t| t.to);
         if from < to {
-            self.tail.push(build_tail(store, from, to)?);
+            let new = build_tail(store, from, to)?;
+            match &mut self.tail {
+                Some(t) => t.append(new),
+                None => self.tail = Some(new),
+            }
         }
         Ok(())
     }
@@ -893,31 +897,30 @@ impl std::fmt::Debug for OpenSlot {
     }
 }
 
-/// Sums BM25 statistics over the disk index and the tail's parts.
+/// Sums BM25 statistics over the disk index and the tail.
 struct Combined<'a> {
     disk: &'a Searcher,
-    tail: &'a [Tail],
+    tail: Option<&'a Tail>,
     fields: Fields,
 }
 
 impl Bm25StatisticsProvider for Combined<'_> {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
-        let tail: u64 = self.fields.slot(field).map_or(0, |slot| {
-            self.tail.iter().map(|t| t.total_tokens(slot)).sum()
-        });
+        let tail = match (self.fields.slot(field), self.tail) {
+            (Some(slot), Some(t)) => t.total_tokens(slot),
+            _ => 0,
+        };
         Ok(self.disk.total_num_tokens(field)? + tail)
     }
 
     fn total_num_docs(&self) -> tantivy::Result<u64> {
-        let tail: u64 = self.tail.iter().map(Tail::docs).sum();
+        let tail = self.tail.map_or(0, Tail::docs);
         Ok(Bm25StatisticsProvider::total_num_docs(self.disk)? + tail)
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        let tail: usize = match (self.fields.slot(term.field()), word_of(term)) {
-            (Some(slot), Some(word)) => {
-                self.tail.iter().map(|t| t.postings(slot, word).len()).sum()
-            }
+        let tail = match (self.fields.slot(term.field()), word_of(term), self.tail) {
+            (Some(slot), Some(word), Some(t)) => t.postings(slot, word).len(),
             _ => 0,
         };
         Ok(self.disk.doc_freq(term)? + tail as u64)
@@ -948,8 +951,8 @@ struct Candidate {
 enum Hit {
     /// A document of a segment of the disk index.
     Disk { segment: u32, doc: DocId },
-    /// A document of a part of the tail.
-    Tail { part: u32, doc: u32 },
+    /// A document of the tail.
+    Tail { doc: u32 },
 }
 
 impl PartialEq for Candidate {
@@ -1225,7 +1228,7 @@ fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
     let (_, fields) = schema();
     let stats = Combined {
         disk: &open.disk,
-        tail: &open.tail,
+        tail: open.tail.as_ref(),
         fields,
     };
     let docs = stats.total_num_docs().map_err(index_err)?;
@@ -1330,27 +1333,24 @@ fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
         }
         // The tail: the same BM25 weights, applied to its counted terms.
         let mut weights = Vec::with_capacity(scored.len());
-        for &(term, boost) in scored.iter().filter(|_| !open.tail.is_empty()) {
+        for &(term, boost) in scored.iter().filter(|_| open.tail.is_some()) {
             let (Some(slot), Some(word)) = (fields.slot(term.field()), word_of(term)) else {
                 continue;
             };
             let w = Bm25Weight::for_terms(&stats, std::slice::from_ref(term)).map_err(index_err)?;
             weights.push((slot, word, w, boost));
         }
-        for (part_no, part) in open.tail.iter().enumerate() {
-            let mut scores = vec![None; part.docs() as usize];
+        if let Some(tail) = &open.tail {
+            let mut scores = vec![None; tail.docs() as usize];
             for (slot, word, w, boost) in &weights {
-                part.score_into(*slot, word, w, *boost, &mut scores);
+                tail.score_into(*slot, word, w, *boost, &mut scores);
             }
             for (doc, score) in scores.into_iter().enumerate() {
                 let Some(score) = score else { continue };
                 let doc = doc as u32;
-                let seq = part.seq(doc);
+                let seq = tail.seq(doc);
                 if meta.get(seq).is_some_and(|m| accepts(&m)) {
-                    let at = Hit::Tail {
-                        part: part_no as u32,
-                        doc,
-                    };
+                    let at = Hit::Tail { doc };
                     offer(Candidate { score, at, seq });
                 }
             }
@@ -1473,10 +1473,10 @@ fn expand(query: &ParsedQuery, open: &Open, lex: &Lexicon) -> Result<Vec<Vec<(Te
     Ok(out)
 }
 
-/// The most frequent indexed terms (summed over fields, segments and tail parts) that
+/// The most frequent indexed terms (summed over fields, segments and the tail) that
 /// start with the lexicon's key and one of `prefixes`, at most [`MAX_EXPANSIONS`].
 fn prefix_terms(prefixes: &[String], open: &Open, lex: &Lexicon) -> Result<Vec<String>> {
-    /// Dictionary entries scanned per prefix, field and segment (or tail part).
+    /// Dictionary entries scanned per prefix, field and segment (or the tail).
     const SCAN: usize = 4096;
     let mut freq: BTreeMap<String, u64> = BTreeMap::new();
     for p in prefixes {
@@ -1504,9 +1504,9 @@ fn prefix_terms(prefixes: &[String], open: &Open, lex: &Lexicon) -> Result<Vec<S
                 }
             }
         }
-        for part in &open.tail {
+        if let Some(tail) = &open.tail {
             for slot in lex.first_slot..lex.first_slot + lex.fields.len() {
-                for (word, df) in part.starting_with(slot, &p).take(SCAN) {
+                for (word, df) in tail.starting_with(slot, &p).take(SCAN) {
                     *freq.entry(word.to_string()).or_default() += df;
                 }
             }
@@ -1535,13 +1535,14 @@ fn slot_weights(
     for (i, c) in candidates.iter().enumerate() {
         match c.at {
             Hit::Disk { segment, doc } => by_segment.entry(segment).or_default().push((doc, i)),
-            Hit::Tail { part, doc } => {
-                let part = &open.tail[part as usize];
+            Hit::Tail { doc } => {
+                // A tail hit comes from the tail the view holds.
+                let Some(tail) = &open.tail else { continue };
                 for (fi, field) in lex.fields.iter().enumerate() {
                     let f = lex.first_slot + fi;
                     for (slot, terms) in slots.iter().enumerate() {
                         for (term, exact) in terms.iter().filter(|t| t.0.field() == *field) {
-                            if word_of(term).is_some_and(|w| part.contains(f, w, doc)) {
+                            if word_of(term).is_some_and(|w| tail.contains(f, w, doc)) {
                                 let w = &mut out[i][slot];
                                 *w = w.max(weight(fi, *exact));
                             }
@@ -1594,7 +1595,7 @@ pub(crate) fn disk_watermark(dir: &Path) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     //! The tail scores exactly as the disk index would: the same learnings searched
-    //! with every one on disk, and with most of them in tail parts, rank the same.
+    //! with every one on disk, and with most of them in the tail, rank the same.
 
     use super::*;
     use crate::issues::{NewIssue, NewProject, create_issue, create_project};
@@ -1686,9 +1687,9 @@ mod tests {
         (dir, store, projects)
     }
 
-    /// A view whose disk index holds `1..=disk` and whose tail holds the rest, cut at
-    /// `parts`.
-    fn view(store: &Store, dir: &Path, disk: u64, parts: &[u64]) -> Open {
+    /// A view whose disk index holds `1..=disk` and whose tail holds the rest, counted
+    /// up to each of `steps` in turn (each step appended to the tail).
+    fn view(store: &Store, dir: &Path, disk: u64, steps: &[u64]) -> Open {
         let index = open_on_disk(dir).unwrap();
         let mut writer: tantivy::IndexWriter = index.writer(15_000_000).unwrap();
         let (_, fields) = schema();
@@ -1702,7 +1703,7 @@ mod tests {
         writer.commit().unwrap();
         let mut open = Open::over(index, None).unwrap();
         assert_eq!(open.upto, disk);
-        for &to in parts {
+        for &to in steps {
             open.extend_tail(store, to).unwrap();
         }
         open.refresh_caches(store, watermarks(store).unwrap())
@@ -1710,13 +1711,39 @@ mod tests {
         open
     }
 
+    /// The learnings the tail holds, `(from, to]`.
+    fn tail_range(open: &Open) -> Option<(u64, u64)> {
+        open.tail.as_ref().map(|t| (t.from, t.to))
+    }
+
     #[test]
-    fn tail_parts_score_as_the_disk_index() {
+    fn a_tail_grown_one_learning_at_a_time_counts_as_one_counted_at_once() {
+        let (dir, store, _) = seeded();
+        let mut grown = view(&store, &dir.path().join("grown"), 10, &[]);
+        for to in 11..=60 {
+            // What a search after every write does: count the new learning and append it.
+            grown.extend_tail(&store, to).unwrap();
+            assert_eq!(tail_range(&grown), Some((10, to)));
+        }
+        // Appended one at a time, the counts are those of the 50 counted at once.
+        assert_eq!(grown.tail, Some(build_tail(&store, 10, 60).unwrap()));
+        // The disk index catches up with some of the tail: the rest is counted again.
+        grown.upto = 25;
+        grown.extend_tail(&store, 60).unwrap();
+        assert_eq!(tail_range(&grown), Some((25, 60)));
+        grown.upto = 60;
+        grown.extend_tail(&store, 60).unwrap();
+        assert_eq!(tail_range(&grown), None);
+    }
+
+    #[test]
+    fn a_tail_counted_in_steps_scores_as_the_disk_index() {
         let (dir, store, projects) = seeded();
         let all = view(&store, &dir.path().join("all"), 60, &[]);
+        // A tail counted in three steps, each appended to the last.
         let split = view(&store, &dir.path().join("split"), 17, &[33, 41, 60]);
-        assert!(all.tail.is_empty());
-        assert_eq!(split.tail.len(), 3);
+        assert!(all.tail.is_none());
+        assert_eq!(tail_range(&split), Some((17, 60)));
         let scopes = [
             SearchScope::All,
             SearchScope::Project(projects["web"].clone()),
@@ -1814,19 +1841,27 @@ mod tests {
                 })
                 .unwrap()
         };
-        let parts = |index: &LearningIndex| {
+        // Whether the view is in memory, and its tail.
+        let state = |index: &LearningIndex| {
             let view = index.read();
             let open = &view.as_ref().expect("a view is open").0;
-            (
-                open.retry_disk_at.is_some(),
-                open.tail.iter().map(|t| (t.from, t.to)).collect::<Vec<_>>(),
-            )
+            (open.retry_disk_at.is_some(), tail_range(open))
         };
         assert!(search("migrations").count > 0);
-        assert_eq!(parts(&index), (true, vec![(0, 60)]));
+        assert_eq!(state(&index), (true, Some((0, 60))));
 
         let issue = store
             .read(|c| c.query_row("SELECT identifier FROM issues LIMIT 1", [], |r| r.get(0)))
+            .unwrap();
+        // An old learning rewritten behind the view's back (Cairn never rewrites one): a
+        // view that counted its tail again would find the new word.
+        store
+            .write(|c| {
+                c.execute(
+                    "UPDATE learnings SET pattern = 'albatross nesting' WHERE seq = 1",
+                    [],
+                )
+            })
             .unwrap();
         learnings
             .add_learning(&NewLearning {
@@ -1840,17 +1875,18 @@ mod tests {
             })
             .unwrap();
         assert_eq!(search("zeppelin").count, 1);
+        assert_eq!(state(&index), (true, Some((0, 61))));
         assert_eq!(
-            parts(&index),
-            (true, vec![(0, 60), (60, 61)]),
-            "only the new learning was added"
+            search("albatross").count,
+            0,
+            "only the new learning was counted"
         );
 
         // Usable again: the next search once the retry is due opens the disk index.
         std::fs::remove_file(&blocker).unwrap();
         assert_eq!(search("zeppelin").count, 1);
         assert!(
-            parts(&index).0,
+            state(&index).0,
             "the disk was tried before the retry was due"
         );
         index
@@ -1860,7 +1896,7 @@ mod tests {
             .0
             .retry_disk_at = Some(Instant::now());
         assert_eq!(search("zeppelin").count, 1);
-        assert!(!parts(&index).0, "still searching from memory");
+        assert!(!state(&index).0, "still searching from memory");
         assert!(blocker.join("learnings/meta.json").exists());
     }
 }

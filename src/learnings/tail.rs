@@ -6,11 +6,11 @@
 //! Building a tantivy segment for them cost a search about a millisecond and a half of
 //! CPU whatever the number of rows (a term-dictionary builder per field, fast-field
 //! and posting writers, all allocated and dropped again), more than the rest of the
-//! search. A part here is what BM25 needs and nothing more: each learning's token count
+//! search. The tail here is what BM25 needs and nothing more: each learning's token count
 //! per field (its field norm) and each term's postings with their frequencies.
 //!
 //! Scores are the disk index's: the weights are [`tantivy::query::Bm25Weight`]s built
-//! from the statistics summed over the disk index and every part, field norms are
+//! from the statistics summed over the disk index and the tail, field norms are
 //! quantised with tantivy's [`FieldNormReader::fieldnorm_to_id`], and the words come
 //! from the same analysis as the indexed documents ([`super::index`]'s `Row`). Only the
 //! order in which one document's term scores are added can differ from tantivy's, so a
@@ -31,6 +31,7 @@ pub(super) const SLOTS: usize = 6;
 pub(super) type Words = [Option<Vec<String>>; SLOTS];
 
 /// The learnings `(from, to]`, counted for BM25.
+#[cfg_attr(test, derive(Debug, PartialEq))]
 pub(super) struct Tail {
     pub(super) from: u64,
     pub(super) to: u64,
@@ -78,6 +79,26 @@ impl Tail {
             }
         }
         tail
+    }
+
+    /// Append the part `next`, which starts where this one ends: its documents follow
+    /// this part's, so every posting list stays in document order. Costs what `next`
+    /// holds, not what this part holds.
+    pub(super) fn append(&mut self, next: Tail) {
+        debug_assert_eq!(self.to, next.from);
+        let offset = self.seqs.len() as u32;
+        self.seqs.extend(next.seqs);
+        for (slot, terms) in next.terms.into_iter().enumerate() {
+            self.norms[slot].extend(&next.norms[slot]);
+            self.tokens[slot] += next.tokens[slot];
+            for (word, postings) in terms {
+                self.terms[slot]
+                    .entry(word)
+                    .or_default()
+                    .extend(postings.into_iter().map(|(doc, tf)| (doc + offset, tf)));
+            }
+        }
+        self.to = next.to;
     }
 
     /// Documents in this part.
