@@ -17,10 +17,11 @@
 //!   so no query vector comes from the daemon's cache (A, B and C cycle through twelve
 //!   subjects, as agents asking about the same areas do);
 //! - **T, each tool alone** (not in the default list): B once per tool, every session
-//!   calling only that tool, and once with only `server_ping` (a call that does no work: what
-//!   the transport, the checks and rmcp's per-request service cost); one line each. It
-//!   tells the mix's cost apart by tool: a closed loop's latency is set by the mean cost
-//!   of every call in it, not by the call being timed.
+//!   calling only that tool, once with only `server_ping` (a call that does no work: what
+//!   the transport, the checks and rmcp's per-request service cost), and once alternating
+//!   `search_learnings` and `add_learning` (searches while learnings are added); one line
+//!   each. It tells the mix's cost apart by tool: a closed loop's latency is set by the
+//!   mean cost of every call in it, not by the call being timed.
 //! - **P, paced**: B again, but each session pauses `CAIRN_LOAD_THINK_MS` (20) between
 //!   calls, as an agent thinks between tool calls (for seconds, not milliseconds: 20 ms
 //!   is still a hundred times a real agent's rate). A, B, C and U are closed loops: each
@@ -621,7 +622,7 @@ async fn topology_b(
         clients.push(().serve(transport).await.unwrap());
     }
     let name = match (tools, queries, think.is_zero()) {
-        ([tool], _, _) => format!("T: B, {tool} alone"),
+        (t, _, _) if t.len() < TOOLS.len() => format!("T: B, {} alone", t.join(" + ")),
         (_, Queries::Repeated, true) => "B: daemon + HTTP".to_string(),
         (_, Queries::Unique, true) => "U: daemon + HTTP, unique queries".to_string(),
         (_, _, false) => format!("P: B paced, {} ms think time", think.as_millis()),
@@ -670,41 +671,45 @@ async fn topology_c(seed: &Seed, calls: usize) -> Figures {
 }
 
 /// T's workloads: `server_ping` (a tool call that does nothing: the transport, the token and
-/// scope checks, rmcp's per-request service) and each tool of [`TOOLS`] alone.
-static ALONE: [&str; 6] = [
-    "server_ping",
-    "vault_retrieve",
-    "search_learnings",
-    "add_learning",
-    "list_issues",
-    "add_finding",
+/// scope checks, rmcp's per-request service), each tool of [`TOOLS`] alone, and searches
+/// of learnings while learnings are added (the learnings tail's work).
+static ALONE: [&[&str]; 7] = [
+    &["server_ping"],
+    &["vault_retrieve"],
+    &["search_learnings"],
+    &["add_learning"],
+    &["list_issues"],
+    &["add_finding"],
+    &["search_learnings", "add_learning"],
 ];
 
-/// T: B once per workload of [`ALONE`], every session calling only that tool, each on
-/// its own copy of the seed; one line each, CPU per call also as a ratio to `server_ping`'s.
+/// T: B once per workload of [`ALONE`], each on its own copy of the seed; one line each,
+/// CPU per call also as a ratio to `server_ping`'s.
 async fn tools_alone(seed: &Seed, calls: usize) {
     let mut runs = Vec::new();
-    for k in 0..ALONE.len() {
+    for tools in ALONE {
         let f = topology_b(
             &seed.copy(),
             calls,
-            &ALONE[k..=k],
+            tools,
             Queries::Repeated,
             Duration::ZERO,
         )
         .await;
         runs.push(f);
     }
-    println!("\nT: B with each tool alone (every session calls only that tool)\n");
     println!(
-        "| tool alone | calls/s | p50 ms | p99 ms | Cairn CPU ms per call | CPU / server_ping's | errors |"
+        "\nT: B with each tool alone (every session calls only that tool, or those tools in turn)\n"
+    );
+    println!(
+        "| tools | calls/s | first tool's p50 ms | its p99 ms | Cairn CPU ms per call | CPU / server_ping's | errors |"
     );
     println!("|---|---|---|---|---|---|---|");
     let ping = runs[0].cpu_ms_per_call;
     for f in &runs {
         println!(
             "| {} | {:.0} | {:.2} | {:.2} | {:.3} | {:.2} | {} |",
-            f.tools[0],
+            f.tools.join(" + "),
             f.calls as f64 / f.wall.as_secs_f64(),
             pct(&f.per_tool[0], 0.5),
             pct(&f.per_tool[0], 0.99),
