@@ -622,7 +622,7 @@ async fn topology_b(
         clients.push(().serve(transport).await.unwrap());
     }
     let name = match (tools, queries, think.is_zero()) {
-        (t, _, _) if t.len() < TOOLS.len() => format!("T: B, {} alone", t.join(" + ")),
+        (t, _, _) if *t != TOOLS => format!("T: B, {} alone", t.join(" + ")),
         (_, Queries::Repeated, true) => "B: daemon + HTTP".to_string(),
         (_, Queries::Unique, true) => "U: daemon + HTTP, unique queries".to_string(),
         (_, _, false) => format!("P: B paced, {} ms think time", think.as_millis()),

@@ -633,19 +633,15 @@ impl Open {
     }
 
     /// Count the learnings in `(upto, to]` that the tail does not hold yet and append
-    /// them to it; when the disk index has caught up with some of the tail, count the
-    /// rest of it again from `upto` first.
+    /// them to it; when the disk index has caught up with some of the tail, count all of
+    /// `(upto, to]` again instead.
     fn extend_tail(&mut self, store: &Store, to: u64) -> Result<()> {
         let upto = self.upto;
         // A view never loses what it covered: a refresh for older watermarks (another
         // search's, which took the lock first) keeps the newer learnings.
         let to = to.max(self.tail.as_ref().map_or(0, |t| t.to));
-        if let Some(t) = &self.tail
-            && t.from < upto
-        {
-            self.tail = (t.to > upto)
-                .then(|| build_tail(store, upto, t.to))
-                .transpose()?;
+        if self.tail.as_ref().is_some_and(|t| t.from < upto) {
+            self.tail = None;
         }
         let from = self.tail.as_ref().map_or(upto, |t| t.to);
         if from < to {
@@ -1332,15 +1328,16 @@ fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
                 .map_err(index_err)?;
         }
         // The tail: the same BM25 weights, applied to its counted terms.
-        let mut weights = Vec::with_capacity(scored.len());
-        for &(term, boost) in scored.iter().filter(|_| open.tail.is_some()) {
-            let (Some(slot), Some(word)) = (fields.slot(term.field()), word_of(term)) else {
-                continue;
-            };
-            let w = Bm25Weight::for_terms(&stats, std::slice::from_ref(term)).map_err(index_err)?;
-            weights.push((slot, word, w, boost));
-        }
         if let Some(tail) = &open.tail {
+            let mut weights = Vec::with_capacity(scored.len());
+            for &(term, boost) in &scored {
+                let (Some(slot), Some(word)) = (fields.slot(term.field()), word_of(term)) else {
+                    continue;
+                };
+                let w =
+                    Bm25Weight::for_terms(&stats, std::slice::from_ref(term)).map_err(index_err)?;
+                weights.push((slot, word, w, boost));
+            }
             let mut scores = vec![None; tail.docs() as usize];
             for (slot, word, w, boost) in &weights {
                 tail.score_into(*slot, word, w, *boost, &mut scores);
