@@ -16,6 +16,10 @@
 //! - **U, unique queries**: B again, but every search sends a text never sent before,
 //!   so no query vector comes from the daemon's cache (A, B and C cycle through twelve
 //!   subjects, as agents asking about the same areas do);
+//! - **L, no lanes**: B again, but the daemon runs every tool handler as soon as its call
+//!   arrives (`--shared-lanes 0`), where by default a `search_learnings` never waits while
+//!   the other tools share the cores less one (`cairn::mcp::lanes`): the baseline of that
+//!   choice, side by side with B;
 //! - **T, each tool alone** (not in the default list): B once per tool, every session
 //!   calling only that tool, once with only `server_ping` (a call that does no work: what
 //!   the transport, the checks and rmcp's per-request service cost), and once alternating
@@ -42,7 +46,7 @@
 //! connect anew for every call (`CAIRN_LOAD_KEEPALIVE=0` measures that).
 //!
 //! Knobs: `CAIRN_LOAD_SESSIONS` (8), `CAIRN_LOAD_CALLS` (300), `CAIRN_LOAD_TOPOLOGIES`
-//! (`a,b,c,u,p`; add `t` for T), `CAIRN_LOAD_THINK_MS` (20, P's pause), `CAIRN_LOAD_KEEPALIVE` (1),
+//! (`a,b,l,c,u,p`; add `t` for T), `CAIRN_LOAD_THINK_MS` (20, P's pause), `CAIRN_LOAD_KEEPALIVE` (1),
 //! `CAIRN_LOAD_DAEMON_LOG` (`warn`: the daemon's `CAIRN_LOG`; `cairn::mcp::server=debug`
 //! logs each call's time in its handler, to tell it from the transport's).
 
@@ -511,11 +515,12 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn start(db: &Path) -> Daemon {
+    fn start(db: &Path, args: &[&str]) -> Daemon {
         let mut child = Command::new(cairn())
             .arg("--db")
             .arg(db)
             .arg("daemon")
+            .args(args)
             .env(
                 "CAIRN_LOG",
                 std::env::var("CAIRN_LOAD_DAEMON_LOG").unwrap_or_else(|_| "warn".into()),
@@ -595,17 +600,18 @@ fn keep_alive() -> bool {
     std::env::var("CAIRN_LOAD_KEEPALIVE").map_or(true, |v| v != "0")
 }
 
-/// B, U (unique queries), P (sessions pausing `think` between calls), or one of T's
-/// runs (`tools`: one tool alone).
+/// B, L (`daemon_args` lifting the lanes), U (unique queries), P (sessions pausing
+/// `think` between calls), or one of T's runs (`tools`: one tool alone).
 async fn topology_b(
     seed: &Seed,
     calls: usize,
     tools: &'static [&'static str],
     queries: Queries,
     think: Duration,
+    daemon_args: &[&str],
 ) -> Figures {
     let db = seed.db();
-    let mut daemon = Daemon::start(&db);
+    let mut daemon = Daemon::start(&db, daemon_args);
     wait_warm(&mut daemon).await;
     let mut clients = Vec::new();
     for issue in &seed.issues {
@@ -623,6 +629,7 @@ async fn topology_b(
     }
     let name = match (tools, queries, think.is_zero()) {
         (t, _, _) if *t != TOOLS => format!("T: B, {} alone", t.join(" + ")),
+        _ if !daemon_args.is_empty() => format!("L: B, daemon {}", daemon_args.join(" ")),
         (_, Queries::Repeated, true) => "B: daemon + HTTP".to_string(),
         (_, Queries::Unique, true) => "U: daemon + HTTP, unique queries".to_string(),
         (_, _, false) => format!("P: B paced, {} ms think time", think.as_millis()),
@@ -645,7 +652,7 @@ async fn topology_b(
 
 async fn topology_c(seed: &Seed, calls: usize) -> Figures {
     let db = seed.db();
-    let mut daemon = Daemon::start(&db);
+    let mut daemon = Daemon::start(&db, &[]);
     wait_warm(&mut daemon).await;
     let mut clients = Vec::new();
     let mut pids = vec![daemon.pid()];
@@ -694,6 +701,7 @@ async fn tools_alone(seed: &Seed, calls: usize) {
             tools,
             Queries::Repeated,
             Duration::ZERO,
+            &[],
         )
         .await;
         runs.push(f);
@@ -844,7 +852,7 @@ fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not used.
     let sessions = env_usize("CAIRN_LOAD_SESSIONS", 8).max(1);
     let calls = env_usize("CAIRN_LOAD_CALLS", 300).max(1);
-    let wanted = std::env::var("CAIRN_LOAD_TOPOLOGIES").unwrap_or_else(|_| "a,b,c,u,p".into());
+    let wanted = std::env::var("CAIRN_LOAD_TOPOLOGIES").unwrap_or_else(|_| "a,b,l,c,u,p".into());
     let think = Duration::from_millis(env_usize("CAIRN_LOAD_THINK_MS", 20) as u64);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -869,11 +877,25 @@ fn main() {
             let copy = seed.copy();
             let f = match t.trim() {
                 "a" => topology_a(&copy, calls).await,
-                "b" => topology_b(&copy, calls, &TOOLS, Queries::Repeated, Duration::ZERO).await,
-                "u" => topology_b(&copy, calls, &TOOLS, Queries::Unique, Duration::ZERO).await,
-                "p" => topology_b(&copy, calls, &TOOLS, Queries::Repeated, think).await,
+                "b" => {
+                    topology_b(&copy, calls, &TOOLS, Queries::Repeated, Duration::ZERO, &[]).await
+                }
+                "l" => {
+                    let no_lanes = ["--shared-lanes", "0"];
+                    topology_b(
+                        &copy,
+                        calls,
+                        &TOOLS,
+                        Queries::Repeated,
+                        Duration::ZERO,
+                        &no_lanes,
+                    )
+                    .await
+                }
+                "u" => topology_b(&copy, calls, &TOOLS, Queries::Unique, Duration::ZERO, &[]).await,
+                "p" => topology_b(&copy, calls, &TOOLS, Queries::Repeated, think, &[]).await,
                 "c" => topology_c(&copy, calls).await,
-                other => panic!("unknown topology {other:?} (a, b, c, u, p, t)"),
+                other => panic!("unknown topology {other:?} (a, b, l, c, u, p, t)"),
             };
             print(&f);
             all.push(f);

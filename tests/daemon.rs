@@ -545,6 +545,9 @@ fn wrong_host_or_origin_gets_403_and_health_answers() {
     assert_eq!(h["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(h["url"], d.url);
     assert_eq!(h["sessions_served"], 1, "{h}");
+    // One shared lane fewer than the cores, at least one (`cairn::mcp::lanes`).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(h["shared_lanes"], cores.saturating_sub(1).max(1), "{h}");
     assert!(h["requests_served"].as_u64().unwrap() >= 2, "{h}");
     assert!(h["uptime_seconds"].is_u64());
     // The daemon loads the model and the vault's indexes in the background at start and
@@ -570,10 +573,95 @@ fn wrong_host_or_origin_gets_403_and_health_answers() {
     }
 }
 
+/// The daemon's lanes (`cairn::mcp::lanes`), in process with the real tools: while the one
+/// shared lane is taken (as by a long `vault_retrieve`), a `list_issues` waits for it, and a
+/// `search_learnings` runs at once beside both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_of_learnings_never_waits_for_the_lanes_other_tools_wait_for() {
+    use cairn::mcp::lanes::{Lane, Lanes};
+    use cairn::mcp::server::{CairnServer, Scope};
+    use std::sync::Arc;
+
+    let env = Env::new();
+    shop(&env);
+    let cairn = env.open();
+    let work = cairn
+        .bind(&cairn::context::BindArgs {
+            issue: Some("SHOP-1".into()),
+            ..Default::default()
+        })
+        .expect("bind");
+    let lanes = Arc::new(Lanes::new(std::num::NonZeroUsize::MIN));
+    let server = CairnServer::new(Arc::new(cairn), work, Scope::All, lanes.clone());
+    let args = |v: Value| v.as_object().cloned();
+    let added = server
+        .call(
+            "add_learning",
+            args(json!({"pattern": "Lanes: the checkout service retries a declined card once, after a fresh token"})),
+        )
+        .await;
+    assert_ne!(added.is_error, Some(true), "{added:?}");
+
+    let held = lanes.admit(Lane::Shared).await;
+    let listing = tokio::spawn({
+        let server = server.clone();
+        async move { server.call("list_issues", None).await }
+    });
+    let deadline = std::time::Instant::now() + HANG;
+    while lanes.waiting() == 0 {
+        assert!(
+            !listing.is_finished(),
+            "list_issues ran while the only shared lane was taken"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "list_issues never queued for a lane"
+        );
+        tokio::task::yield_now().await;
+    }
+    let found = tokio::time::timeout(
+        HANG,
+        server.call(
+            "search_learnings",
+            args(json!({"query": "declined card retries"})),
+        ),
+    )
+    .await
+    .expect("search_learnings waited for the shared lane");
+    let found = found.structured_content.expect("a result");
+    assert!(
+        found.to_string().contains("declined card once"),
+        "the search found the learning: {found}"
+    );
+    assert!(
+        !listing.is_finished(),
+        "list_issues ran while the lane was taken"
+    );
+    assert_eq!(lanes.waiting(), 1);
+    drop(held);
+    let listed = tokio::time::timeout(HANG, listing)
+        .await
+        .expect("list_issues got the lane once it was given back")
+        .unwrap();
+    assert_ne!(listed.is_error, Some(true), "{listed:?}");
+    assert!(
+        listed
+            .structured_content
+            .unwrap()
+            .to_string()
+            .contains("SHOP-1")
+    );
+    assert_eq!(lanes.waiting(), 0);
+}
+
 #[test]
 fn one_daemon_per_database_loopback_only_and_a_clean_exit_removes_the_discovery_file() {
     let env = Env::new();
-    let d = Daemon::start(&env, &[], &[]);
+    let d = Daemon::start(&env, &["--shared-lanes", "3"], &[]);
+    // The lanes asked for (the default is checked with /health elsewhere).
+    let h = http(d.addr, "GET", "/health", &[], None).json();
+    assert_eq!(h["shared_lanes"], 3, "{h}");
+    assert_eq!(h["calls_waiting_for_a_lane"], 0, "{h}");
     // A second daemon on the same database refuses, naming the first one.
     let second = env.run(&["daemon", "--listen", "127.0.0.1:0"]);
     assert!(!second.status.success());

@@ -2,12 +2,14 @@
 //! host that uses this database (see `crate::daemon` and docs/deployment.md).
 
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 
 use crate::daemon::{Options, serve};
+use crate::mcp::lanes::{Lanes, default_width};
 
 use super::Outcome;
 
@@ -28,6 +30,11 @@ pub struct DaemonArgs {
     /// Seconds a shutdown waits for calls in flight before it stops without them.
     #[arg(long, default_value_t = 30)]
     drain_seconds: u64,
+    /// How many calls of tools other than search_learnings run at once (their shared
+    /// lanes; search_learnings never waits for one). Default: the cores less one, at
+    /// least 1; 0 lifts the limit.
+    #[arg(long, env = "CAIRN_SHARED_LANES")]
+    shared_lanes: Option<usize>,
 }
 
 pub(super) fn run(db: &crate::store::Location, args: DaemonArgs) -> anyhow::Result<Outcome> {
@@ -45,6 +52,10 @@ pub(super) fn run(db: &crate::store::Location, args: DaemonArgs) -> anyhow::Resu
             allow_remote: args.allow_remote,
             allow_hosts: args.allow_hosts,
             drain: Duration::from_secs(args.drain_seconds),
+            lanes: Arc::new(match args.shared_lanes {
+                None => Lanes::new(default_width()),
+                Some(n) => NonZeroUsize::new(n).map_or_else(Lanes::unlimited, Lanes::new),
+            }),
         },
     ))?;
     // Calls still running past the drain time are abandoned: each one's transaction

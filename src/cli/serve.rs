@@ -9,6 +9,7 @@ use clap::Args;
 
 use crate::context::BindArgs;
 use crate::mcp::forward::{self, Forwarder};
+use crate::mcp::lanes::Lanes;
 use crate::mcp::server::{CairnServer, Scope, serve_stdio};
 
 use super::Outcome;
@@ -77,7 +78,13 @@ pub(super) fn run(db: &crate::store::Location, cmd: ServeCmd) -> anyhow::Result<
     let (args, scope) = cmd.bind.binding()?;
     let session = cairn.bind(&args).context("binding the server")?;
     let cairn = Arc::new(cairn);
-    let server = CairnServer::new(cairn.clone(), session, scope.clone());
+    // One client: its calls need no lanes (`crate::mcp::lanes`).
+    let server = CairnServer::new(
+        cairn.clone(),
+        session,
+        scope.clone(),
+        Arc::new(Lanes::unlimited()),
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -25,6 +25,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::Cairn;
+use crate::mcp::lanes::Lanes;
 use crate::mcp::registry::MAX_ARGUMENT_BYTES;
 use crate::mcp::server::CairnServer;
 use crate::tokens::Check;
@@ -51,6 +52,8 @@ pub struct Shared {
     warm: AtomicBool,
     /// On PostgreSQL: what catches this host's caches up with every host's writes.
     follower: Option<Arc<super::follow::Follower>>,
+    /// Which tool handlers run at once, across every token's server.
+    lanes: Arc<Lanes>,
 }
 
 impl Shared {
@@ -60,6 +63,7 @@ impl Shared {
         extra_hosts: Vec<String>,
         started_at: String,
         follower: Option<Arc<super::follow::Follower>>,
+        lanes: Arc<Lanes>,
     ) -> Shared {
         Shared {
             cairn,
@@ -72,6 +76,7 @@ impl Shared {
             requests: AtomicU64::new(0),
             warm: AtomicBool::new(false),
             follower,
+            lanes,
         }
     }
 
@@ -152,6 +157,9 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
         "sessions_served": s.sessions.load(Ordering::Relaxed),
         "requests_served": s.requests.load(Ordering::Relaxed),
         "warm": s.warm.load(Ordering::Relaxed),
+        // 0: no limit.
+        "shared_lanes": s.lanes.width().map_or(0, |w| w.get()),
+        "calls_waiting_for_a_lane": s.lanes.waiting(),
         "following_changes": s.follower.as_ref().map(|f| f.is_listening()),
         "background_catch_ups": s.follower.as_ref().map(|f| f.catch_ups()),
     }))
@@ -347,7 +355,12 @@ async fn require_token(State(s): State<Arc<Shared>>, mut req: Request, next: Nex
                 let scope = super::server_scope(session.scope.clone());
                 Arc::new(Bound {
                     id: session.id.clone(),
-                    server: CairnServer::new(s.cairn.clone(), session.work.clone(), scope),
+                    server: CairnServer::new(
+                        s.cairn.clone(),
+                        session.work.clone(),
+                        scope,
+                        s.lanes.clone(),
+                    ),
                 })
             })
             .clone()

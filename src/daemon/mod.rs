@@ -43,6 +43,8 @@ pub struct Options {
     pub allow_hosts: Vec<String>,
     /// How long a shutdown waits for calls in flight.
     pub drain: Duration,
+    /// Which tool handlers run at once, across every session.
+    pub lanes: Arc<crate::mcp::lanes::Lanes>,
 }
 
 /// What `<db>.daemon.json` holds: where the daemon of that database answers.
@@ -124,6 +126,7 @@ pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
         opts.allow_hosts.clone(),
         started_at,
         follower.clone(),
+        opts.lanes.clone(),
     ));
     let stopping = CancellationToken::new();
     let abandon = CancellationToken::new();
@@ -131,7 +134,12 @@ pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
     let warming = tokio::task::spawn_blocking(move || shared.warm_up());
 
     write_discovery(&db, &discovery)?;
-    tracing::info!(url = %discovery.url, db = %db.display(), "listening");
+    tracing::info!(
+        url = %discovery.url,
+        db = %db.display(),
+        shared_lanes = opts.lanes.width().map_or(0, |w| w.get()),
+        "listening"
+    );
 
     let signalled = {
         let stopping = stopping.clone();

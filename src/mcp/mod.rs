@@ -6,6 +6,7 @@
 //!   kept by hand) and the validator that runs before every handler.
 //! - [`enums`]: the `JsonSchema` of the domain enums that tool parameters name.
 //! - [`envelope`]: the structured error body and the help prompt.
+//! - [`lanes`]: which tool handlers run at once on a server many sessions share.
 //! - [`server`]: the rmcp `ServerHandler` over stdio, scope filtering and enforcement.
 //! - [`forward`]: `cairn serve` forwarding to a `cairn daemon`, with fallback.
 //! - [`wire`]: the stdio line transport that answers unparsable messages (`-32700`).
@@ -14,6 +15,7 @@
 pub mod enums;
 pub mod envelope;
 pub mod forward;
+pub mod lanes;
 pub mod registry;
 pub mod schema;
 pub mod server;

@@ -29,6 +29,7 @@ use crate::context::WorkContext;
 use crate::error::{Error, Result};
 
 use super::envelope;
+use super::lanes::Lanes;
 use super::registry::{MAX_ARGUMENT_BYTES, all_tools, scope_matrix};
 use super::tool::{Effect, ToolCtx, ToolDef};
 use super::wire::LineTransport;
@@ -107,6 +108,8 @@ struct Inner {
     scope: Scope,
     listed: Vec<Tool>,
     started: Instant,
+    /// Shared by every server of the process.
+    lanes: Arc<Lanes>,
 }
 
 /// The MCP form of a tool definition.
@@ -140,7 +143,14 @@ pub fn error_result(envelope: Value) -> CallToolResult {
 }
 
 impl CairnServer {
-    pub fn new(cairn: Arc<Cairn>, work: WorkContext, scope: Scope) -> CairnServer {
+    /// A server bound to `work` and `scope`; its handlers run in `lanes` (shared by every
+    /// server of the process: [`Lanes::unlimited`] for one client, as `cairn serve`).
+    pub fn new(
+        cairn: Arc<Cairn>,
+        work: WorkContext,
+        scope: Scope,
+        lanes: Arc<Lanes>,
+    ) -> CairnServer {
         let tools = all_tools();
         let listed = tools
             .iter()
@@ -155,6 +165,7 @@ impl CairnServer {
                 scope,
                 listed,
                 started: Instant::now(),
+                lanes,
             }),
         }
     }
@@ -196,8 +207,12 @@ impl CairnServer {
             return error_result(envelope::validation_failed(def, &errors));
         }
         let this = self.clone();
+        let arrived = Instant::now();
+        let admitted = inner.lanes.admit(def.lane).await;
         let started = Instant::now();
+        let lane_wait_ms = (started - arrived).as_secs_f64() * 1000.0;
         let outcome = tokio::task::spawn_blocking(move || {
+            let _admitted = admitted;
             let inner = &this.inner;
             let _serving = inner.cairn.serving();
             let def = &inner.tools[index];
@@ -213,7 +228,7 @@ impl CairnServer {
         let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
         match outcome {
             Ok(Ok(value)) => {
-                tracing::debug!(tool = name, elapsed_ms, "tool call ok");
+                tracing::debug!(tool = name, elapsed_ms, lane_wait_ms, "tool call ok");
                 CallToolResult::structured(value)
             }
             Ok(Err(err)) => {

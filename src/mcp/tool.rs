@@ -14,6 +14,7 @@ use crate::context::WorkContext;
 use crate::error::{Error, FieldError, Result};
 use crate::scope::Profile;
 
+use super::lanes::Lane;
 use super::schema::{coerce_integers, output_schema, schema_for, validate};
 
 /// What a tool does to the world, told truthfully to clients.
@@ -55,6 +56,8 @@ pub struct ToolDef {
     /// The agent profiles that may use the tool (its row of the scope matrix);
     /// `None` until [`ToolDef::profiles`] declares them (a registry test requires it).
     pub profiles: Option<&'static [Profile]>,
+    /// Whether its handler waits for a shared lane on a server many sessions share.
+    pub lane: Lane,
     handler: Arc<Handler>,
 }
 
@@ -68,6 +71,12 @@ impl ToolDef {
     /// Mark the tool as acting on the bound issue.
     pub fn bound(mut self) -> Self {
         self.needs_issue = true;
+        self
+    }
+
+    /// Run the handler in `lane` ([`Lane::Reserved`]: without waiting for a shared lane).
+    pub fn lane(mut self, lane: Lane) -> Self {
+        self.lane = lane;
         self
     }
 
@@ -123,6 +132,7 @@ where
         example,
         needs_issue: false,
         profiles: None,
+        lane: Lane::Shared,
         handler: Arc::new(handler),
     }
 }

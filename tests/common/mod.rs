@@ -322,7 +322,12 @@ impl Env {
             values.get("--agent-type").map(String::as_str),
         )
         .expect("reading the tool scope");
-        let server = cairn::mcp::server::CairnServer::new(Arc::new(cairn), work, scope);
+        let server = cairn::mcp::server::CairnServer::new(
+            Arc::new(cairn),
+            work,
+            scope,
+            Arc::new(cairn::mcp::lanes::Lanes::unlimited()),
+        );
         let (client_io, server_io) = tokio::io::duplex(64 * 1024);
         let (read, write) = tokio::io::split(server_io);
         tokio::spawn(async move {

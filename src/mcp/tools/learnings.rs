@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::learnings::{
     Learning, LearningSearch, LearningType, NewLearning, SearchResults, SearchScope, limits,
 };
+use crate::mcp::lanes::Lane;
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
 use crate::scope::Profile::*;
 use crate::text::{Cleaned, cleaned};
@@ -104,6 +105,8 @@ pub fn tools() -> Vec<ToolDef> {
             json!({ "query": "auto-import", "min_quality_score": 40 }),
             search,
         )
-        .profiles(&[Worker, Researcher, Judge, Scanner, Architect, Planner]),
+        .profiles(&[Worker, Researcher, Judge, Scanner, Architect, Planner])
+        // What agents do before nearly every step: never behind the heavier tools.
+        .lane(Lane::Reserved),
     ]
 }
