@@ -591,7 +591,8 @@ async fn a_search_of_learnings_never_waits_for_the_lanes_other_tools_wait_for() 
             ..Default::default()
         })
         .expect("bind");
-    let lanes = Arc::new(Lanes::new(std::num::NonZeroUsize::MIN));
+    // Patience beyond any wait here: the waiting call waits for the lane, not the clock.
+    let lanes = Arc::new(Lanes::new(std::num::NonZeroUsize::MIN, 10 * HANG));
     let server = CairnServer::new(Arc::new(cairn), work, Scope::All, lanes.clone());
     let args = |v: Value| v.as_object().cloned();
     let added = server
@@ -662,6 +663,7 @@ fn one_daemon_per_database_loopback_only_and_a_clean_exit_removes_the_discovery_
     let h = http(d.addr, "GET", "/health", &[], None).json();
     assert_eq!(h["shared_lanes"], 3, "{h}");
     assert_eq!(h["calls_waiting_for_a_lane"], 0, "{h}");
+    assert_eq!(h["calls_run_past_the_lanes"], 0, "{h}");
     // A second daemon on the same database refuses, naming the first one.
     let second = env.run(&["daemon", "--listen", "127.0.0.1:0"]);
     assert!(!second.status.success());

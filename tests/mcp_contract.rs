@@ -486,7 +486,7 @@ fn official_typescript_sdk_sees_every_result_and_every_error() {
     let issue = env.issue("colibri", "TS SDK session");
     let mut calls = Vec::new();
     let tools = cairn::mcp::registry::all_tools();
-    for t in &tools {
+    for t in tools {
         calls.push(json!({"tool": t.name, "arguments": t.example}));
         let mut invalid = t.example.clone();
         invalid["not_a_field"] = json!(1);

@@ -272,7 +272,7 @@ async fn every_tools_valid_example_answers_as_the_table_says() {
     let rows = example_rows(&world.issue);
     let tools = all_tools();
     // Every tool has a row, every row is a tool.
-    for t in &tools {
+    for t in tools {
         assert!(
             rows.iter().any(|(name, _)| *name == t.name),
             "{} has no example row",
@@ -341,24 +341,24 @@ async fn invalid_calls_are_refused_before_any_handler_for_every_tool() {
         rows.push((
             "unknown field".into(),
             def.name,
-            with(&def, "no_such_field", json!(1)),
+            with(def, "no_such_field", json!(1)),
             invalid("no_such_field"),
         ));
-        for (key, schema) in properties(&def) {
+        for (key, schema) in properties(def) {
             let field: &'static str = Box::leak(key.clone().into_boxed_str());
             // The wrong type: a number where a string goes, a string where a number goes.
             if takes_string(&schema) && !takes_number(&schema) {
                 rows.push((
                     "wrong type".into(),
                     def.name,
-                    with(&def, &key, json!(12345)),
+                    with(def, &key, json!(12345)),
                     invalid(field),
                 ));
             } else if takes_number(&schema) && !takes_string(&schema) {
                 rows.push((
                     "wrong type".into(),
                     def.name,
-                    with(&def, &key, json!("12")),
+                    with(def, &key, json!("12")),
                     invalid(field),
                 ));
             }
@@ -367,7 +367,7 @@ async fn invalid_calls_are_refused_before_any_handler_for_every_tool() {
                 rows.push((
                     format!("{} characters", max + 1),
                     def.name,
-                    with(&def, &key, json!("a".repeat(max as usize + 1))),
+                    with(def, &key, json!("a".repeat(max as usize + 1))),
                     invalid(field),
                 ));
             }
@@ -376,7 +376,7 @@ async fn invalid_calls_are_refused_before_any_handler_for_every_tool() {
                 rows.push((
                     format!("{} over the maximum", max + 1),
                     def.name,
-                    with(&def, &key, json!(max + 1)),
+                    with(def, &key, json!(max + 1)),
                     invalid(field),
                 ));
             }
@@ -421,7 +421,7 @@ async fn tools_outside_a_profile_are_refused_and_tools_inside_are_listed() {
 async fn issue_bound_tools_say_how_to_bind_an_issue_when_none_is() {
     let world = World::new();
     let c = world.env.serve_local(&["--project-id", "colibri"]).await;
-    let bound: Vec<ToolDef> = all_tools().into_iter().filter(|t| t.needs_issue).collect();
+    let bound: Vec<&ToolDef> = all_tools().iter().filter(|t| t.needs_issue).collect();
     assert!(bound.len() >= 10, "{} issue-bound tools", bound.len());
     for def in bound {
         let envelope = c
@@ -440,8 +440,8 @@ async fn issue_bound_tools_say_how_to_bind_an_issue_when_none_is() {
 #[test]
 fn the_strict_output_check_refuses_what_the_schema_does_not_declare() {
     let schema_of = |name: &str| {
-        let def = all_tools().into_iter().find(|t| t.name == name).unwrap();
-        Value::Object(def.output_schema)
+        let def = all_tools().iter().find(|t| t.name == name).unwrap();
+        Value::Object(def.output_schema.clone())
     };
     let list = schema_of("list_issues");
     let issue = json!({"identifier": "P-1", "title": "t", "status": "todo", "priority": 3,

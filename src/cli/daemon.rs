@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::daemon::{Options, serve};
-use crate::mcp::lanes::{Lanes, default_width};
+use crate::mcp::lanes::{Lanes, PATIENCE, default_width};
 
 use super::Outcome;
 
@@ -53,8 +53,10 @@ pub(super) fn run(db: &crate::store::Location, args: DaemonArgs) -> anyhow::Resu
             allow_hosts: args.allow_hosts,
             drain: Duration::from_secs(args.drain_seconds),
             lanes: Arc::new(match args.shared_lanes {
-                None => Lanes::new(default_width()),
-                Some(n) => NonZeroUsize::new(n).map_or_else(Lanes::unlimited, Lanes::new),
+                None => Lanes::new(default_width(), PATIENCE),
+                Some(n) => {
+                    NonZeroUsize::new(n).map_or_else(Lanes::unlimited, |w| Lanes::new(w, PATIENCE))
+                }
             }),
         },
     ))?;

@@ -160,6 +160,7 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
         // 0: no limit.
         "shared_lanes": s.lanes.width().map_or(0, |w| w.get()),
         "calls_waiting_for_a_lane": s.lanes.waiting(),
+        "calls_run_past_the_lanes": s.lanes.overflowed(),
         "following_changes": s.follower.as_ref().map(|f| f.is_listening()),
         "background_catch_ups": s.follower.as_ref().map(|f| f.catch_ups()),
     }))

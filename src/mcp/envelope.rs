@@ -267,16 +267,16 @@ mod tests {
         (ErrorKind::Internal, "ERROR", "ERR_INTERNAL"),
     ];
 
-    fn tool() -> ToolDef {
+    fn tool() -> &'static ToolDef {
         crate::mcp::registry::all_tools()
-            .into_iter()
+            .iter()
             .find(|t| t.name == "add_learning")
             .unwrap()
     }
 
     #[test]
     fn every_tools_help_prompt_is_short_and_names_a_valid_example() {
-        for t in &crate::mcp::registry::all_tools() {
+        for t in crate::mcp::registry::all_tools() {
             let help = help_prompt(t);
             // ~4 characters per token is the usual estimate for English and JSON.
             let tokens = help.chars().count().div_ceil(4);
@@ -292,7 +292,7 @@ mod tests {
         let tool = tool();
         for (kind, status, code) in TABLE {
             assert_eq!(wire_code(kind), (status, code), "{kind:?}");
-            let body = domain_error(&tool, &Error::example(kind));
+            let body = domain_error(tool, &Error::example(kind));
             assert_eq!(body["status"], status, "{kind:?}: {body}");
             assert_eq!(body["error"]["code"], code, "{kind:?}: {body}");
             assert_eq!(
@@ -311,7 +311,7 @@ mod tests {
             Error::from(rusqlite::Error::InvalidQuery),
             Error::io("/secret/path", std::io::Error::other("boom")),
         ] {
-            let body = domain_error(&tool, &internal);
+            let body = domain_error(tool, &internal);
             assert_eq!(body["error"]["code"], "ERR_INTERNAL");
             let message = body["error"]["message"].as_str().unwrap();
             assert!(message.contains("internal error"), "{message}");
@@ -320,10 +320,10 @@ mod tests {
                 "{message}"
             );
         }
-        let body = domain_error(&tool, &Error::example(ErrorKind::Conflict));
+        let body = domain_error(tool, &Error::example(ErrorKind::Conflict));
         assert_eq!(body["error"]["details"]["existing_id"], "L-1");
         assert_eq!(body["error"]["details"]["tool"], "add_learning");
-        let body = domain_error(&tool, &Error::example(ErrorKind::InvalidInput));
+        let body = domain_error(tool, &Error::example(ErrorKind::InvalidInput));
         assert_eq!(body["error"]["details"]["errors"][0]["field"], "field");
     }
 

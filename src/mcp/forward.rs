@@ -300,7 +300,7 @@ impl Forwarder {
                 if repeatable {
                     return None;
                 }
-                let def = all_tools().into_iter().find(|t| t.name == request.name)?;
+                let def = all_tools().iter().find(|t| t.name == request.name)?;
                 let err = Error::FailedPrecondition(
                     "the shared Cairn daemon went away during this call, so whether it was \
                      recorded is unknown. Later calls are answered by this session's own \
@@ -308,7 +308,7 @@ impl Forwarder {
                      repeating it"
                         .into(),
                 );
-                Some(error_result(envelope::domain_error(&def, &err)).into())
+                Some(error_result(envelope::domain_error(def, &err)).into())
             }
         }
     }

@@ -11,6 +11,11 @@
 //! arrive, one core stays free for searches and for the transport that reads requests and
 //! writes answers.
 //!
+//! The lanes shape a steady load; they must not turn a burst into a queue. A call that has
+//! waited [`PATIENCE`] for a lane runs without one (eight sessions that open at once
+//! with a `vault_retrieve` each would otherwise take turns on one core, the last one
+//! waiting for seven).
+//!
 //! Waiting for a lane holds no thread (an async semaphore, before the handler goes to the
 //! blocking pool), and a lane is held exactly as long as its handler runs (the permit
 //! moves into the blocking task, so a call given up by its client still holds its lane
@@ -21,7 +26,8 @@
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -34,12 +40,24 @@ pub enum Lane {
     Shared,
 }
 
+/// How long a call waits for a shared lane before it runs without one.
+pub const PATIENCE: Duration = Duration::from_millis(10);
+
 /// The shared lanes of one server process, or no limit.
 #[derive(Debug)]
 pub struct Lanes {
-    shared: Option<(NonZeroUsize, Arc<Semaphore>)>,
+    shared: Option<Shared>,
     /// Calls waiting for a shared lane now.
     waiting: AtomicUsize,
+    /// Calls that ran without a lane after waiting `patience`, since start.
+    overflowed: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    width: NonZeroUsize,
+    lanes: Arc<Semaphore>,
+    patience: Duration,
 }
 
 /// A claim on a shared lane (nothing for a reserved call or without a limit), held until
@@ -56,11 +74,16 @@ pub fn default_width() -> NonZeroUsize {
 }
 
 impl Lanes {
-    /// `width` shared lanes.
-    pub fn new(width: NonZeroUsize) -> Lanes {
+    /// `width` shared lanes; a call waits at most `patience` for one ([`PATIENCE`]).
+    pub fn new(width: NonZeroUsize, patience: Duration) -> Lanes {
         Lanes {
-            shared: Some((width, Arc::new(Semaphore::new(width.get())))),
+            shared: Some(Shared {
+                width,
+                lanes: Arc::new(Semaphore::new(width.get())),
+                patience,
+            }),
             waiting: AtomicUsize::new(0),
+            overflowed: AtomicU64::new(0),
         }
     }
 
@@ -69,12 +92,18 @@ impl Lanes {
         Lanes {
             shared: None,
             waiting: AtomicUsize::new(0),
+            overflowed: AtomicU64::new(0),
         }
     }
 
     /// The number of shared lanes, `None` without a limit.
     pub fn width(&self) -> Option<NonZeroUsize> {
-        self.shared.as_ref().map(|(w, _)| *w)
+        self.shared.as_ref().map(|s| s.width)
+    }
+
+    /// How many calls ran without a lane after waiting their patience, since start.
+    pub fn overflowed(&self) -> u64 {
+        self.overflowed.load(Ordering::Relaxed)
     }
 
     /// How many calls wait for a shared lane now.
@@ -85,14 +114,18 @@ impl Lanes {
     /// Wait for a lane if `lane` needs one; the claim is held until dropped.
     pub async fn admit(&self, lane: Lane) -> Admitted {
         match (lane, &self.shared) {
-            // `acquire_owned` fails only on a closed semaphore, and these are never
-            // closed; were one closed, the call would run without a lane.
-            (Lane::Shared, Some((_, s))) => {
+            (Lane::Shared, Some(s)) => {
                 // Counted while waiting, also when the call is dropped before its turn.
                 self.waiting.fetch_add(1, Ordering::Relaxed);
                 let _counted = Uncount(&self.waiting);
-                Admitted {
-                    _lane: s.clone().acquire_owned().await.ok(),
+                match tokio::time::timeout(s.patience, s.lanes.clone().acquire_owned()).await {
+                    // `acquire_owned` fails only on a closed semaphore, and these are never
+                    // closed; were one closed, the call would run without a lane.
+                    Ok(lane) => Admitted { _lane: lane.ok() },
+                    Err(_) => {
+                        self.overflowed.fetch_add(1, Ordering::Relaxed);
+                        Admitted { _lane: None }
+                    }
                 }
             }
             _ => Admitted { _lane: None },
@@ -128,9 +161,13 @@ mod tests {
         }
     }
 
-    #[test]
-    fn shared_calls_wait_for_a_free_lane_and_reserved_ones_never_wait() {
-        let lanes = Lanes::new(NonZeroUsize::new(2).unwrap());
+    /// Longer than any test waits: only a hang would reach it.
+    const FOREVER: Duration = Duration::from_secs(3600);
+
+    // A runtime for the patience's timer; the futures are polled by hand.
+    #[tokio::test]
+    async fn shared_calls_wait_for_a_free_lane_and_reserved_ones_never_wait() {
+        let lanes = Lanes::new(NonZeroUsize::new(2).unwrap(), FOREVER);
         assert_eq!(lanes.width(), NonZeroUsize::new(2));
         let first = now(lanes.admit(Lane::Shared));
         let _second = now(lanes.admit(Lane::Shared));
@@ -151,6 +188,23 @@ mod tests {
             assert_eq!(lanes.waiting(), 1);
         }
         assert_eq!(lanes.waiting(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_call_that_waited_its_patience_runs_without_a_lane() {
+        let lanes = Lanes::new(NonZeroUsize::MIN, Duration::from_millis(30));
+        let held = lanes.admit(Lane::Shared).await;
+        let waited = std::time::Instant::now();
+        let _overflow = lanes.admit(Lane::Shared).await;
+        assert!(waited.elapsed() >= Duration::from_millis(30));
+        assert_eq!(lanes.overflowed(), 1);
+        assert_eq!(lanes.waiting(), 0);
+        // The lane itself was not taken: it is still the first call's, then free.
+        let mut next = pin!(lanes.admit(Lane::Shared));
+        assert!(poll(next.as_mut()).is_pending());
+        drop(held);
+        assert!(matches!(poll(next.as_mut()), Poll::Ready(_)));
+        assert_eq!(lanes.overflowed(), 1);
     }
 
     #[test]

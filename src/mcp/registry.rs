@@ -6,27 +6,34 @@
 /// Largest total size of one call's arguments, serialized, in bytes.
 pub const MAX_ARGUMENT_BYTES: usize = 4 * 1024 * 1024;
 
+use std::sync::OnceLock;
+
 use crate::scope::ScopeMatrix;
 
 use super::tool::ToolDef;
 
-/// Every tool Cairn serves, in a stable order.
-pub fn all_tools() -> Vec<ToolDef> {
-    let mut tools = Vec::new();
-    tools.extend(super::tools::system::tools());
-    tools.extend(super::tools::trail::tools());
-    tools.extend(super::tools::work::tools());
-    tools.extend(super::tools::colibri::tools());
-    tools.extend(super::tools::learnings::tools());
-    tools.extend(super::tools::vault::tools());
-    tools
+/// Every tool Cairn serves, in a stable order. Built once per process: the definitions
+/// never change, and building their schemas costs about 2 ms, which every new session of a
+/// daemon paid before its first call.
+pub fn all_tools() -> &'static [ToolDef] {
+    static TOOLS: OnceLock<Vec<ToolDef>> = OnceLock::new();
+    TOOLS.get_or_init(|| {
+        let mut tools = Vec::new();
+        tools.extend(super::tools::system::tools());
+        tools.extend(super::tools::trail::tools());
+        tools.extend(super::tools::work::tools());
+        tools.extend(super::tools::colibri::tools());
+        tools.extend(super::tools::learnings::tools());
+        tools.extend(super::tools::vault::tools());
+        tools
+    })
 }
 
 /// The scope matrix: each tool's declared profiles, in registry order.
 pub fn scope_matrix() -> ScopeMatrix {
     ScopeMatrix::new(
         all_tools()
-            .into_iter()
+            .iter()
             .map(|t| (t.name, t.profiles.unwrap_or_default())),
     )
 }
@@ -40,7 +47,7 @@ mod tests {
     fn every_tool_has_schemas_and_a_valid_example() {
         let tools = all_tools();
         let mut names = std::collections::HashSet::new();
-        for t in &tools {
+        for t in tools {
             assert!(names.insert(t.name), "{} registered twice", t.name);
             assert!(!t.description.is_empty(), "{} has no description", t.name);
             assert!(

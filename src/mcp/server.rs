@@ -12,7 +12,7 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use rmcp::model::{
@@ -104,7 +104,7 @@ pub struct CairnServer {
 struct Inner {
     cairn: Arc<Cairn>,
     work: WorkContext,
-    tools: Vec<ToolDef>,
+    tools: &'static [ToolDef],
     scope: Scope,
     listed: Vec<Tool>,
     started: Instant,
@@ -137,6 +137,13 @@ pub fn to_mcp_tool(def: &ToolDef) -> Tool {
     tool
 }
 
+/// The MCP form of every tool of [`all_tools`], in its order, built once per process (a
+/// clone shares the schemas).
+fn mcp_tools() -> &'static [Tool] {
+    static LISTED: OnceLock<Vec<Tool>> = OnceLock::new();
+    LISTED.get_or_init(|| all_tools().iter().map(to_mcp_tool).collect())
+}
+
 /// A failed call: the envelope as JSON text, no `structuredContent`.
 pub fn error_result(envelope: Value) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(envelope.to_string())])
@@ -154,8 +161,9 @@ impl CairnServer {
         let tools = all_tools();
         let listed = tools
             .iter()
-            .filter(|t| scope.allows(t.name))
-            .map(to_mcp_tool)
+            .zip(mcp_tools())
+            .filter(|(t, _)| scope.allows(t.name))
+            .map(|(_, listed)| listed.clone())
             .collect();
         CairnServer {
             inner: Arc::new(Inner {
