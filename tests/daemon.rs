@@ -655,6 +655,101 @@ async fn a_search_of_learnings_never_waits_for_the_lanes_other_tools_wait_for() 
     assert_eq!(lanes.waiting(), 0);
 }
 
+/// The deterministic test embedder, recording every query it is asked to embed.
+#[derive(Debug)]
+struct Recording {
+    inner: cairn::vault::hash_embed::HashEmbedder,
+    queries: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl cairn::vault::embed::Embed for Recording {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> cairn::vault::error::Result<Vec<Vec<f32>>> {
+        self.inner.embed_batch(texts)
+    }
+
+    fn embed_query(&self, text: &str) -> cairn::vault::error::Result<Vec<f32>> {
+        self.queries.lock().unwrap().push(text.to_string());
+        self.inner.embed_query(text)
+    }
+}
+
+/// Calls waiting for a lane have had their queries embedded already
+/// (`ToolDef::prepare`): one lane must not make the vault's searches take turns at the
+/// model, where queries that wait together share one run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vault_queries_are_embedded_before_their_calls_wait_for_a_lane() {
+    use cairn::mcp::lanes::{Lane, Lanes};
+    use cairn::mcp::server::{CairnServer, Scope};
+    use std::sync::{Arc, Mutex};
+
+    let env = Env::new();
+    shop(&env);
+    let queries = Arc::new(Mutex::new(Vec::new()));
+    let cairn = cairn::Cairn::open_at_with_embedder(
+        &env.store_location(),
+        Box::new(Recording {
+            inner: cairn::vault::hash_embed::HashEmbedder::new(),
+            queries: queries.clone(),
+        }),
+    )
+    .expect("open");
+    let work = cairn
+        .bind(&cairn::context::BindArgs {
+            issue: Some("SHOP-1".into()),
+            ..Default::default()
+        })
+        .expect("bind");
+    let lanes = Arc::new(Lanes::new(std::num::NonZeroUsize::MIN, 10 * HANG));
+    let server = CairnServer::new(Arc::new(cairn), work, Scope::All, lanes.clone());
+
+    let held = lanes.admit(Lane::Shared).await;
+    let asked = ["retry budgets", "cache warming", "schema drift"];
+    let calls: Vec<_> = asked
+        .iter()
+        .map(|q| {
+            let server = server.clone();
+            let args = json!({"query": q}).as_object().cloned();
+            tokio::spawn(async move { server.call("vault_retrieve", args).await })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + HANG;
+    while lanes.waiting() < asked.len() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the calls never queued for the lane"
+        );
+        tokio::task::yield_now().await;
+    }
+    let mut embedded = queries.lock().unwrap().clone();
+    embedded.sort();
+    let mut expected: Vec<String> = asked.iter().map(|q| q.to_string()).collect();
+    expected.sort();
+    assert_eq!(
+        embedded, expected,
+        "each waiting call's query, embedded before its turn"
+    );
+    assert!(calls.iter().all(|c| !c.is_finished()));
+    drop(held);
+    for c in calls {
+        let r = tokio::time::timeout(HANG, c)
+            .await
+            .expect("a call got its lane")
+            .unwrap();
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+    }
+    // The handlers asked again and found their vectors waiting (the embedder's cache in
+    // the real model; this stand-in recomputes them).
+    assert_eq!(queries.lock().unwrap().len(), 2 * asked.len());
+}
+
 #[test]
 fn one_daemon_per_database_loopback_only_and_a_clean_exit_removes_the_discovery_file() {
     let env = Env::new();

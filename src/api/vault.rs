@@ -42,6 +42,10 @@ impl Cairn {
 
     /// The query's embedding by this process's embedder (`cairn eval vault` embeds once
     /// and ranks under several orderings).
+    pub fn vault_prepare_query(&self, query: &str) -> Result<()> {
+        self.vault().prepare_query(query)
+    }
+
     pub fn vault_query_vector(&self, query: &str) -> Result<Vec<f32>> {
         self.vault().query_vector(query)
     }

@@ -29,7 +29,7 @@ use crate::context::WorkContext;
 use crate::error::{Error, Result};
 
 use super::envelope;
-use super::lanes::Lanes;
+use super::lanes::{Lane, Lanes};
 use super::registry::{MAX_ARGUMENT_BYTES, all_tools, scope_matrix};
 use super::tool::{Effect, ToolCtx, ToolDef};
 use super::wire::LineTransport;
@@ -216,6 +216,18 @@ impl CairnServer {
         }
         let this = self.clone();
         let arrived = Instant::now();
+        if let (Lane::Shared, Some(_), Some(prepare)) =
+            (def.lane, inner.lanes.width(), def.prepare.clone())
+        {
+            let cairn = inner.cairn.clone();
+            let args = args.clone();
+            // Errors are the handler's to report, with the same arguments.
+            let _ = tokio::task::spawn_blocking(move || {
+                let _serving = cairn.serving();
+                prepare(&cairn, &args)
+            })
+            .await;
+        }
         let admitted = inner.lanes.admit(def.lane).await;
         let started = Instant::now();
         let lane_wait_ms = (started - arrived).as_secs_f64() * 1000.0;

@@ -30,6 +30,9 @@ pub enum Effect {
 
 type Handler = dyn Fn(&ToolCtx<'_>, Value) -> Result<Value> + Send + Sync;
 
+/// Work done before the call waits for its lane ([`ToolDef::prepare`]).
+pub type Prepare = dyn Fn(&Cairn, &Value) -> Result<()> + Send + Sync;
+
 /// What a handler sees: the domain facade, the start-up binding, the server's state.
 pub struct ToolCtx<'a> {
     pub cairn: &'a Cairn,
@@ -58,6 +61,8 @@ pub struct ToolDef {
     pub profiles: Option<&'static [Profile]>,
     /// Whether its handler waits for a shared lane on a server many sessions share.
     pub lane: Lane,
+    /// What a server with lanes runs before the call waits for its lane.
+    pub prepare: Option<Arc<Prepare>>,
     handler: Arc<Handler>,
 }
 
@@ -77,6 +82,18 @@ impl ToolDef {
     /// Run the handler in `lane` ([`Lane::Reserved`]: without waiting for a shared lane).
     pub fn lane(mut self, lane: Lane) -> Self {
         self.lane = lane;
+        self
+    }
+
+    /// Work a server with lanes does before the call waits for one, on the validated
+    /// arguments; its errors are left for the handler to report. Embedding the query there
+    /// lets calls that wait together share one model run, where one lane would have made
+    /// them take turns at the model.
+    pub fn prepare(
+        mut self,
+        prepare: impl Fn(&Cairn, &Value) -> Result<()> + Send + Sync + 'static,
+    ) -> Self {
+        self.prepare = Some(Arc::new(prepare));
         self
     }
 
@@ -133,6 +150,7 @@ where
         needs_issue: false,
         profiles: None,
         lane: Lane::Shared,
+        prepare: None,
         handler: Arc::new(handler),
     }
 }

@@ -166,6 +166,14 @@ impl Vault<'_> {
             .catch_up(self.store, &vault_dir(&self.store.index_dir()))
     }
 
+    /// Embed `query` ahead of its search: the vector waits in the embedder's query cache. A
+    /// daemon runs this before a call waits for its lane (`crate::mcp::lanes`), so that
+    /// queries arriving together still share one model run.
+    pub fn prepare_query(&self, query: &str) -> Result<()> {
+        check_query(query, 1)?;
+        self.query_vector(query).map(drop)
+    }
+
     /// The query's embedding by this process's embedder.
     pub fn query_vector(&self, query: &str) -> Result<Vec<f32>> {
         Ok(self.state.embedder.embed_query(query)?)

@@ -3,8 +3,9 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{Value, json};
 
+use crate::Cairn;
 use crate::error::Result;
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
 use crate::scope::Profile::{self, *};
@@ -87,6 +88,14 @@ fn delete(cx: &ToolCtx<'_>, p: PathParams) -> Result<DeleteResult> {
     cx.cairn.vault_delete(cx.work, &p.path)
 }
 
+/// Embed the call's query before it waits for a lane ([`ToolDef::prepare`]).
+fn embed_query(cairn: &Cairn, args: &Value) -> Result<()> {
+    match args.get("query").and_then(Value::as_str) {
+        Some(query) => cairn.vault_prepare_query(query),
+        None => Ok(()),
+    }
+}
+
 pub fn tools() -> Vec<ToolDef> {
     vec![
         tool(
@@ -96,7 +105,8 @@ pub fn tools() -> Vec<ToolDef> {
             json!({"query": "retry pattern with exponential backoff", "top_k": 10, "min_score": 0.4}),
             knowledge,
         )
-        .profiles(&Profile::ALL),
+        .profiles(&Profile::ALL)
+        .prepare(embed_query),
         tool(
             "vault_retrieve",
             "Semantic search over the whole Knowledge Vault (cosine similarity fused with BM25 and keyword overlap, at most 2 chunks per document by default): text, path, score and metadata (heading path, lines, collection, chunk hash).",
@@ -104,7 +114,8 @@ pub fn tools() -> Vec<ToolDef> {
             json!({"query": "retry pattern with exponential backoff", "top_k": 10}),
             retrieve,
         )
-        .profiles(&Profile::ALL),
+        .profiles(&Profile::ALL)
+        .prepare(embed_query),
         tool(
             "vault_update",
             "Re-read, re-chunk and re-embed one Markdown file (path relative to the project root); only changed chunks are re-embedded.",
