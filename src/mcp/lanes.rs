@@ -16,6 +16,10 @@
 //! with a `vault_retrieve` each would otherwise take turns on one core, the last one
 //! waiting for seven).
 //!
+//! A tool may do some work before it waits ([`crate::mcp::tool::ToolDef::prepare`]): the
+//! vault's searches embed their query there, so that queries arriving together still
+//! share one model run instead of taking turns at the model, one lane at a time.
+//!
 //! Waiting for a lane holds no thread (an async semaphore, before the handler goes to the
 //! blocking pool), and a lane is held exactly as long as its handler runs (the permit
 //! moves into the blocking task, so a call given up by its client still holds its lane

@@ -113,7 +113,7 @@ struct Inner {
 }
 
 /// The MCP form of a tool definition.
-pub fn to_mcp_tool(def: &ToolDef) -> Tool {
+fn to_mcp_tool(def: &ToolDef) -> Tool {
     let annotations = match def.effect {
         Effect::ReadOnly => ToolAnnotations::new()
             .read_only(true)
@@ -215,7 +215,6 @@ impl CairnServer {
             return error_result(envelope::validation_failed(def, &errors));
         }
         let this = self.clone();
-        let arrived = Instant::now();
         if let (Lane::Shared, Some(_), Some(prepare)) =
             (def.lane, inner.lanes.width(), def.prepare.clone())
         {
@@ -228,6 +227,7 @@ impl CairnServer {
             })
             .await;
         }
+        let arrived = Instant::now();
         let admitted = inner.lanes.admit(def.lane).await;
         let started = Instant::now();
         let lane_wait_ms = (started - arrived).as_secs_f64() * 1000.0;
