@@ -573,27 +573,44 @@ fn wrong_host_or_origin_gets_403_and_health_answers() {
     }
 }
 
-/// The daemon's lanes (`cairn::mcp::lanes`), in process with the real tools: while the one
-/// shared lane is taken (as by a long `vault_retrieve`), a `list_issues` waits for it, and a
-/// `search_learnings` runs at once beside both.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_search_of_learnings_never_waits_for_the_lanes_other_tools_wait_for() {
-    use cairn::mcp::lanes::{Lane, Lanes};
-    use cairn::mcp::server::{CairnServer, Scope};
-    use std::sync::Arc;
-
-    let env = Env::new();
-    shop(&env);
-    let cairn = env.open();
+/// A server of `cairn` bound to SHOP-1, as the daemon builds one for a token, with one
+/// shared lane whose patience is beyond any wait here (a waiting call waits for the lane,
+/// not the clock).
+fn one_lane_server(
+    cairn: cairn::Cairn,
+) -> (
+    cairn::mcp::server::CairnServer,
+    std::sync::Arc<cairn::mcp::lanes::Lanes>,
+) {
     let work = cairn
         .bind(&cairn::context::BindArgs {
             issue: Some("SHOP-1".into()),
             ..Default::default()
         })
         .expect("bind");
-    // Patience beyond any wait here: the waiting call waits for the lane, not the clock.
-    let lanes = Arc::new(Lanes::new(std::num::NonZeroUsize::MIN, 10 * HANG));
-    let server = CairnServer::new(Arc::new(cairn), work, Scope::All, lanes.clone());
+    let lanes = std::sync::Arc::new(cairn::mcp::lanes::Lanes::new(
+        std::num::NonZeroUsize::MIN,
+        10 * HANG,
+    ));
+    let server = cairn::mcp::server::CairnServer::new(
+        std::sync::Arc::new(cairn),
+        work,
+        cairn::mcp::server::Scope::All,
+        lanes.clone(),
+    );
+    (server, lanes)
+}
+
+/// The daemon's lanes (`cairn::mcp::lanes`), in process with the real tools: while the one
+/// shared lane is taken (as by a long `vault_retrieve`), a `list_issues` waits for it, and a
+/// `search_learnings` runs at once beside both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_of_learnings_never_waits_for_the_lanes_other_tools_wait_for() {
+    use cairn::mcp::lanes::Lane;
+
+    let env = Env::new();
+    shop(&env);
+    let (server, lanes) = one_lane_server(env.open());
     let args = |v: Value| v.as_object().cloned();
     let added = server
         .call(
@@ -686,8 +703,7 @@ impl cairn::vault::embed::Embed for Recording {
 /// model, where queries that wait together share one run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vault_queries_are_embedded_before_their_calls_wait_for_a_lane() {
-    use cairn::mcp::lanes::{Lane, Lanes};
-    use cairn::mcp::server::{CairnServer, Scope};
+    use cairn::mcp::lanes::Lane;
     use std::sync::{Arc, Mutex};
 
     let env = Env::new();
@@ -701,14 +717,7 @@ async fn vault_queries_are_embedded_before_their_calls_wait_for_a_lane() {
         }),
     )
     .expect("open");
-    let work = cairn
-        .bind(&cairn::context::BindArgs {
-            issue: Some("SHOP-1".into()),
-            ..Default::default()
-        })
-        .expect("bind");
-    let lanes = Arc::new(Lanes::new(std::num::NonZeroUsize::MIN, 10 * HANG));
-    let server = CairnServer::new(Arc::new(cairn), work, Scope::All, lanes.clone());
+    let (server, lanes) = one_lane_server(cairn);
 
     let held = lanes.admit(Lane::Shared).await;
     let asked = ["retry budgets", "cache warming", "schema drift"];
