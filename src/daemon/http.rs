@@ -157,8 +157,7 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
         "sessions_served": s.sessions.load(Ordering::Relaxed),
         "requests_served": s.requests.load(Ordering::Relaxed),
         "warm": s.warm.load(Ordering::Relaxed),
-        // 0: no limit.
-        "shared_lanes": s.lanes.width().map_or(0, |w| w.get()),
+        "shared_lanes": s.lanes.shown_width(),
         "calls_waiting_for_a_lane": s.lanes.waiting(),
         "calls_run_past_the_lanes": s.lanes.overflowed(),
         "following_changes": s.follower.as_ref().map(|f| f.is_listening()),

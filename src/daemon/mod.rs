@@ -137,7 +137,7 @@ pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
     tracing::info!(
         url = %discovery.url,
         db = %db.display(),
-        shared_lanes = opts.lanes.width().map_or(0, |w| w.get()),
+        shared_lanes = opts.lanes.shown_width(),
         "listening"
     );
 

@@ -73,8 +73,8 @@ pub struct Admitted {
 
 /// The default number of shared lanes on this host: its cores less one, at least one.
 pub fn default_width() -> NonZeroUsize {
-    let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
-    NonZeroUsize::new(cores.saturating_sub(1)).unwrap_or(NonZeroUsize::MIN)
+    NonZeroUsize::new(crate::vault::embed::available_cores().saturating_sub(1))
+        .unwrap_or(NonZeroUsize::MIN)
 }
 
 impl Lanes {
@@ -103,6 +103,11 @@ impl Lanes {
     /// The number of shared lanes, `None` without a limit.
     pub fn width(&self) -> Option<NonZeroUsize> {
         self.shared.as_ref().map(|s| s.width)
+    }
+
+    /// The number of shared lanes as logs and `/health` show it: 0 without a limit.
+    pub fn shown_width(&self) -> usize {
+        self.width().map_or(0, NonZeroUsize::get)
     }
 
     /// How many calls ran without a lane after waiting their patience, since start.
@@ -222,5 +227,10 @@ mod tests {
     fn the_default_leaves_one_core_and_is_at_least_one_lane() {
         let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
         assert_eq!(default_width().get(), cores.saturating_sub(1).max(1));
+        assert_eq!(
+            Lanes::new(default_width(), PATIENCE).shown_width(),
+            default_width().get()
+        );
+        assert_eq!(Lanes::unlimited().shown_width(), 0);
     }
 }

@@ -242,7 +242,8 @@ impl Threading {
     }
 }
 
-fn available_cores() -> usize {
+/// The cores this process may use (1 if unknown).
+pub fn available_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
