@@ -548,6 +548,7 @@ fn wrong_host_or_origin_gets_403_and_health_answers() {
     // One shared lane fewer than the cores, at least one (`cairn::mcp::lanes`).
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert_eq!(h["shared_lanes"], cores.saturating_sub(1).max(1), "{h}");
+    assert_eq!(h["lane_nice"], 10, "{h}");
     assert!(h["requests_served"].as_u64().unwrap() >= 2, "{h}");
     assert!(h["uptime_seconds"].is_u64());
     // The daemon loads the model and the vault's indexes in the background at start and
@@ -588,10 +589,14 @@ fn one_lane_server(
             ..Default::default()
         })
         .expect("bind");
-    let lanes = std::sync::Arc::new(cairn::mcp::lanes::Lanes::new(
-        std::num::NonZeroUsize::MIN,
-        10 * HANG,
-    ));
+    let lanes = std::sync::Arc::new(
+        cairn::mcp::lanes::Lanes::new(
+            std::num::NonZeroUsize::MIN,
+            10 * HANG,
+            cairn::mcp::lanes::LANE_NICE,
+        )
+        .expect("the lane's thread"),
+    );
     let server = cairn::mcp::server::CairnServer::new(
         std::sync::Arc::new(cairn),
         work,
@@ -762,12 +767,42 @@ async fn vault_queries_are_embedded_before_their_calls_wait_for_a_lane() {
 #[test]
 fn one_daemon_per_database_loopback_only_and_a_clean_exit_removes_the_discovery_file() {
     let env = Env::new();
-    let d = Daemon::start(&env, &["--shared-lanes", "3"], &[]);
+    let d = Daemon::start(&env, &["--shared-lanes", "3", "--lane-nice", "4"], &[]);
     // The lanes asked for (the default is checked with /health elsewhere).
     let h = http(d.addr, "GET", "/health", &[], None).json();
     assert_eq!(h["shared_lanes"], 3, "{h}");
+    assert_eq!(h["lane_nice"], 4, "{h}");
     assert_eq!(h["calls_waiting_for_a_lane"], 0, "{h}");
     assert_eq!(h["calls_run_past_the_lanes"], 0, "{h}");
+    // Each lane is a thread of the daemon, 4 steps nicer than the daemon itself.
+    let nice = |task: &str| -> i64 {
+        let stat = std::fs::read_to_string(format!("{task}/stat")).unwrap();
+        // Field 19 of stat, counted after the parenthesised name.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        after.split(' ').nth(16).unwrap().parse().unwrap()
+    };
+    let proc = format!("/proc/{}", d.child.id());
+    let mut lanes: Vec<(String, i64)> = std::fs::read_dir(format!("{proc}/task"))
+        .unwrap()
+        .filter_map(|t| {
+            let task = t.unwrap().path().display().to_string();
+            let name = std::fs::read_to_string(format!("{task}/comm")).ok()?;
+            let name = name.trim().to_string();
+            name.starts_with("cairn-lane").then(|| (name, nice(&task)))
+        })
+        .collect();
+    lanes.sort();
+    let expected = (nice(&proc) + 4).min(19);
+    assert_eq!(
+        lanes,
+        (0..3)
+            .map(|n| (format!("cairn-lane-{n}"), expected))
+            .collect::<Vec<_>>()
+    );
+    // Not a niceness the system has.
+    let bad = Env::new().run(&["daemon", "--lane-nice", "20"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--lane-nice"));
     // A second daemon on the same database refuses, naming the first one.
     let second = env.run(&["daemon", "--listen", "127.0.0.1:0"]);
     assert!(!second.status.success());

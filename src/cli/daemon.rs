@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::daemon::{Options, serve};
-use crate::mcp::lanes::{Lanes, PATIENCE, default_width};
+use crate::mcp::lanes::{LANE_NICE, Lanes, PATIENCE, default_width};
 
 use super::Outcome;
 
@@ -35,6 +35,12 @@ pub struct DaemonArgs {
     /// least 1; 0 lifts the limit.
     #[arg(long, env = "CAIRN_SHARED_LANES")]
     shared_lanes: Option<usize>,
+    /// How much nicer than the daemon the shared lanes' threads run (0-19), so that
+    /// searches and the transport go first on a busy core; 0 keeps the daemon's own
+    /// priority (docs/deployment.md).
+    #[arg(long, env = "CAIRN_LANE_NICE", default_value_t = LANE_NICE,
+          value_parser = clap::value_parser!(u8).range(0..=19))]
+    lane_nice: u8,
 }
 
 pub(super) fn run(db: &crate::store::Location, args: DaemonArgs) -> anyhow::Result<Outcome> {
@@ -52,11 +58,10 @@ pub(super) fn run(db: &crate::store::Location, args: DaemonArgs) -> anyhow::Resu
             allow_remote: args.allow_remote,
             allow_hosts: args.allow_hosts,
             drain: Duration::from_secs(args.drain_seconds),
-            lanes: Arc::new(match args.shared_lanes {
-                None => Lanes::new(default_width(), PATIENCE),
-                Some(n) => {
-                    NonZeroUsize::new(n).map_or_else(Lanes::unlimited, |w| Lanes::new(w, PATIENCE))
-                }
+            lanes: Arc::new(match args.shared_lanes.map(NonZeroUsize::new) {
+                None => Lanes::new(default_width(), PATIENCE, args.lane_nice)?,
+                Some(Some(width)) => Lanes::new(width, PATIENCE, args.lane_nice)?,
+                Some(None) => Lanes::unlimited(),
             }),
         },
     ))?;

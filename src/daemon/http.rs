@@ -158,6 +158,7 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
         "requests_served": s.requests.load(Ordering::Relaxed),
         "warm": s.warm.load(Ordering::Relaxed),
         "shared_lanes": s.lanes.shown_width(),
+        "lane_nice": s.lanes.nice(),
         "calls_waiting_for_a_lane": s.lanes.waiting(),
         "calls_run_past_the_lanes": s.lanes.overflowed(),
         "following_changes": s.follower.as_ref().map(|f| f.is_listening()),

@@ -138,6 +138,7 @@ pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
         url = %discovery.url,
         db = %db.display(),
         shared_lanes = opts.lanes.shown_width(),
+        lane_nice = opts.lanes.nice(),
         "listening"
     );
 

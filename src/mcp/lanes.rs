@@ -20,20 +20,30 @@
 //! vault's searches embed their query there, so that queries arriving together still
 //! share one model run instead of taking turns at the model, one lane at a time.
 //!
-//! Waiting for a lane holds no thread (an async semaphore, before the handler goes to the
-//! blocking pool), and a lane is held exactly as long as its handler runs (the permit
-//! moves into the blocking task, so a call given up by its client still holds its lane
-//! until its handler returns). What it gains and costs, measured: docs/deployment.md,
-//! "Searches of learnings on a reserved core".
+//! Waiting for a lane holds no thread (an async semaphore), and a lane is held exactly as
+//! long as its handler runs (the permit moves into the job, so a call given up by its
+//! client still holds its lane until its handler returns).
+//!
+//! A lane is also a thread: each shared lane has its own, at a lower priority than the
+//! rest of the process ([`LANE_NICE`] added to the niceness; Linux), and a call that holds
+//! a lane runs its handler there ([`Lanes::run`]). A lane keeps the heavy handlers to the
+//! cores less one, but the operating system still shares each core between the thread
+//! holding it and whatever wakes up: a search, or the transport reading and answering
+//! every call. At the lower priority the lane's handler gives way to them at once instead
+//! of taking turns. Reserved calls and calls past the lanes run on the blocking pool at
+//! the process's own priority. What it gains and costs, measured: docs/deployment.md,
+//! "Searches of learnings on a reserved core" and "The lanes' threads at a lower
+//! priority".
 //!
 //! `cairn serve` answers one client and runs every handler at once ([`Lanes::unlimited`]).
 
 use std::num::NonZeroUsize;
-use std::sync::Arc;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 /// Whether a tool's handler waits for a shared lane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +56,10 @@ pub enum Lane {
 
 /// How long a call waits for a shared lane before it runs without one.
 pub const PATIENCE: Duration = Duration::from_millis(10);
+
+/// How much nicer than the process the lanes' threads run by default (`cairn daemon
+/// --lane-nice`; the niceness is capped at 19).
+pub const LANE_NICE: u8 = 10;
 
 /// The shared lanes of one server process, or no limit.
 #[derive(Debug)]
@@ -62,6 +76,22 @@ struct Shared {
     width: NonZeroUsize,
     lanes: Arc<Semaphore>,
     patience: Duration,
+    nice: u8,
+    /// Work for the lanes' threads; they stop when it is dropped.
+    jobs: mpsc::Sender<Job>,
+}
+
+/// A handler to run on a lane's thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A handler that panicked (the panic itself went to the log through the panic hook).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Panicked;
+
+impl std::fmt::Display for Panicked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the handler panicked")
+    }
 }
 
 /// A claim on a shared lane (nothing for a reserved call or without a limit), held until
@@ -78,17 +108,39 @@ pub fn default_width() -> NonZeroUsize {
 }
 
 impl Lanes {
-    /// `width` shared lanes; a call waits at most `patience` for one ([`PATIENCE`]).
-    pub fn new(width: NonZeroUsize, patience: Duration) -> Lanes {
-        Lanes {
+    /// `width` shared lanes, each with its own thread running `nice` steps nicer than the
+    /// process ([`LANE_NICE`]); a call waits at most `patience` for one ([`PATIENCE`]).
+    /// Fails only if a thread cannot be started.
+    pub fn new(width: NonZeroUsize, patience: Duration, nice: u8) -> std::io::Result<Lanes> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
+        for n in 0..width.get() {
+            let queue = queue.clone();
+            std::thread::Builder::new()
+                .name(format!("cairn-lane-{n}"))
+                .spawn(move || {
+                    lower_priority(nice);
+                    loop {
+                        // One thread waits for the next job, the others for the queue.
+                        let job = queue.lock().unwrap_or_else(PoisonError::into_inner).recv();
+                        match job {
+                            Ok(job) => job(),
+                            Err(mpsc::RecvError) => return,
+                        }
+                    }
+                })?;
+        }
+        Ok(Lanes {
             shared: Some(Shared {
                 width,
                 lanes: Arc::new(Semaphore::new(width.get())),
                 patience,
+                nice,
+                jobs,
             }),
             waiting: AtomicUsize::new(0),
             overflowed: AtomicU64::new(0),
-        }
+        })
     }
 
     /// No limit: every handler runs as soon as its call arrives.
@@ -108,6 +160,11 @@ impl Lanes {
     /// The number of shared lanes as logs and `/health` show it: 0 without a limit.
     pub fn shown_width(&self) -> usize {
         self.width().map_or(0, NonZeroUsize::get)
+    }
+
+    /// How much nicer than the process the lanes' threads run; 0 without a limit.
+    pub fn nice(&self) -> u8 {
+        self.shared.as_ref().map_or(0, |s| s.nice)
     }
 
     /// How many calls ran without a lane after waiting their patience, since start.
@@ -140,6 +197,58 @@ impl Lanes {
             _ => Admitted { _lane: None },
         }
     }
+
+    /// Run the handler `f` of a call that `admitted` let in: on a lane's thread if it holds
+    /// a lane, else on the blocking pool. The lane is given back when `f` returns, also if
+    /// the caller stopped waiting.
+    pub async fn run<R, F>(&self, admitted: Admitted, f: F) -> Result<R, Panicked>
+    where
+        R: Send + 'static,
+        F: FnOnce() -> R + Send + 'static,
+    {
+        let Some(shared) = self.shared.as_ref().filter(|_| admitted._lane.is_some()) else {
+            return tokio::task::spawn_blocking(move || {
+                let _admitted = admitted;
+                f()
+            })
+            .await
+            .map_err(|_| Panicked);
+        };
+        let (answer, answered) = oneshot::channel();
+        let job: Job = Box::new(move || {
+            let out = std::panic::catch_unwind(AssertUnwindSafe(f));
+            drop(admitted);
+            let _ = answer.send(out);
+        });
+        if let Err(mpsc::SendError(job)) = shared.jobs.send(job) {
+            // The lanes' threads are gone (they never stop while `shared` lives): run it
+            // here rather than lose the call.
+            tokio::task::spawn_blocking(job)
+                .await
+                .map_err(|_| Panicked)?;
+        }
+        match answered.await {
+            Ok(Ok(out)) => Ok(out),
+            Ok(Err(_)) | Err(_) => Err(Panicked),
+        }
+    }
+}
+
+/// Make the calling thread `by` steps nicer than it is (at most 19), where the system
+/// lets one thread have its own niceness (Linux); a failure is logged, not fatal.
+fn lower_priority(by: u8) {
+    #[cfg(target_os = "linux")]
+    if by > 0 {
+        use rustix::process::{getpriority_process, setpriority_process};
+        let me = Some(rustix::thread::gettid());
+        let result = getpriority_process(me)
+            .and_then(|now| setpriority_process(me, (now + i32::from(by)).min(19)));
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "a lane's thread kept the process's priority");
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = by;
 }
 
 /// Takes one off a count when dropped.
@@ -176,7 +285,7 @@ mod tests {
     // A runtime for the patience's timer; the futures are polled by hand.
     #[tokio::test]
     async fn shared_calls_wait_for_a_free_lane_and_reserved_ones_never_wait() {
-        let lanes = Lanes::new(NonZeroUsize::new(2).unwrap(), FOREVER);
+        let lanes = Lanes::new(NonZeroUsize::new(2).unwrap(), FOREVER, LANE_NICE).unwrap();
         assert_eq!(lanes.width(), NonZeroUsize::new(2));
         let first = now(lanes.admit(Lane::Shared));
         let _second = now(lanes.admit(Lane::Shared));
@@ -201,7 +310,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_that_waited_its_patience_runs_without_a_lane() {
-        let lanes = Lanes::new(NonZeroUsize::MIN, Duration::from_millis(30));
+        let lanes = Lanes::new(NonZeroUsize::MIN, Duration::from_millis(30), LANE_NICE).unwrap();
         let held = lanes.admit(Lane::Shared).await;
         let waited = std::time::Instant::now();
         let _overflow = lanes.admit(Lane::Shared).await;
@@ -216,6 +325,61 @@ mod tests {
         assert_eq!(lanes.overflowed(), 1);
     }
 
+    /// The name and niceness of the thread that runs a handler.
+    #[cfg(target_os = "linux")]
+    fn whereabouts() -> (String, i32) {
+        let me = Some(rustix::thread::gettid());
+        (
+            std::thread::current()
+                .name()
+                .unwrap_or_default()
+                .to_string(),
+            rustix::process::getpriority_process(me).unwrap(),
+        )
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_call_holding_a_lane_runs_on_its_thread_nicer_than_the_rest() {
+        let base = whereabouts().1;
+        let lanes = Lanes::new(NonZeroUsize::MIN, Duration::from_millis(30), 5).unwrap();
+        assert_eq!(lanes.nice(), 5);
+        let held = lanes.admit(Lane::Shared).await;
+        // Past its patience, a call runs on the blocking pool at the process's priority,
+        // as a reserved one does.
+        let overflow = lanes.admit(Lane::Shared).await;
+        let (name, nice) = lanes.run(overflow, whereabouts).await.unwrap();
+        assert!(!name.starts_with("cairn-lane"), "{name}");
+        assert_eq!(nice, base);
+        let reserved = lanes.admit(Lane::Reserved).await;
+        assert_eq!(lanes.run(reserved, whereabouts).await.unwrap().1, base);
+        let (name, nice) = lanes.run(held, whereabouts).await.unwrap();
+        assert_eq!(name, "cairn-lane-0");
+        assert_eq!(nice, (base + 5).min(19));
+        // Nothing changed the priority of the threads the process shares.
+        assert_eq!(whereabouts().1, base);
+        let unlimited = Lanes::unlimited();
+        let any = unlimited.admit(Lane::Shared).await;
+        assert_eq!(unlimited.run(any, whereabouts).await.unwrap().1, base);
+        assert_eq!(unlimited.nice(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_handler_that_panics_gives_its_lane_back() {
+        let lanes = Lanes::new(NonZeroUsize::MIN, FOREVER, LANE_NICE).unwrap();
+        for _ in 0..2 {
+            let lane = now(lanes.admit(Lane::Shared));
+            let out = lanes
+                .run(lane, || -> u8 { panic!("a handler's bug") })
+                .await;
+            assert_eq!(out, Err(Panicked));
+        }
+        // The lane and its thread still serve.
+        let lane = now(lanes.admit(Lane::Shared));
+        let name = || std::thread::current().name().map(String::from);
+        assert_eq!(lanes.run(lane, name).await, Ok(Some("cairn-lane-0".into())));
+    }
+
     #[test]
     fn without_a_limit_no_call_waits() {
         let lanes = Lanes::unlimited();
@@ -228,7 +392,9 @@ mod tests {
         let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
         assert_eq!(default_width().get(), cores.saturating_sub(1).max(1));
         assert_eq!(
-            Lanes::new(default_width(), PATIENCE).shown_width(),
+            Lanes::new(default_width(), PATIENCE, LANE_NICE)
+                .unwrap()
+                .shown_width(),
             default_width().get()
         );
         assert_eq!(Lanes::unlimited().shown_width(), 0);

@@ -231,20 +231,21 @@ impl CairnServer {
         let admitted = inner.lanes.admit(def.lane).await;
         let started = Instant::now();
         let lane_wait_ms = (started - arrived).as_secs_f64() * 1000.0;
-        let outcome = tokio::task::spawn_blocking(move || {
-            let _admitted = admitted;
-            let inner = &this.inner;
-            let _serving = inner.cairn.serving();
-            let def = &inner.tools[index];
-            let cx = ToolCtx {
-                cairn: &inner.cairn,
-                work: &inner.work,
-                started: inner.started,
-                tools_registered: inner.tools.len(),
-            };
-            def.run(&cx, args)
-        })
-        .await;
+        let outcome = inner
+            .lanes
+            .run(admitted, move || {
+                let inner = &this.inner;
+                let _serving = inner.cairn.serving();
+                let def = &inner.tools[index];
+                let cx = ToolCtx {
+                    cairn: &inner.cairn,
+                    work: &inner.work,
+                    started: inner.started,
+                    tools_registered: inner.tools.len(),
+                };
+                def.run(&cx, args)
+            })
+            .await;
         let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
         match outcome {
             Ok(Ok(value)) => {
@@ -260,8 +261,8 @@ impl CairnServer {
                 }
                 error_result(envelope::domain_error(def, &err))
             }
-            Err(join) => {
-                tracing::error!(tool = name, error = %join, "tool handler panicked");
+            Err(panicked) => {
+                tracing::error!(tool = name, error = %panicked, "tool handler panicked");
                 error_result(envelope::domain_error(
                     def,
                     &Error::Internal("handler panicked".into()),
