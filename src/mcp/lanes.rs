@@ -114,12 +114,15 @@ impl Lanes {
     pub fn new(width: NonZeroUsize, patience: Duration, nice: u8) -> std::io::Result<Lanes> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
+        let (ready, readied) = mpsc::channel::<()>();
         for n in 0..width.get() {
             let queue = queue.clone();
+            let ready = ready.clone();
             std::thread::Builder::new()
                 .name(format!("cairn-lane-{n}"))
                 .spawn(move || {
                     lower_priority(nice);
+                    drop(ready);
                     loop {
                         // One thread waits for the next job, the others for the queue.
                         let job = queue.lock().unwrap_or_else(PoisonError::into_inner).recv();
@@ -130,6 +133,10 @@ impl Lanes {
                     }
                 })?;
         }
+        // Every lane is at its priority before the first call can reach it: each thread
+        // drops its sender once it is.
+        drop(ready);
+        let _ = readied.recv();
         Ok(Lanes {
             shared: Some(Shared {
                 width,
