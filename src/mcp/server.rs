@@ -215,6 +215,7 @@ impl CairnServer {
             return error_result(envelope::validation_failed(def, &errors));
         }
         let this = self.clone();
+        let received = Instant::now();
         if let (Lane::Shared, Some(_), Some(prepare)) =
             (def.lane, inner.lanes.width(), def.prepare.clone())
         {
@@ -228,8 +229,9 @@ impl CairnServer {
             .await;
         }
         let arrived = Instant::now();
-        let admitted = inner.lanes.admit(def.lane).await;
+        let admitted = inner.lanes.admit(def.lane, received).await;
         let started = Instant::now();
+        let prepare_ms = (arrived - received).as_secs_f64() * 1000.0;
         let lane_wait_ms = (started - arrived).as_secs_f64() * 1000.0;
         let outcome = inner
             .lanes
@@ -249,7 +251,13 @@ impl CairnServer {
         let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
         match outcome {
             Ok(Ok(value)) => {
-                tracing::debug!(tool = name, elapsed_ms, lane_wait_ms, "tool call ok");
+                tracing::debug!(
+                    tool = name,
+                    elapsed_ms,
+                    lane_wait_ms,
+                    prepare_ms,
+                    "tool call ok"
+                );
                 CallToolResult::structured(value)
             }
             Ok(Err(err)) => {
