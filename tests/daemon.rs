@@ -625,7 +625,7 @@ async fn a_search_of_learnings_never_waits_for_the_lanes_other_tools_wait_for() 
         .await;
     assert_ne!(added.is_error, Some(true), "{added:?}");
 
-    let held = lanes.admit(Lane::Shared, std::time::Instant::now()).await;
+    let held = lanes.admit(Lane::Shared).await;
     let listing = tokio::spawn({
         let server = server.clone();
         async move { server.call("list_issues", None).await }
@@ -724,7 +724,7 @@ async fn vault_queries_are_embedded_before_their_calls_wait_for_a_lane() {
     .expect("open");
     let (server, lanes) = one_lane_server(cairn);
 
-    let held = lanes.admit(Lane::Shared, std::time::Instant::now()).await;
+    let held = lanes.admit(Lane::Shared).await;
     let asked = ["retry budgets", "cache warming", "schema drift"];
     let calls: Vec<_> = asked
         .iter()

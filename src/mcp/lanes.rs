@@ -41,7 +41,7 @@ use std::num::NonZeroUsize;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
@@ -184,19 +184,14 @@ impl Lanes {
         self.waiting.load(Ordering::Relaxed)
     }
 
-    /// Wait for a lane if `lane` needs one, for a call that `arrived` then: its patience
-    /// counts from its arrival, so a call that already waited (a vault search for the
-    /// model, to embed its query) does not wait for a lane as well, unless one is free.
-    /// The claim is held until dropped.
-    pub async fn admit(&self, lane: Lane, arrived: Instant) -> Admitted {
+    /// Wait for a lane if `lane` needs one; the claim is held until dropped.
+    pub async fn admit(&self, lane: Lane) -> Admitted {
         match (lane, &self.shared) {
             (Lane::Shared, Some(s)) => {
                 // Counted while waiting, also when the call is dropped before its turn.
                 self.waiting.fetch_add(1, Ordering::Relaxed);
                 let _counted = Uncount(&self.waiting);
-                // A free lane is taken even past the patience: the lane is polled first.
-                let patience = tokio::time::Instant::from_std(arrived + s.patience);
-                match tokio::time::timeout_at(patience, s.lanes.clone().acquire_owned()).await {
+                match tokio::time::timeout(s.patience, s.lanes.clone().acquire_owned()).await {
                     // `acquire_owned` fails only on a closed semaphore, and these are never
                     // closed; were one closed, the call would run without a lane.
                     Ok(lane) => Admitted { _lane: lane.ok() },
@@ -299,15 +294,13 @@ mod tests {
     async fn shared_calls_wait_for_a_free_lane_and_reserved_ones_never_wait() {
         let lanes = Lanes::new(NonZeroUsize::new(2).unwrap(), FOREVER, LANE_NICE).unwrap();
         assert_eq!(lanes.width(), NonZeroUsize::new(2));
-        let first = now(lanes.admit(Lane::Shared, Instant::now()));
-        let _second = now(lanes.admit(Lane::Shared, Instant::now()));
-        let mut third = pin!(lanes.admit(Lane::Shared, Instant::now()));
+        let first = now(lanes.admit(Lane::Shared));
+        let _second = now(lanes.admit(Lane::Shared));
+        let mut third = pin!(lanes.admit(Lane::Shared));
         assert!(poll(third.as_mut()).is_pending(), "both lanes are taken");
         assert_eq!(lanes.waiting(), 1);
         // Reserved calls run whatever holds the lanes.
-        let _reserved: Vec<Admitted> = (0..5)
-            .map(|_| now(lanes.admit(Lane::Reserved, Instant::now())))
-            .collect();
+        let _reserved: Vec<Admitted> = (0..5).map(|_| now(lanes.admit(Lane::Reserved))).collect();
         drop(first);
         let Poll::Ready(_third) = poll(third.as_mut()) else {
             panic!("a lane was given back, yet the waiting call did not get it");
@@ -315,7 +308,7 @@ mod tests {
         assert_eq!(lanes.waiting(), 0);
         // A call given up while waiting is no longer counted.
         {
-            let mut fourth = pin!(lanes.admit(Lane::Shared, Instant::now()));
+            let mut fourth = pin!(lanes.admit(Lane::Shared));
             assert!(poll(fourth.as_mut()).is_pending());
             assert_eq!(lanes.waiting(), 1);
         }
@@ -323,35 +316,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_patience_counts_from_the_calls_arrival() {
-        let patience = Duration::from_secs(60);
-        let lanes = Lanes::new(NonZeroUsize::MIN, patience, LANE_NICE).unwrap();
-        // Arrived long ago (its query took that long to embed): a free lane is still
-        // taken...
-        let long_ago = Instant::now() - 2 * patience;
-        let held = now(lanes.admit(Lane::Shared, long_ago));
-        assert_eq!(lanes.overflowed(), 0);
-        // ... and with none free, it does not wait again.
-        let _past = now(lanes.admit(Lane::Shared, long_ago));
-        assert_eq!(lanes.overflowed(), 1);
-        // A call that just arrived waits for the lane.
-        let mut next = pin!(lanes.admit(Lane::Shared, Instant::now()));
-        assert!(poll(next.as_mut()).is_pending());
-        drop(held);
-        assert!(matches!(poll(next.as_mut()), Poll::Ready(_)));
-    }
-
-    #[tokio::test]
     async fn a_call_that_waited_its_patience_runs_without_a_lane() {
         let lanes = Lanes::new(NonZeroUsize::MIN, Duration::from_millis(30), LANE_NICE).unwrap();
-        let held = lanes.admit(Lane::Shared, Instant::now()).await;
+        let held = lanes.admit(Lane::Shared).await;
         let waited = std::time::Instant::now();
-        let _overflow = lanes.admit(Lane::Shared, Instant::now()).await;
+        let _overflow = lanes.admit(Lane::Shared).await;
         assert!(waited.elapsed() >= Duration::from_millis(30));
         assert_eq!(lanes.overflowed(), 1);
         assert_eq!(lanes.waiting(), 0);
         // The lane itself was not taken: it is still the first call's, then free.
-        let mut next = pin!(lanes.admit(Lane::Shared, Instant::now()));
+        let mut next = pin!(lanes.admit(Lane::Shared));
         assert!(poll(next.as_mut()).is_pending());
         drop(held);
         assert!(matches!(poll(next.as_mut()), Poll::Ready(_)));
@@ -377,14 +351,14 @@ mod tests {
         let base = whereabouts().1;
         let lanes = Lanes::new(NonZeroUsize::MIN, Duration::from_millis(30), 5).unwrap();
         assert_eq!(lanes.nice(), 5);
-        let held = lanes.admit(Lane::Shared, Instant::now()).await;
+        let held = lanes.admit(Lane::Shared).await;
         // Past its patience, a call runs on the blocking pool at the process's priority,
         // as a reserved one does.
-        let overflow = lanes.admit(Lane::Shared, Instant::now()).await;
+        let overflow = lanes.admit(Lane::Shared).await;
         let (name, nice) = lanes.run(overflow, whereabouts).await.unwrap();
         assert!(!name.starts_with("cairn-lane"), "{name}");
         assert_eq!(nice, base);
-        let reserved = lanes.admit(Lane::Reserved, Instant::now()).await;
+        let reserved = lanes.admit(Lane::Reserved).await;
         assert_eq!(lanes.run(reserved, whereabouts).await.unwrap().1, base);
         let (name, nice) = lanes.run(held, whereabouts).await.unwrap();
         assert_eq!(name, "cairn-lane-0");
@@ -392,7 +366,7 @@ mod tests {
         // Nothing changed the priority of the threads the process shares.
         assert_eq!(whereabouts().1, base);
         let unlimited = Lanes::unlimited();
-        let any = unlimited.admit(Lane::Shared, Instant::now()).await;
+        let any = unlimited.admit(Lane::Shared).await;
         assert_eq!(unlimited.run(any, whereabouts).await.unwrap().1, base);
         assert_eq!(unlimited.nice(), 0);
     }
@@ -401,14 +375,14 @@ mod tests {
     async fn a_handler_that_panics_gives_its_lane_back() {
         let lanes = Lanes::new(NonZeroUsize::MIN, FOREVER, LANE_NICE).unwrap();
         for _ in 0..2 {
-            let lane = now(lanes.admit(Lane::Shared, Instant::now()));
+            let lane = now(lanes.admit(Lane::Shared));
             let out = lanes
                 .run(lane, || -> u8 { panic!("a handler's bug") })
                 .await;
             assert_eq!(out, Err(Panicked));
         }
         // The lane and its thread still serve.
-        let lane = now(lanes.admit(Lane::Shared, Instant::now()));
+        let lane = now(lanes.admit(Lane::Shared));
         let name = || std::thread::current().name().map(String::from);
         assert_eq!(lanes.run(lane, name).await, Ok(Some("cairn-lane-0".into())));
     }
@@ -417,9 +391,7 @@ mod tests {
     fn without_a_limit_no_call_waits() {
         let lanes = Lanes::unlimited();
         assert_eq!(lanes.width(), None);
-        let _all: Vec<Admitted> = (0..64)
-            .map(|_| now(lanes.admit(Lane::Shared, Instant::now())))
-            .collect();
+        let _all: Vec<Admitted> = (0..64).map(|_| now(lanes.admit(Lane::Shared))).collect();
     }
 
     #[test]

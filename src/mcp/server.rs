@@ -229,7 +229,7 @@ impl CairnServer {
             .await;
         }
         let arrived = Instant::now();
-        let admitted = inner.lanes.admit(def.lane, received).await;
+        let admitted = inner.lanes.admit(def.lane).await;
         let started = Instant::now();
         let prepare_ms = (arrived - received).as_secs_f64() * 1000.0;
         let lane_wait_ms = (started - arrived).as_secs_f64() * 1000.0;
