@@ -214,12 +214,8 @@ impl Lanes {
         F: FnOnce() -> R + Send + 'static,
     {
         let Some(shared) = self.shared.as_ref().filter(|_| admitted._lane.is_some()) else {
-            return tokio::task::spawn_blocking(move || {
-                let _admitted = admitted;
-                f()
-            })
-            .await
-            .map_err(|_| Panicked);
+            // Nothing held: a reserved call, one past the lanes, or no limit.
+            return tokio::task::spawn_blocking(f).await.map_err(|_| Panicked);
         };
         let (answer, answered) = oneshot::channel();
         let job: Job = Box::new(move || {
