@@ -562,15 +562,19 @@ impl Daemon {
     }
 }
 
-/// Poll the daemon's `/health` (the forwarder's own check) until it reports `"warm":
-/// true` (model and vault indexes loaded at start), so a session's first call measures a
-/// warm host daemon, the topology issue 11 is about, not the daemon's own start.
+/// The daemon's `GET /health`, over TCP.
+async fn health(mcp_url: &str) -> Option<Value> {
+    let url = mcp_url.strip_suffix("/mcp")?;
+    let r = reqwest::get(format!("{url}/health")).await.ok()?;
+    serde_json::from_str(&r.text().await.ok()?).ok()
+}
+
+/// Poll the daemon's `/health` until it reports `"warm": true` (model and vault indexes
+/// loaded at start), so a session's first call measures a warm host daemon, the topology
+/// issue 11 is about, not the daemon's own start.
 async fn wait_warm(daemon: &mut Daemon) {
     let started = Instant::now();
-    while cairn::mcp::forward::health(&daemon.url)
-        .await
-        .map_or(true, |h| h["warm"] != true)
-    {
+    while health(&daemon.url).await.is_none_or(|h| h["warm"] != true) {
         assert!(
             daemon.child.try_wait().unwrap().is_none(),
             "cairn daemon exited before it was warm"

@@ -71,6 +71,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0008_session_tokens.sql",
         include_str!("../migrations/0008_session_tokens.sql"),
     ),
+    (
+        9,
+        "0009_token_peer.sql",
+        include_str!("../migrations/0009_token_peer.sql"),
+    ),
 ];
 
 /// The PostgreSQL dialect of the same migrations, same numbers.
@@ -114,6 +119,11 @@ const PG_MIGRATIONS: &[(u32, &str, &str)] = &[
         8,
         "postgres/0008_session_tokens.sql",
         include_str!("../migrations/postgres/0008_session_tokens.sql"),
+    ),
+    (
+        9,
+        "postgres/0009_token_peer.sql",
+        include_str!("../migrations/postgres/0009_token_peer.sql"),
     ),
 ];
 

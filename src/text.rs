@@ -102,7 +102,7 @@ impl Removed {
     }
 
     /// "2 control, 1 bidi" for messages.
-    fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         [
             (self.control, "control"),
             (self.ansi_escape, "ANSI escape"),
@@ -362,6 +362,47 @@ pub(crate) fn prose_json(path: &str, v: &mut serde_json::Value) -> Result<(), Fi
     Ok(())
 }
 
+/// Clean every string of a JSON value in place, object keys included, as documents are
+/// cleaned ([`clean_document`]: CRLF kept); returns what was removed. Every answer Cairn
+/// sends over MCP passes through it, so text that never went through the policy (stored
+/// before it, or ingested as logged, such as run events) reaches no agent with hidden
+/// characters, and a forwarder can refuse any answer that still carries some.
+pub fn clean_json(v: &mut serde_json::Value) -> Removed {
+    use serde_json::Value;
+    let mut removed = Removed::default();
+    match v {
+        Value::String(s) => {
+            let (out, r) = clean_document(s);
+            if !r.is_empty() {
+                *s = out;
+                removed.add(&r);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                removed.add(&clean_json(item));
+            }
+        }
+        Value::Object(map) => {
+            if map.keys().any(|k| !clean_document(k).1.is_empty()) {
+                let old = std::mem::take(map);
+                for (k, mut item) in old {
+                    let (key, r) = clean_document(&k);
+                    removed.add(&r);
+                    removed.add(&clean_json(&mut item));
+                    map.insert(key, item);
+                }
+            } else {
+                for item in map.values_mut() {
+                    removed.add(&clean_json(item));
+                }
+            }
+        }
+        _ => {}
+    }
+    removed
+}
+
 /// [`prose`] as a one-field [`Error::InvalidInput`].
 pub(crate) fn prose_field(field: &str, text: &str) -> Result<String> {
     prose(field, text).map_err(|e| Error::InvalidInput(vec![e]))
@@ -407,6 +448,64 @@ pub fn cleaned<T>(f: impl FnOnce() -> Result<T>) -> Result<Cleaned<T>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cleaning_twice_removes_nothing_more() {
+        // Every string of up to four characters from an alphabet of the policy's edge
+        // cases: a cleaned text is a fixed point (a forwarder relies on it).
+        let alphabet = [
+            'a',
+            'é',
+            '\u{200D}',
+            '\u{200C}',
+            '\u{200B}',
+            '\u{1B}',
+            '[',
+            'm',
+            ']',
+            '\u{07}',
+            '\r',
+            '\n',
+            '\u{202E}',
+            '\u{9B}',
+            '\u{E0041}',
+            '\u{AD}',
+            '\\',
+        ];
+        let n = alphabet.len();
+        for len in 1..=4u32 {
+            for mut code in 0..n.pow(len) {
+                let mut text = String::new();
+                for _ in 0..len {
+                    text.push(alphabet[code % n]);
+                    code /= n;
+                }
+                let (once, _) = clean_document(&text);
+                let (twice, again) = clean_document(&once);
+                assert!(again.is_empty(), "{text:?} -> {once:?} -> {twice:?}");
+                let (once, _) = clean(&text);
+                assert!(clean(&once).1.is_empty(), "{text:?} -> {once:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn json_answers_are_cleaned_keys_and_all() {
+        let mut v = serde_json::json!({
+            "a\u{202E}": ["x\u{1B}[31my", {"k": "line\r\nnext\u{200B}"}],
+            "n": 1,
+        });
+        let removed = clean_json(&mut v);
+        assert_eq!(
+            v,
+            serde_json::json!({"a": ["xy", {"k": "line\r\nnext"}], "n": 1})
+        );
+        assert_eq!(
+            (removed.bidi, removed.ansi_escape, removed.zero_width),
+            (1, 5, 1)
+        );
+        assert!(clean_json(&mut v).is_empty());
+    }
 
     #[test]
     fn each_class_is_removed_and_counted() {

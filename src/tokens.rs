@@ -68,6 +68,11 @@ pub struct TokenInfo {
     pub created_at: String,
     pub expires_at: String,
     pub revoked_at: Option<String>,
+    /// The process the token is bound to (`uid:pid:start`): a forwarding `cairn serve`'s
+    /// own token, served only over the daemon's socket to that process. `None`: a token
+    /// minted by a person or orchestrator, valid from any connection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
 }
 
 /// Whether a token may be used now.
@@ -86,6 +91,8 @@ pub struct Session {
     pub work: WorkContext,
     pub scope: Option<ToolScope>,
     pub expires_at: String,
+    /// The process the token is bound to ([`TokenInfo::peer`]).
+    pub peer: Option<String>,
 }
 
 /// The outcome of presenting a token.
@@ -110,13 +117,16 @@ pub enum Check {
 /// serve`'s flags, by [`crate::context::bind`]) and to the resolved `scope` (`None`:
 /// every tool), valid for `ttl`. The token is returned once and stored only hashed.
 ///
-/// This is the one way to mint: `cairn session new` calls it, and so may a `cairn serve`
-/// that forwards its session to a daemon (with its own `BindArgs` and resolved scope).
+/// This is the one way to mint: `cairn session new` calls it, and so does a `cairn serve`
+/// that forwards its session to a daemon (with its own `BindArgs` and resolved scope, and
+/// `peer`: its own process, which the daemon then requires at the other end of the
+/// connection).
 pub fn mint(
     store: &Store,
     args: &BindArgs,
     scope: Option<&ToolScope>,
     ttl: Duration,
+    peer: Option<&str>,
 ) -> Result<Minted> {
     if ttl.is_zero() || ttl > MAX_TTL {
         return Err(Error::invalid(
@@ -156,8 +166,8 @@ pub fn mint(
         tx.execute(
             "INSERT INTO session_tokens (id, token_hash, issue_id, issue_identifier, project_id,
                  worktree_path, agent_type, project_slug, symphony_dir, actor, scope_label,
-                 scope_tools, created_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                 scope_tools, created_at, expires_at, peer)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
             params![
                 id,
                 hash,
@@ -173,6 +183,7 @@ pub fn mint(
                 tools_json,
                 created_at,
                 expires_at,
+                peer,
             ],
         )?;
         Ok(())
@@ -193,6 +204,7 @@ pub fn mint(
             created_at,
             expires_at,
             revoked_at: None,
+            peer: peer.map(str::to_string),
         },
     })
 }
@@ -240,6 +252,7 @@ pub fn authenticate(store: &Store, token: &str) -> Result<Check> {
             id: row.id,
             scope: row.scope,
             expires_at: row.expires_at,
+            peer: row.peer,
         })),
     })
 }
@@ -284,6 +297,20 @@ pub fn revoke(store: &Store, id: &str) -> Result<TokenInfo> {
     }
 }
 
+/// The public ids of the tokens revoked at or after `since` (ISO-8601 UTC, second
+/// precision: a token revoked in the same second as `since` is included).
+pub fn revoked_since(store: &Store, since: &str) -> Result<std::collections::HashSet<String>> {
+    store.read(|c| {
+        let mut stmt = c.prepare(
+            "SELECT id FROM session_tokens WHERE revoked_at IS NOT NULL AND revoked_at >= ?1",
+        )?;
+        let ids = stmt
+            .query_map([since], |r| r.get(0))?
+            .collect::<crate::error::Result<_>>()?;
+        Ok(ids)
+    })
+}
+
 /// Parse a `--ttl`: a whole number with an optional unit `s`, `m`, `h` or `d`
 /// (seconds without one): `8h`, `30m`, `90`.
 pub fn parse_ttl(text: &str) -> Result<Duration> {
@@ -311,7 +338,7 @@ pub fn parse_ttl(text: &str) -> Result<Duration> {
 
 const COLUMNS: &str = "id, issue_id, issue_identifier, project_id, worktree_path, agent_type, \
                        project_slug, symphony_dir, actor, scope_label, scope_tools, created_at, \
-                       expires_at, revoked_at";
+                       expires_at, revoked_at, peer";
 
 /// One stored token, as read.
 struct StoredToken {
@@ -328,6 +355,7 @@ struct StoredToken {
     created_at: String,
     expires_at: String,
     revoked_at: Option<String>,
+    peer: Option<String>,
 }
 
 impl StoredToken {
@@ -345,6 +373,7 @@ impl StoredToken {
             created_at: self.created_at,
             expires_at: self.expires_at,
             revoked_at: self.revoked_at,
+            peer: self.peer,
         }
     }
 }
@@ -392,6 +421,7 @@ fn read_row(r: &Row) -> crate::error::Result<Result<StoredToken>> {
         created_at: r.get(11)?,
         expires_at: r.get(12)?,
         revoked_at: r.get(13)?,
+        peer: r.get(14)?,
     }))
 }
 
@@ -447,7 +477,7 @@ mod tests {
             worktree_path: Some("/w/x".into()),
             ..Default::default()
         };
-        let m = mint(&store, &args, Some(&judge()), DEFAULT_TTL).unwrap();
+        let m = mint(&store, &args, Some(&judge()), DEFAULT_TTL, None).unwrap();
         assert!(m.token.starts_with(TOKEN_PREFIX) && m.token.len() == 70);
         assert!(m.info.id.starts_with(ID_PREFIX));
         let stored: Vec<String> = store
@@ -496,8 +526,8 @@ mod tests {
     #[test]
     fn two_tokens_differ() {
         let (_d, store) = store();
-        let a = mint(&store, &BindArgs::default(), None, DEFAULT_TTL).unwrap();
-        let b = mint(&store, &BindArgs::default(), None, DEFAULT_TTL).unwrap();
+        let a = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
+        let b = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
         assert_ne!(a.token, b.token);
         assert_ne!(a.info.id, b.info.id);
     }
@@ -505,7 +535,7 @@ mod tests {
     #[test]
     fn revoked_and_expired_tokens_are_refused() {
         let (_d, store) = store();
-        let a = mint(&store, &BindArgs::default(), None, DEFAULT_TTL).unwrap();
+        let a = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
         let r = revoke(&store, &a.info.id).unwrap();
         assert_eq!(r.state, TokenState::Revoked);
         let first = r.revoked_at.clone().unwrap();
@@ -523,7 +553,7 @@ mod tests {
             Err(Error::NotFound { .. })
         ));
 
-        let b = mint(&store, &BindArgs::default(), None, DEFAULT_TTL).unwrap();
+        let b = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
         store
             .write(|tx| {
                 tx.execute(
@@ -552,6 +582,7 @@ mod tests {
             },
             None,
             DEFAULT_TTL,
+            None,
         )
         .unwrap_err();
         assert!(matches!(err, Error::NotFound { .. }), "{err:?}");
@@ -563,11 +594,12 @@ mod tests {
             },
             None,
             DEFAULT_TTL,
+            None,
         )
         .unwrap_err();
         assert_eq!(err.kind(), crate::error::ErrorKind::InvalidInput, "{err:?}");
-        assert!(mint(&store, &BindArgs::default(), None, Duration::ZERO).is_err());
-        assert!(mint(&store, &BindArgs::default(), None, MAX_TTL * 2).is_err());
+        assert!(mint(&store, &BindArgs::default(), None, Duration::ZERO, None).is_err());
+        assert!(mint(&store, &BindArgs::default(), None, MAX_TTL * 2, None).is_err());
         assert_eq!(list(&store).unwrap().len(), 0);
     }
 

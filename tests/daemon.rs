@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{Env, node, on_postgres, piped};
+use crate::common::{Env, node, on_postgres, piped, sqlite_only};
 
 /// A generous bound that only catches a hang.
 const HANG: Duration = Duration::from_secs(60);
@@ -74,7 +74,7 @@ impl Daemon {
     }
 
     /// Wait for a stderr line containing `needle`; return it.
-    fn wait_for(&self, needle: &str) -> String {
+    pub(crate) fn wait_for(&self, needle: &str) -> String {
         loop {
             let line = self
                 .lines
@@ -122,7 +122,7 @@ impl Daemon {
         body["result"].clone()
     }
 
-    fn term(&self) {
+    pub(crate) fn term(&self) {
         let status = std::process::Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()
@@ -130,7 +130,7 @@ impl Daemon {
         assert!(status.success());
     }
 
-    fn wait(mut self) -> std::process::ExitStatus {
+    pub(crate) fn wait(mut self) -> std::process::ExitStatus {
         self.child.wait().expect("wait")
     }
 }
@@ -142,7 +142,7 @@ impl Drop for Daemon {
     }
 }
 
-fn discovery(db: &Path) -> std::path::PathBuf {
+pub(crate) fn discovery(db: &Path) -> std::path::PathBuf {
     let mut s = db.as_os_str().to_os_string();
     s.push(".daemon.json");
     s.into()
@@ -157,7 +157,7 @@ fn envelope(result: &Value) -> Value {
 pub(crate) struct Reply {
     pub(crate) status: u16,
     head: String,
-    body: String,
+    pub(crate) body: String,
 }
 
 impl Reply {
@@ -1037,4 +1037,156 @@ fn kill_9_loses_no_acknowledged_write_and_a_stale_discovery_file_does_not_block_
     let pong = again.call(&token, "server_ping", json!({}));
     assert_eq!(pong["isError"], false, "{pong}");
     drop(d);
+}
+
+/// One raw HTTP/1.1 request to `/mcp` over a Unix socket: the status and the JSON body.
+pub(crate) fn unix_http(socket: &Path, token: &str, body: &Value) -> (u16, Value) {
+    let mut s =
+        std::os::unix::net::UnixStream::connect(socket).expect("connect to the daemon's socket");
+    s.set_read_timeout(Some(HANG)).unwrap();
+    let body = body.to_string();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+         Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, rest) = raw.split_once("\r\n\r\n").expect("HTTP reply");
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let json = rest.find('{').map(|i| &rest[i..=rest.rfind('}').unwrap()]);
+    (
+        status,
+        serde_json::from_str(json.unwrap_or("null")).unwrap(),
+    )
+}
+
+/// A `tools/call` of `server_ping`.
+pub(crate) fn ping() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+           "params": {"name": "server_ping", "arguments": {}}})
+}
+
+/// Poll `/health` until `sessions_live` is `n` (the sweep runs every few seconds).
+fn wait_for_live_sessions(d: &Daemon, n: u64) {
+    let deadline = std::time::Instant::now() + HANG;
+    loop {
+        let h = http(d.addr, "GET", "/health", &[], None).json();
+        if h["sessions_live"] == n {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{h}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn repeated_headers_invalid_json_and_batches_get_400_and_a_revoked_sessions_state_is_dropped() {
+    let env = Env::new();
+    shop(&env);
+    let (token, id) = mint(&env, &["--issue", "SHOP-1"]);
+    let d = Daemon::start(&env, &[], &[]);
+    let auth = format!("Bearer {token}");
+    let own = d.addr.to_string();
+    // Two Host headers, the foreign one first; two Authorization headers.
+    for headers in [
+        vec![("Host", "evil.example"), ("Host", own.as_str())],
+        vec![
+            ("Authorization", auth.as_str()),
+            ("Authorization", "Bearer x"),
+        ],
+    ] {
+        let r = http(d.addr, "POST", "/mcp", &headers, Some(&ping().to_string()));
+        assert_eq!(r.status, 400, "{}", r.body);
+        assert_eq!(r.json()["error"]["code"], "HEADER_REPEATED");
+    }
+    // Invalid JSON and a batch: 400 with the JSON-RPC error the stdio transport sends.
+    for (body, code) in [
+        (
+            "{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\"".to_string(),
+            -32700,
+        ),
+        (json!([ping(), ping()]).to_string(), -32600),
+    ] {
+        let r = http(
+            d.addr,
+            "POST",
+            "/mcp",
+            &[("Authorization", &auth)],
+            Some(&body),
+        );
+        assert_eq!(r.status, 400, "{}", r.body);
+        let b = r.json();
+        assert_eq!(b["jsonrpc"], "2.0", "{b}");
+        assert_eq!(b["error"]["code"], code, "{b}");
+        assert!(b["id"].is_null(), "{b}");
+    }
+    // Without a token, the body is not even read.
+    let r = http(d.addr, "POST", "/mcp", &[], Some("{not json"));
+    assert_eq!(r.status, 401);
+    // A good call makes the token's server; revoking the token drops it, without the
+    // token ever coming back.
+    assert_eq!(d.call(&token, "server_ping", json!({}))["isError"], false);
+    wait_for_live_sessions(&d, 1);
+    env.ok(&["session", "revoke", &id]);
+    wait_for_live_sessions(&d, 0);
+}
+
+/// Resident memory of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn ten_thousand_short_forwarder_sessions_leave_the_daemons_memory_where_it_was() {
+    if sqlite_only("the daemon's memory per session does not depend on the store") {
+        return;
+    }
+    let env = Env::new();
+    shop(&env);
+    let d = Daemon::start(&env, &[], &[]);
+    let socket = Path::new(&format!("{}.daemon.d", env.db.display())).join("mcp.sock");
+    let cairn = env.open();
+    // Each session is what a forwarder's is: a token bound to its process (this one),
+    // one call over the daemon's socket, the token revoked at the end.
+    let me = cairn::daemon::peer::Process::me().unwrap().binding();
+    let bind = cairn::context::BindArgs {
+        issue: Some("SHOP-1".into()),
+        agent_type: Some("worker".into()),
+        ..Default::default()
+    };
+    let session = || {
+        let minted = cairn
+            .mint_session_token(&bind, None, Duration::from_secs(3600), Some(&me))
+            .unwrap();
+        let (status, answer) = unix_http(&socket, &minted.token, &ping());
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        cairn.revoke_session_token(&minted.info.id).unwrap();
+    };
+    // Warm up (allocator arenas, the database's page caches as the tokens table grows),
+    // then measure around 10,000 more.
+    for _ in 0..3_000 {
+        session();
+    }
+    wait_for_live_sessions(&d, 0);
+    let before = rss_kib(d.child.id());
+    for _ in 0..10_000 {
+        session();
+    }
+    wait_for_live_sessions(&d, 0);
+    let after = rss_kib(d.child.id());
+    eprintln!("daemon RSS: {before} KiB before, {after} KiB after 10,000 sessions");
+    assert!(
+        after <= before + 5 * 1024,
+        "{before} KiB -> {after} KiB after 10,000 sessions"
+    );
 }

@@ -7,8 +7,12 @@ use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 
+use crate::common::pg::PgCluster;
 use crate::common::{Client, Env, body};
 use crate::daemon::{Daemon, http};
+
+/// A generous bound that only catches a hang.
+const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 
 fn setup(env: &Env) -> String {
     env.project("web", None);
@@ -311,4 +315,141 @@ async fn killing_the_daemon_during_writes_loses_no_acknowledged_write() {
         assert!(by_cli.contains(id), "{id} lost");
     }
     drop(d);
+}
+
+/// The public ids of the tokens in `state`.
+fn token_ids(env: &Env, state: &str) -> Vec<String> {
+    tokens(env)
+        .iter()
+        .filter(|t| t["state"] == state)
+        .map(|t| t["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_forwarder_replaces_a_revoked_token_and_comes_back_when_the_daemon_does() {
+    let env = Env::new();
+    let issue = setup(&env);
+    let mut d = Daemon::start(&env, &[], &[]);
+    let c = env.serve(&["--issue-id", &issue]).await;
+    let mut acked = vec![add(&c, "first", 0).await];
+    assert_eq!(served(&d).0, 1);
+    // Its token revoked: the daemon refuses the next call before running it, and the
+    // forwarder mints another and stays.
+    let active = token_ids(&env, "active");
+    assert_eq!(active.len(), 1);
+    env.ok(&["session", "revoke", &active[0]]);
+    let (_, before) = served(&d);
+    acked.push(add(&c, "second", 1).await);
+    let (sessions, after) = served(&d);
+    assert_eq!(sessions, 2, "the second call did not go through the daemon");
+    assert!(after > before);
+    assert_eq!(token_ids(&env, "active").len(), 1);
+    // The daemon killed: the session serves alone.
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+    acked.push(add(&c, "alone", 2).await);
+    // A daemon again: within a few seconds, calls go to it.
+    let back = Daemon::start(&env, &[], &[]);
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let mut n = 3;
+    while served(&back).1 == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the forwarder never came back"
+        );
+        acked.push(add(&c, "waiting", n).await);
+        n += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    acked.sort();
+    assert_eq!(found(&c).await, acked);
+    c.close().await;
+    assert_eq!(found_by_cli(&env), acked);
+    assert!(token_ids(&env, "active").is_empty(), "{:?}", tokens(&env));
+}
+
+/// `add_learning` through each client once; the ids acknowledged, and the envelopes of
+/// the calls refused (none of which may say its outcome is unknown: a call the daemon
+/// refused before running it is never in doubt).
+async fn round(clients: &[Client], n: &mut usize) -> (Vec<String>, Vec<Value>) {
+    let (mut acked, mut refused) = (Vec::new(), Vec::new());
+    for c in clients {
+        let r = c
+            .call("add_learning", json!({"pattern": pattern("restart", *n)}))
+            .await;
+        *n += 1;
+        let b = body(&r);
+        if r.is_error == Some(true) {
+            let message = b["error"]["message"].as_str().unwrap_or_default();
+            assert!(!message.contains("is unknown"), "{b}");
+            refused.push(b);
+        } else {
+            acked.push(b["id"].as_str().unwrap().to_string());
+        }
+    }
+    (acked, refused)
+}
+
+#[tokio::test]
+async fn a_postgresql_restart_under_the_daemon_sends_no_forwarder_away_and_loses_no_acknowledged_write()
+ {
+    // PostgreSQL whatever CAIRN_TEST_STORE says, on a cluster of this test's own.
+    let cluster = PgCluster::start();
+    let env = Env::host(&cluster.create_database("restart"));
+    let one = setup(&env);
+    let two = env.issue("web", "More forwarded work");
+    let d = Daemon::start(&env, &[], &[]);
+    let clients = [
+        env.serve(&["--issue-id", &one]).await,
+        env.serve(&["--issue-id", &two]).await,
+    ];
+    let mut n = 0;
+    let mut acked = Vec::new();
+    for _ in 0..3 {
+        let (ok, refused) = round(&clients, &mut n).await;
+        assert!(refused.is_empty(), "{refused:?}");
+        acked.extend(ok);
+    }
+    assert_eq!(served(&d).0, 2);
+    // The database goes down: every call is refused, none in doubt.
+    cluster.stop();
+    for _ in 0..3 {
+        let (ok, refused) = round(&clients, &mut n).await;
+        assert!(ok.is_empty(), "acknowledged with the database down: {ok:?}");
+        assert_eq!(refused.len(), 2);
+    }
+    // Back up: once the daemon reconnects, calls are acknowledged again, through the
+    // daemon, under the tokens the forwarders started with.
+    cluster.start_again();
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        let (ok, refused) = round(&clients, &mut n).await;
+        acked.extend(ok);
+        if refused.is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{refused:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (sessions, before) = served(&d);
+    for _ in 0..3 {
+        let (ok, refused) = round(&clients, &mut n).await;
+        assert!(refused.is_empty(), "{refused:?}");
+        acked.extend(ok);
+    }
+    assert_eq!(
+        served(&d),
+        (2, before + 6),
+        "a forwarder left or minted anew"
+    );
+    assert_eq!(sessions, 2);
+    // Every acknowledged write is in the database.
+    let cairn = env.open();
+    for id in &acked {
+        assert!(cairn.learning(id).is_ok(), "{id} lost");
+    }
+    for c in clients {
+        c.close().await;
+    }
 }

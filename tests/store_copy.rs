@@ -262,6 +262,8 @@ fn build(dir: &Path, db: &Path) -> Cairn {
             },
             None,
             Duration::from_secs(3600),
+            // A forwarder's own token: the process binding is copied too.
+            Some("1000:4242:987654"),
         )
         .unwrap();
     cairn

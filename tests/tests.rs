@@ -12,6 +12,7 @@ mod daemon;
 mod e2e;
 mod forward;
 mod hostile_paths;
+mod impostor;
 mod learnings;
 mod mcp_contract;
 mod mcp_table;

@@ -9,19 +9,29 @@ use crate::tokens::{Check, Minted, TokenInfo, ToolScope};
 use super::Cairn;
 
 impl Cairn {
-    /// Mint a token bound to `args` (checked like `cairn serve`'s flags) and `scope`.
+    /// Mint a token bound to `args` (checked like `cairn serve`'s flags) and `scope`;
+    /// `peer`: the process it is bound to (a forwarder's own token), `None` for any.
     pub fn mint_session_token(
         &self,
         args: &BindArgs,
         scope: Option<&ToolScope>,
         ttl: Duration,
+        peer: Option<&str>,
     ) -> Result<Minted> {
-        crate::tokens::mint(&self.store, args, scope, ttl)
+        crate::tokens::mint(&self.store, args, scope, ttl, peer)
     }
 
     /// Whether a presented token may be used now, and its binding.
     pub fn authenticate_session_token(&self, token: &str) -> Result<Check> {
         crate::tokens::authenticate(&self.store, token)
+    }
+
+    /// The ids of the tokens revoked at or after `since` (ISO-8601).
+    pub fn session_tokens_revoked_since(
+        &self,
+        since: &str,
+    ) -> Result<std::collections::HashSet<String>> {
+        crate::tokens::revoked_since(&self.store, since)
     }
 
     /// Every session token, newest first.

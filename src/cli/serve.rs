@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::context::BindArgs;
-use crate::mcp::forward::{self, Forwarder};
+use crate::daemon::forward::{self, Forwarder};
 use crate::mcp::lanes::Lanes;
 use crate::mcp::server::{CairnServer, Scope, serve_stdio};
 
@@ -64,11 +64,9 @@ impl ServeArgs {
 pub struct ServeCmd {
     #[command(flatten)]
     pub bind: ServeArgs,
-    /// Forward to the Cairn daemon at this MCP endpoint (`http://127.0.0.1:PORT/mcp`)
-    /// rather than the one `<db>.daemon.json` names; serve alone if it does not answer.
-    #[arg(long, conflicts_with = "no_daemon")]
-    pub connect: Option<String>,
-    /// Serve alone even when a daemon serves this database.
+    /// Serve alone even when a daemon serves this database (by default, tool calls go to
+    /// the daemon of the database through its socket in `<db>.daemon.d/`, when this
+    /// user's daemon listens there).
     #[arg(long)]
     pub no_daemon: bool,
 }
@@ -92,7 +90,19 @@ pub(super) fn run(db: &crate::store::Location, cmd: ServeCmd) -> anyhow::Result<
     let result = rt.block_on(async {
         let remote = match cmd.no_daemon {
             true => None,
-            false => forward::connect(&cairn, cmd.connect.as_deref(), &args, &scope).await,
+            false => match forward::connect(&cairn, &args, &scope).await {
+                Ok(remote) => {
+                    tracing::info!("forwarding tool calls to the Cairn daemon of this database");
+                    Some(remote)
+                }
+                Err(why) => {
+                    tracing::info!(
+                        why,
+                        "no Cairn daemon of this user serves this database; serving alone"
+                    );
+                    None
+                }
+            },
         };
         match remote {
             Some(remote) => {

@@ -42,7 +42,7 @@ pub(super) fn run(cairn: &Cairn, cmd: SessionCmd) -> anyhow::Result<Outcome> {
             let ttl = parse_ttl(&a.ttl)?;
             let (args, scope) = a.bind.binding()?;
             let scope = crate::daemon::tool_scope(&scope);
-            let minted = cairn.mint_session_token(&args, scope.as_ref(), ttl)?;
+            let minted = cairn.mint_session_token(&args, scope.as_ref(), ttl, None)?;
             if a.json {
                 print_json(&minted)?;
             } else {

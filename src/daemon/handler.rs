@@ -23,6 +23,8 @@ use crate::mcp::server::{CairnServer, server_config};
 pub struct Bound {
     /// The token's public id (for logs).
     pub id: String,
+    /// When the token expires (its server is dropped by the next sweep after that).
+    pub expires_at: String,
     pub server: CairnServer,
 }
 

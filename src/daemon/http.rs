@@ -1,11 +1,18 @@
 //! The daemon's HTTP surface: `POST /mcp` (rmcp's Streamable HTTP service behind the
 //! Host, Origin and token checks) and `GET /health`.
 //!
-//! Every request passes, in order: the `Host` check (the listen address, `localhost`,
-//! or a name given with `--allow-host`) and the `Origin` check (absent, or a loopback
-//! origin), each refused with 403; then, on `/mcp`, the bearer token, looked up by its
-//! hash on every request (missing, unknown, expired or revoked: 401). A JSON body says
-//! what was wrong and what to do.
+//! The same routes answer on TCP (HTTP clients with a token of their own) and on the
+//! daemon's Unix socket (forwarding `cairn serve`s: [`super::rundir`]), where the kernel
+//! names the process at the other end of each connection ([`SocketPeer`]).
+//!
+//! Every request passes, in order: one `Host`, `Origin` and `Authorization` header at most
+//! (400); the `Host` check (the listen address, `localhost`, or a name given with
+//! `--allow-host`) and the `Origin` check (absent, or a loopback origin), each refused
+//! with 403; then, on `/mcp`, the bearer token, looked up by its hash on every request
+//! (missing, unknown, expired or revoked: 401; a forwarder's own token from any
+//! connection but its forwarder's: 401), and the body: one JSON-RPC message (invalid
+//! JSON or a batch: 400 with the JSON-RPC error the stdio transport sends). A JSON body
+//! says what was wrong and what to do.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -14,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use axum::Router;
+use axum::extract::connect_info::{ConnectInfo, Connected};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -28,9 +36,25 @@ use crate::Cairn;
 use crate::mcp::lanes::Lanes;
 use crate::mcp::registry::MAX_ARGUMENT_BYTES;
 use crate::mcp::server::CairnServer;
+use crate::mcp::wire::{self, Line};
 use crate::tokens::Check;
 
 use super::handler::{Bound, DaemonHandler};
+use super::peer::Process;
+
+/// The largest request body: the arguments cap of a call plus room for the envelope.
+const MAX_BODY_BYTES: usize = MAX_ARGUMENT_BYTES + 64 * 1024;
+
+/// A connection on the daemon's Unix socket: the process at its other end, as the kernel
+/// says (`None` when it gave no pid). Requests that came over TCP carry no `SocketPeer`.
+#[derive(Debug, Clone, Copy)]
+pub struct SocketPeer(pub Option<Process>);
+
+impl Connected<axum::serve::IncomingStream<'_, tokio::net::UnixListener>> for SocketPeer {
+    fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::UnixListener>) -> Self {
+        SocketPeer(Process::peer_of(stream.io()))
+    }
+}
 
 /// What every request handler shares.
 pub struct Shared {
@@ -43,8 +67,11 @@ pub struct Shared {
     pub started_at: String,
     /// One server per token id: a token's binding never changes, so its server (the
     /// tool list filtered by its scope) is built once. Validity is still checked on
-    /// every request.
+    /// every request, and [`Shared::sweep`] drops the servers of tokens that expired or
+    /// were revoked.
     servers: Mutex<HashMap<String, Arc<Bound>>>,
+    /// When the last sweep began (ISO-8601): revocations since then are looked up.
+    swept_at: Mutex<String>,
     /// Distinct tokens served since start.
     sessions: AtomicU64,
     requests: AtomicU64,
@@ -70,6 +97,7 @@ impl Shared {
             local,
             extra_hosts,
             started: Instant::now(),
+            swept_at: Mutex::new(started_at.clone()),
             started_at,
             servers: Mutex::new(HashMap::new()),
             sessions: AtomicU64::new(0),
@@ -101,6 +129,26 @@ impl Shared {
     fn servers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Bound>>> {
         self.servers.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Drop the servers of tokens that expired or were revoked since the last sweep (a
+    /// session whose token never comes back would otherwise stay for the daemon's life).
+    /// Returns how many were dropped.
+    pub fn sweep(&self) -> crate::error::Result<usize> {
+        let now = crate::base::now_iso();
+        let since = std::mem::replace(
+            &mut *self.swept_at.lock().unwrap_or_else(|p| p.into_inner()),
+            now.clone(),
+        );
+        let revoked = self.cairn.session_tokens_revoked_since(&since)?;
+        let mut servers = self.servers();
+        let before = servers.len();
+        servers.retain(|id, b| b.expires_at.as_str() > now.as_str() && !revoked.contains(id));
+        let dropped = before - servers.len();
+        if dropped > 0 {
+            tracing::debug!(dropped, live = servers.len(), "ended sessions dropped");
+        }
+        Ok(dropped)
+    }
 }
 
 /// The router: `/mcp` and `/health`, every route behind the Host and Origin checks.
@@ -123,8 +171,7 @@ pub fn router(
         // Host and Origin are checked in front, with the daemon's own rules.
         .disable_allowed_hosts()
         .disable_allowed_origins()
-        // The arguments cap of a call plus room for the JSON-RPC envelope.
-        .with_max_request_body_bytes(MAX_ARGUMENT_BYTES + 64 * 1024)
+        .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_cancellation_token(abandon);
     let mcp = StreamableHttpService::new(
         move || Ok(handler.clone()),
@@ -133,6 +180,8 @@ pub fn router(
     );
     Router::new()
         .route_service("/mcp", mcp)
+        // Layers run from the last added: the token, then the body.
+        .route_layer(middleware::from_fn(require_one_message))
         .route_layer(middleware::from_fn_with_state(
             shared.clone(),
             require_token,
@@ -155,6 +204,7 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
         "started_at": s.started_at,
         "uptime_seconds": s.started.elapsed().as_secs(),
         "sessions_served": s.sessions.load(Ordering::Relaxed),
+        "sessions_live": s.servers().len(),
         "requests_served": s.requests.load(Ordering::Relaxed),
         "warm": s.warm.load(Ordering::Relaxed),
         "shared_lanes": s.lanes.shown_width(),
@@ -184,6 +234,17 @@ fn refuse(status: StatusCode, code: &str, message: String, help: &str) -> Respon
 }
 
 async fn check_host_and_origin(State(s): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+    for name in [header::HOST, header::ORIGIN, header::AUTHORIZATION] {
+        if req.headers().get_all(&name).iter().nth(1).is_some() {
+            tracing::warn!(header = %name, "request refused: the header is repeated");
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "HEADER_REPEATED",
+                format!("the request has more than one {name} header"),
+                "send each of Host, Origin and Authorization once at most",
+            );
+        }
+    }
     if let Err(msg) = host_allowed(&s, req.headers()) {
         tracing::warn!(reason = %msg, "request refused: Host");
         return refuse(
@@ -238,6 +299,19 @@ fn host_allowed(s: &Shared, headers: &HeaderMap) -> Result<(), String> {
     }
 }
 
+/// Whether a request's connection comes from the process a forwarder's token is bound to
+/// (`uid:pid:start`): over the Unix socket (`peer` is `None` over TCP), with the same
+/// user, pid and start time.
+fn same_process(bound: &str, peer: Option<Option<Process>>) -> Result<(), &'static str> {
+    let want = Process::parse_binding(bound).ok_or("its process binding does not parse")?;
+    match peer {
+        None => Err("this request came over TCP"),
+        Some(None) => Err("the kernel named no process for this connection"),
+        Some(Some(got)) if got == want => Ok(()),
+        Some(Some(_)) => Err("this connection comes from another process"),
+    }
+}
+
 /// `name[:port]` or `[v6][:port]`.
 fn split_host(host: &str) -> (&str, Option<&str>) {
     if let Some(rest) = host.strip_prefix('[') {
@@ -274,6 +348,35 @@ fn origin_allowed(headers: &HeaderMap) -> Result<(), String> {
     } else {
         Err(format!("Origin {origin:?} is not a loopback origin"))
     }
+}
+
+/// A POST to `/mcp` must carry one JSON-RPC message: invalid JSON is answered `-32700`
+/// and a batch or anything else that is no message `-32600`, with status 400 and the
+/// JSON-RPC error body the stdio transport sends ([`wire::classify`]).
+async fn require_one_message(req: Request, next: Next) -> Response {
+    if req.method() != axum::http::Method::POST {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(_) => {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "BODY_TOO_LARGE",
+                format!("the request body is over {MAX_BODY_BYTES} bytes (or was cut off)"),
+                "send smaller arguments: a call's arguments are at most 4 MiB",
+            );
+        }
+    };
+    if let Line::Reply(reply) = wire::classify(&bytes) {
+        let code = reply["error"]["code"].as_i64();
+        if code == Some(wire::PARSE_ERROR) || code == Some(wire::INVALID_REQUEST) {
+            return (StatusCode::BAD_REQUEST, axum::Json(reply)).into_response();
+        }
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }
 
 const TOKEN_HELP: &str = "send `Authorization: Bearer <token>` with a token from \
@@ -346,6 +449,25 @@ async fn require_token(State(s): State<Arc<Shared>>, mut req: Request, next: Nex
             );
         }
     };
+    if let Some(bound) = &session.peer {
+        let peer = req
+            .extensions()
+            .get::<ConnectInfo<SocketPeer>>()
+            .map(|c| c.0.0);
+        if let Err(why) = same_process(bound, peer) {
+            tracing::warn!(token = %session.id, why, "a forwarder's token refused from another connection");
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "TOKEN_WRONG_PEER",
+                format!(
+                    "session token {} belongs to the `cairn serve` that minted it for itself \
+                     and is served only to that process, over the daemon's socket ({why})",
+                    session.id
+                ),
+                TOKEN_HELP,
+            );
+        }
+    }
     let bound = {
         let mut servers = s.servers();
         servers
@@ -356,6 +478,7 @@ async fn require_token(State(s): State<Arc<Shared>>, mut req: Request, next: Nex
                 let scope = super::server_scope(session.scope.clone());
                 Arc::new(Bound {
                     id: session.id.clone(),
+                    expires_at: session.expires_at.clone(),
                     server: CairnServer::new(
                         s.cairn.clone(),
                         session.work.clone(),

@@ -5,18 +5,25 @@
 //!   per-request token check.
 //! - [`handler`]: the rmcp handler that answers each request with the `CairnServer` of
 //!   that request's token.
-//! - here: start-up (one daemon per database, through an advisory lock on
-//!   `<db>.daemon.lock`), the discovery file `<db>.daemon.json` that `cairn serve` and
-//!   orchestrators read, and shutdown on SIGTERM/SIGINT (stop accepting, finish the calls
-//!   in flight within [`Options::drain`], remove the discovery file).
+//! - [`rundir`]: the daemon's private directory `<db>.daemon.d/` (0700): its lock and the
+//!   Unix socket that forwarding `cairn serve`s talk to; [`peer`]: who is at the other
+//!   end of a connection on it.
+//! - [`forward`]: a `cairn serve` that forwards its calls to the daemon over that socket.
+//! - here: start-up (one daemon per database, through the lock in `<db>.daemon.d/`), the
+//!   listeners (TCP for HTTP clients, the Unix socket for forwarders), the discovery file
+//!   `<db>.daemon.json` that orchestrators and people read, the sweep of ended sessions,
+//!   and shutdown on SIGTERM/SIGINT (stop accepting, finish the calls in flight within
+//!   [`Options::drain`], remove the discovery file and the socket).
 //! - [`follow`]: on PostgreSQL, a connection `LISTEN`ing for every host's commits and a
 //!   thread that catches this host's caches up in the background when woken.
 
 pub mod follow;
+pub mod forward;
 pub mod handler;
 pub mod http;
+pub mod peer;
+pub mod rundir;
 
-use std::fs::File;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -47,11 +54,18 @@ pub struct Options {
     pub lanes: Arc<crate::mcp::lanes::Lanes>,
 }
 
-/// What `<db>.daemon.json` holds: where the daemon of that database answers.
+/// How often the servers of sessions whose tokens expired or were revoked are dropped.
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// What `<db>.daemon.json` holds: where the daemon of that database answers. For people
+/// and orchestrators (HTTP clients bring their own token); a forwarding `cairn serve`
+/// does not read it, it goes to the socket in `<db>.daemon.d/` ([`rundir`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Discovery {
     /// The MCP endpoint, `http://127.0.0.1:PORT/mcp`.
     pub url: String,
+    /// The Unix socket forwarders use (in the daemon's 0700 directory).
+    pub socket: PathBuf,
     pub pid: u32,
     pub started_at: String,
     pub version: String,
@@ -63,7 +77,7 @@ pub fn discovery_path(db: &Path) -> PathBuf {
 }
 
 /// Read a database's discovery file, if there is one that parses.
-pub fn read_discovery(db: &Path) -> Option<Discovery> {
+fn read_discovery(db: &Path) -> Option<Discovery> {
     let text = std::fs::read_to_string(discovery_path(db)).ok()?;
     serde_json::from_str(&text).ok()
 }
@@ -105,14 +119,26 @@ pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
         );
     }
     let db = cairn.store().path().to_path_buf();
-    let _lock = lock(&db)?;
+    let rundir = rundir::RunDir::create(&db)?;
+    let _lock = lock(&db, &rundir)?;
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
         .with_context(|| format!("listening on {}", opts.listen))?;
     let local = listener.local_addr()?;
+    // Any socket left in the directory is a dead daemon's: this one holds the lock.
+    rundir.remove_socket()?;
+    let socket =
+        tokio::net::UnixListener::bind(rundir.entry(rundir::SOCKET)).with_context(|| {
+            format!(
+                "listening on {}/{}",
+                rundir.path().display(),
+                rundir::SOCKET
+            )
+        })?;
     let started_at = crate::base::now_iso();
     let discovery = Discovery {
         url: format!("http://{local}/mcp"),
+        socket: rundir.path().join(rundir::SOCKET),
         pid: std::process::id(),
         started_at: started_at.clone(),
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -131,7 +157,11 @@ pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
     let stopping = CancellationToken::new();
     let abandon = CancellationToken::new();
     let app = http::router(shared.clone(), stopping.clone(), abandon.clone());
-    let warming = tokio::task::spawn_blocking(move || shared.warm_up());
+    let warming = {
+        let shared = shared.clone();
+        tokio::task::spawn_blocking(move || shared.warm_up())
+    };
+    let sweeping = tokio::spawn(sweep(shared.clone()));
 
     write_discovery(&db, &discovery)?;
     tracing::info!(
@@ -142,17 +172,17 @@ pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
         "listening"
     );
 
-    let signalled = {
+    {
         let stopping = stopping.clone();
-        async move {
+        tokio::spawn(async move {
             let s = crate::mcp::server::shutdown_signal().await;
             tracing::info!(
                 signal = s,
                 "stopping: refusing new connections, finishing calls in flight"
             );
             stopping.cancel();
-        }
-    };
+        });
+    }
     // Clients keep their connection between calls (the official SDKs do): answer each
     // call without waiting for Nagle's algorithm to gather a fuller segment.
     let listener = listener.tap_io(|tcp| {
@@ -160,14 +190,27 @@ pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
             tracing::debug!(error = %e, "could not set TCP_NODELAY on a connection");
         }
     });
-    let server = axum::serve(listener, app).with_graceful_shutdown(signalled);
-    let mut server = tokio::spawn(async move { server.await });
+    let tcp = axum::serve(listener, app.clone())
+        .with_graceful_shutdown(stopping.clone().cancelled_owned());
+    let unix = axum::serve(
+        socket,
+        app.into_make_service_with_connect_info::<http::SocketPeer>(),
+    )
+    .with_graceful_shutdown(stopping.clone().cancelled_owned());
+    let mut server = tokio::spawn(async move {
+        let (tcp, unix) = tokio::join!(tcp, unix);
+        tcp.and(unix)
+    });
     let outcome = tokio::select! {
         ended = &mut server => Ok(ended),
         _ = stopping.cancelled() => tokio::time::timeout(opts.drain, &mut server).await,
     };
     abandon.cancel();
+    sweeping.abort();
     remove_discovery(&db, &discovery);
+    if let Err(e) = rundir.remove_socket() {
+        tracing::warn!(error = %e, "could not remove the socket");
+    }
     // A process that exits while ONNX Runtime is still loading the model crashes in its
     // teardown: let the warm-up (a few seconds at most) finish first.
     if !warming.is_finished() {
@@ -194,20 +237,13 @@ fn suffixed(db: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Hold `<db>.daemon.lock` for the daemon's life: a second daemon on the same database
-/// refuses to start (the lock is released by the kernel however the first one ends).
-fn lock(db: &Path) -> anyhow::Result<File> {
-    use fs4::fs_std::FileExt;
-    let path = suffixed(db, ".daemon.lock");
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    match file.try_lock_exclusive() {
-        Ok(true) => Ok(file),
-        Ok(false) | Err(_) => {
+/// Hold the lock in `<db>.daemon.d/` for the daemon's life: a second daemon on the same
+/// database refuses to start (the lock is released by the kernel however the first one
+/// ends). The directory is 0700, so no other user can open the lock, let alone hold it.
+fn lock(db: &Path, rundir: &rundir::RunDir) -> anyhow::Result<std::fs::File> {
+    match rundir.lock()? {
+        Some(file) => Ok(file),
+        None => {
             let at = read_discovery(db)
                 .map(|d| format!(" at {} (pid {})", d.url, d.pid))
                 .unwrap_or_default();
@@ -215,6 +251,21 @@ fn lock(db: &Path) -> anyhow::Result<File> {
                 "another cairn daemon already serves {}{at}; one daemon per database",
                 db.display()
             )
+        }
+    }
+}
+
+/// Every [`SWEEP_EVERY`], drop the servers of ended sessions ([`http::Shared::sweep`]).
+async fn sweep(shared: Arc<http::Shared>) {
+    let mut every = tokio::time::interval(SWEEP_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let s = shared.clone();
+        match tokio::task::spawn_blocking(move || s.sweep()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "sweeping ended sessions failed; retrying"),
+            Err(e) => tracing::warn!(error = %e, "sweeping ended sessions panicked"),
         }
     }
 }

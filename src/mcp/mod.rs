@@ -8,13 +8,11 @@
 //! - [`envelope`]: the structured error body and the help prompt.
 //! - [`lanes`]: which tool handlers run at once on a server many sessions share.
 //! - [`server`]: the rmcp `ServerHandler` over stdio, scope filtering and enforcement.
-//! - [`forward`]: `cairn serve` forwarding to a `cairn daemon`, with fallback.
 //! - [`wire`]: the stdio line transport that answers unparsable messages (`-32700`).
 //! - [`tools`]: one file per tool family, each a thin adapter over [`crate::Cairn`].
 
 pub mod enums;
 pub mod envelope;
-pub mod forward;
 pub mod lanes;
 pub mod registry;
 pub mod schema;

@@ -2,7 +2,8 @@
 //! through scope → size limit → schema validation → binding → handler.
 //!
 //! Every outcome of a call is a `CallToolResult`. A success carries its result as
-//! `structuredContent` (valid against the tool's `outputSchema`) and as JSON text; a
+//! `structuredContent` (valid against the tool's `outputSchema`, every string cleaned by
+//! the text policy: [`crate::text::clean_json`]) and as JSON text; a
 //! failure carries `isError: true` and the envelope of [`super::envelope`] as JSON *text
 //! content only*: a `structuredContent` that fails the `outputSchema` makes the
 //! TypeScript SDK and the Inspector throw before the agent sees the error
@@ -10,9 +11,9 @@
 //! caught at the blocking-pool boundary and reported as an internal error; the server
 //! keeps serving.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
 use rmcp::model::{
@@ -105,11 +106,47 @@ struct Inner {
     cairn: Arc<Cairn>,
     work: WorkContext,
     tools: &'static [ToolDef],
-    scope: Scope,
-    listed: Vec<Tool>,
+    /// Shared by every server of the process with the same scope.
+    scoped: Arc<Scoped>,
     started: Instant,
     /// Shared by every server of the process.
     lanes: Arc<Lanes>,
+}
+
+/// A scope and the MCP form of the tools it lists.
+struct Scoped {
+    scope: Scope,
+    listed: Vec<Tool>,
+}
+
+/// The [`Scoped`] of `scope`, shared by every server with the same scope: a daemon makes a
+/// server per session, and a copy of the tool list each (about 10 KiB) would add up.
+fn scoped(scope: Scope) -> Arc<Scoped> {
+    static SHARED: LazyLock<Mutex<HashMap<Vec<String>, Weak<Scoped>>>> =
+        LazyLock::new(Default::default);
+    let key: Vec<String> = match &scope {
+        Scope::All => Vec::new(),
+        Scope::Only { label, tools } => {
+            let mut k: Vec<String> = tools.iter().cloned().collect();
+            k.sort();
+            k.push(label.clone());
+            k
+        }
+    };
+    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(s) = shared.get(&key).and_then(Weak::upgrade) {
+        return s;
+    }
+    let listed = all_tools()
+        .iter()
+        .zip(mcp_tools())
+        .filter(|(t, _)| scope.allows(t.name))
+        .map(|(_, listed)| listed.clone())
+        .collect();
+    let s = Arc::new(Scoped { scope, listed });
+    shared.retain(|_, w| w.strong_count() > 0);
+    shared.insert(key, Arc::downgrade(&s));
+    s
 }
 
 /// The MCP form of a tool definition.
@@ -144,8 +181,10 @@ fn mcp_tools() -> &'static [Tool] {
     LISTED.get_or_init(|| all_tools().iter().map(to_mcp_tool).collect())
 }
 
-/// A failed call: the envelope as JSON text, no `structuredContent`.
-pub fn error_result(envelope: Value) -> CallToolResult {
+/// A failed call: the envelope as JSON text, no `structuredContent`. Its strings are
+/// cleaned like every answer's (a message may quote what the caller sent).
+pub fn error_result(mut envelope: Value) -> CallToolResult {
+    crate::text::clean_json(&mut envelope);
     CallToolResult::error(vec![ContentBlock::text(envelope.to_string())])
 }
 
@@ -158,20 +197,12 @@ impl CairnServer {
         scope: Scope,
         lanes: Arc<Lanes>,
     ) -> CairnServer {
-        let tools = all_tools();
-        let listed = tools
-            .iter()
-            .zip(mcp_tools())
-            .filter(|(t, _)| scope.allows(t.name))
-            .map(|(_, listed)| listed.clone())
-            .collect();
         CairnServer {
             inner: Arc::new(Inner {
                 cairn,
                 work,
-                tools,
-                scope,
-                listed,
+                tools: all_tools(),
+                scoped: scoped(scope),
                 started: Instant::now(),
                 lanes,
             }),
@@ -189,19 +220,22 @@ impl CairnServer {
             let visible: Vec<&str> = inner
                 .tools
                 .iter()
-                .filter(|t| inner.scope.allows(t.name))
+                .filter(|t| inner.scoped.scope.allows(t.name))
                 .map(|t| t.name)
                 .collect();
             return error_result(envelope::unknown_tool(name, &visible));
         };
         let def = &inner.tools[index];
-        if !inner.scope.allows(name) {
+        if !inner.scoped.scope.allows(name) {
             tracing::warn!(
                 tool = name,
-                scope = inner.scope.label(),
+                scope = inner.scoped.scope.label(),
                 "call outside tool scope refused"
             );
-            return error_result(envelope::permission_denied(name, inner.scope.label()));
+            return error_result(envelope::permission_denied(
+                name,
+                inner.scoped.scope.label(),
+            ));
         }
         let args = Value::Object(args.unwrap_or_default());
         let size = serde_json::to_vec(&args)
@@ -250,7 +284,11 @@ impl CairnServer {
             .await;
         let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
         match outcome {
-            Ok(Ok(value)) => {
+            Ok(Ok(mut value)) => {
+                let hidden = crate::text::clean_json(&mut value);
+                if !hidden.is_empty() {
+                    tracing::info!(tool = name, removed = %hidden.describe(), "hidden characters removed from an answer (text stored before the text policy, or ingested as logged)");
+                }
                 tracing::debug!(
                     tool = name,
                     elapsed_ms,
@@ -304,7 +342,9 @@ impl ServerHandler for CairnServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.inner.listed.clone()))
+        Ok(ListToolsResult::with_all_items(
+            self.inner.scoped.listed.clone(),
+        ))
     }
 
     async fn call_tool(

@@ -250,6 +250,23 @@ impl Env {
 
     /// [`Env::serve`] with extra environment variables for the server process.
     pub async fn serve_env(&self, flags: &[&str], envs: &[(&str, &str)]) -> Client {
+        self.spawn_serve(flags, envs, Stdio::inherit()).await
+    }
+
+    /// [`Env::serve`] with the server's log (`CAIRN_LOG=info`) in a file of the temp dir,
+    /// whose path is returned beside the client: what the server said on stderr.
+    pub async fn serve_logged(&self, flags: &[&str]) -> (Client, PathBuf) {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log = self.path().join(format!("serve-{n}.log"));
+        let file = std::fs::File::create(&log).expect("create the server's log");
+        let client = self
+            .spawn_serve(flags, &[("CAIRN_LOG", "info")], Stdio::from(file))
+            .await;
+        (client, log)
+    }
+
+    async fn spawn_serve(&self, flags: &[&str], envs: &[(&str, &str)], stderr: Stdio) -> Client {
         let db = self.db_args();
         let envs: Vec<(String, String)> = envs
             .iter()
@@ -263,7 +280,7 @@ impl Env {
                 c.env("CAIRN_LOG", "warn");
                 c.envs(envs.iter().map(|(k, v)| (k, v)));
             }))
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("spawn cairn serve")
             .0;

@@ -38,6 +38,8 @@ pub struct PgCluster {
     /// Directory of `initdb`, `pg_ctl`, `postgres`.
     bin: PathBuf,
     port: u16,
+    /// The server's options (`pg_ctl start -o`), to start it again after [`PgCluster::stop`].
+    options: String,
     /// `Some(user)` when server commands run as another user (the tests run as root).
     run_as: Option<String>,
     watchdog: Option<Child>,
@@ -73,6 +75,7 @@ impl PgCluster {
             dir,
             bin,
             port: 0,
+            options: String::new(),
             run_as,
             watchdog: None,
         };
@@ -102,20 +105,36 @@ impl PgCluster {
             .arg("-D")
             .arg(cluster.data()));
         cluster.port = free_port();
-        let options = format!(
+        cluster.options = format!(
             "-c listen_addresses=127.0.0.1 -p {} -c unix_socket_directories='{}' \
              -c max_connections=200 {settings}",
             cluster.port,
             cluster.dir.display()
         );
-        run(cluster
+        cluster.start_again();
+        cluster
+    }
+
+    /// Start the server (again, after [`PgCluster::stop`]) and wait until it accepts
+    /// connections, on the same port.
+    pub fn start_again(&self) {
+        run(self
             .server_command("pg_ctl")
             .arg("-D")
-            .arg(cluster.data())
+            .arg(self.data())
             .arg("-l")
-            .arg(cluster.dir.join("server.log"))
-            .args(["-w", "-t", "60", "-o", &options, "start"]));
-        cluster
+            .arg(self.dir.join("server.log"))
+            .args(["-w", "-t", "60", "-o", &self.options, "start"]));
+    }
+
+    /// Stop the server (`pg_ctl stop -m fast`: every connection is cut) and wait until it
+    /// is down.
+    pub fn stop(&self) {
+        run(self
+            .server_command("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-w", "-t", "60", "-m", "fast", "stop"]));
     }
 
     /// `postgres://` URL of database `db`, over TCP on loopback.
