@@ -9,7 +9,7 @@
 //! by the checked name again, so swapping the directory after the check changes nothing.
 
 use std::fs::File;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags};
@@ -130,34 +130,11 @@ impl RunDir {
         }
     }
 
-    /// Whether a daemon holds the lock now (a shared lock cannot be had). A lock file
-    /// that is missing or free means no daemon runs, whatever a discovery file says.
-    pub fn is_locked(&self) -> bool {
-        let Ok(fd) = rustix::fs::openat(
-            &self.fd,
-            LOCK,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) else {
-            return false;
-        };
-        matches!(
-            rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared),
-            Err(Errno::WOULDBLOCK)
-        )
-    }
-
     /// Remove a stale socket before binding a new one (only the lock's holder may).
     pub fn remove_socket(&self) -> anyhow::Result<()> {
         match rustix::fs::unlinkat(&self.fd, SOCKET, AtFlags::empty()) {
             Ok(()) | Err(Errno::NOENT) => Ok(()),
             Err(e) => anyhow::bail!("removing {}/{SOCKET}: {e}", self.path.display()),
         }
-    }
-}
-
-impl AsFd for RunDir {
-    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.fd.as_fd()
     }
 }
