@@ -1,6 +1,6 @@
 //! `cairn serve` in front of a `cairn daemon`: the stdio server forwards each tool call
 //! to the daemon of the same database, and answers alone while it cannot (details and the
-//! threat model: docs/security.md, "The daemon"; docs/deployment.md, "stdio forwarding").
+//! threat model: docs/security.md, "The daemon"; docs/deployment.md, "Daemon + stdio forwarders").
 //!
 //! - **Finding and authenticating the daemon**: only through its private directory
 //!   `<db>.daemon.d/` ([`RunDir::open`]: this user's, mode 0700, opened without following
