@@ -116,6 +116,15 @@ impl Impostor {
             .collect()
     }
 
+    /// Nothing reached it: no request, so no token.
+    fn assert_untouched(&self) {
+        assert_eq!(
+            self.requests(),
+            Vec::<Value>::new(),
+            "the impostor was contacted"
+        );
+    }
+
     /// The bearer tokens it received.
     fn tokens(&self) -> Vec<String> {
         self.requests()
@@ -179,11 +188,7 @@ async fn a_port_squatted_after_kill_9_gets_no_token_and_the_forwarder_serves_alo
     let r = c.ok("add_finding", finding("squatted port")).await;
     assert!(r["id"].is_string(), "{r}");
     c.close().await;
-    assert_eq!(
-        impostor.requests(),
-        Vec::<Value>::new(),
-        "the impostor was contacted"
-    );
+    impostor.assert_untouched();
     assert_eq!(findings(&env, &issue), ["squatted port"]);
     let said = std::fs::read_to_string(log).unwrap();
     assert!(
@@ -211,11 +216,7 @@ async fn a_forged_discovery_file_is_never_followed_while_the_daemon_runs() {
         .await;
     c.ok("add_finding", finding("forged discovery")).await;
     c.close().await;
-    assert_eq!(
-        impostor.requests(),
-        Vec::<Value>::new(),
-        "the impostor was contacted"
-    );
+    impostor.assert_untouched();
     // The real daemon served the call.
     assert_eq!(health(&d)["sessions_served"], 1);
     assert_eq!(findings(&env, &issue), ["forged discovery"]);
@@ -250,11 +251,7 @@ async fn another_user_who_swaps_in_a_daemon_directory_of_its_own_gets_no_token()
         .await;
     c.ok("add_finding", finding("swapped directory")).await;
     c.close().await;
-    assert_eq!(
-        impostor.requests(),
-        Vec::<Value>::new(),
-        "the impostor was contacted"
-    );
+    impostor.assert_untouched();
     let said = std::fs::read_to_string(log).unwrap();
     assert!(
         said.contains("serving alone") && said.contains("belongs to uid"),
