@@ -272,9 +272,19 @@ pub fn list(store: &Store) -> Result<Vec<TokenInfo>> {
     rows.into_iter().map(|r| r.map(|r| r.info(&now))).collect()
 }
 
-/// Revoke the token with public id `id` (idempotent: a revoked token keeps its first
-/// revocation time). Takes effect on the token's next request.
+/// Revoke the token with public id `id`, or the token itself given in its place
+/// (idempotent: a revoked token keeps its first revocation time). Takes effect on the
+/// token's next request.
 pub fn revoke(store: &Store, id: &str) -> Result<TokenInfo> {
+    // A token (`cairn_...`) is looked up by its public id, which is never echoed back
+    // as the secret was.
+    let public;
+    let id = if id.starts_with(TOKEN_PREFIX) {
+        public = public_id(&sha256_hex(id));
+        public.as_str()
+    } else {
+        id
+    };
     let now = now_iso();
     let row = store.write(|tx| {
         tx.execute(
@@ -569,6 +579,25 @@ mod tests {
         ));
         let states: Vec<TokenState> = list(&store).unwrap().iter().map(|t| t.state).collect();
         assert!(states.contains(&TokenState::Expired) && states.contains(&TokenState::Revoked));
+    }
+
+    #[test]
+    fn a_token_is_revoked_by_its_id_or_by_itself_and_never_echoed() {
+        let (_d, store) = store();
+        let a = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
+        let b = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
+        assert_eq!(
+            revoke(&store, &a.info.id).unwrap().state,
+            TokenState::Revoked
+        );
+        let by_token = revoke(&store, &b.token).unwrap();
+        assert_eq!(
+            (by_token.id.as_str(), by_token.state),
+            (b.info.id.as_str(), TokenState::Revoked)
+        );
+        let unknown = format!("{TOKEN_PREFIX}{}", "0".repeat(64));
+        let err = revoke(&store, &unknown).unwrap_err().to_string();
+        assert!(!err.contains(&unknown) && err.contains(ID_PREFIX), "{err}");
     }
 
     #[test]

@@ -1124,6 +1124,20 @@ fn repeated_headers_invalid_json_and_batches_get_400_and_a_revoked_sessions_stat
         assert_eq!(b["error"]["code"], code, "{b}");
         assert!(b["id"].is_null(), "{b}");
     }
+    // A call without a tool name: invalid params with its id, as over stdio.
+    let nameless = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {}});
+    let r = http(
+        d.addr,
+        "POST",
+        "/mcp",
+        &[("Authorization", &auth)],
+        Some(&nameless.to_string()),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        (r.json()["error"]["code"].clone(), r.json()["id"].clone()),
+        (json!(-32602), json!(5))
+    );
     // Without a token, the body is not even read.
     let r = http(d.addr, "POST", "/mcp", &[], Some("{not json"));
     assert_eq!(r.status, 401);
@@ -1131,7 +1145,22 @@ fn repeated_headers_invalid_json_and_batches_get_400_and_a_revoked_sessions_stat
     // token ever coming back.
     assert_eq!(d.call(&token, "server_ping", json!({}))["isError"], false);
     wait_for_live_sessions(&d, 1);
-    env.ok(&["session", "revoke", &id]);
+    // Every call is one line of the log at info: tool, session (the token's id), outcome, ms.
+    let line = d.wait_for("tool call");
+    for part in [
+        "tool=\"server_ping\"",
+        &format!("session={id}"),
+        "outcome=\"ok\"",
+        "ms=",
+    ] {
+        assert!(line.contains(part), "{part} not in {line}");
+    }
+    // Revoked by the token itself (its id works as well: other tests).
+    let revoked = env.json(&["session", "revoke", &token]);
+    assert_eq!(
+        (revoked["id"].as_str(), revoked["state"].as_str()),
+        (Some(id.as_str()), Some("revoked"))
+    );
     wait_for_live_sessions(&d, 0);
 }
 
@@ -1188,5 +1217,63 @@ fn ten_thousand_short_forwarder_sessions_leave_the_daemons_memory_where_it_was()
     assert!(
         after <= before + 5 * 1024,
         "{before} KiB -> {after} KiB after 10,000 sessions"
+    );
+}
+
+#[test]
+fn cairn_serve_logs_one_line_per_tool_call_at_its_default_level() {
+    let env = Env::new();
+    let mut child = env
+        .cmd(&["serve", "--no-daemon"])
+        .env_remove("CAIRN_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "server_ping", "arguments": {}}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+               "params": {"name": "get_issue", "arguments": {"issue_id": "NOPE-1"}}}),
+    ];
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    for l in lines {
+        writeln!(stdin, "{l}").unwrap();
+        if l.get("id").is_some() {
+            let mut reply = String::new();
+            out.read_line(&mut reply).unwrap();
+        }
+    }
+    drop(stdin);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let calls: Vec<&str> = err.lines().filter(|l| l.contains("tool call")).collect();
+    assert_eq!(calls.len(), 2, "{err}");
+    let session = format!("session=stdio-{}", child.id());
+    assert!(
+        calls[0].contains("tool=\"server_ping\"") && calls[0].contains("outcome=\"ok\""),
+        "{err}"
+    );
+    assert!(
+        calls[1].contains("tool=\"get_issue\"") && calls[1].contains("outcome=\"ERR_NOT_FOUND\""),
+        "{err}"
+    );
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.contains(&session) && c.contains("ms=")),
+        "{err}"
     );
 }

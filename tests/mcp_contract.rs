@@ -467,6 +467,12 @@ fn garbage_on_the_wire_is_answered_and_the_server_keeps_serving() {
         assert_eq!(reply["error"]["code"], -32602, "{args}: {reply}");
         assert_eq!(reply["id"], "c1", "{reply}");
     }
+    // A call without a tool name: invalid params, not "method not found".
+    let nameless = json!({"jsonrpc": "2.0", "id": "c2", "method": "tools/call",
+                          "params": {"arguments": {}}});
+    let reply = raw.send(nameless.to_string().as_bytes());
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    assert_eq!(reply["id"], "c2", "{reply}");
     let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
                       "params": {"name": "server_ping", "arguments": {}}});
     let reply = raw.send(call.to_string().as_bytes());

@@ -82,7 +82,8 @@ pub(super) fn run(db: &crate::store::Location, cmd: ServeCmd) -> anyhow::Result<
         session,
         scope.clone(),
         Arc::new(Lanes::unlimited()),
-    );
+    )
+    .with_session(format!("stdio-{}", std::process::id()));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

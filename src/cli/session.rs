@@ -17,7 +17,8 @@ pub enum SessionCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Revoke a token by its id (`tok_...`); its next request is refused.
+    /// Revoke a token by its id (`tok_...`) or by the token itself (`cairn_...`); its
+    /// next request is refused.
     Revoke {
         id: String,
         #[arg(long)]

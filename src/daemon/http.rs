@@ -351,8 +351,9 @@ fn origin_allowed(headers: &HeaderMap) -> Result<(), String> {
 }
 
 /// A POST to `/mcp` must carry one JSON-RPC message: invalid JSON is answered `-32700`
-/// and a batch or anything else that is no message `-32600`, with status 400 and the
-/// JSON-RPC error body the stdio transport sends ([`wire::classify`]).
+/// and a batch or anything else that is no message `-32600`, with status 400, and a
+/// `tools/call` with bad params `-32602` (status 200), each with the JSON-RPC error body
+/// the stdio transport sends ([`wire::classify`]).
 async fn require_one_message(req: Request, next: Next) -> Response {
     if req.method() != axum::http::Method::POST {
         return next.run(req).await;
@@ -370,10 +371,13 @@ async fn require_one_message(req: Request, next: Next) -> Response {
         }
     };
     if let Line::Reply(reply) = wire::classify(&bytes) {
-        let code = reply["error"]["code"].as_i64();
-        if code == Some(wire::PARSE_ERROR) || code == Some(wire::INVALID_REQUEST) {
-            return (StatusCode::BAD_REQUEST, axum::Json(reply)).into_response();
-        }
+        // No message at all is a bad request; a request with bad params is answered
+        // like any JSON-RPC request, with its id.
+        let status = match reply["error"]["code"].as_i64() {
+            Some(wire::INVALID_PARAMS) => StatusCode::OK,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        return (status, axum::Json(reply)).into_response();
     }
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await
@@ -484,7 +488,8 @@ async fn require_token(State(s): State<Arc<Shared>>, mut req: Request, next: Nex
                         session.work.clone(),
                         scope,
                         s.lanes.clone(),
-                    ),
+                    )
+                    .with_session(session.id.clone()),
                 })
             })
             .clone()

@@ -108,6 +108,9 @@ struct Inner {
     tools: &'static [ToolDef],
     /// Shared by every server of the process with the same scope.
     scoped: Arc<Scoped>,
+    /// The session's label in the log: the daemon's token id, `stdio-<pid>` for `cairn
+    /// serve`, `-` when unset.
+    session: String,
     started: Instant,
     /// Shared by every server of the process.
     lanes: Arc<Lanes>,
@@ -203,14 +206,53 @@ impl CairnServer {
                 work,
                 tools: all_tools(),
                 scoped: scoped(scope),
+                session: "-".into(),
                 started: Instant::now(),
                 lanes,
             }),
         }
     }
 
-    /// Answer one call. Public so that tests can drive the call path without a transport.
+    /// The same server, labelled `session` in the log line of every call.
+    pub fn with_session(mut self, session: impl Into<String>) -> CairnServer {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.session = session.into(),
+            None => tracing::warn!("a shared server cannot be labelled"),
+        }
+        self
+    }
+
+    /// Answer one call, and log it: one line at info with the tool, the session, the
+    /// outcome (`ok` or the error code) and the milliseconds it took. Public so that
+    /// tests can drive the call path without a transport.
     pub async fn call(
+        &self,
+        name: &str,
+        args: Option<serde_json::Map<String, Value>>,
+    ) -> CallToolResult {
+        let started = Instant::now();
+        let result = self.answer(name, args).await;
+        let outcome = match result.is_error {
+            Some(true) => result
+                .content
+                .first()
+                .and_then(|c| c.as_text())
+                .and_then(|t| serde_json::from_str::<Value>(&t.text).ok())
+                .and_then(|v| v["error"]["code"].as_str().map(str::to_string))
+                .unwrap_or_else(|| "error".into()),
+            _ => "ok".into(),
+        };
+        tracing::info!(
+            tool = name,
+            session = %self.inner.session,
+            outcome,
+            ms = format!("{:.2}", started.elapsed().as_secs_f64() * 1000.0),
+            "tool call"
+        );
+        result
+    }
+
+    async fn answer(
         &self,
         name: &str,
         args: Option<serde_json::Map<String, Value>>,
@@ -301,9 +343,6 @@ impl CairnServer {
             Ok(Err(err)) => {
                 if err.is_internal() {
                     tracing::error!(tool = name, error = %err, "tool call failed internally");
-                } else {
-                    let (_, code) = envelope::wire_code(err.kind());
-                    tracing::info!(tool = name, code, "tool call refused");
                 }
                 error_result(envelope::domain_error(def, &err))
             }

@@ -7,8 +7,9 @@
 //! - `-32700` Parse error, `id: null`: invalid UTF-8, invalid JSON (a lone surrogate,
 //!   a number out of range such as `1e400`, nesting deeper than the parser allows) and
 //!   a line longer than [`MAX_LINE_BYTES`];
-//! - `-32602` Invalid params, with the request's id: `tools/call` whose `arguments` is
-//!   present and not an object (`null` counts as absent);
+//! - `-32602` Invalid params, with the request's id: `tools/call` without a `name` (a
+//!   string), or whose `arguments` is present and not an object (`null` counts as
+//!   absent);
 //! - `-32600` Invalid request, with the request's id when it has one: well-formed JSON
 //!   that is not a JSON-RPC message rmcp knows (a batch array, a request without a
 //!   method, ...). A notification that rmcp does not know is dropped, as JSON-RPC says.
@@ -104,16 +105,30 @@ pub fn classify(line: &[u8]) -> Line {
     let id = value.get("id").cloned();
     let method = value.get("method").and_then(Value::as_str);
     let has_method = method.is_some();
-    if method == Some("tools/call")
-        && let Some(args) = value.get("params").and_then(|p| p.get("arguments"))
-        && !args.is_object()
-        && !args.is_null()
-    {
-        return Line::Reply(error_reply(
-            id.unwrap_or(Value::Null),
-            INVALID_PARAMS,
-            "Invalid params: tools/call arguments must be a JSON object".to_string(),
-        ));
+    if method == Some("tools/call") && id.is_some() {
+        let params = value.get("params");
+        if !params
+            .and_then(|p| p.get("name"))
+            .is_some_and(Value::is_string)
+        {
+            return Line::Reply(error_reply(
+                id.unwrap_or(Value::Null),
+                INVALID_PARAMS,
+                "Invalid params: tools/call needs `name`, the tool's name as a string \
+                 (tools/list names them)"
+                    .to_string(),
+            ));
+        }
+        if let Some(args) = params.and_then(|p| p.get("arguments"))
+            && !args.is_object()
+            && !args.is_null()
+        {
+            return Line::Reply(error_reply(
+                id.unwrap_or(Value::Null),
+                INVALID_PARAMS,
+                "Invalid params: tools/call arguments must be a JSON object".to_string(),
+            ));
+        }
     }
     match serde_json::from_value::<RxJsonRpcMessage<RoleServer>>(value) {
         Ok(msg) => Line::Message(Box::new(msg)),
@@ -272,6 +287,20 @@ mod tests {
         }
         let ok = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"server_ping","arguments":{}}}"#;
         assert!(matches!(classify(ok), Line::Message(_)));
+    }
+
+    #[test]
+    fn a_call_without_a_tool_name_gets_invalid_params_with_the_id() {
+        for params in ["{}", r#"{"arguments":{}}"#, r#"{"name":7}"#, "null"] {
+            let line =
+                format!(r#"{{"jsonrpc":"2.0","id":"n","method":"tools/call","params":{params}}}"#);
+            let r = reply(line.as_bytes());
+            assert_eq!(r["error"]["code"], INVALID_PARAMS, "{params}: {r}");
+            assert_eq!(r["id"], "n");
+            assert!(r["error"]["message"].as_str().unwrap().contains("name"));
+        }
+        let r = reply(br#"{"jsonrpc":"2.0","id":3,"method":"tools/call"}"#);
+        assert_eq!(r["error"]["code"], INVALID_PARAMS, "{r}");
     }
 
     #[test]
