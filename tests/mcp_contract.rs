@@ -805,6 +805,55 @@ async fn agents_cannot_make_person_only_moves_or_touch_other_issues_in_either_vo
             .contains("only from in_progress")
     );
     w.close().await;
+    // A judge finalizes the audit sessions of its own issue only, with or without
+    // task_id; the orchestrator's server (no profile) any.
+    let orchestrator = env.serve_local(&[]).await;
+    let mut sessions = Vec::new();
+    for issue in [&mine, &other] {
+        orchestrator
+            .ok(
+                "thought_record",
+                json!({"task_id": issue, "type": "decision", "content": "chosen"}),
+            )
+            .await;
+        let s = orchestrator
+            .ok(
+                "audit_session_start",
+                json!({"task_id": issue, "auditor_id": "a"}),
+            )
+            .await;
+        sessions.push(s["session_id"].as_str().unwrap().to_string());
+    }
+    let judge = env
+        .serve_local(&["--issue-id", &mine, "--agent-type", "judge"])
+        .await;
+    judge
+        .err_code(
+            "merkle_finalize",
+            json!({"session_id": sessions[1]}),
+            "PERMISSION_DENIED",
+        )
+        .await;
+    judge
+        .err_code(
+            "merkle_finalize",
+            json!({"session_id": sessions[1], "task_id": other}),
+            "PERMISSION_DENIED",
+        )
+        .await;
+    let root = orchestrator
+        .ok("merkle_root", json!({"session_id": sessions[1]}))
+        .await;
+    assert_eq!(root["is_finalized"], false, "{root}");
+    let own = judge
+        .ok("merkle_finalize", json!({"session_id": sessions[0]}))
+        .await;
+    assert_eq!(own["leaf_count"], 1, "{own}");
+    judge.close().await;
+    orchestrator
+        .ok("merkle_finalize", json!({"session_id": sessions[1]}))
+        .await;
+    orchestrator.close().await;
     // An intake agent cannot touch tasks at all; the person can finish from the CLI.
     let i = env
         .serve_local(&["--agent-type", "intake", "--project-id", "sym"])

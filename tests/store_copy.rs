@@ -138,7 +138,7 @@ fn build(dir: &Path, db: &Path) -> Cairn {
         .audit_session_start(&one, "auditor", Some("release"), AuditScope::Deep)
         .unwrap()
         .session_id;
-    cairn.merkle_finalize(&session, None).unwrap();
+    cairn.merkle_finalize(&session, None, None).unwrap();
     cairn
         .audit_session_start(&two, "auditor", None, AuditScope::Shallow)
         .unwrap();

@@ -75,8 +75,13 @@ impl Cairn {
     }
 
     /// Build the session's Merkle tree over its records and freeze it.
-    pub fn merkle_finalize(&self, session: &str, task: Option<&str>) -> Result<MerkleFinalized> {
-        crate::colibri::audit::merkle_finalize(&self.store, session, task)
+    pub fn merkle_finalize(
+        &self,
+        session: &str,
+        task: Option<&str>,
+        agent_issue: Option<&str>,
+    ) -> Result<MerkleFinalized> {
+        crate::colibri::audit::merkle_finalize(&self.store, session, task, agent_issue)
     }
 
     /// The session's root.

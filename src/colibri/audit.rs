@@ -582,13 +582,29 @@ pub fn audit_verify(store: &Store, target: &VerifyTarget) -> Result<ChainVerific
 }
 
 /// Build the session's Merkle tree over its records and freeze it.
+///
+/// `agent_issue`: the bound issue (id) of an agent's session, which may finalize a whole
+/// session only when that session audits its own issue (with `task`, the task must be its
+/// issue: the caller binds it); `None` for the orchestrator's, which may finalize any.
 pub fn merkle_finalize(
     store: &Store,
     session: &str,
     task: Option<&str>,
+    agent_issue: Option<&str>,
 ) -> Result<MerkleFinalized> {
     store.write(|tx| {
         let s = load_session(tx, session)?;
+        if task.is_none()
+            && let Some(bound) = agent_issue
+            && bound != s.issue_id
+        {
+            return Err(Error::PermissionDenied(format!(
+                "audit session {} audits another issue than this session's; an agent \
+                 finalizes audit sessions of its bound issue only (or pass task_id: your \
+                 issue, to freeze its records alone)",
+                s.display_id()
+            )));
+        }
         if s.finalized_at.is_some() {
             return Err(Error::AlreadyFinalized(s.display_id()));
         }
@@ -791,7 +807,7 @@ mod tests {
 
         // Finalization freezes all five records as leaves.
         let s = audit_session_start(&c, &task, "auditor", None, AuditScope::Shallow).unwrap();
-        let m = merkle_finalize(&c, &s.session_id, None).unwrap();
+        let m = merkle_finalize(&c, &s.session_id, None, None).unwrap();
         assert_eq!((m.leaf_count, m.tree_depth), (5, 4));
     }
 }

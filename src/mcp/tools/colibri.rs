@@ -504,7 +504,13 @@ fn merkle_finalize(cx: &ToolCtx<'_>, p: MerkleFinalizeParams) -> Result<MerkleFi
         Some(t) => Some(target_task(cx, "task_id", t)?),
         None => None,
     };
-    cx.cairn.merkle_finalize(&p.session_id, task.as_deref())
+    // Without a task, an agent finalizes only a session of its own issue.
+    let agent_issue = match is_agent(cx) {
+        true => Some(cx.work.require_issue()?.id.clone()),
+        false => None,
+    };
+    cx.cairn
+        .merkle_finalize(&p.session_id, task.as_deref(), agent_issue.as_deref())
 }
 
 fn merkle_root(cx: &ToolCtx<'_>, p: MerkleRootParams) -> Result<MerkleRootView> {
