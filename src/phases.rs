@@ -537,6 +537,8 @@ fn check_artifact(root: &DirHandle, p: &PhaseCompletion, rel: &str) -> Result<Ve
 struct LatestClaim {
     id: String,
     artifact_hash: String,
+    /// The claim record's own hash (its `hash` in the trail).
+    record_hash: String,
     /// `(verdict id, approved|rejected)` of a verdict recorded after the claim.
     verdict: Option<(String, String)>,
 }
@@ -575,6 +577,7 @@ fn latest_claim(
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     Ok(LatestClaim {
+        record_hash: claim.hash.clone(),
         id: claim.id,
         artifact_hash: hash,
         verdict,
@@ -705,11 +708,23 @@ pub fn judge_phase(
         let LatestClaim {
             id: claim_id,
             artifact_hash: claim_hash,
+            record_hash,
             verdict: earlier,
         } = latest_claim(tx, &issue_id, &identifier, phase)?;
         // A `ready` claim may come without an artifact_hash (the spec allows it: the
-        // artifact is the committed code); there is nothing to compare, and the
-        // verdict records the hash the judge reviewed.
+        // artifact is the committed code). The verdict then names the claim itself, by
+        // the claim record's hash, so it judges exactly the claim the judge read.
+        if claim_hash.is_empty() && !record_hash.eq_ignore_ascii_case(&hash) {
+            return Err(Error::Conflict {
+                message: format!(
+                    "the latest {} claim {claim_id} carries no artifact_hash, so a verdict \
+                     names the claim itself: pass as artifact_hash the claim's record hash \
+                     (the `hash` of finding {claim_id} in get_issue or list_findings)",
+                    phase.as_str()
+                ),
+                existing_id: Some(claim_id),
+            });
+        }
         if !claim_hash.is_empty() && !claim_hash.eq_ignore_ascii_case(&hash) {
             return Err(Error::Conflict {
                 message: format!(

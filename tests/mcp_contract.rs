@@ -1040,17 +1040,37 @@ async fn spec_examples_of_complete_phase_and_judging_work_without_a_worktree() {
         )
         .await;
     worker.close().await;
-    let reviewed = "ab".repeat(32);
-    let v = j
-        .ok(
-            "reject_phase",
-            json!({"phase": "ready", "artifact_hash": reviewed,
-                   "reason": "Missing tests for the override",
-                   "fix_instructions": "Add a test for the per-project override"}),
-        )
+    // It has no artifact hash to check a verdict against, so the verdict names the claim
+    // by its record hash; any other 64-hex hash is refused, saying what to send.
+    let rejection = |hash: &str| {
+        json!({"phase": "ready", "artifact_hash": hash,
+               "reason": "Missing tests for the override",
+               "fix_instructions": "Add a test for the per-project override"})
+    };
+    let e = j
+        .err_code("reject_phase", rejection(&"ab".repeat(32)), "ERR_CONFLICT")
         .await;
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("record hash"),
+        "{e}"
+    );
+    let issue = j.ok("get_issue", json!({})).await;
+    let claim = issue["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|f| f["category"] == "phase_completion")
+        .unwrap()
+        .clone();
+    let reviewed = claim["hash"].as_str().unwrap().to_string();
+    let v = j.ok("reject_phase", rejection(&reviewed)).await;
     assert_eq!(v["verdict"], "rejected");
     assert_eq!(v["artifact_hash"], reviewed);
+    assert_eq!(v["claim_id"], claim["id"]);
     j.close().await;
 }
 
