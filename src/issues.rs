@@ -254,14 +254,24 @@ pub(crate) fn find_project(c: &Conn<'_>, reference: &str) -> Result<Option<Proje
     )
 }
 
-/// Resolve an issue reference (id or identifier, identifier case-insensitive) to its id.
+/// Resolve an issue reference (id, identifier, or an identifier the issue had before a
+/// move; identifiers case-insensitive) to its id.
 pub(crate) fn resolve_issue_id(c: &Conn<'_>, reference: &str) -> Result<Option<String>> {
-    c.query_opt(
-        // ASCII upper case, as identifiers are (and as SQLite's upper() would fold).
+    // ASCII upper case, as identifiers are (and as SQLite's upper() would fold).
+    let upper = reference.to_ascii_uppercase();
+    let live = c.query_opt(
         "SELECT id FROM issues WHERE id = ?1 OR identifier = ?2",
-        [reference, &reference.to_ascii_uppercase()],
+        [reference, &upper],
         |r| r.get(0),
-    )
+    )?;
+    match live {
+        Some(id) => Ok(Some(id)),
+        None => c.query_opt(
+            "SELECT issue_id FROM issue_aliases WHERE identifier = ?1",
+            [&upper],
+            |r| r.get(0),
+        ),
+    }
 }
 
 /// An issue row with its project's slug and its parent's identifier; a `WHERE` follows.

@@ -4,8 +4,10 @@
 //! - **Identity**: the issue keeps its row and opaque id (so its trail chain, PRs and
 //!   runs stay attached, and the chain's hashes stay valid); it gets a new number in the
 //!   target project (`PFX-N`, allocated like any new issue) and a `moved-from:<old>`
-//!   label. The old identifier no longer resolves; `list_issues` with the label
-//!   `moved-from:<old>` finds the issue. Earlier `moved-from:` labels are kept.
+//!   label. The old identifier keeps resolving to the issue (an alias in
+//!   `issue_aliases`, written here only: tools, the CLI and `cairn serve --issue-id OLD`
+//!   find the moved issue, whose answers carry the new identifier); `list_issues` with
+//!   the label `moved-from:<old>` finds it too. Earlier `moved-from:` labels are kept.
 //! - **Constraints**: the issue must carry a `phase:*`, `cross-project` or `multi-repo`
 //!   label, must not be `done` or `cancelled`, and the target must be another project.
 //!   They are checked again inside the write transaction.
@@ -289,10 +291,16 @@ fn move_rows(
         |r| r.get(0),
     )?;
     let identifier = format!("{}-{seq}", target.prefix);
+    let now = now_iso();
     tx.execute(
         "UPDATE issues SET project_id = ?2, seq = ?3, identifier = ?4, updated_by = ?5,
                            updated_at = ?6 WHERE id = ?1",
-        params![issue.id, target.id, seq, identifier, actor, now_iso()],
+        params![issue.id, target.id, seq, identifier, actor, now],
+    )?;
+    // The old identifier keeps naming this issue (identifiers are never reused).
+    tx.execute(
+        "INSERT INTO issue_aliases (identifier, issue_id, moved_at) VALUES (?1, ?2, ?3)",
+        params![issue.identifier, issue.id, now],
     )?;
     if issue.status != Status::Todo {
         set_status_in(tx, &issue.id, Status::Todo, Some(reason), actor)?;

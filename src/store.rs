@@ -76,6 +76,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0009_token_peer.sql",
         include_str!("../migrations/0009_token_peer.sql"),
     ),
+    (
+        10,
+        "0010_issue_aliases.sql",
+        include_str!("../migrations/0010_issue_aliases.sql"),
+    ),
 ];
 
 /// The PostgreSQL dialect of the same migrations, same numbers.
@@ -124,6 +129,11 @@ const PG_MIGRATIONS: &[(u32, &str, &str)] = &[
         9,
         "postgres/0009_token_peer.sql",
         include_str!("../migrations/postgres/0009_token_peer.sql"),
+    ),
+    (
+        10,
+        "postgres/0010_issue_aliases.sql",
+        include_str!("../migrations/postgres/0010_issue_aliases.sql"),
     ),
 ];
 

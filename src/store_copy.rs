@@ -76,6 +76,7 @@ pub const TABLES: &[Table] = &[
         ..table("issues", "rowid")
     },
     table("issue_labels", "issue_id, label"),
+    table("issue_aliases", "identifier"),
     table("issue_dependencies", "issue_id, depends_on_id"),
     table("agent_profiles", "profile_type"),
     table("trail_records", "issue_id, position"),

@@ -584,3 +584,70 @@ const SEARCHES: [(&str, &str); 24] = [
 fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
+
+/// A database created before migration 0010 (issue aliases), with an issue moved from
+/// P-1 (its `moved-from:P-1` label) and a `moved-from:P-2` label on another issue while
+/// P-2 is a live identifier; `before` runs on it the migrations before 0010 and `after`
+/// the rest, on SQLite and PostgreSQL: the move becomes an alias, the live identifier
+/// does not.
+const BEFORE_0010: &str = "
+    INSERT INTO projects (id, slug, name, prefix, next_seq, created_at, updated_at)
+    VALUES ('proj_p', 'p', 'P', 'P', 3, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z'),
+           ('proj_q', 'q', 'Q', 'Q', 3, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+    INSERT INTO issues (id, project_id, seq, identifier, title, created_at, updated_at)
+    VALUES ('iss_moved', 'proj_q', 1, 'Q-1', 'moved', '2026-01-01T00:00:00Z', '2026-01-02T00:00:00Z'),
+           ('iss_live', 'proj_p', 2, 'P-2', 'live', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z'),
+           ('iss_other', 'proj_q', 2, 'Q-2', 'other', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+    INSERT INTO issue_labels (issue_id, label)
+    VALUES ('iss_moved', 'moved-from:P-1'), ('iss_other', 'moved-from:P-2');
+";
+
+#[test]
+fn migration_0010_turns_earlier_moves_into_aliases_on_both_stores() {
+    let split = |dir: &Path| -> (Vec<PathBuf>, Vec<PathBuf>) {
+        migration_files(dir)
+            .into_iter()
+            .partition(|f| f.file_name().unwrap().to_string_lossy().as_ref() < "0010")
+    };
+    let (before, after) = split(&sqlite_dir());
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    for f in before {
+        c.execute_batch(&std::fs::read_to_string(&f).unwrap())
+            .unwrap();
+    }
+    c.execute_batch(BEFORE_0010).unwrap();
+    for f in after {
+        c.execute_batch(&std::fs::read_to_string(&f).unwrap())
+            .unwrap();
+    }
+    let mut stmt = c
+        .prepare("SELECT identifier, issue_id FROM issue_aliases ORDER BY identifier")
+        .unwrap();
+    let aliases: Vec<(String, String)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(aliases, [("P-1".to_string(), "iss_moved".to_string())]);
+
+    let (before, after) = split(&postgres_dir());
+    let pg = PgCluster::shared();
+    let db = PgCluster::database_of(&pg.create_database("aliases")).to_string();
+    let apply = |f: &Path| {
+        let out = pg.psql(&db).arg("-1").arg("-f").arg(f).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            f.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    before.iter().for_each(|f| apply(f));
+    pg.ok(&db, BEFORE_0010);
+    after.iter().for_each(|f| apply(f));
+    let got = pg.ok(
+        &db,
+        "SELECT identifier || '=' || issue_id FROM issue_aliases ORDER BY 1",
+    );
+    assert_eq!(got.trim(), "P-1=iss_moved");
+}

@@ -254,6 +254,27 @@ fn build(dir: &Path, db: &Path) -> Cairn {
             },
         )
         .unwrap();
+    // An issue moved in from another project: its old identifier is an alias.
+    cairn
+        .create_project(&NewProject {
+            slug: "ops".into(),
+            name: "Ops".into(),
+            prefix: None,
+            path: None,
+        })
+        .unwrap();
+    let runbook = cairn
+        .create_issue(&NewIssue {
+            project: "ops".into(),
+            title: "Move the runbook".into(),
+            labels: vec!["cross-project".into()],
+            ..Default::default()
+        })
+        .unwrap()
+        .identifier;
+    cairn
+        .move_issue(&runbook, "shop", "it is the shop's", "person")
+        .unwrap();
     cairn
         .mint_session_token(
             &BindArgs {
@@ -383,7 +404,8 @@ fn sqlite_to_postgres_to_sqlite_keeps_every_row_id_and_chain() {
         );
         assert_eq!(t["destination_rows"], t["source_rows"], "{name}");
     }
-    assert_eq!(report["chains"]["issues"], 3);
+    // Three issues with records, and the moved one (its move's comment).
+    assert_eq!(report["chains"]["issues"], 4);
     assert_eq!(report["chains"]["audit_sessions"], 2);
     assert_eq!(report["chains"]["broken"], serde_json::json!([]));
 
@@ -448,7 +470,8 @@ fn sqlite_to_postgres_to_sqlite_keeps_every_row_id_and_chain() {
                 ..Default::default()
             })
             .unwrap();
-        assert_eq!(next.identifier, "SHOP-4");
+        // SHOP-4 is the issue moved in from ops.
+        assert_eq!(next.identifier, "SHOP-5");
         let t = c
             .thought_record(
                 "agent",
@@ -546,7 +569,7 @@ fn a_destination_with_rows_is_refused_and_left_as_it_was() {
         .unwrap()
         .read(|c| c.query_row("SELECT count(*) FROM issues", [], |r| r.get(0)))
         .unwrap();
-    assert_eq!(issues, 3);
+    assert_eq!(issues, 4);
 
     // The source itself, and a source that does not exist, are refused as input.
     let out = copy_with_binary(tmp.path(), first.to_str().unwrap(), first.to_str().unwrap());

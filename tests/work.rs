@@ -896,13 +896,33 @@ async fn move_issue_reprefixes_relabels_and_copies_artifacts() {
     assert_eq!(entries, ["Q-1"]);
     assert!(w.wt.join("docs/tickets/P-1/research.md").is_file());
 
-    // The data: same issue, new identifier and project, old identifier gone.
+    // The data: same issue, new identifier and project; the old identifier still names
+    // it everywhere (the CLI, a token, an agent's unchanged `cairn serve --issue-id`),
+    // and every answer carries the new one.
     let shown = w.show("Q-1");
     assert_eq!(shown["id"], m["id"]);
     assert_eq!(shown["project_slug"], "q");
     assert_eq!(shown["status"], "todo");
     assert_eq!(shown["labels"], m["labels"]);
-    assert!(!w.env.run(&["issue", "show", "P-1"]).status.success());
+    let by_old = w.show("p-1");
+    assert_eq!(
+        (&by_old["id"], &by_old["identifier"]),
+        (&m["id"], &json!("Q-1"))
+    );
+    let token = w.env.json(&["session", "new", "--issue", "P-1"]);
+    assert_eq!(token["issue"], "Q-1", "{token}");
+    let old = w
+        .env
+        .serve_local(&["--issue-id", "P-1", "--agent-type", "worker"])
+        .await;
+    let bound = old.ok("get_issue", json!({})).await;
+    assert_eq!(
+        (&bound["id"], &bound["identifier"]),
+        (&m["id"], &json!("Q-1"))
+    );
+    let named = old.ok("get_issue", json!({"issue_id": "P-1"})).await;
+    assert_eq!(named["identifier"], "Q-1");
+    old.close().await;
     // The next issue of p does not reuse P-1's number; q's does not reuse Q-1's.
     assert_eq!(w.env.issue("p", "next"), "P-2");
     assert_eq!(w.env.issue("q", "next"), "Q-2");
@@ -935,6 +955,10 @@ async fn move_issue_resets_an_incompatible_phase_to_the_targets_first() {
         back["labels"],
         json!(["moved-from:P-1", "moved-from:Q-1", "phase:research"])
     );
+    // Both earlier identifiers name it still.
+    for old in ["P-1", "Q-1"] {
+        assert_eq!(w.show(old)["identifier"], "P-2", "{old}");
+    }
     c.close().await;
 }
 
