@@ -62,18 +62,60 @@ fn custom_prefix_and_bad_input_exit_codes() {
 
 #[test]
 fn every_command_has_help() {
+    // Every command and subcommand, found by walking the help itself: each prints its
+    // usage, says what it is for, and every option it takes has a description.
     let env = Env::new();
-    for args in [
-        vec!["--help"],
-        vec!["serve", "--help"],
-        vec!["project", "create", "--help"],
-        vec!["issue", "create", "--help"],
-        vec!["issue", "list", "--help"],
-        vec!["scope", "compute", "--help"],
-    ] {
+    let commands_of = |help: &str| -> Vec<String> {
+        help.lines()
+            .skip_while(|l| !l.starts_with("Commands:"))
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|c| *c != "help")
+            .map(str::to_string)
+            .collect()
+    };
+    let mut pending: Vec<Vec<String>> = vec![vec![]];
+    let mut seen = 0;
+    while let Some(path) = pending.pop() {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
         let out = env.ok(&args);
-        assert!(out.contains("Usage"), "{args:?}: {out}");
+        let usage = format!("Usage: cairn {}", path.join(" "));
+        assert!(out.contains(usage.trim_end()), "{args:?}: {out}");
+        let about = out.lines().next().unwrap_or_default();
+        assert!(
+            !about.trim().is_empty() && !about.starts_with("Usage"),
+            "{args:?} says nothing of itself: {out}"
+        );
+        // An option's description follows it on its line, or (clap's layout when the
+        // help is long) on the next line, indented further.
+        let lines: Vec<&str> = out.lines().collect();
+        let indent = |l: &str| l.len() - l.trim_start().len();
+        for (i, line) in lines.iter().enumerate() {
+            let t = line.trim_start();
+            if !(t.starts_with("--") || (t.starts_with('-') && t.contains(", --"))) {
+                continue;
+            }
+            let same_line = t.split("  ").filter(|p| !p.trim().is_empty()).count() > 1;
+            let next = lines.get(i + 1).copied().unwrap_or_default();
+            let next_line = !next.trim().is_empty()
+                && indent(next) > indent(line)
+                && !next.trim_start().starts_with('-');
+            assert!(
+                same_line || next_line,
+                "{args:?}: an option without a description: {line}"
+            );
+        }
+        for c in commands_of(&out) {
+            let mut next = path.clone();
+            next.push(c);
+            pending.push(next);
+        }
+        seen += 1;
     }
+    // The walk reached every command (15 at the top, their subcommands below them).
+    assert!(seen >= 45, "only {seen} commands found");
 }
 
 #[test]

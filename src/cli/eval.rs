@@ -18,6 +18,7 @@ pub enum EvalCmd {
     Learnings {
         /// The set (JSONL; format in docs/learnings.md).
         set: PathBuf,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
@@ -42,6 +43,7 @@ pub struct VaultEvalArgs {
     /// Also run the fused ranking over a grid of lexical weights and caps.
     #[arg(long)]
     pub sweep: bool,
+    /// Print the result as JSON, for scripts.
     #[arg(long)]
     pub json: bool,
 }

@@ -28,19 +28,23 @@ pub enum IssueCmd {
     },
     /// List a project's issues.
     List {
+        /// The project (slug or id).
         #[arg(long)]
         project: String,
         /// Only issues with this status; repeat for more.
         #[arg(long = "status", value_parser = parse_status)]
         statuses: Vec<Status>,
+        /// Only issues with this label.
         #[arg(long)]
         label: Option<String>,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
     /// Show one issue (by identifier or id).
     Show {
         issue: String,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
@@ -75,6 +79,7 @@ pub enum IssueCmd {
         /// Why the issue moves (recorded as a comment).
         #[arg(long)]
         reason: String,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
@@ -83,8 +88,10 @@ pub enum IssueCmd {
 /// Title, description and priority: what every new issue is given.
 #[derive(Debug, Args)]
 pub struct IssueText {
+    /// The issue's title (one line).
     #[arg(long)]
     title: String,
+    /// What the issue is about (Markdown).
     #[arg(long)]
     description: Option<String>,
     /// 1 = urgent, 2 = high, 3 = medium (default), 4 = low.

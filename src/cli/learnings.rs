@@ -31,6 +31,7 @@ pub enum LearningsCmd {
         /// convention, gotcha or pattern (default pattern).
         #[arg(long = "type", value_parser = parse_type)]
         learning_type: Option<LearningType>,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
@@ -49,20 +50,24 @@ pub enum LearningsCmd {
         /// Leave out learnings below this quality; verified ones always pass.
         #[arg(long, value_parser = clap::value_parser!(u8).range(0..=100))]
         min_quality: Option<u8>,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
     /// Show a learning and its history.
     Show {
         id: String,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
     /// Mark a learning verified (recorded in its history).
     Verify {
         id: String,
+        /// Why, recorded in the learning's history.
         #[arg(long)]
         note: Option<String>,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
@@ -71,13 +76,16 @@ pub enum LearningsCmd {
         id: String,
         #[arg(value_parser = clap::value_parser!(u8).range(0..=100))]
         score: u8,
+        /// Why, recorded in the learning's history.
         #[arg(long)]
         note: Option<String>,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
     /// Rebuild the search index from the database.
     Reindex {
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },

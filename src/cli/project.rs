@@ -24,17 +24,20 @@ pub enum ProjectCmd {
         /// The project's repository directory (made absolute).
         #[arg(long)]
         path: Option<String>,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
     /// List projects.
     List {
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
     /// Show one project (by slug or id).
     Show {
         project: String,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
@@ -51,8 +54,10 @@ pub enum ProjectCmd {
         /// Risk thresholds: {"lowLines", "highLines", "lowFiles", "highFiles"}.
         #[arg(long)]
         risk_thresholds_json: Option<String>,
+        /// Instructions given to the project's workers.
         #[arg(long)]
         worker_instructions: Option<String>,
+        /// Instructions given to the project's judges.
         #[arg(long)]
         judge_instructions: Option<String>,
         /// A Knowledge Vault collection; repeat for more (replaces the stored list).
@@ -62,6 +67,7 @@ pub enum ProjectCmd {
         /// stored pipeline; default research, architecture, grooming, ready).
         #[arg(long = "phase")]
         phases: Vec<String>,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },

@@ -28,15 +28,19 @@ pub enum ScopeCmd {
         /// Where to write the JSON array of tool names.
         #[arg(long)]
         out: PathBuf,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
     /// Store a profile's allow/deny lists in the database.
     Set {
+        /// Agent profile: worker, researcher, judge, scanner, architect, planner, intake.
         #[arg(long)]
         profile: String,
+        /// Keep only these tools (repeat).
         #[arg(long = "allow")]
         allow: Vec<String>,
+        /// Remove these tools (repeat).
         #[arg(long = "deny")]
         deny: Vec<String>,
         /// Clear both lists (back to the registry defaults).
@@ -45,8 +49,10 @@ pub enum ScopeCmd {
     },
     /// Show a profile's stored lists and effective tools.
     Show {
+        /// Agent profile: worker, researcher, judge, scanner, architect, planner, intake.
         #[arg(long)]
         profile: String,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },

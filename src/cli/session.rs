@@ -14,6 +14,7 @@ pub enum SessionCmd {
     New(NewArgs),
     /// List tokens (never the tokens themselves: their ids, bindings and states).
     List {
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
@@ -21,6 +22,7 @@ pub enum SessionCmd {
     /// next request is refused.
     Revoke {
         id: String,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
@@ -33,6 +35,7 @@ pub struct NewArgs {
     /// How long the token is valid: a number with s, m, h or d (seconds without a unit).
     #[arg(long, default_value = "8h")]
     ttl: String,
+    /// Print the result as JSON, for scripts.
     #[arg(long)]
     json: bool,
 }

@@ -23,6 +23,7 @@ pub struct FindingsArgs {
     /// Only findings not yet processed.
     #[arg(long)]
     pub unprocessed: bool,
+    /// Print the result as JSON, for scripts.
     #[arg(long)]
     pub json: bool,
 }
@@ -92,12 +93,14 @@ pub enum PrCmd {
         /// Only this project's (slug or id).
         #[arg(long)]
         project: Option<String>,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
     /// Show one PR with its files, gates, risk and diff.
     Show {
         id: String,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
@@ -173,6 +176,7 @@ pub enum RunCmd {
         replace: bool,
         /// The log file.
         file: PathBuf,
+        /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },

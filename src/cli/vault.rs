@@ -36,6 +36,7 @@ pub struct ReindexArgs {
     /// free).
     #[arg(long, env = "CAIRN_EMBED_SPIN", default_value = "auto")]
     pub spin: Spin,
+    /// Print the result as JSON, for scripts.
     #[arg(long)]
     pub json: bool,
 }
@@ -53,6 +54,7 @@ pub struct SearchArgs {
     /// At most this many chunks of one document (default 2; 0 = no cap).
     #[arg(long)]
     pub max_per_document: Option<usize>,
+    /// Print the result as JSON, for scripts.
     #[arg(long)]
     pub json: bool,
 }
