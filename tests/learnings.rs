@@ -634,6 +634,12 @@ async fn group_commit_a_server_killed_while_indexing_loses_no_acknowledged_write
         died,
         "the failpoint never fired: the server did not index in the background"
     );
+    // The indexer commits only what was acknowledged, so the crash came after at least
+    // one acknowledgement: otherwise the checks below would check nothing.
+    assert!(
+        !acked.is_empty(),
+        "nothing was acknowledged before the crash"
+    );
     // A new process finds every acknowledged learning (and the index catches up).
     let hits = env.json(&["learnings", "search", "redis", "--limit", &MOST.to_string()]);
     let found = ids(hits["results"].as_array().unwrap());
