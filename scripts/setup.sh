@@ -50,6 +50,20 @@ else
   exit 1
 fi
 
+# The attack tests (tests/impostor.rs) run an impostor as another user (`nobody`, through
+# util-linux's setpriv) with the system's Python: the one on PATH may live in root's
+# home, which other users cannot enter.
+if [ -x /usr/bin/python3 ]; then
+  say "system python present"
+elif [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+  say "installing the system python (apt-get)"
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 >&2
+else
+  say "/usr/bin/python3 not found: install the system's python3 (Debian: apt-get install python3)"
+  exit 1
+fi
+
 if [ -x models/fetch.sh ] || [ -f models/fetch.sh ]; then
   bash models/fetch.sh
 fi
