@@ -37,32 +37,36 @@ else
   cp tests/mcp_ts/package-lock.json tests/mcp_ts/node_modules/.package-lock.json.src
 fi
 
+# `ensure WHAT PACKAGE HINT TEST...`: run TEST; when it fails, install the Debian PACKAGE
+# with apt-get (as root), else stop with HINT.
+ensure() {
+  local what=$1 package=$2 hint=$3
+  shift 3
+  if "$@"; then
+    say "$what present"
+  elif [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    say "installing $what (apt-get install $package)"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$package" >&2
+  else
+    say "$hint"
+    exit 1
+  fi
+}
+
 # PostgreSQL 15+: tests/common/pg.rs runs initdb and pg_ctl from /usr/lib/postgresql/*/bin
 # (or PATH) and fails loudly without them.
-if compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null; then
-  say "postgresql present"
-elif [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-  say "installing postgresql (apt-get)"
-  apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >&2
-else
-  say "PostgreSQL not found: install PostgreSQL 15 or later (Debian: apt-get install postgresql)"
-  exit 1
-fi
+has_postgres() { compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null; }
+ensure postgresql postgresql \
+  "PostgreSQL not found: install PostgreSQL 15 or later (Debian: apt-get install postgresql)" \
+  has_postgres
 
 # The attack tests (tests/impostor.rs) run an impostor as another user (`nobody`, through
 # util-linux's setpriv) with the system's Python: the one on PATH may live in root's
 # home, which other users cannot enter.
-if [ -x /usr/bin/python3 ]; then
-  say "system python present"
-elif [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-  say "installing the system python (apt-get)"
-  apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 >&2
-else
-  say "/usr/bin/python3 not found: install the system's python3 (Debian: apt-get install python3)"
-  exit 1
-fi
+ensure "system python" python3 \
+  "/usr/bin/python3 not found: install the system's python3 (Debian: apt-get install python3)" \
+  test -x /usr/bin/python3
 
 if [ -x models/fetch.sh ] || [ -f models/fetch.sh ]; then
   bash models/fetch.sh
