@@ -166,13 +166,25 @@ pub fn clean_document(text: &str) -> (String, Removed) {
     clean_with(text, true)
 }
 
+/// Whether cleaning `text` might change it (false for most text: nothing to remove).
+fn may_change(text: &str) -> bool {
+    text.chars()
+        .any(|c| c == '\r' || is_joiner(c) || class_of(c).is_some())
+}
+
+/// What [`clean_document`] would remove from `text`, without copying text that has
+/// nothing to remove.
+pub fn hidden_in(text: &str) -> Removed {
+    match may_change(text) {
+        true => clean_document(text).1,
+        false => Removed::default(),
+    }
+}
+
 fn clean_with(text: &str, keep_crlf: bool) -> (String, Removed) {
     let mut removed = Removed::default();
     // Fast path: most text has nothing to remove.
-    if !text
-        .chars()
-        .any(|c| c == '\r' || is_joiner(c) || class_of(c).is_some())
-    {
+    if !may_change(text) {
         return (text.to_string(), removed);
     }
     let chars: Vec<char> = text.chars().collect();
@@ -371,7 +383,7 @@ pub fn clean_json(v: &mut serde_json::Value) -> Removed {
     use serde_json::Value;
     let mut removed = Removed::default();
     match v {
-        Value::String(s) => {
+        Value::String(s) if may_change(s) => {
             let (out, r) = clean_document(s);
             if !r.is_empty() {
                 *s = out;
@@ -384,7 +396,7 @@ pub fn clean_json(v: &mut serde_json::Value) -> Removed {
             }
         }
         Value::Object(map) => {
-            if map.keys().any(|k| !clean_document(k).1.is_empty()) {
+            if map.keys().any(|k| !hidden_in(k).is_empty()) {
                 let old = std::mem::take(map);
                 for (k, mut item) in old {
                     let (key, r) = clean_document(&k);

@@ -536,7 +536,8 @@ pub fn check_answer(name: &str, result: &Value) -> Result<(), String> {
     .ok_or("the content is not one text block")?;
     let said: Value =
         serde_json::from_str(text).map_err(|_| "the text block is not JSON".to_string())?;
-    if obj.get("isError").and_then(Value::as_bool) == Some(true) {
+    let failed = obj.get("isError").and_then(Value::as_bool) == Some(true);
+    if failed {
         if obj.contains_key("structuredContent") {
             return Err("a failure carries structuredContent".into());
         }
@@ -561,7 +562,10 @@ pub fn check_answer(name: &str, result: &Value) -> Result<(), String> {
             ));
         }
     }
-    match hidden(result, "$").or_else(|| hidden(&said, "$.content[0].text")) {
+    // A success's text says what `structuredContent` says (checked above), walked with
+    // the result; a failure's envelope exists only as that text, JSON escapes and all.
+    let in_envelope = || failed.then(|| hidden(&said, "$.content[0].text")).flatten();
+    match hidden(result, "$").or_else(in_envelope) {
         Some(at) => Err(format!("hidden characters at {at}")),
         None => Ok(()),
     }
@@ -569,7 +573,7 @@ pub fn check_answer(name: &str, result: &Value) -> Result<(), String> {
 
 /// The path of the first string or key in `v` that the text policy would change.
 fn hidden(v: &Value, path: &str) -> Option<String> {
-    let changed = |s: &str| !crate::text::clean_document(s).1.is_empty();
+    let changed = |s: &str| !crate::text::hidden_in(s).is_empty();
     match v {
         Value::String(s) => changed(s).then(|| path.to_string()),
         Value::Array(items) => items

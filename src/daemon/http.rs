@@ -139,6 +139,10 @@ impl Shared {
             &mut *self.swept_at.lock().unwrap_or_else(|p| p.into_inner()),
             now.clone(),
         );
+        // No session state, nothing to drop: no query (an idle daemon stays idle).
+        if self.servers().is_empty() {
+            return Ok(0);
+        }
         let revoked = self.cairn.session_tokens_revoked_since(&since)?;
         let mut servers = self.servers();
         let before = servers.len();
