@@ -231,16 +231,13 @@ impl CairnServer {
         args: Option<serde_json::Map<String, Value>>,
     ) -> CallToolResult {
         let started = Instant::now();
-        let result = self.answer(name, args).await;
-        let outcome = match result.is_error {
-            Some(true) => result
-                .content
-                .first()
-                .and_then(|c| c.as_text())
-                .and_then(|t| serde_json::from_str::<Value>(&t.text).ok())
-                .and_then(|v| v["error"]["code"].as_str().map(str::to_string))
-                .unwrap_or_else(|| "error".into()),
-            _ => "ok".into(),
+        let (result, outcome) = match self.answer(name, args).await {
+            Ok(value) => (CallToolResult::structured(value), "ok".to_string()),
+            Err(envelope) => {
+                let code = envelope["error"]["code"].as_str().unwrap_or("error");
+                let code = code.to_string();
+                (error_result(envelope), code)
+            }
         };
         tracing::info!(
             tool = name,
@@ -252,11 +249,12 @@ impl CairnServer {
         result
     }
 
+    /// The call's result, or the error envelope it is refused with.
     async fn answer(
         &self,
         name: &str,
         args: Option<serde_json::Map<String, Value>>,
-    ) -> CallToolResult {
+    ) -> std::result::Result<Value, Value> {
         let inner = &self.inner;
         let Some(index) = inner.tools.iter().position(|t| t.name == name) else {
             let visible: Vec<&str> = inner
@@ -265,7 +263,7 @@ impl CairnServer {
                 .filter(|t| inner.scoped.scope.allows(t.name))
                 .map(|t| t.name)
                 .collect();
-            return error_result(envelope::unknown_tool(name, &visible));
+            return Err(envelope::unknown_tool(name, &visible));
         };
         let def = &inner.tools[index];
         if !inner.scoped.scope.allows(name) {
@@ -274,7 +272,7 @@ impl CairnServer {
                 scope = inner.scoped.scope.label(),
                 "call outside tool scope refused"
             );
-            return error_result(envelope::permission_denied(
+            return Err(envelope::permission_denied(
                 name,
                 inner.scoped.scope.label(),
             ));
@@ -284,11 +282,11 @@ impl CairnServer {
             .map(|v| v.len())
             .unwrap_or(usize::MAX);
         if size > MAX_ARGUMENT_BYTES {
-            return error_result(envelope::too_large(def, size, MAX_ARGUMENT_BYTES));
+            return Err(envelope::too_large(def, size, MAX_ARGUMENT_BYTES));
         }
         let errors = def.validate(&args);
         if !errors.is_empty() {
-            return error_result(envelope::validation_failed(def, &errors));
+            return Err(envelope::validation_failed(def, &errors));
         }
         let this = self.clone();
         let received = Instant::now();
@@ -338,17 +336,17 @@ impl CairnServer {
                     prepare_ms,
                     "tool call ok"
                 );
-                CallToolResult::structured(value)
+                Ok(value)
             }
             Ok(Err(err)) => {
                 if err.is_internal() {
                     tracing::error!(tool = name, error = %err, "tool call failed internally");
                 }
-                error_result(envelope::domain_error(def, &err))
+                Err(envelope::domain_error(def, &err))
             }
             Err(panicked) => {
                 tracing::error!(tool = name, error = %panicked, "tool handler panicked");
-                error_result(envelope::domain_error(
+                Err(envelope::domain_error(
                     def,
                     &Error::Internal("handler panicked".into()),
                 ))
