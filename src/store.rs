@@ -81,6 +81,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0010_issue_aliases.sql",
         include_str!("../migrations/0010_issue_aliases.sql"),
     ),
+    (
+        11,
+        "0011_vault_roots.sql",
+        include_str!("../migrations/0011_vault_roots.sql"),
+    ),
 ];
 
 /// The PostgreSQL dialect of the same migrations, same numbers.
@@ -134,6 +139,11 @@ const PG_MIGRATIONS: &[(u32, &str, &str)] = &[
         10,
         "postgres/0010_issue_aliases.sql",
         include_str!("../migrations/postgres/0010_issue_aliases.sql"),
+    ),
+    (
+        11,
+        "postgres/0011_vault_roots.sql",
+        include_str!("../migrations/postgres/0011_vault_roots.sql"),
     ),
 ];
 

@@ -101,6 +101,7 @@ pub const TABLES: &[Table] = &[
     with_identity(table("learning_history", "id"), "id"),
     with_identity(table("vault_documents", "id"), "id"),
     with_identity(table("vault_chunks", "id"), "id"),
+    with_identity(table("vault_roots", "id"), "id"),
     with_identity(table("thought_records", "id"), "id"),
     table("thought_heads", "issue_id"),
     with_identity(table("audit_sessions", "id"), "id"),

@@ -6,11 +6,29 @@ use crate::context::WorkContext;
 use crate::error::Result;
 use crate::vault::Vault;
 use crate::vault::documents::VaultHit;
+use crate::vault::follow::{FollowHost, FollowScope, Follower, Freshness};
 use crate::vault::reindex::{ReindexOptions, ReindexProgress, ReindexSummary};
 use crate::vault::rerank::Ranking;
+use crate::vault::roots::{CollectionStatus, FollowedRoot};
 use crate::vault::service::{DeleteResult, KnowledgeResults, UpdateResult};
+use std::sync::Arc;
+use std::time::Duration;
 
 use super::Cairn;
+
+/// A follower works over this Cairn's vault.
+impl FollowHost for Cairn {
+    fn vault(&self) -> Vault<'_> {
+        Cairn::vault(self)
+    }
+}
+
+impl Cairn {
+    /// Follow the recorded roots of `scope` until the follower is dropped.
+    pub fn follow_vault(self: &Arc<Self>, scope: FollowScope) -> Result<Follower> {
+        Follower::start(self.clone(), scope)
+    }
+}
 
 impl Cairn {
     /// The vault operations over this store and this process's vault state.
@@ -72,9 +90,39 @@ impl Cairn {
         top_k: Option<usize>,
         min_score: Option<f32>,
         max_per_document: Option<usize>,
+        fresh: bool,
     ) -> Result<KnowledgeResults> {
         self.vault()
-            .search_knowledge(work, query, top_k, min_score, max_per_document)
+            .search_knowledge(work, query, top_k, min_score, max_per_document, fresh)
+    }
+
+    /// Every collection with its documents and followed roots (`cairn vault status`).
+    pub fn vault_status(&self) -> Result<Vec<CollectionStatus>> {
+        self.vault().status()
+    }
+
+    /// Wait (at most `timeout`) for the changes to the followed roots of `collections`
+    /// to be indexed: through this process's follower, or by comparing files and index.
+    pub fn vault_wait_fresh(
+        &self,
+        collections: Option<&[String]>,
+        timeout: Duration,
+    ) -> Result<Freshness> {
+        self.vault().wait_fresh(collections, timeout)
+    }
+
+    /// `cairn vault sync`: wait until the files of the followed roots match the index.
+    pub fn vault_sync(
+        &self,
+        collections: Option<&[String]>,
+        timeout: Duration,
+    ) -> Result<Freshness> {
+        self.vault().sync(collections, timeout)
+    }
+
+    /// The recorded roots (`cairn reindex --watch` follows the one it just indexed).
+    pub fn vault_followed_roots(&self) -> Result<Vec<FollowedRoot>> {
+        self.vault().followed_roots()
     }
 
     /// `vault_update`: re-read, re-chunk and re-embed one file of the bound root.

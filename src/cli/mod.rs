@@ -91,6 +91,9 @@ enum Command {
     Reindex(vault::ReindexArgs),
     /// Search the Knowledge Vault.
     Search(vault::SearchArgs),
+    /// The vault's freshness: what is followed, and waiting until changes are indexed.
+    #[command(subcommand)]
+    Vault(vault::VaultCmd),
     /// Measure ranking quality on a graded set, with baselines from the same run.
     #[command(subcommand)]
     Eval(eval::EvalCmd),
@@ -113,6 +116,8 @@ pub fn main() -> ExitCode {
         Command::Serve(_) => "info",
         // rmcp logs a few lines per HTTP request at info; the daemon's own lines stay.
         Command::Daemon(_) => "info,rmcp=warn",
+        // Following in the foreground reports each batch.
+        Command::Reindex(ref a) if a.watch => "info",
         _ => "warn",
     });
     let result = run(cli);
@@ -196,7 +201,8 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Run(cmd) => trail::run(&open(&db)?, cmd),
         Command::Audit(cmd) => audit::run(&open(&db)?, cmd),
         Command::Store(cmd) => store::run(cmd),
-        Command::Reindex(a) => vault::reindex(&open(&db)?, a),
+        Command::Reindex(a) => vault::reindex(std::sync::Arc::new(open(&db)?), a),
+        Command::Vault(cmd) => vault::run(&open(&db)?, cmd),
         Command::Search(a) => vault::search(&open(&db)?, a),
         Command::Eval(cmd) => eval::run(cmd),
     }

@@ -6,8 +6,12 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::Cairn;
+use crate::error::Error;
 use crate::vault::embed::Spin;
-use crate::vault::reindex::{ReindexOptions, ReindexProgress};
+use crate::vault::follow::FollowScope;
+use crate::vault::reindex::{ReindexOptions, ReindexProgress, ReindexSummary};
+use crate::vault::roots::covers;
+use std::sync::Arc;
 
 use super::{Outcome, print_json, print_text};
 
@@ -36,9 +40,115 @@ pub struct ReindexArgs {
     /// free).
     #[arg(long, env = "CAIRN_EMBED_SPIN", default_value = "auto")]
     pub spin: Spin,
+    /// Then keep following DIR in the foreground: changes are indexed as they happen,
+    /// until SIGINT or SIGTERM (the batch in hand is finished first). Progress on stderr.
+    #[arg(long)]
+    pub watch: bool,
     /// Print the result as JSON, for scripts.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `cairn vault ...`: the freshness of the Knowledge Vault.
+#[derive(Debug, clap::Subcommand)]
+pub enum VaultCmd {
+    /// Per collection: documents, chunks, and each followed root with who follows it,
+    /// its state (watching, rescanning, not followed), changes pending and last sync.
+    Status {
+        /// Print the result as JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wait until every change to the followed roots is indexed (exit 0), or say what is
+    /// still pending (exit 1) after the timeout, or at once when nobody follows a root
+    /// with changes.
+    Sync {
+        /// Only the roots of this collection; repeat for more (default: every collection).
+        #[arg(long = "collection")]
+        collections: Vec<String>,
+        /// The longest to wait: `30s`, `500ms`, `2m`.
+        #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+        timeout: std::time::Duration,
+        /// Print the result as JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub(super) fn run(cairn: &Cairn, cmd: VaultCmd) -> anyhow::Result<Outcome> {
+    match cmd {
+        VaultCmd::Status { json } => {
+            let status = cairn.vault_status()?;
+            if json {
+                print_json(&serde_json::json!({ "collections": status }))?;
+                return Ok(Outcome::Done);
+            }
+            if status.is_empty() {
+                print_text("the vault is empty; index documents with `cairn reindex DIR`")?;
+            }
+            let mut out = String::new();
+            for c in &status {
+                out.push_str(&format!(
+                    "{}: {} documents, {} chunks\n",
+                    c.collection, c.documents, c.chunks
+                ));
+                if c.roots.is_empty() {
+                    out.push_str(
+                        "  no followed root (run `cairn reindex DIR` once to follow it)\n",
+                    );
+                }
+                for r in &c.roots {
+                    out.push_str(&format!(
+                        "  {} ({} documents, {} chunks): {}{}; {} pending; last sync {}\n",
+                        r.root,
+                        r.documents,
+                        r.chunks,
+                        r.following,
+                        r.reason
+                            .as_ref()
+                            .map(|x| format!(" ({x})"))
+                            .unwrap_or_default(),
+                        r.pending,
+                        r.last_sync_at.as_deref().unwrap_or("never"),
+                    ));
+                }
+            }
+            print_text(out.trim_end())?;
+            Ok(Outcome::Done)
+        }
+        VaultCmd::Sync {
+            collections,
+            timeout,
+            json,
+        } => {
+            let filter = (!collections.is_empty()).then_some(collections.as_slice());
+            let f = cairn.vault_sync(filter, timeout)?;
+            if json {
+                print_json(&f)?;
+            } else if f.complete {
+                print_text(&format!("in sync (waited {} ms)", f.waited_ms))?;
+            } else {
+                let mut text = format!(
+                    "not in sync after {} ms: {}",
+                    f.waited_ms,
+                    f.note.as_deref().unwrap_or("changes pending")
+                );
+                for p in &f.pending {
+                    text.push_str(&format!("\n  {p}"));
+                }
+                print_text(&text)?;
+            }
+            if f.complete {
+                Ok(Outcome::Done)
+            } else {
+                Err(Error::FailedPrecondition(format!(
+                    "not in sync: {}",
+                    f.note.as_deref().unwrap_or("changes pending")
+                ))
+                .into())
+            }
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -59,7 +169,7 @@ pub struct SearchArgs {
     pub json: bool,
 }
 
-pub(super) fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<Outcome> {
+pub(super) fn reindex(cairn: Arc<Cairn>, a: ReindexArgs) -> anyhow::Result<Outcome> {
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} files")
@@ -78,6 +188,7 @@ pub(super) fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<Outcome> 
             embed_group: a.embed_group,
             threads: a.threads,
             spin: Some(a.spin),
+            ..Default::default()
         },
         &on_progress,
     );
@@ -116,7 +227,34 @@ pub(super) fn reindex(cairn: &Cairn, a: ReindexArgs) -> anyhow::Result<Outcome> 
             print_text(&text)?;
         }
     }
+    if a.watch {
+        watch(&cairn, &s)?;
+    }
     Ok(Outcome::Done)
+}
+
+/// `cairn reindex DIR --watch`: follow the root just indexed until SIGINT or SIGTERM.
+fn watch(cairn: &Arc<Cairn>, s: &ReindexSummary) -> anyhow::Result<()> {
+    let root = cairn
+        .vault_followed_roots()?
+        .into_iter()
+        .find(|r| {
+            r.root_key == s.root && r.collection == s.collection && covers(&r.prefix, &s.prefix)
+        })
+        .ok_or_else(|| anyhow::anyhow!("the directory was not recorded as a followed root"))?;
+    let follower = cairn.follow_vault(FollowScope::Root(root.id))?;
+    eprintln!(
+        "following {} (collection {:?}); stop with Ctrl-C",
+        root.path().display(),
+        root.collection
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let signal = rt.block_on(crate::mcp::server::shutdown_signal());
+    eprintln!("{signal}: finishing the batch in hand");
+    drop(follower);
+    Ok(())
 }
 
 pub(super) fn search(cairn: &Cairn, a: SearchArgs) -> anyhow::Result<Outcome> {

@@ -199,6 +199,12 @@ pub fn router(
 }
 
 async fn health(State(s): State<Arc<Shared>>) -> Response {
+    let cairn = s.clone();
+    let vault = match tokio::task::spawn_blocking(move || cairn.cairn.vault_status()).await {
+        Ok(Ok(v)) => json!(v),
+        Ok(Err(e)) => json!({"error": e.to_string()}),
+        Err(e) => json!({"error": e.to_string()}),
+    };
     axum::Json(json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
@@ -217,6 +223,7 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
         "calls_run_past_the_lanes": s.lanes.overflowed(),
         "following_changes": s.follower.as_ref().map(|f| f.is_listening()),
         "background_catch_ups": s.follower.as_ref().map(|f| f.catch_ups()),
+        "vault": vault,
     }))
     .into_response()
 }

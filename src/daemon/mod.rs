@@ -16,6 +16,8 @@
 //!   [`Options::drain`], remove the discovery file and the socket).
 //! - [`follow`]: on PostgreSQL, a connection `LISTEN`ing for every host's commits and a
 //!   thread that catches this host's caches up in the background when woken.
+//! - The vault's follower ([`crate::vault::follow`]): the recorded roots are watched and
+//!   their changes indexed while the daemon runs (`GET /health` lists them, `vault`).
 
 pub mod follow;
 pub mod forward;
@@ -146,6 +148,14 @@ pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
     let follower = follow::Follower::start(cairn.clone())
         .context("following changes made on other hosts")?
         .map(Arc::new);
+    // Following the vault's roots is best effort: without it the daemon serves as before.
+    let vault_follower = match cairn.follow_vault(crate::vault::follow::FollowScope::All) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            tracing::warn!(error = %e, "not following the vault's directories");
+            None
+        }
+    };
     let shared = Arc::new(http::Shared::new(
         cairn,
         local,
@@ -217,6 +227,8 @@ pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
         tracing::info!("waiting for the warm-up to finish before exiting");
     }
     let _ = warming.await;
+    // The batch in hand is finished, then the roots are released.
+    drop(vault_follower);
     drop(follower);
     match outcome {
         Ok(Ok(Ok(()))) => tracing::info!("stopped"),

@@ -262,6 +262,8 @@ pub struct HitMetadata {
     pub root: String,
     /// The chunk's id (stable while its heading path and text are unchanged).
     pub chunk_id: u64,
+    /// When the document was last indexed (ISO-8601 UTC): how fresh this text is.
+    pub indexed_at: String,
 }
 
 /// One search result.
@@ -291,7 +293,7 @@ pub struct VaultHit {
 pub(crate) fn load_hit(c: &Conn<'_>, id: u64) -> Result<Option<VaultHit>> {
     c.prepare(
         "SELECT c.text, c.heading_path, c.line_start, c.line_end, c.content_hash,
-                d.path, d.collection, d.title, d.root_key
+                d.path, d.collection, d.title, d.root_key, d.indexed_at
          FROM vault_chunks c JOIN vault_documents d ON d.id = c.document_id WHERE c.id = ?1",
     )?
     .query_opt([id as i64], |r| {
@@ -313,6 +315,7 @@ pub(crate) fn load_hit(c: &Conn<'_>, id: u64) -> Result<Option<VaultHit>> {
                 title: r.get(7)?,
                 root: r.get(8)?,
                 chunk_id: id,
+                indexed_at: r.get(9)?,
             },
         })
     })

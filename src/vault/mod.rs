@@ -37,6 +37,7 @@ pub mod chunk;
 pub mod documents;
 pub mod embed;
 pub mod error;
+pub mod follow;
 pub mod handle;
 pub mod hash_embed;
 pub mod hnsw;
@@ -46,6 +47,7 @@ pub mod lexical;
 pub mod live;
 pub mod reindex;
 pub mod rerank;
+pub mod roots;
 pub mod service;
 pub mod vector;
 

@@ -29,6 +29,10 @@
 //! - **Index**: the HNSW graph is caught up, compacted if needed and saved; `--rebuild`
 //!   re-chunks every file and builds a fresh graph, replacing one built for another
 //!   model or chunker.
+//! - **Following**: the directory is recorded as a followed root ([`super::roots`]); a
+//!   follower's batch ([`ReindexOptions::only`]) is the same run restricted to the paths
+//!   its events named: the walk visits only those paths and their ancestors (so every
+//!   ignore file on the way applies), and removes only documents under them.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -47,6 +51,7 @@ use super::handle::Vault;
 use super::identity::relative_path;
 use super::ingest::{Committed, Pending, is_current, is_markdown, read_file};
 use super::live::vault_dir;
+use super::roots::{FollowedRoot, RootKind, covers, record};
 
 /// Chunks gathered before one call to the model.
 pub const EMBED_GROUP: usize = 512;
@@ -74,6 +79,14 @@ pub struct ReindexOptions {
     pub threads: Option<usize>,
     /// Whether ONNX Runtime's idle workers spin during this run; default [`Spin::Auto`].
     pub spin: Option<Spin>,
+    /// A follower's batch ([`super::follow`]): only these paths under `dir` (files or
+    /// directories, absolute; present or gone); `None` with [`Self::follower`]: the
+    /// whole directory.
+    pub only: Option<Vec<PathBuf>>,
+    /// Run for a follower: the embedder's thread settings stay as they are (the
+    /// process's searches share them), the graph is saved only once enough changed, and
+    /// the root is not recorded again.
+    pub follower: bool,
 }
 
 /// What the reader hands the model thread, file by file in walk order.
@@ -179,7 +192,11 @@ impl Vault<'_> {
         let prefix = relative_path(&root.dir, &dir)?;
 
         let handle = DirHandle::open_root(&root.dir)?;
-        let (files, walk_skipped) = walk(&dir)?;
+        let only = match &opts.only {
+            Some(paths) => Some(Targets::new(&root.dir, paths)),
+            None => None,
+        };
+        let (files, walk_skipped) = walk(&dir, only.as_ref())?;
         progress(ReindexProgress::Found(files.len()));
         let mut s = ReindexSummary {
             root: root.key.clone(),
@@ -198,14 +215,16 @@ impl Vault<'_> {
         }
         let embedder = &self.state.embedder;
         let before = embedder.threading();
-        let threading = Threading::resolve(opts.threads, opts.spin.unwrap_or_default());
-        embedder.set_threading(threading);
+        if !opts.follower {
+            let threading = Threading::resolve(opts.threads, opts.spin.unwrap_or_default());
+            embedder.set_threading(threading);
+            tracing::info!(
+                threads = threading.thread_count(),
+                spin = threading.spin,
+                "reindex: ONNX Runtime threads"
+            );
+        }
         let stats_before = embedder.stats();
-        tracing::info!(
-            threads = threading.thread_count(),
-            spin = threading.spin,
-            "reindex: ONNX Runtime threads"
-        );
         let group = opts.embed_group.filter(|&n| n > 0).unwrap_or(EMBED_GROUP);
         let mut seen = HashSet::new();
         let piped = std::thread::scope(|scope| -> Result<()> {
@@ -238,7 +257,9 @@ impl Vault<'_> {
             }
             Ok(())
         });
-        embedder.set_threading(before);
+        if !opts.follower {
+            embedder.set_threading(before);
+        }
         piped?;
         s.removed_characters = s.removed_characters_by_class.total();
         let stats = embedder.stats();
@@ -249,7 +270,9 @@ impl Vault<'_> {
             .store
             .read(|c| doc_paths(c, &root.key, &collection))?
             .into_iter()
-            .filter(|p| under(p, &prefix) && !seen.contains(p))
+            .filter(|p| {
+                covers(&prefix, p) && only.as_ref().is_none_or(|t| t.covers(p)) && !seen.contains(p)
+            })
             .collect();
         if !gone.is_empty() {
             self.store.write(|tx| {
@@ -260,10 +283,23 @@ impl Vault<'_> {
             })?;
             s.files_removed = gone.len();
         }
+        if !opts.follower {
+            self.store.write(|tx| {
+                record(
+                    tx,
+                    &root.key,
+                    &prefix,
+                    RootKind::Dir,
+                    &collection,
+                    &root.dir,
+                )
+            })?;
+        }
         s.index_points = if opts.rebuild {
             self.state.rebuild(self.store, &index_dir)?
         } else {
-            self.state.after_write(self.store, &index_dir, true)?
+            self.state
+                .after_write(self.store, &index_dir, !opts.follower)?
         };
         s.files_skipped = s.skipped.len();
         s.seconds = started.elapsed().as_secs_f64();
@@ -389,6 +425,78 @@ impl Vault<'_> {
     }
 }
 
+/// A difference between a followed root's files and the index: what a follower has
+/// still to index.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PendingChange {
+    /// The file, relative to its root.
+    pub path: String,
+    /// `new`, `changed` or `removed`.
+    pub change: &'static str,
+}
+
+impl Vault<'_> {
+    /// How the files of `root` differ from the index now: every file read and hashed
+    /// beneath the root as `cairn reindex` reads it, compared with its stored document.
+    /// An error when the root is no longer a real directory.
+    pub fn pending_changes(&self, root: &FollowedRoot) -> Result<Vec<PendingChange>> {
+        if canonical_root(&root.dir)? != root.dir {
+            return Err(Error::FailedPrecondition(format!(
+                "{} is no longer a real directory (moved, or replaced by a symlink)",
+                root.dir.display()
+            )));
+        }
+        let handle = DirHandle::open_root(&root.dir)?;
+        let only = match root.kind {
+            RootKind::Dir => None,
+            RootKind::File => Some(Targets::new(&root.dir, &[root.path()])),
+        };
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        let watched = root.watched_dir();
+        if watched.is_dir() {
+            for file in walk(&watched, only.as_ref())?.0 {
+                let Ok(rel) = relative_path(&root.dir, &file) else {
+                    continue;
+                };
+                let read = match read_file(&handle, &rel) {
+                    Ok(Some(read)) => read,
+                    Ok(None) | Err(Error::InvalidInput(_)) => continue,
+                    Err(e) => return Err(e),
+                };
+                let change = match self.stored_doc(&root.root_key, &rel)? {
+                    Some(doc)
+                        if is_current(&doc, &read.hash, &root.collection, self.model_id()) =>
+                    {
+                        None
+                    }
+                    Some(_) => Some("changed"),
+                    None => Some("new"),
+                };
+                if let Some(change) = change {
+                    out.push(PendingChange {
+                        path: rel.clone(),
+                        change,
+                    });
+                }
+                seen.insert(rel);
+            }
+        }
+        for path in self
+            .store
+            .read(|c| doc_paths(c, &root.root_key, &root.collection))?
+        {
+            if covers(&root.prefix, &path) && !seen.contains(&path) {
+                out.push(PendingChange {
+                    path,
+                    change: "removed",
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// What the reader needs to open, place and judge a file.
 struct ReadJob<'a> {
     handle: &'a DirHandle,
@@ -398,24 +506,59 @@ struct ReadJob<'a> {
     rebuild: bool,
 }
 
-/// Whether the relative path `path` lies under the relative directory `prefix`.
-fn under(path: &str, prefix: &str) -> bool {
-    prefix.is_empty()
-        || path
-            .strip_prefix(prefix)
-            .is_some_and(|rest| rest.starts_with('/'))
+/// The paths a follower's batch covers: absolute (for the walk) and relative to the
+/// root (for removals).
+#[derive(Clone)]
+struct Targets {
+    absolute: Vec<PathBuf>,
+    relative: Vec<String>,
 }
 
-/// The Markdown files under `dir` (canonical), in path order, ignore files respected;
-/// and the Markdown-named entries that are not regular files (symlinks, FIFOs, ...).
-pub(crate) fn walk(dir: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+impl Targets {
+    fn new(root_dir: &Path, paths: &[PathBuf]) -> Targets {
+        let mut relative = Vec::new();
+        let mut absolute = Vec::new();
+        for p in paths {
+            match relative_path(root_dir, p) {
+                Ok(r) => {
+                    relative.push(r);
+                    absolute.push(p.clone());
+                }
+                Err(e) => tracing::warn!(path = %p.display(), error = %e, "not followed"),
+            }
+        }
+        Targets { absolute, relative }
+    }
+
+    /// Whether the walk should enter or yield `path`: a target, under one, or an
+    /// ancestor of one.
+    fn visits(&self, path: &Path) -> bool {
+        self.absolute
+            .iter()
+            .any(|t| t.starts_with(path) || path.starts_with(t))
+    }
+
+    /// Whether the relative path `path` is a target or under one.
+    fn covers(&self, path: &str) -> bool {
+        self.relative.iter().any(|t| covers(t, path))
+    }
+}
+
+/// The Markdown files under `dir` (canonical), in path order, ignore files respected
+/// (only those `only` visits, when given); and the Markdown-named entries that are not
+/// regular files (symlinks, FIFOs, ...).
+fn walk(dir: &Path, only: Option<&Targets>) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
     let mut files = Vec::new();
     let mut skipped = Vec::new();
-    let walker = ignore::WalkBuilder::new(dir)
+    let mut builder = ignore::WalkBuilder::new(dir);
+    builder
         .require_git(false)
         .follow_links(false)
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .build();
+        .sort_by_file_name(|a, b| a.cmp(b));
+    if let Some(only) = only.cloned() {
+        builder.filter_entry(move |e| only.visits(e.path()));
+    }
+    let walker = builder.build();
     for entry in walker {
         let entry = match entry {
             Ok(e) => e,
@@ -441,15 +584,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn prefixes_match_whole_components() {
-        assert!(under("docs/a.md", "docs"));
-        assert!(under("docs/sub/a.md", "docs"));
-        assert!(!under("docsx/a.md", "docs"));
-        assert!(!under("docs", "docs"));
-        assert!(under("a.md", ""));
-    }
-
-    #[test]
     fn collection_names_are_checked() {
         assert!(check_collection("handbook").is_ok());
         assert!(check_collection("").is_err());
@@ -470,7 +604,7 @@ mod tests {
         std::fs::write(root.join("docs/notes.txt"), "n").unwrap();
         std::fs::write(root.join("docs/.hidden.md"), "# h").unwrap();
         let canon = canonical_root(root).unwrap();
-        let got: Vec<String> = walk(&canon.join("docs"))
+        let got: Vec<String> = walk(&canon.join("docs"), None)
             .unwrap()
             .0
             .iter()

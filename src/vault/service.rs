@@ -11,6 +11,8 @@
 //!   `vault.collections` setting; a project without one gets an error saying how to set
 //!   it. Hits under `min_score` are dropped and counted; `min_score` applies to
 //!   `score`, the ranking key, so the results kept are a prefix of the ranking.
+//! - `vault_update` in a project records the file as a followed root
+//!   ([`super::roots`]): a daemon keeps it current from then on.
 //! - `vault_update` of a file not yet in the vault stores it in the existing
 //!   document's collection, else the project's first configured collection, else a
 //!   collection named after the project's slug (or the root directory without project).
@@ -38,6 +40,7 @@ use super::ingest::{Pending, is_current, is_markdown, read_file};
 use super::lexical::lexical_dir;
 use super::live::vault_dir;
 use super::rerank::{self, Candidate, Ranking};
+use super::roots::{RootKind, record};
 
 /// Largest `top_k` of a vault search.
 pub const MAX_TOP_K: usize = 50;
@@ -65,6 +68,9 @@ pub struct KnowledgeResults {
     pub best_score: Option<f32>,
     /// Why there are no results, when there are none.
     pub note: Option<String>,
+    /// With `fresh: true`: whether the wait for pending changes completed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub freshness: Option<super::follow::Freshness>,
 }
 
 /// The result of `vault_update`.
@@ -321,6 +327,7 @@ impl Vault<'_> {
         top_k: Option<usize>,
         min_score: Option<f32>,
         max_per_document: Option<usize>,
+        fresh: bool,
     ) -> Result<KnowledgeResults> {
         if top_k.is_some_and(|k| k == 0 || k > MAX_KNOWLEDGE_TOP_K) {
             return Err(Error::invalid(
@@ -350,6 +357,11 @@ impl Vault<'_> {
                 project.slug, project.slug
             )));
         }
+        let freshness = if fresh {
+            Some(self.wait_fresh(Some(&collections), super::follow::FRESH_WAIT)?)
+        } else {
+            None
+        };
         let hits = self.search(query, top_k, Some(&collections), max_per_document)?;
         let best_score = hits.iter().map(|h| h.score).reduce(f32::max);
         let (results, below): (Vec<_>, Vec<_>) =
@@ -372,6 +384,7 @@ impl Vault<'_> {
             below_min_score: below.len(),
             best_score,
             note,
+            freshness,
         })
     }
 
@@ -411,6 +424,10 @@ impl Vault<'_> {
             Some(d) => d.collection.clone(),
             None => default_collection(&root),
         };
+        if root.project.is_some() {
+            self.store
+                .write(|tx| record(tx, &root.key, &rel, RootKind::File, &collection, &root.dir))?;
+        }
         if let Some(doc) = &existing
             && is_current(doc, &read.hash, &collection, self.model_id())
         {

@@ -49,6 +49,9 @@ pub struct Health {
     pub tools: ToolCount,
     pub version: String,
     pub timestamp: String,
+    /// Per vault collection: documents, chunks and its followed roots (who follows each,
+    /// watching / rescanning / not followed, changes pending, last sync).
+    pub vault: Vec<crate::vault::roots::CollectionStatus>,
 }
 
 fn ping(_cx: &ToolCtx<'_>, _p: NoParams) -> Result<Ping> {
@@ -94,6 +97,7 @@ fn health(cx: &ToolCtx<'_>, _p: NoParams) -> Result<Health> {
         },
         version: env!("CARGO_PKG_VERSION").into(),
         timestamp: now_iso(),
+        vault: cx.cairn.vault_status().unwrap_or_default(),
     })
 }
 

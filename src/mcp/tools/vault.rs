@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
 use crate::scope::Profile::{self, *};
 use crate::vault::documents::VaultHit;
+use crate::vault::follow::{FRESH_WAIT, Freshness};
 use crate::vault::service::{
     DeleteResult, KnowledgeResults, MAX_KNOWLEDGE_TOP_K, MAX_PER_DOCUMENT_LIMIT, MAX_QUERY_CHARS,
     MAX_TOP_K, UpdateResult,
@@ -27,6 +28,8 @@ pub struct RetrieveParams {
     /// At most this many chunks of one document (default 2; 0 = no cap).
     #[schemars(range(min = 0, max = MAX_PER_DOCUMENT_LIMIT))]
     pub max_per_document: Option<u32>,
+    /// Wait (at most 3 s) until the changes seen in the followed docs are indexed before searching; `freshness` says whether the wait completed.
+    pub fresh: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -44,6 +47,8 @@ pub struct KnowledgeParams {
     /// At most this many chunks of one document (default 2; 0 = no cap).
     #[schemars(range(min = 0, max = MAX_PER_DOCUMENT_LIMIT))]
     pub max_per_document: Option<u32>,
+    /// Wait (at most 3 s) until the changes seen in the followed docs are indexed before searching; `freshness` says whether the wait completed.
+    pub fresh: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -58,16 +63,24 @@ pub struct PathParams {
 pub struct RetrieveResult {
     /// Best first, by `score` (cosine similarity fused with BM25 and keyword overlap).
     pub results: Vec<VaultHit>,
+    /// With `fresh: true`: whether the wait for pending changes completed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub freshness: Option<Freshness>,
 }
 
 fn retrieve(cx: &ToolCtx<'_>, p: RetrieveParams) -> Result<RetrieveResult> {
+    let freshness = if p.fresh == Some(true) {
+        Some(cx.cairn.vault_wait_fresh(None, FRESH_WAIT)?)
+    } else {
+        None
+    };
     let results = cx.cairn.vault_search(
         &p.query,
         p.top_k.map(|n| n as usize),
         None,
         p.max_per_document.map(|n| n as usize),
     )?;
-    Ok(RetrieveResult { results })
+    Ok(RetrieveResult { results, freshness })
 }
 
 fn knowledge(cx: &ToolCtx<'_>, p: KnowledgeParams) -> Result<KnowledgeResults> {
@@ -77,6 +90,7 @@ fn knowledge(cx: &ToolCtx<'_>, p: KnowledgeParams) -> Result<KnowledgeResults> {
         p.top_k.map(|n| n as usize),
         p.min_score,
         p.max_per_document.map(|n| n as usize),
+        p.fresh == Some(true),
     )
 }
 

@@ -1,0 +1,1025 @@
+//! Following the recorded roots ([`super::roots`]): file-system events (inotify, through
+//! the `notify` crate) become batches of `cairn reindex` restricted to the paths they
+//! name ([`super::reindex::ReindexOptions::only`]). `cairn daemon` follows every root;
+//! `cairn reindex DIR --watch` follows one in the foreground.
+//!
+//! - **Watches**: one non-recursive watch per directory that `cairn reindex` walks
+//!   (hidden and ignored directories get none), re-synchronised before each batch (a
+//!   directory created, moved or replaced is watched under its new name and identity).
+//! - **Events are hints.** An event adds its path to the root's pending set; nothing of
+//!   an event is trusted besides the path. The batch walks those paths beneath the root
+//!   exactly as `cairn reindex` does (ignore files, no symlinks, no hard links, no
+//!   special files, the size cap) and removes the documents under them whose file is
+//!   gone. An event on `.gitignore` or `.ignore` asks for a whole rescan.
+//! - **Batches**: a root's batch starts once its events have been quiet for [`DEBOUNCE`],
+//!   or [`MAX_DELAY`] after the first of them during a storm; one batch at a time, on one
+//!   thread, so a storm costs at most one pipeline run in flight. More than
+//!   [`MAX_TARGETS`] paths pending become one rescan of the root.
+//! - **Never silently stale.** A queue overflow (the kernel dropped events) switches every
+//!   root to `rescanning` and rescans it; it returns to `watching` after a rescan no
+//!   overflow interrupted. A refused watch (`fs.inotify.max_user_watches`) leaves the
+//!   root `rescanning` every [`RESCAN_EVERY`], retrying its watches each time. A root
+//!   that is gone or replaced by a symlink is `not followed` (one log line) until it is
+//!   a real directory again, then rescanned. Its documents are kept meanwhile.
+//! - **One follower per root**: the lease in `vault_roots` ([`super::roots::claim`]).
+//!   Claiming a root starts with a rescan (changes made while nobody followed).
+//! - **Freshness**: every accepted event takes a sequence number; a batch records the
+//!   number it started from. [`Shared::wait_fresh`] waits until the batches have caught
+//!   up with the numbers seen when it was called.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecursiveMode, Watcher};
+use serde::Serialize;
+
+use crate::base::now_iso;
+use crate::error::{Error, Result};
+
+use super::handle::Vault;
+use super::reindex::{ReindexOptions, ReindexSummary};
+use super::roots::{FollowedRoot, HEARTBEAT, Report, RootKind};
+
+/// Quiet time after a root's last event before its batch starts.
+pub const DEBOUNCE: Duration = Duration::from_millis(300);
+/// The longest a change waits during a storm of events.
+pub const MAX_DELAY: Duration = Duration::from_secs(1);
+/// How often a root whose watches the kernel refused is rescanned.
+pub const RESCAN_EVERY: Duration = Duration::from_secs(30);
+/// Pending paths past which a batch becomes a rescan of the whole root.
+pub const MAX_TARGETS: usize = 10_000;
+/// How often the follower re-reads the recorded roots, renews its leases, checks roots
+/// that are not followed and reports.
+const HOUSEKEEPING: Duration = Duration::from_secs(5);
+/// Wait after a failed batch before trying again.
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// What a follower needs of the process: the vault over its store and state.
+pub trait FollowHost: Send + Sync + 'static {
+    fn vault(&self) -> Vault<'_>;
+}
+
+/// Which recorded roots a follower follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowScope {
+    /// Every recorded root (`cairn daemon`).
+    All,
+    /// One (`cairn reindex DIR --watch`).
+    Root(i64),
+}
+
+/// A root's state, as shown by status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Mode {
+    /// Not yet claimed by this follower.
+    Unclaimed,
+    Watching,
+    Rescanning(String),
+    NotFollowed(String),
+    /// Another follower holds the lease.
+    Elsewhere,
+}
+
+struct Root {
+    spec: FollowedRoot,
+    mode: Mode,
+    /// Paths named by events since the last batch began.
+    targets: BTreeSet<PathBuf>,
+    /// The next batch rescans the whole root.
+    full: bool,
+    first: Option<Instant>,
+    last: Option<Instant>,
+    /// No batch before this (a periodic rescan, or a retry after a failure).
+    not_before: Option<Instant>,
+    /// Sequence number of the last event accepted for this root.
+    seen: u64,
+    /// Every event up to this number is indexed.
+    done: u64,
+    running: bool,
+    /// An overflow happened since the running batch began.
+    overflowed: bool,
+    last_sync: Option<String>,
+    reported: Option<Report>,
+    reported_at: Option<Instant>,
+}
+
+impl Root {
+    fn new(spec: FollowedRoot) -> Root {
+        Root {
+            spec,
+            mode: Mode::Unclaimed,
+            targets: BTreeSet::new(),
+            full: false,
+            first: None,
+            last: None,
+            not_before: None,
+            seen: 0,
+            done: 0,
+            running: false,
+            overflowed: false,
+            last_sync: None,
+            reported: None,
+            reported_at: None,
+        }
+    }
+
+    fn held(&self) -> bool {
+        matches!(
+            self.mode,
+            Mode::Watching | Mode::Rescanning(_) | Mode::NotFollowed(_)
+        )
+    }
+
+    fn follows_events(&self) -> bool {
+        matches!(self.mode, Mode::Watching | Mode::Rescanning(_))
+    }
+
+    fn has_work(&self) -> bool {
+        self.full || !self.targets.is_empty()
+    }
+
+    /// When its next batch is due, if it has work.
+    fn due(&self) -> Option<Instant> {
+        if !self.follows_events() || self.running || !self.has_work() {
+            return None;
+        }
+        let at = match (self.first, self.last) {
+            (Some(first), Some(last)) => (last + DEBOUNCE).min(first + MAX_DELAY),
+            _ => Instant::now(),
+        };
+        Some(self.not_before.map_or(at, |n| at.max(n)))
+    }
+
+    /// Record an event's path (sequence number `seq`).
+    fn accept(&mut self, path: PathBuf, rescan: bool, seq: u64) {
+        let now = Instant::now();
+        if rescan || self.targets.len() >= MAX_TARGETS {
+            self.full = true;
+            self.targets.clear();
+        } else if !self.full {
+            self.targets.insert(path);
+        }
+        self.first.get_or_insert(now);
+        self.last = Some(now);
+        self.seen = seq;
+    }
+
+    fn report(&self) -> Report {
+        let (state, reason) = match &self.mode {
+            Mode::Rescanning(r) => ("rescanning", Some(r.clone())),
+            Mode::NotFollowed(r) => ("not followed", Some(r.clone())),
+            _ => ("watching", None),
+        };
+        Report {
+            state,
+            reason,
+            pending: if self.full {
+                self.targets.len().max(1) as u64
+            } else {
+                self.targets.len() as u64
+            } + u64::from(self.running && self.done < self.seen),
+            last_sync_at: self.last_sync.clone(),
+        }
+    }
+}
+
+/// The follower's state, shared by the event handler, the worker and waiting searches.
+#[derive(Debug)]
+pub struct Shared {
+    inner: Mutex<Inner>,
+    /// Wakes the worker.
+    wake: Condvar,
+    /// Signalled after every batch.
+    settled: Condvar,
+    /// This follower's name in the leases: `host:pid:started`.
+    me: String,
+}
+
+#[derive(Default)]
+struct Inner {
+    roots: HashMap<i64, Root>,
+    seq: u64,
+    stop: bool,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("roots", &self.roots.len())
+            .field("seq", &self.seq)
+            .finish()
+    }
+}
+
+/// The result of waiting for freshness (`fresh: true`, `cairn vault sync`).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Freshness {
+    /// Every change seen before the wait began is indexed.
+    pub complete: bool,
+    /// How long the call waited, in milliseconds.
+    pub waited_ms: u64,
+    /// What is still pending when incomplete: followed directories or files, or
+    /// changed paths.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<String>,
+    /// Why the wait gave up, or could not wait.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The follower's name in the leases.
+    pub(crate) fn name(&self) -> &str {
+        &self.me
+    }
+
+    /// Route one notify event to the roots it concerns.
+    fn on_event(&self, event: notify::Result<notify::Event>) {
+        let event = match event {
+            Ok(e) => e,
+            Err(e) => {
+                if matches!(e.kind, notify::ErrorKind::MaxFilesWatch) {
+                    self.fall_back(&format!(
+                        "the kernel refused more watches (fs.inotify.max_user_watches): {e}"
+                    ));
+                } else {
+                    tracing::warn!(error = %e, "file watching reported an error");
+                }
+                return;
+            }
+        };
+        if event.need_rescan() {
+            tracing::warn!(
+                "the kernel dropped file-system events (inotify queue overflow): rescanning every followed root"
+            );
+            self.fall_back("the kernel dropped events (inotify queue overflow)");
+            return;
+        }
+        let relevant = match event.kind {
+            EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+            EventKind::Access(_) => false,
+            _ => true,
+        };
+        if !relevant {
+            return;
+        }
+        let mut g = self.lock();
+        let inner = &mut *g;
+        inner.seq += 1;
+        let seq = inner.seq;
+        let mut woke = false;
+        for path in &event.paths {
+            for root in inner.roots.values_mut() {
+                if !root.follows_events() {
+                    continue;
+                }
+                if let Some(rescan) = concerns(&root.spec, path) {
+                    root.accept(path.clone(), rescan, seq);
+                    woke = true;
+                }
+            }
+        }
+        drop(g);
+        if woke {
+            self.wake.notify_all();
+        }
+    }
+
+    /// Every root that follows events rescans; they show `rescanning` until a rescan
+    /// completes uninterrupted.
+    fn fall_back(&self, reason: &str) {
+        let mut g = self.lock();
+        g.seq += 1;
+        let seq = g.seq;
+        for root in g.roots.values_mut() {
+            if root.follows_events() {
+                root.mode = Mode::Rescanning(reason.to_string());
+                root.overflowed = true;
+                root.accept(PathBuf::new(), true, seq);
+            }
+        }
+        drop(g);
+        self.wake.notify_all();
+    }
+
+    /// Wait (at most `timeout`) until every change this follower has seen in the roots
+    /// of `collections` (every root when `None`) is indexed. `None` when this follower
+    /// follows none of them.
+    pub fn wait_fresh(
+        &self,
+        collections: Option<&[String]>,
+        timeout: Duration,
+    ) -> Option<Freshness> {
+        let started = Instant::now();
+        let deadline = started + timeout;
+        let mut g = self.lock();
+        let wanted = |r: &Root| {
+            r.held() && collections.is_none_or(|c| c.iter().any(|c| *c == r.spec.collection))
+        };
+        let marks: Vec<(i64, u64)> = g
+            .roots
+            .iter()
+            .filter(|(_, r)| wanted(r))
+            .map(|(id, r)| (*id, r.seen))
+            .collect();
+        if marks.is_empty() {
+            return None;
+        }
+        loop {
+            let mut behind = Vec::new();
+            let mut unfollowed = Vec::new();
+            for (id, mark) in &marks {
+                let Some(r) = g.roots.get(id) else { continue };
+                let shown = r.spec.path().to_string_lossy().into_owned();
+                match &r.mode {
+                    Mode::NotFollowed(reason) => unfollowed.push(format!("{shown} ({reason})")),
+                    _ if r.follows_events() && r.done < *mark => behind.push(shown),
+                    _ => {}
+                }
+            }
+            let now = Instant::now();
+            if behind.is_empty() || now >= deadline {
+                let note = if !behind.is_empty() {
+                    Some(format!(
+                        "gave up after {} ms with changes still being indexed; the results may be stale",
+                        timeout.as_millis()
+                    ))
+                } else if !unfollowed.is_empty() {
+                    Some("some roots are not followed now; their documents may be stale".into())
+                } else {
+                    None
+                };
+                behind.extend(unfollowed);
+                return Some(Freshness {
+                    complete: behind.is_empty(),
+                    waited_ms: now.duration_since(started).as_millis() as u64,
+                    pending: behind,
+                    note,
+                });
+            }
+            g = self
+                .settled
+                .wait_timeout(g, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// This follower's live reports of the roots it holds.
+    pub(crate) fn live_reports(&self) -> HashMap<i64, Report> {
+        self.lock()
+            .roots
+            .iter()
+            .filter(|(_, r)| r.held())
+            .map(|(id, r)| (*id, r.report()))
+            .collect()
+    }
+}
+
+/// Whether an event on `path` concerns `root`: `None` if not, `Some(true)` when it asks
+/// for a rescan (an ignore file changed), `Some(false)` for a path to look at.
+fn concerns(root: &FollowedRoot, path: &Path) -> Option<bool> {
+    let watched = root.watched_dir();
+    match root.kind {
+        RootKind::File => (path == root.path() || path == watched).then_some(false),
+        RootKind::Dir => {
+            let rel = path.strip_prefix(&watched).ok()?;
+            let parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
+            let hidden = |p: &&std::ffi::OsStr| p.to_str().is_none_or(|s| s.starts_with('.'));
+            match parts.split_last() {
+                None => Some(false),
+                Some((_, dirs)) if dirs.iter().any(hidden) => None,
+                Some((last, _)) if hidden(last) => {
+                    matches!(last.to_str(), Some(".gitignore" | ".ignore")).then_some(true)
+                }
+                Some(_) => Some(false),
+            }
+        }
+    }
+}
+
+/// Why a root cannot be followed now, if it cannot: it must be a real directory (and a
+/// followed directory under it too) at its canonical path.
+fn health(root: &FollowedRoot) -> std::result::Result<(), String> {
+    for dir in [root.dir.clone(), root.watched_dir()] {
+        match std::fs::symlink_metadata(&dir) {
+            Err(_) => return Err(format!("{} is gone", dir.display())),
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(format!("{} was replaced by a symlink", dir.display()));
+            }
+            Ok(m) if !m.is_dir() => {
+                return Err(format!("{} is no longer a directory", dir.display()));
+            }
+            Ok(_) => {}
+        }
+        match std::fs::canonicalize(&dir) {
+            Ok(c) if c == dir => {}
+            _ => {
+                return Err(format!(
+                    "a directory on the path of {} was replaced by a symlink",
+                    dir.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The directories to watch for a root, with their identity (device, inode).
+fn wanted_dirs(root: &FollowedRoot) -> Vec<(PathBuf, (u64, u64))> {
+    use std::os::unix::fs::MetadataExt;
+    let watched = root.watched_dir();
+    let identity = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .ok()
+            .filter(|m| m.is_dir())
+            .map(|m| (m.dev(), m.ino()))
+    };
+    if root.kind == RootKind::File {
+        return identity(&watched)
+            .map(|i| (watched, i))
+            .into_iter()
+            .collect();
+    }
+    let mut out = Vec::new();
+    let walker = ignore::WalkBuilder::new(&watched)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(|e| e.file_type().is_some_and(|t| t.is_dir()))
+        .build();
+    for entry in walker.flatten() {
+        if let Some(i) = identity(entry.path()) {
+            out.push((entry.into_path(), i));
+        }
+    }
+    out
+}
+
+/// The kernel watches, shared by the roots (two roots may watch one directory).
+struct Watches {
+    watcher: notify::RecommendedWatcher,
+    /// Watched directory → its identity when watched, and the roots that want it.
+    dirs: HashMap<PathBuf, ((u64, u64), BTreeSet<i64>)>,
+}
+
+impl Watches {
+    /// Make `root`'s watches `wanted`; an error when the kernel refuses more watches.
+    fn sync(
+        &mut self,
+        root: i64,
+        wanted: &[(PathBuf, (u64, u64))],
+    ) -> std::result::Result<(), String> {
+        let want: HashMap<&Path, (u64, u64)> =
+            wanted.iter().map(|(p, i)| (p.as_path(), *i)).collect();
+        let mut drop_dirs = Vec::new();
+        for (path, (identity, roots)) in self.dirs.iter_mut() {
+            let keep = want.get(path.as_path()) == Some(identity);
+            if !keep && (roots.remove(&root) || want.contains_key(path.as_path())) {
+                // Gone, or another directory under the same name: unwatched for
+                // everyone (a new identity is watched again below).
+                if roots.is_empty() || want.contains_key(path.as_path()) {
+                    drop_dirs.push(path.clone());
+                }
+            }
+        }
+        for path in drop_dirs {
+            let _ = self.watcher.unwatch(&path);
+            self.dirs.remove(&path);
+        }
+        for (path, identity) in wanted {
+            if let Some((_, roots)) = self.dirs.get_mut(path) {
+                roots.insert(root);
+                continue;
+            }
+            match self.watcher.watch(path, RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    self.dirs
+                        .insert(path.clone(), (*identity, BTreeSet::from([root])));
+                }
+                Err(e) if matches!(e.kind, notify::ErrorKind::MaxFilesWatch) => {
+                    return Err(format!(
+                        "the kernel refused more watches (fs.inotify.max_user_watches) at {}",
+                        path.display()
+                    ));
+                }
+                Err(e) => tracing::debug!(path = %path.display(), error = %e, "not watched"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Drop every watch of `root`.
+    fn forget(&mut self, root: i64) {
+        self.sync(root, &[]).ok();
+    }
+}
+
+/// A running follower; stopped (the batch in hand finished, leases released) on drop.
+pub struct Follower {
+    shared: Arc<Shared>,
+    host: Arc<dyn FollowHost>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Follower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Follower")
+            .field("me", &self.shared.me)
+            .finish()
+    }
+}
+
+/// This process's name in the leases.
+fn follower_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into());
+    format!("{host}:{}:{}", std::process::id(), now_iso())
+}
+
+impl Follower {
+    /// Start following the roots of `scope`, and make this follower the one the
+    /// process's searches wait on (`fresh: true`).
+    pub fn start(host: Arc<dyn FollowHost>, scope: FollowScope) -> Result<Follower> {
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner::default()),
+            wake: Condvar::new(),
+            settled: Condvar::new(),
+            me: follower_name(),
+        });
+        let handler = Arc::downgrade(&shared);
+        let watcher = notify::recommended_watcher(move |event| {
+            if let Some(shared) = handler.upgrade() {
+                shared.on_event(event);
+            }
+        })
+        .map_err(|e| Error::Internal(format!("starting file watching: {e}")))?;
+        let watches = Watches {
+            watcher,
+            dirs: HashMap::new(),
+        };
+        host.vault().state.set_follower(Some(&shared));
+        let worker = Worker {
+            host: host.clone(),
+            shared: shared.clone(),
+            watches,
+            scope,
+        };
+        let thread = std::thread::Builder::new()
+            .name("cairn-watch".into())
+            .spawn(move || worker.run())
+            .map_err(|e| Error::Internal(format!("starting the follower: {e}")))?;
+        Ok(Follower {
+            shared,
+            host,
+            thread: Some(thread),
+        })
+    }
+
+    /// The shared state (tests and status).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.host.vault().state.set_follower(None);
+        if let Err(e) = self.host.vault().release_roots(&self.shared.me) {
+            tracing::warn!(error = %e, "could not release the followed roots");
+        }
+    }
+}
+
+/// What the worker does next.
+enum Job {
+    Housekeeping,
+    Batch(i64),
+}
+
+struct Worker {
+    host: Arc<dyn FollowHost>,
+    shared: Arc<Shared>,
+    watches: Watches,
+    scope: FollowScope,
+}
+
+impl Worker {
+    fn run(mut self) {
+        let mut next_house = Instant::now();
+        loop {
+            let job = {
+                let mut g = self.shared.lock();
+                loop {
+                    if g.stop {
+                        return;
+                    }
+                    let now = Instant::now();
+                    if now >= next_house {
+                        break Job::Housekeeping;
+                    }
+                    let due = g
+                        .roots
+                        .iter()
+                        .filter_map(|(id, r)| r.due().map(|d| (d, *id)))
+                        .min();
+                    if let Some((at, id)) = due
+                        && at <= now
+                    {
+                        break Job::Batch(id);
+                    }
+                    let until = due.map_or(next_house, |(at, _)| at.min(next_house));
+                    g = self
+                        .shared
+                        .wake
+                        .wait_timeout(g, until - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+            };
+            match job {
+                Job::Housekeeping => {
+                    if let Err(e) = self.housekeeping() {
+                        tracing::warn!(error = %e, "following: housekeeping failed; retrying");
+                    }
+                    next_house = Instant::now() + HOUSEKEEPING;
+                }
+                Job::Batch(id) => {
+                    self.batch(id);
+                    // Status in other processes shows the batch at once.
+                    if let Err(e) = self.report(false) {
+                        tracing::warn!(error = %e, "following: reporting failed; retrying");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Re-read the recorded roots, claim or renew them, look at roots not followed, and
+    /// report.
+    fn housekeeping(&mut self) -> Result<()> {
+        let host = self.host.clone();
+        let vault = host.vault();
+        let recorded: Vec<FollowedRoot> = vault
+            .followed_roots()?
+            .into_iter()
+            .filter(|r| match self.scope {
+                FollowScope::All => true,
+                FollowScope::Root(id) => r.id == id,
+            })
+            .collect();
+        let mut gone = Vec::new();
+        {
+            let mut g = self.shared.lock();
+            g.roots.retain(|id, _| {
+                let keep = recorded.iter().any(|r| r.id == *id);
+                if !keep {
+                    gone.push(*id);
+                }
+                keep
+            });
+            for r in &recorded {
+                g.roots.entry(r.id).or_insert_with(|| Root::new(r.clone()));
+            }
+        }
+        for id in gone {
+            self.watches.forget(id);
+        }
+        // Claim what is free; look again at what is not followed.
+        for r in &recorded {
+            let mode = self.shared.lock().roots.get(&r.id).map(|x| x.mode.clone());
+            match mode {
+                Some(Mode::Unclaimed | Mode::Elsewhere) => {
+                    if vault.claim_root(r.id, &self.shared.me)? {
+                        self.begin(r);
+                    } else {
+                        self.set_mode(r.id, Mode::Elsewhere);
+                    }
+                }
+                Some(Mode::NotFollowed(_)) if health(r).is_ok() => self.begin(r),
+                _ => {}
+            }
+        }
+        self.report(false)
+    }
+
+    /// Write the reports that changed (all of them, renewing the leases, when a
+    /// heartbeat is due or `all`).
+    fn report(&mut self, all: bool) -> Result<()> {
+        let host = self.host.clone();
+        let vault = host.vault();
+        let now = Instant::now();
+        let reports: Vec<(i64, Report)> = {
+            let g = self.shared.lock();
+            g.roots
+                .iter()
+                .filter(|(_, r)| r.held())
+                .filter_map(|(id, r)| {
+                    let rep = r.report();
+                    let due = all
+                        || r.reported.as_ref() != Some(&rep)
+                        || r.reported_at
+                            .is_none_or(|t| now.duration_since(t) >= HEARTBEAT);
+                    due.then_some((*id, rep))
+                })
+                .collect()
+        };
+        if !reports.is_empty() {
+            let lost = vault.report_roots(&self.shared.me, &reports)?;
+            let mut g = self.shared.lock();
+            for (id, rep) in reports {
+                if let Some(r) = g.roots.get_mut(&id) {
+                    r.reported = Some(rep);
+                    r.reported_at = Some(now);
+                }
+            }
+            for id in &lost {
+                if let Some(r) = g.roots.get_mut(id) {
+                    tracing::warn!(root = %r.spec.path().display(), "another follower took this root over");
+                    r.mode = Mode::Elsewhere;
+                }
+            }
+            drop(g);
+            for id in lost {
+                self.watches.forget(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Start following a root just claimed (or back): watch it and rescan it, or mark
+    /// it not followed.
+    fn begin(&mut self, spec: &FollowedRoot) {
+        let mode = match health(spec) {
+            Ok(()) => {
+                tracing::info!(root = %spec.path().display(), collection = %spec.collection, "following");
+                Mode::Watching
+            }
+            Err(reason) => {
+                tracing::warn!(root = %spec.path().display(), collection = %spec.collection, %reason, "not following this root");
+                Mode::NotFollowed(reason)
+            }
+        };
+        let mut g = self.shared.lock();
+        g.seq += 1;
+        let seq = g.seq;
+        if let Some(r) = g.roots.get_mut(&spec.id) {
+            let follows = mode == Mode::Watching;
+            r.mode = mode;
+            r.reported = None;
+            if follows {
+                r.accept(PathBuf::new(), true, seq);
+            }
+        }
+        drop(g);
+        self.shared.wake.notify_all();
+    }
+
+    fn set_mode(&self, id: i64, mode: Mode) {
+        if let Some(r) = self.shared.lock().roots.get_mut(&id) {
+            r.mode = mode;
+        }
+    }
+
+    /// Run one root's batch.
+    fn batch(&mut self, id: i64) {
+        let (spec, only, mark) = {
+            let mut g = self.shared.lock();
+            let Some(r) = g.roots.get_mut(&id) else {
+                return;
+            };
+            let only = if r.full {
+                None
+            } else {
+                Some(
+                    std::mem::take(&mut r.targets)
+                        .into_iter()
+                        .collect::<Vec<_>>(),
+                )
+            };
+            r.targets.clear();
+            r.full = false;
+            r.first = None;
+            r.last = None;
+            r.not_before = None;
+            r.running = true;
+            r.overflowed = false;
+            (r.spec.clone(), only, r.seen)
+        };
+        let outcome = self.run_batch(&spec, only.clone());
+        let mut g = self.shared.lock();
+        if let Some(r) = g.roots.get_mut(&id) {
+            r.running = false;
+            match outcome {
+                Ok(Outcome::Indexed(summary)) => {
+                    r.done = r.done.max(mark);
+                    r.last_sync = Some(now_iso());
+                    if summary.files_changed + summary.files_removed > 0 {
+                        tracing::info!(
+                            root = %spec.path().display(),
+                            collection = %spec.collection,
+                            changed = summary.files_changed,
+                            removed = summary.files_removed,
+                            chunks_embedded = summary.chunks_embedded,
+                            seconds = summary.seconds,
+                            "followed changes indexed"
+                        );
+                    }
+                    match &r.mode {
+                        Mode::Rescanning(reason) if only.is_none() && !r.overflowed => {
+                            if reason.contains("max_user_watches") {
+                                r.not_before = Some(Instant::now() + RESCAN_EVERY);
+                                r.full = true;
+                            } else {
+                                tracing::info!(root = %spec.path().display(), "rescanned; following events again");
+                                r.mode = Mode::Watching;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(Outcome::WatchLimit(reason)) => {
+                    r.done = r.done.max(mark);
+                    r.last_sync = Some(now_iso());
+                    if !matches!(r.mode, Mode::Rescanning(_)) {
+                        tracing::warn!(root = %spec.path().display(), %reason, "falling back to a rescan every {} s", RESCAN_EVERY.as_secs());
+                    }
+                    r.mode = Mode::Rescanning(reason);
+                    r.full = true;
+                    r.not_before = Some(Instant::now() + RESCAN_EVERY);
+                }
+                Ok(Outcome::Gone(reason)) => {
+                    if !matches!(r.mode, Mode::NotFollowed(_)) {
+                        tracing::warn!(root = %spec.path().display(), collection = %spec.collection, %reason, "not following this root until it is a real directory again");
+                    }
+                    r.mode = Mode::NotFollowed(reason);
+                    r.done = r.done.max(mark);
+                    r.targets.clear();
+                    r.full = false;
+                }
+                Err(e) => {
+                    tracing::warn!(root = %spec.path().display(), error = %e, "indexing followed changes failed; retrying in {} s", RETRY_AFTER.as_secs());
+                    match only {
+                        Some(paths) if !r.full => r.targets.extend(paths),
+                        _ => r.full = true,
+                    }
+                    r.first.get_or_insert_with(Instant::now);
+                    r.last.get_or_insert_with(Instant::now);
+                    r.not_before = Some(Instant::now() + RETRY_AFTER);
+                }
+            }
+        }
+        let gone = g
+            .roots
+            .get(&id)
+            .is_some_and(|r| matches!(r.mode, Mode::NotFollowed(_)));
+        drop(g);
+        if gone {
+            self.watches.forget(id);
+        }
+        self.shared.settled.notify_all();
+    }
+
+    fn run_batch(&mut self, spec: &FollowedRoot, only: Option<Vec<PathBuf>>) -> Result<Outcome> {
+        if let Err(reason) = health(spec) {
+            return Ok(Outcome::Gone(reason));
+        }
+        let limit = self.watches.sync(spec.id, &wanted_dirs(spec)).err();
+        let only = match (spec.kind, only) {
+            (RootKind::File, _) => Some(vec![spec.path()]),
+            (RootKind::Dir, only) if limit.is_none() => only,
+            (RootKind::Dir, _) => None,
+        };
+        let summary = self.host.vault().reindex(
+            &ReindexOptions {
+                dir: spec.watched_dir(),
+                collection: Some(spec.collection.clone()),
+                project: spec.project().map(String::from),
+                only,
+                follower: true,
+                ..Default::default()
+            },
+            &|_| {},
+        );
+        match summary {
+            Ok(s) => Ok(match limit {
+                Some(reason) => Outcome::WatchLimit(reason),
+                None => Outcome::Indexed(s),
+            }),
+            // The root vanished between the check and the walk.
+            Err(e @ Error::FailedPrecondition(_)) if health(spec).is_err() => {
+                Ok(Outcome::Gone(e.to_string()))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+enum Outcome {
+    Indexed(ReindexSummary),
+    WatchLimit(String),
+    Gone(String),
+}
+
+/// The longest `fresh: true` waits before searching.
+pub const FRESH_WAIT: Duration = Duration::from_secs(3);
+/// How often `cairn vault sync` (or a `fresh` search in a process that follows nothing)
+/// compares the files with the index while another process indexes them.
+const SYNC_POLL: Duration = Duration::from_millis(100);
+
+impl Vault<'_> {
+    /// Wait (at most `timeout`) until the changes to the followed roots of `collections`
+    /// (every collection when `None`) are indexed. In the process that follows them
+    /// (the daemon) this waits for the changes its follower has seen; elsewhere it is
+    /// [`Vault::sync`].
+    pub fn wait_fresh(
+        &self,
+        collections: Option<&[String]>,
+        timeout: Duration,
+    ) -> Result<Freshness> {
+        if let Some(follower) = self.state.follower()
+            && let Some(f) = follower.wait_fresh(collections, timeout)
+        {
+            return Ok(f);
+        }
+        self.sync(collections, timeout)
+    }
+
+    /// `cairn vault sync`: wait (at most `timeout`) until the files of the followed roots
+    /// of `collections` match the index ([`Vault::pending_changes`]), while a follower
+    /// indexes them. Gives up at once on a root nobody follows, and says what is pending.
+    pub fn sync(&self, collections: Option<&[String]>, timeout: Duration) -> Result<Freshness> {
+        let started = Instant::now();
+        let roots: Vec<FollowedRoot> = self
+            .followed_roots()?
+            .into_iter()
+            .filter(|r| collections.is_none_or(|c| c.contains(&r.collection)))
+            .collect();
+        loop {
+            let mut pending = Vec::new();
+            let mut stuck = Vec::new();
+            for root in &roots {
+                let shown = root.path().to_string_lossy().into_owned();
+                let changes = match self.pending_changes(root) {
+                    Ok(changes) => changes,
+                    Err(e) => {
+                        stuck.push(format!("{shown}: {e}"));
+                        continue;
+                    }
+                };
+                if changes.is_empty() {
+                    continue;
+                }
+                if !self.is_followed(root.id)? {
+                    stuck.push(format!(
+                        "{shown}: {} changes and nobody follows it (start `cairn daemon`, or run `cairn reindex`)",
+                        changes.len()
+                    ));
+                }
+                pending.extend(
+                    changes
+                        .into_iter()
+                        .map(|c| format!("{shown}: {} ({})", c.path, c.change)),
+                );
+            }
+            let waited = started.elapsed();
+            if pending.is_empty() && stuck.is_empty() {
+                return Ok(Freshness {
+                    complete: true,
+                    waited_ms: waited.as_millis() as u64,
+                    ..Default::default()
+                });
+            }
+            if !stuck.is_empty() || waited >= timeout {
+                let note = if stuck.is_empty() {
+                    format!(
+                        "gave up after {} ms with changes still to index",
+                        timeout.as_millis()
+                    )
+                } else {
+                    stuck.join("; ")
+                };
+                return Ok(Freshness {
+                    complete: false,
+                    waited_ms: waited.as_millis() as u64,
+                    pending,
+                    note: Some(note),
+                });
+            }
+            std::thread::sleep(SYNC_POLL.min(timeout.saturating_sub(waited)));
+        }
+    }
+}

@@ -1,0 +1,415 @@
+//! The roots the vault follows (migration `0011_vault_roots.sql`): what `cairn reindex
+//! DIR` and `vault_update` indexed, the lease of the one process that follows each, and
+//! what that process last reported. [`super::follow`] keeps them; `cairn vault status`
+//! reads them ([`Vault::status`]).
+//!
+//! The lease: a follower writes its name (`host:pid:start`) and a heartbeat into a row
+//! when it claims it, and renews the heartbeat every [`HEARTBEAT`]; a row whose heartbeat
+//! is older than [`LEASE`] is free to claim. So at most one daemon (on any host of a
+//! shared PostgreSQL) indexes a root's changes, and another takes over within [`LEASE`]
+//! of it stopping without releasing (a clean stop releases at once).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::base::{iso, now_iso};
+use crate::db::{Conn, params};
+use crate::error::Result;
+
+use super::handle::Vault;
+
+/// How often a follower renews its leases (and reports its state).
+pub const HEARTBEAT: Duration = Duration::from_secs(15);
+/// A lease whose heartbeat is older than this is free to claim.
+pub const LEASE: Duration = Duration::from_secs(45);
+
+/// What a root follows: a directory (`cairn reindex DIR`) or one file (`vault_update`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RootKind {
+    Dir,
+    File,
+}
+
+impl RootKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            RootKind::Dir => "dir",
+            RootKind::File => "file",
+        }
+    }
+}
+
+/// A recorded root.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FollowedRoot {
+    pub id: i64,
+    /// `project:<id>` or `dir:<path>` ([`super::identity`]).
+    pub root_key: String,
+    /// The directory or file followed, relative to the root (empty: the root itself).
+    pub prefix: String,
+    pub kind: RootKind,
+    pub collection: String,
+    /// The root's canonical directory where it was recorded.
+    pub dir: PathBuf,
+}
+
+impl FollowedRoot {
+    /// The directory or file followed, absolute.
+    pub fn path(&self) -> PathBuf {
+        if self.prefix.is_empty() {
+            self.dir.clone()
+        } else {
+            self.dir.join(&self.prefix)
+        }
+    }
+
+    /// The directory whose entries are watched: the followed directory, or a followed
+    /// file's directory.
+    pub fn watched_dir(&self) -> PathBuf {
+        let path = self.path();
+        match self.kind {
+            RootKind::Dir => path,
+            RootKind::File => path.parent().map(Path::to_path_buf).unwrap_or(path),
+        }
+    }
+
+    /// The project id of a `project:` root.
+    pub fn project(&self) -> Option<&str> {
+        self.root_key.strip_prefix("project:")
+    }
+}
+
+/// Whether the relative path `path` is `prefix` or lies under it.
+pub(crate) fn covers(prefix: &str, path: &str) -> bool {
+    prefix.is_empty()
+        || path == prefix
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Record a root (once; a root already covered by a recorded directory of the same root
+/// and collection is not recorded again).
+pub(crate) fn record(
+    tx: &Conn<'_>,
+    root_key: &str,
+    prefix: &str,
+    kind: RootKind,
+    collection: &str,
+    dir: &Path,
+) -> Result<()> {
+    let covered = list(tx)?.iter().any(|r| {
+        r.root_key == root_key
+            && r.collection == collection
+            && (r.prefix == prefix || (r.kind == RootKind::Dir && covers(&r.prefix, prefix)))
+    });
+    if covered {
+        return Ok(());
+    }
+    tx.execute(
+        "INSERT INTO vault_roots (root_key, prefix, kind, collection, dir, added_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (root_key, prefix, collection) DO NOTHING",
+        params![
+            root_key,
+            prefix,
+            kind.as_str(),
+            collection,
+            dir.to_string_lossy().into_owned(),
+            now_iso()
+        ],
+    )?;
+    Ok(())
+}
+
+/// Every recorded root, oldest first.
+pub(crate) fn list(c: &Conn<'_>) -> Result<Vec<FollowedRoot>> {
+    c.query_map(
+        "SELECT id, root_key, prefix, kind, collection, dir FROM vault_roots ORDER BY id",
+        params![],
+        |r| {
+            let kind: String = r.get(3)?;
+            let dir: String = r.get(5)?;
+            Ok(FollowedRoot {
+                id: r.get(0)?,
+                root_key: r.get(1)?,
+                prefix: r.get(2)?,
+                kind: if kind == "file" {
+                    RootKind::File
+                } else {
+                    RootKind::Dir
+                },
+                collection: r.get(4)?,
+                dir: PathBuf::from(dir),
+            })
+        },
+    )
+}
+
+/// The oldest heartbeat a live lease can have now.
+fn lease_cutoff() -> String {
+    iso(time::OffsetDateTime::now_utc() - LEASE)
+}
+
+/// Claim (or renew) root `id` for `me`: true when `me` holds it afterwards.
+pub(crate) fn claim(tx: &Conn<'_>, id: i64, me: &str) -> Result<bool> {
+    let n = tx.execute(
+        "UPDATE vault_roots SET follower = ?2, heartbeat_at = ?3
+         WHERE id = ?1 AND (follower IS NULL OR follower = ?2 OR heartbeat_at IS NULL
+                            OR heartbeat_at < ?4)",
+        params![id, me, now_iso(), lease_cutoff()],
+    )?;
+    Ok(n == 1)
+}
+
+/// What a follower reports about one root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Report {
+    pub state: &'static str,
+    pub reason: Option<String>,
+    pub pending: u64,
+    pub last_sync_at: Option<String>,
+}
+
+/// Write `me`'s report on root `id` (and renew its heartbeat); false when `me` no longer
+/// holds the root.
+pub(crate) fn report(tx: &Conn<'_>, id: i64, me: &str, r: &Report) -> Result<bool> {
+    let n = tx.execute(
+        "UPDATE vault_roots SET state = ?3, reason = ?4, pending = ?5,
+                last_sync_at = coalesce(?6, last_sync_at), heartbeat_at = ?7
+         WHERE id = ?1 AND follower = ?2",
+        params![
+            id,
+            me,
+            r.state,
+            r.reason.clone(),
+            r.pending as i64,
+            r.last_sync_at.clone(),
+            now_iso()
+        ],
+    )?;
+    Ok(n == 1)
+}
+
+/// Give up `me`'s leases (a clean stop): the roots show as not followed at once and
+/// another follower may claim them.
+pub(crate) fn release(tx: &Conn<'_>, me: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE vault_roots SET follower = NULL, state = NULL, reason = NULL, pending = 0,
+                heartbeat_at = NULL
+         WHERE follower = ?1",
+        params![me],
+    )?;
+    Ok(())
+}
+
+/// One followed root of a collection, as `cairn vault status`, `server_health` and the
+/// daemon's `/health` show it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RootStatus {
+    /// The followed directory or file, absolute (on the host that recorded it).
+    pub root: String,
+    pub kind: RootKind,
+    /// `watching`, `rescanning` (events are not trusted: periodic rescans), or
+    /// `not followed`.
+    pub following: String,
+    /// Why it is rescanning or not followed.
+    pub reason: Option<String>,
+    /// The process following it (`host:pid:start`), while one does.
+    pub follower: Option<String>,
+    /// Changes seen and not yet indexed (as last reported).
+    pub pending: u64,
+    /// When the last batch of changes committed.
+    pub last_sync_at: Option<String>,
+    /// Documents under it.
+    pub documents: u64,
+    /// Chunks of those documents.
+    pub chunks: u64,
+}
+
+/// One collection's freshness.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CollectionStatus {
+    pub collection: String,
+    /// Documents in the collection.
+    pub documents: u64,
+    pub chunks: u64,
+    /// The roots it follows (none: indexed by hand only, e.g. before following existed).
+    pub roots: Vec<RootStatus>,
+}
+
+/// Who follows a root now: the follower and its report, when its lease is live.
+struct Lease {
+    follower: Option<String>,
+    state: Option<String>,
+    reason: Option<String>,
+    pending: i64,
+    last_sync_at: Option<String>,
+    heartbeat_at: Option<String>,
+}
+
+impl Vault<'_> {
+    /// Every collection with its documents and followed roots.
+    pub fn status(&self) -> Result<Vec<CollectionStatus>> {
+        let follower = self.state.follower();
+        let reports = follower
+            .as_ref()
+            .map(|f| f.live_reports())
+            .unwrap_or_default();
+        let me = follower.as_ref().map(|f| f.name().to_string());
+        self.store.snapshot(|c| {
+            let counts: Vec<(String, i64, i64)> = c.query_map(
+                "SELECT d.collection, count(DISTINCT d.id), count(c.id)
+                 FROM vault_documents d LEFT JOIN vault_chunks c ON c.document_id = d.id
+                 GROUP BY d.collection ORDER BY d.collection",
+                params![],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )?;
+            let mut out: Vec<CollectionStatus> = counts
+                .into_iter()
+                .map(|(collection, d, n)| CollectionStatus {
+                    collection,
+                    documents: d as u64,
+                    chunks: n as u64,
+                    roots: Vec::new(),
+                })
+                .collect();
+            let cutoff = lease_cutoff();
+            for root in list(c)? {
+                let lease = c.query_row(
+                    "SELECT follower, state, reason, pending, last_sync_at, heartbeat_at
+                     FROM vault_roots WHERE id = ?1",
+                    params![root.id],
+                    |r| {
+                        Ok(Lease {
+                            follower: r.get(0)?,
+                            state: r.get(1)?,
+                            reason: r.get(2)?,
+                            pending: r.get(3)?,
+                            last_sync_at: r.get(4)?,
+                            heartbeat_at: r.get(5)?,
+                        })
+                    },
+                )?;
+                let (documents, chunks) = root_counts(c, &root)?;
+                let live = lease.follower.is_some()
+                    && lease.heartbeat_at.as_deref().is_some_and(|h| *h >= *cutoff);
+                let mut status = RootStatus {
+                    root: root.path().to_string_lossy().into_owned(),
+                    kind: root.kind,
+                    following: if live {
+                        lease.state.clone().unwrap_or_else(|| "watching".into())
+                    } else {
+                        "not followed".into()
+                    },
+                    reason: if live {
+                        lease.reason
+                    } else if lease.follower.is_some() {
+                        Some("its follower stopped reporting (no daemon runs, or it hangs)".into())
+                    } else {
+                        Some("no daemon follows it (start `cairn daemon`, or `cairn reindex DIR --watch`)".into())
+                    },
+                    follower: lease.follower.filter(|_| live),
+                    pending: if live { lease.pending.max(0) as u64 } else { 0 },
+                    last_sync_at: lease.last_sync_at,
+                    documents,
+                    chunks,
+                };
+                if let Some(rep) = reports.get(&root.id) {
+                    status.following = rep.state.to_string();
+                    status.reason = rep.reason.clone();
+                    status.follower = me.clone();
+                    status.pending = rep.pending;
+                    status.last_sync_at = rep.last_sync_at.clone().or(status.last_sync_at);
+                }
+                match out.iter_mut().find(|s| s.collection == root.collection) {
+                    Some(s) => s.roots.push(status),
+                    None => out.push(CollectionStatus {
+                        collection: root.collection.clone(),
+                        documents: 0,
+                        chunks: 0,
+                        roots: vec![status],
+                    }),
+                }
+            }
+            out.sort_by(|a, b| a.collection.cmp(&b.collection));
+            Ok(out)
+        })
+    }
+
+    /// The recorded roots.
+    pub fn followed_roots(&self) -> Result<Vec<FollowedRoot>> {
+        self.store.read(list)
+    }
+
+    /// Whether a follower holds a live lease on root `id` now.
+    pub(crate) fn is_followed(&self, id: i64) -> Result<bool> {
+        let cutoff = lease_cutoff();
+        self.store.read(|c| {
+            Ok(c.query_opt(
+                "SELECT 1 FROM vault_roots
+                 WHERE id = ?1 AND follower IS NOT NULL AND heartbeat_at >= ?2",
+                params![id, cutoff.as_str()],
+                |r| r.get::<_, i64>(0),
+            )?
+            .is_some())
+        })
+    }
+
+    /// Claim or renew root `id` for the follower `me`.
+    pub(crate) fn claim_root(&self, id: i64, me: &str) -> Result<bool> {
+        self.store.write(|tx| claim(tx, id, me))
+    }
+
+    /// Write the follower `me`'s reports; the ids it no longer holds.
+    pub(crate) fn report_roots(&self, me: &str, reports: &[(i64, Report)]) -> Result<Vec<i64>> {
+        self.store.write(|tx| {
+            let mut lost = Vec::new();
+            for (id, r) in reports {
+                if !report(tx, *id, me, r)? {
+                    lost.push(*id);
+                }
+            }
+            Ok(lost)
+        })
+    }
+
+    /// Release every root the follower `me` holds.
+    pub(crate) fn release_roots(&self, me: &str) -> Result<()> {
+        self.store.write(|tx| release(tx, me))
+    }
+}
+
+/// Documents and chunks under a root.
+fn root_counts(c: &Conn<'_>, root: &FollowedRoot) -> Result<(u64, u64)> {
+    let (d, n): (i64, i64) = c.query_row(
+        "SELECT count(DISTINCT d.id), count(c.id)
+         FROM vault_documents d LEFT JOIN vault_chunks c ON c.document_id = d.id
+         WHERE d.root_key = ?1 AND d.collection = ?2
+           AND (?3 = '' OR d.path = ?3 OR substr(d.path, 1, length(?3) + 1) = ?3 || '/')",
+        params![
+            root.root_key.as_str(),
+            root.collection.as_str(),
+            root.prefix.as_str()
+        ],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    Ok((d as u64, n as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_cover_whole_components() {
+        assert!(covers("", "a.md"));
+        assert!(covers("docs", "docs/a.md"));
+        assert!(covers("docs/a.md", "docs/a.md"));
+        assert!(!covers("docs", "docsx/a.md"));
+        assert!(!covers("docs/a.md", "docs/a.mdx"));
+    }
+}
