@@ -10,6 +10,7 @@ mod cli_basics;
 mod colibri;
 mod daemon;
 mod e2e;
+mod follow;
 mod forward;
 mod hostile_paths;
 mod impostor;

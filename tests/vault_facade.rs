@@ -337,7 +337,7 @@ fn search_knowledge_searches_the_projects_collections_with_the_domain_defaults()
     let q = "how do I install the binary?";
 
     let e = cairn
-        .search_knowledge(&work, q, None, None, None)
+        .search_knowledge(&work, q, None, None, None, false)
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::FailedPrecondition);
     assert!(e.to_string().contains("--vault-collection"), "{e}");
@@ -345,13 +345,22 @@ fn search_knowledge_searches_the_projects_collections_with_the_domain_defaults()
 
     configure_collections(&cairn, "proj", &["handbook"]);
     // Defaults: min_score 0.3 and top_k 5, applied in the domain.
-    let r = cairn.search_knowledge(&work, q, None, None, None).unwrap();
+    let r = cairn
+        .search_knowledge(&work, q, None, None, None, false)
+        .unwrap();
     assert_eq!(r.collections, ["handbook"]);
     assert!(!r.results.is_empty(), "{r:?}");
     assert!(r.results.iter().all(|h| h.path == "handbook/a.md"), "{r:?}");
     assert!(r.results.iter().all(|h| h.score >= DEFAULT_MIN_SCORE));
     let explicit = cairn
-        .search_knowledge(&work, q, Some(DEFAULT_TOP_K), Some(DEFAULT_MIN_SCORE), None)
+        .search_knowledge(
+            &work,
+            q,
+            Some(DEFAULT_TOP_K),
+            Some(DEFAULT_MIN_SCORE),
+            None,
+            false,
+        )
         .unwrap();
     let ids =
         |hits: &[VaultHit]| -> Vec<u64> { hits.iter().map(|h| h.metadata.chunk_id).collect() };
@@ -359,7 +368,7 @@ fn search_knowledge_searches_the_projects_collections_with_the_domain_defaults()
     assert_eq!(explicit.below_min_score, r.below_min_score);
 
     let strict = cairn
-        .search_knowledge(&work, q, None, Some(0.99), Some(0))
+        .search_knowledge(&work, q, None, Some(0.99), Some(0), false)
         .unwrap();
     assert!(strict.results.is_empty());
     assert_eq!(strict.below_min_score, 3, "{strict:?}");
@@ -382,7 +391,7 @@ fn search_knowledge_searches_the_projects_collections_with_the_domain_defaults()
         ),
     ] {
         let e = cairn
-            .search_knowledge(&work, q, top_k, min_score, per_doc)
+            .search_knowledge(&work, q, top_k, min_score, per_doc, false)
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidInput, "{field}: {e}");
         assert!(e.to_string().contains(field), "{field}: {e}");
@@ -394,7 +403,9 @@ fn search_knowledge_searches_the_projects_collections_with_the_domain_defaults()
 
     // Collections that hold nothing yet say so.
     configure_collections(&cairn, "proj", &["empty"]);
-    let empty = cairn.search_knowledge(&work, q, None, None, None).unwrap();
+    let empty = cairn
+        .search_knowledge(&work, q, None, None, None, false)
+        .unwrap();
     assert_eq!(empty.best_score, None);
     assert!(empty.note.unwrap().contains("hold no documents yet"));
 
@@ -402,7 +413,7 @@ fn search_knowledge_searches_the_projects_collections_with_the_domain_defaults()
     let unbound = bind(&cairn, None, None);
     assert!(
         cairn
-            .search_knowledge(&unbound, q, None, None, None)
+            .search_knowledge(&unbound, q, None, None, None, false)
             .is_err()
     );
 }
@@ -472,7 +483,7 @@ fn scores_are_in_rank_order_and_min_score_filters_on_them() {
     for q in &queries {
         let text = q["query"].as_str().unwrap();
         let all = cairn
-            .search_knowledge(&work, text, Some(10), Some(-1.0), None)
+            .search_knowledge(&work, text, Some(10), Some(-1.0), None, false)
             .unwrap();
         let hits = &all.results;
         assert_eq!(hits.len(), 10);
@@ -490,7 +501,7 @@ fn scores_are_in_rank_order_and_min_score_filters_on_them() {
 
         let (expected, cut) = cut_after(&scores, 3);
         let k = cairn
-            .search_knowledge(&work, text, Some(10), Some(cut), None)
+            .search_knowledge(&work, text, Some(10), Some(cut), None, false)
             .unwrap();
         assert!(k.results.iter().all(|h| h.score >= cut));
         assert_eq!(k.results.len(), expected);

@@ -567,12 +567,16 @@ impl Follower {
             dirs: HashMap::new(),
         };
         host.vault().state.set_follower(Some(&shared));
-        let worker = Worker {
+        let mut worker = Worker {
             host: host.clone(),
             shared: shared.clone(),
             watches,
             scope,
         };
+        // The roots are claimed before this returns: a change made from now on is seen.
+        if let Err(e) = worker.housekeeping() {
+            tracing::warn!(error = %e, "following: housekeeping failed; retrying");
+        }
         let thread = std::thread::Builder::new()
             .name("cairn-watch".into())
             .spawn(move || worker.run())
@@ -619,7 +623,7 @@ struct Worker {
 
 impl Worker {
     fn run(mut self) {
-        let mut next_house = Instant::now();
+        let mut next_house = Instant::now() + HOUSEKEEPING;
         loop {
             let job = {
                 let mut g = self.shared.lock();
@@ -764,10 +768,18 @@ impl Worker {
     /// it not followed.
     fn begin(&mut self, spec: &FollowedRoot) {
         let mode = match health(spec) {
-            Ok(()) => {
-                tracing::info!(root = %spec.path().display(), collection = %spec.collection, "following");
-                Mode::Watching
-            }
+            // Watched before anything is read: a change from now on is an event, and
+            // the rescan below finds what changed before.
+            Ok(()) => match self.watches.sync(spec.id, &wanted_dirs(spec)) {
+                Ok(()) => {
+                    tracing::info!(root = %spec.path().display(), collection = %spec.collection, "following");
+                    Mode::Watching
+                }
+                Err(reason) => {
+                    tracing::warn!(root = %spec.path().display(), %reason, "following by a rescan every {} s", RESCAN_EVERY.as_secs());
+                    Mode::Rescanning(reason)
+                }
+            },
             Err(reason) => {
                 tracing::warn!(root = %spec.path().display(), collection = %spec.collection, %reason, "not following this root");
                 Mode::NotFollowed(reason)
@@ -777,7 +789,7 @@ impl Worker {
         g.seq += 1;
         let seq = g.seq;
         if let Some(r) = g.roots.get_mut(&spec.id) {
-            let follows = mode == Mode::Watching;
+            let follows = !matches!(mode, Mode::NotFollowed(_));
             r.mode = mode;
             r.reported = None;
             if follows {
