@@ -265,7 +265,7 @@ fn links_created_in_a_followed_root_are_never_indexed_even_under_a_swap_race() {
     let mut n = 0u32;
     while Instant::now() < until {
         let tmp = docs.join(format!(".swap{n}"));
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             std::os::unix::fs::symlink(outside.join("secret.md"), &tmp).unwrap();
         } else {
             std::fs::write(&tmp, "# Race\n\nharmless text\n").unwrap();
@@ -342,7 +342,7 @@ fn a_removed_root_is_not_followed_until_it_returns_and_a_restart_resumes_followi
     assert!(f["waited_ms"].as_u64().unwrap() < 30_000, "{f}");
 
     // A restart resumes following, and catches up with what changed meanwhile.
-    let d = Daemon::start(&env, &[], &[]);
+    let _restarted = Daemon::start(&env, &[], &[]);
     // The daemon claims its roots before it listens.
     sync(&env);
     assert_eq!(paths(&env), ["back.md", "while-down.md"]);

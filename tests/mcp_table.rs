@@ -474,7 +474,8 @@ fn the_strict_output_check_refuses_what_the_schema_does_not_declare() {
     let health = schema_of("server_health");
     let mut nested = json!({"status": "ok", "mode": "FULL", "timestamp": "t", "version": "1",
         "uptime_ms": 1, "tools": {"registered": 41}, "middleware": {"stages": []},
-        "db": {"open": true, "user_version": 1, "expected_version": 1, "path": "x"}});
+        "db": {"open": true, "user_version": 1, "expected_version": 1, "path": "x"},
+        "vault": []});
     assert_eq!(undeclared(&health, &nested), Vec::<String>::new());
     nested["db"]["size"] = json!(1);
     assert_eq!(

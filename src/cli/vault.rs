@@ -243,16 +243,16 @@ fn watch(cairn: &Arc<Cairn>, s: &ReindexSummary) -> anyhow::Result<()> {
         })
         .ok_or_else(|| anyhow::anyhow!("the directory was not recorded as a followed root"))?;
     let follower = cairn.follow_vault(FollowScope::Root(root.id))?;
-    eprintln!(
-        "following {} (collection {:?}); stop with Ctrl-C",
-        root.path().display(),
-        root.collection
+    tracing::info!(
+        root = %root.path().display(),
+        collection = %root.collection,
+        "following in the foreground; stop with Ctrl-C"
     );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let signal = rt.block_on(crate::mcp::server::shutdown_signal());
-    eprintln!("{signal}: finishing the batch in hand");
+    tracing::info!("{signal}: finishing the batch in hand");
     drop(follower);
     Ok(())
 }

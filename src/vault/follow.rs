@@ -197,6 +197,9 @@ pub struct Shared {
     settled: Condvar,
     /// This follower's name in the leases: `host:pid:started`.
     me: String,
+    /// The store's own files (database, index directory): never events, even inside a
+    /// followed root, or each batch's writes would wake the next.
+    own: Vec<PathBuf>,
 }
 
 #[derive(Default)]
@@ -271,12 +274,21 @@ impl Shared {
         if !relevant {
             return;
         }
+        let own = |p: &Path| {
+            self.own.iter().any(|o| {
+                p.starts_with(o)
+                    || (p.parent() == o.parent()
+                        && o.file_name().zip(p.file_name()).is_some_and(|(o, p)| {
+                            p.as_encoded_bytes().starts_with(o.as_encoded_bytes())
+                        }))
+            })
+        };
         let mut g = self.lock();
         let inner = &mut *g;
         inner.seq += 1;
         let seq = inner.seq;
         let mut woke = false;
-        for path in &event.paths {
+        for path in event.paths.iter().filter(|p| !own(p)) {
             for root in inner.roots.values_mut() {
                 if !root.follows_events() {
                     continue;
@@ -322,7 +334,7 @@ impl Shared {
         let deadline = started + timeout;
         let mut g = self.lock();
         let wanted = |r: &Root| {
-            r.held() && collections.is_none_or(|c| c.iter().any(|c| *c == r.spec.collection))
+            r.held() && collections.is_none_or(|c| c.contains(&r.spec.collection))
         };
         let marks: Vec<(i64, u64)> = g
             .roots
@@ -481,12 +493,17 @@ impl Watches {
             wanted.iter().map(|(p, i)| (p.as_path(), *i)).collect();
         let mut drop_dirs = Vec::new();
         for (path, (identity, roots)) in self.dirs.iter_mut() {
-            let keep = want.get(path.as_path()) == Some(identity);
-            if !keep && (roots.remove(&root) || want.contains_key(path.as_path())) {
-                // Gone, or another directory under the same name: unwatched for
-                // everyone (a new identity is watched again below).
-                if roots.is_empty() || want.contains_key(path.as_path()) {
-                    drop_dirs.push(path.clone());
+            match want.get(path.as_path()) {
+                Some(i) if i == identity => {
+                    roots.insert(root);
+                }
+                // Another directory under the same name: watched anew, for everyone
+                // (the other roots claim it again at their next batch).
+                Some(_) => drop_dirs.push(path.clone()),
+                None => {
+                    if roots.remove(&root) && roots.is_empty() {
+                        drop_dirs.push(path.clone());
+                    }
                 }
             }
         }
@@ -495,8 +512,7 @@ impl Watches {
             self.dirs.remove(&path);
         }
         for (path, identity) in wanted {
-            if let Some((_, roots)) = self.dirs.get_mut(path) {
-                roots.insert(root);
+            if self.dirs.contains_key(path) {
                 continue;
             }
             match self.watcher.watch(path, RecursiveMode::NonRecursive) {
@@ -554,6 +570,10 @@ impl Follower {
             wake: Condvar::new(),
             settled: Condvar::new(),
             me: follower_name(),
+            own: {
+                let vault = host.vault();
+                vec![vault.store.path().to_path_buf(), vault.store.index_dir()]
+            },
         });
         let handler = Arc::downgrade(&shared);
         let watcher = notify::recommended_watcher(move |event| {
@@ -706,6 +726,9 @@ impl Worker {
         for r in &recorded {
             let mode = self.shared.lock().roots.get(&r.id).map(|x| x.mode.clone());
             match mode {
+                // A root whose directory is not here (another host's path) is left to
+                // a follower where it is.
+                Some(Mode::Unclaimed | Mode::Elsewhere) if health(r).is_err() => {}
                 Some(Mode::Unclaimed | Mode::Elsewhere) => {
                     if vault.claim_root(r.id, &self.shared.me)? {
                         self.begin(r);
@@ -850,17 +873,11 @@ impl Worker {
                             "followed changes indexed"
                         );
                     }
-                    match &r.mode {
-                        Mode::Rescanning(reason) if only.is_none() && !r.overflowed => {
-                            if reason.contains("max_user_watches") {
-                                r.not_before = Some(Instant::now() + RESCAN_EVERY);
-                                r.full = true;
-                            } else {
-                                tracing::info!(root = %spec.path().display(), "rescanned; following events again");
-                                r.mode = Mode::Watching;
-                            }
-                        }
-                        _ => {}
+                    // A whole rescan with every watch in place and no overflow during
+                    // it: events are trusted again.
+                    if matches!(r.mode, Mode::Rescanning(_)) && only.is_none() && !r.overflowed {
+                        tracing::info!(root = %spec.path().display(), "rescanned; following events again");
+                        r.mode = Mode::Watching;
                     }
                 }
                 Ok(Outcome::WatchLimit(reason)) => {
@@ -929,7 +946,7 @@ impl Worker {
         match summary {
             Ok(s) => Ok(match limit {
                 Some(reason) => Outcome::WatchLimit(reason),
-                None => Outcome::Indexed(s),
+                None => Outcome::Indexed(Box::new(s)),
             }),
             // The root vanished between the check and the walk.
             Err(e @ Error::FailedPrecondition(_)) if health(spec).is_err() => {
@@ -941,7 +958,7 @@ impl Worker {
 }
 
 enum Outcome {
-    Indexed(ReindexSummary),
+    Indexed(Box<ReindexSummary>),
     WatchLimit(String),
     Gone(String),
 }

@@ -310,7 +310,7 @@ impl Vault<'_> {
                     } else if lease.follower.is_some() {
                         Some("its follower stopped reporting (no daemon runs, or it hangs)".into())
                     } else {
-                        Some("no daemon follows it (start `cairn daemon`, or `cairn reindex DIR --watch`)".into())
+                        Some("no daemon follows it (start `cairn daemon`, or `cairn reindex DIR --watch`; a daemon follows only a directory that exists where it runs)".into())
                     },
                     follower: lease.follower.filter(|_| live),
                     pending: if live { lease.pending.max(0) as u64 } else { 0 },
