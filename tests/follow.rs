@@ -502,3 +502,136 @@ fn one_follower_per_root_and_the_other_takes_over_when_it_stops() {
     let _ = watch.kill();
     let _ = watch.wait();
 }
+
+/// The highest chunk id: ids are never reused, so a difference counts chunks written.
+fn max_chunk(env: &Env) -> i64 {
+    cairn::store::Store::open_at(&env.store_location())
+        .unwrap()
+        .read(|c| {
+            c.query_row("SELECT coalesce(max(id), 0) FROM vault_chunks", [], |r| {
+                r.get(0)
+            })
+        })
+        .unwrap()
+}
+
+/// Two hosts of one PostgreSQL database follow the same root once: the lease holder
+/// indexes each change (once), the other host finds it through its own daemon, and takes
+/// the root over when the holder stops.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_hosts_follow_a_root_once_and_the_other_host_finds_the_change() {
+    let url = crate::common::pg::PgCluster::shared().create_database("follow");
+    let (a, b) = (Env::host(&url), Env::host(&url));
+    let docs = indexed_docs(&a);
+    let da = Daemon::start(&a, &[], &[]);
+    let db = Daemon::start(&b, &[], &[]);
+    let holder = root_status(&b)["follower"].as_str().unwrap().to_string();
+    assert!(holder.contains(&format!(":{}:", da.child.id())), "{holder}");
+    let h = crate::daemon::http(db.addr, "GET", "/health", &[], None).json();
+    assert_eq!(
+        h["vault"][0]["roots"][0]["follower"],
+        holder.as_str(),
+        "{h}"
+    );
+
+    let before = max_chunk(&a);
+    write(
+        &docs.join("retry.md"),
+        "# Retry\n\nThe harbour ferry leaves pier nine at night.\n",
+    );
+    sync(&b);
+    assert_eq!(
+        max_chunk(&a),
+        before + 1,
+        "the change was indexed more than once"
+    );
+    let cb = b.serve(&[]).await;
+    let r = cb
+        .ok(
+            "vault_retrieve",
+            json!({"query": "when does the harbour ferry leave"}),
+        )
+        .await;
+    assert_eq!(r["results"][0]["path"], "retry.md", "{r}");
+    assert!(
+        r["results"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("pier nine"),
+        "{r}"
+    );
+    cb.close().await;
+
+    // A stops: B takes the root over and indexes the next change.
+    da.term();
+    assert!(da.wait().success());
+    db.wait_for("following root=");
+    let now = root_status(&b)["follower"].as_str().unwrap().to_string();
+    assert!(now.contains(&format!(":{}:", db.child.id())), "{now}");
+    write(
+        &docs.join("retry.md"),
+        "# Retry\n\nThe morning ferry leaves pier two.\n",
+    );
+    sync(&b);
+    assert_eq!(
+        state(&b)["retry.md"],
+        ["The morning ferry leaves pier two."]
+    );
+}
+
+/// In a project: `search_knowledge` with `fresh` waits for the change, and a file an
+/// agent's `vault_update` indexed is followed from then on (that file alone).
+#[tokio::test(flavor = "multi_thread")]
+async fn search_knowledge_waits_with_fresh_and_vault_update_files_are_followed() {
+    let env = Env::new();
+    let repo = std::fs::canonicalize(env.path()).unwrap().join("repo");
+    write(
+        &repo.join("docs/retry.md"),
+        "# Retry\n\nRetry with exponential backoff.\n",
+    );
+    write(
+        &repo.join("notes/plan.md"),
+        "# Plan\n\nShip the importer first.\n",
+    );
+    write(&repo.join("notes/other.md"), "# Other\n\nNot asked for.\n");
+    env.project("p", Some(&repo));
+    env.ok(&["project", "configure", "p", "--vault-collection", "docs"]);
+    let docs = repo.join("docs").to_string_lossy().into_owned();
+    env.json(&["reindex", &docs, "--collection", "docs"]);
+    let d = Daemon::start(&env, &[], &[]);
+    let client = env.serve(&["--project-id", "p"]).await;
+
+    write(
+        &repo.join("docs/retry.md"),
+        "# Retry\n\nA circuit breaker sheds load from a failing dependency.\n",
+    );
+    let r = client
+        .ok(
+            "search_knowledge",
+            json!({"query": "circuit breaker sheds load", "fresh": true, "min_score": -1.0}),
+        )
+        .await;
+    assert_eq!(r["freshness"]["complete"], true, "{r}");
+    assert!(
+        r["results"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("circuit breaker"),
+        "{r}"
+    );
+
+    let u = client
+        .ok("vault_update", json!({"path": "notes/plan.md"}))
+        .await;
+    assert_eq!(u["changed"], true, "{u}");
+    d.wait_for("plan.md collection=docs");
+    write(
+        &repo.join("notes/plan.md"),
+        "# Plan\n\nShip the exporter first.\n",
+    );
+    sync(&env);
+    let all = state(&env);
+    assert_eq!(all["notes/plan.md"], ["Ship the exporter first."]);
+    assert!(!all.contains_key("notes/other.md"), "{all:?}");
+    client.close().await;
+}

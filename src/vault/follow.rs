@@ -333,9 +333,8 @@ impl Shared {
         let started = Instant::now();
         let deadline = started + timeout;
         let mut g = self.lock();
-        let wanted = |r: &Root| {
-            r.held() && collections.is_none_or(|c| c.contains(&r.spec.collection))
-        };
+        let wanted =
+            |r: &Root| r.held() && collections.is_none_or(|c| c.contains(&r.spec.collection));
         let marks: Vec<(i64, u64)> = g
             .roots
             .iter()
