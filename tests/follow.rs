@@ -77,6 +77,52 @@ fn root_status(env: &Env) -> Value {
     env.json(&["vault", "status"])["collections"][0]["roots"][0].clone()
 }
 
+/// `cairn reindex DIR --watch` in the foreground, with its stderr line by line.
+struct Foreground {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Foreground {
+    fn start(env: &Env, dir: &Path) -> Foreground {
+        let d = dir.to_string_lossy().into_owned();
+        let mut child = env
+            .cmd(&["reindex", &d, "--watch"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                eprintln!("[watch] {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Foreground { child, lines }
+    }
+
+    /// Wait for a stderr line containing `needle`.
+    fn wait_for(&self, needle: &str) {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("no line with {needle:?}"));
+            if line.contains(needle) {
+                return;
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_daemon_follows_edits_atomic_saves_renames_moves_and_deletes() {
     let env = Env::new();
@@ -401,36 +447,8 @@ fn reindex_watch_follows_in_the_foreground_and_stops_on_sigint() {
     let env = Env::new();
     let docs = env.path().join("docs");
     write(&docs.join("a.md"), "# A\n\nfirst\n");
-    let d_arg = docs.to_string_lossy().into_owned();
-    let mut child = env
-        .cmd(&["reindex", &d_arg, "--watch"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, lines) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            eprintln!("[watch] {line}");
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let wait_for = |needle: &str| loop {
-        let line = lines
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("no line with {needle:?}"));
-        if line.contains(needle) {
-            break;
-        }
-    };
-    wait_for("stop with Ctrl-C");
+    let mut fg = Foreground::start(&env, &docs);
+    fg.wait_for("stop with Ctrl-C");
     write(&docs.join("b.md"), "# B\n\nsecond\n");
     sync(&env);
     assert_eq!(paths(&env), ["a.md", "b.md"]);
@@ -438,13 +456,13 @@ fn reindex_watch_follows_in_the_foreground_and_stops_on_sigint() {
     assert_eq!(st["following"], "watching", "{st}");
     assert!(
         Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
+            .args(["-INT", &fg.child.id().to_string()])
             .status()
             .unwrap()
             .success()
     );
-    wait_for("SIGINT: finishing the batch in hand");
-    assert!(child.wait().unwrap().success());
+    fg.wait_for("SIGINT: finishing the batch in hand");
+    assert!(fg.child.wait().unwrap().success());
     // Released at once: nobody follows it now.
     assert_eq!(root_status(&env)["following"], "not followed");
 }
@@ -461,46 +479,17 @@ fn one_follower_per_root_and_the_other_takes_over_when_it_stops() {
         "{holder}"
     );
     // A foreground follower of the same root stands by while the daemon holds it.
-    let docs = env.path().join("docs").to_string_lossy().into_owned();
-    let mut watch = env
-        .cmd(&["reindex", &docs, "--watch"])
-        .env("CAIRN_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = watch.stderr.take().unwrap();
-    let (tx, lines) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            eprintln!("[watch] {line}");
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let wait_for = |needle: &str| loop {
-        let line = lines
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("no line with {needle:?}"));
-        if line.contains(needle) {
-            break line;
-        }
-    };
-    wait_for("stop with Ctrl-C");
+    let mut watch = Foreground::start(&env, &env.path().join("docs"));
+    watch.wait_for("stop with Ctrl-C");
     assert_eq!(root_status(&env)["follower"], holder.as_str());
     first.term();
     assert!(first.wait().success());
     // The daemon released the root; the foreground follower claims it.
-    wait_for("following root=");
+    watch.wait_for("following root=");
     let now = root_status(&env)["follower"].as_str().unwrap().to_string();
-    assert!(now.contains(&format!(":{}:", watch.id())), "{now}");
-    let _ = watch.kill();
-    let _ = watch.wait();
+    assert!(now.contains(&format!(":{}:", watch.child.id())), "{now}");
+    let _ = watch.child.kill();
+    let _ = watch.child.wait();
 }
 
 /// The highest chunk id: ids are never reused, so a difference counts chunks written.

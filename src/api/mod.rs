@@ -32,6 +32,9 @@ pub struct Cairn {
     pub(crate) vault: crate::vault::VaultState,
     /// Tool calls in flight (a server counts them; background embedding waits for none).
     pub(crate) activity: std::sync::Arc<crate::activity::Activity>,
+    /// The vault follower running in this process, if any: `fresh` searches wait on it,
+    /// status shows its live state.
+    pub(crate) follower: std::sync::Mutex<Option<std::sync::Weak<crate::vault::follow::Shared>>>,
 }
 
 impl Cairn {
@@ -49,6 +52,7 @@ impl Cairn {
             learnings,
             vault: Default::default(),
             activity: Default::default(),
+            follower: Default::default(),
         })
     }
 

@@ -6,12 +6,12 @@ use crate::context::WorkContext;
 use crate::error::Result;
 use crate::vault::Vault;
 use crate::vault::documents::VaultHit;
-use crate::vault::follow::{FollowHost, FollowScope, Follower, Freshness};
+use crate::vault::follow::{FollowHost, FollowScope, Follower, Freshness, Shared};
 use crate::vault::reindex::{ReindexOptions, ReindexProgress, ReindexSummary};
 use crate::vault::rerank::Ranking;
 use crate::vault::roots::{CollectionStatus, FollowedRoot};
-use crate::vault::service::{DeleteResult, KnowledgeResults, UpdateResult};
-use std::sync::Arc;
+use crate::vault::service::{DeleteResult, Fresh, KnowledgeResults, UpdateResult};
+use std::sync::{Arc, PoisonError, Weak};
 use std::time::Duration;
 
 use super::Cairn;
@@ -21,9 +21,23 @@ impl FollowHost for Cairn {
     fn vault(&self) -> Vault<'_> {
         Cairn::vault(self)
     }
+
+    fn set_follower(&self, follower: Option<&Arc<Shared>>) {
+        *self.follower.lock().unwrap_or_else(PoisonError::into_inner) =
+            follower.map(Arc::downgrade);
+    }
 }
 
 impl Cairn {
+    /// The vault follower running in this process, if any.
+    fn follower(&self) -> Option<Arc<Shared>> {
+        self.follower
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .and_then(Weak::upgrade)
+    }
+
     /// Follow the recorded roots of `scope` until the follower is dropped.
     pub fn follow_vault(self: &Arc<Self>, scope: FollowScope) -> Result<Follower> {
         Follower::start(self.clone(), scope)
@@ -92,13 +106,16 @@ impl Cairn {
         max_per_document: Option<usize>,
         fresh: bool,
     ) -> Result<KnowledgeResults> {
+        let follower = self.follower();
+        let fresh = fresh.then_some(Fresh(follower.as_deref()));
         self.vault()
             .search_knowledge(work, query, top_k, min_score, max_per_document, fresh)
     }
 
     /// Every collection with its documents and followed roots (`cairn vault status`).
     pub fn vault_status(&self) -> Result<Vec<CollectionStatus>> {
-        self.vault().status()
+        let live = self.follower().map(|f| f.live());
+        self.vault().status(live.as_ref())
     }
 
     /// Wait (at most `timeout`) for the changes to the followed roots of `collections`
@@ -108,7 +125,9 @@ impl Cairn {
         collections: Option<&[String]>,
         timeout: Duration,
     ) -> Result<Freshness> {
-        self.vault().wait_fresh(collections, timeout)
+        let follower = self.follower();
+        self.vault()
+            .wait_fresh(collections, timeout, follower.as_deref())
     }
 
     /// `cairn vault sync`: wait until the files of the followed roots match the index.

@@ -42,7 +42,7 @@ use crate::error::{Error, Result};
 
 use super::handle::Vault;
 use super::reindex::{ReindexOptions, ReindexSummary};
-use super::roots::{FollowedRoot, HEARTBEAT, Report, RootKind};
+use super::roots::{FollowedRoot, HEARTBEAT, Live, Report, RootKind};
 
 /// Quiet time after a root's last event before its batch starts.
 pub const DEBOUNCE: Duration = Duration::from_millis(300);
@@ -58,9 +58,11 @@ const HOUSEKEEPING: Duration = Duration::from_secs(5);
 /// Wait after a failed batch before trying again.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 
-/// What a follower needs of the process: the vault over its store and state.
+/// What a follower needs of the process: the vault over its store and state, and a
+/// place to register itself (so that the process's `fresh` searches wait on it).
 pub trait FollowHost: Send + Sync + 'static {
     fn vault(&self) -> Vault<'_>;
+    fn set_follower(&self, follower: Option<&Arc<Shared>>);
 }
 
 /// Which recorded roots a follower follows.
@@ -239,11 +241,6 @@ impl Shared {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The follower's name in the leases.
-    pub(crate) fn name(&self) -> &str {
-        &self.me
-    }
-
     /// Route one notify event to the roots it concerns.
     fn on_event(&self, event: notify::Result<notify::Event>) {
         let event = match event {
@@ -384,14 +381,18 @@ impl Shared {
         }
     }
 
-    /// This follower's live reports of the roots it holds.
-    pub(crate) fn live_reports(&self) -> HashMap<i64, Report> {
-        self.lock()
-            .roots
-            .iter()
-            .filter(|(_, r)| r.held())
-            .map(|(id, r)| (*id, r.report()))
-            .collect()
+    /// This follower's live view of the roots it holds (for status).
+    pub fn live(&self) -> Live {
+        Live {
+            follower: self.me.clone(),
+            reports: self
+                .lock()
+                .roots
+                .iter()
+                .filter(|(_, r)| r.held())
+                .map(|(id, r)| (*id, r.report()))
+                .collect(),
+        }
     }
 }
 
@@ -585,7 +586,7 @@ impl Follower {
             watcher,
             dirs: HashMap::new(),
         };
-        host.vault().state.set_follower(Some(&shared));
+        host.set_follower(Some(&shared));
         let mut worker = Worker {
             host: host.clone(),
             shared: shared.clone(),
@@ -620,7 +621,7 @@ impl Drop for Follower {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        self.host.vault().state.set_follower(None);
+        self.host.set_follower(None);
         if let Err(e) = self.host.vault().release_roots(&self.shared.me) {
             tracing::warn!(error = %e, "could not release the followed roots");
         }
@@ -971,14 +972,15 @@ const SYNC_POLL: Duration = Duration::from_millis(100);
 impl Vault<'_> {
     /// Wait (at most `timeout`) until the changes to the followed roots of `collections`
     /// (every collection when `None`) are indexed. In the process that follows them
-    /// (the daemon) this waits for the changes its follower has seen; elsewhere it is
-    /// [`Vault::sync`].
+    /// (the daemon: `follower`) this waits for the changes its follower has seen;
+    /// elsewhere it is [`Vault::sync`].
     pub fn wait_fresh(
         &self,
         collections: Option<&[String]>,
         timeout: Duration,
+        follower: Option<&Shared>,
     ) -> Result<Freshness> {
-        if let Some(follower) = self.state.follower()
+        if let Some(follower) = follower
             && let Some(f) = follower.wait_fresh(collections, timeout)
         {
             return Ok(f);

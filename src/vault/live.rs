@@ -61,9 +61,6 @@ pub struct VaultState {
     live: Mutex<Option<Live>>,
     /// The BM25 index of chunks (the lexical half of the ranking).
     pub(crate) lexical: super::lexical::LexicalState,
-    /// The follower running in this process, if any (searches with `fresh: true` wait
-    /// on it).
-    follower: Mutex<Option<std::sync::Weak<super::follow::Shared>>>,
 }
 
 #[derive(Debug)]
@@ -129,28 +126,12 @@ impl Default for VaultState {
 }
 
 impl VaultState {
-    /// Make `follower` the one this process's searches wait on (`None`: none).
-    pub(crate) fn set_follower(&self, follower: Option<&Arc<super::follow::Shared>>) {
-        *self.follower.lock().unwrap_or_else(PoisonError::into_inner) =
-            follower.map(Arc::downgrade);
-    }
-
-    /// The follower running in this process, if any.
-    pub(crate) fn follower(&self) -> Option<Arc<super::follow::Shared>> {
-        self.follower
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .and_then(std::sync::Weak::upgrade)
-    }
-
     /// A state with an explicit embedder (tests, benchmarks).
     pub fn with_embedder(embedder: Box<dyn Embed>) -> VaultState {
         VaultState {
             embedder: Arc::from(embedder),
             live: Mutex::new(None),
             lexical: Default::default(),
-            follower: Mutex::new(None),
         }
     }
 

@@ -167,11 +167,18 @@ pub(crate) fn claim(tx: &Conn<'_>, id: i64, me: &str) -> Result<bool> {
 
 /// What a follower reports about one root.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Report {
+pub struct Report {
     pub state: &'static str,
     pub reason: Option<String>,
     pub pending: u64,
     pub last_sync_at: Option<String>,
+}
+
+/// A follower's live view: its name and its report on each root it holds.
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    pub follower: String,
+    pub reports: std::collections::HashMap<i64, Report>,
 }
 
 /// Write `me`'s report on root `id` (and renew its heartbeat); false when `me` no longer
@@ -253,13 +260,8 @@ struct Lease {
 
 impl Vault<'_> {
     /// Every collection with its documents and followed roots.
-    pub fn status(&self) -> Result<Vec<CollectionStatus>> {
-        let follower = self.state.follower();
-        let reports = follower
-            .as_ref()
-            .map(|f| f.live_reports())
-            .unwrap_or_default();
-        let me = follower.as_ref().map(|f| f.name().to_string());
+    /// `here`: what the follower of this process reports now, fresher than its rows.
+    pub fn status(&self, here: Option<&Live>) -> Result<Vec<CollectionStatus>> {
         self.store.snapshot(|c| {
             let counts: Vec<(String, i64, i64)> = c.query_map(
                 "SELECT d.collection, count(DISTINCT d.id), count(c.id)
@@ -318,10 +320,10 @@ impl Vault<'_> {
                     documents,
                     chunks,
                 };
-                if let Some(rep) = reports.get(&root.id) {
+                if let Some((me, rep)) = here.and_then(|l| Some((&l.follower, l.reports.get(&root.id)?))) {
                     status.following = rep.state.to_string();
                     status.reason = rep.reason.clone();
-                    status.follower = me.clone();
+                    status.follower = Some(me.clone());
                     status.pending = rep.pending;
                     status.last_sync_at = rep.last_sync_at.clone().or(status.last_sync_at);
                 }

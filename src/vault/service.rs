@@ -73,6 +73,11 @@ pub struct KnowledgeResults {
     pub freshness: Option<super::follow::Freshness>,
 }
 
+/// `fresh: true` on a search: wait for pending changes first, through this process's
+/// follower when it has one ([`Vault::wait_fresh`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Fresh<'a>(pub Option<&'a super::follow::Shared>);
+
 /// The result of `vault_update`.
 #[derive(Debug, Clone, Serialize)]
 pub struct UpdateResult {
@@ -327,7 +332,7 @@ impl Vault<'_> {
         top_k: Option<usize>,
         min_score: Option<f32>,
         max_per_document: Option<usize>,
-        fresh: bool,
+        fresh: Option<Fresh<'_>>,
     ) -> Result<KnowledgeResults> {
         if top_k.is_some_and(|k| k == 0 || k > MAX_KNOWLEDGE_TOP_K) {
             return Err(Error::invalid(
@@ -357,10 +362,11 @@ impl Vault<'_> {
                 project.slug, project.slug
             )));
         }
-        let freshness = if fresh {
-            Some(self.wait_fresh(Some(&collections), super::follow::FRESH_WAIT)?)
-        } else {
-            None
+        let freshness = match fresh {
+            Some(Fresh(follower)) => {
+                Some(self.wait_fresh(Some(&collections), super::follow::FRESH_WAIT, follower)?)
+            }
+            None => None,
         };
         let hits = self.search(query, top_k, Some(&collections), max_per_document)?;
         let best_score = hits.iter().map(|h| h.score).reduce(f32::max);

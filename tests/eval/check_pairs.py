@@ -5,7 +5,10 @@ Usage: python3 tests/eval/check_pairs.py [tests/eval/learning-pairs.jsonl] [--mi
 Exits non-zero and lists every problem found; prints the set's figures when it is valid.
 Standard library only.
 """
-import collections, json, re, sys, unicodedata
+import collections, json, os, re, sys, unicodedata
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_set import norm  # noqa: E402  (the normal form of add_learning, one copy)
 
 LABELS = {
     "duplicate": ("paraphrase", "restatement"),
@@ -27,12 +30,6 @@ def bad_char(s):
         if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn"):
             return f"U+{ord(c):04X} at {i}"
     return None
-
-
-def norm(p):
-    """The duplicate normal form of add_learning: lower case, runs of non-alphanumerics
-    folded to one space."""
-    return " ".join(re.sub(r"[^\w]+|_", " ", p.lower()).split())
 
 
 def words(p):
