@@ -242,32 +242,6 @@ pub(crate) fn is_no_space(e: &std::io::Error) -> bool {
     )
 }
 
-impl From<rusqlite::Error> for Error {
-    /// `SQLITE_FULL` is [`Error::StorageFull`] (the store names the database file, see
-    /// `Store::write`); everything else is [`Error::Database`].
-    fn from(e: rusqlite::Error) -> Self {
-        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
-            return Error::StorageFull {
-                what: "the database".into(),
-            };
-        }
-        Error::Database(e.to_string())
-    }
-}
-
-impl From<tokio_postgres::Error> for Error {
-    /// `disk_full` (SQLSTATE 53100) is [`Error::StorageFull`]; everything else is
-    /// [`Error::Database`] with the server's message.
-    fn from(e: tokio_postgres::Error) -> Self {
-        if e.code() == Some(&tokio_postgres::error::SqlState::DISK_FULL) {
-            return Error::StorageFull {
-                what: "the database".into(),
-            };
-        }
-        Error::Database(crate::db::describe_pg(&e))
-    }
-}
-
 impl From<serde_json::Error> for Error {
     fn from(e: serde_json::Error) -> Self {
         Error::Internal(format!("json: {e}"))
@@ -322,7 +296,7 @@ mod tests {
 
     #[test]
     fn storage_and_database_failures_are_internal_unless_full() {
-        let db = Error::from(rusqlite::Error::InvalidQuery);
+        let db = Error::Database("no such table".into());
         assert_eq!(db.kind(), ErrorKind::Internal);
         assert!(db.is_internal());
         let io = Error::io("/x", std::io::Error::other("boom"));

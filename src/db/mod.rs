@@ -19,7 +19,6 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
-pub(crate) use pg::describe as describe_pg;
 pub use pg::{CHANGES_CHANNEL, PgConn, PgConnector, PgListener, redact};
 
 /// Which SQL dialect a [`Conn`] speaks.

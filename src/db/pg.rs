@@ -23,6 +23,20 @@ use tokio_postgres::{Client, NoTls, Statement};
 use super::{Row, Value};
 use crate::error::{Error, Result};
 
+// The driver's errors become Cairn's here, beside the only code that names the driver.
+impl From<tokio_postgres::Error> for Error {
+    /// `disk_full` (SQLSTATE 53100) is [`Error::StorageFull`]; everything else is
+    /// [`Error::Database`] with the server's message.
+    fn from(e: tokio_postgres::Error) -> Self {
+        if e.code() == Some(&tokio_postgres::error::SqlState::DISK_FULL) {
+            return Error::StorageFull {
+                what: "the database".into(),
+            };
+        }
+        Error::Database(describe(&e))
+    }
+}
+
 /// An open PostgreSQL connection.
 pub struct PgConn {
     client: Client,

@@ -5,7 +5,21 @@ use std::sync::Arc;
 use rusqlite::types::{Value as SqlValue, ValueRef};
 
 use super::{Row, Value};
-use crate::error::Result;
+use crate::error::{Error, Result};
+
+// The driver's errors become Cairn's here, beside the only code that names the driver.
+impl From<rusqlite::Error> for Error {
+    /// `SQLITE_FULL` is [`Error::StorageFull`] (the store names the database file, see
+    /// `Store::write`); everything else is [`Error::Database`].
+    fn from(e: rusqlite::Error) -> Self {
+        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
+            return Error::StorageFull {
+                what: "the database".into(),
+            };
+        }
+        Error::Database(e.to_string())
+    }
+}
 
 fn bind(values: &[Value]) -> impl Iterator<Item = SqlValue> + '_ {
     values.iter().map(|v| match v {
