@@ -27,6 +27,8 @@ pub struct Activity {
 struct State {
     in_flight: usize,
     last_ended: Instant,
+    /// Threads blocked in [`Activity::wait_quiet`] now.
+    waiting: usize,
 }
 
 impl Default for Activity {
@@ -38,6 +40,7 @@ impl Default for Activity {
                 last_ended: Instant::now()
                     .checked_sub(QUIET_GAP)
                     .unwrap_or_else(Instant::now),
+                waiting: 0,
             }),
             quiet: Condvar::new(),
         }
@@ -76,6 +79,13 @@ impl Activity {
         self.lock().in_flight
     }
 
+    /// Threads blocked in [`Activity::wait_quiet`] now: a test knows a waiter is waiting
+    /// (rather than not started yet) without sleeping.
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
+        self.lock().waiting
+    }
+
     /// Wait until it is quiet (no call in flight, none ended in the last [`QUIET_GAP`])
     /// or `deadline` passed, whichever comes first. Returns whether it is quiet.
     pub fn wait_quiet(&self, deadline: Instant) -> bool {
@@ -94,11 +104,13 @@ impl Activity {
             } else {
                 deadline
             };
+            s.waiting += 1;
             s = self
                 .quiet
                 .wait_timeout(s, until - now)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
+            s.waiting -= 1;
         }
     }
 }
@@ -127,16 +139,23 @@ mod tests {
         drop(second);
         let waiter = {
             let a = a.clone();
-            std::thread::spawn(move || a.wait_quiet(Instant::now() + Duration::from_secs(3600)))
+            std::thread::spawn(move || {
+                let quiet = a.wait_quiet(Instant::now() + Duration::from_secs(3600));
+                (quiet, Instant::now())
+            })
         };
-        // The waiter cannot return before the last claim drops (an hour's deadline).
-        std::thread::sleep(Duration::from_millis(20));
-        assert!(!waiter.is_finished());
+        // The waiter is blocked in the wait (an hour's deadline) while a claim is held: a
+        // wait that returned at once would have finished instead.
+        while a.waiting() == 0 {
+            assert!(!waiter.is_finished(), "returned with a call in flight");
+            std::thread::yield_now();
+        }
         let ended = Instant::now();
         drop(claim);
-        assert!(waiter.join().unwrap());
+        let (quiet, returned) = waiter.join().unwrap();
+        assert!(quiet);
         assert!(
-            ended.elapsed() >= QUIET_GAP,
+            returned >= ended + QUIET_GAP,
             "quiet only once no call ended for the gap"
         );
         assert_eq!(a.in_flight(), 0);

@@ -939,7 +939,12 @@ mod tests {
                     .unwrap();
                 done_tx.send(v.len()).unwrap();
             });
-            // While the claim is held nothing ran (whatever the scheduling).
+            // The background call is blocked in its wait while the claim is held; had it
+            // not waited, it would have run and answered instead.
+            while e.foreground.waiting() == 0 {
+                assert!(done_rx.try_recv().is_err(), "ran while the claim was held");
+                std::thread::yield_now();
+            }
             assert_eq!(e.stats().texts, 0);
             assert!(done_rx.try_recv().is_err());
             drop(claim);
