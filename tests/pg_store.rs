@@ -335,17 +335,48 @@ fn postgres_a_read_failing_on_a_live_connection_runs_once_and_keeps_it() {
     assert_eq!(backend(), before, "the connection was replaced");
 }
 
-/// Reads beyond the cap of read connections wait for one instead of opening more: 20
-/// reads at once, each holding its connection for half a second, all succeed, and the
-/// server never sees more than the cap (plus the writer).
+/// Reads beyond the cap of read connections wait for one instead of opening more: the
+/// cap plus 4 reads at once, each blocked at the server on a lock the writer holds until
+/// the cap of them are blocked there, all succeed, and the server never sees more than
+/// the cap (plus the writer).
 #[test]
 fn postgres_read_connections_are_capped_and_reads_past_the_cap_wait() {
     let dir = tempfile::tempdir().unwrap();
     let (store, db) = open(dir.path(), "capped");
     let cap = cairn::store::PG_READERS_MAX;
     let reads = cap + 4;
+    // Every read blocks on an advisory lock the writer holds until `cap` reads wait on
+    // it at the server: they all overlap by construction, not by a timing window.
+    let blocked_at_server = || -> i64 {
+        PgCluster::shared()
+            .ok(
+                &db,
+                &format!(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = '{db}' \
+                     AND wait_event_type = 'Lock' AND wait_event = 'advisory'"
+                ),
+            )
+            .parse()
+            .unwrap()
+    };
     let done = std::sync::atomic::AtomicBool::new(false);
-    let (most, answers) = std::thread::scope(|s| {
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let (locked, is_locked) = std::sync::mpsc::channel::<()>();
+    let (most, answers, seen_blocked) = std::thread::scope(|s| {
+        let store = &store;
+        let writer = s.spawn(move || {
+            store.write(|c| {
+                c.query_row(
+                    "SELECT 1 FROM (SELECT pg_advisory_xact_lock(42)) AS l",
+                    [],
+                    |r| r.get::<usize, i64>(0),
+                )?;
+                locked.send(()).unwrap();
+                released.recv().unwrap();
+                Ok(())
+            })
+        });
+        is_locked.recv().unwrap();
         let watcher = s.spawn(|| {
             let mut most = 0;
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
@@ -356,18 +387,39 @@ fn postgres_read_connections_are_capped_and_reads_past_the_cap_wait() {
         let readers: Vec<_> = (0..reads)
             .map(|_| {
                 s.spawn(|| {
-                    store.read(|c| c.query_row("SELECT 1 FROM pg_sleep(0.5)", [], |r| r.get(0)))
+                    store.read(|c| {
+                        c.query_row(
+                            "SELECT 1 FROM (SELECT pg_advisory_xact_lock_shared(42)) AS l",
+                            [],
+                            |r| r.get(0),
+                        )
+                    })
                 })
             })
             .collect();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut seen_blocked = blocked_at_server();
+        while seen_blocked < cap as i64 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{seen_blocked} reads blocked"
+            );
+            seen_blocked = blocked_at_server();
+        }
+        release.send(()).unwrap();
+        writer.join().unwrap().unwrap();
         let answers: Vec<cairn::Result<i64>> =
             readers.into_iter().map(|r| r.join().unwrap()).collect();
         done.store(true, std::sync::atomic::Ordering::Relaxed);
-        (watcher.join().unwrap(), answers)
+        (watcher.join().unwrap(), answers, seen_blocked)
     });
     for a in &answers {
         assert_eq!(a.as_ref().ok(), Some(&1), "{a:?}");
     }
+    assert_eq!(
+        seen_blocked, cap as i64,
+        "reads blocked at the server: the cap"
+    );
     assert_eq!(
         most,
         cap as i64 + 1,
