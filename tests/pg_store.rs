@@ -362,7 +362,7 @@ fn postgres_read_connections_are_capped_and_reads_past_the_cap_wait() {
     let done = std::sync::atomic::AtomicBool::new(false);
     let (release, released) = std::sync::mpsc::channel::<()>();
     let (locked, is_locked) = std::sync::mpsc::channel::<()>();
-    let (most, answers, seen_blocked) = std::thread::scope(|s| {
+    let (most, answers, (seen_blocked, at_block)) = std::thread::scope(|s| {
         let store = &store;
         let writer = s.spawn(move || {
             store.write(|c| {
@@ -406,12 +406,18 @@ fn postgres_read_connections_are_capped_and_reads_past_the_cap_wait() {
             );
             seen_blocked = blocked_at_server();
         }
+        // Every read connection is busy now: the cap of them and the writer.
+        let at_block = backends(&db);
         release.send(()).unwrap();
         writer.join().unwrap().unwrap();
         let answers: Vec<cairn::Result<i64>> =
             readers.into_iter().map(|r| r.join().unwrap()).collect();
         done.store(true, std::sync::atomic::Ordering::Relaxed);
-        (watcher.join().unwrap(), answers, seen_blocked)
+        (
+            watcher.join().unwrap().max(at_block),
+            answers,
+            (seen_blocked, at_block),
+        )
     });
     for a in &answers {
         assert_eq!(a.as_ref().ok(), Some(&1), "{a:?}");
@@ -421,8 +427,13 @@ fn postgres_read_connections_are_capped_and_reads_past_the_cap_wait() {
         "reads blocked at the server: the cap"
     );
     assert_eq!(
+        at_block,
+        cap as i64 + 1,
+        "backends while the reads were blocked: {cap} readers and the writer"
+    );
+    assert_eq!(
         most,
         cap as i64 + 1,
-        "backends seen at most: {cap} readers and the writer"
+        "backends seen at most, all along: {cap} readers and the writer"
     );
 }
