@@ -624,3 +624,20 @@ async fn search_knowledge_waits_with_fresh_and_vault_update_files_are_followed()
     assert!(!all.contains_key("notes/other.md"), "{all:?}");
     client.close().await;
 }
+
+/// A root whose parent directory is renamed gets no event on its own watches; the
+/// follower still notices within its housekeeping and stops following it.
+#[test]
+fn a_root_whose_parent_is_renamed_is_not_followed() {
+    let env = Env::new();
+    let parent = env.path().join("parent");
+    write(&parent.join("inner/deep.md"), "# Deep\n\ninside a parent\n");
+    let inner = std::fs::canonicalize(parent.join("inner")).unwrap();
+    env.json(&["reindex", &inner.to_string_lossy()]);
+    let d = Daemon::start(&env, &[], &[]);
+    std::fs::rename(&parent, env.path().join("parent.moved")).unwrap();
+    d.wait_for(&format!("reason={} is gone", inner.display()));
+    let st = root_status(&env);
+    assert_eq!(st["following"], "not followed", "{st}");
+    assert_eq!(st["documents"], 1, "its documents are kept: {st}");
+}

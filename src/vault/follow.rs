@@ -737,6 +737,18 @@ impl Worker {
                     }
                 }
                 Some(Mode::NotFollowed(_)) if health(r).is_ok() => self.begin(r),
+                // Gone without an event on the root itself (a parent renamed or replaced):
+                // a batch finds it and stops following it.
+                Some(Mode::Watching | Mode::Rescanning(_)) if health(r).is_err() => {
+                    let mut g = self.shared.lock();
+                    g.seq += 1;
+                    let seq = g.seq;
+                    if let Some(root) = g.roots.get_mut(&r.id) {
+                        root.accept(r.watched_dir(), false, seq);
+                    }
+                    drop(g);
+                    self.shared.wake.notify_all();
+                }
                 _ => {}
             }
         }
