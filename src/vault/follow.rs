@@ -553,12 +553,15 @@ impl std::fmt::Debug for Follower {
     }
 }
 
-/// This process's name in the leases.
+/// A follower's name in the leases: `host:pid:start#n`, `n` counting the followers this
+/// process started (two in one process never share a lease).
 fn follower_name() -> String {
+    static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "localhost".into());
-    format!("{host}:{}:{}", std::process::id(), now_iso())
+    format!("{host}:{}:{}#{n}", std::process::id(), now_iso())
 }
 
 impl Follower {
