@@ -102,6 +102,21 @@ pub struct Project {
     pub updated_at: String,
 }
 
+impl Project {
+    /// The vault collections `search_knowledge` searches (`vault.collections`), in
+    /// order; empty when none are configured.
+    pub(crate) fn vault_collections(&self) -> Vec<String> {
+        self.settings["vault"]["collections"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
 /// An issue (a Colibri task is the same record).
 #[derive(Debug, Clone, Serialize)]
 pub struct Issue {

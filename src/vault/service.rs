@@ -345,14 +345,7 @@ impl Vault<'_> {
             return Err(Error::invalid("min_score", "must be between -1 and 1"));
         }
         let project = crate::issues::project(self.store, session.require_project()?)?;
-        let collections: Vec<String> = project.settings["vault"]["collections"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let collections = project.vault_collections();
         if collections.is_empty() {
             return Err(Error::FailedPrecondition(format!(
                 "project {} has no vault configuration: name its collections with \
@@ -513,11 +506,10 @@ impl Vault<'_> {
 /// The collection of a file `vault_update` adds (see the module docs).
 fn default_collection(root: &DocRoot) -> String {
     match &root.project {
-        Some(p) => p.settings["vault"]["collections"]
-            .as_array()
-            .and_then(|a| a.first())
-            .and_then(|v| v.as_str())
-            .map(String::from)
+        Some(p) => p
+            .vault_collections()
+            .into_iter()
+            .next()
             .unwrap_or_else(|| p.slug.clone()),
         None => root
             .dir
