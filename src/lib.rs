@@ -29,6 +29,7 @@ pub mod daemon;
 pub mod db;
 mod disk_index;
 pub mod error;
+mod failpoint;
 pub mod eval;
 pub mod issues;
 pub mod learnings;

@@ -73,7 +73,7 @@ impl ServerHandler for DaemonHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let b = bound(&context)?;
-        if std::env::var("CAIRN_FAILPOINT").is_ok_and(|v| v == HOLD_CALL_FAILPOINT) {
+        if crate::failpoint::is_set(HOLD_CALL_FAILPOINT) {
             tracing::info!(token = %b.id, tool = %request.name, "failpoint {HOLD_CALL_FAILPOINT}: holding the call");
             self.stopping.cancelled().await;
         }

@@ -54,7 +54,8 @@
 //! made by another process counts on the next search. Filters (project, quality) run
 //! inside the top-k collection, which keeps block-WAND pruning.
 //!
-//! Failpoint for tests: `CAIRN_FAILPOINT=learnings-index-commit` aborts the process
+//! Failpoint for tests (`crate::failpoint`, `testing` builds only):
+//! `CAIRN_FAILPOINT=learnings-index-commit` aborts the process
 //! after the segment files are written and before the commit is published.
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -102,7 +103,6 @@ pub const COMMIT_SPACING: Duration = Duration::from_millis(200);
 /// Rows read from SQLite per batch while indexing.
 const BATCH: usize = 5_000;
 
-const FAILPOINT_ENV: &str = "CAIRN_FAILPOINT";
 
 /// The searchable fields. `text` holds the analysed words, in [`FIELD_WEIGHTS`] order;
 /// `scoped` holds the same words prefixed with the learning's project id
@@ -335,7 +335,7 @@ fn register(index: &Index) {
 }
 
 fn failpoint(name: &str) {
-    if std::env::var(FAILPOINT_ENV).is_ok_and(|v| v == name) {
+    if crate::failpoint::is_set(name) {
         tracing::error!("failpoint {name}: aborting");
         std::process::abort();
     }
