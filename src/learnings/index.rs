@@ -103,7 +103,6 @@ pub const COMMIT_SPACING: Duration = Duration::from_millis(200);
 /// Rows read from SQLite per batch while indexing.
 const BATCH: usize = 5_000;
 
-
 /// The searchable fields. `text` holds the analysed words, in [`FIELD_WEIGHTS`] order;
 /// `scoped` holds the same words prefixed with the learning's project id
 /// (`proj_1a2b…:import`), so that a search of one project walks only that project's
