@@ -685,10 +685,14 @@ impl Worker {
                     next_house = Instant::now() + HOUSEKEEPING;
                 }
                 Job::Batch(id) => {
-                    self.batch(id);
-                    // Status in other processes shows the batch at once.
+                    let notice = self.batch(id);
+                    // Status in other processes shows the batch at once, and before the
+                    // log line that announces a change of state.
                     if let Err(e) = self.report(false) {
                         tracing::warn!(error = %e, "following: reporting failed; retrying");
+                    }
+                    if let Some((notice, spec)) = notice {
+                        notice.log(&spec);
                     }
                 }
             }
@@ -845,12 +849,13 @@ impl Worker {
     }
 
     /// Run one root's batch.
-    fn batch(&mut self, id: i64) {
+    /// Run one root's batch; what changed in the root's state, to announce once the
+    /// report is written (so that status shows it by the time the log says it).
+    fn batch(&mut self, id: i64) -> Option<(Notice, FollowedRoot)> {
+        let mut notice = None;
         let (spec, only, mark) = {
             let mut g = self.shared.lock();
-            let Some(r) = g.roots.get_mut(&id) else {
-                return;
-            };
+            let r = g.roots.get_mut(&id)?;
             let only = if r.full {
                 None
             } else {
@@ -891,7 +896,7 @@ impl Worker {
                     // A whole rescan with every watch in place and no overflow during
                     // it: events are trusted again.
                     if matches!(r.mode, Mode::Rescanning(_)) && only.is_none() && !r.overflowed {
-                        tracing::info!(root = %spec.path().display(), "rescanned; following events again");
+                        notice = Some(Notice::Back);
                         r.mode = Mode::Watching;
                     }
                 }
@@ -899,7 +904,7 @@ impl Worker {
                     r.done = r.done.max(mark);
                     r.last_sync = Some(now_iso());
                     if !matches!(r.mode, Mode::Rescanning(_)) {
-                        tracing::warn!(root = %spec.path().display(), %reason, "falling back to a rescan every {} s", RESCAN_EVERY.as_secs());
+                        notice = Some(Notice::Limit(reason.clone()));
                     }
                     r.mode = Mode::Rescanning(reason);
                     r.full = true;
@@ -907,7 +912,7 @@ impl Worker {
                 }
                 Ok(Outcome::Gone(reason)) => {
                     if !matches!(r.mode, Mode::NotFollowed(_)) {
-                        tracing::warn!(root = %spec.path().display(), collection = %spec.collection, %reason, "not following this root until it is a real directory again");
+                        notice = Some(Notice::Gone(reason.clone()));
                     }
                     r.mode = Mode::NotFollowed(reason);
                     r.done = r.done.max(mark);
@@ -935,6 +940,7 @@ impl Worker {
             self.watches.forget(id);
         }
         self.shared.settled.notify_all();
+        notice.map(|n| (n, spec))
     }
 
     fn run_batch(&mut self, spec: &FollowedRoot, only: Option<Vec<PathBuf>>) -> Result<Outcome> {
@@ -968,6 +974,39 @@ impl Worker {
                 Ok(Outcome::Gone(e.to_string()))
             }
             Err(e) => Err(e),
+        }
+    }
+}
+
+/// A change of a root's state, logged after it is reported.
+enum Notice {
+    /// Rescanned without an overflow: following events again.
+    Back,
+    /// The kernel refused a watch.
+    Limit(String),
+    /// The root is gone or no longer a real directory.
+    Gone(String),
+}
+
+impl Notice {
+    fn log(&self, spec: &FollowedRoot) {
+        let root = spec.path();
+        match self {
+            Notice::Back => {
+                tracing::info!(root = %root.display(), "rescanned; following events again")
+            }
+            Notice::Limit(reason) => tracing::warn!(
+                root = %root.display(),
+                %reason,
+                "falling back to a rescan every {} s",
+                RESCAN_EVERY.as_secs()
+            ),
+            Notice::Gone(reason) => tracing::warn!(
+                root = %root.display(),
+                collection = %spec.collection,
+                %reason,
+                "not following this root until it is a real directory again"
+            ),
         }
     }
 }
