@@ -179,8 +179,9 @@ impl Root {
         Report {
             state,
             reason,
+            // A pending rescan counts as one (its paths are unknown until it walks).
             pending: if self.full {
-                self.targets.len().max(1) as u64
+                1
             } else {
                 self.targets.len() as u64
             } + u64::from(self.running && self.done < self.seen),
@@ -300,6 +301,19 @@ impl Shared {
         if woke {
             self.wake.notify_all();
         }
+    }
+
+    /// Record a path (or, with `rescan`, a whole rescan) for root `id` as a new event,
+    /// and wake the worker.
+    fn push(&self, id: i64, path: PathBuf, rescan: bool) {
+        let mut g = self.lock();
+        g.seq += 1;
+        let seq = g.seq;
+        if let Some(root) = g.roots.get_mut(&id) {
+            root.accept(path, rescan, seq);
+        }
+        drop(g);
+        self.wake.notify_all();
     }
 
     /// Every root that follows events rescans; they show `rescanning` until a rescan
@@ -747,14 +761,7 @@ impl Worker {
                 // Gone without an event on the root itself (a parent renamed or replaced):
                 // a batch finds it and stops following it.
                 Some(Mode::Watching | Mode::Rescanning(_)) if health(r).is_err() => {
-                    let mut g = self.shared.lock();
-                    g.seq += 1;
-                    let seq = g.seq;
-                    if let Some(root) = g.roots.get_mut(&r.id) {
-                        root.accept(r.watched_dir(), false, seq);
-                    }
-                    drop(g);
-                    self.shared.wake.notify_all();
+                    self.shared.push(r.id, r.watched_dir(), false);
                 }
                 _ => {}
             }
@@ -827,19 +834,14 @@ impl Worker {
                 Mode::NotFollowed(reason)
             }
         };
-        let mut g = self.shared.lock();
-        g.seq += 1;
-        let seq = g.seq;
-        if let Some(r) = g.roots.get_mut(&spec.id) {
-            let follows = !matches!(mode, Mode::NotFollowed(_));
+        let follows = !matches!(mode, Mode::NotFollowed(_));
+        if let Some(r) = self.shared.lock().roots.get_mut(&spec.id) {
             r.mode = mode;
             r.reported = None;
-            if follows {
-                r.accept(PathBuf::new(), true, seq);
-            }
         }
-        drop(g);
-        self.shared.wake.notify_all();
+        if follows {
+            self.shared.push(spec.id, PathBuf::new(), true);
+        }
     }
 
     fn set_mode(&self, id: i64, mode: Mode) {

@@ -51,7 +51,7 @@ use super::handle::Vault;
 use super::identity::relative_path;
 use super::ingest::{Committed, Pending, is_current, is_markdown, read_file};
 use super::live::vault_dir;
-use super::roots::{FollowedRoot, RootKind, covers, record};
+use super::roots::{FollowedRoot, RootKind, covers};
 
 /// Chunks gathered before one call to the model.
 pub const EMBED_GROUP: usize = 512;
@@ -284,16 +284,7 @@ impl Vault<'_> {
             s.files_removed = gone.len();
         }
         if !opts.follower {
-            self.store.write(|tx| {
-                record(
-                    tx,
-                    &root.key,
-                    &prefix,
-                    RootKind::Dir,
-                    &collection,
-                    &root.dir,
-                )
-            })?;
+            self.record_root(&root.key, &prefix, RootKind::Dir, &collection, &root.dir)?;
         }
         s.index_points = if opts.rebuild {
             self.state.rebuild(self.store, &index_dir)?

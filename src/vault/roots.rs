@@ -91,9 +91,18 @@ pub(crate) fn covers(prefix: &str, path: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('/'))
 }
 
-/// Record a root (once; a root already covered by a recorded directory of the same root
-/// and collection is not recorded again).
-pub(crate) fn record(
+/// Whether `roots` already follow `prefix` of `root_key` in `collection`: the same
+/// root, or a recorded directory above it.
+fn is_recorded(roots: &[FollowedRoot], root_key: &str, prefix: &str, collection: &str) -> bool {
+    roots.iter().any(|r| {
+        r.root_key == root_key
+            && r.collection == collection
+            && (r.prefix == prefix || (r.kind == RootKind::Dir && covers(&r.prefix, prefix)))
+    })
+}
+
+/// Record a root unless it is recorded already ([`is_recorded`]).
+fn record(
     tx: &Conn<'_>,
     root_key: &str,
     prefix: &str,
@@ -101,12 +110,7 @@ pub(crate) fn record(
     collection: &str,
     dir: &Path,
 ) -> Result<()> {
-    let covered = list(tx)?.iter().any(|r| {
-        r.root_key == root_key
-            && r.collection == collection
-            && (r.prefix == prefix || (r.kind == RootKind::Dir && covers(&r.prefix, prefix)))
-    });
-    if covered {
+    if is_recorded(&list(tx)?, root_key, prefix, collection) {
         return Ok(());
     }
     tx.execute(
@@ -127,13 +131,20 @@ pub(crate) fn record(
 
 /// Every recorded root, oldest first.
 pub(crate) fn list(c: &Conn<'_>) -> Result<Vec<FollowedRoot>> {
+    Ok(with_leases(c)?.into_iter().map(|(root, _)| root).collect())
+}
+
+/// Every recorded root with its lease and last report, oldest first.
+fn with_leases(c: &Conn<'_>) -> Result<Vec<(FollowedRoot, Lease)>> {
     c.query_map(
-        "SELECT id, root_key, prefix, kind, collection, dir FROM vault_roots ORDER BY id",
+        "SELECT id, root_key, prefix, kind, collection, dir,
+                follower, state, reason, pending, last_sync_at, heartbeat_at
+         FROM vault_roots ORDER BY id",
         params![],
         |r| {
             let kind: String = r.get(3)?;
             let dir: String = r.get(5)?;
-            Ok(FollowedRoot {
+            let root = FollowedRoot {
                 id: r.get(0)?,
                 root_key: r.get(1)?,
                 prefix: r.get(2)?,
@@ -144,7 +155,16 @@ pub(crate) fn list(c: &Conn<'_>) -> Result<Vec<FollowedRoot>> {
                 },
                 collection: r.get(4)?,
                 dir: PathBuf::from(dir),
-            })
+            };
+            let lease = Lease {
+                follower: r.get(6)?,
+                state: r.get(7)?,
+                reason: r.get(8)?,
+                pending: r.get(9)?,
+                last_sync_at: r.get(10)?,
+                heartbeat_at: r.get(11)?,
+            };
+            Ok((root, lease))
         },
     )
 }
@@ -248,7 +268,7 @@ pub struct CollectionStatus {
     pub roots: Vec<RootStatus>,
 }
 
-/// Who follows a root now: the follower and its report, when its lease is live.
+/// A root's lease and its follower's last report, as stored.
 struct Lease {
     follower: Option<String>,
     state: Option<String>,
@@ -256,6 +276,14 @@ struct Lease {
     pending: i64,
     last_sync_at: Option<String>,
     heartbeat_at: Option<String>,
+}
+
+impl Lease {
+    /// Whether a follower holds it now (heartbeat within [`LEASE`]; `cutoff` from
+    /// [`lease_cutoff`]).
+    fn is_live(&self, cutoff: &str) -> bool {
+        self.follower.is_some() && self.heartbeat_at.as_deref().is_some_and(|h| h >= cutoff)
+    }
 }
 
 impl Vault<'_> {
@@ -280,25 +308,9 @@ impl Vault<'_> {
                 })
                 .collect();
             let cutoff = lease_cutoff();
-            for root in list(c)? {
-                let lease = c.query_row(
-                    "SELECT follower, state, reason, pending, last_sync_at, heartbeat_at
-                     FROM vault_roots WHERE id = ?1",
-                    params![root.id],
-                    |r| {
-                        Ok(Lease {
-                            follower: r.get(0)?,
-                            state: r.get(1)?,
-                            reason: r.get(2)?,
-                            pending: r.get(3)?,
-                            last_sync_at: r.get(4)?,
-                            heartbeat_at: r.get(5)?,
-                        })
-                    },
-                )?;
+            for (root, lease) in with_leases(c)? {
                 let (documents, chunks) = root_counts(c, &root)?;
-                let live = lease.follower.is_some()
-                    && lease.heartbeat_at.as_deref().is_some_and(|h| *h >= *cutoff);
+                let live = lease.is_live(&cutoff);
                 let mut status = RootStatus {
                     root: root.path().to_string_lossy().into_owned(),
                     kind: root.kind,
@@ -350,15 +362,28 @@ impl Vault<'_> {
     /// Whether a follower holds a live lease on root `id` now.
     pub(crate) fn is_followed(&self, id: i64) -> Result<bool> {
         let cutoff = lease_cutoff();
-        self.store.read(|c| {
-            Ok(c.query_opt(
-                "SELECT 1 FROM vault_roots
-                 WHERE id = ?1 AND follower IS NOT NULL AND heartbeat_at >= ?2",
-                params![id, cutoff.as_str()],
-                |r| r.get::<_, i64>(0),
-            )?
-            .is_some())
-        })
+        Ok(self
+            .store
+            .read(with_leases)?
+            .iter()
+            .any(|(root, lease)| root.id == id && lease.is_live(&cutoff)))
+    }
+
+    /// Record a followed root (`cairn reindex`, `vault_update`): a read, and a write
+    /// only the first time.
+    pub(crate) fn record_root(
+        &self,
+        root_key: &str,
+        prefix: &str,
+        kind: RootKind,
+        collection: &str,
+        dir: &Path,
+    ) -> Result<()> {
+        if is_recorded(&self.followed_roots()?, root_key, prefix, collection) {
+            return Ok(());
+        }
+        self.store
+            .write(|tx| record(tx, root_key, prefix, kind, collection, dir))
     }
 
     /// Claim or renew root `id` for the follower `me`.

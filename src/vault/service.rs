@@ -40,7 +40,7 @@ use super::ingest::{Pending, is_current, is_markdown, read_file};
 use super::lexical::lexical_dir;
 use super::live::vault_dir;
 use super::rerank::{self, Candidate, Ranking};
-use super::roots::{RootKind, record};
+use super::roots::RootKind;
 
 /// Largest `top_k` of a vault search.
 pub const MAX_TOP_K: usize = 50;
@@ -423,10 +423,6 @@ impl Vault<'_> {
             Some(d) => d.collection.clone(),
             None => default_collection(&root),
         };
-        if root.project.is_some() {
-            self.store
-                .write(|tx| record(tx, &root.key, &rel, RootKind::File, &collection, &root.dir))?;
-        }
         if let Some(doc) = &existing
             && is_current(doc, &read.hash, &collection, self.model_id())
         {
@@ -437,6 +433,7 @@ impl Vault<'_> {
                     |r| r.get::<_, i64>(0),
                 )? as usize)
             })?;
+            self.follow_file(&root, &rel, &collection)?;
             return Ok(UpdateResult {
                 path: rel,
                 collection,
@@ -463,6 +460,7 @@ impl Vault<'_> {
             .ok_or_else(|| Error::Internal("no commit result".into()))?;
         self.state
             .after_write(self.store, &vault_dir(&self.store.index_dir()), false)?;
+        self.follow_file(&root, &rel, &collection)?;
         Ok(UpdateResult {
             path: rel,
             collection,
@@ -473,6 +471,14 @@ impl Vault<'_> {
             removed: done.removed,
             removed_characters: done.sanitized.non_empty(),
         })
+    }
+
+    /// A file `vault_update` indexed in a project is followed from then on.
+    fn follow_file(&self, root: &DocRoot, rel: &str, collection: &str) -> Result<()> {
+        match root.project {
+            Some(_) => self.record_root(&root.key, rel, RootKind::File, collection, &root.dir),
+            None => Ok(()),
+        }
     }
 
     /// `vault_delete`: remove one document and all its chunks and vectors.
