@@ -340,6 +340,9 @@ fn corpus(n: usize) -> PathBuf {
             applies_to: g.applies_to,
             learning_type: None,
             created_by: "bench".into(),
+            agent_type: "bench".into(),
+            merge: false,
+            supersedes: Vec::new(),
         });
         if batch.len() == 5_000 {
             cairn.add_learnings(&batch).unwrap();
@@ -423,6 +426,7 @@ fn search(cairn: &Cairn, q: &str, ranking: Ranking) -> usize {
                 scope: SearchScope::Project("proj3".into()),
                 limit: Some(LIMIT),
                 min_quality_score: None,
+                include_superseded: false,
             },
             ranking,
         )
@@ -635,6 +639,9 @@ fn bench(c: &mut Criterion) {
                         applies_to: gen_.applies_to,
                         learning_type: None,
                         created_by: "bench".into(),
+                        agent_type: "bench".into(),
+                        merge: false,
+                        supersedes: Vec::new(),
                     })
                     .unwrap()
             })

@@ -623,6 +623,7 @@ fn search(cairn: &Cairn, q: usize) -> cairn::error::Result<usize> {
             scope: SearchScope::All,
             limit: None,
             min_quality_score: None,
+            include_superseded: false,
         })
         .map(|r| r.count)
 }
@@ -682,6 +683,9 @@ fn learning(issue: &str, w: usize, n: usize) -> NewLearning {
         applies_to: vec![format!("src/{}/", subject.replace(' ', "_"))],
         learning_type: None,
         created_by: "bench".into(),
+        agent_type: "test".into(),
+        merge: false,
+        supersedes: Vec::new(),
     }
 }
 

@@ -21,6 +21,21 @@ pub fn iso(t: time::OffsetDateTime) -> String {
         .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
 }
 
+/// Seconds since the Unix epoch of an ISO-8601 stamp (the format of [`now_iso`]); `None`
+/// when it does not parse.
+pub fn unix_of(iso: &str) -> Option<i64> {
+    time::OffsetDateTime::parse(iso, &time::format_description::well_known::Rfc3339)
+        .ok()
+        .map(|t| t.unix_timestamp())
+}
+
+/// The ISO-8601 stamp of `secs` since the Unix epoch.
+pub fn iso_of(secs: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(secs)
+        .map(iso)
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
+}
+
 /// A fresh opaque id: `<prefix>_<16 hex>`, unique across processes.
 pub fn new_id(prefix: &str) -> String {
     use sha2::{Digest, Sha256};

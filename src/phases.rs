@@ -763,6 +763,7 @@ pub fn judge_phase(
             &work.actor,
         )?;
         let comment = if approved {
+            crate::learnings::issue_approved(tx, &issue_id, &work.actor)?;
             None
         } else {
             let text = format!(

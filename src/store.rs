@@ -86,6 +86,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0011_vault_roots.sql",
         include_str!("../migrations/0011_vault_roots.sql"),
     ),
+    (
+        12,
+        "0012_learning_lifecycle.sql",
+        include_str!("../migrations/0012_learning_lifecycle.sql"),
+    ),
 ];
 
 /// The PostgreSQL dialect of the same migrations, same numbers.
@@ -144,6 +149,11 @@ const PG_MIGRATIONS: &[(u32, &str, &str)] = &[
         11,
         "postgres/0011_vault_roots.sql",
         include_str!("../migrations/postgres/0011_vault_roots.sql"),
+    ),
+    (
+        12,
+        "postgres/0012_learning_lifecycle.sql",
+        include_str!("../migrations/postgres/0012_learning_lifecycle.sql"),
     ),
 ];
 

@@ -99,6 +99,8 @@ pub const TABLES: &[Table] = &[
     table("run_events", "run_id, seq"),
     with_identity(table("learnings", "seq"), "seq"),
     with_identity(table("learning_history", "id"), "id"),
+    with_identity(table("learning_confirmations", "id"), "id"),
+    table("learning_feedback", "learning_id, issue_id"),
     with_identity(table("vault_documents", "id"), "id"),
     with_identity(table("vault_chunks", "id"), "id"),
     with_identity(table("vault_roots", "id"), "id"),

@@ -156,6 +156,9 @@ fn build(dir: &Path, db: &Path) -> Cairn {
                 applies_to: vec!["src/".into()],
                 learning_type: None,
                 created_by: "agent".into(),
+                agent_type: "test".into(),
+                merge: false,
+                supersedes: Vec::new(),
             })
             .unwrap();
     }
@@ -297,6 +300,7 @@ fn search_ids(cairn: &Cairn, query: &str) -> Vec<String> {
             scope: SearchScope::All,
             limit: None,
             min_quality_score: None,
+            include_superseded: false,
         })
         .unwrap()
         .results

@@ -2,8 +2,8 @@
 
 use crate::error::Result;
 use crate::learnings::{
-    IndexerStats, Learning, LearningDetail, LearningSearch, Learnings, NewLearning, Ranking,
-    ReindexReport, SearchResults,
+    Added, IndexerStats, Learning, LearningDetail, LearningSearch, Learnings, NewFeedback,
+    NewLearning, Ranking, ReindexReport, SearchResults,
 };
 
 use super::Cairn;
@@ -44,14 +44,30 @@ impl Cairn {
         self.learnings.indexer_stats()
     }
 
-    /// Record learnings, all in one transaction, then index them.
-    pub fn add_learnings(&self, items: &[NewLearning]) -> Result<Vec<Learning>> {
+    /// Record learnings, all in one transaction, then index them; a learning that says
+    /// the same as one of its project is merged into it.
+    pub fn add_learnings(&self, items: &[NewLearning]) -> Result<Vec<Added>> {
         self.learnings().add_learnings(items)
     }
 
-    /// Record one learning.
-    pub fn add_learning(&self, new: &NewLearning) -> Result<Learning> {
+    /// Record one learning (or merge it into the one that says the same).
+    pub fn add_learning(&self, new: &NewLearning) -> Result<Added> {
         self.learnings().add_learning(new)
+    }
+
+    /// `old` is replaced by `new` (same project).
+    pub fn supersede_learning(&self, old: &str, new: &str, actor: &str) -> Result<Learning> {
+        self.learnings().supersede_learning(old, new, actor)
+    }
+
+    /// Record an issue's verdict on a learning of its project.
+    pub fn learning_feedback(&self, f: &NewFeedback) -> Result<Learning> {
+        self.learnings().learning_feedback(f)
+    }
+
+    /// Record the ageing of learnings that aged since they were last fresh.
+    pub fn record_learning_aging(&self) -> Result<usize> {
+        self.learnings().record_aging()
     }
 
     /// Search learnings under the blend.
@@ -68,7 +84,7 @@ impl Cairn {
         self.learnings().search_learnings_ranked(s, ranking)
     }
 
-    /// One learning with its history.
+    /// One learning with its supersession chain and history.
     pub fn learning(&self, id: &str) -> Result<LearningDetail> {
         self.learnings().learning(id)
     }

@@ -1,10 +1,12 @@
-//! `cairn learnings ...`: record, search, inspect, verify, rate, reindex.
+//! `cairn learnings ...`: record, search, inspect, supersede, give feedback, verify,
+//! rate, reindex.
 
 use clap::Subcommand;
 
 use crate::Cairn;
 use crate::learnings::{
-    Learning, LearningDetail, LearningSearch, LearningType, NewLearning, SearchScope,
+    Learning, LearningDetail, LearningSearch, LearningType, NewFeedback, NewLearning,
+    Outcome as Verdict, SearchScope,
 };
 
 use super::{Outcome, print_json, print_text};
@@ -14,7 +16,8 @@ const ACTOR: &str = "cli";
 
 #[derive(Debug, Subcommand)]
 pub enum LearningsCmd {
-    /// Record a learning on an issue; prints its id.
+    /// Record a learning on an issue; prints its id. A learning that says the same as
+    /// one of the project is merged into it (prints that id and "merged").
     Add {
         /// Issue identifier or id.
         #[arg(long)]
@@ -31,6 +34,12 @@ pub enum LearningsCmd {
         /// convention, gotcha or pattern (default pattern).
         #[arg(long = "type", value_parser = parse_type)]
         learning_type: Option<LearningType>,
+        /// Store it as a new learning even if the project has one that says the same.
+        #[arg(long)]
+        no_merge: bool,
+        /// A learning id this one replaces (same project); repeat for more.
+        #[arg(long)]
+        supersedes: Vec<String>,
         /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
@@ -50,13 +59,49 @@ pub enum LearningsCmd {
         /// Leave out learnings below this quality; verified ones always pass.
         #[arg(long, value_parser = clap::value_parser!(u8).range(0..=100))]
         min_quality: Option<u8>,
+        /// Include superseded learnings (marked with their successor).
+        #[arg(long)]
+        include_superseded: bool,
         /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
     },
-    /// Show a learning and its history.
+    /// Show a learning, its supersession chain and its history.
     Show {
         id: String,
+        /// Print the result as JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List every change of a learning's state, oldest first (append-only).
+    History {
+        id: String,
+        /// Print the result as JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Mark learning OLD as replaced by NEW (same project): OLD leaves default results.
+    Supersede {
+        old: String,
+        /// The learning that replaces it.
+        #[arg(long)]
+        by: String,
+        /// Print the result as JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record how a learning did on an issue: helped, not_relevant or wrong (the issue's
+    /// latest verdict stands).
+    Feedback {
+        id: String,
+        /// The issue the verdict comes from (identifier or id), of the learning's project.
+        #[arg(long)]
+        issue: String,
+        #[arg(value_parser = parse_outcome)]
+        outcome: Verdict,
+        /// Why, recorded in the learning's history.
+        #[arg(long)]
+        note: Option<String>,
         /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
@@ -100,16 +145,70 @@ fn parse_type(s: &str) -> Result<LearningType, String> {
     })
 }
 
+fn parse_outcome(s: &str) -> Result<Verdict, String> {
+    Verdict::parse(s).ok_or_else(|| {
+        format!(
+            "unknown outcome {s:?}; one of: {}",
+            Verdict::ALL.map(|o| o.as_str()).join(", ")
+        )
+    })
+}
+
+/// The marks of a learning's state: verified, review, stale, superseded.
+fn marks(l: &Learning) -> String {
+    let mut m = String::new();
+    if l.verified {
+        m.push_str(" verified");
+    }
+    if l.needs_review {
+        m.push_str(" needs-review");
+    }
+    if l.stale {
+        m.push_str(" stale");
+    }
+    if let Some(by) = &l.superseded_by {
+        m.push_str(&format!(" superseded-by:{by}"));
+    }
+    m
+}
+
 fn summary(l: &Learning) -> String {
     format!(
         "{}\t{}\tq{}{}\t{}\t{}",
         l.id,
         l.issue,
         l.quality_score,
-        if l.verified { " verified" } else { "" },
+        marks(l),
         l.learning_type.as_str(),
         l.pattern
     )
+}
+
+fn history(d: &LearningDetail) -> String {
+    let mut s = String::new();
+    for h in &d.history {
+        let from = [
+            h.issue.as_deref().map(|i| format!(" issue {i}")),
+            h.related.as_deref().map(|r| format!(" {r}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<String>();
+        s.push_str(&format!(
+            "  {}  {}{}  {}  quality {}{}{}\n",
+            h.at,
+            h.event,
+            from,
+            h.actor,
+            h.quality_after,
+            if h.verified_after { ", verified" } else { "" },
+            h.note
+                .as_deref()
+                .map(|n| format!("  ({n})"))
+                .unwrap_or_default()
+        ));
+    }
+    s
 }
 
 fn detail(d: &LearningDetail) -> String {
@@ -121,9 +220,19 @@ fn detail(d: &LearningDetail) -> String {
         l.project,
         l.learning_type.as_str(),
         l.quality_score,
-        if l.verified { ", verified" } else { "" },
+        marks(l),
         l.pattern
     );
+    s.push_str(&format!(
+        "\nconfirmations {}; feedback: helped {}, not relevant {}, wrong {}\n",
+        l.confirmations, l.feedback.helped, l.feedback.not_relevant, l.feedback.wrong
+    ));
+    if !d.predecessors.is_empty() {
+        s.push_str(&format!("supersedes: {}\n", d.predecessors.join(" <- ")));
+    }
+    if !d.successors.is_empty() {
+        s.push_str(&format!("superseded by: {}\n", d.successors.join(" -> ")));
+    }
     if let Some(c) = &l.context {
         s.push_str(&format!("\n{c}\n"));
     }
@@ -131,20 +240,7 @@ fn detail(d: &LearningDetail) -> String {
         s.push_str(&format!("\napplies to: {}\n", l.applies_to.join(", ")));
     }
     s.push_str("\nhistory:\n");
-    for h in &d.history {
-        s.push_str(&format!(
-            "  {}  {}  {}  quality {}{}{}\n",
-            h.at,
-            h.event,
-            h.actor,
-            h.quality_after,
-            if h.verified_after { ", verified" } else { "" },
-            h.note
-                .as_deref()
-                .map(|n| format!("  ({n})"))
-                .unwrap_or_default()
-        ));
-    }
+    s.push_str(&history(d));
     s
 }
 
@@ -164,6 +260,8 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
             context,
             applies_to,
             learning_type,
+            no_merge,
+            supersedes,
             json,
         } => {
             let l = cairn.add_learning(&NewLearning {
@@ -173,11 +271,16 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
                 applies_to,
                 learning_type,
                 created_by: ACTOR.to_string(),
+                agent_type: ACTOR.to_string(),
+                merge: !no_merge,
+                supersedes,
             })?;
             if json {
                 print_json(&l)?;
+            } else if l.merged {
+                print_text(&format!("{}\tmerged", l.learning.id))?;
             } else {
-                print_text(&l.id)?;
+                print_text(&l.learning.id)?;
             }
         }
         LearningsCmd::Search {
@@ -186,6 +289,7 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
             cross_project,
             limit,
             min_quality,
+            include_superseded,
             json,
         } => {
             let scope = match project {
@@ -198,6 +302,7 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
                 scope,
                 limit,
                 min_quality_score: min_quality,
+                include_superseded,
             })?;
             if json {
                 print_json(&r)?;
@@ -218,6 +323,34 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
                 print_text(&detail(&d))?;
             }
         }
+        LearningsCmd::History { id, json } => {
+            let d = cairn.learning(&id)?;
+            if json {
+                print_json(&d.history)?;
+            } else {
+                print_text(history(&d).trim_end())?;
+            }
+        }
+        LearningsCmd::Supersede { old, by, json } => {
+            show(&cairn.supersede_learning(&old, &by, ACTOR)?, json)?
+        }
+        LearningsCmd::Feedback {
+            id,
+            issue,
+            outcome,
+            note,
+            json,
+        } => show(
+            &cairn.learning_feedback(&NewFeedback {
+                learning_id: id,
+                issue,
+                outcome,
+                note,
+                agent_type: ACTOR.to_string(),
+                actor: ACTOR.to_string(),
+            })?,
+            json,
+        )?,
         LearningsCmd::Verify { id, note, json } => {
             show(&cairn.verify_learning(&id, ACTOR, note.as_deref())?, json)?
         }
@@ -240,8 +373,8 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
                     Some(why) => format!("no embeddings: {why}"),
                 };
                 print_text(&format!(
-                    "indexed {} learnings in {} ms; {semantic}",
-                    r.learnings, r.millis
+                    "indexed {} learnings in {} ms; {semantic}; recorded the ageing of {}",
+                    r.learnings, r.millis, r.aged
                 ))?;
             }
         }

@@ -195,6 +195,7 @@ pub fn run(set: &EvalSet, mut progress: impl FnMut(&str)) -> Result<EvalReport> 
             },
             limit: Some(DEPTH),
             min_quality_score: None,
+            include_superseded: false,
         };
         for (i, (_, ranking)) in SYSTEMS.iter().enumerate() {
             let t = Instant::now();
@@ -282,10 +283,15 @@ fn load(
                 applies_to: l.applies_to.clone(),
                 learning_type: l.learning_type,
                 created_by: ACTOR.to_string(),
+                agent_type: ACTOR.to_string(),
+                // The graded set's learnings are distinct lessons by design; merging is
+                // measured on the lifecycle set.
+                merge: false,
+                supersedes: Vec::new(),
             })
             .collect();
         let added = cairn.add_learnings(&new).map_err(|e| in_set(e, batch))?;
-        for (l, a) in batch.iter().zip(added) {
+        for (l, a) in batch.iter().zip(added.into_iter().map(|a| a.learning)) {
             if let Some(q) = l.quality {
                 cairn.rate_learning(&a.id, q, ACTOR, None)?;
             }

@@ -83,6 +83,7 @@ use crate::error::{Error, Result};
 use crate::store::{Location, Store};
 use crate::vault::embed::Embed;
 
+use super::lifecycle;
 use super::query::{
     Evidence, FIELD_WEIGHTS, MAX_EXPANSIONS, PREFIX_BOOST, ParsedQuery, SEMANTIC_FLOOR,
     ScoreBreakdown, Slot, TOKENIZER,
@@ -419,14 +420,21 @@ fn collect_temp_files(dir: &Path) {
     }
 }
 
-/// Quality, verified flag and project of one learning, as the blend needs them.
+/// Quality, verified flag, project and lifecycle state of one learning, as the search
+/// needs them.
 #[derive(Debug, Clone, Copy, Default)]
 struct Meta {
     known: bool,
     project: u32,
     quality: u8,
     verified: bool,
+    superseded: bool,
+    /// When it was last recorded, confirmed or found helpful (Unix seconds).
+    fresh_at: i64,
 }
+
+/// How long the per-project age limits are trusted before they are read again.
+const LIMITS_TTL: Duration = Duration::from_secs(60);
 
 /// Per-process copy of every learning's [`Meta`], indexed by `seq`.
 #[derive(Debug, Default)]
@@ -436,6 +444,23 @@ struct MetaCache {
     history_upto: u64,
     projects: Vec<String>,
     project_ids: HashMap<String, u32>,
+    /// Each project's age limit in seconds (by project index), read at `limits_at`.
+    stale_after: Vec<i64>,
+    limits_at: Option<Instant>,
+}
+
+/// One `learnings` row as the cache reads it.
+type MetaRow = (u64, String, u8, bool, Option<String>, String);
+
+fn meta_row(r: &crate::db::Row) -> crate::error::Result<MetaRow> {
+    Ok((
+        r.get::<_, i64>(0)? as u64,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+    ))
 }
 
 impl MetaCache {
@@ -453,6 +478,36 @@ impl MetaCache {
         self.rows.get(seq as usize).copied().filter(|m| m.known)
     }
 
+    /// Whether `m` has aged at `now` under its project's limit.
+    fn stale(&self, m: &Meta, now: i64) -> bool {
+        let limit = self
+            .stale_after
+            .get(m.project as usize)
+            .copied()
+            .filter(|l| *l > 0)
+            .unwrap_or(i64::from(lifecycle::STALE_AFTER_DAYS) * 86_400);
+        lifecycle::is_stale(m.verified, m.fresh_at, limit, now)
+    }
+
+    fn limits_fresh(&self) -> bool {
+        self.limits_at.is_some_and(|at| at.elapsed() < LIMITS_TTL)
+    }
+
+    fn store_row(&mut self, (seq, project, quality, verified, superseded_by, fresh): MetaRow) {
+        let project = self.intern(project);
+        self.set(
+            seq,
+            Meta {
+                known: true,
+                project,
+                quality,
+                verified,
+                superseded: superseded_by.is_some(),
+                fresh_at: crate::base::unix_of(&fresh).unwrap_or(0),
+            },
+        );
+    }
+
     fn set(&mut self, seq: u64, m: Meta) {
         let i = seq as usize;
         if self.rows.len() <= i {
@@ -461,63 +516,60 @@ impl MetaCache {
         self.rows[i] = m;
     }
 
-    /// Bring the cache up to `(max_seq, max_history)`.
+    /// Bring the cache up to `(max_seq, max_history)`, and the age limits up to date.
     fn refresh(&mut self, store: &Store, max_seq: u64, max_history: u64) -> Result<()> {
+        const COLUMNS: &str = "l.seq, l.project_id, l.quality_score, l.verified,
+            l.superseded_by, coalesce(l.fresh_at, l.created_at)";
         if max_seq > self.seq_upto {
-            let fresh: Vec<(u64, String, u8, bool)> = store.read(|c| {
-                let mut st = c.prepare(
-                    "SELECT seq, project_id, quality_score, verified FROM learnings
-                     WHERE seq > ?1 AND seq <= ?2",
-                )?;
-                let rows = st.query_map(params![self.seq_upto as i64, max_seq as i64], |r| {
-                    Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, r.get(2)?, r.get(3)?))
-                })?;
+            let fresh: Vec<MetaRow> = store.read(|c| {
+                let mut st = c.prepare(&format!(
+                    "SELECT {COLUMNS} FROM learnings l WHERE l.seq > ?1 AND l.seq <= ?2"
+                ))?;
+                let rows = st.query_map(params![self.seq_upto as i64, max_seq as i64], meta_row)?;
                 rows.collect::<crate::error::Result<Vec<_>>>()
             })?;
-            for (seq, project, quality, verified) in fresh {
-                let project = self.intern(project);
-                self.set(
-                    seq,
-                    Meta {
-                        known: true,
-                        project,
-                        quality,
-                        verified,
-                    },
-                );
+            for row in fresh {
+                self.store_row(row);
             }
             self.seq_upto = max_seq;
         }
         if max_history > self.history_upto {
-            let changed: Vec<(u64, u8, bool)> = store.read(|c| {
-                let mut st = c.prepare(
-                    "SELECT DISTINCT l.seq, l.quality_score, l.verified
-                     FROM learning_history h JOIN learnings l ON l.id = h.learning_id
-                     WHERE h.id > ?1 AND h.id <= ?2 AND l.seq <= ?3",
-                )?;
+            // Every change of a learning's standing or lifecycle writes a history row.
+            let changed: Vec<MetaRow> = store.read(|c| {
+                let mut st = c.prepare(&format!(
+                    "SELECT {COLUMNS} FROM learnings l WHERE l.seq <= ?3 AND l.id IN
+                       (SELECT h.learning_id FROM learning_history h
+                        WHERE h.id > ?1 AND h.id <= ?2)"
+                ))?;
                 let rows = st.query_map(
                     params![
                         self.history_upto as i64,
                         max_history as i64,
                         self.seq_upto as i64
                     ],
-                    |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, r.get(2)?)),
+                    meta_row,
                 )?;
                 rows.collect::<crate::error::Result<Vec<_>>>()
             })?;
-            for (seq, quality, verified) in changed {
-                if let Some(m) = self.get(seq) {
-                    self.set(
-                        seq,
-                        Meta {
-                            quality,
-                            verified,
-                            ..m
-                        },
-                    );
-                }
+            for row in changed {
+                self.store_row(row);
             }
             self.history_upto = max_history;
+        }
+        if !self.limits_fresh() {
+            let limits: Vec<(String, String)> = store.read(|c| {
+                let mut st = c.prepare("SELECT id, settings FROM projects")?;
+                let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                rows.collect::<crate::error::Result<Vec<_>>>()
+            })?;
+            for (project, settings) in limits {
+                let i = self.intern(project) as usize;
+                if self.stale_after.len() <= i {
+                    self.stale_after.resize(i + 1, 0);
+                }
+                self.stale_after[i] = lifecycle::stale_after_secs(&settings);
+            }
+            self.limits_at = Some(Instant::now());
         }
         Ok(())
     }
@@ -545,6 +597,9 @@ pub enum Ranking {
     Lexical,
     /// Cosine similarity of embeddings alone.
     Dense,
+    /// The blend with every quality fixed at 50 and no ageing: what evidence-derived
+    /// quality is measured against.
+    FixedQuality,
 }
 
 /// A candidate before hydration: its `seq` and score.
@@ -628,6 +683,7 @@ impl Open {
             && self.tail.as_ref().map_or(self.upto, |t| t.to) >= marks.seq
             && self.meta.seq_upto >= marks.seq
             && self.meta.history_upto >= marks.history
+            && self.meta.limits_fresh()
             && self.vectors.upto() >= marks.embedding
     }
 
@@ -979,6 +1035,8 @@ pub(crate) struct IndexSearch<'a> {
     /// The query's embedding, when the model is available (and the ranking uses it).
     pub vector: Option<&'a [f32]>,
     pub ranking: Ranking,
+    /// Superseded learnings are candidates too.
+    pub include_superseded: bool,
 }
 
 impl LearningIndex {
@@ -1202,6 +1260,37 @@ impl LearningIndex {
     /// database's watermarks (read first, so it sees every write acknowledged before
     /// it began) takes the write lock to bring it up to date.
     pub(crate) fn search(&self, store: &Store, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
+        self.with_view(store, |open| search_in(open, s))
+    }
+
+    /// The `k` current (not superseded) learnings of `project` (id) whose embeddings are
+    /// nearest to `vector`, as `(seq, cosine)`, best first: the duplicate check.
+    pub(crate) fn nearest(
+        &self,
+        store: &Store,
+        vector: &[f32],
+        project: &str,
+        k: usize,
+    ) -> Result<Vec<(u64, f32)>> {
+        self.with_view(store, |open| {
+            let meta = &open.meta;
+            let Some(&want) = meta.project_ids.get(project) else {
+                return Ok(Vec::new());
+            };
+            Ok(open.vectors.top_k(
+                vector,
+                k,
+                |p| p == want,
+                |seq| meta.get(seq).is_some_and(|m| !m.superseded),
+            ))
+        })
+    }
+
+    /// Run `f` on a view that covers the database's watermarks. The view is shared
+    /// with concurrent readers; only a caller that finds it behind the watermarks (read
+    /// first, so it sees every write acknowledged before it began) takes the write lock
+    /// to bring it up to date.
+    fn with_view<T>(&self, store: &Store, f: impl Fn(&Open) -> Result<T>) -> Result<T> {
         let marks = watermarks(store)?;
         {
             let view = self.read();
@@ -1209,12 +1298,12 @@ impl LearningIndex {
                 o.covers(marks)
                     && (o.retry_disk_at.is_some() || self.dir.join("meta.json").exists())
             }) {
-                return search_in(open, s);
+                return f(open);
             }
         }
         let mut view = self.write();
         let open = self.fresh(store, &mut view, marks)?;
-        search_in(open, s)
+        f(open)
     }
 }
 
@@ -1284,7 +1373,21 @@ fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
         }
     };
     let accepts = |m: &Meta| -> bool {
-        project_ok(m.project) && (m.verified || s.min_quality.is_none_or(|q| m.quality >= q))
+        project_ok(m.project)
+            && (s.include_superseded || !m.superseded)
+            && (m.verified || s.min_quality.is_none_or(|q| m.quality >= q))
+    };
+    // The quality the blend weighs: the standing one, times AGE_FACTOR once aged; 50 for
+    // every learning under `FixedQuality`.
+    let now = lifecycle::now_secs();
+    let blend_quality = |m: &Meta| -> u8 {
+        if s.ranking == Ranking::FixedQuality {
+            50
+        } else if meta.stale(m, now) {
+            (f32::from(m.quality) * lifecycle::AGE_FACTOR).round() as u8
+        } else {
+            m.quality
+        }
     };
 
     let k = s.candidates.max(s.limit).max(1);
@@ -1366,7 +1469,7 @@ fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
             bm25: c.score,
             field_priority: super::query::field_priority(w, &slot_idf),
             cosine: None,
-            quality: m.quality,
+            quality: blend_quality(&m),
         });
     }
     let semantic = s.ranking != Ranking::Lexical && s.vector.is_some();
@@ -1385,7 +1488,7 @@ fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
                     bm25: 0.0,
                     field_priority: 0.0,
                     cosine: Some(cos),
-                    quality: m.quality,
+                    quality: blend_quality(&m),
                 });
             }
         }
@@ -1404,7 +1507,7 @@ fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
         .filter_map(|((seq, e), score)| {
             let m = meta.get(*seq)?;
             let key = match s.ranking {
-                Ranking::Blend => score.total,
+                Ranking::Blend | Ranking::FixedQuality => score.total,
                 Ranking::Lexical => e.bm25,
                 Ranking::Dense => e.cosine.unwrap_or(f32::MIN),
             };
@@ -1676,6 +1779,9 @@ mod tests {
                         },
                         learning_type: None,
                         created_by: "test".into(),
+                        agent_type: "test".into(),
+                        merge: false,
+                        supersedes: Vec::new(),
                     })
                     .unwrap();
             }
@@ -1768,6 +1874,7 @@ mod tests {
                     limit: 100,
                     vector: None,
                     ranking: Ranking::Lexical,
+                    include_superseded: false,
                 };
                 let a = search_in(&all, &search).unwrap();
                 let b = search_in(&split, &search).unwrap();
@@ -1834,6 +1941,7 @@ mod tests {
                     scope: SearchScope::All,
                     limit: Some(100),
                     min_quality_score: None,
+                    include_superseded: false,
                 })
                 .unwrap()
         };
@@ -1868,6 +1976,9 @@ mod tests {
                 applies_to: vec![],
                 learning_type: None,
                 created_by: "test".into(),
+                agent_type: "test".into(),
+                merge: false,
+                supersedes: Vec::new(),
             })
             .unwrap();
         assert_eq!(search("zeppelin").count, 1);

@@ -17,6 +17,7 @@
 //! (no absolute paths, no `..`, no `~`).
 
 mod index;
+mod lifecycle;
 mod query;
 mod semantic;
 mod tail;
@@ -29,6 +30,11 @@ use crate::db::{Conn, Row, params};
 use serde::{Deserialize, Serialize};
 
 pub use index::{IndexerStats, LearningIndex, Ranking, SearchScope};
+pub(crate) use lifecycle::issue_approved;
+pub use lifecycle::{
+    AGE_FACTOR, DUPLICATE_COSINE, Evidence, FeedbackCounts, Outcome, STALE_AFTER_DAYS,
+    evidence_quality, same_lesson,
+};
 pub use query::{STOP_WORDS, ScoreBreakdown};
 
 use crate::base::{new_id, now_iso};
@@ -50,6 +56,8 @@ pub mod limits {
     pub const LIMIT_MAX: usize = 100;
     pub const NOTE_MAX: usize = 1_000;
     pub const ID_MAX: usize = 64;
+    /// Learnings one new learning may supersede.
+    pub const SUPERSEDES_MAX: usize = 20;
     /// Quality scores run from 0 to this.
     pub const QUALITY_MAX: u8 = 100;
     /// Candidates taken by BM25 before the blend: `max(2 × limit, 100)`.
@@ -105,6 +113,33 @@ pub struct Learning {
     pub created_by: String,
     pub created_at: String,
     pub updated_at: String,
+    /// The learning that replaced this one, if any (it then leaves default results).
+    pub superseded_by: Option<String>,
+    /// Other issues that recorded the same lesson (merged into this one).
+    pub confirmations: u32,
+    /// The standing verdicts of issues that used it.
+    pub feedback: FeedbackCounts,
+    /// Issues said it is wrong: a person should review it (`cairn learnings verify`).
+    pub needs_review: bool,
+    /// Unverified and nobody confirmed it or found it helpful for the project's age
+    /// limit: its quality counts less in the ranking.
+    pub stale: bool,
+}
+
+/// A learning as `add_learning` answers: the one recorded, or the existing learning the
+/// new one was merged into.
+#[derive(Debug, Clone, Serialize)]
+pub struct Added {
+    #[serde(flatten)]
+    pub learning: Learning,
+    /// The lesson was already recorded in this project: no row was added; the existing
+    /// learning (this one) got a confirmation from the new one's issue.
+    pub merged: bool,
+    /// Embedding similarity with the learning it was merged into (1 for the same text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub similarity: Option<f32>,
+    /// Learnings this one superseded.
+    pub superseded: Vec<String>,
 }
 
 /// What a new learning needs.
@@ -117,6 +152,14 @@ pub struct NewLearning {
     pub applies_to: Vec<String>,
     pub learning_type: Option<LearningType>,
     pub created_by: String,
+    /// The agent type of the session, or `cli` (recorded with a confirmation).
+    pub agent_type: String,
+    /// Merge into an existing learning of the project that says the same (default);
+    /// `false` stores a second row on purpose.
+    pub merge: bool,
+    /// Learnings (of the same project) this one replaces; a learning that supersedes
+    /// others is never merged.
+    pub supersedes: Vec<String>,
 }
 
 /// One search request.
@@ -129,6 +172,20 @@ pub struct LearningSearch {
     pub limit: Option<usize>,
     /// Learnings below this quality are left out, unless verified.
     pub min_quality_score: Option<u8>,
+    /// Return superseded learnings too (marked with `superseded_by`).
+    pub include_superseded: bool,
+}
+
+/// One issue's verdict on a learning (`learning_feedback`).
+#[derive(Debug, Clone)]
+pub struct NewFeedback {
+    pub learning_id: String,
+    /// Issue id or identifier: the issue the verdict comes from.
+    pub issue: String,
+    pub outcome: Outcome,
+    pub note: Option<String>,
+    pub agent_type: String,
+    pub actor: String,
 }
 
 /// One search hit: the learning and its score.
@@ -154,7 +211,8 @@ pub struct SearchResults {
 /// One entry of a learning's history.
 #[derive(Debug, Clone, Serialize)]
 pub struct HistoryEntry {
-    /// `created`, `verified` or `rated`.
+    /// `created`, `verified`, `rated`, `merged`, `supersedes`, `superseded`, `feedback`,
+    /// `outcome`, `flagged` or `aged`.
     pub event: String,
     pub quality_before: Option<u8>,
     pub quality_after: u8,
@@ -163,13 +221,21 @@ pub struct HistoryEntry {
     pub actor: String,
     pub note: Option<String>,
     pub at: String,
+    /// The issue the change came from (merged, feedback, outcome, flagged).
+    pub issue: Option<String>,
+    /// The other learning (supersedes, superseded).
+    pub related: Option<String>,
 }
 
-/// A learning with its history, oldest first.
+/// A learning with its supersession chain and history, oldest first.
 #[derive(Debug, Clone, Serialize)]
 pub struct LearningDetail {
     #[serde(flatten)]
     pub learning: Learning,
+    /// Learnings this one replaced, and the ones they replaced, nearest first.
+    pub predecessors: Vec<String>,
+    /// Its successor, that one's successor, ..., the current learning last.
+    pub successors: Vec<String>,
     pub history: Vec<HistoryEntry>,
 }
 
@@ -178,6 +244,8 @@ pub struct LearningDetail {
 pub struct ReindexReport {
     /// Learnings in the rebuilt index.
     pub learnings: u64,
+    /// Learnings whose ageing was recorded in their history now.
+    pub aged: u64,
     /// Learnings that had no embedding and were embedded now.
     pub embedded: u64,
     /// Why learnings could not be embedded (the model is missing), if so.
@@ -188,12 +256,27 @@ pub struct ReindexReport {
 
 const SELECT_LEARNING: &str = "SELECT l.id, l.pattern, l.context, l.applies_to, l.learning_type,
         l.quality_score, l.verified, i.identifier, p.slug, l.created_by, l.created_at,
-        l.updated_at
+        l.updated_at, l.superseded_by, l.flagged, coalesce(l.fresh_at, l.created_at), p.settings,
+        (SELECT count(*) FROM learning_confirmations c WHERE c.learning_id = l.id),
+        (SELECT count(*) FROM learning_feedback f WHERE f.learning_id = l.id AND f.outcome = 'helped'),
+        (SELECT count(*) FROM learning_feedback f WHERE f.learning_id = l.id AND f.outcome = 'not_relevant'),
+        (SELECT count(*) FROM learning_feedback f WHERE f.learning_id = l.id AND f.outcome = 'wrong')
     FROM learnings l JOIN issues i ON i.id = l.issue_id JOIN projects p ON p.id = l.project_id";
 
 fn learning_from_row(r: &Row) -> crate::error::Result<Learning> {
     let applies: String = r.get(3)?;
     let kind: String = r.get(4)?;
+    let verified: bool = r.get(6)?;
+    let fresh: String = r.get(14)?;
+    let settings: String = r.get(15)?;
+    let stale = crate::base::unix_of(&fresh).is_some_and(|f| {
+        lifecycle::is_stale(
+            verified,
+            f,
+            lifecycle::stale_after_secs(&settings),
+            lifecycle::now_secs(),
+        )
+    });
     Ok(Learning {
         id: r.get(0)?,
         pattern: r.get(1)?,
@@ -201,12 +284,21 @@ fn learning_from_row(r: &Row) -> crate::error::Result<Learning> {
         applies_to: serde_json::from_str(&applies).unwrap_or_default(),
         learning_type: LearningType::parse(&kind).unwrap_or(LearningType::Pattern),
         quality_score: r.get(5)?,
-        verified: r.get(6)?,
+        verified,
         issue: r.get(7)?,
         project: r.get(8)?,
         created_by: r.get(9)?,
         created_at: r.get(10)?,
         updated_at: r.get(11)?,
+        superseded_by: r.get(12)?,
+        needs_review: r.get(13)?,
+        stale,
+        confirmations: r.get(16)?,
+        feedback: FeedbackCounts {
+            helped: r.get(17)?,
+            not_relevant: r.get(18)?,
+            wrong: r.get(19)?,
+        },
     })
 }
 
@@ -341,11 +433,55 @@ fn validate(new: &NewLearning) -> Result<(String, Option<String>, Vec<String>)> 
             Err(e) => errors.push(e),
         }
     }
+    if new.supersedes.len() > limits::SUPERSEDES_MAX {
+        errors.push(FieldError::new(
+            "supersedes",
+            format!("at most {} learning ids", limits::SUPERSEDES_MAX),
+        ));
+    }
+    for (i, id) in new.supersedes.iter().enumerate() {
+        if let Err(e) = check_id(&format!("supersedes[{i}]"), id) {
+            errors.push(e);
+        }
+    }
     if errors.is_empty() {
         Ok((pattern, context, applies_to))
     } else {
         Err(Error::InvalidInput(errors))
     }
+}
+
+/// Check a learning id given by a caller: a plain `lrn_...` token.
+fn check_id(field: &str, id: &str) -> std::result::Result<(), FieldError> {
+    let ok = !id.is_empty()
+        && id.len() <= limits::ID_MAX
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            field,
+            format!(
+                "must be a learning id such as \"lrn_0123456789abcdef\" (letters, digits and _, at most {} characters)",
+                limits::ID_MAX
+            ),
+        ))
+    }
+}
+
+/// Whether a new learning may be merged into an existing one.
+fn merges(new: &NewLearning) -> bool {
+    new.merge && new.supersedes.is_empty()
+}
+
+/// Whether learning `id` exists and is not superseded.
+fn is_current(c: &Conn<'_>, id: &str) -> Result<bool> {
+    Ok(c.query_opt(
+        "SELECT 1 FROM learnings WHERE id = ?1 AND superseded_by IS NULL",
+        [id],
+        |r| r.get::<_, i64>(0),
+    )?
+    .is_some())
 }
 
 fn check_note(note: Option<&str>) -> Result<Option<String>> {
@@ -373,34 +509,52 @@ impl Learnings<'_> {
     /// Record learnings, all in one transaction, then index them (or wake the background
     /// indexer: see [`index`]); they are searchable when this returns. Each passes the
     /// quality gates; a pattern already recorded on the same issue (same normal form)
-    /// is refused with [`Error::Conflict`] naming the existing learning.
-    pub fn add_learnings(&self, items: &[NewLearning]) -> Result<Vec<Learning>> {
+    /// is refused with [`Error::Conflict`] naming the existing learning. A learning that
+    /// says the same as one of its project ([`lifecycle`], "Merging") is merged into it
+    /// unless `merge` is false or it supersedes others.
+    pub fn add_learnings(&self, items: &[NewLearning]) -> Result<Vec<Added>> {
         let mut clean = Vec::with_capacity(items.len());
         for new in items {
             clean.push(validate(new)?);
         }
-        // A long-lived process acknowledges first and embeds in its background indexer
-        // (see [`semantic`]); a one-shot one embeds before the transaction (a few ms
-        // per text) and stores the vectors in it. Without the model the learnings are
-        // stored alone and backfilled later.
-        let vectors = if self.index.deferred_from() == u64::MAX {
-            let texts: Vec<String> = clean
-                .iter()
-                .map(|(p, c, _)| semantic::embedding_text(p, c.as_deref()))
-                .collect();
-            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let texts: Vec<String> = clean
+            .iter()
+            .map(|(p, c, _)| semantic::embedding_text(p, c.as_deref()))
+            .collect();
+        // A one-shot process embeds every learning before the transaction (a few ms per
+        // text) and stores the vectors in it; a long-lived one embeds only those that may
+        // be merged (the duplicate check needs the vector; it is stored too) and leaves
+        // the rest to its background indexer (see [`semantic`]). Without the model the
+        // learnings are stored alone, backfilled later, and merged only on the same
+        // normal form.
+        let one_shot = self.index.deferred_from() == u64::MAX;
+        let wanted: Vec<usize> = (0..items.len())
+            .filter(|&n| one_shot || merges(&items[n]))
+            .collect();
+        let mut vectors: Vec<Option<Vec<f32>>> = vec![None; items.len()];
+        if !wanted.is_empty() {
+            let refs: Vec<&str> = wanted.iter().map(|&n| texts[n].as_str()).collect();
             match self.embedder.embed_batch(&refs) {
-                Ok(v) => Some(v),
+                Ok(vs) => {
+                    for (n, v) in wanted.iter().zip(vs) {
+                        vectors[*n] = Some(v);
+                    }
+                }
                 Err(e) => {
-                    tracing::warn!("learnings stored without embeddings ({e}); backfilled later");
-                    None
+                    tracing::warn!("learnings stored without embeddings ({e}); backfilled later")
                 }
             }
-        } else {
-            None
-        };
-        let ids = self.store.write(|tx| {
-            let mut ids = Vec::with_capacity(items.len());
+        }
+        // The nearest learnings of the project, read before the transaction and
+        // re-checked in it.
+        let mut similar: Vec<Option<(String, f32)>> = vec![None; items.len()];
+        for (n, new) in items.iter().enumerate() {
+            if let (true, Some(v)) = (merges(new), &vectors[n]) {
+                similar[n] = self.same_lesson_as(&new.issue, v, &texts[n])?;
+            }
+        }
+        let added = self.store.write(|tx| {
+            let mut added = Vec::with_capacity(items.len());
             for (n, (new, (pattern, context, applies_to))) in items.iter().zip(clean).enumerate() {
                 let issue_id = resolve_issue_id(tx, &new.issue)?
                     .ok_or_else(|| Error::not_found("issue", &new.issue))?;
@@ -423,13 +577,42 @@ impl Learnings<'_> {
                         existing_id: Some(existing_id),
                     });
                 }
+                if merges(new) {
+                    let same_form: Option<String> = tx
+                        .prepare(
+                            "SELECT id FROM learnings WHERE project_id = ?1 AND pattern_norm = ?2
+                               AND superseded_by IS NULL ORDER BY seq LIMIT 1",
+                        )?
+                        .query_opt(params![project_id, norm], |r| r.get(0))?;
+                    let into = match same_form {
+                        Some(id) => Some((id, 1.0)),
+                        None => match similar[n].take() {
+                            Some((id, cos)) if is_current(tx, &id)? => Some((id, cos)),
+                            _ => None,
+                        },
+                    };
+                    if let Some((id, similarity)) = into {
+                        lifecycle::confirm(
+                            tx,
+                            &id,
+                            &lifecycle::Confirmation {
+                                issue_id: &issue_id,
+                                agent_type: &new.agent_type,
+                                actor: &new.created_by,
+                                similarity,
+                            },
+                        )?;
+                        added.push((id, true, Some(similarity)));
+                        continue;
+                    }
+                }
                 let id = new_id("lrn");
                 let now = now_iso();
                 let kind = new.learning_type.unwrap_or(LearningType::Pattern);
                 tx.prepare(
                     "INSERT INTO learnings(id, issue_id, project_id, pattern, pattern_norm, context,
-                        applies_to, learning_type, created_by, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+                        applies_to, learning_type, created_by, created_at, updated_at, fresh_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10)",
                 )?
                 .execute(params![
                     id,
@@ -443,31 +626,96 @@ impl Learnings<'_> {
                     new.created_by,
                     now
                 ])?;
-                tx.prepare(
-                    "INSERT INTO learning_history(learning_id, event, quality_after,
-                        verified_after, actor, at)
-                     SELECT id, 'created', quality_score, verified, created_by, created_at
-                     FROM learnings WHERE id = ?1",
-                )?
-                .execute([&id])?;
-                if let Some(v) = vectors.as_ref().and_then(|v| v.get(n)) {
+                lifecycle::record(
+                    tx,
+                    &id,
+                    &lifecycle::Change {
+                        event: "created",
+                        actor: &new.created_by,
+                        note: None,
+                        issue_id: Some(&issue_id),
+                        related_id: None,
+                        before: None,
+                        at: &now,
+                    },
+                )?;
+                for old in &new.supersedes {
+                    lifecycle::supersede(tx, old, &id, &new.created_by)?;
+                }
+                if let Some(v) = &vectors[n] {
                     let seq: i64 =
                         tx.query_row("SELECT seq FROM learnings WHERE id = ?1", [&id], |r| {
                             r.get(0)
                         })?;
                     semantic::insert(tx, seq as u64, self.embedder.model_id(), v)?;
                 }
-                ids.push(id);
+                added.push((id, false, None));
             }
-            Ok(ids)
+            Ok(added)
         })?;
         self.index.after_insert(self.store);
-        self.store
-            .read(|c| ids.iter().map(|id| load_by_id(c, id)).collect())
+        self.store.read(|c| {
+            added
+                .iter()
+                .zip(items)
+                .map(|((id, merged, similarity), new)| {
+                    Ok(Added {
+                        learning: load_by_id(c, id)?,
+                        merged: *merged,
+                        similarity: *similarity,
+                        superseded: if *merged {
+                            Vec::new()
+                        } else {
+                            new.supersedes.clone()
+                        },
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// The learning of `issue`'s project that says the same as `text` (embedded as
+    /// `vector`), by the duplicate rule, with its similarity.
+    fn same_lesson_as(
+        &self,
+        issue: &str,
+        vector: &[f32],
+        text: &str,
+    ) -> Result<Option<(String, f32)>> {
+        let Some(project_id) = self.store.read(|c| {
+            let Some(id) = resolve_issue_id(c, issue)? else {
+                return Ok(None);
+            };
+            c.query_opt("SELECT project_id FROM issues WHERE id = ?1", [&id], |r| {
+                r.get::<_, String>(0)
+            })
+        })?
+        else {
+            return Ok(None);
+        };
+        let near = self.index.nearest(
+            self.store,
+            vector,
+            &project_id,
+            lifecycle::DUPLICATE_CANDIDATES,
+        )?;
+        for (seq, cosine) in near {
+            if cosine < DUPLICATE_COSINE {
+                break;
+            }
+            let Some(other) = self.store.read(|c| load_by_seq(c, seq))? else {
+                continue;
+            };
+            let other_text = semantic::embedding_text(&other.pattern, other.context.as_deref());
+            if other.superseded_by.is_none() && same_lesson(cosine, text, &other_text) {
+                return Ok(Some((other.id, cosine)));
+            }
+        }
+        Ok(None)
     }
 
     /// Record one learning (see [`Learnings::add_learnings`]).
-    pub fn add_learning(&self, new: &NewLearning) -> Result<Learning> {
+    pub fn add_learning(&self, new: &NewLearning) -> Result<Added> {
         let mut out = self.add_learnings(std::slice::from_ref(new))?;
         out.pop()
             .ok_or_else(|| Error::Internal("no learning recorded".into()))
@@ -518,17 +766,19 @@ impl Learnings<'_> {
         };
         let (vector, semantic_unavailable) = match ranking {
             Ranking::Lexical => (None, Some("lexical ranking requested".to_string())),
-            Ranking::Blend | Ranking::Dense => match self.embedder.embed_query(&s.query) {
-                Ok(v) => {
-                    // Not the caller's failure: the learnings stay lexical until a later
-                    // search or `reindex` embeds them.
-                    if let Err(e) = self.backfill_embeddings(semantic::BACKFILL_PER_SEARCH) {
-                        tracing::warn!("embedding learnings that had none failed ({e})");
+            Ranking::Blend | Ranking::FixedQuality | Ranking::Dense => {
+                match self.embedder.embed_query(&s.query) {
+                    Ok(v) => {
+                        // Not the caller's failure: the learnings stay lexical until a later
+                        // search or `reindex` embeds them.
+                        if let Err(e) = self.backfill_embeddings(semantic::BACKFILL_PER_SEARCH) {
+                            tracing::warn!("embedding learnings that had none failed ({e})");
+                        }
+                        (Some(v), None)
                     }
-                    (Some(v), None)
+                    Err(e) => (None, Some(e.to_string())),
                 }
-                Err(e) => (None, Some(e.to_string())),
-            },
+            }
         };
         let ranked = self.index.search(
             self.store,
@@ -540,6 +790,7 @@ impl Learnings<'_> {
                 limit,
                 vector: vector.as_deref(),
                 ranking,
+                include_superseded: s.include_superseded,
             },
         )?;
         // One snapshot and one lock round-trip for all rows.
@@ -596,14 +847,20 @@ impl Learnings<'_> {
         })
     }
 
-    /// One learning with its history.
+    /// One learning with its supersession chain and history (an `aged` entry is
+    /// recorded first if it aged since the last look).
     pub fn learning(&self, id: &str) -> Result<LearningDetail> {
+        check_id("id", id).map_err(|e| Error::InvalidInput(vec![e]))?;
+        let now = lifecycle::now_secs();
+        self.store
+            .write(|tx| lifecycle::record_aging(tx, Some(id), now))?;
         self.store.snapshot(|c| {
             let learning = load_by_id(c, id)?;
             let mut st = c.prepare(
-                "SELECT event, quality_before, quality_after, verified_before, verified_after,
-                        actor, note, at
-                 FROM learning_history WHERE learning_id = ?1 ORDER BY id",
+                "SELECT h.event, h.quality_before, h.quality_after, h.verified_before,
+                        h.verified_after, h.actor, h.note, h.at, i.identifier, h.related_id
+                 FROM learning_history h LEFT JOIN issues i ON i.id = h.issue_id
+                 WHERE h.learning_id = ?1 ORDER BY h.id",
             )?;
             let history = st
                 .query_map([id], |r| {
@@ -616,19 +873,53 @@ impl Learnings<'_> {
                         actor: r.get(5)?,
                         note: r.get(6)?,
                         at: r.get(7)?,
+                        issue: r.get(8)?,
+                        related: r.get(9)?,
                     })
                 })?
                 .collect::<crate::error::Result<Vec<_>>>()?;
-            Ok(LearningDetail { learning, history })
+            // The chain both ways, bounded (a chain is acyclic by construction).
+            let mut successors = Vec::new();
+            let mut at = learning.superseded_by.clone();
+            while let Some(next) = at.filter(|_| successors.len() < 1_000) {
+                at = c
+                    .query_opt(
+                        "SELECT superseded_by FROM learnings WHERE id = ?1",
+                        [&next],
+                        |r| r.get::<_, Option<String>>(0),
+                    )?
+                    .flatten();
+                successors.push(next);
+            }
+            let mut predecessors = Vec::new();
+            let mut frontier = vec![id.to_string()];
+            while let Some(cur) = frontier.pop().filter(|_| predecessors.len() < 1_000) {
+                let before: Vec<String> = c
+                    .prepare("SELECT id FROM learnings WHERE superseded_by = ?1 ORDER BY seq DESC")?
+                    .query_map([&cur], |r| r.get(0))?
+                    .collect::<crate::error::Result<_>>()?;
+                for b in before {
+                    predecessors.push(b.clone());
+                    frontier.insert(0, b);
+                }
+            }
+            Ok(LearningDetail {
+                learning,
+                predecessors,
+                successors,
+                history,
+            })
         })
     }
 
-    /// Mark a learning verified by a person; recorded in its history.
+    /// Mark a learning verified by a person (which clears a review flag); recorded in
+    /// its history.
     pub fn verify_learning(&self, id: &str, actor: &str, note: Option<&str>) -> Result<Learning> {
         self.change_standing(id, "verified", None, actor, note)
     }
 
-    /// Set a learning's quality score (0-100); recorded in its history.
+    /// Set a learning's quality score (0-100); from then on evidence no longer moves it.
+    /// Recorded in its history.
     pub fn rate_learning(
         &self,
         id: &str,
@@ -662,23 +953,86 @@ impl Learnings<'_> {
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )?
                 .ok_or_else(|| Error::not_found("learning", id))?;
-            let (q2, v2) = match score {
-                Some(s) => (s, verified),
-                None => (quality, true),
-            };
             let now = now_iso();
-            tx.execute(
-                "UPDATE learnings SET quality_score = ?2, verified = ?3, updated_at = ?4 WHERE id = ?1",
-                params![id, q2, v2, now],
-            )?;
-            tx.execute(
-                "INSERT INTO learning_history(learning_id, event, quality_before, quality_after,
-                    verified_before, verified_after, actor, note, at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![id, event, quality, q2, verified, v2, actor, note, now],
+            match score {
+                Some(s) => {
+                    tx.execute(
+                        "UPDATE learnings SET quality_score = ?2, rated = 1, updated_at = ?3
+                         WHERE id = ?1",
+                        params![id, s, now],
+                    )?;
+                }
+                None => {
+                    tx.execute(
+                        "UPDATE learnings SET verified = 1, flagged = 0, updated_at = ?2,
+                             quality_score = CASE WHEN rated = 0 AND quality_score < 50
+                                                  THEN 50 ELSE quality_score END
+                         WHERE id = ?1",
+                        params![id, now],
+                    )?;
+                }
+            }
+            lifecycle::record(
+                tx,
+                id,
+                &lifecycle::Change {
+                    event,
+                    actor,
+                    note: note.as_deref(),
+                    issue_id: None,
+                    related_id: None,
+                    before: Some((quality, verified)),
+                    at: &now,
+                },
             )?;
             load_by_id(tx, id)
         })
+    }
+
+    /// `old` is replaced by `new` (same project): it leaves default results and points
+    /// to `new`. Returns `old` as it is now.
+    pub fn supersede_learning(&self, old: &str, new: &str, actor: &str) -> Result<Learning> {
+        for (field, id) in [("old", old), ("by", new)] {
+            check_id(field, id).map_err(|e| Error::InvalidInput(vec![e]))?;
+        }
+        let out = self.store.write(|tx| {
+            lifecycle::supersede(tx, old, new, actor)?;
+            load_by_id(tx, old)
+        })?;
+        self.index.after_insert(self.store);
+        Ok(out)
+    }
+
+    /// Record an issue's verdict on a learning of its project (the issue's latest verdict
+    /// stands); quality follows the evidence unless a person rated it. Returns the
+    /// learning as it is now.
+    pub fn learning_feedback(&self, f: &NewFeedback) -> Result<Learning> {
+        check_id("learning_id", &f.learning_id).map_err(|e| Error::InvalidInput(vec![e]))?;
+        let note = check_note(f.note.as_deref())?;
+        self.store.write(|tx| {
+            let issue_id = resolve_issue_id(tx, &f.issue)?
+                .ok_or_else(|| Error::not_found("issue", &f.issue))?;
+            lifecycle::give_feedback(
+                tx,
+                &lifecycle::Verdict {
+                    learning_id: &f.learning_id,
+                    issue_id: &issue_id,
+                    outcome: f.outcome,
+                    note: note.as_deref(),
+                    agent_type: &f.agent_type,
+                    actor: &f.actor,
+                },
+            )?;
+            load_by_id(tx, &f.learning_id)
+        })
+    }
+
+    /// Record an `aged` history entry for every learning that aged since it was last
+    /// fresh (long-lived processes run this now and then; `show` for its learning).
+    pub fn record_aging(&self) -> Result<usize> {
+        let now = lifecycle::now_secs();
+        self.store
+            .write(|tx| lifecycle::record_aging(tx, None, now))
     }
 
     /// Rebuild the learnings index from SQLite, and embed every learning that has no
@@ -686,12 +1040,14 @@ impl Learnings<'_> {
     pub fn reindex_learnings(&self) -> Result<ReindexReport> {
         let t = Instant::now();
         let n = self.index.rebuild(self.store)?;
+        let aged = self.record_aging()? as u64;
         let (embedded, semantic_unavailable) = match self.embedder.load() {
             Ok(()) => (self.backfill_embeddings(usize::MAX)? as u64, None),
             Err(e) => (0, Some(e.to_string())),
         };
         Ok(ReindexReport {
             learnings: n,
+            aged,
             embedded,
             semantic_unavailable,
             millis: t.elapsed().as_millis() as u64,
@@ -792,8 +1148,12 @@ mod group_commit_tests {
                     applies_to: vec![],
                     learning_type: None,
                     created_by: "test".into(),
+                    agent_type: "test".into(),
+                    merge: false,
+                    supersedes: Vec::new(),
                 })
                 .unwrap()
+                .learning
                 .id
         }
 
@@ -805,6 +1165,7 @@ mod group_commit_tests {
                     scope: SearchScope::All,
                     limit: Some(10),
                     min_quality_score: None,
+                    include_superseded: false,
                 })
                 .unwrap()
                 .results

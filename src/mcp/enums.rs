@@ -19,7 +19,7 @@ use crate::colibri::audit::AuditScope;
 use crate::colibri::tasks::{SortBy, SortOrder};
 use crate::colibri::thoughts::ThoughtType;
 use crate::issues::Status;
-use crate::learnings::LearningType;
+use crate::learnings::{LearningType, Outcome};
 use crate::memory::MemoryScope;
 use crate::phases::{Confidence, Phase};
 use crate::trail::runs::{EventSubtype, EventType};
@@ -85,6 +85,13 @@ describe!(
     "The statuses an issue can have (one set for both vocabularies)."
 );
 describe!(LearningType, "What kind of lesson a learning is.");
+describe!(
+    Outcome,
+    "How the learning did for the bound issue.",
+    Helped => "It applied and helped with the work.",
+    NotRelevant => "It did not apply to this work (says little about its truth).",
+    Wrong => "It is wrong or outdated: following it caused a problem.",
+);
 describe!(
     Priority,
     "Colibri's priority names, mapped onto the issue scale (1 = most urgent)."
@@ -159,6 +166,7 @@ mod tests {
     fn every_described_enum_lists_what_its_parameters_accept() {
         names_round_trip::<Status>();
         names_round_trip::<LearningType>();
+        names_round_trip::<Outcome>();
         names_round_trip::<Priority>();
         names_round_trip::<SortBy>();
         names_round_trip::<SortOrder>();

@@ -604,6 +604,9 @@ pub fn review_pr(
             comment.push_str(&format!("\n\nFix instructions: {f}"));
         }
         add_comment_in(tx, &issue_id, &comment, actor)?;
+        if review == Review::Approve {
+            crate::learnings::issue_approved(tx, &issue_id, actor)?;
+        }
         if review == Review::Reject {
             change_status_in(
                 tx,

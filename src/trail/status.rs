@@ -116,6 +116,10 @@ pub(crate) fn set_status_in(
     if to.is_terminal() {
         release_parent(tx, issue_id, actor)?;
     }
+    if to == Status::Done {
+        // The `helped` verdicts of a finished issue count more (docs/learnings.md).
+        crate::learnings::issue_approved(tx, issue_id, actor)?;
+    }
     Ok(StatusChange {
         from,
         to,

@@ -1,5 +1,7 @@
-//! Learning tools: `add_learning` (on the bound issue) and `search_learnings` (in the
-//! bound project, or in the other projects with `cross_project`).
+//! Learning tools: `add_learning` (on the bound issue; merged into a learning that says
+//! the same), `search_learnings` (in the bound project, or in the other projects with
+//! `cross_project`) and `learning_feedback` (the bound issue's verdict on a learning of
+//! its project).
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -7,7 +9,8 @@ use serde_json::json;
 
 use crate::error::Result;
 use crate::learnings::{
-    Learning, LearningSearch, LearningType, NewLearning, SearchResults, SearchScope, limits,
+    Added, Learning, LearningSearch, LearningType, NewFeedback, NewLearning, Outcome,
+    SearchResults, SearchScope, limits,
 };
 use crate::mcp::lanes::Lane;
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
@@ -32,6 +35,31 @@ pub struct AddLearningParams {
     pub applies_to: Vec<String>,
     /// convention, gotcha or pattern (default pattern).
     pub learning_type: Option<LearningType>,
+    /// Merge into a learning of this project that already says the same (default true):
+    /// the answer is then that learning, with `merged: true`. false stores a second one.
+    pub merge: Option<bool>,
+    /// Ids of learnings of this project that this one replaces (they leave default
+    /// search results and point to it). A learning that supersedes others is not merged.
+    #[serde(default)]
+    #[schemars(
+        length(max = limits::SUPERSEDES_MAX),
+        inner(length(min = 1, max = limits::ID_MAX))
+    )]
+    pub supersedes: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LearningFeedbackParams {
+    /// The learning (an id from search_learnings), of the bound issue's project.
+    #[schemars(length(min = 1, max = limits::ID_MAX))]
+    pub learning_id: String,
+    /// helped, not_relevant or wrong. The bound issue's latest verdict on a learning
+    /// replaces its earlier one.
+    pub outcome: Outcome,
+    /// What happened, for the people who review it.
+    #[schemars(length(max = limits::NOTE_MAX))]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -50,9 +78,13 @@ pub struct SearchLearningsParams {
     /// keeps 41 and up); verified learnings always pass.
     #[schemars(range(min = 0, max = limits::QUALITY_MAX))]
     pub min_quality_score: Option<f64>,
+    /// Return superseded learnings too, each with `superseded_by` naming its successor
+    /// (default false).
+    #[serde(default)]
+    pub include_superseded: bool,
 }
 
-fn add(cx: &ToolCtx<'_>, p: AddLearningParams) -> Result<Cleaned<Learning>> {
+fn add(cx: &ToolCtx<'_>, p: AddLearningParams) -> Result<Cleaned<Added>> {
     cleaned(|| {
         let issue = cx.work.require_issue()?;
         cx.cairn.add_learning(&NewLearning {
@@ -62,6 +94,31 @@ fn add(cx: &ToolCtx<'_>, p: AddLearningParams) -> Result<Cleaned<Learning>> {
             applies_to: p.applies_to,
             learning_type: p.learning_type,
             created_by: cx.work.actor.clone(),
+            agent_type: agent_type(cx),
+            merge: p.merge.unwrap_or(true),
+            supersedes: p.supersedes,
+        })
+    })
+}
+
+/// The session's agent type as recorded with a confirmation or a verdict.
+fn agent_type(cx: &ToolCtx<'_>) -> String {
+    cx.work
+        .agent_type
+        .clone()
+        .unwrap_or_else(|| cx.work.actor.clone())
+}
+
+fn feedback(cx: &ToolCtx<'_>, p: LearningFeedbackParams) -> Result<Cleaned<Learning>> {
+    cleaned(|| {
+        let issue = cx.work.require_issue()?;
+        cx.cairn.learning_feedback(&NewFeedback {
+            learning_id: p.learning_id,
+            issue: issue.id.clone(),
+            outcome: p.outcome,
+            note: p.note,
+            agent_type: agent_type(cx),
+            actor: cx.work.actor.clone(),
         })
     })
 }
@@ -79,6 +136,7 @@ fn search(cx: &ToolCtx<'_>, p: SearchLearningsParams) -> Result<SearchResults> {
         // Qualities are whole numbers: "at least 40.5" is "at least 41". The schema
         // bounds the value to 0..=100, so the cast cannot truncate.
         min_quality_score: p.min_quality_score.map(|q| q.ceil() as u8),
+        include_superseded: p.include_superseded,
     })
 }
 
@@ -86,7 +144,7 @@ pub fn tools() -> Vec<ToolDef> {
     vec![
         tool(
             "add_learning",
-            "Record a reusable pattern or gotcha on the current issue for future agents. Pattern at least 50 characters, context at least 100 when given; a duplicate pattern on the same issue is refused with the existing id.",
+            "Record a reusable pattern or gotcha on the current issue for future agents. Pattern at least 50 characters, context at least 100 when given; a duplicate pattern on the same issue is refused with the existing id. A lesson this project already has (said another way) is merged: the answer is the existing learning with merged: true, and your issue counts as a confirmation (merge: false stores a second one). supersedes: [ids] replaces outdated learnings of this project.",
             Effect::Additive { idempotent: false },
             json!({
                 "pattern": "Nuxt auto-imports files in app/utils/ — don't add explicit imports or you'll get already-defined errors",
@@ -100,7 +158,7 @@ pub fn tools() -> Vec<ToolDef> {
         .bound(),
         tool(
             "search_learnings",
-            "Search learnings of the current project (or the other projects with cross_project), ranked by 50% relevance (BM25 fused with embedding similarity, so paraphrases match) + 30% field priority (how much of the query matched, pattern > applies_to > context) + 20% quality (scaled by relevance). Stemmed words; the last word also matches as a prefix, counting less than an exact word.",
+            "Search learnings of the current project (or the other projects with cross_project), ranked by 50% relevance (BM25 fused with embedding similarity, so paraphrases match) + 30% field priority (how much of the query matched, pattern > applies_to > context) + 20% quality (scaled by relevance; from feedback evidence unless a person rated it; halved for stale learnings). Stemmed words; the last word also matches as a prefix, counting less than an exact word. Superseded learnings are left out unless include_superseded.",
             Effect::ReadOnly,
             json!({ "query": "auto-import", "min_quality_score": 40 }),
             search,
@@ -108,5 +166,14 @@ pub fn tools() -> Vec<ToolDef> {
         .profiles(&[Worker, Researcher, Judge, Scanner, Architect, Planner])
         // What agents do before nearly every step: never behind the heavier tools.
         .lane(Lane::Reserved),
+        tool(
+            "learning_feedback",
+            "Say how a learning did for the current issue: helped, not_relevant or wrong (with an optional note). One standing verdict per learning per issue (the latest wins). Quality follows the evidence (helped from an issue later approved or done counts more); wrong from two issues flags the learning for review.",
+            Effect::Additive { idempotent: true },
+            json!({ "learning_id": "lrn_0123456789abcdef", "outcome": "helped", "note": "the retry rule fixed the flaky upload test" }),
+            feedback,
+        )
+        .profiles(&[Worker, Researcher, Judge])
+        .bound(),
     ]
 }

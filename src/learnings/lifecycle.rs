@@ -1,0 +1,716 @@
+//! The life of a learning after it is recorded (docs/learnings.md, "Lifecycle"):
+//!
+//! - **Merging.** A new learning that says the same as one of its project is not stored
+//!   twice: the existing one gets a confirmation from the new one's issue. Two texts
+//!   say the same when their embeddings are at least [`DUPLICATE_COSINE`] similar and
+//!   no guard tells them apart ([`same_lesson`]): a different count of negation words,
+//!   numbers or versions only one side has, code identifiers or paths only one side
+//!   has. The threshold and guards were chosen on the tune half of
+//!   `tests/eval/learning-pairs.jsonl` for precision ≥ 0.97 (`cairn eval learnings`
+//!   reports the held-out half).
+//! - **Superseding.** A newer learning replaces older ones of its project; they leave
+//!   default results and point to it.
+//! - **Quality from evidence.** Feedback verdicts (one standing verdict per issue),
+//!   confirmations, and whether the issues that said `helped` were approved or done,
+//!   make a Beta posterior mean ([`evidence_quality`]) unless a person rated it.
+//! - **Age.** An unverified learning nobody confirmed or found helpful for
+//!   [`STALE_AFTER_DAYS`] (per project: `settings.learnings.stale_after_days`) has its
+//!   quality term multiplied by [`AGE_FACTOR`] at search time.
+//! - **History.** Every change is a row of `learning_history` (append-only in the
+//!   database too), with who, when, the issue it came from and the other learning.
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use crate::base::{iso_of, now_iso, unix_of};
+use crate::db::{Conn, params};
+use crate::error::{Error, Result};
+
+/// Embedding similarity from which two learnings may be the same lesson.
+pub const DUPLICATE_COSINE: f32 = 0.87;
+/// Nearest learnings of the project compared with a new one.
+pub(crate) const DUPLICATE_CANDIDATES: usize = 5;
+
+/// The words that turn a statement around.
+const NEGATIONS: [&str; 10] = [
+    "not", "no", "never", "without", "cannot", "avoid", "nothing", "none", "neither", "nor",
+];
+
+static WORD: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[a-z]+(?:'[a-z]+)?").expect("static regex"));
+static TOKEN: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[a-z0-9]+(?:[._/-][a-z0-9]+)*").expect("static regex"));
+static NUMBER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\d+(?:[.:]\d+)*").expect("static regex"));
+static CODE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"`([^`]+)`").expect("static regex"));
+
+/// What the guards of the duplicate rule compare: negation words, numbers, identifiers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Signature {
+    negations: usize,
+    numbers: HashSet<String>,
+    identifiers: HashSet<String>,
+}
+
+impl Signature {
+    pub(crate) fn of(text: &str) -> Signature {
+        let lower = text.to_lowercase().replace('\u{2019}', "'");
+        let negations = WORD
+            .find_iter(&lower)
+            .filter(|w| NEGATIONS.contains(&w.as_str()) || w.as_str().ends_with("n't"))
+            .count();
+        let numbers = NUMBER
+            .find_iter(text)
+            .map(|m| m.as_str().to_string())
+            .collect();
+        let mut identifiers: HashSet<String> = CODE
+            .captures_iter(text)
+            .map(|c| c[1].to_lowercase())
+            .collect();
+        identifiers.extend(
+            TOKEN
+                .find_iter(&lower)
+                .map(|m| m.as_str())
+                .filter(|t| t.contains(['.', '_', '/']))
+                .map(String::from),
+        );
+        Signature {
+            negations,
+            numbers,
+            identifiers,
+        }
+    }
+
+    /// Which guard tells `self` and `other` apart, if one does.
+    pub(crate) fn differs(&self, other: &Signature) -> Option<&'static str> {
+        // Each side holding something the other lacks: a changed value, not a detail
+        // one side left out.
+        let both_ways = |a: &HashSet<String>, b: &HashSet<String>| {
+            a.difference(b).next().is_some() && b.difference(a).next().is_some()
+        };
+        if self.negations != other.negations {
+            Some("negation")
+        } else if both_ways(&self.numbers, &other.numbers) {
+            Some("numbers")
+        } else if both_ways(&self.identifiers, &other.identifiers) {
+            Some("identifiers")
+        } else {
+            None
+        }
+    }
+}
+
+/// The duplicate rule: embeddings at least [`DUPLICATE_COSINE`] similar and no guard
+/// telling the texts apart.
+pub fn same_lesson(cosine: f32, a: &str, b: &str) -> bool {
+    cosine >= DUPLICATE_COSINE && Signature::of(a).differs(&Signature::of(b)).is_none()
+}
+
+/// How a learning did for an issue, in the words of the agent that used it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Helped,
+    NotRelevant,
+    Wrong,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 3] = [Outcome::Helped, Outcome::NotRelevant, Outcome::Wrong];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Helped => "helped",
+            Outcome::NotRelevant => "not_relevant",
+            Outcome::Wrong => "wrong",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Outcome> {
+        Outcome::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+}
+
+/// The standing verdicts on a learning, one per issue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FeedbackCounts {
+    pub helped: u32,
+    pub not_relevant: u32,
+    pub wrong: u32,
+}
+
+/// The evidence quality is derived from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Evidence {
+    /// `helped` verdicts of issues not (yet) approved or done.
+    pub helped: u32,
+    /// `helped` verdicts of issues whose work was approved (a phase or PR) or done.
+    pub helped_approved: u32,
+    /// Other issues that recorded the same lesson (merged here).
+    pub confirmations: u32,
+    pub not_relevant: u32,
+    pub wrong: u32,
+}
+
+/// Beta prior: as if 2 issues had found it helpful and 2 had not (mean 50).
+pub const PRIOR: f64 = 2.0;
+/// Weight of a `helped` verdict.
+pub const W_HELPED: f64 = 1.0;
+/// Weight of a `helped` verdict from an issue whose work was then approved or done.
+pub const W_HELPED_APPROVED: f64 = 3.0;
+/// Weight of an independent recording of the same lesson.
+pub const W_CONFIRMED: f64 = 1.0;
+/// Weight (against) of `not_relevant`: it did not apply, which says little of its truth.
+pub const W_NOT_RELEVANT: f64 = 0.5;
+/// Weight (against) of `wrong`.
+pub const W_WRONG: f64 = 2.0;
+
+/// The quality (0-100) the evidence supports: the posterior mean of a Beta(PRIOR,
+/// PRIOR) prior after weighted successes `s` and failures `f`,
+/// `100 · (PRIOR + s) / (2·PRIOR + s + f)`, rounded.
+pub fn evidence_quality(e: &Evidence) -> u8 {
+    let s = W_HELPED * f64::from(e.helped)
+        + W_HELPED_APPROVED * f64::from(e.helped_approved)
+        + W_CONFIRMED * f64::from(e.confirmations);
+    let f = W_NOT_RELEVANT * f64::from(e.not_relevant) + W_WRONG * f64::from(e.wrong);
+    (100.0 * (PRIOR + s) / (2.0 * PRIOR + s + f)).round() as u8
+}
+
+/// Whether the work of an issue (`issue` an `issues` alias in scope) was approved (a
+/// phase verdict or a PR) or is done. SQL, shared by the quality and the hooks.
+const APPROVED: &str = "(i.status = 'done'
+    OR EXISTS (SELECT 1 FROM pull_requests pr WHERE pr.issue_id = i.id AND pr.status = 'approved')
+    OR EXISTS (SELECT 1 FROM trail_records t WHERE t.issue_id = i.id
+               AND t.category = 'phase_verdict' AND t.body LIKE '%\"verdict\":\"approved\"%'))";
+
+fn evidence_of(c: &Conn<'_>, learning_id: &str) -> Result<Evidence> {
+    let sql = format!(
+        "SELECT
+           (SELECT count(*) FROM learning_feedback f JOIN issues i ON i.id = f.issue_id
+            WHERE f.learning_id = ?1 AND f.outcome = 'helped' AND NOT {APPROVED}),
+           (SELECT count(*) FROM learning_feedback f JOIN issues i ON i.id = f.issue_id
+            WHERE f.learning_id = ?1 AND f.outcome = 'helped' AND {APPROVED}),
+           (SELECT count(*) FROM learning_confirmations WHERE learning_id = ?1),
+           (SELECT count(*) FROM learning_feedback WHERE learning_id = ?1 AND outcome = 'not_relevant'),
+           (SELECT count(*) FROM learning_feedback WHERE learning_id = ?1 AND outcome = 'wrong')"
+    );
+    c.query_row(&sql, [learning_id], |r| {
+        Ok(Evidence {
+            helped: r.get(0)?,
+            helped_approved: r.get(1)?,
+            confirmations: r.get(2)?,
+            not_relevant: r.get(3)?,
+            wrong: r.get(4)?,
+        })
+    })
+}
+
+/// A learning's quality and verified flag, the standing a history row records.
+fn standing(c: &Conn<'_>, id: &str) -> Result<(u8, bool)> {
+    c.query_opt(
+        "SELECT quality_score, verified FROM learnings WHERE id = ?1",
+        [id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?
+    .ok_or_else(|| Error::not_found("learning", id))
+}
+
+/// Recompute a learning's quality from its evidence, unless a person rated it; a
+/// verified learning keeps at least the prior's 50. Returns the standing before.
+fn requalify(tx: &Conn<'_>, id: &str, at: &str) -> Result<(u8, bool)> {
+    let before = standing(tx, id)?;
+    let rated: bool = tx.query_row("SELECT rated FROM learnings WHERE id = ?1", [id], |r| {
+        r.get(0)
+    })?;
+    if !rated {
+        let mut q = evidence_quality(&evidence_of(tx, id)?);
+        if before.1 {
+            q = q.max(50);
+        }
+        if q != before.0 {
+            tx.execute(
+                "UPDATE learnings SET quality_score = ?2, updated_at = ?3 WHERE id = ?1",
+                params![id, q, at],
+            )?;
+        }
+    }
+    Ok(before)
+}
+
+/// One change for the history.
+pub(crate) struct Change<'a> {
+    pub event: &'a str,
+    pub actor: &'a str,
+    pub note: Option<&'a str>,
+    pub issue_id: Option<&'a str>,
+    pub related_id: Option<&'a str>,
+    /// The standing before the change (`None` for `created`).
+    pub before: Option<(u8, bool)>,
+    pub at: &'a str,
+}
+
+/// Append `change` to the history of `learning_id`, with the standing after it.
+pub(crate) fn record(tx: &Conn<'_>, learning_id: &str, change: &Change<'_>) -> Result<()> {
+    tx.prepare(
+        "INSERT INTO learning_history(learning_id, event, quality_before, quality_after,
+            verified_before, verified_after, actor, note, at, issue_id, related_id)
+         SELECT id, ?2, ?3, quality_score, ?4, verified, ?5, ?6, ?7, ?8, ?9
+         FROM learnings WHERE id = ?1",
+    )?
+    .execute(params![
+        learning_id,
+        change.event,
+        change.before.map(|b| b.0),
+        change.before.map(|b| b.1),
+        change.actor,
+        change.note,
+        change.at,
+        change.issue_id,
+        change.related_id
+    ])?;
+    Ok(())
+}
+
+/// Who merged a duplicate in, and how close it was.
+pub(crate) struct Confirmation<'a> {
+    pub issue_id: &'a str,
+    pub agent_type: &'a str,
+    pub actor: &'a str,
+    pub similarity: f32,
+}
+
+/// Record that another issue recorded the same lesson as `learning_id`: a confirmation
+/// (one per issue; the learning's own issue confirms nothing), fresh again, quality
+/// requalified, history `merged`.
+pub(crate) fn confirm(tx: &Conn<'_>, learning_id: &str, c: &Confirmation<'_>) -> Result<()> {
+    let origin: String = tx.query_row(
+        "SELECT issue_id FROM learnings WHERE id = ?1",
+        [learning_id],
+        |r| r.get(0),
+    )?;
+    if origin == c.issue_id {
+        return Ok(());
+    }
+    let at = now_iso();
+    let added = tx.execute(
+        "INSERT INTO learning_confirmations(learning_id, issue_id, agent_type, actor,
+            similarity, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+        params![
+            learning_id,
+            c.issue_id,
+            c.agent_type,
+            c.actor,
+            f64::from(c.similarity),
+            at
+        ],
+    )?;
+    if added == 0 {
+        return Ok(());
+    }
+    tx.execute(
+        "UPDATE learnings SET fresh_at = ?2 WHERE id = ?1",
+        params![learning_id, at],
+    )?;
+    let before = requalify(tx, learning_id, &at)?;
+    let note = format!(
+        "the same lesson recorded again (similarity {:.3})",
+        c.similarity
+    );
+    record(
+        tx,
+        learning_id,
+        &Change {
+            event: "merged",
+            actor: c.actor,
+            note: Some(&note),
+            issue_id: Some(c.issue_id),
+            related_id: None,
+            before: Some(before),
+            at: &at,
+        },
+    )
+}
+
+/// `old` is replaced by `new` (both of one project; no cycle; `old` not superseded
+/// already): it leaves default results and points to `new`. History on both.
+pub(crate) fn supersede(tx: &Conn<'_>, old: &str, new: &str, actor: &str) -> Result<()> {
+    let load = |id: &str| -> Result<(String, Option<String>)> {
+        tx.query_opt(
+            "SELECT project_id, superseded_by FROM learnings WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?
+        .ok_or_else(|| Error::not_found("learning", id))
+    };
+    if old == new {
+        return Err(Error::invalid(
+            "supersedes",
+            "a learning cannot supersede itself",
+        ));
+    }
+    let (old_project, old_by) = load(old)?;
+    let (new_project, _) = load(new)?;
+    if old_project != new_project {
+        // Scope: another project's learnings are not named, as if they did not exist.
+        return Err(Error::not_found(
+            "learning",
+            format!(
+                "{old} in this project (a learning supersedes learnings of its own project only)"
+            ),
+        ));
+    }
+    if let Some(by) = old_by {
+        return Err(Error::Conflict {
+            message: format!(
+                "{old} is already superseded by {by}; supersede {by} instead, or leave it"
+            ),
+            existing_id: Some(by),
+        });
+    }
+    // `new` must not descend from `old`'s successors back to `old` (a cycle).
+    let mut at = new.to_string();
+    for _ in 0..1_000 {
+        let Some(next) = load(&at)?.1 else { break };
+        if next == old {
+            return Err(Error::invalid(
+                "supersedes",
+                format!(
+                    "{new} is itself superseded, through its successors, by {old}: that would be a cycle"
+                ),
+            ));
+        }
+        at = next;
+    }
+    let now = now_iso();
+    let before_old = standing(tx, old)?;
+    tx.execute(
+        "UPDATE learnings SET superseded_by = ?2, updated_at = ?3 WHERE id = ?1",
+        params![old, new, now],
+    )?;
+    record(
+        tx,
+        old,
+        &Change {
+            event: "superseded",
+            actor,
+            note: None,
+            issue_id: None,
+            related_id: Some(new),
+            before: Some(before_old),
+            at: &now,
+        },
+    )?;
+    let before_new = standing(tx, new)?;
+    record(
+        tx,
+        new,
+        &Change {
+            event: "supersedes",
+            actor,
+            note: None,
+            issue_id: None,
+            related_id: Some(old),
+            before: Some(before_new),
+            at: &now,
+        },
+    )
+}
+
+/// One verdict on a learning from an issue.
+pub(crate) struct Verdict<'a> {
+    pub learning_id: &'a str,
+    pub issue_id: &'a str,
+    pub outcome: Outcome,
+    pub note: Option<&'a str>,
+    pub agent_type: &'a str,
+    pub actor: &'a str,
+}
+
+/// `wrong` verdicts from this many issues flag a learning for review.
+pub const FLAG_AFTER_WRONG: u32 = 2;
+
+/// Record an issue's verdict on a learning of the issue's project (the latest verdict
+/// of an issue replaces its earlier one); requalify; flag it after
+/// [`FLAG_AFTER_WRONG`] `wrong` verdicts.
+pub(crate) fn give_feedback(tx: &Conn<'_>, v: &Verdict<'_>) -> Result<()> {
+    let learning_project: String = tx
+        .query_opt(
+            "SELECT project_id FROM learnings WHERE id = ?1",
+            [v.learning_id],
+            |r| r.get(0),
+        )?
+        .ok_or_else(|| Error::not_found("learning", v.learning_id))?;
+    let issue_project: String = tx.query_row(
+        "SELECT project_id FROM issues WHERE id = ?1",
+        [v.issue_id],
+        |r| r.get(0),
+    )?;
+    if learning_project != issue_project {
+        return Err(Error::not_found(
+            "learning",
+            format!(
+                "{} in this project (feedback is given on learnings of the bound issue's project)",
+                v.learning_id
+            ),
+        ));
+    }
+    let at = now_iso();
+    tx.execute(
+        "INSERT INTO learning_feedback(learning_id, issue_id, outcome, note, agent_type, actor, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (learning_id, issue_id) DO UPDATE SET outcome = excluded.outcome,
+             note = excluded.note, agent_type = excluded.agent_type, actor = excluded.actor,
+             at = excluded.at",
+        params![
+            v.learning_id,
+            v.issue_id,
+            v.outcome.as_str(),
+            v.note,
+            v.agent_type,
+            v.actor,
+            at
+        ],
+    )?;
+    if v.outcome == Outcome::Helped {
+        tx.execute(
+            "UPDATE learnings SET fresh_at = ?2 WHERE id = ?1",
+            params![v.learning_id, at],
+        )?;
+    }
+    let before = requalify(tx, v.learning_id, &at)?;
+    let note = match v.note {
+        Some(n) => format!("{}: {n}", v.outcome.as_str()),
+        None => v.outcome.as_str().to_string(),
+    };
+    record(
+        tx,
+        v.learning_id,
+        &Change {
+            event: "feedback",
+            actor: v.actor,
+            note: Some(&note),
+            issue_id: Some(v.issue_id),
+            related_id: None,
+            before: Some(before),
+            at: &at,
+        },
+    )?;
+    if v.outcome == Outcome::Wrong {
+        let (wrong, flagged): (u32, bool) = tx.query_row(
+            "SELECT (SELECT count(*) FROM learning_feedback
+                     WHERE learning_id = ?1 AND outcome = 'wrong'), flagged
+             FROM learnings WHERE id = ?1",
+            [v.learning_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        if wrong >= FLAG_AFTER_WRONG && !flagged {
+            let before = standing(tx, v.learning_id)?;
+            tx.execute(
+                "UPDATE learnings SET flagged = 1, updated_at = ?2 WHERE id = ?1",
+                params![v.learning_id, at],
+            )?;
+            let note = format!("{wrong} issues said it is wrong: a person should review it");
+            record(
+                tx,
+                v.learning_id,
+                &Change {
+                    event: "flagged",
+                    actor: "cairn",
+                    note: Some(&note),
+                    issue_id: Some(v.issue_id),
+                    related_id: None,
+                    before: Some(before),
+                    at: &at,
+                },
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The work of `issue_id` was approved (a phase verdict or a PR) or reached done: its
+/// `helped` verdicts count more. Called in the transaction of that change; each learning
+/// gets one `outcome` history entry per issue.
+pub(crate) fn issue_approved(tx: &Conn<'_>, issue_id: &str, actor: &str) -> Result<()> {
+    let ids: Vec<String> = tx
+        .prepare(
+            "SELECT f.learning_id FROM learning_feedback f
+             WHERE f.issue_id = ?1 AND f.outcome = 'helped'
+               AND NOT EXISTS (SELECT 1 FROM learning_history h
+                               WHERE h.learning_id = f.learning_id AND h.issue_id = ?1
+                                 AND h.event = 'outcome')
+             ORDER BY f.learning_id",
+        )?
+        .query_map([issue_id], |r| r.get(0))?
+        .collect::<Result<_>>()?;
+    let at = now_iso();
+    for id in ids {
+        let before = requalify(tx, &id, &at)?;
+        record(
+            tx,
+            &id,
+            &Change {
+                event: "outcome",
+                actor,
+                note: Some("the issue that found it helpful was approved or done"),
+                issue_id: Some(issue_id),
+                related_id: None,
+                before: Some(before),
+                at: &at,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// Days after which an unverified learning nobody confirmed or found helpful ages.
+pub const STALE_AFTER_DAYS: u32 = 180;
+/// What ageing multiplies the quality term of the blend by.
+pub const AGE_FACTOR: f32 = 0.5;
+
+/// A project's age limit in seconds: `settings.learnings.stale_after_days` (at least 1),
+/// else [`STALE_AFTER_DAYS`].
+pub(crate) fn stale_after_secs(settings: &str) -> i64 {
+    let days = serde_json::from_str::<serde_json::Value>(settings)
+        .ok()
+        .and_then(|v| v.pointer("/learnings/stale_after_days")?.as_u64())
+        .filter(|d| *d >= 1)
+        .unwrap_or(u64::from(STALE_AFTER_DAYS))
+        .min(100 * 365);
+    days as i64 * 86_400
+}
+
+/// Whether a learning is aged at `now` (seconds).
+pub(crate) fn is_stale(verified: bool, fresh_at: i64, stale_after: i64, now: i64) -> bool {
+    !verified && now.saturating_sub(fresh_at) > stale_after
+}
+
+/// The current time in seconds since the Unix epoch.
+pub(crate) fn now_secs() -> i64 {
+    unix_of(&now_iso()).unwrap_or(0)
+}
+
+/// Record an `aged` history entry (dated when it aged) for every learning (or only
+/// `only`) that aged and has none since it was last fresh. Returns how many.
+pub(crate) fn record_aging(tx: &Conn<'_>, only: Option<&str>, now: i64) -> Result<usize> {
+    let rows: Vec<(String, String, String)> = tx
+        .prepare(
+            "SELECT l.id, coalesce(l.fresh_at, l.created_at), p.settings
+             FROM learnings l JOIN projects p ON p.id = l.project_id
+             WHERE l.verified = 0 AND (?1 IS NULL OR l.id = ?1)
+               AND NOT EXISTS (SELECT 1 FROM learning_history h
+                               WHERE h.learning_id = l.id AND h.event = 'aged'
+                                 AND h.at >= coalesce(l.fresh_at, l.created_at))
+             ORDER BY l.seq",
+        )?
+        .query_map([only], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<_>>()?;
+    let mut n = 0;
+    for (id, fresh, settings) in rows {
+        let Some(fresh_at) = unix_of(&fresh) else {
+            continue;
+        };
+        let limit = stale_after_secs(&settings);
+        if !is_stale(false, fresh_at, limit, now) {
+            continue;
+        }
+        let at = iso_of(fresh_at + limit);
+        let note = format!(
+            "nobody confirmed it or found it helpful for {} days: its quality counts {AGE_FACTOR}× in the ranking",
+            limit / 86_400
+        );
+        let before = standing(tx, &id)?;
+        record(
+            tx,
+            &id,
+            &Change {
+                event: "aged",
+                actor: "cairn",
+                note: Some(&note),
+                issue_id: None,
+                related_id: None,
+                before: Some(before),
+                at: &at,
+            },
+        )?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guards_tell_apart_negations_values_and_identifiers() {
+        let a = "Run `cargo clippy` before pushing: CI fails on warnings since 1.80.";
+        assert!(same_lesson(0.95, a, a));
+        assert!(!same_lesson(0.86, a, a), "below the threshold");
+        let neg = "Do not run `cargo clippy` before pushing: CI fails on warnings since 1.80.";
+        assert_eq!(
+            Signature::of(a).differs(&Signature::of(neg)),
+            Some("negation")
+        );
+        let ver = "Run `cargo clippy` before pushing: CI fails on warnings since 1.81.";
+        assert_eq!(
+            Signature::of(a).differs(&Signature::of(ver)),
+            Some("numbers")
+        );
+        let tool = "Run `cargo fmt` before pushing: CI fails on warnings since 1.80.";
+        assert_eq!(
+            Signature::of(a).differs(&Signature::of(tool)),
+            Some("identifiers")
+        );
+        // A detail left out on one side is not a different lesson.
+        let shorter = "Run `cargo clippy` before pushing: CI fails on warnings.";
+        assert_eq!(Signature::of(a).differs(&Signature::of(shorter)), None);
+        let curly = "Don\u{2019}t skip `cargo clippy`";
+        assert_eq!(Signature::of(curly).negations, 1);
+    }
+
+    #[test]
+    fn quality_is_a_beta_posterior_mean() {
+        assert_eq!(evidence_quality(&Evidence::default()), 50);
+        let helped = Evidence {
+            helped: 1,
+            ..Default::default()
+        };
+        assert_eq!(evidence_quality(&helped), 60); // (2+1)/(4+1)
+        let approved = Evidence {
+            helped_approved: 1,
+            ..Default::default()
+        };
+        assert_eq!(evidence_quality(&approved), 71); // (2+3)/(4+3)
+        let wrong = Evidence {
+            wrong: 2,
+            ..Default::default()
+        };
+        assert_eq!(evidence_quality(&wrong), 25); // 2/(4+4)
+        let not_relevant = Evidence {
+            not_relevant: 1,
+            ..Default::default()
+        };
+        assert_eq!(evidence_quality(&not_relevant), 44); // 2/4.5
+    }
+
+    #[test]
+    fn age_limit_comes_from_the_project_settings() {
+        assert_eq!(stale_after_secs("{}"), 180 * 86_400);
+        assert_eq!(
+            stale_after_secs(r#"{"learnings":{"stale_after_days":30}}"#),
+            30 * 86_400
+        );
+        assert_eq!(
+            stale_after_secs(r#"{"learnings":{"stale_after_days":0}}"#),
+            180 * 86_400
+        );
+        assert!(is_stale(false, 0, 10, 11));
+        assert!(!is_stale(true, 0, 10, 11));
+        assert!(!is_stale(false, 0, 10, 10));
+    }
+}
