@@ -105,6 +105,11 @@ impl Cairn {
         self.learnings().rate_learning(id, score, actor, note)
     }
 
+    /// Embed texts with the learnings' model, as a learning is embedded (`cairn eval`).
+    pub fn embed_texts(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        Ok(self.vault.embedder.embed_batch(texts)?)
+    }
+
     /// Rebuild the learnings index from SQLite and embed what has no embedding.
     pub fn reindex_learnings(&self) -> Result<ReindexReport> {
         self.learnings().reindex_learnings()

@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
+use serde::Serialize;
+
 use crate::eval::learnings::{EvalReport, EvalSet};
+use crate::eval::lifecycle::{LifecycleReport, PairsReport};
 use crate::eval::vault::{VaultEvalOptions, render};
 
 use super::{Outcome, print_json, print_text};
@@ -15,9 +18,21 @@ pub enum EvalCmd {
     /// Measure `search_learnings` on a JSONL set of learnings and graded queries:
     /// nDCG@10, MRR@10, Recall@5 overall and per category, p50 latency, for Cairn's
     /// blend, BM25 alone and cosine alone. Uses a temporary database (not --db).
+    ///
+    /// With --pairs, also the duplicate rule on labelled pairs (precision and recall per
+    /// split, beside word-Jaccard and cosine-only rules); with --lifecycle, a timeline set
+    /// replayed through merging, superseding and feedback (merge precision and recall,
+    /// stale answers, duplicate clutter, MRR with quality from evidence against quality
+    /// fixed at 50, lexical-only and dense-only, per split).
     Learnings {
         /// The set (JSONL; format in docs/learnings.md).
         set: PathBuf,
+        /// Labelled duplicate pairs (tests/eval/learning-pairs.jsonl).
+        #[arg(long)]
+        pairs: Option<PathBuf>,
+        /// The lifecycle timeline set (tests/eval/learnings-lifecycle.jsonl).
+        #[arg(long)]
+        lifecycle: Option<PathBuf>,
         /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
@@ -51,14 +66,37 @@ pub struct VaultEvalArgs {
 #[allow(clippy::print_stderr)]
 pub(super) fn run(cmd: EvalCmd) -> anyhow::Result<Outcome> {
     match cmd {
-        EvalCmd::Learnings { set, json } => {
+        EvalCmd::Learnings {
+            set,
+            pairs,
+            lifecycle,
+            json,
+        } => {
+            let mut progress = |line: &str| eprintln!("eval learnings: {line}");
             let parsed = EvalSet::load(&set)?;
-            let report =
-                crate::eval::learnings::run(&parsed, |line| eprintln!("eval learnings: {line}"))?;
+            let search = crate::eval::learnings::run(&parsed, &mut progress)?;
+            let pairs = match pairs {
+                Some(p) => {
+                    // The model of a throwaway store: nothing is written to --db.
+                    let dir = tempfile::tempdir()?;
+                    let cairn = crate::Cairn::open(&dir.path().join("pairs.db"))?;
+                    Some(crate::eval::lifecycle::pairs(&cairn, &p, &mut progress)?)
+                }
+                None => None,
+            };
+            let lifecycle = match lifecycle {
+                Some(l) => Some(crate::eval::lifecycle::lifecycle(&l, &mut progress)?),
+                None => None,
+            };
+            let report = FullReport {
+                search,
+                pairs,
+                lifecycle,
+            };
             if json {
                 print_json(&report)?;
             } else {
-                print_text(&learnings_table(&report))?;
+                print_text(&full_table(&report))?;
             }
         }
         EvalCmd::Vault(a) => {
@@ -79,6 +117,76 @@ pub(super) fn run(cmd: EvalCmd) -> anyhow::Result<Outcome> {
         }
     }
     Ok(Outcome::Done)
+}
+
+/// `cairn eval learnings`: the search figures, and the lifecycle's when asked for.
+#[derive(Debug, Serialize)]
+struct FullReport {
+    #[serde(flatten)]
+    search: EvalReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pairs: Option<PairsReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lifecycle: Option<LifecycleReport>,
+}
+
+fn full_table(r: &FullReport) -> String {
+    let mut out = learnings_table(&r.search);
+    if let Some(p) = &r.pairs {
+        let _ = write!(
+            out,
+            "\nduplicate rule on {} labelled pairs\n\n| split | rule | precision | recall | merged right / wrong / missed |\n|---|---|---|---|---|\n",
+            p.pairs
+        );
+        for (split, rules) in &p.splits {
+            for (rule, s) in rules {
+                let _ = writeln!(
+                    out,
+                    "| {split} | {rule} | {:.3} | {:.3} | {} / {} / {} |",
+                    s.precision, s.recall, s.merged_right, s.merged_wrong, s.missed
+                );
+            }
+        }
+        out.push_str("\nmerged by the rule, per kind (both splits): ");
+        let kinds: Vec<String> = p
+            .kinds
+            .iter()
+            .map(|(k, (n, m))| format!("{k} {m}/{n}"))
+            .collect();
+        out.push_str(&kinds.join(", "));
+        out.push('\n');
+    }
+    if let Some(l) = &r.lifecycle {
+        let _ = write!(
+            out,
+            "\nlifecycle: {} learnings recorded, {} stored; merges precision {:.3} recall {:.3} \
+             ({} right, {} wrong, {} missed; near misses merged: {})\n\
+             stale answers: {} of {} queries (with include_superseded: {}); duplicate clutter \
+             in the top 10: {} queries\n\n| split | system | nDCG@10 | MRR@10 | R@5 |\n|---|---|---|---|---|\n",
+            l.learnings,
+            l.stored,
+            l.merges.precision,
+            l.merges.recall,
+            l.merges.merged_right,
+            l.merges.merged_wrong,
+            l.merges.missed,
+            l.near_misses_merged,
+            l.stale_answers.default_results,
+            l.stale_answers.queries,
+            l.stale_answers.including_superseded,
+            l.duplicate_clutter
+        );
+        for (split, systems) in &l.splits {
+            for (name, s) in systems {
+                let _ = writeln!(
+                    out,
+                    "| {split} | {name} | {:.3} | {:.3} | {:.3} |",
+                    s.ndcg10, s.mrr10, s.recall5
+                );
+            }
+        }
+    }
+    out
 }
 
 /// The report as a Markdown table: one row per system, overall and per category.

@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 pub use index::{IndexerStats, LearningIndex, Ranking, SearchScope};
 pub(crate) use lifecycle::issue_approved;
+pub(crate) use text::normalize_pattern as normal_form;
 pub use lifecycle::{
     AGE_FACTOR, DUPLICATE_COSINE, Evidence, FeedbackCounts, Outcome, STALE_AFTER_DAYS,
     evidence_quality, same_lesson,

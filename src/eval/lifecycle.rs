@@ -1,0 +1,546 @@
+//! The learnings lifecycle measured (docs/learnings.md, "Lifecycle"):
+//!
+//! - [`pairs`]: the duplicate rule on a labelled set of pairs
+//!   (`tests/eval/learning-pairs.jsonl`), precision and recall per split, beside a
+//!   lexical-only rule (word Jaccard ≥ [`JACCARD`]) and a dense-only one (cosine ≥
+//!   [`DUPLICATE_COSINE`], no guards), with the real model's embeddings.
+//! - [`lifecycle`]: a timeline set (`tests/eval/learnings-lifecycle.jsonl`) replayed
+//!   through the domain API (add with merging and `supersedes`, feedback, issues done or
+//!   approved through their real paths), then graded queries: merge precision and
+//!   recall, the stale-answer rate, duplicate clutter in the top 10, and MRR with
+//!   quality from evidence against quality fixed at 50, lexical-only and dense-only,
+//!   per split.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Cairn;
+use crate::error::{Error, FieldError, Result};
+use crate::issues::{NewIssue, NewProject, Status};
+use crate::learnings::{
+    DUPLICATE_COSINE, LearningSearch, LearningType, NewFeedback, NewLearning, Outcome, Ranking,
+    SearchScope, same_lesson,
+};
+use crate::trail::prs::{NewPullRequest, Review};
+
+use super::metrics::{QueryScore, Qrels, Summary};
+
+/// The lexical-only baseline's threshold: the lowest word Jaccard with precision 1 on
+/// the pairs' tune split (recall 0.12).
+pub const JACCARD: f64 = 0.9;
+const ACTOR: &str = "eval";
+const DEPTH: usize = 10;
+
+/// One side of a pair.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PairSide {
+    pub pattern: String,
+    #[serde(default)]
+    pub context: Option<String>,
+}
+
+impl PairSide {
+    fn text(&self) -> String {
+        match &self.context {
+            Some(c) => format!("{}\n{c}", self.pattern),
+            None => self.pattern.clone(),
+        }
+    }
+}
+
+/// One labelled pair.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Pair {
+    pub id: String,
+    pub a: PairSide,
+    pub b: PairSide,
+    /// `duplicate` or `distinct`.
+    pub label: String,
+    pub kind: String,
+    /// `tune` or `holdout`.
+    pub split: String,
+}
+
+/// Precision and recall of one rule on one split.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Scores {
+    pub precision: f64,
+    pub recall: f64,
+    pub merged_right: usize,
+    pub merged_wrong: usize,
+    pub missed: usize,
+}
+
+impl Scores {
+    fn add(&mut self, merged: bool, duplicate: bool) {
+        match (merged, duplicate) {
+            (true, true) => self.merged_right += 1,
+            (true, false) => self.merged_wrong += 1,
+            (false, true) => self.missed += 1,
+            (false, false) => {}
+        }
+    }
+
+    fn finish(mut self) -> Scores {
+        let merged = self.merged_right + self.merged_wrong;
+        self.precision = if merged == 0 {
+            1.0
+        } else {
+            self.merged_right as f64 / merged as f64
+        };
+        let duplicates = self.merged_right + self.missed;
+        self.recall = if duplicates == 0 {
+            0.0
+        } else {
+            self.merged_right as f64 / duplicates as f64
+        };
+        self
+    }
+}
+
+/// The pairs report: per split, the rule and the two baselines.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairsReport {
+    pub pairs: usize,
+    /// split → rule (`cairn`, `lexical`, `dense`) → scores.
+    pub splits: BTreeMap<String, BTreeMap<String, Scores>>,
+    /// kind → (pairs, merged by the rule), both splits.
+    pub kinds: BTreeMap<String, (usize, usize)>,
+}
+
+fn words(text: &str) -> HashSet<String> {
+    crate::learnings::normal_form(text)
+        .split(' ')
+        .filter(|w| !w.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn jaccard(a: &str, b: &str) -> f64 {
+    let (a, b) = (words(a), words(b));
+    let union = a.union(&b).count();
+    if union == 0 {
+        0.0
+    } else {
+        a.intersection(&b).count() as f64 / union as f64
+    }
+}
+
+/// Measure the duplicate rule on the pairs in `path`.
+pub fn pairs(cairn: &Cairn, path: &Path, progress: &mut impl FnMut(&str)) -> Result<PairsReport> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let mut pairs = Vec::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        pairs.push(serde_json::from_str::<Pair>(line).map_err(|e| {
+            Error::InvalidInput(vec![FieldError::new(
+                format!("{}:{}", path.display(), n + 1),
+                e.to_string(),
+            )])
+        })?);
+    }
+    progress(&format!("embedding {} pairs", pairs.len()));
+    let texts: Vec<String> = pairs
+        .iter()
+        .flat_map(|p| [p.a.text(), p.b.text()])
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let vectors = cairn.embed_texts(&refs)?;
+    let mut splits: BTreeMap<String, BTreeMap<String, Scores>> = BTreeMap::new();
+    let mut kinds: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for (i, p) in pairs.iter().enumerate() {
+        let (a, b) = (&texts[2 * i], &texts[2 * i + 1]);
+        let cosine: f32 = vectors[2 * i]
+            .iter()
+            .zip(&vectors[2 * i + 1])
+            .map(|(x, y)| x * y)
+            .sum();
+        let duplicate = p.label == "duplicate";
+        let rule = same_lesson(cosine, a, b);
+        let split = splits.entry(p.split.clone()).or_default();
+        split
+            .entry("cairn".into())
+            .or_default()
+            .add(rule, duplicate);
+        split
+            .entry("lexical".into())
+            .or_default()
+            .add(jaccard(a, b) >= JACCARD, duplicate);
+        split
+            .entry("dense".into())
+            .or_default()
+            .add(cosine >= DUPLICATE_COSINE, duplicate);
+        let k = kinds.entry(p.kind.clone()).or_default();
+        k.0 += 1;
+        k.1 += usize::from(rule);
+    }
+    for split in splits.values_mut() {
+        for s in split.values_mut() {
+            *s = s.finish();
+        }
+    }
+    Ok(PairsReport {
+        pairs: pairs.len(),
+        splits,
+        kinds,
+    })
+}
+
+/// One line of the lifecycle set.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Line {
+    Learning {
+        key: String,
+        project: String,
+        issue: String,
+        pattern: String,
+        #[serde(default)]
+        context: Option<String>,
+        #[serde(default)]
+        applies_to: Vec<String>,
+        #[serde(default)]
+        learning_type: Option<LearningType>,
+        #[serde(default)]
+        duplicate_of: Option<String>,
+        #[serde(default)]
+        near_miss_of: Option<String>,
+        #[serde(default)]
+        supersedes: Vec<String>,
+    },
+    Feedback {
+        learning: String,
+        issue: String,
+        outcome: Outcome,
+    },
+    Outcome {
+        issue: String,
+        /// `done` or `approved`.
+        outcome: String,
+    },
+    Query {
+        key: String,
+        #[allow(dead_code)]
+        category: String,
+        query: String,
+        project: String,
+        relevant: HashMap<String, u32>,
+        split: String,
+    },
+}
+
+/// The stale-answer count: queries answered by a successor where a learning it
+/// superseded ranks above it.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct StaleAnswers {
+    /// Queries whose answer superseded something.
+    pub queries: usize,
+    /// ... where a superseded learning ranks above its successor in default results.
+    pub default_results: usize,
+    /// ... and with `include_superseded` (what ranking alone would do).
+    pub including_superseded: usize,
+}
+
+/// The lifecycle report.
+#[derive(Debug, Clone, Serialize)]
+pub struct LifecycleReport {
+    pub learnings: usize,
+    /// Rows stored (the rest were merged).
+    pub stored: usize,
+    /// Merges against the set's labels (duplicates must merge; near misses and the rest
+    /// must not).
+    pub merges: Scores,
+    /// Near misses that were merged (must be 0).
+    pub near_misses_merged: usize,
+    pub stale_answers: StaleAnswers,
+    /// Queries whose top 10 (default results) holds two learnings that say the same.
+    pub duplicate_clutter: usize,
+    /// split → system (`cairn`, `quality_50`, `lexical`, `dense`) → figures.
+    pub splits: BTreeMap<String, BTreeMap<String, Summary>>,
+}
+
+const SYSTEMS: [(&str, Ranking); 4] = [
+    ("cairn", Ranking::Blend),
+    ("quality_50", Ranking::FixedQuality),
+    ("lexical", Ranking::Lexical),
+    ("dense", Ranking::Dense),
+];
+
+/// Replay the lifecycle set in `path` into a temporary database and measure it.
+pub fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<LifecycleReport> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let mut lines = Vec::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        lines.push(serde_json::from_str::<Line>(line).map_err(|e| {
+            Error::InvalidInput(vec![FieldError::new(
+                format!("{}:{}", path.display(), n + 1),
+                e.to_string(),
+            )])
+        })?);
+    }
+    let dir = tempfile::tempdir().map_err(|e| Error::io(Path::new("tempdir"), e))?;
+    let cairn = Cairn::open(&dir.path().join("eval.db"))?;
+    // Set label → Cairn id of issues, learning key → learning id.
+    let mut issues = Issues::default();
+    let mut ids: HashMap<String, String> = HashMap::new();
+    // Id → the key of the learning that created it (what queries grade).
+    let mut key_of: HashMap<String, String> = HashMap::new();
+    let mut successor_of: HashMap<String, String> = HashMap::new();
+    let mut same: Vec<(String, String)> = Vec::new();
+    let mut merges = Scores::default();
+    let mut near_misses_merged = 0;
+    let mut learnings = 0;
+    let mut queries = Vec::new();
+    for (n, line) in lines.into_iter().enumerate() {
+        if n % 50 == 0 {
+            progress(&format!("replaying line {}", n + 1));
+        }
+        match line {
+            Line::Learning {
+                key,
+                project,
+                issue: label,
+                pattern,
+                context,
+                applies_to,
+                learning_type,
+                duplicate_of,
+                near_miss_of,
+                supersedes,
+            } => {
+                learnings += 1;
+                let issue_id = issues.get(&cairn, &project, &label)?;
+                let supersedes = supersedes
+                    .iter()
+                    .map(|k| lookup(&ids, k))
+                    .collect::<Result<Vec<_>>>()?;
+                let added = cairn.add_learning(&NewLearning {
+                    issue: issue_id,
+                    pattern,
+                    context,
+                    applies_to,
+                    learning_type,
+                    created_by: ACTOR.into(),
+                    agent_type: ACTOR.into(),
+                    merge: true,
+                    supersedes: supersedes.clone(),
+                })?;
+                let id = added.learning.id.clone();
+                let right = match &duplicate_of {
+                    Some(target) => {
+                        same.push((key.clone(), target.clone()));
+                        added.merged && ids.get(target) == Some(&id)
+                    }
+                    None => false,
+                };
+                merges.add(added.merged, duplicate_of.is_some());
+                if added.merged && duplicate_of.is_some() && !right {
+                    // Merged, but into another learning than the labelled one.
+                    merges.merged_right -= 1;
+                    merges.merged_wrong += 1;
+                }
+                if added.merged && near_miss_of.is_some() {
+                    near_misses_merged += 1;
+                }
+                for old in &supersedes {
+                    successor_of.insert(old.clone(), id.clone());
+                }
+                key_of.entry(id.clone()).or_insert_with(|| key.clone());
+                ids.insert(key, id);
+            }
+            Line::Feedback {
+                learning,
+                issue: label,
+                outcome,
+            } => {
+                let id = lookup(&ids, &learning)?;
+                let project = cairn.learning(&id)?.learning.project;
+                let issue_id = issues.get(&cairn, &project, &label)?;
+                cairn.learning_feedback(&NewFeedback {
+                    learning_id: id,
+                    issue: issue_id,
+                    outcome,
+                    note: None,
+                    agent_type: ACTOR.into(),
+                    actor: ACTOR.into(),
+                })?;
+            }
+            Line::Outcome {
+                issue: label,
+                outcome,
+            } => {
+                let issue_id = issues.ids.get(&label).cloned().ok_or_else(|| {
+                    Error::invalid(label.clone(), "an outcome for an issue never mentioned")
+                })?;
+                finish_issue(&cairn, &issue_id, &outcome)?;
+            }
+            Line::Query {
+                key,
+                query,
+                project,
+                relevant,
+                split,
+                ..
+            } => queries.push((key, query, project, relevant, split)),
+        }
+    }
+    let stored = key_of.len();
+    // A key's final id (merged keys share their target's).
+    let stale_pairs: Vec<(String, String)> = successor_of.into_iter().collect();
+    let mut stale = StaleAnswers::default();
+    let mut clutter = 0;
+    let mut scored: BTreeMap<String, BTreeMap<String, Vec<QueryScore>>> = BTreeMap::new();
+    progress(&format!("running {} queries", queries.len()));
+    for (_, query, project, relevant, split) in &queries {
+        let search = |ranking: Ranking, include_superseded: bool| -> Result<Vec<String>> {
+            Ok(cairn
+                .search_learnings_ranked(
+                    &LearningSearch {
+                        query: query.clone(),
+                        scope: SearchScope::Project(project.clone()),
+                        limit: Some(DEPTH),
+                        min_quality_score: None,
+                        include_superseded,
+                    },
+                    ranking,
+                )?
+                .results
+                .into_iter()
+                .map(|h| h.learning.id)
+                .collect())
+        };
+        let answers: HashSet<String> = relevant
+            .keys()
+            .map(|k| lookup(&ids, k))
+            .collect::<Result<_>>()?;
+        let default = search(Ranking::Blend, false)?;
+        let including = search(Ranking::Blend, true)?;
+        let rank = |list: &[String], id: &str| list.iter().position(|x| x == id);
+        let stale_in = |list: &[String]| {
+            stale_pairs.iter().any(|(old, new)| {
+                answers.contains(new)
+                    && rank(list, old).is_some_and(|o| rank(list, new).is_none_or(|n| o < n))
+            })
+        };
+        if stale_pairs.iter().any(|(_, new)| answers.contains(new)) {
+            stale.queries += 1;
+            stale.default_results += usize::from(stale_in(&default));
+            stale.including_superseded += usize::from(stale_in(&including));
+        }
+        if same.iter().any(|(a, b)| {
+            let (a, b) = (&ids[a], &ids[b]);
+            a != b && default.contains(a) && default.contains(b)
+        }) {
+            clutter += 1;
+        }
+        let qrels: Qrels = relevant.clone();
+        for (name, ranking) in SYSTEMS {
+            let ranked: Vec<String> = search(ranking, false)?
+                .into_iter()
+                .map(|id| key_of.get(&id).cloned().unwrap_or(id))
+                .collect();
+            scored
+                .entry(split.clone())
+                .or_default()
+                .entry(name.to_string())
+                .or_default()
+                .push(QueryScore::of(&ranked, &qrels));
+        }
+    }
+    let splits = scored
+        .into_iter()
+        .map(|(split, systems)| {
+            (
+                split,
+                systems
+                    .into_iter()
+                    .map(|(name, s)| (name, Summary::mean(&s)))
+                    .collect(),
+            )
+        })
+        .collect();
+    Ok(LifecycleReport {
+        learnings,
+        stored,
+        merges: merges.finish(),
+        near_misses_merged,
+        stale_answers: stale,
+        duplicate_clutter: clutter,
+        splits,
+    })
+}
+
+/// The set's projects and issues, created on first mention.
+#[derive(Default)]
+struct Issues {
+    projects: HashSet<String>,
+    /// Set label → issue id.
+    ids: HashMap<String, String>,
+}
+
+impl Issues {
+    fn get(&mut self, cairn: &Cairn, project: &str, label: &str) -> Result<String> {
+        if !self.projects.contains(project) {
+            cairn.create_project(&NewProject {
+                slug: project.to_string(),
+                name: project.to_string(),
+                prefix: None,
+                path: None,
+            })?;
+            self.projects.insert(project.to_string());
+        }
+        if let Some(id) = self.ids.get(label) {
+            return Ok(id.clone());
+        }
+        let id = cairn
+            .create_issue(&NewIssue {
+                project: project.to_string(),
+                title: format!("Lifecycle set issue {label}"),
+                ..Default::default()
+            })?
+            .id;
+        self.ids.insert(label.to_string(), id.clone());
+        Ok(id)
+    }
+}
+
+fn lookup(ids: &HashMap<String, String>, key: &str) -> Result<String> {
+    ids.get(key)
+        .cloned()
+        .ok_or_else(|| Error::invalid(key.to_string(), "names a learning not recorded before"))
+}
+
+/// Finish an issue's work through the real paths: `done` is a status change,
+/// `approved` an approved PR.
+fn finish_issue(cairn: &Cairn, issue_id: &str, outcome: &str) -> Result<()> {
+    match outcome {
+        "done" => {
+            for to in [Status::InProgress, Status::Review, Status::Done] {
+                cairn.update_issue_status(issue_id, to, None, ACTOR, false)?;
+            }
+        }
+        "approved" => {
+            cairn.update_issue_status(issue_id, Status::InProgress, None, ACTOR, false)?;
+            crate::trail::prs::create_pr(
+                &cairn.store,
+                issue_id,
+                &NewPullRequest {
+                    diff: "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n".into(),
+                    branch_name: "eval".into(),
+                    base_branch: "main".into(),
+                    gate_results: Vec::new(),
+                },
+                ACTOR,
+            )?;
+            cairn.review_pr(issue_id, Review::Approve, None, None, ACTOR)?;
+        }
+        other => {
+            return Err(Error::invalid(
+                "outcome",
+                format!("unknown outcome {other:?}; done or approved"),
+            ));
+        }
+    }
+    Ok(())
+}
