@@ -20,6 +20,8 @@
 //!   arrives (`--shared-lanes 0`), where by default a `search_learnings` never waits while
 //!   the other tools share the cores less one (`cairn::mcp::lanes`): the baseline of that
 //!   choice, side by side with B;
+//! - **M, no duplicate check**: B again, but every `add_learning` sends `merge: false`
+//!   (issue 35's duplicate check off): the before of that check, side by side with B;
 //! - **T, each tool alone** (not in the default list): B once per tool, every session
 //!   calling only that tool, once with only `server_ping` (a call that does no work: what
 //!   the transport, the checks and rmcp's per-request service cost), and once alternating
@@ -46,7 +48,7 @@
 //! connect anew for every call (`CAIRN_LOAD_KEEPALIVE=0` measures that).
 //!
 //! Knobs: `CAIRN_LOAD_SESSIONS` (8), `CAIRN_LOAD_CALLS` (300), `CAIRN_LOAD_TOPOLOGIES`
-//! (`a,b,l,c,u,p`; add `t` for T), `CAIRN_LOAD_THINK_MS` (20, P's pause), `CAIRN_LOAD_KEEPALIVE` (1),
+//! (`a,b,l,c,u,p,m`; add `t` for T), `CAIRN_LOAD_THINK_MS` (20, P's pause), `CAIRN_LOAD_KEEPALIVE` (1),
 //! `CAIRN_LOAD_DAEMON_LOG` (`warn`: the daemon's `CAIRN_LOG`; `cairn::mcp::server=debug`
 //! logs each call's time in its handler, to tell it from the transport's).
 
@@ -194,15 +196,23 @@ async fn seed(sessions: usize) -> Seed {
     Seed { dir, issues }
 }
 
+/// M: every `add_learning` sends `merge: false`, so no duplicate check runs (issue 35's
+/// baseline, side by side with B, which checks every learning).
+static NO_MERGE: AtomicBool = AtomicBool::new(false);
+
 fn add_learning_args(session: usize, i: usize) -> Value {
     let subject = SUBJECTS[i % SUBJECTS.len()];
-    json!({
+    let mut args = json!({
         "pattern": format!(
             "When changing {subject} (session {session}, note {i}) run the full check first, \
              or the release breaks in production"
         ),
         "applies_to": ["src/"],
-    })
+    });
+    if NO_MERGE.load(Ordering::Relaxed) {
+        args["merge"] = json!(false);
+    }
+    args
 }
 
 /// Which query texts the searches send: the twelve subjects over and over (what agents
@@ -634,6 +644,7 @@ async fn topology_b(
     let name = match (tools, queries, think.is_zero()) {
         (t, _, _) if *t != TOOLS => format!("T: B, {} alone", t.join(" + ")),
         _ if !daemon_args.is_empty() => format!("L: B, daemon {}", daemon_args.join(" ")),
+        _ if NO_MERGE.load(Ordering::Relaxed) => "M: B, merge: false (no duplicate check)".into(),
         (_, Queries::Repeated, true) => "B: daemon + HTTP".to_string(),
         (_, Queries::Unique, true) => "U: daemon + HTTP, unique queries".to_string(),
         (_, _, false) => format!("P: B paced, {} ms think time", think.as_millis()),
@@ -856,7 +867,7 @@ fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not used.
     let sessions = env_usize("CAIRN_LOAD_SESSIONS", 8).max(1);
     let calls = env_usize("CAIRN_LOAD_CALLS", 300).max(1);
-    let wanted = std::env::var("CAIRN_LOAD_TOPOLOGIES").unwrap_or_else(|_| "a,b,l,c,u,p".into());
+    let wanted = std::env::var("CAIRN_LOAD_TOPOLOGIES").unwrap_or_else(|_| "a,b,l,c,u,p,m".into());
     let think = Duration::from_millis(env_usize("CAIRN_LOAD_THINK_MS", 20) as u64);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -897,9 +908,17 @@ fn main() {
                     .await
                 }
                 "u" => topology_b(&copy, calls, &TOOLS, Queries::Unique, Duration::ZERO, &[]).await,
+                "m" => {
+                    NO_MERGE.store(true, Ordering::Relaxed);
+                    let f =
+                        topology_b(&copy, calls, &TOOLS, Queries::Repeated, Duration::ZERO, &[])
+                            .await;
+                    NO_MERGE.store(false, Ordering::Relaxed);
+                    f
+                }
                 "p" => topology_b(&copy, calls, &TOOLS, Queries::Repeated, think, &[]).await,
                 "c" => topology_c(&copy, calls).await,
-                other => panic!("unknown topology {other:?} (a, b, l, c, u, p, t)"),
+                other => panic!("unknown topology {other:?} (a, b, l, c, u, p, m, t)"),
             };
             print(&f);
             all.push(f);

@@ -279,7 +279,7 @@ impl Store {
                 std::fs::create_dir_all(cache).map_err(|e| Error::io(cache, e))?;
                 let connector = PgConnector::new(url)?;
                 let writer = connector.connect()?;
-                migrate_pg(&writer)?;
+                migrate_pg(&writer, latest_version())?;
                 let opener = connector.clone();
                 Backend::Postgres {
                     writer: Mutex::new(writer),
@@ -700,14 +700,34 @@ fn open_sqlite(path: &Path) -> Result<Connection> {
     tune(&conn)?;
     enable_wal(&conn)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
-    migrate(&conn)?;
+    migrate(&conn, latest_version())?;
     Ok(conn)
+}
+
+/// Create (or bring) the database at `location` up to schema `version` and no further,
+/// then run `sql` on it: tests build a database as an older cairn left it, then open it
+/// with this one.
+#[cfg(feature = "testing")]
+pub fn migrate_upto(location: &Location, version: u32, sql: &str) -> Result<()> {
+    match location {
+        Location::File(path) => {
+            let conn = Connection::open(path)?;
+            migrate(&conn, version)?;
+            conn.execute_batch(sql)?;
+        }
+        Location::Postgres { url, .. } => {
+            let pg = PgConnector::new(url)?.connect()?;
+            migrate_pg(&pg, version)?;
+            Conn::postgres(&pg).execute_batch(sql)?;
+        }
+    }
+    Ok(())
 }
 
 /// Apply every PostgreSQL migration above the recorded version, under a session
 /// advisory lock (so hosts starting at once apply each exactly once), each in its own
 /// transaction with its version row.
-fn migrate_pg(pg: &PgConn) -> Result<()> {
+fn migrate_pg(pg: &PgConn, upto: u32) -> Result<()> {
     let c = Conn::postgres(pg);
     c.execute("SELECT pg_advisory_lock(?1)", [PG_MIGRATE_LOCK])?;
     let run = || -> Result<()> {
@@ -725,7 +745,10 @@ fn migrate_pg(pg: &PgConn) -> Result<()> {
         if current > latest_version() {
             return Err(newer_schema(current));
         }
-        for (version, name, sql) in PG_MIGRATIONS.iter().filter(|m| m.0 > current) {
+        for (version, name, sql) in PG_MIGRATIONS
+            .iter()
+            .filter(|m| m.0 > current && m.0 <= upto)
+        {
             let tx = PgTransaction::begin(pg, "BEGIN")?;
             c.execute_batch(sql)
                 .map_err(|e| Error::Internal(format!("migration {name} failed: {e}")))?;
@@ -789,13 +812,13 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 /// Apply every migration above the database's `user_version`, each in its own
 /// `BEGIN IMMEDIATE` transaction that re-reads the version first, so concurrent
 /// openers apply each migration exactly once.
-fn migrate(conn: &Connection) -> Result<()> {
+fn migrate(conn: &Connection, upto: u32) -> Result<()> {
     let current: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if current > latest_version() {
         return Err(newer_schema(current));
     }
     for (version, name, sql) in MIGRATIONS {
-        if *version <= current {
+        if *version <= current || *version > upto {
             continue;
         }
         conn.execute_batch("BEGIN IMMEDIATE")?;

@@ -40,8 +40,12 @@ fn pattern(what: &str, n: usize) -> String {
 }
 
 async fn add(c: &Client, what: &str, n: usize) -> String {
-    c.ok("add_learning", json!({"pattern": pattern(what, n)}))
-        .await["id"]
+    // Each write its own row: the patterns say the same under other names.
+    c.ok(
+        "add_learning",
+        json!({"pattern": pattern(what, n), "merge": false}),
+    )
+    .await["id"]
         .as_str()
         .unwrap()
         .to_string()

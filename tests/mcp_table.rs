@@ -258,6 +258,8 @@ fn example_rows(issue: &str) -> Vec<(&'static str, Expect)> {
             ]),
         ),
         ("search_learnings", ok(&[("/count", json!(1))])),
+        // The example names a learning that does not exist.
+        ("learning_feedback", err("ERR_NOT_FOUND")),
         // No vault collections configured for the project.
         ("search_knowledge", err("ERR_FAILED_PRECONDITION")),
         ("vault_retrieve", ok(&[("/results", json!([]))])),

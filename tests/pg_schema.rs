@@ -276,6 +276,7 @@ fn pg_migrations_mirror_the_sqlite_schema() {
                 "thought_records_no_truncate",
                 "audit_merkle_leaves_no_truncate",
                 "audit_sessions_no_truncate",
+                "learning_history_no_truncate",
             ]
             .map(String::from),
         )

@@ -17,7 +17,7 @@ use cairn::colibri::thoughts::{NewThought, ThoughtType};
 use cairn::context::BindArgs;
 use cairn::error::ErrorKind;
 use cairn::issues::{NewIssue, NewProject, Status};
-use cairn::learnings::{LearningSearch, NewLearning, SearchScope};
+use cairn::learnings::{LearningSearch, NewFeedback, NewLearning, Outcome, SearchScope};
 use cairn::store::{Location, Store};
 use cairn::store_copy::{CopyReport, TABLES, is_derived_table};
 use cairn::trail::chain::FindingCategory;
@@ -163,6 +163,45 @@ fn build(dir: &Path, db: &Path) -> Cairn {
             .unwrap();
     }
     let learnings = search_ids(&cairn, "payment retry");
+    // Issue two records the same lesson (merged: a confirmation), says it helped, and
+    // a newer lesson supersedes another.
+    let merged = cairn
+        .add_learning(&NewLearning {
+            issue: two.clone(),
+            pattern: "Payments: retry payment calls only with an idempotency key, or a retry double-charges".into(),
+            context: None,
+            applies_to: vec!["src/".into()],
+            learning_type: None,
+            created_by: "agent".into(),
+            agent_type: "worker".into(),
+            merge: true,
+            supersedes: Vec::new(),
+        })
+        .unwrap();
+    assert!(merged.merged);
+    cairn
+        .learning_feedback(&NewFeedback {
+            learning_id: merged.learning.id.clone(),
+            issue: two.clone(),
+            outcome: Outcome::Helped,
+            note: Some("it was the double charge".into()),
+            agent_type: "worker".into(),
+            actor: "agent".into(),
+        })
+        .unwrap();
+    cairn
+        .add_learning(&NewLearning {
+            issue: two.clone(),
+            pattern: "CI: run cargo test with --locked and --frozen so that the lock file is what gets tested offline".into(),
+            context: None,
+            applies_to: vec!["src/".into()],
+            learning_type: None,
+            created_by: "agent".into(),
+            agent_type: "worker".into(),
+            merge: false,
+            supersedes: search_ids(&cairn, "cargo locked lock file").into_iter().take(1).collect(),
+        })
+        .unwrap();
     cairn
         .verify_learning(&learnings[0], "person", Some("checked"))
         .unwrap();

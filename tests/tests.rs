@@ -15,6 +15,7 @@ mod forward;
 mod hostile_paths;
 mod impostor;
 mod learnings;
+mod lifecycle;
 mod mcp_contract;
 mod mcp_table;
 mod multihost;

@@ -46,5 +46,17 @@ CREATE TRIGGER learning_history_no_update BEFORE UPDATE ON learning_history
     FOR EACH ROW EXECUTE FUNCTION cairn_refuse('learning history is append-only: UPDATE refused');
 CREATE TRIGGER learning_history_no_delete BEFORE DELETE ON learning_history
     FOR EACH ROW EXECUTE FUNCTION cairn_refuse('learning history is append-only: DELETE refused');
+-- INSERT onto an existing id, as SQLite's learning_history_no_replace (PostgreSQL has no
+-- INSERT OR REPLACE; an identity never hands out an id twice, this guards explicit ids).
+CREATE FUNCTION learning_history_no_replace() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM learning_history WHERE id = NEW.id) THEN
+        RAISE EXCEPTION 'learning history is append-only: INSERT refused' USING ERRCODE = 'raise_exception';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+CREATE TRIGGER learning_history_no_replace BEFORE INSERT ON learning_history
+    FOR EACH ROW EXECUTE FUNCTION learning_history_no_replace();
 CREATE TRIGGER learning_history_no_truncate BEFORE TRUNCATE ON learning_history
     FOR EACH STATEMENT EXECUTE FUNCTION cairn_refuse('learning history is append-only: TRUNCATE refused');

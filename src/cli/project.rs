@@ -67,6 +67,10 @@ pub enum ProjectCmd {
         /// stored pipeline; default research, architecture, grooming, ready).
         #[arg(long = "phase")]
         phases: Vec<String>,
+        /// Days after which an unverified learning nobody confirmed or found helpful
+        /// ranks lower (default 180).
+        #[arg(long)]
+        stale_after_days: Option<u32>,
         /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
@@ -152,6 +156,7 @@ pub(super) fn run(cairn: &Cairn, cmd: ProjectCmd) -> anyhow::Result<Outcome> {
             judge_instructions,
             vault_collections,
             phases,
+            stale_after_days,
             json,
         } => {
             let update = SettingsUpdate {
@@ -166,6 +171,7 @@ pub(super) fn run(cairn: &Cairn, cmd: ProjectCmd) -> anyhow::Result<Outcome> {
                 judge_instructions,
                 vault_collections: (!vault_collections.is_empty()).then_some(vault_collections),
                 phases: (!phases.is_empty()).then_some(phases),
+                stale_after_days,
             };
             let p = cairn.configure_project(&project, &update)?;
             if json {

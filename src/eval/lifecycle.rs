@@ -25,7 +25,7 @@ use crate::learnings::{
 };
 use crate::trail::prs::{NewPullRequest, Review};
 
-use super::metrics::{QueryScore, Qrels, Summary};
+use super::metrics::{Qrels, QueryScore, Summary};
 
 /// The lexical-only baseline's threshold: the lowest word Jaccard with precision 1 on
 /// the pairs' tune split (recall 0.12).
@@ -132,7 +132,11 @@ fn jaccard(a: &str, b: &str) -> f64 {
 pub fn pairs(cairn: &Cairn, path: &Path, progress: &mut impl FnMut(&str)) -> Result<PairsReport> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     let mut pairs = Vec::new();
-    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
         pairs.push(serde_json::from_str::<Pair>(line).map_err(|e| {
             Error::InvalidInput(vec![FieldError::new(
                 format!("{}:{}", path.display(), n + 1),
@@ -271,7 +275,11 @@ const SYSTEMS: [(&str, Ranking); 4] = [
 pub fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<LifecycleReport> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     let mut lines = Vec::new();
-    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
         lines.push(serde_json::from_str::<Line>(line).map_err(|e| {
             Error::InvalidInput(vec![FieldError::new(
                 format!("{}:{}", path.display(), n + 1),

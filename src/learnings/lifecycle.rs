@@ -68,7 +68,8 @@ impl Signature {
             .collect();
         let mut identifiers: HashSet<String> = CODE
             .captures_iter(text)
-            .map(|c| c[1].to_lowercase())
+            // A sentence's full stop inside the quotes is not part of the identifier.
+            .map(|c| c[1].trim_end_matches(['.', ',', ';', ':']).to_lowercase())
             .collect();
         identifiers.extend(
             TOKEN
@@ -597,18 +598,22 @@ pub(crate) fn now_secs() -> i64 {
 /// Record an `aged` history entry (dated when it aged) for every learning (or only
 /// `only`) that aged and has none since it was last fresh. Returns how many.
 pub(crate) fn record_aging(tx: &Conn<'_>, only: Option<&str>, now: i64) -> Result<usize> {
-    let rows: Vec<(String, String, String)> = tx
-        .prepare(
-            "SELECT l.id, coalesce(l.fresh_at, l.created_at), p.settings
-             FROM learnings l JOIN projects p ON p.id = l.project_id
-             WHERE l.verified = 0 AND (?1 IS NULL OR l.id = ?1)
-               AND NOT EXISTS (SELECT 1 FROM learning_history h
-                               WHERE h.learning_id = l.id AND h.event = 'aged'
-                                 AND h.at >= coalesce(l.fresh_at, l.created_at))
-             ORDER BY l.seq",
-        )?
-        .query_map([only], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-        .collect::<Result<_>>()?;
+    let sql = format!(
+        "SELECT l.id, coalesce(l.fresh_at, l.created_at), p.settings
+         FROM learnings l JOIN projects p ON p.id = l.project_id
+         WHERE l.verified = 0 {}
+           AND NOT EXISTS (SELECT 1 FROM learning_history h
+                           WHERE h.learning_id = l.id AND h.event = 'aged'
+                             AND h.at >= coalesce(l.fresh_at, l.created_at))
+         ORDER BY l.seq",
+        if only.is_some() { "AND l.id = ?1" } else { "" }
+    );
+    let mut st = tx.prepare(&sql)?;
+    let row = |r: &crate::db::Row| Ok((r.get(0)?, r.get(1)?, r.get(2)?));
+    let rows: Vec<(String, String, String)> = match only {
+        Some(id) => st.query_map([id], row)?.collect::<Result<_>>()?,
+        None => st.query_map([], row)?.collect::<Result<_>>()?,
+    };
     let mut n = 0;
     for (id, fresh, settings) in rows {
         let Some(fresh_at) = unix_of(&fresh) else {

@@ -31,12 +31,12 @@ use serde::{Deserialize, Serialize};
 
 pub use index::{IndexerStats, LearningIndex, Ranking, SearchScope};
 pub(crate) use lifecycle::issue_approved;
-pub(crate) use text::normalize_pattern as normal_form;
 pub use lifecycle::{
     AGE_FACTOR, DUPLICATE_COSINE, Evidence, FeedbackCounts, Outcome, STALE_AFTER_DAYS,
     evidence_quality, same_lesson,
 };
 pub use query::{STOP_WORDS, ScoreBreakdown};
+pub(crate) use text::normalize_pattern as normal_form;
 
 use crate::base::{new_id, now_iso};
 use crate::error::{Error, FieldError, Result};

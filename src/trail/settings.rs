@@ -30,6 +30,8 @@ pub mod limits {
     pub const GLOB_MAX: usize = 500;
     pub const INSTRUCTIONS_MAX: usize = 20_000;
     pub const COLLECTIONS_MAX: usize = 50;
+    /// The longest age limit of learnings, in days (100 years).
+    pub const STALE_AFTER_DAYS_MAX: u32 = 36_500;
     pub const COLLECTION_MAX: usize = 64;
     pub const PHASES_MAX: usize = 20;
     pub const PHASE_MAX: usize = 32;
@@ -87,6 +89,9 @@ pub struct SettingsUpdate {
     /// The project's phase pipeline, in order (`phases`; default research,
     /// architecture, grooming, ready).
     pub phases: Option<Vec<String>>,
+    /// Days after which an unverified learning nobody confirmed or found helpful ranks
+    /// lower (`learnings.stale_after_days`; default 180; docs/learnings.md, "Age").
+    pub stale_after_days: Option<u32>,
 }
 
 /// Build a gitignore-style matcher over `globs`; the error names the bad pattern.
@@ -206,6 +211,14 @@ fn validate(u: &SettingsUpdate) -> Result<()> {
             errors.push(FieldError::new(field, format!("at most {max} entries")));
         }
     }
+    if u.stale_after_days
+        .is_some_and(|d| !(1..=limits::STALE_AFTER_DAYS_MAX).contains(&d))
+    {
+        errors.push(FieldError::new(
+            "stale_after_days",
+            format!("must be between 1 and {}", limits::STALE_AFTER_DAYS_MAX),
+        ));
+    }
     if let Some(t) = &u.risk_thresholds {
         if t.low_lines >= t.high_lines {
             errors.push(FieldError::new(
@@ -275,6 +288,14 @@ pub fn configure_project(store: &Store, project: &str, update: &SettingsUpdate) 
         }
         if let Some(p) = &update.phases {
             settings.insert("phases".into(), json!(p));
+        }
+        if let Some(d) = update.stale_after_days {
+            // Only `learnings.stale_after_days`: other keys of the section stay.
+            let learnings = settings.entry("learnings").or_insert_with(|| json!({}));
+            if !learnings.is_object() {
+                *learnings = json!({});
+            }
+            learnings["stale_after_days"] = json!(d);
         }
         if let Some(c) = &update.vault_collections {
             // Only `vault.collections`: other keys of the vault section stay.

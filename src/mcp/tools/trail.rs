@@ -551,6 +551,8 @@ fn configure_project(cx: &ToolCtx<'_>, p: ConfigureProjectParams) -> Result<Proj
             judge_instructions: p.judge_instructions,
             vault_collections: p.vault.map(|v| v.collections),
             phases: p.phases,
+            // A person's setting (`cairn project configure --stale-after-days`).
+            stale_after_days: None,
         },
     )
 }

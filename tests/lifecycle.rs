@@ -1,0 +1,482 @@
+//! The learnings lifecycle through the real binary and real clients (docs/learnings.md,
+//! "Lifecycle"): near-duplicates merged (and near misses kept apart) through the
+//! official Python SDK, supersession, feedback moving the ranking and flagging, scope,
+//! the append-only history, and the migration of a database made before it.
+
+use serde_json::{Value, json};
+
+use crate::common::{Env, error_fields};
+use crate::mcp_contract::python_sdk;
+
+/// A lesson and its restatement (the pairs set's P002: cosine about 0.99), then the
+/// near misses an agent could record next: a negation and another value.
+const REDIS: &str = "The api workflow's redis service container needs a health check: `options: --health-cmd \"redis-cli ping\" --health-interval 2s --health-retries 15`. Without one, the job started the tests before Redis accepted connections, and the first tests failed with `Error 111 connecting to localhost:6379. Connection refused.`";
+const REDIS_AGAIN: &str = "The api workflow's redis service container needs a health check (`options: --health-cmd \"redis-cli ping\" --health-interval 2s --health-retries 15`); without it the job started the tests before Redis accepted connections and the first tests failed with `Error 111 connecting to localhost:6379. Connection refused`.";
+const REDIS_NOT: &str = "The api workflow's redis service container does not need a health check: `options: --health-cmd \"redis-cli ping\" --health-interval 2s --health-retries 15` is not required, the job never starts the tests before Redis accepts connections on `localhost:6379`.";
+const REDIS_OTHER_VALUE: &str = "The api workflow's redis service container needs a health check: `options: --health-cmd \"redis-cli ping\" --health-interval 5s --health-retries 40`. Without one, the job started the tests before Redis accepted connections, and the first tests failed with `Error 111 connecting to localhost:6379. Connection refused.`";
+
+/// Project `web` with issues; their identifiers.
+fn issues(env: &Env, n: usize) -> Vec<String> {
+    env.project("web", None);
+    (0..n)
+        .map(|i| env.issue("web", &format!("Work item {i}")))
+        .collect()
+}
+
+fn add_cli(env: &Env, issue: &str, pattern: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["learnings", "add", "--issue", issue, "--pattern", pattern];
+    args.extend_from_slice(extra);
+    env.json(&args)
+}
+
+#[test]
+fn a_paraphrase_from_another_issue_merges_and_near_misses_do_not() {
+    let env = Env::new();
+    let is = issues(&env, 2);
+    let first = add_cli(&env, &is[0], REDIS, &[]);
+    let id = first["id"].as_str().unwrap().to_string();
+    assert_eq!(first["merged"], false);
+    // A worker on the second issue, through the official Python SDK.
+    let out = python_sdk(
+        &env,
+        "auto",
+        &["--issue-id", &is[1], "--agent-type", "worker"],
+        json!([
+            {"tool": "add_learning", "arguments": {"pattern": REDIS_AGAIN}},
+            {"tool": "add_learning", "arguments": {"pattern": REDIS_NOT}},
+            {"tool": "add_learning", "arguments": {"pattern": REDIS_OTHER_VALUE}},
+            {"tool": "add_learning", "arguments": {"pattern": format!("{REDIS_AGAIN} Recorded twice on purpose."), "merge": false}},
+            {"tool": "search_learnings", "arguments": {"query": "redis health check"}},
+        ]),
+    );
+    let calls = out["calls"].as_array().unwrap();
+    for c in calls {
+        assert_eq!(c["is_error"], false, "{c:#}");
+    }
+    let merged = &calls[0]["structured"];
+    assert_eq!(merged["merged"], true, "{merged:#}");
+    assert_eq!(
+        merged["id"],
+        id.as_str(),
+        "answered with the existing learning"
+    );
+    assert!(merged["similarity"].as_f64().unwrap() >= 0.87);
+    assert_eq!(merged["confirmations"], 1);
+    for c in &calls[1..4] {
+        assert_eq!(c["structured"]["merged"], false, "{c:#}");
+        assert_ne!(c["structured"]["id"], id.as_str());
+    }
+    // Four rows: the original, the negation, the other value, the deliberate second.
+    let hits = calls[4]["structured"]["results"].as_array().unwrap();
+    assert_eq!(hits.len(), 4, "{hits:#?}");
+    let original = hits.iter().find(|h| h["id"] == id.as_str()).unwrap();
+    assert_eq!(original["confirmations"], 1);
+    assert_eq!(original["superseded_by"], Value::Null);
+    // The confirmation is in the history, with its issue; the same issue again adds none.
+    let again = add_cli(&env, &is[1], REDIS_AGAIN, &[]);
+    assert_eq!(again["merged"], true);
+    assert_eq!(again["confirmations"], 1, "one confirmation per issue");
+    let history = env.json(&["learnings", "history", &id]);
+    let events: Vec<(&str, Option<&str>)> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["event"].as_str().unwrap(), h["issue"].as_str()))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("created", Some(is[0].as_str())),
+            ("merged", Some(is[1].as_str()))
+        ]
+    );
+    // `--no-merge` from the CLI stores a second row too.
+    let forced = add_cli(&env, &is[1], REDIS_AGAIN, &["--no-merge"]);
+    assert_eq!(forced["merged"], false);
+    assert_ne!(forced["id"], id.as_str());
+}
+
+#[tokio::test]
+async fn supersedes_hides_the_old_learning_and_include_superseded_shows_it() {
+    let env = Env::new();
+    let is = issues(&env, 3);
+    let old = add_cli(
+        &env,
+        &is[0],
+        "Deploys of the web app run on Node 18: the Dockerfile pins node:18-alpine and CI tests against 18.",
+        &[],
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let c = env.serve(&["--issue-id", &is[1]]).await;
+    let new = c
+        .ok(
+            "add_learning",
+            json!({"pattern": "Deploys of the web app run on Node 20 since the upgrade: the Dockerfile pins node:20-alpine and CI tests against 20.", "supersedes": [old]}),
+        )
+        .await;
+    assert_eq!(new["merged"], false);
+    assert_eq!(new["superseded"], json!([old]));
+    let new_id = new["id"].as_str().unwrap().to_string();
+    let find = |include: bool| json!({"query": "node version deploys dockerfile", "include_superseded": include});
+    let hits = c.ok("search_learnings", find(false)).await["results"].clone();
+    let ids: Vec<&str> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [new_id.as_str()], "the superseded learning left");
+    let hits = c.ok("search_learnings", find(true)).await["results"].clone();
+    let shown = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["id"] == old.as_str())
+        .expect("include_superseded brings it back")
+        .clone();
+    assert_eq!(shown["superseded_by"], new_id.as_str());
+    c.close().await;
+    // The chain, both ways, from the CLI; a chain of two through `supersede`.
+    let newest = add_cli(
+        &env,
+        &is[2],
+        "Deploys of the web app run on Node 22 now: the Dockerfile pins node:22-alpine and CI tests against 22.",
+        &["--no-merge"],
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = env.json(&["learnings", "supersede", &new_id, "--by", &newest]);
+    assert_eq!(r["superseded_by"], newest.as_str());
+    let shown = env.json(&["learnings", "show", &old]);
+    assert_eq!(shown["successors"], json!([new_id, newest]));
+    let shown = env.json(&["learnings", "show", &newest]);
+    assert_eq!(shown["predecessors"], json!([new_id, old]));
+    // No cycle, and a superseded learning is not superseded twice.
+    let cycle = env.run(&["learnings", "supersede", &newest, "--by", &old]);
+    assert!(!cycle.status.success());
+    assert!(
+        String::from_utf8_lossy(&cycle.stderr).contains("cycle"),
+        "{cycle:?}"
+    );
+    let twice = env.run(&["learnings", "supersede", &old, "--by", &newest]);
+    assert!(!twice.status.success());
+    assert!(String::from_utf8_lossy(&twice.stderr).contains("already superseded"));
+}
+
+/// Two learnings that match a query equally (the same words around a marker the query
+/// does not name), stored apart on purpose.
+fn twins(env: &Env, issue: &str) -> (String, String) {
+    let mut out = Vec::new();
+    for marker in ["alpha", "omega"] {
+        let p = format!(
+            "Image uploads over 10 MB time out behind the proxy: stream them in chunks from the browser (variant {marker})."
+        );
+        out.push(
+            add_cli(env, issue, &p, &["--no-merge"])["id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    (out.remove(0), out.remove(0))
+}
+
+#[tokio::test]
+async fn feedback_moves_the_ranking_and_two_wrong_verdicts_flag_for_review() {
+    let env = Env::new();
+    let is = issues(&env, 4);
+    let (x, y) = twins(&env, &is[0]);
+    let order = |hits: &Value| -> Vec<String> {
+        hits["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let query = json!({"query": "image uploads time out behind the proxy"});
+    let b = env
+        .serve(&["--issue-id", &is[1], "--agent-type", "worker"])
+        .await;
+    let before = b.ok("search_learnings", query.clone()).await;
+    let first = order(&before)[0].clone();
+    let other = if first == x { y.clone() } else { x.clone() };
+    // `helped` on the one that ranked second lifts it above its twin.
+    let r = b
+        .ok(
+            "learning_feedback",
+            json!({"learning_id": other, "outcome": "helped", "note": "chunked upload fixed it"}),
+        )
+        .await;
+    assert_eq!(r["quality_score"], 60);
+    assert_eq!(
+        r["feedback"],
+        json!({"helped": 1, "not_relevant": 0, "wrong": 0})
+    );
+    let after = b.ok("search_learnings", query.clone()).await;
+    assert_eq!(order(&after)[0], other, "{after:#}");
+    // The same issue changes its mind: its latest verdict stands.
+    let r = b
+        .ok(
+            "learning_feedback",
+            json!({"learning_id": other, "outcome": "wrong"}),
+        )
+        .await;
+    assert_eq!(
+        r["feedback"],
+        json!({"helped": 0, "not_relevant": 0, "wrong": 1})
+    );
+    assert_eq!(r["needs_review"], false);
+    let lowered = b.ok("search_learnings", query.clone()).await;
+    assert_eq!(order(&lowered)[0], first, "wrong lowers it below its twin");
+    b.close().await;
+    // A second issue says wrong: flagged for review.
+    let c = env
+        .serve(&["--issue-id", &is[2], "--agent-type", "judge"])
+        .await;
+    let r = c
+        .ok(
+            "learning_feedback",
+            json!({"learning_id": other, "outcome": "wrong"}),
+        )
+        .await;
+    assert_eq!(r["needs_review"], true);
+    assert_eq!(r["quality_score"], 25);
+    c.close().await;
+    // `helped` from an issue whose work is then done counts more than the word alone.
+    let d = env
+        .serve(&["--issue-id", &is[3], "--agent-type", "researcher"])
+        .await;
+    let r = d
+        .ok(
+            "learning_feedback",
+            json!({"learning_id": first, "outcome": "helped"}),
+        )
+        .await;
+    assert_eq!(r["quality_score"], 60);
+    d.close().await;
+    for to in ["in_progress", "review", "done"] {
+        env.ok(&["issue", "status", &is[3], to]);
+    }
+    let shown = env.json(&["learnings", "show", &first]);
+    assert_eq!(shown["quality_score"], 71, "{shown:#}");
+    // A person's rating wins over the evidence; verifying clears the flag.
+    env.ok(&["learnings", "rate", &first, "40"]);
+    let r = env.json(&["learnings", "verify", &other]);
+    assert_eq!(r["needs_review"], false);
+    assert_eq!(r["quality_score"], 50, "verified keeps at least the prior");
+    let a = env
+        .serve(&["--issue-id", &is[0], "--agent-type", "worker"])
+        .await;
+    let r = a
+        .ok(
+            "learning_feedback",
+            json!({"learning_id": first, "outcome": "helped"}),
+        )
+        .await;
+    assert_eq!(r["quality_score"], 40, "a rating is not moved by evidence");
+    // Unknown outcomes are refused with the field named.
+    let e = a
+        .err(
+            "learning_feedback",
+            json!({"learning_id": first, "outcome": "great"}),
+        )
+        .await;
+    assert!(error_fields(&e).contains(&"outcome".to_string()), "{e:#}");
+    a.close().await;
+}
+
+#[tokio::test]
+async fn an_agent_cannot_supersede_or_give_feedback_outside_its_project() {
+    let env = Env::new();
+    let is = issues(&env, 1);
+    env.project("api", None);
+    let theirs = env.issue("api", "Their work");
+    let foreign = add_cli(
+        &env,
+        &theirs,
+        "The api gateway retries idempotent GET requests twice with jittered backoff before failing.",
+        &[],
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let c = env
+        .serve(&["--issue-id", &is[0], "--agent-type", "worker"])
+        .await;
+    let e = c
+        .err(
+            "learning_feedback",
+            json!({"learning_id": foreign, "outcome": "wrong"}),
+        )
+        .await;
+    assert_eq!(e["error"]["code"], "ERR_NOT_FOUND", "{e:#}");
+    let e = c
+        .err(
+            "add_learning",
+            json!({"pattern": "The api gateway retries idempotent GET requests three times with jittered backoff before failing.", "supersedes": [foreign]}),
+        )
+        .await;
+    assert_eq!(e["error"]["code"], "ERR_NOT_FOUND", "{e:#}");
+    c.close().await;
+    // Nothing was left behind: no new learning, no feedback, no change to theirs.
+    let count = |sql: &str| -> i64 {
+        env.store()
+            .read(|c| c.query_row(sql, [], |r| r.get(0)))
+            .unwrap()
+    };
+    assert_eq!(count("SELECT count(*) FROM learnings"), 1);
+    assert_eq!(count("SELECT count(*) FROM learning_feedback"), 0);
+    let shown = env.json(&["learnings", "show", &foreign]);
+    assert_eq!(shown["superseded_by"], Value::Null);
+    assert_eq!(shown["history"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn history_lists_every_change_and_ageing_is_recorded_once() {
+    let env = Env::new();
+    let is = issues(&env, 3);
+    let id = add_cli(&env, &is[0], REDIS, &[])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    add_cli(&env, &is[1], REDIS_AGAIN, &[]);
+    env.ok(&[
+        "learnings",
+        "feedback",
+        &id,
+        "--issue",
+        &is[1],
+        "helped",
+        "--note",
+        "it was the cause",
+    ]);
+    env.ok(&["learnings", "rate", &id, "80", "--note", "checked"]);
+    let successor = add_cli(&env, &is[2], REDIS_OTHER_VALUE, &["--no-merge"])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.ok(&["learnings", "supersede", &id, "--by", &successor]);
+    // Nobody confirmed the successor for 200 days (the clock is the row's).
+    env.sql(&format!(
+        "UPDATE learnings SET fresh_at = '2020-01-01T00:00:00Z' WHERE id = '{successor}'"
+    ))
+    .unwrap();
+    let events = |id: &str| -> Vec<String> {
+        env.json(&["learnings", "history", id])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["event"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        events(&id),
+        ["created", "merged", "feedback", "rated", "superseded"]
+    );
+    assert_eq!(events(&successor), ["created", "supersedes", "aged"]);
+    // Looked at again: the ageing is not recorded twice.
+    assert_eq!(events(&successor), ["created", "supersedes", "aged"]);
+    let shown = env.json(&["learnings", "show", &successor]);
+    assert_eq!(shown["stale"], true);
+    assert_eq!(shown["history"][2]["at"], "2020-06-29T00:00:00Z");
+    // A verified learning does not age.
+    env.ok(&["learnings", "verify", &successor]);
+    assert_eq!(env.json(&["learnings", "show", &successor])["stale"], false);
+    // The history is append-only in the database too.
+    let refused = env.sql("UPDATE learning_history SET actor = 'someone else'");
+    assert!(refused.is_err(), "{refused:?}");
+    let refused = env.sql("DELETE FROM learning_history");
+    assert!(refused.is_err(), "{refused:?}");
+}
+
+#[test]
+fn the_migration_runs_on_a_database_created_before_it() {
+    let env = Env::new();
+    // What a cairn of schema 11 wrote: a project, an issue, two learnings, one rated.
+    cairn::store::migrate_upto(
+        &env.store_location(),
+        11,
+        "INSERT INTO projects(id, slug, name, prefix, created_at, updated_at)
+         VALUES ('proj_1', 'web', 'web', 'WEB', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+         INSERT INTO issues(id, project_id, seq, identifier, title, created_at, updated_at)
+         VALUES ('iss_1', 'proj_1', 1, 'WEB-1', 'Old work', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+         UPDATE projects SET next_seq = 2;
+         INSERT INTO learnings(id, issue_id, project_id, pattern, pattern_norm, created_by, created_at, updated_at, quality_score)
+         VALUES ('lrn_old1', 'iss_1', 'proj_1', 'Old lesson one about the build cache keyed on the lock file hash', 'old lesson one', 'cli', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 80),
+                ('lrn_old2', 'iss_1', 'proj_1', 'Old lesson two about retrying the flaky upload test once', 'old lesson two', 'cli', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 50);
+         INSERT INTO learning_history(learning_id, event, quality_after, verified_after, actor, at)
+         VALUES ('lrn_old1', 'created', 50, 0, 'cli', '2026-01-01T00:00:00Z'),
+                ('lrn_old2', 'created', 50, 0, 'cli', '2026-01-01T00:00:00Z'),
+                ('lrn_old1', 'rated', 80, 0, 'person', '2026-01-02T00:00:00Z');",
+    )
+    .unwrap();
+    // The new binary migrates it: the rating stays a person's, history keeps its rows.
+    let shown = env.json(&["learnings", "show", "lrn_old1"]);
+    assert_eq!(shown["quality_score"], 80);
+    assert_eq!(shown["confirmations"], 0);
+    let events: Vec<&str> = shown["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(events[..2], ["created", "rated"]);
+    env.ok(&[
+        "learnings",
+        "feedback",
+        "lrn_old1",
+        "--issue",
+        "WEB-1",
+        "wrong",
+    ]);
+    assert_eq!(
+        env.json(&["learnings", "show", "lrn_old1"])["quality_score"],
+        80,
+        "rated before the migration"
+    );
+    env.ok(&[
+        "learnings",
+        "feedback",
+        "lrn_old2",
+        "--issue",
+        "WEB-1",
+        "helped",
+    ]);
+    assert_eq!(
+        env.json(&["learnings", "show", "lrn_old2"])["quality_score"],
+        60
+    );
+    // History ids continue after the migrated ones.
+    let ids: Vec<i64> = env
+        .store()
+        .read(|c| {
+            let mut st = c.prepare("SELECT id FROM learning_history ORDER BY id")?;
+            let rows = st.query_map([], |r| r.get(0))?;
+            rows.collect::<cairn::error::Result<Vec<i64>>>()
+        })
+        .unwrap();
+    // 3 migrated, 2 verdicts, and the ageing of lrn_old1, recorded when first shown
+    // (lrn_old2 was fresh again by `helped` before anyone looked).
+    assert_eq!(ids, [1, 2, 3, 4, 5, 6]);
+    // And `store copy` carries it all.
+    let copy = env.path().join("copy.db");
+    let from = env.db_args()[1].to_str().unwrap().to_string();
+    env.ok(&[
+        "store",
+        "copy",
+        "--from",
+        &from,
+        "--to",
+        copy.to_str().unwrap(),
+    ]);
+    let copied = cairn::Cairn::open(&copy)
+        .unwrap()
+        .learning("lrn_old2")
+        .unwrap();
+    assert_eq!(copied.learning.feedback.helped, 1);
+    assert_eq!(copied.history.len(), 2);
+}
