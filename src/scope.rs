@@ -19,7 +19,10 @@
 //!   and `merkle_root` = `get_issue` (reads of an issue's records), `audit_session_start`
 //!   and `merkle_finalize` = the judge's verdict tools, `skill_list` open to all (it
 //!   reads the checkout's skill catalog). At call time an agent's Colibri mutations
-//!   are further limited to its bound issue (`docs/colibri.md`).
+//!   are further limited to its bound issue (`docs/colibri.md`);
+//! - `learning_feedback` (issue 35) is open to the worker, researcher and judge
+//!   profiles, whose work a learning can help or mislead; it is bound to the issue
+//!   and to learnings of its project (`docs/learnings.md`, "Quality from evidence").
 
 use crate::db::params;
 use serde::Serialize;

@@ -21,7 +21,7 @@ use crate::error::{Error, FieldError, Result};
 use crate::issues::{NewIssue, NewProject, Status};
 use crate::learnings::{
     DUPLICATE_COSINE, LearningSearch, LearningType, NewFeedback, NewLearning, Outcome, Ranking,
-    SearchScope, same_lesson,
+    SearchScope, same_lesson, word_overlap,
 };
 use crate::trail::prs::{NewPullRequest, Review};
 
@@ -110,24 +110,6 @@ pub struct PairsReport {
     pub kinds: BTreeMap<String, (usize, usize)>,
 }
 
-fn words(text: &str) -> HashSet<String> {
-    crate::learnings::normal_form(text)
-        .split(' ')
-        .filter(|w| !w.is_empty())
-        .map(String::from)
-        .collect()
-}
-
-fn jaccard(a: &str, b: &str) -> f64 {
-    let (a, b) = (words(a), words(b));
-    let union = a.union(&b).count();
-    if union == 0 {
-        0.0
-    } else {
-        a.intersection(&b).count() as f64 / union as f64
-    }
-}
-
 /// Measure the duplicate rule on the pairs in `path`.
 pub fn pairs(cairn: &Cairn, path: &Path, progress: &mut impl FnMut(&str)) -> Result<PairsReport> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
@@ -170,7 +152,7 @@ pub fn pairs(cairn: &Cairn, path: &Path, progress: &mut impl FnMut(&str)) -> Res
         split
             .entry("lexical".into())
             .or_default()
-            .add(jaccard(a, b) >= JACCARD, duplicate);
+            .add(word_overlap(a, b) >= JACCARD, duplicate);
         split
             .entry("dense".into())
             .or_default()

@@ -1263,26 +1263,19 @@ impl LearningIndex {
         self.with_view(store, |open| search_in(open, s))
     }
 
-    /// The `k` current (not superseded) learnings of `project` (id) whose embeddings are
-    /// nearest to `vector`, as `(seq, cosine)`, best first: the duplicate check.
-    pub(crate) fn nearest(
+    /// The cosine similarity of `vector` with each learning of `seqs` that has an
+    /// embedding (the duplicate check).
+    pub(crate) fn cosines(
         &self,
         store: &Store,
         vector: &[f32],
-        project: &str,
-        k: usize,
-    ) -> Result<Vec<(u64, f32)>> {
+        seqs: &[u64],
+    ) -> Result<Vec<Option<f32>>> {
         self.with_view(store, |open| {
-            let meta = &open.meta;
-            let Some(&want) = meta.project_ids.get(project) else {
-                return Ok(Vec::new());
-            };
-            Ok(open.vectors.top_k(
-                vector,
-                k,
-                |p| p == want,
-                |seq| meta.get(seq).is_some_and(|m| !m.superseded),
-            ))
+            Ok(seqs
+                .iter()
+                .map(|s| open.vectors.cosine(vector, *s))
+                .collect())
         })
     }
 

@@ -31,8 +31,13 @@ use crate::error::{Error, Result};
 
 /// Embedding similarity from which two learnings may be the same lesson.
 pub const DUPLICATE_COSINE: f32 = 0.87;
-/// Nearest learnings of the project compared with a new one.
-pub(crate) const DUPLICATE_CANDIDATES: usize = 5;
+/// Word overlap (Jaccard of the normal form's words) from which two learnings may be
+/// the same lesson: below every duplicate the rule merges on the pairs set (the lowest
+/// was 0.22), and cheap, so a learning is embedded for the check only when a candidate
+/// passes it and the guards.
+pub const DUPLICATE_JACCARD: f64 = 0.2;
+/// Learnings of the project (best BM25 matches of the new text) compared with a new one.
+pub(crate) const DUPLICATE_CANDIDATES: usize = 10;
 
 /// The words that turn a statement around.
 const NEGATIONS: [&str; 10] = [
@@ -104,10 +109,34 @@ impl Signature {
     }
 }
 
-/// The duplicate rule: embeddings at least [`DUPLICATE_COSINE`] similar and no guard
-/// telling the texts apart.
+/// Jaccard similarity of the words of two texts (their duplicate normal forms).
+pub fn word_overlap(a: &str, b: &str) -> f64 {
+    let words = |t: &str| -> HashSet<String> {
+        super::text::normalize_pattern(t)
+            .split(' ')
+            .filter(|w| !w.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let (a, b) = (words(a), words(b));
+    let union = a.union(&b).count();
+    if union == 0 {
+        0.0
+    } else {
+        a.intersection(&b).count() as f64 / union as f64
+    }
+}
+
+/// The cheap half of the rule: enough words in common and no guard telling the texts
+/// apart. Only a candidate that passes it is compared by embedding.
+pub(crate) fn plausible(a: &str, a_sig: &Signature, b: &str) -> bool {
+    word_overlap(a, b) >= DUPLICATE_JACCARD && a_sig.differs(&Signature::of(b)).is_none()
+}
+
+/// The duplicate rule: embeddings at least [`DUPLICATE_COSINE`] similar, at least
+/// [`DUPLICATE_JACCARD`] of the words in common, and no guard telling the texts apart.
 pub fn same_lesson(cosine: f32, a: &str, b: &str) -> bool {
-    cosine >= DUPLICATE_COSINE && Signature::of(a).differs(&Signature::of(b)).is_none()
+    cosine >= DUPLICATE_COSINE && plausible(a, &Signature::of(a), b)
 }
 
 /// How a learning did for an issue, in the words of the agent that used it.

@@ -32,11 +32,10 @@ use serde::{Deserialize, Serialize};
 pub use index::{IndexerStats, LearningIndex, Ranking, SearchScope};
 pub(crate) use lifecycle::issue_approved;
 pub use lifecycle::{
-    AGE_FACTOR, DUPLICATE_COSINE, Evidence, FeedbackCounts, Outcome, STALE_AFTER_DAYS,
-    evidence_quality, same_lesson,
+    AGE_FACTOR, DUPLICATE_COSINE, DUPLICATE_JACCARD, Evidence, FeedbackCounts, Outcome,
+    STALE_AFTER_DAYS, evidence_quality, same_lesson, word_overlap,
 };
 pub use query::{STOP_WORDS, ScoreBreakdown};
-pub(crate) use text::normalize_pattern as normal_form;
 
 use crate::base::{new_id, now_iso};
 use crate::error::{Error, FieldError, Result};
@@ -470,6 +469,14 @@ fn check_id(field: &str, id: &str) -> std::result::Result<(), FieldError> {
     }
 }
 
+/// A learning a new one may duplicate: its `seq`, id and embedded text.
+#[derive(Debug, Clone)]
+struct Candidate {
+    seq: u64,
+    id: String,
+    text: String,
+}
+
 /// Whether a new learning may be merged into an existing one.
 fn merges(new: &NewLearning) -> bool {
     new.merge && new.supersedes.is_empty()
@@ -522,15 +529,23 @@ impl Learnings<'_> {
             .iter()
             .map(|(p, c, _)| semantic::embedding_text(p, c.as_deref()))
             .collect();
+        // The duplicate check's cheap half first: the project's best BM25 matches of each
+        // text that share enough words and pass the guards. Only a learning with such a
+        // candidate needs its embedding for the check.
+        let mut candidates: Vec<Vec<Candidate>> = vec![Vec::new(); items.len()];
+        for (n, new) in items.iter().enumerate() {
+            if merges(new) {
+                candidates[n] = self.plausible_duplicates(&new.issue, &texts[n])?;
+            }
+        }
         // A one-shot process embeds every learning before the transaction (a few ms per
-        // text) and stores the vectors in it; a long-lived one embeds only those that may
-        // be merged (the duplicate check needs the vector; it is stored too) and leaves
-        // the rest to its background indexer (see [`semantic`]). Without the model the
-        // learnings are stored alone, backfilled later, and merged only on the same
-        // normal form.
+        // text) and stores the vectors in it; a long-lived one embeds only those with a
+        // candidate (their vector is stored too) and leaves the rest to its background
+        // indexer (see [`semantic`]). Without the model the learnings are stored alone,
+        // backfilled later, and merged only on the same normal form.
         let one_shot = self.index.deferred_from() == u64::MAX;
         let wanted: Vec<usize> = (0..items.len())
-            .filter(|&n| one_shot || merges(&items[n]))
+            .filter(|&n| one_shot || !candidates[n].is_empty())
             .collect();
         let mut vectors: Vec<Option<Vec<f32>>> = vec![None; items.len()];
         if !wanted.is_empty() {
@@ -546,12 +561,11 @@ impl Learnings<'_> {
                 }
             }
         }
-        // The nearest learnings of the project, read before the transaction and
-        // re-checked in it.
+        // The dense half, read before the transaction and re-checked in it.
         let mut similar: Vec<Option<(String, f32)>> = vec![None; items.len()];
-        for (n, new) in items.iter().enumerate() {
-            if let (true, Some(v)) = (merges(new), &vectors[n]) {
-                similar[n] = self.same_lesson_as(&new.issue, v, &texts[n])?;
+        for (n, v) in vectors.iter().enumerate() {
+            if let (Some(v), false) = (v, candidates[n].is_empty()) {
+                similar[n] = self.closest_duplicate(v, &candidates[n])?;
             }
         }
         let added = self.store.write(|tx| {
@@ -675,14 +689,9 @@ impl Learnings<'_> {
         })
     }
 
-    /// The learning of `issue`'s project that says the same as `text` (embedded as
-    /// `vector`), by the duplicate rule, with its similarity.
-    fn same_lesson_as(
-        &self,
-        issue: &str,
-        vector: &[f32],
-        text: &str,
-    ) -> Result<Option<(String, f32)>> {
+    /// The current learnings of `issue`'s project among the best BM25 matches of `text`
+    /// that pass the cheap half of the duplicate rule ([`lifecycle::plausible`]).
+    fn plausible_duplicates(&self, issue: &str, text: &str) -> Result<Vec<Candidate>> {
         let Some(project_id) = self.store.read(|c| {
             let Some(id) = resolve_issue_id(c, issue)? else {
                 return Ok(None);
@@ -692,27 +701,82 @@ impl Learnings<'_> {
             })
         })?
         else {
-            return Ok(None);
+            return Ok(Vec::new());
         };
-        let near = self.index.nearest(
+        let ranked = self.index.search(
             self.store,
-            vector,
-            &project_id,
-            lifecycle::DUPLICATE_CANDIDATES,
+            &index::IndexSearch {
+                query: &query::parse(text)?,
+                scope: &SearchScope::Project(project_id),
+                min_quality: None,
+                candidates: lifecycle::DUPLICATE_CANDIDATES,
+                limit: lifecycle::DUPLICATE_CANDIDATES,
+                vector: None,
+                ranking: Ranking::Lexical,
+                include_superseded: false,
+            },
         )?;
-        for (seq, cosine) in near {
-            if cosine < DUPLICATE_COSINE {
-                break;
+        let signature = lifecycle::Signature::of(text);
+        self.store.read(|c| {
+            let mut st = c.prepare(
+                "SELECT id, pattern, context FROM learnings
+                 WHERE seq = ?1 AND superseded_by IS NULL",
+            )?;
+            let mut out = Vec::new();
+            for r in &ranked {
+                let row = st.query_opt([r.seq as i64], |row| {
+                    let pattern: String = row.get(1)?;
+                    let context: Option<String> = row.get(2)?;
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        semantic::embedding_text(&pattern, context.as_deref()),
+                    ))
+                })?;
+                if let Some((id, other)) = row {
+                    if lifecycle::plausible(text, &signature, &other) {
+                        out.push(Candidate {
+                            seq: r.seq,
+                            id,
+                            text: other,
+                        });
+                    }
+                }
             }
-            let Some(other) = self.store.read(|c| load_by_seq(c, seq))? else {
-                continue;
-            };
-            let other_text = semantic::embedding_text(&other.pattern, other.context.as_deref());
-            if other.superseded_by.is_none() && same_lesson(cosine, text, &other_text) {
-                return Ok(Some((other.id, cosine)));
+            Ok(out)
+        })
+    }
+
+    /// The candidate most similar to `vector` by embedding, if at least
+    /// [`DUPLICATE_COSINE`]. A candidate not embedded yet (a background indexer's) is
+    /// embedded now.
+    fn closest_duplicate(
+        &self,
+        vector: &[f32],
+        candidates: &[Candidate],
+    ) -> Result<Option<(String, f32)>> {
+        let seqs: Vec<u64> = candidates.iter().map(|c| c.seq).collect();
+        let mut cosines = self.index.cosines(self.store, vector, &seqs)?;
+        let missing: Vec<usize> = (0..candidates.len())
+            .filter(|&i| cosines[i].is_none())
+            .collect();
+        if !missing.is_empty() {
+            let refs: Vec<&str> = missing
+                .iter()
+                .map(|&i| candidates[i].text.as_str())
+                .collect();
+            if let Ok(vs) = self.embedder.embed_batch(&refs) {
+                for (i, w) in missing.iter().zip(vs) {
+                    cosines[*i] = Some(vector.iter().zip(&w).map(|(a, b)| a * b).sum());
+                }
             }
         }
-        Ok(None)
+        Ok(candidates
+            .iter()
+            .zip(cosines)
+            .filter_map(|(c, cos)| Some((c, cos?)))
+            .filter(|(_, cos)| *cos >= DUPLICATE_COSINE)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(c, cos)| (c.id.clone(), cos)))
     }
 
     /// Record one learning (see [`Learnings::add_learnings`]).
