@@ -732,14 +732,14 @@ impl Learnings<'_> {
                         semantic::embedding_text(&pattern, context.as_deref()),
                     ))
                 })?;
-                if let Some((id, other)) = row {
-                    if lifecycle::plausible(text, &signature, &other) {
-                        out.push(Candidate {
-                            seq: r.seq,
-                            id,
-                            text: other,
-                        });
-                    }
+                if let Some((id, other)) = row
+                    && lifecycle::plausible(text, &signature, &other)
+                {
+                    out.push(Candidate {
+                        seq: r.seq,
+                        id,
+                        text: other,
+                    });
                 }
             }
             Ok(out)
