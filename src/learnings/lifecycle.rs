@@ -127,6 +127,24 @@ pub fn word_overlap(a: &str, b: &str) -> f64 {
     }
 }
 
+/// Words of the candidate search kept from a new learning's text.
+const CANDIDATE_WORDS: usize = 12;
+
+/// The query that finds a new learning's candidates: its [`CANDIDATE_WORDS`] longest
+/// distinct words (longer words are the rarer, more specific ones), so the search costs
+/// the same for a long text as for a short one.
+pub(crate) fn candidate_query(text: &str) -> String {
+    let form = super::text::normalize_pattern(text);
+    let mut seen = HashSet::new();
+    let mut words: Vec<&str> = form
+        .split(' ')
+        .filter(|w| w.chars().count() >= 3 && !super::STOP_WORDS.contains(w) && seen.insert(*w))
+        .collect();
+    words.sort_by_key(|w| std::cmp::Reverse(w.chars().count()));
+    words.truncate(CANDIDATE_WORDS);
+    words.join(" ")
+}
+
 /// The cheap half of the rule: enough words in common and no guard telling the texts
 /// apart. Only a candidate that passes it is compared by embedding.
 pub(crate) fn plausible(a: &str, a_sig: &Signature, b: &str) -> bool {

@@ -706,7 +706,7 @@ impl Learnings<'_> {
         let ranked = self.index.search(
             self.store,
             &index::IndexSearch {
-                query: &query::parse(text)?,
+                query: &query::parse(&lifecycle::candidate_query(text))?,
                 scope: &SearchScope::Project(project_id),
                 min_quality: None,
                 candidates: lifecycle::DUPLICATE_CANDIDATES,
