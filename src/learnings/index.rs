@@ -48,7 +48,7 @@
 //!   the new one lands).
 //!
 //! **Quality at search time.** The blend needs each candidate's quality score, verified
-//! flag and project. They are kept in memory per process ([`MetaCache`]), refreshed
+//! flag and project. They are kept in memory per process ([`super::meta`]), refreshed
 //! from SQLite before each search by two watermarks: `max(seq)` (new learnings) and
 //! `max(learning_history.id)` (every verify and rate writes a history row), so a rating
 //! made by another process counts on the next search. Filters (project, quality) run
@@ -84,6 +84,7 @@ use crate::store::{Location, Store};
 use crate::vault::embed::Embed;
 
 use super::lifecycle;
+use super::meta::{Meta, MetaCache};
 use super::query::{
     Evidence, FIELD_WEIGHTS, MAX_EXPANSIONS, PREFIX_BOOST, ParsedQuery, SEMANTIC_FLOOR,
     ScoreBreakdown, Slot, TOKENIZER,
@@ -417,161 +418,6 @@ fn collect_temp_files(dir: &Path) {
                 }
             }
         }
-    }
-}
-
-/// Quality, verified flag, project and lifecycle state of one learning, as the search
-/// needs them.
-#[derive(Debug, Clone, Copy, Default)]
-struct Meta {
-    known: bool,
-    project: u32,
-    quality: u8,
-    verified: bool,
-    superseded: bool,
-    /// When it was last recorded, confirmed or found helpful (Unix seconds).
-    fresh_at: i64,
-}
-
-/// How long the per-project age limits are trusted before they are read again.
-const LIMITS_TTL: Duration = Duration::from_secs(60);
-
-/// Per-process copy of every learning's [`Meta`], indexed by `seq`.
-#[derive(Debug, Default)]
-struct MetaCache {
-    rows: Vec<Meta>,
-    seq_upto: u64,
-    history_upto: u64,
-    projects: Vec<String>,
-    project_ids: HashMap<String, u32>,
-    /// Each project's age limit in seconds (by project index), read at `limits_at`.
-    stale_after: Vec<i64>,
-    limits_at: Option<Instant>,
-}
-
-/// One `learnings` row as the cache reads it.
-type MetaRow = (u64, String, u8, bool, Option<String>, String);
-
-fn meta_row(r: &crate::db::Row) -> crate::error::Result<MetaRow> {
-    Ok((
-        r.get::<_, i64>(0)? as u64,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-    ))
-}
-
-impl MetaCache {
-    fn intern(&mut self, project: String) -> u32 {
-        if let Some(i) = self.project_ids.get(&project) {
-            return *i;
-        }
-        let i = self.projects.len() as u32;
-        self.projects.push(project.clone());
-        self.project_ids.insert(project, i);
-        i
-    }
-
-    fn get(&self, seq: u64) -> Option<Meta> {
-        self.rows.get(seq as usize).copied().filter(|m| m.known)
-    }
-
-    /// Whether `m` has aged at `now` under its project's limit.
-    fn stale(&self, m: &Meta, now: i64) -> bool {
-        let limit = self
-            .stale_after
-            .get(m.project as usize)
-            .copied()
-            .filter(|l| *l > 0)
-            .unwrap_or(i64::from(lifecycle::STALE_AFTER_DAYS) * 86_400);
-        lifecycle::is_stale(m.verified, m.fresh_at, limit, now)
-    }
-
-    fn limits_fresh(&self) -> bool {
-        self.limits_at.is_some_and(|at| at.elapsed() < LIMITS_TTL)
-    }
-
-    fn store_row(&mut self, (seq, project, quality, verified, superseded_by, fresh): MetaRow) {
-        let project = self.intern(project);
-        self.set(
-            seq,
-            Meta {
-                known: true,
-                project,
-                quality,
-                verified,
-                superseded: superseded_by.is_some(),
-                fresh_at: crate::base::unix_of(&fresh).unwrap_or(0),
-            },
-        );
-    }
-
-    fn set(&mut self, seq: u64, m: Meta) {
-        let i = seq as usize;
-        if self.rows.len() <= i {
-            self.rows.resize(i + 1, Meta::default());
-        }
-        self.rows[i] = m;
-    }
-
-    /// Bring the cache up to `(max_seq, max_history)`, and the age limits up to date.
-    fn refresh(&mut self, store: &Store, max_seq: u64, max_history: u64) -> Result<()> {
-        const COLUMNS: &str = "l.seq, l.project_id, l.quality_score, l.verified,
-            l.superseded_by, coalesce(l.fresh_at, l.created_at)";
-        if max_seq > self.seq_upto {
-            let fresh: Vec<MetaRow> = store.read(|c| {
-                let mut st = c.prepare(&format!(
-                    "SELECT {COLUMNS} FROM learnings l WHERE l.seq > ?1 AND l.seq <= ?2"
-                ))?;
-                let rows = st.query_map(params![self.seq_upto as i64, max_seq as i64], meta_row)?;
-                rows.collect::<crate::error::Result<Vec<_>>>()
-            })?;
-            for row in fresh {
-                self.store_row(row);
-            }
-            self.seq_upto = max_seq;
-        }
-        if max_history > self.history_upto {
-            // Every change of a learning's standing or lifecycle writes a history row.
-            let changed: Vec<MetaRow> = store.read(|c| {
-                let mut st = c.prepare(&format!(
-                    "SELECT {COLUMNS} FROM learnings l WHERE l.seq <= ?3 AND l.id IN
-                       (SELECT h.learning_id FROM learning_history h
-                        WHERE h.id > ?1 AND h.id <= ?2)"
-                ))?;
-                let rows = st.query_map(
-                    params![
-                        self.history_upto as i64,
-                        max_history as i64,
-                        self.seq_upto as i64
-                    ],
-                    meta_row,
-                )?;
-                rows.collect::<crate::error::Result<Vec<_>>>()
-            })?;
-            for row in changed {
-                self.store_row(row);
-            }
-            self.history_upto = max_history;
-        }
-        if !self.limits_fresh() {
-            let limits: Vec<(String, String)> = store.read(|c| {
-                let mut st = c.prepare("SELECT id, settings FROM projects")?;
-                let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-                rows.collect::<crate::error::Result<Vec<_>>>()
-            })?;
-            for (project, settings) in limits {
-                let i = self.intern(project) as usize;
-                if self.stale_after.len() <= i {
-                    self.stale_after.resize(i + 1, 0);
-                }
-                self.stale_after[i] = lifecycle::stale_after_secs(&settings);
-            }
-            self.limits_at = Some(Instant::now());
-        }
-        Ok(())
     }
 }
 

@@ -8,6 +8,9 @@
 //! - [`query`]: agent text → search slots (stemming, prefixes, no parse failures) and
 //!   the ranking blend with its documented normalisation.
 //! - [`index`]: the derived tantivy index, its cross-process life cycle, the search.
+//! - [`meta`]: each learning's standing as a search needs it, kept per process.
+//! - [`lifecycle`]: merges, supersession, feedback and the quality it implies, age, the
+//!   history rows.
 //! - [`semantic`]: learning embeddings (the vault's model), backfill, exact cosine.
 //!
 //! Decisions where the spec is silent: a learning belongs to the project its issue had
@@ -18,6 +21,7 @@
 
 mod index;
 mod lifecycle;
+mod meta;
 mod query;
 mod semantic;
 mod tail;
