@@ -13,7 +13,7 @@ import collections, json, os, re, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_set import norm  # noqa: E402  (the normal form of add_learning, one copy)
-from check_pairs import bad_char  # noqa: E402  (no control characters but \n, no format characters)
+from check_pairs import bad_char, check_text, json_lines  # noqa: E402  (one text check for every set)
 
 CATEGORIES = ("identifier", "keyword", "paraphrase", "symptom")
 TYPES = ("convention", "gotcha", "pattern")
@@ -29,19 +29,6 @@ FIELDS = {
     "outcome": ({"type", "issue", "outcome"}, set()),
     "query": ({"type", "key", "category", "query", "project", "relevant", "split"}, set()),
 }
-
-
-def check_text(o, field, lo, hi, where, errs):
-    t = o.get(field)
-    if not isinstance(t, str):
-        errs.append(f"{where}: {field} must be a string")
-        return
-    if not (lo <= len(t) <= hi):
-        errs.append(f"{where}: {field} length {len(t)} (allowed {lo}-{hi})")
-    if t != t.strip():
-        errs.append(f"{where}: {field} has leading or trailing whitespace")
-    if bad_char(t):
-        errs.append(f"{where}: {field} has {bad_char(t)}")
 
 
 def relative_prefix(p):
@@ -91,15 +78,8 @@ def main(argv):
             return False
         return True
 
-    for n, line in enumerate(text.split("\n"), 1):
-        if not line:
-            continue
+    for n, o in json_lines(text, errs):
         where = f"line {n}"
-        try:
-            o = json.loads(line)
-        except ValueError as e:
-            errs.append(f"{where}: not JSON ({e})")
-            continue
         if not isinstance(o, dict) or o.get("type") not in FIELDS:
             errs.append(f"{where}: type {o.get('type') if isinstance(o, dict) else o!r}")
             continue

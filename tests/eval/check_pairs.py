@@ -36,6 +36,33 @@ def words(p):
     return set(re.findall(r"[a-z0-9]+", p.lower()))
 
 
+def json_lines(text, errs):
+    """(line number, object) for each non-empty line of JSONL text; a line that is not JSON
+    is an error (also check_lifecycle.py's)."""
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line:
+            continue
+        try:
+            yield n, json.loads(line)
+        except ValueError as e:
+            errs.append(f"line {n}: not JSON ({e})")
+
+
+def check_text(o, field, lo, hi, where, errs):
+    """A text field: a string of lo-hi characters, trimmed, without hidden characters
+    (also check_lifecycle.py's)."""
+    t = o.get(field)
+    if not isinstance(t, str):
+        errs.append(f"{where}: {field} must be a string")
+        return
+    if not (lo <= len(t) <= hi):
+        errs.append(f"{where}: {field} length {len(t)} (allowed {lo}-{hi})")
+    if t != t.strip():
+        errs.append(f"{where}: {field} has leading or trailing whitespace")
+    if bad_char(t):
+        errs.append(f"{where}: {field} has {bad_char(t)}")
+
+
 def check_learning(o, where, errs):
     if not isinstance(o, dict):
         errs.append(f"{where}: not an object")
@@ -48,16 +75,7 @@ def check_learning(o, where, errs):
             if field == "pattern":
                 errs.append(f"{where}: missing pattern")
             continue
-        t = o[field]
-        if not isinstance(t, str):
-            errs.append(f"{where}: {field} must be a string")
-            continue
-        if not (TEXT_MIN <= len(t) <= TEXT_MAX):
-            errs.append(f"{where}: {field} length {len(t)} (allowed {TEXT_MIN}-{TEXT_MAX})")
-        if t != t.strip():
-            errs.append(f"{where}: {field} has leading or trailing whitespace")
-        if bad_char(t):
-            errs.append(f"{where}: {field} has {bad_char(t)}")
+        check_text(o, field, TEXT_MIN, TEXT_MAX, where, errs)
     if o.get("learning_type") not in TYPES:
         errs.append(f"{where}: learning_type {o.get('learning_type')!r}")
     a = o.get("applies_to")
@@ -89,15 +107,8 @@ def main(argv):
     except UnicodeDecodeError as e:
         print(f"{path}: not valid UTF-8 ({e})")
         return 1
-    for n, line in enumerate(text.split("\n"), 1):
-        if not line:
-            continue
+    for n, o in json_lines(text, errs):
         where = f"line {n}"
-        try:
-            o = json.loads(line)
-        except ValueError as e:
-            errs.append(f"{where}: not JSON ({e})")
-            continue
         if not isinstance(o, dict):
             errs.append(f"{where}: not an object")
             continue
