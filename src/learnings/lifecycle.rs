@@ -639,7 +639,7 @@ pub(crate) fn is_stale(verified: bool, fresh_at: i64, stale_after: i64, now: i64
 
 /// The current time in seconds since the Unix epoch.
 pub(crate) fn now_secs() -> i64 {
-    unix_of(&now_iso()).unwrap_or(0)
+    time::OffsetDateTime::now_utc().unix_timestamp()
 }
 
 /// Record an `aged` history entry (dated when it aged) for every learning (or only
