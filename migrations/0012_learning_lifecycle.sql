@@ -17,6 +17,8 @@ UPDATE learnings SET fresh_at = created_at;
 UPDATE learnings SET rated = 1
 WHERE id IN (SELECT learning_id FROM learning_history WHERE event = 'rated');
 CREATE INDEX learnings_superseded_by ON learnings(superseded_by);
+-- A new learning with the same normal form as one of its project merges into it.
+CREATE INDEX learnings_project_norm ON learnings(project_id, pattern_norm);
 
 -- Another issue recorded the same lesson and it was merged here: one row per issue.
 CREATE TABLE learning_confirmations (

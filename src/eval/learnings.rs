@@ -80,15 +80,11 @@ impl EvalSet {
     pub fn parse(text: &str) -> Result<EvalSet> {
         let mut learnings = Vec::new();
         let mut queries = Vec::new();
-        let mut errors = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            match serde_json::from_str::<Line>(line) {
-                Ok(Line::Learning(l)) => learnings.push(l),
-                Ok(Line::Query(q)) => queries.push(q),
-                Err(e) => errors.push(FieldError::new(format!("line {}", i + 1), e.to_string())),
+        let (lines, mut errors) = super::jsonl::<Line>(text);
+        for line in lines {
+            match line {
+                Line::Learning(l) => learnings.push(l),
+                Line::Query(q) => queries.push(q),
             }
         }
         let mut keys = HashSet::new();

@@ -24,6 +24,7 @@ use crate::learnings::{
     SearchScope, same_lesson, word_overlap,
 };
 use crate::trail::prs::{NewPullRequest, Review};
+use crate::vault::vector::dot;
 
 use super::metrics::{Qrels, QueryScore, Summary};
 
@@ -112,20 +113,7 @@ pub struct PairsReport {
 
 /// Measure the duplicate rule on the pairs in `path`.
 pub fn pairs(cairn: &Cairn, path: &Path, progress: &mut impl FnMut(&str)) -> Result<PairsReport> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let mut pairs = Vec::new();
-    for (n, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        pairs.push(serde_json::from_str::<Pair>(line).map_err(|e| {
-            Error::InvalidInput(vec![FieldError::new(
-                format!("{}:{}", path.display(), n + 1),
-                e.to_string(),
-            )])
-        })?);
-    }
+    let pairs = read_set::<Pair>(path)?;
     progress(&format!("embedding {} pairs", pairs.len()));
     let texts: Vec<String> = pairs
         .iter()
@@ -137,11 +125,7 @@ pub fn pairs(cairn: &Cairn, path: &Path, progress: &mut impl FnMut(&str)) -> Res
     let mut kinds: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for (i, p) in pairs.iter().enumerate() {
         let (a, b) = (&texts[2 * i], &texts[2 * i + 1]);
-        let cosine: f32 = vectors[2 * i]
-            .iter()
-            .zip(&vectors[2 * i + 1])
-            .map(|(x, y)| x * y)
-            .sum();
+        let cosine = dot(&vectors[2 * i], &vectors[2 * i + 1]);
         let duplicate = p.label == "duplicate";
         let rule = same_lesson(cosine, a, b);
         let split = splits.entry(p.split.clone()).or_default();
@@ -255,20 +239,7 @@ const SYSTEMS: [(&str, Ranking); 4] = [
 
 /// Replay the lifecycle set in `path` into a temporary database and measure it.
 pub fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<LifecycleReport> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let mut lines = Vec::new();
-    for (n, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        lines.push(serde_json::from_str::<Line>(line).map_err(|e| {
-            Error::InvalidInput(vec![FieldError::new(
-                format!("{}:{}", path.display(), n + 1),
-                e.to_string(),
-            )])
-        })?);
-    }
+    let lines = read_set::<Line>(path)?;
     let dir = tempfile::tempdir().map_err(|e| Error::io(Path::new("tempdir"), e))?;
     let cairn = Cairn::open(&dir.path().join("eval.db"))?;
     // Set label → Cairn id of issues, learning key → learning id.
@@ -324,12 +295,11 @@ pub fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<Lifecyc
                     }
                     None => false,
                 };
-                merges.add(added.merged, duplicate_of.is_some());
-                if added.merged && duplicate_of.is_some() && !right {
-                    // Merged, but into another learning than the labelled one.
-                    merges.merged_right -= 1;
-                    merges.merged_wrong += 1;
-                }
+                // A merge into another learning than the labelled one is a wrong merge.
+                merges.add(
+                    added.merged,
+                    duplicate_of.is_some() && (right || !added.merged),
+                );
                 if added.merged && near_miss_of.is_some() {
                     near_misses_merged += 1;
                 }
@@ -492,6 +462,23 @@ impl Issues {
             .id;
         self.ids.insert(label.to_string(), id.clone());
         Ok(id)
+    }
+}
+
+/// Every line of the JSONL file at `path` as `T`; every line that does not parse is an
+/// error, named with the file.
+fn read_set<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let (rows, errors) = super::jsonl::<T>(&text);
+    if errors.is_empty() {
+        Ok(rows)
+    } else {
+        Err(Error::InvalidInput(
+            errors
+                .into_iter()
+                .map(|e| FieldError::new(format!("{} {}", path.display(), e.field), e.message))
+                .collect(),
+        ))
     }
 }
 

@@ -12,3 +12,24 @@ pub mod learnings;
 pub mod lifecycle;
 pub mod metrics;
 pub mod vault;
+
+use serde::de::DeserializeOwned;
+
+use crate::error::FieldError;
+
+/// The non-blank lines of JSONL `text` parsed as `T`, and a problem per line that does
+/// not parse (named `line N`).
+pub(crate) fn jsonl<T: DeserializeOwned>(text: &str) -> (Vec<T>, Vec<FieldError>) {
+    let mut rows = Vec::new();
+    let mut errors = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<T>(line) {
+            Ok(row) => rows.push(row),
+            Err(e) => errors.push(FieldError::new(format!("line {}", i + 1), e.to_string())),
+        }
+    }
+    (rows, errors)
+}

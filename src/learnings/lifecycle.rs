@@ -268,11 +268,15 @@ fn standing(c: &Conn<'_>, id: &str) -> Result<(u8, bool)> {
 
 /// Recompute a learning's quality from its evidence, unless a person rated it; a
 /// verified learning keeps at least the prior's 50. Returns the standing before.
-fn requalify(tx: &Conn<'_>, id: &str, at: &str) -> Result<(u8, bool)> {
-    let before = standing(tx, id)?;
-    let rated: bool = tx.query_row("SELECT rated FROM learnings WHERE id = ?1", [id], |r| {
-        r.get(0)
-    })?;
+pub(crate) fn requalify(tx: &Conn<'_>, id: &str, at: &str) -> Result<(u8, bool)> {
+    let (quality, verified, rated): (u8, bool, bool) = tx
+        .query_opt(
+            "SELECT quality_score, verified, rated FROM learnings WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?
+        .ok_or_else(|| Error::not_found("learning", id))?;
+    let before = (quality, verified);
     if !rated {
         let mut q = evidence_quality(&evidence_of(tx, id)?);
         if before.1 {

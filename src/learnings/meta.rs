@@ -78,7 +78,6 @@ impl MetaCache {
             .stale_after
             .get(m.project as usize)
             .copied()
-            .filter(|l| *l > 0)
             .unwrap_or(i64::from(lifecycle::STALE_AFTER_DAYS) * 86_400);
         lifecycle::is_stale(m.verified, m.fresh_at, limit, now)
     }
@@ -159,7 +158,8 @@ impl MetaCache {
             for (project, settings) in limits {
                 let i = self.intern(project) as usize;
                 if self.stale_after.len() <= i {
-                    self.stale_after.resize(i + 1, 0);
+                    self.stale_after
+                        .resize(i + 1, i64::from(lifecycle::STALE_AFTER_DAYS) * 86_400);
                 }
                 self.stale_after[i] = lifecycle::stale_after_secs(&settings);
             }

@@ -35,10 +35,7 @@ use serde::{Deserialize, Serialize};
 
 pub use index::{IndexerStats, LearningIndex, Ranking, SearchScope};
 pub(crate) use lifecycle::issue_approved;
-pub use lifecycle::{
-    AGE_FACTOR, DUPLICATE_COSINE, DUPLICATE_JACCARD, Evidence, FeedbackCounts, Outcome,
-    STALE_AFTER_DAYS, evidence_quality, same_lesson, word_overlap,
-};
+pub use lifecycle::{DUPLICATE_COSINE, FeedbackCounts, Outcome, same_lesson, word_overlap};
 pub use query::{STOP_WORDS, ScoreBreakdown};
 
 use crate::base::{new_id, now_iso};
@@ -770,7 +767,7 @@ impl Learnings<'_> {
                 .collect();
             if let Ok(vs) = self.embedder.embed_batch(&refs) {
                 for (i, w) in missing.iter().zip(vs) {
-                    cosines[*i] = Some(vector.iter().zip(&w).map(|(a, b)| a * b).sum());
+                    cosines[*i] = Some(crate::vault::vector::dot(vector, &w));
                 }
             }
         }
@@ -1033,12 +1030,12 @@ impl Learnings<'_> {
                 }
                 None => {
                     tx.execute(
-                        "UPDATE learnings SET verified = 1, flagged = 0, updated_at = ?2,
-                             quality_score = CASE WHEN rated = 0 AND quality_score < 50
-                                                  THEN 50 ELSE quality_score END
+                        "UPDATE learnings SET verified = 1, flagged = 0, updated_at = ?2
                          WHERE id = ?1",
                         params![id, now],
                     )?;
+                    // A verified learning keeps at least the prior (one rule, there).
+                    lifecycle::requalify(tx, id, &now)?;
                 }
             }
             lifecycle::record(
