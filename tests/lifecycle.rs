@@ -96,6 +96,40 @@ fn a_paraphrase_from_another_issue_merges_and_near_misses_do_not() {
     assert_ne!(forced["id"], id.as_str());
 }
 
+/// The same lesson for another version is another lesson: not merged, even said the
+/// same way (through the official Python SDK, from another issue).
+#[test]
+fn the_same_lesson_for_another_version_is_not_merged() {
+    let env = Env::new();
+    let is = issues(&env, 2);
+    let node = |v: u32| {
+        format!(
+            "The web app builds and deploys on Node {v}: the Dockerfile pins node:{v}-alpine, CI runs `npm ci` on Node {v}, and `engines.node` in package.json says >={v}."
+        )
+    };
+    let first = add_cli(&env, &is[0], &node(18), &[])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = python_sdk(
+        &env,
+        "auto",
+        &["--issue-id", &is[1], "--agent-type", "worker"],
+        json!([
+            {"tool": "add_learning", "arguments": {"pattern": node(20)}},
+            {"tool": "add_learning", "arguments": {"pattern": node(18)}},
+        ]),
+    );
+    let calls = out["calls"].as_array().unwrap();
+    let other = &calls[0]["structured"];
+    assert_eq!(other["merged"], false, "{other:#}");
+    assert_ne!(other["id"], first.as_str());
+    // The control: the same version from the other issue merges.
+    let same = &calls[1]["structured"];
+    assert_eq!(same["merged"], true, "{same:#}");
+    assert_eq!(same["id"], first.as_str());
+}
+
 #[tokio::test]
 async fn supersedes_hides_the_old_learning_and_include_superseded_shows_it() {
     let env = Env::new();
