@@ -73,6 +73,11 @@ impl Daemon {
         d
     }
 
+    /// The MCP endpoint, `http://127.0.0.1:PORT/mcp`.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
     /// Wait for a stderr line containing `needle`; return it.
     pub(crate) fn wait_for(&self, needle: &str) -> String {
         loop {
@@ -242,7 +247,7 @@ fn shop(env: &Env) {
 }
 
 /// Mint a token with `cairn session new ... --json`; (token, id).
-fn mint(env: &Env, flags: &[&str]) -> (String, String) {
+pub(crate) fn mint(env: &Env, flags: &[&str]) -> (String, String) {
     let mut args = vec!["session", "new"];
     args.extend_from_slice(flags);
     let v = env.json(&args);

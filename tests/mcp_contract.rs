@@ -367,6 +367,37 @@ async fn tools_list_matches_the_checked_in_snapshot() {
     );
 }
 
+/// The listed input schemas (the snapshot, kept equal to `tools/list` above) break none
+/// of the rules the strict function-calling dialects document, by the checker of
+/// `tests/dialect_check.py`; its self-test first proves it catches each rule.
+#[test]
+fn listed_input_schemas_pass_the_dialect_checker() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let checker = dir.join("tests/dialect_check.py");
+    for args in [
+        vec!["--self-test".to_string()],
+        vec![
+            dir.join("tests/snapshots/tools_list.json")
+                .display()
+                .to_string(),
+            "--dialect".into(),
+            "portable".into(),
+        ],
+    ] {
+        let out = std::process::Command::new("python3")
+            .arg(&checker)
+            .args(&args)
+            .output()
+            .expect("python3");
+        assert!(
+            out.status.success(),
+            "dialect_check.py {args:?}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 fn first_difference(a: &str, b: &str) -> String {
     for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
         if x != y {

@@ -17,6 +17,7 @@ mod impostor;
 mod learnings;
 mod lifecycle;
 mod mcp_contract;
+mod mcp_features;
 mod mcp_table;
 mod multihost;
 mod pg_schema;

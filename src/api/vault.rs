@@ -5,6 +5,7 @@
 use crate::context::WorkContext;
 use crate::error::Result;
 use crate::vault::Vault;
+use crate::vault::browse::{DocumentPage, DocumentText};
 use crate::vault::documents::VaultHit;
 use crate::vault::follow::{FollowHost, FollowScope, Follower, Freshness, Shared};
 use crate::vault::reindex::{ReindexOptions, ReindexProgress, ReindexSummary};
@@ -142,6 +143,44 @@ impl Cairn {
     /// The recorded roots (`cairn reindex --watch` follows the one it just indexed).
     pub fn vault_followed_roots(&self) -> Result<Vec<FollowedRoot>> {
         self.vault().followed_roots()
+    }
+
+    /// A page of the indexed documents of `collections` (all when `None`) after `after`
+    /// (`(collection, path)`), in that order (MCP `resources/list`).
+    pub fn vault_documents(
+        &self,
+        collections: Option<&[String]>,
+        after: Option<(&str, &str)>,
+        limit: usize,
+    ) -> Result<DocumentPage> {
+        self.vault().documents(collections, after, limit)
+    }
+
+    /// The Markdown of one indexed document of `collections`, read now (MCP
+    /// `resources/read`).
+    pub fn vault_document(
+        &self,
+        work: &WorkContext,
+        collections: Option<&[String]>,
+        collection: &str,
+        path: &str,
+    ) -> Result<DocumentText> {
+        self.vault()
+            .document_text(work, collections, collection, path)
+    }
+
+    /// A mark of the list of `collections` (all when `None`) that moves when a document
+    /// comes or goes.
+    pub fn vault_list_mark(&self, collections: Option<&[String]>) -> Result<(i64, i64)> {
+        self.vault().list_mark(collections)
+    }
+
+    /// The indexed content hash of each of `documents` that is indexed.
+    pub fn vault_document_hashes(
+        &self,
+        documents: &[(String, String)],
+    ) -> Result<std::collections::HashMap<(String, String), String>> {
+        self.vault().document_hashes(documents)
     }
 
     /// `vault_update`: re-read, re-chunk and re-embed one file of the bound root.

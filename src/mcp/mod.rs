@@ -4,19 +4,30 @@
 //! - [`registry`]: the list of every tool.
 //! - [`schema`]: input-schema generation, the output schemas (`output_schemas.json`, data
 //!   kept by hand) and the validator that runs before every handler.
+//! - [`dialect`]: the listed form of the input schemas, in the subset strict
+//!   function-calling dialects accept.
 //! - [`enums`]: the `JsonSchema` of the domain enums that tool parameters name.
 //! - [`envelope`]: the structured error body and the help prompt.
 //! - [`lanes`]: which tool handlers run at once on a server many sessions share.
+//! - [`prompts`]: the prompts (`start_work`, `record_learning`) and argument completion.
+//! - [`resources`]: vault documents, learnings and the bound issue as MCP resources,
+//!   read through the tools' scope.
 //! - [`server`]: the rmcp `ServerHandler` over stdio, scope filtering and enforcement.
 //! - [`wire`]: the stdio line transport that answers unparsable messages (`-32700`).
+//! - [`subscriptions`]: resource change notifications (`resources/subscribe`,
+//!   `subscriptions/listen`), read from the database.
 //! - [`tools`]: one file per tool family, each a thin adapter over [`crate::Cairn`].
 
+pub mod dialect;
 pub mod enums;
 pub mod envelope;
 pub mod lanes;
+pub mod prompts;
 pub mod registry;
+pub mod resources;
 pub mod schema;
 pub mod server;
+pub mod subscriptions;
 pub mod tool;
 pub mod tools;
 pub mod wire;

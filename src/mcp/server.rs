@@ -16,12 +16,17 @@ use std::path::Path;
 use std::sync::{Arc, LazyLock, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
+#[allow(deprecated)] // logging: still in the protocol versions clients speak
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations,
+    UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
@@ -32,8 +37,12 @@ use crate::error::{Error, Result};
 use super::envelope;
 use super::lanes::{Lane, Lanes};
 use super::registry::{MAX_ARGUMENT_BYTES, all_tools, scope_matrix};
+use super::subscriptions::Subscriptions;
 use super::tool::{Effect, ToolCtx, ToolDef};
 use super::wire::LineTransport;
+
+/// How often a call with a `progressToken` reports that it still runs.
+pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Which tools a server exposes.
 #[derive(Debug, Clone)]
@@ -114,6 +123,11 @@ struct Inner {
     started: Instant,
     /// Shared by every server of the process.
     lanes: Arc<Lanes>,
+    /// Resource subscriptions and the clients to notify.
+    subscriptions: Subscriptions,
+    /// The level `logging/setLevel` asked for; no log notifications before it.
+    #[allow(deprecated)]
+    log_level: Mutex<Option<LoggingLevel>>,
 }
 
 /// A scope and the MCP form of the tools it lists.
@@ -171,7 +185,7 @@ fn to_mcp_tool(def: &ToolDef) -> Tool {
     let mut tool = Tool::default();
     tool.name = def.name.into();
     tool.description = Some(def.description.into());
-    tool.input_schema = Arc::new(def.input_schema.clone());
+    tool.input_schema = Arc::new(super::dialect::portable(&def.input_schema));
     tool.output_schema = Some(Arc::new(def.output_schema.clone()));
     tool.annotations = Some(annotations.open_world(false));
     tool
@@ -209,8 +223,53 @@ impl CairnServer {
                 session: "-".into(),
                 started: Instant::now(),
                 lanes,
+                subscriptions: Subscriptions::default(),
+                log_level: Mutex::new(None),
             }),
         }
+    }
+
+    pub(super) fn cairn(&self) -> &Arc<Cairn> {
+        &self.inner.cairn
+    }
+
+    pub(super) fn work(&self) -> &WorkContext {
+        &self.inner.work
+    }
+
+    /// Whether this session's scope lets it call `tool`.
+    pub(super) fn allows(&self, tool: &str) -> bool {
+        self.inner.scoped.scope.allows(tool)
+    }
+
+    pub(super) fn subscriptions(&self) -> &Subscriptions {
+        &self.inner.subscriptions
+    }
+
+    /// Send `data` as a log notification to the client of `context` when it asked for
+    /// `level`: by the request's own `_meta` (2026-07-28) or by `logging/setLevel`.
+    #[allow(deprecated)]
+    async fn log_to(&self, context: &RequestContext<RoleServer>, level: LoggingLevel, data: Value) {
+        let session = *self
+            .inner
+            .log_level
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let wanted = context.meta.log_level().or(session);
+        let peer = &context.peer;
+        // The levels in the protocol's order, least severe first.
+        if wanted.is_some_and(|w| level as u8 >= w as u8) {
+            let _ = peer
+                .notify_logging_message(
+                    LoggingMessageNotificationParam::new(level, data).with_logger("cairn"),
+                )
+                .await;
+        }
+    }
+
+    /// The session's label in the log.
+    pub(super) fn session(&self) -> &str {
+        &self.inner.session
     }
 
     /// The same server, labelled `session` in the log line of every call.
@@ -277,7 +336,8 @@ impl CairnServer {
                 inner.scoped.scope.label(),
             ));
         }
-        let args = Value::Object(args.unwrap_or_default());
+        let mut args = Value::Object(args.unwrap_or_default());
+        super::dialect::accept_object_text(&def.input_schema, &mut args);
         let size = serde_json::to_vec(&args)
             .map(|v| v.len())
             .unwrap_or(usize::MAX);
@@ -357,16 +417,27 @@ impl CairnServer {
 
 /// What the server says of itself at `initialize` / `server/discover` (stdio and the
 /// daemon alike).
+#[allow(deprecated)] // enable_logging: see `log_to`
 pub fn server_config() -> ServerConfig {
-    ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-        .with_server_info(
-            Implementation::new("cairn", env!("CARGO_PKG_VERSION"))
-                .with_title("Cairn knowledge service"),
-        )
-        .with_instructions(
-            "Cairn: learnings, the Knowledge Vault and the work trail of your issue. \
+    ServerConfig::new(
+        ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
+            .enable_prompts()
+            .enable_completions()
+            .enable_logging()
+            .build(),
+    )
+    .with_server_info(
+        Implementation::new("cairn", env!("CARGO_PKG_VERSION"))
+            .with_title("Cairn knowledge service"),
+    )
+    .with_instructions(
+        "Cairn: learnings, the Knowledge Vault and the work trail of your issue. \
              A failed call returns a structured error with a help_prompt showing a valid call.",
-        )
+    )
 }
 
 impl ServerHandler for CairnServer {
@@ -384,12 +455,157 @@ impl ServerHandler for CairnServer {
         ))
     }
 
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListResourcesResult, McpError> {
+        self.resources_page(request).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListResourceTemplatesResult, McpError> {
+        Ok(super::resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ReadResourceResponse, McpError> {
+        Ok(self.read(request.uri).await?.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListPromptsResult, McpError> {
+        Ok(self.prompt_list())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<GetPromptResponse, McpError> {
+        Ok(self.prompt(request).await?.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<CompleteResult, McpError> {
+        self.completion(request).await
+    }
+
+    /// A call runs to its end on the blocking pool, one transaction, whatever the client
+    /// does meanwhile: `notifications/cancelled` ends the wait for it (no answer is sent,
+    /// as the protocol says) and the call commits whole or not at all. With a
+    /// `progressToken`, a notification every [`PROGRESS_EVERY`] says it still runs.
+    #[allow(deprecated)]
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, McpError> {
-        Ok(self.call(&request.name, request.arguments).await.into())
+        let started = Instant::now();
+        let name = request.name.clone();
+        let call = self.call(&request.name, request.arguments);
+        tokio::pin!(call);
+        let token = context.meta.get_progress_token();
+        let mut beat = tokio::time::interval(PROGRESS_EVERY);
+        beat.tick().await;
+        let mut beats = 0u32;
+        let result = loop {
+            tokio::select! {
+                result = &mut call => break result,
+                _ = context.ct.cancelled() => {
+                    tracing::info!(tool = %name, session = %self.inner.session, "tool call cancelled by the client; its work completes or rolls back whole");
+                    self.log_to(&context, LoggingLevel::Notice, serde_json::json!({
+                        "tool": name, "outcome": "cancelled",
+                    })).await;
+                    return Err(McpError::invalid_request("the call was cancelled", None));
+                }
+                _ = beat.tick(), if token.is_some() => {
+                    beats += 1;
+                    if let Some(token) = &token {
+                        let mut p = ProgressNotificationParam::new(token.clone(), beats as f64);
+                        p.message = Some(format!("{name}: running for {} ms", started.elapsed().as_millis()));
+                        let _ = context.peer.notify_progress(p).await;
+                    }
+                }
+            }
+        };
+        let failed = result.is_error == Some(true);
+        self.log_to(
+            &context,
+            if failed {
+                LoggingLevel::Warning
+            } else {
+                LoggingLevel::Info
+            },
+            serde_json::json!({
+                "tool": name,
+                "outcome": if failed { "error" } else { "ok" },
+                "ms": started.elapsed().as_millis() as u64,
+            }),
+        )
+        .await;
+        Ok(result.into())
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), McpError> {
+        *self
+            .inner
+            .log_level
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(request.level);
+        Ok(())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.watch(context.peer);
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), McpError> {
+        self.subscribe_uri(request.uri)
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), McpError> {
+        self.unsubscribe_uri(&request.uri);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(self.accepted_filter(requested))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> std::result::Result<(), McpError> {
+        self.listen_until_cancelled(context).await;
+        Ok(())
     }
 }
 

@@ -27,9 +27,9 @@ use crate::paths::canonical_root;
 use super::handle::Vault;
 
 /// Prefix of a project root key.
-const PROJECT_KEY: &str = "project:";
+pub(crate) const PROJECT_KEY: &str = "project:";
 /// Prefix of a directory root key.
-const DIR_KEY: &str = "dir:";
+pub(crate) const DIR_KEY: &str = "dir:";
 
 /// The root documents are keyed by, and where their files are read from.
 #[derive(Debug, Clone)]

@@ -26,6 +26,7 @@
 //! | [`reindex`] | `cairn reindex DIR`: the walk (`.gitignore` respected), batching, removal, summary |
 //! | [`rerank`] | hybrid ranking: dense and BM25 candidates fused into `score`, per-document cap |
 //! | [`handle`] | [`Vault`], the handle the operations are methods of: the store and the process's [`VaultState`] |
+//! | [`browse`] | the documents as a list to page through and one document's Markdown read beneath its root (MCP resources), the vault's change mark |
 //! | [`service`] | search (`vault_retrieve`, `search_knowledge`, `cairn search`) with its defaults, `vault_update`, `vault_delete` |
 //!
 //! Typical flow: [`chunk::chunk_markdown`] → [`chunk::Chunk::embedding_text`] →
@@ -33,6 +34,7 @@
 //! [`hnsw::VectorIndex::save`]; at query time [`embed::Embed::embed_query`]
 //! → [`hnsw::VectorIndex::search`] → rows joined from SQLite.
 
+pub mod browse;
 pub mod chunk;
 pub mod documents;
 pub mod embed;

@@ -1,0 +1,225 @@
+//! Change notifications for resources: `resources/subscribe` (and
+//! `notifications/resources/updated`), `notifications/resources/list_changed`, and the
+//! same through `subscriptions/listen` for clients of protocol 2026-07-28.
+//!
+//! The database is the truth and any process or host may change the vault, so a
+//! session watches the database, not this process's follower: once a second, while a
+//! client is connected, it reads the indexed hash of each subscribed document and the
+//! list's mark (documents counted, greatest id) within the session's collections, and
+//! notifies what moved. A followed document edited on disk is notified once the
+//! follower has indexed it (about 0.3 s after the write, docs/vault.md).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use rmcp::model::{ResourceUpdatedNotificationParam, SubscriptionFilter};
+use rmcp::service::{Peer, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer};
+
+use super::resources::{Target, parse};
+use super::server::CairnServer;
+
+/// How often a session looks for changes.
+pub const POLL: Duration = Duration::from_secs(1);
+
+/// What a session's notifications need: the URIs subscribed, the clients connected and
+/// whether the watcher runs.
+#[derive(Default)]
+pub struct Subscriptions {
+    uris: Mutex<BTreeSet<String>>,
+    peers: Mutex<Vec<Peer<RoleServer>>>,
+    watching: AtomicBool,
+}
+
+/// What the watcher last saw.
+#[derive(Default)]
+struct Seen {
+    hashes: HashMap<String, Option<String>>,
+    list: Option<(i64, i64)>,
+}
+
+impl CairnServer {
+    /// The `(collection, path)` of a URI this session may read and subscribe to.
+    fn watchable(&self, uri: &str) -> Option<(String, String)> {
+        let Some(Target::Vault { collection, path }) = parse(uri) else {
+            return None;
+        };
+        let readable = match self.readable_collections()? {
+            None => true,
+            Some(cs) => cs.contains(&collection),
+        };
+        readable.then_some((collection, path))
+    }
+
+    /// What changed since `seen` among `uris` (updated) and in the session's list.
+    fn changes(
+        &self,
+        seen: &mut Seen,
+        uris: &[String],
+    ) -> crate::error::Result<(Vec<String>, bool)> {
+        let docs: Vec<(String, String)> = uris.iter().filter_map(|u| self.watchable(u)).collect();
+        let hashes = self.cairn().vault_document_hashes(&docs)?;
+        let mut updated = Vec::new();
+        for uri in uris {
+            let now = self.watchable(uri).and_then(|d| hashes.get(&d).cloned());
+            match seen.hashes.insert(uri.clone(), now.clone()) {
+                Some(before) if before != now => updated.push(uri.clone()),
+                _ => {}
+            }
+        }
+        seen.hashes.retain(|u, _| uris.contains(u));
+        let list = match self.readable_collections() {
+            Some(cs) => Some(self.cairn().vault_list_mark(cs.as_deref())?),
+            None => None,
+        };
+        let changed = seen.list.is_some() && seen.list != list;
+        seen.list = list;
+        Ok((updated, changed))
+    }
+
+    /// `resources/subscribe`: only a document this session may read.
+    pub(super) fn subscribe_uri(&self, uri: String) -> Result<(), McpError> {
+        if self.watchable(&uri).is_none() {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "{uri}: not a vault document this session can read; subscriptions follow vault documents (cairn://vault/...)"
+                ),
+                None,
+            ));
+        }
+        self.subscriptions()
+            .uris
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(uri);
+        Ok(())
+    }
+
+    /// `resources/unsubscribe`.
+    pub(super) fn unsubscribe_uri(&self, uri: &str) {
+        self.subscriptions()
+            .uris
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uri);
+    }
+
+    /// Notify `peer` of changes from now on: a session that began with `initialize`, once
+    /// it is initialized (one watcher per session, for all its connections).
+    pub(super) fn watch(&self, peer: Peer<RoleServer>) {
+        let subs = self.subscriptions();
+        {
+            let mut peers = subs.peers.lock().unwrap_or_else(PoisonError::into_inner);
+            peers.retain(|p| !p.is_transport_closed());
+            peers.push(peer);
+        }
+        if subs.watching.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            let subs = this.subscriptions();
+            let mut seen = Seen::default();
+            let mut tick = tokio::time::interval(POLL);
+            loop {
+                tick.tick().await;
+                let peers: Vec<Peer<RoleServer>> = {
+                    let mut peers = subs.peers.lock().unwrap_or_else(PoisonError::into_inner);
+                    peers.retain(|p| !p.is_transport_closed());
+                    peers.clone()
+                };
+                if peers.is_empty() {
+                    subs.watching.store(false, Ordering::SeqCst);
+                    return;
+                }
+                let uris: Vec<String> = subs
+                    .uris
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .iter()
+                    .cloned()
+                    .collect();
+                let (updated, list_changed) = match this.poll(&mut seen, uris).await {
+                    Some(c) => c,
+                    None => continue,
+                };
+                for peer in &peers {
+                    for uri in &updated {
+                        let _ = peer
+                            .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                            .await;
+                    }
+                    if list_changed {
+                        let _ = peer.notify_resource_list_changed().await;
+                    }
+                }
+            }
+        });
+    }
+
+    /// One look for changes on the blocking pool; `None` (logged) when it failed.
+    async fn poll(&self, seen: &mut Seen, uris: Vec<String>) -> Option<(Vec<String>, bool)> {
+        let this = self.clone();
+        let mut owned = std::mem::take(seen);
+        let (back, result) = tokio::task::spawn_blocking(move || {
+            let r = this.changes(&mut owned, &uris);
+            (owned, r)
+        })
+        .await
+        .ok()?;
+        *seen = back;
+        match result {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(session = %self.session(), error = %e, "resource watch failed");
+                None
+            }
+        }
+    }
+
+    /// The part of a `subscriptions/listen` filter this session serves: the resource list
+    /// and the documents it may read.
+    pub(super) fn accepted_filter(&self, requested: &SubscriptionFilter) -> SubscriptionFilter {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.resources_list_changed = requested.resources_list_changed;
+        accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+            uris.iter()
+                .filter(|u| self.watchable(u).is_some())
+                .cloned()
+                .collect()
+        });
+        accepted
+    }
+
+    /// Serve one `subscriptions/listen` until it is cancelled.
+    pub(super) async fn listen_until_cancelled(&self, context: SubscriptionContext) {
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let lists = context.accepted().resources_list_changed == Some(true);
+        let mut seen = Seen::default();
+        let mut tick = tokio::time::interval(POLL);
+        loop {
+            tokio::select! {
+                _ = context.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let Some((updated, list_changed)) = self.poll(&mut seen, uris.clone()).await else {
+                continue;
+            };
+            for uri in updated {
+                if context.sink().notify_resource_updated(uri).await.is_err() {
+                    return;
+                }
+            }
+            if lists && list_changed && context.sink().notify_resource_list_changed().await.is_err()
+            {
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! The vault as documents to browse (MCP resources): the indexed documents of some
+//! collections a page at a time, one document's Markdown, and cheap marks of change
+//! for the notifiers.
+//!
+//! A document is named by `(collection, path)`. Two roots may hold the same path in one
+//! collection; the listing shows it once and a read takes the most recently indexed.
+//! Only an indexed document can be read, so these reads reach no other file; its text
+//! is read from its root on this machine, beneath the root, never through a symlink
+//! ([`crate::paths`]), and cleaned like every stored text ([`crate::text`]).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use crate::context::WorkContext;
+use crate::db::{Conn, params};
+use crate::error::{Error, Result};
+use crate::paths::DirHandle;
+
+use super::handle::Vault;
+use super::ingest::read_file;
+
+/// Most documents one page lists.
+pub const MAX_PAGE: usize = 500;
+
+/// One indexed document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentEntry {
+    pub collection: String,
+    /// Relative to its root, `/`-separated.
+    pub path: String,
+    pub title: Option<String>,
+    /// sha256 of the file's bytes when it was indexed.
+    pub content_hash: String,
+    /// When it was last indexed (ISO-8601 UTC).
+    pub indexed_at: String,
+}
+
+/// One page of documents and where the next starts.
+#[derive(Debug, Clone)]
+pub struct DocumentPage {
+    pub documents: Vec<DocumentEntry>,
+    /// The last `(collection, path)` listed when more follow.
+    pub next: Option<(String, String)>,
+}
+
+/// A document's Markdown as read now.
+#[derive(Debug, Clone)]
+pub struct DocumentText {
+    pub entry: DocumentEntry,
+    pub text: String,
+    /// Whether the file still has the content that was indexed (false: changed since,
+    /// and search shows the older text until it is indexed again).
+    pub indexed: bool,
+}
+
+/// The collections filter as SQL: `None` is every collection.
+fn among(c: &Conn<'_>, collections: Option<&[String]>, param: &str) -> (String, String) {
+    match collections {
+        None => ("1 = 1".to_owned(), "[]".to_owned()),
+        Some(cs) => (
+            format!(
+                "collection IN ({})",
+                c.dialect().json_elements(param, false)
+            ),
+            serde_json::to_string(cs).unwrap_or_else(|_| "[]".into()),
+        ),
+    }
+}
+
+fn entry(r: &crate::db::Row) -> Result<DocumentEntry> {
+    Ok(DocumentEntry {
+        collection: r.get(0)?,
+        path: r.get(1)?,
+        title: r.get(2)?,
+        content_hash: r.get(3)?,
+        indexed_at: r.get(4)?,
+    })
+}
+
+impl Vault<'_> {
+    /// The documents of `collections` (every collection when `None`) in `(collection,
+    /// path)` order, after `after`, at most `limit` (capped at [`MAX_PAGE`]).
+    pub fn documents(
+        &self,
+        collections: Option<&[String]>,
+        after: Option<(&str, &str)>,
+        limit: usize,
+    ) -> Result<DocumentPage> {
+        let limit = limit.clamp(1, MAX_PAGE);
+        let (after_c, after_p) = after.unwrap_or(("", ""));
+        let mut documents = self.store.read(|c| {
+            let (filter, list) = among(c, collections, "?1");
+            // One row per (collection, path): the most recently indexed.
+            c.query_map(
+                &format!(
+                    "SELECT collection, path, title, content_hash, indexed_at FROM vault_documents d
+                     WHERE {filter} AND (collection > ?2 OR (collection = ?2 AND path > ?3))
+                       AND NOT EXISTS (SELECT 1 FROM vault_documents o
+                           WHERE o.collection = d.collection AND o.path = d.path
+                             AND (o.indexed_at > d.indexed_at
+                                  OR (o.indexed_at = d.indexed_at AND o.id > d.id)))
+                     ORDER BY collection, path LIMIT ?4"
+                ),
+                params![list, after_c, after_p, (limit + 1) as i64],
+                entry,
+            )
+        })?;
+        let next = (documents.len() > limit).then(|| {
+            documents.truncate(limit);
+            let last = &documents[limit - 1];
+            (last.collection.clone(), last.path.clone())
+        });
+        Ok(DocumentPage { documents, next })
+    }
+
+    /// The stored row of `(collection, path)` and its root key, when indexed and in
+    /// `collections`.
+    fn document_row(
+        &self,
+        collections: Option<&[String]>,
+        collection: &str,
+        path: &str,
+    ) -> Result<Option<(DocumentEntry, String)>> {
+        self.store.read(|c| {
+            let (filter, list) = among(c, collections, "?3");
+            c.query_opt(
+                &format!(
+                    "SELECT collection, path, title, content_hash, indexed_at, root_key
+                     FROM vault_documents WHERE collection = ?1 AND path = ?2 AND {filter}
+                     ORDER BY indexed_at DESC, id DESC LIMIT 1"
+                ),
+                params![collection, path, list],
+                |r| Ok((entry(r)?, r.get::<_, String>(5)?)),
+            )
+        })
+    }
+
+    /// The Markdown of the indexed document `(collection, path)` if it is in
+    /// `collections` (every collection when `None`), read from its root now. A
+    /// document of the session's project is read from its worktree when it has one.
+    pub fn document_text(
+        &self,
+        session: &WorkContext,
+        collections: Option<&[String]>,
+        collection: &str,
+        path: &str,
+    ) -> Result<DocumentText> {
+        let Some((entry, root_key)) = self.document_row(collections, collection, path)? else {
+            return Err(Error::not_found(
+                "vault document",
+                format!("{collection}/{path}"),
+            ));
+        };
+        let dir = self.root_dir(session, &root_key)?;
+        let handle = DirHandle::open_root(&dir)?;
+        let Some(read) = read_file(&handle, &entry.path)? else {
+            return Err(Error::not_found(
+                "vault document",
+                format!(
+                    "{collection}/{path}: indexed, but no longer a file under {}",
+                    dir.display()
+                ),
+            ));
+        };
+        let indexed = read.hash == entry.content_hash;
+        let (text, _) = crate::text::clean_document(&String::from_utf8_lossy(&read.bytes));
+        Ok(DocumentText {
+            entry,
+            text,
+            indexed,
+        })
+    }
+
+    /// Where the files of root `key` are on this machine.
+    fn root_dir(&self, session: &WorkContext, key: &str) -> Result<PathBuf> {
+        if let Some(id) = key.strip_prefix(super::identity::PROJECT_KEY) {
+            if session.project_id.as_deref() == Some(id) {
+                return Ok(self.tool_root(session)?.dir);
+            }
+            let p = crate::issues::project(self.store, id)?;
+            return p.path.map(PathBuf::from).ok_or_else(|| {
+                Error::FailedPrecondition(format!(
+                    "project {} has no path on this machine to read its documents from",
+                    p.slug
+                ))
+            });
+        }
+        match key.strip_prefix(super::identity::DIR_KEY) {
+            Some(dir) => Ok(PathBuf::from(dir)),
+            None => Err(Error::Internal(format!("unknown root key {key}"))),
+        }
+    }
+
+    /// The mark of the list of `collections` (all when `None`): documents counted and the
+    /// greatest id, which moves when one comes or goes.
+    pub fn list_mark(&self, collections: Option<&[String]>) -> Result<(i64, i64)> {
+        self.store.read(|c| {
+            let (filter, list) = among(c, collections, "?1");
+            c.query_row(
+                &format!(
+                    "SELECT count(*), coalesce(max(id), 0) FROM vault_documents WHERE {filter}"
+                ),
+                params![list],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+        })
+    }
+
+    /// The content hash of each of `documents` (`(collection, path)`) that is indexed;
+    /// a document that is not is absent from the answer.
+    pub fn document_hashes(
+        &self,
+        documents: &[(String, String)],
+    ) -> Result<HashMap<(String, String), String>> {
+        let mut out = HashMap::new();
+        for (collection, path) in documents {
+            if let Some((entry, _)) = self.document_row(None, collection, path)? {
+                out.insert((collection.clone(), path.clone()), entry.content_hash);
+            }
+        }
+        Ok(out)
+    }
+}
