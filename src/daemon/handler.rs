@@ -9,10 +9,15 @@
 use std::sync::Arc;
 
 use axum::http::request::Parts;
+#[allow(deprecated)] // SetLevelRequestParams: logging, still in the versions clients speak
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    SubscriptionFilter,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tokio_util::sync::CancellationToken;
 
@@ -78,6 +83,107 @@ impl ServerHandler for DaemonHandler {
             self.stopping.cancelled().await;
         }
         tracing::debug!(token = %b.id, tool = %request.name, "tools/call");
-        Ok(b.server.call(&request.name, request.arguments).await.into())
+        b.server.call_tool(request, context).await
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        bound(&context)?
+            .server
+            .list_resources(request, context)
+            .await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        bound(&context)?
+            .server
+            .list_resource_templates(request, context)
+            .await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        bound(&context)?
+            .server
+            .read_resource(request, context)
+            .await
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        bound(&context)?.server.list_prompts(request, context).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        bound(&context)?.server.get_prompt(request, context).await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        bound(&context)?.server.complete(request, context).await
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        bound(&context)?.server.set_level(request, context).await
+    }
+
+    /// Each request gets a fresh handler here (stateless HTTP): a notification can reach
+    /// the client only while one of its requests is open, so resource subscriptions
+    /// over the daemon are `subscriptions/listen` (protocol 2026-07-28), a request that
+    /// stays open; `resources/subscribe` is refused with that advice.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Err(McpError::invalid_request(
+            format!(
+                "resources/subscribe needs a session that outlives a request; over the \
+                 daemon's HTTP subscribe to {} with subscriptions/listen (protocol \
+                 2026-07-28), or use cairn serve over stdio",
+                request.uri
+            ),
+            None,
+        ))
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // The binding is known only with the request: accept what was asked, and let
+        // `listen` keep what the session may read.
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let b = bound(context.request_context())?;
+        b.server.listen(context).await
     }
 }

@@ -26,7 +26,7 @@ use rmcp::model::{
     SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations,
     UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 

@@ -56,7 +56,8 @@ pub struct DocumentText {
 /// The collections filter as SQL: `None` is every collection.
 fn among(c: &Conn<'_>, collections: Option<&[String]>, param: &str) -> (String, String) {
     match collections {
-        None => ("1 = 1".to_owned(), "[]".to_owned()),
+        // The parameter is bound either way, so the statement's count of them holds.
+        None => (format!("{param} = '*'"), "*".to_owned()),
         Some(cs) => (
             format!(
                 "collection IN ({})",
