@@ -9,7 +9,7 @@
 //! notifies what moved. A followed document edited on disk is notified once the
 //! follower has indexed it (about 0.3 s after the write, docs/vault.md).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -28,7 +28,9 @@ pub const POLL: Duration = Duration::from_secs(1);
 /// whether the watcher runs.
 #[derive(Default)]
 pub struct Subscriptions {
-    uris: Mutex<BTreeSet<String>>,
+    /// Each subscribed URI with the document's hash when it was subscribed: a change
+    /// between the subscription and the watcher's next look is still a change.
+    uris: Mutex<BTreeMap<String, Option<String>>>,
     peers: Mutex<Vec<Peer<RoleServer>>>,
     watching: AtomicBool,
 }
@@ -53,23 +55,28 @@ impl CairnServer {
         readable.then_some((collection, path))
     }
 
-    /// What changed since `seen` among `uris` (updated) and in the session's list.
+    /// What changed since `seen` among `uris` (each with its hash when subscribed, the
+    /// starting point when `seen` has none) and in the session's list.
     fn changes(
         &self,
         seen: &mut Seen,
-        uris: &[String],
+        uris: &[(String, Option<String>)],
     ) -> crate::error::Result<(Vec<String>, bool)> {
-        let docs: Vec<(String, String)> = uris.iter().filter_map(|u| self.watchable(u)).collect();
+        let docs: Vec<(String, String)> =
+            uris.iter().filter_map(|(u, _)| self.watchable(u)).collect();
         let hashes = self.cairn().vault_document_hashes(&docs)?;
         let mut updated = Vec::new();
-        for uri in uris {
+        for (uri, at_start) in uris {
             let now = self.watchable(uri).and_then(|d| hashes.get(&d).cloned());
-            match seen.hashes.insert(uri.clone(), now.clone()) {
-                Some(before) if before != now => updated.push(uri.clone()),
-                _ => {}
+            let before = seen
+                .hashes
+                .insert(uri.clone(), now.clone())
+                .unwrap_or_else(|| at_start.clone());
+            if before != now {
+                updated.push(uri.clone());
             }
         }
-        seen.hashes.retain(|u, _| uris.contains(u));
+        seen.hashes.retain(|u, _| uris.iter().any(|(x, _)| x == u));
         let list = match self.readable_collections() {
             Some(cs) => Some(self.cairn().vault_list_mark(cs.as_deref())?),
             None => None,
@@ -89,11 +96,17 @@ impl CairnServer {
                 None,
             ));
         }
+        let now = self
+            .watchable(&uri)
+            .map(|d| self.cairn().vault_document_hashes(std::slice::from_ref(&d)))
+            .transpose()
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?
+            .and_then(|mut h| h.drain().next().map(|(_, v)| v));
         self.subscriptions()
             .uris
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(uri);
+            .insert(uri, now);
         Ok(())
     }
 
@@ -134,12 +147,12 @@ impl CairnServer {
                     subs.watching.store(false, Ordering::SeqCst);
                     return;
                 }
-                let uris: Vec<String> = subs
+                let uris: Vec<(String, Option<String>)> = subs
                     .uris
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .iter()
-                    .cloned()
+                    .map(|(u, h)| (u.clone(), h.clone()))
                     .collect();
                 let (updated, list_changed) = match this.poll(&mut seen, uris).await {
                     Some(c) => c,
@@ -160,7 +173,11 @@ impl CairnServer {
     }
 
     /// One look for changes on the blocking pool; `None` (logged) when it failed.
-    async fn poll(&self, seen: &mut Seen, uris: Vec<String>) -> Option<(Vec<String>, bool)> {
+    async fn poll(
+        &self,
+        seen: &mut Seen,
+        uris: Vec<(String, Option<String>)>,
+    ) -> Option<(Vec<String>, bool)> {
         let this = self.clone();
         let mut owned = std::mem::take(seen);
         let (back, result) = tokio::task::spawn_blocking(move || {
@@ -195,13 +212,16 @@ impl CairnServer {
 
     /// Serve one `subscriptions/listen` until it is cancelled.
     pub(super) async fn listen_until_cancelled(&self, context: SubscriptionContext) {
-        let uris = context
+        let uris: Vec<String> = context
             .accepted()
             .resource_subscriptions
             .clone()
             .unwrap_or_default();
         let lists = context.accepted().resources_list_changed == Some(true);
         let mut seen = Seen::default();
+        // The starting point, taken at once: the acknowledgment is already out.
+        let uris: Vec<(String, Option<String>)> = uris.into_iter().map(|u| (u, None)).collect();
+        let _ = self.poll(&mut seen, uris.clone()).await;
         let mut tick = tokio::time::interval(POLL);
         loop {
             tokio::select! {
