@@ -94,7 +94,7 @@ pub fn parse(uri: &str) -> Option<Target> {
 }
 
 /// The resource templates, whatever the scope (a read outside it is refused).
-pub fn templates() -> ListResourceTemplatesResult {
+fn templates() -> ListResourceTemplatesResult {
     let t = |uri: &str, name: &str, title: &str, description: &str, mime: &str| {
         ResourceTemplate::new(uri, name)
             .with_title(title)
@@ -140,6 +140,11 @@ fn unreadable(uri: &str, why: &str) -> McpError {
 }
 
 impl CairnServer {
+    /// `resources/templates/list`.
+    pub(super) fn resource_templates(&self) -> ListResourceTemplatesResult {
+        templates()
+    }
+
     /// The collections whose documents this session may read: `None` for all, `Some`
     /// (maybe empty) for the bound project's.
     pub(super) fn readable_collections(&self) -> Option<Option<Vec<String>>> {

@@ -11,8 +11,9 @@
 //! caught at the blocking-pool boundary and reported as an internal error; the server
 //! keeps serving.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, LazyLock, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
@@ -26,7 +27,7 @@ use rmcp::model::{
     SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations,
     UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
@@ -37,9 +38,19 @@ use crate::error::{Error, Result};
 use super::envelope;
 use super::lanes::{Lane, Lanes};
 use super::registry::{MAX_ARGUMENT_BYTES, all_tools, scope_matrix};
-use super::subscriptions::Subscriptions;
 use super::tool::{Effect, ToolCtx, ToolDef};
 use super::wire::LineTransport;
+
+/// What a session's notifications need (`super::subscriptions`): the URIs subscribed,
+/// the clients connected and whether the watcher runs.
+#[derive(Default)]
+pub struct Subscriptions {
+    /// Each subscribed URI with the document's hash when it was subscribed: a change
+    /// between the subscription and the watcher's next look is still a change.
+    pub(super) uris: Mutex<BTreeMap<String, Option<String>>>,
+    pub(super) peers: Mutex<Vec<Peer<RoleServer>>>,
+    pub(super) watching: AtomicBool,
+}
 
 /// How often a call with a `progressToken` reports that it still runs.
 pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
@@ -468,7 +479,7 @@ impl ServerHandler for CairnServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListResourceTemplatesResult, McpError> {
-        Ok(super::resources::templates())
+        Ok(self.resource_templates())
     }
 
     async fn read_resource(

@@ -9,9 +9,9 @@
 //! notifies what moved. A followed document edited on disk is notified once the
 //! follower has indexed it (about 0.3 s after the write, docs/vault.md).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::collections::HashMap;
+use std::sync::PoisonError;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rmcp::model::{ResourceUpdatedNotificationParam, SubscriptionFilter};
@@ -23,17 +23,6 @@ use super::server::CairnServer;
 
 /// How often a session looks for changes.
 pub const POLL: Duration = Duration::from_secs(1);
-
-/// What a session's notifications need: the URIs subscribed, the clients connected and
-/// whether the watcher runs.
-#[derive(Default)]
-pub struct Subscriptions {
-    /// Each subscribed URI with the document's hash when it was subscribed: a change
-    /// between the subscription and the watcher's next look is still a change.
-    uris: Mutex<BTreeMap<String, Option<String>>>,
-    peers: Mutex<Vec<Peer<RoleServer>>>,
-    watching: AtomicBool,
-}
 
 /// What the watcher last saw.
 #[derive(Default)]
