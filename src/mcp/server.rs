@@ -266,7 +266,15 @@ impl CairnServer {
             .log_level
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let wanted = context.meta.log_level().or(session);
+        // On 2026-07-28 a request opts in by its own `_meta` only; `logging/setLevel`
+        // governs the sessions that began with `initialize`.
+        let inline = context
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
+        let wanted = match inline {
+            true => context.meta.log_level(),
+            false => context.meta.log_level().or(session),
+        };
         let peer = &context.peer;
         // The levels in the protocol's order, least severe first.
         if wanted.is_some_and(|w| level as u8 >= w as u8) {
