@@ -146,11 +146,7 @@ pub fn accept_object_text(schema: &Map<String, Value>, args: &mut Value) {
         let Some(Value::Object(p)) = props.get(name) else {
             continue;
         };
-        let takes_object = match p.get("type") {
-            Some(Value::String(t)) => t == "object",
-            Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
-            _ => false,
-        };
+        let takes_object = super::schema::admits_type(p, "object");
         let free = p.get("additionalProperties") != Some(&Value::Bool(false));
         if let (true, true, Value::String(text)) = (takes_object, free, &*value)
             && let Ok(parsed @ Value::Object(_)) = serde_json::from_str::<Value>(text)

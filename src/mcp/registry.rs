@@ -89,11 +89,9 @@ mod tests {
     #[test]
     fn every_string_field_has_a_length_limit() {
         fn walk(name: &str, path: &str, schema: &Value) {
-            let is_string = match schema.get("type") {
-                Some(Value::String(t)) => t == "string",
-                Some(Value::Array(ts)) => ts.iter().any(|t| t == "string"),
-                _ => false,
-            };
+            let is_string = schema
+                .as_object()
+                .is_some_and(|m| crate::mcp::schema::admits_type(m, "string"));
             let constrained = schema.get("enum").is_some()
                 || schema.get("const").is_some()
                 || schema.get("maxLength").is_some();

@@ -143,6 +143,16 @@ fn strip_nonstandard_formats(v: &mut Value) {
     }
 }
 
+/// Whether `schema` says its value may be of JSON type `name`: `"type": name`, or a
+/// type array naming it.
+pub fn admits_type(schema: &Map<String, Value>, name: &str) -> bool {
+    match schema.get("type") {
+        Some(Value::String(t)) => t == name,
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == name),
+        _ => false,
+    }
+}
+
 /// Rewrite integral numbers written as floats (`2.0`) as integers wherever the schema
 /// says `integer`: JSON Schema counts `2.0` as an integer, so the validator accepts it,
 /// and the typed parameters then read it as `2`.
@@ -157,11 +167,7 @@ pub fn coerce_integers(schema: &Map<String, Value>, v: &mut Value) {
             }
         }
     }
-    let says_integer = match schema.get("type") {
-        Some(Value::String(t)) => t == "integer",
-        Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
-        _ => false,
-    };
+    let says_integer = admits_type(schema, "integer");
     match v {
         Value::Number(n) if says_integer && !(n.is_i64() || n.is_u64()) => {
             if let Some(f) = n.as_f64()

@@ -24,6 +24,19 @@ use super::server::CairnServer;
 /// How often a session looks for changes.
 pub const POLL: Duration = Duration::from_secs(1);
 
+/// The `(collection, path)` of `uri` when it names a vault document within `readable`
+/// (a session's [`CairnServer::readable_collections`]).
+fn in_reach(readable: &Option<Option<Vec<String>>>, uri: &str) -> Option<(String, String)> {
+    let Some(Target::Vault { collection, path }) = parse(uri) else {
+        return None;
+    };
+    let within = match readable.as_ref()? {
+        None => true,
+        Some(cs) => cs.contains(&collection),
+    };
+    within.then_some((collection, path))
+}
+
 /// What the watcher last saw.
 #[derive(Default)]
 struct Seen {
@@ -34,14 +47,7 @@ struct Seen {
 impl CairnServer {
     /// The `(collection, path)` of a URI this session may read and subscribe to.
     fn watchable(&self, uri: &str) -> Option<(String, String)> {
-        let Some(Target::Vault { collection, path }) = parse(uri) else {
-            return None;
-        };
-        let readable = match self.readable_collections()? {
-            None => true,
-            Some(cs) => cs.contains(&collection),
-        };
-        readable.then_some((collection, path))
+        in_reach(&self.readable_collections(), uri)
     }
 
     /// What changed since `seen` among `uris` (each with its hash when subscribed, the
@@ -51,12 +57,15 @@ impl CairnServer {
         seen: &mut Seen,
         uris: &[(String, Option<String>)],
     ) -> crate::error::Result<(Vec<String>, bool)> {
-        let docs: Vec<(String, String)> =
-            uris.iter().filter_map(|(u, _)| self.watchable(u)).collect();
-        let hashes = self.cairn().vault_document_hashes(&docs)?;
+        // One look at the session's reach for the whole poll (it reads the project).
+        let readable = self.readable_collections();
+        let docs: Vec<Option<(String, String)>> =
+            uris.iter().map(|(u, _)| in_reach(&readable, u)).collect();
+        let present: Vec<(String, String)> = docs.iter().flatten().cloned().collect();
+        let hashes = self.cairn().vault_document_hashes(&present)?;
         let mut updated = Vec::new();
-        for (uri, at_start) in uris {
-            let now = self.watchable(uri).and_then(|d| hashes.get(&d).cloned());
+        for ((uri, at_start), doc) in uris.iter().zip(&docs) {
+            let now = doc.as_ref().and_then(|d| hashes.get(d).cloned());
             let before = seen
                 .hashes
                 .insert(uri.clone(), now.clone())
@@ -66,7 +75,7 @@ impl CairnServer {
             }
         }
         seen.hashes.retain(|u, _| uris.iter().any(|(x, _)| x == u));
-        let list = match self.readable_collections() {
+        let list = match readable {
             Some(cs) => Some(self.cairn().vault_list_mark(cs.as_deref())?),
             None => None,
         };
@@ -77,20 +86,19 @@ impl CairnServer {
 
     /// `resources/subscribe`: only a document this session may read.
     pub(super) fn subscribe_uri(&self, uri: String) -> Result<(), McpError> {
-        if self.watchable(&uri).is_none() {
+        let Some(doc) = self.watchable(&uri) else {
             return Err(McpError::resource_not_found(
                 format!(
                     "{uri}: not a vault document this session can read; subscriptions follow vault documents (cairn://vault/...)"
                 ),
                 None,
             ));
-        }
+        };
         let now = self
-            .watchable(&uri)
-            .map(|d| self.cairn().vault_document_hashes(std::slice::from_ref(&d)))
-            .transpose()
+            .cairn()
+            .vault_document_hashes(std::slice::from_ref(&doc))
             .map_err(|e| McpError::internal_error(e.to_string(), None))?
-            .and_then(|mut h| h.drain().next().map(|(_, v)| v));
+            .remove(&doc);
         self.subscriptions()
             .uris
             .lock()
@@ -188,11 +196,12 @@ impl CairnServer {
     /// The part of a `subscriptions/listen` filter this session serves: the resource list
     /// and the documents it may read.
     pub(super) fn accepted_filter(&self, requested: &SubscriptionFilter) -> SubscriptionFilter {
+        let readable = self.readable_collections();
         let mut accepted = SubscriptionFilter::new();
         accepted.resources_list_changed = requested.resources_list_changed;
         accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
             uris.iter()
-                .filter(|u| self.watchable(u).is_some())
+                .filter(|u| in_reach(&readable, u).is_some())
                 .cloned()
                 .collect()
         });
