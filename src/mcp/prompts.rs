@@ -387,7 +387,7 @@ impl CairnServer {
                             "path" if chosen.as_ref().is_none_or(|c| *c == d.collection) => d.path,
                             _ => continue,
                         };
-                        if starts(&value) && out.last() != Some(&value) && !out.contains(&value) {
+                        if starts(&value) && !out.contains(&value) {
                             out.push(value);
                         }
                     }
