@@ -37,7 +37,7 @@ WIRES=(2025-11-25 2026-07-28)
 # scenario at one protocol version per invocation: --spec-version).
 APPLICABLE=(
     "server-initialize                         2025-11-25" # initialize + initialized
-    "server-session-lifecycle                  2025-11-25" # DELETE/404 of a session; SKIPPED: the daemon issues no Mcp-Session-Id
+    "server-session-lifecycle                  2025-11-25" # an initialize opens a session; DELETE ends it, then 404
     "server-stateless                          2026-07-28" # SEP-2575: per-request _meta, server/discover, 404s, subscriptions/listen
     "logging-set-level                         2025-11-25" # logging/setLevel answers {}
     "ping                                      2025-11-25" # ping answers {}
@@ -81,7 +81,7 @@ EXCLUDED=(
     resources-read-text           # resource `test://static-text`
     resources-read-binary         # resource `test://static-binary`
     resources-templates-read      # template `test://template/{id}/data`
-    resources-subscribe           # resources/subscribe over 2025-11-25 needs a session; the daemon is stateless (docs/conformance.md)
+    resources-subscribe           # resource `test://watched-resource`: outside every session's reach, refused (docs/conformance.md)
     resources-unsubscribe         # the same
     prompts-get-simple            # prompt `test_simple_prompt`
     prompts-get-with-args         # prompt `test_prompt_with_arguments` (arg1, arg2)

@@ -19,8 +19,8 @@ command -v npm >/dev/null || { say "npm not found: install Node.js 20 or later";
 NODE_MAJOR=$(node -p 'process.versions.node.split(".")[0]')
 [ "$NODE_MAJOR" -ge 20 ] || { say "node $NODE_MAJOR found; Node.js 20 or later is needed"; exit 1; }
 
-PY_PKGS=(mcp==2.3.0 onnxruntime==1.31.1 tokenizers numpy)
-if python3 -c 'import mcp, onnxruntime, tokenizers, numpy' 2>/dev/null; then
+PY_PKGS=(mcp==2.3.0 onnxruntime==1.31.1 tokenizers numpy prometheus-client==0.23.1)
+if python3 -c 'import mcp, onnxruntime, tokenizers, numpy, prometheus_client' 2>/dev/null; then
   say "python packages present"
 else
   say "installing python packages: ${PY_PKGS[*]}"

@@ -35,6 +35,7 @@ pub mod issues;
 pub mod learnings;
 pub mod mcp;
 pub mod memory;
+pub mod metrics;
 pub mod moves;
 pub(crate) mod paths;
 pub mod phases;

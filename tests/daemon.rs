@@ -385,14 +385,21 @@ fn a_token_binds_scope_at_list_and_call_time_and_the_issue_whatever_the_argument
         "name": "add_finding",
         "arguments": {"category": "bug", "summary": "bound here"},
         "_meta": {"issue_id": "SHOP-2"}}});
+    let auth = format!("Bearer {worker}");
+    // A session id the daemon never issued names no session: 404, nothing runs.
     let r = http(
         d.addr,
         "POST",
         "/mcp",
-        &[
-            ("Authorization", &format!("Bearer {worker}")),
-            ("Mcp-Session-Id", "SHOP-2"),
-        ],
+        &[("Authorization", &auth), ("Mcp-Session-Id", "SHOP-2")],
+        Some(&body.to_string()),
+    );
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r = http(
+        d.addr,
+        "POST",
+        "/mcp",
+        &[("Authorization", &auth)],
         Some(&body.to_string()),
     );
     assert_eq!(r.status, 200, "{}", r.body);
@@ -1167,6 +1174,266 @@ fn repeated_headers_invalid_json_and_batches_get_400_and_a_revoked_sessions_stat
         (Some(id.as_str()), Some("revoked"))
     );
     wait_for_live_sessions(&d, 0);
+}
+
+/// The JSON-RPC answer in a reply's body: JSON, or the `data:` line of an event stream
+/// that carries one.
+fn answer(r: &Reply) -> Value {
+    if !r.head.to_ascii_lowercase().contains("text/event-stream") {
+        return r.json();
+    }
+    r.body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("id").is_some())
+        .unwrap_or_else(|| panic!("no answer in the stream: {} {}", r.head, r.body))
+}
+
+#[test]
+fn an_mcp_session_belongs_to_the_token_that_opened_it_and_ends_on_delete() {
+    let env = Env::new();
+    shop(&env);
+    let (a, _) = mint(&env, &["--issue", "SHOP-1", "--agent-type", "worker"]);
+    let (b, _) = mint(&env, &["--issue", "SHOP-2", "--agent-type", "worker"]);
+    let d = Daemon::start(&env, &[], &[]);
+    let (auth_a, auth_b) = (format!("Bearer {a}"), format!("Bearer {b}"));
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let r = http(
+        d.addr,
+        "POST",
+        "/mcp",
+        &[("Authorization", &auth_a)],
+        Some(&init.to_string()),
+    );
+    assert_eq!(r.status, 200, "{} {}", r.head, r.body);
+    let caps = answer(&r)["result"]["capabilities"]["resources"].clone();
+    assert_eq!(caps["subscribe"], true, "{caps}");
+    let sid = r
+        .head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("an initialize opens a session: {}", r.head));
+    let in_session = |auth: &str, body: &Value| {
+        http(
+            d.addr,
+            "POST",
+            "/mcp",
+            &[
+                ("Authorization", auth),
+                ("Mcp-Session-Id", &sid),
+                ("MCP-Protocol-Version", "2025-11-25"),
+            ],
+            Some(&body.to_string()),
+        )
+    };
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(in_session(&auth_a, &initialized).status, 202);
+    let issue = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "get_issue", "arguments": {}}});
+    // The token that opened the session: its issue.
+    let r = in_session(&auth_a, &issue);
+    let got = answer(&r);
+    assert_eq!(
+        got["result"]["structuredContent"]["identifier"], "SHOP-1",
+        "{got}"
+    );
+    // Another valid token with this session's id: refused, nothing of SHOP-2 served
+    // through A's session, nothing of A's session through B's token.
+    let r = in_session(&auth_b, &issue);
+    let got = answer(&r);
+    assert!(
+        got["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("opened with another token"),
+        "{got}"
+    );
+    // The same token without a session id is served statelessly, as before.
+    assert_eq!(
+        d.call(&b, "get_issue", json!({}))["structuredContent"]["identifier"],
+        "SHOP-2"
+    );
+    // DELETE ends the session; its id is then unknown (404).
+    let r = http(
+        d.addr,
+        "DELETE",
+        "/mcp",
+        &[("Authorization", &auth_a), ("Mcp-Session-Id", &sid)],
+        None,
+    );
+    assert!(r.status < 300, "{} {}", r.status, r.body);
+    assert_eq!(in_session(&auth_a, &issue).status, 404);
+
+    // The URL may ask for a schema dialect's listing.
+    let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}});
+    let listed = |query: &str| {
+        let r = http(
+            d.addr,
+            "POST",
+            &format!("/mcp{query}"),
+            &[("Authorization", &auth_a)],
+            Some(&list.to_string()),
+        );
+        answer(&r)
+    };
+    let schemas = |v: &Value| -> Vec<Value> {
+        v["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{v}"))
+            .iter()
+            .map(|t| t["inputSchema"].clone())
+            .collect()
+    };
+    assert!(
+        schemas(&listed(""))
+            .iter()
+            .all(|s| s["additionalProperties"] == false)
+    );
+    assert!(
+        schemas(&listed("?schema_dialect=gemini"))
+            .iter()
+            .all(|s| s.get("additionalProperties").is_none())
+    );
+    let bad = listed("?schema_dialect=yaml");
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("use portable, openai-strict or gemini"),
+        "{bad}"
+    );
+}
+
+/// `GET /metrics` parsed by the official Prometheus client's parser
+/// (`tests/metrics_parse.py`): `{family: {type, help, samples: [[name, labels, value]]}}`.
+fn scrape(d: &Daemon) -> Value {
+    let r = http(d.addr, "GET", "/metrics", &[], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.head
+            .to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{}",
+        r.head
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/metrics_parse.py");
+    let out = piped(
+        std::process::Command::new("python3").arg(script),
+        r.body.as_bytes(),
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        r.body
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The value of the sample `name` with `labels` (a subset of its labels), 0 if absent.
+fn sample(metrics: &Value, family: &str, name: &str, labels: Value) -> f64 {
+    metrics[family]["samples"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s[0] == name)
+        .find(|s| {
+            labels
+                .as_object()
+                .unwrap()
+                .iter()
+                .all(|(k, v)| &s[1][k] == v)
+        })
+        .map_or(0.0, |s| s[2].as_f64().unwrap())
+}
+
+#[test]
+fn metrics_parse_as_prometheus_text_and_move_with_calls() {
+    let env = Env::new();
+    shop(&env);
+    let (token, _) = mint(&env, &["--issue", "SHOP-1", "--agent-type", "worker"]);
+    let d = Daemon::start(&env, &[], &[]);
+    let before = scrape(&d);
+    for family in [
+        "cairn_sessions_live",
+        "cairn_learnings",
+        "cairn_learnings_pending_embeddings",
+        "cairn_requests",
+        "cairn_calls_waiting_for_a_lane",
+    ] {
+        assert!(before.get(family).is_some(), "{family} missing: {before}");
+    }
+    let ok = |m: &Value| {
+        sample(
+            m,
+            "cairn_tool_calls",
+            "cairn_tool_calls_total",
+            json!({"tool": "server_ping", "outcome": "ok"}),
+        )
+    };
+    let latency_count = |m: &Value| {
+        sample(
+            m,
+            "cairn_tool_call_duration_seconds",
+            "cairn_tool_call_duration_seconds_count",
+            json!({"tool": "server_ping"}),
+        )
+    };
+    assert_eq!(ok(&before), 0.0);
+    for _ in 0..3 {
+        assert_eq!(d.call(&token, "server_ping", json!({}))["isError"], false);
+    }
+    let missing = d.call(&token, "get_issue", json!({"issue_id": "NOPE-9"}));
+    assert_eq!(missing["isError"], true);
+    let made_up = d.call(&token, "no_such_tool_<b>", json!({}));
+    assert_eq!(made_up["isError"], true);
+    let after = scrape(&d);
+    assert_eq!(ok(&after), 3.0);
+    assert_eq!(latency_count(&after), 3.0);
+    assert_eq!(
+        sample(
+            &after,
+            "cairn_tool_call_errors",
+            "cairn_tool_call_errors_total",
+            json!({"tool": "get_issue", "code": "ERR_NOT_FOUND"}),
+        ),
+        1.0
+    );
+    assert_eq!(
+        sample(
+            &after,
+            "cairn_tool_calls",
+            "cairn_tool_calls_total",
+            json!({"tool": "(unknown)", "outcome": "error"}),
+        ),
+        1.0,
+        "a made-up tool name is counted under one label"
+    );
+    assert!(
+        !serde_json::to_string(&after)
+            .unwrap()
+            .contains("no_such_tool")
+    );
+    assert_eq!(
+        sample(&after, "cairn_requests", "cairn_requests_total", json!({})),
+        5.0
+    );
+    assert_eq!(
+        sample(
+            &after,
+            "cairn_sessions_live",
+            "cairn_sessions_live",
+            json!({})
+        ),
+        1.0
+    );
 }
 
 /// Resident memory of process `pid`, in KiB.

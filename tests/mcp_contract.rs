@@ -3,7 +3,7 @@
 //! shutdown, the wire, several processes, the snapshot and the official SDKs and
 //! Inspector on the real binary; the scope matrix against the spec's table.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::common::{Env, error_fields, node};
 
@@ -346,44 +346,108 @@ fn official_python_sdk_discover_and_legacy_lifecycles() {
     }
 }
 
-#[tokio::test]
-async fn tools_list_matches_the_checked_in_snapshot() {
-    let env = Env::new();
-    let c = env.serve(&[]).await;
-    let tools = c.service.list_all_tools().await.unwrap();
-    c.close().await;
-    let actual = serde_json::to_string_pretty(&tools).unwrap() + "\n";
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/tools_list.json");
-    if std::env::var_os("CAIRN_UPDATE_SNAPSHOTS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &actual).unwrap();
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        expected == actual,
-        "tools/list changed; review and re-run with CAIRN_UPDATE_SNAPSHOTS=1 to accept:\n{}",
-        first_difference(&expected, &actual)
-    );
+/// The snapshot of `tools/list` in schema dialect `dialect` (`portable` is the default
+/// listing).
+fn snapshot(dialect: &str) -> std::path::PathBuf {
+    let name = match dialect {
+        "portable" => "tools_list.json".to_string(),
+        d => format!("tools_list.{d}.json"),
+    };
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots")
+        .join(name)
 }
 
-/// The listed input schemas (the snapshot, kept equal to `tools/list` above) break none
+const DIALECTS: [&str; 3] = ["portable", "openai-strict", "gemini"];
+
+#[tokio::test]
+async fn tools_list_matches_the_checked_in_snapshot() {
+    for dialect in DIALECTS {
+        let env = Env::new();
+        let c = env.serve(&["--schema-dialect", dialect]).await;
+        let tools = c.service.list_all_tools().await.unwrap();
+        c.close().await;
+        let actual = serde_json::to_string_pretty(&tools).unwrap() + "\n";
+        let path = snapshot(dialect);
+        if std::env::var_os("CAIRN_UPDATE_SNAPSHOTS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &actual).unwrap();
+        }
+        let expected = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            expected == actual,
+            "tools/list ({dialect}) changed; review and re-run with CAIRN_UPDATE_SNAPSHOTS=1 to accept:\n{}",
+            first_difference(&expected, &actual)
+        );
+    }
+}
+
+/// A client of the `openai-strict` listing sends every property, `null` for what it
+/// leaves out: each call below is what such a client sends for the tool's required
+/// arguments, every other property of its listed schema `null`.
+#[tokio::test]
+async fn an_openai_strict_client_sends_null_for_what_it_leaves_out() {
+    let env = Env::new();
+    env.project("shop", None);
+    let issue = env.issue("shop", "first");
+    let c = env
+        .serve(&["--schema-dialect", "openai-strict", "--issue-id", &issue])
+        .await;
+    let tools = c.service.list_all_tools().await.unwrap();
+    let strict_call = |name: &str, given: Value| {
+        let tool = tools.iter().find(|t| t.name == name).unwrap();
+        let mut args = given.as_object().unwrap().clone();
+        for p in tool.input_schema["required"].as_array().unwrap() {
+            args.entry(p.as_str().unwrap()).or_insert(Value::Null);
+        }
+        assert_eq!(
+            args.len(),
+            tool.input_schema["properties"].as_object().unwrap().len()
+        );
+        Value::Object(args)
+    };
+    let pattern = "Run the migrations before seeding the test database, never after";
+    let added = c
+        .ok(
+            "add_learning",
+            strict_call("add_learning", json!({"pattern": pattern})),
+        )
+        .await;
+    let found = c
+        .ok(
+            "search_learnings",
+            strict_call("search_learnings", json!({"query": "seeding migrations"})),
+        )
+        .await;
+    assert_eq!(found["results"][0]["id"], added["id"], "{found}");
+    // A null where the full schema requires a value is still refused, naming the field.
+    let refused = c
+        .err(
+            "search_learnings",
+            strict_call("search_learnings", json!({})),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], "ERR_INVALID_INPUT", "{refused}");
+    c.close().await;
+}
+
+/// The listed input schemas (the snapshots, kept equal to `tools/list` above) break none
 /// of the rules the strict function-calling dialects document, by the checker of
-/// `tests/dialect_check.py`; its self-test first proves it catches each rule.
+/// `tests/dialect_check.py`: the default listing none of the rules they share, each
+/// dialect's listing none of its own; its self-test first proves it catches each rule.
 #[test]
 fn listed_input_schemas_pass_the_dialect_checker() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let checker = dir.join("tests/dialect_check.py");
-    for args in [
-        vec!["--self-test".to_string()],
-        vec![
-            dir.join("tests/snapshots/tools_list.json")
-                .display()
-                .to_string(),
+    let mut runs = vec![vec!["--self-test".to_string()]];
+    for dialect in DIALECTS {
+        runs.push(vec![
+            snapshot(dialect).display().to_string(),
             "--dialect".into(),
-            "portable".into(),
-        ],
-    ] {
+            dialect.into(),
+        ]);
+    }
+    for args in runs {
         let out = std::process::Command::new("python3")
             .arg(&checker)
             .args(&args)

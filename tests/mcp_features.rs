@@ -1,5 +1,5 @@
-//! The rest of MCP (issue 36) through the official Python SDK (and TypeScript SDK), over stdio (`cairn
-//! serve`) and HTTP (`cairn daemon`): resources listed, templated and read, scope
+//! The rest of MCP (issue 36) through the official Python and TypeScript SDKs, over stdio
+//! (`cairn serve`) and HTTP (`cairn daemon`): resources listed, templated and read, scope
 //! refusing what the session's tools could not read, prompts and completion, log
 //! notifications of the session's own calls, progress on a long call, a cancelled call
 //! leaving nothing half done, and a subscription notified when a document changes (on
@@ -307,20 +307,29 @@ fn resources_prompts_logging_progress_and_subscriptions_over_stdio() {
     }
 }
 
-/// Over the daemon's stateless HTTP a notification travels only inside an open request:
-/// subscriptions are `subscriptions/listen` (the SDK's default, protocol 2026-07-28), and
-/// the document is edited on disk only, for the daemon's follower to index.
+/// Over the daemon's HTTP: the Python SDK on 2026-07-28 (subscriptions are
+/// `subscriptions/listen`, a request that stays open) and on the 2025-11-25 handshake,
+/// and the TypeScript SDK (2025-11-25): the handshake opens a session whose `GET` stream
+/// carries `notifications/resources/updated`. The document is edited on disk only, for
+/// the daemon's follower to index.
 #[test]
 fn resources_prompts_logging_progress_and_subscriptions_over_the_daemon() {
-    let env = Env::new();
-    let s = setup(&env);
-    let daemon = Daemon::start(&env, &[], &[]);
-    let scope = env.path().join("scope.json").to_string_lossy().into_owned();
-    let (token, _) = mint(&env, &["--issue", &s.issue, "--tool-scope-file", &scope]);
-    let mut p = plan(&s, true);
-    p["url"] = json!(daemon.url());
-    p["token"] = json!(token);
-    p["mode"] = json!("auto");
-    let seen = drive(&p, false);
-    check(&seen, &s, "discover", true);
+    for mode in ["auto", "legacy", "typescript"] {
+        let env = Env::new();
+        let s = setup(&env);
+        let daemon = Daemon::start(&env, &[], &[]);
+        let scope = env.path().join("scope.json").to_string_lossy().into_owned();
+        let (token, _) = mint(&env, &["--issue", &s.issue, "--tool-scope-file", &scope]);
+        let mut p = plan(&s, true);
+        p["url"] = json!(daemon.url());
+        p["token"] = json!(token);
+        p["mode"] = json!(mode);
+        let seen = drive(&p, mode == "typescript");
+        let lifecycle = if mode == "auto" {
+            "discover"
+        } else {
+            "initialize"
+        };
+        check(&seen, &s, lifecycle, true);
+    }
 }

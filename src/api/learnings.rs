@@ -3,7 +3,7 @@
 use crate::error::Result;
 use crate::learnings::{
     Added, IndexerStats, Learning, LearningDetail, LearningSearch, Learnings, NewFeedback,
-    NewLearning, Ranking, ReindexReport, SearchResults,
+    NewLearning, Ranking, ReindexReport, SearchResults, Sizes,
 };
 
 use super::Cairn;
@@ -37,6 +37,11 @@ impl Cairn {
     /// woken by another host's write).
     pub fn catch_up_learnings(&self) -> Result<()> {
         self.learnings.catch_up_now(&self.store)
+    }
+
+    /// How many learnings there are, and how many wait for their embedding.
+    pub fn learnings_sizes(&self) -> Result<Sizes> {
+        self.learnings().sizes()
     }
 
     /// What the background indexer has done.

@@ -9,6 +9,7 @@ use clap::Args;
 
 use crate::context::BindArgs;
 use crate::daemon::forward::{self, Forwarder};
+use crate::mcp::dialect::Dialect;
 use crate::mcp::lanes::Lanes;
 use crate::mcp::server::{CairnServer, Scope, serve_stdio};
 
@@ -69,6 +70,12 @@ pub struct ServeCmd {
     /// user's daemon listens there).
     #[arg(long)]
     pub no_daemon: bool,
+    /// The form `tools/list` shows input schemas in: `portable` (what strict dialects
+    /// share), `openai-strict` (OpenAI strict function calling: every property required,
+    /// optional ones nullable) or `gemini` (Gemini function declarations: no
+    /// `additionalProperties`). Calls are checked against the full schemas either way.
+    #[arg(long, value_enum, default_value_t, env = "CAIRN_SCHEMA_DIALECT")]
+    pub schema_dialect: Dialect,
 }
 
 pub(super) fn run(db: &crate::store::Location, cmd: ServeCmd) -> anyhow::Result<Outcome> {
@@ -83,7 +90,8 @@ pub(super) fn run(db: &crate::store::Location, cmd: ServeCmd) -> anyhow::Result<
         scope.clone(),
         Arc::new(Lanes::unlimited()),
     )
-    .with_session(format!("stdio-{}", std::process::id()));
+    .with_session(format!("stdio-{}", std::process::id()))
+    .with_dialect(cmd.schema_dialect);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -1,26 +1,35 @@
 //! The rmcp handler of the daemon: every request is answered by the [`CairnServer`] of
 //! the session token that request presented.
 //!
-//! rmcp's Streamable HTTP service runs statelessly here (a fresh handler per request), and
-//! hands the handler the request's HTTP parts; the token check in front of it
-//! ([`super::http`]) put the token's [`Bound`] server into those parts. Nothing in the
-//! MCP message (arguments, `_meta`, a session id) chooses the binding.
+//! rmcp's Streamable HTTP service hands the handler the request's HTTP parts; the token
+//! check in front of it ([`super::http`]) put the token's [`Bound`] server into those
+//! parts. Nothing in the MCP message (arguments, `_meta`, a session id) chooses the
+//! binding. Two kinds of handler:
+//!
+//! - **stateless** (a fresh handler per request): protocol 2026-07-28 and every request
+//!   without a session, answered by the token's server;
+//! - **a session** (one handler per `Mcp-Session-Id`, opened by a 2025-11-25 `initialize`):
+//!   a connection of the token's server with subscriptions and a log level of its own
+//!   ([`CairnServer::for_connection`]), whose notifications reach the client on the
+//!   session's `GET` stream. The session belongs to the token that opened it: a request
+//!   with another token is refused.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use axum::http::request::Parts;
 #[allow(deprecated)] // SetLevelRequestParams: logging, still in the versions clients speak
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-    SubscriptionFilter,
+    GetPromptRequestParams, GetPromptResponse, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tokio_util::sync::CancellationToken;
 
+use crate::mcp::dialect::Dialect;
 use crate::mcp::server::{CairnServer, server_config};
 
 /// The server a request's token is bound to, put into the request by the token check.
@@ -38,11 +47,60 @@ pub struct Bound {
 /// guessing a delay).
 const HOLD_CALL_FAILPOINT: &str = "daemon-hold-call";
 
-/// One per request (rmcp's stateless mode builds one for every POST).
+/// A session's binding, set by its `initialize`.
+struct Connection {
+    /// The id of the token that opened the session.
+    token: String,
+    server: CairnServer,
+}
+
+/// One per request (rmcp's stateless mode builds one for every POST), or one per session.
 #[derive(Clone)]
 pub struct DaemonHandler {
     /// Cancelled when the daemon begins to shut down.
-    pub stopping: CancellationToken,
+    stopping: CancellationToken,
+    /// `None` on the stateless path; a session's binding once it is initialized.
+    connection: Option<Arc<OnceLock<Connection>>>,
+}
+
+impl DaemonHandler {
+    /// The handler of stateless requests.
+    pub fn stateless(stopping: CancellationToken) -> DaemonHandler {
+        DaemonHandler {
+            stopping,
+            connection: None,
+        }
+    }
+
+    /// The handler of one new session.
+    pub fn session(stopping: CancellationToken) -> DaemonHandler {
+        DaemonHandler {
+            stopping,
+            connection: Some(Arc::default()),
+        }
+    }
+
+    /// The server that answers this request: the token's, or the session's when the
+    /// request presents the token that opened the session.
+    fn server(&self, context: &RequestContext<RoleServer>) -> Result<CairnServer, McpError> {
+        let b = bound(context)?;
+        let Some(connection) = &self.connection else {
+            return Ok(b.server.clone());
+        };
+        match connection.get() {
+            Some(c) if c.token == b.id => Ok(c.server.clone()),
+            Some(_) => Err(McpError::invalid_request(
+                "this MCP session was opened with another token: send the token that \
+                 initialized it, or initialize a session of your own",
+                None,
+            )),
+            // rmcp answers nothing but `initialize` before the handshake.
+            None => Err(McpError::invalid_request(
+                "the session is not initialized: send initialize first",
+                None,
+            )),
+        }
+    }
 }
 
 fn bound(context: &RequestContext<RoleServer>) -> Result<Arc<Bound>, McpError> {
@@ -58,6 +116,32 @@ fn bound(context: &RequestContext<RoleServer>) -> Result<Arc<Bound>, McpError> {
         })
 }
 
+/// The schema dialect the request's URL asks for (`/mcp?schema_dialect=gemini`), if any.
+fn dialect(context: &RequestContext<RoleServer>) -> Result<Option<Dialect>, McpError> {
+    let query = context
+        .extensions
+        .get::<Parts>()
+        .and_then(|p| p.uri.query())
+        .unwrap_or_default();
+    let Some(name) = query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("schema_dialect="))
+    else {
+        return Ok(None);
+    };
+    <Dialect as clap::ValueEnum>::from_str(name, false)
+        .map(Some)
+        .map_err(|_| {
+            McpError::invalid_params(
+                format!(
+                    "schema_dialect={name} in the URL is not a schema dialect: use portable, \
+                     openai-strict or gemini"
+                ),
+                None,
+            )
+        })
+}
+
 impl ServerHandler for DaemonHandler {
     fn get_info(&self) -> ServerConfig {
         server_config()
@@ -65,11 +149,13 @@ impl ServerHandler for DaemonHandler {
 
     async fn list_tools(
         &self,
-        request: Option<PaginatedRequestParams>,
+        _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let b = bound(&context)?;
-        b.server.list_tools(request, context).await
+        let server = self.server(&context)?;
+        Ok(ListToolsResult::with_all_items(
+            server.tools_in(dialect(&context)?),
+        ))
     }
 
     async fn call_tool(
@@ -77,13 +163,13 @@ impl ServerHandler for DaemonHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let b = bound(&context)?;
+        let server = self.server(&context)?;
         if crate::failpoint::is_set(HOLD_CALL_FAILPOINT) {
-            tracing::info!(token = %b.id, tool = %request.name, "failpoint {HOLD_CALL_FAILPOINT}: holding the call");
+            tracing::info!(session = %server.session(), tool = %request.name, "failpoint {HOLD_CALL_FAILPOINT}: holding the call");
             self.stopping.cancelled().await;
         }
-        tracing::debug!(token = %b.id, tool = %request.name, "tools/call");
-        b.server.call_tool(request, context).await
+        tracing::debug!(session = %server.session(), tool = %request.name, "tools/call");
+        server.call_tool(request, context).await
     }
 
     async fn list_resources(
@@ -91,8 +177,7 @@ impl ServerHandler for DaemonHandler {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        bound(&context)?
-            .server
+        self.server(&context)?
             .list_resources(request, context)
             .await
     }
@@ -102,8 +187,7 @@ impl ServerHandler for DaemonHandler {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        bound(&context)?
-            .server
+        self.server(&context)?
             .list_resource_templates(request, context)
             .await
     }
@@ -113,10 +197,7 @@ impl ServerHandler for DaemonHandler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        bound(&context)?
-            .server
-            .read_resource(request, context)
-            .await
+        self.server(&context)?.read_resource(request, context).await
     }
 
     async fn list_prompts(
@@ -124,7 +205,7 @@ impl ServerHandler for DaemonHandler {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        bound(&context)?.server.list_prompts(request, context).await
+        self.server(&context)?.list_prompts(request, context).await
     }
 
     async fn get_prompt(
@@ -132,7 +213,7 @@ impl ServerHandler for DaemonHandler {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        bound(&context)?.server.get_prompt(request, context).await
+        self.server(&context)?.get_prompt(request, context).await
     }
 
     async fn complete(
@@ -140,7 +221,7 @@ impl ServerHandler for DaemonHandler {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        bound(&context)?.server.complete(request, context).await
+        self.server(&context)?.complete(request, context).await
     }
 
     #[allow(deprecated)]
@@ -149,28 +230,63 @@ impl ServerHandler for DaemonHandler {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        bound(&context)?.server.set_level(request, context).await
+        self.server(&context)?.set_level(request, context).await
     }
 
-    /// Each request gets a fresh handler here (stateless HTTP): a notification can reach
-    /// the client only while one of its requests is open, so resource subscriptions
-    /// over the daemon are `subscriptions/listen` (protocol 2026-07-28), a request that
-    /// stays open; `resources/subscribe` is refused with that advice.
+    /// A 2025-11-25 handshake: the session is bound to the token it presents, and served
+    /// by a connection of that token's server.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        if let Some(connection) = &self.connection {
+            let b = bound(&context)?;
+            let _ = connection.set(Connection {
+                token: b.id.clone(),
+                server: b.server.for_connection(),
+            });
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Some(c) = self.connection.as_ref().and_then(|c| c.get()) {
+            c.server.on_initialized(context).await;
+        }
+    }
+
+    /// Within a session, as over stdio. Without one (a stateless request), a
+    /// notification could reach the client only while one of its requests is open: the
+    /// request is refused with advice.
     #[allow(deprecated)]
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        if self.connection.is_some() {
+            return self.server(&context)?.subscribe(request, context).await;
+        }
         Err(McpError::invalid_request(
             format!(
-                "resources/subscribe needs a session that outlives a request; over the \
-                 daemon's HTTP subscribe to {} with subscriptions/listen (protocol \
-                 2026-07-28), or use cairn serve over stdio",
+                "resources/subscribe needs a session that outlives a request: initialize \
+                 one (protocol 2025-11-25, then send its Mcp-Session-Id) or subscribe to \
+                 {} with subscriptions/listen (protocol 2026-07-28)",
                 request.uri
             ),
             None,
         ))
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.server(&context)?.unsubscribe(request, context).await
     }
 
     fn accepted_subscription_filter(

@@ -5,6 +5,9 @@
 //! daemon's Unix socket (forwarding `cairn serve`s: [`super::rundir`]), where the kernel
 //! names the process at the other end of each connection ([`SocketPeer`]).
 //!
+//! `/mcp` is served statelessly, except for the sessions of the 2025-11-25 handshake
+//! ([`Mcp`]: an `initialize` opens one, its `Mcp-Session-Id` names it afterwards).
+//!
 //! Every request passes, in order: one `Host`, `Origin` and `Authorization` header at most
 //! (400); the `Host` check (the listen address, `localhost`, or a name given with
 //! `--allow-host`) and the `Origin` check (absent, or a loopback origin), each refused
@@ -26,7 +29,8 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{any, get};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
@@ -81,6 +85,8 @@ pub struct Shared {
     follower: Option<Arc<super::follow::Follower>>,
     /// Which tool handlers run at once, across every token's server.
     lanes: Arc<Lanes>,
+    /// The MCP sessions of the 2025-11-25 handshake ([`Mcp`]).
+    mcp_sessions: Arc<LocalSessionManager>,
 }
 
 impl Shared {
@@ -105,6 +111,7 @@ impl Shared {
             warm: AtomicBool::new(false),
             follower,
             lanes,
+            mcp_sessions: Arc::new(LocalSessionManager::default()),
         }
     }
 
@@ -155,6 +162,90 @@ impl Shared {
     }
 }
 
+/// The most MCP sessions (2025-11-25 handshakes) open at once; an `initialize` beyond
+/// them is answered 503. A session ends when its client deletes it or after 5 minutes
+/// without a request (rmcp's keep-alive).
+pub const MAX_SESSIONS: usize = 1024;
+
+/// Marks a POST whose message is `initialize` (set by [`require_one_message`]).
+#[derive(Clone, Copy)]
+struct Handshake;
+
+/// The two ways `/mcp` is served: without sessions (protocol 2026-07-28, and requests
+/// that carry no session id), and with them (an `initialize`, and every request that
+/// names its session: `POST`, the notification stream `GET`, `DELETE`).
+#[derive(Clone)]
+struct Mcp {
+    stateless: StreamableHttpService<DaemonHandler, NeverSessionManager>,
+    sessions: StreamableHttpService<DaemonHandler, LocalSessionManager>,
+    manager: Arc<LocalSessionManager>,
+    stopping: CancellationToken,
+}
+
+impl Mcp {
+    async fn serve(self, req: Request) -> Response {
+        let handshake = req.extensions().get::<Handshake>().is_some();
+        let in_session = handshake
+            || req.headers().contains_key(SESSION_ID)
+            || req.method() != axum::http::Method::POST;
+        if !in_session {
+            return self.stateless.handle(req).await.map(axum::body::Body::new);
+        }
+        if handshake && self.manager.sessions.read().await.len() >= MAX_SESSIONS {
+            return refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "TOO_MANY_SESSIONS",
+                format!("{MAX_SESSIONS} MCP sessions are open on this daemon"),
+                "end sessions you no longer use (DELETE /mcp with their Mcp-Session-Id), \
+                 wait for idle ones to expire (5 minutes), or send requests without a \
+                 session (protocol 2026-07-28)",
+            );
+        }
+        let notifications = req.method() == axum::http::Method::GET;
+        let response = self.sessions.handle(req).await;
+        if !notifications {
+            return response.map(axum::body::Body::new);
+        }
+        // A notification stream stays open for the session's life: it ends when the
+        // daemon begins to stop, so that calls in flight, not idle streams, are what a
+        // shutdown waits for.
+        response.map(|body| axum::body::Body::new(UntilStopping::new(body, self.stopping.clone())))
+    }
+}
+
+/// The `Mcp-Session-Id` header.
+const SESSION_ID: &str = "mcp-session-id";
+
+/// A response body that ends when `stop` is cancelled.
+struct UntilStopping<B> {
+    body: std::pin::Pin<Box<B>>,
+    stop: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+}
+
+impl<B> UntilStopping<B> {
+    fn new(body: B, stop: CancellationToken) -> Self {
+        UntilStopping {
+            body: Box::pin(body),
+            stop: Box::pin(stop.cancelled_owned()),
+        }
+    }
+}
+
+impl<B: axum::body::HttpBody> axum::body::HttpBody for UntilStopping<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        if self.stop.as_mut().poll(cx).is_ready() {
+            return std::task::Poll::Ready(None);
+        }
+        self.body.as_mut().poll_frame(cx)
+    }
+}
+
 /// The router: `/mcp` and `/health`, every route behind the Host and Origin checks.
 /// `stopping` is cancelled when a shutdown begins (calls in flight go on); `abandon`
 /// when the drain time is over (rmcp drops what is still running).
@@ -163,33 +254,50 @@ pub fn router(
     stopping: CancellationToken,
     abandon: CancellationToken,
 ) -> Router {
-    let handler = DaemonHandler {
-        stopping: stopping.clone(),
-    };
     let config = StreamableHttpServerConfig::default()
-        // Stateless: every request is answered by the server of the token it presents,
-        // so nothing is remembered between requests (both the 2026-07-28 per-request
-        // lifecycle and the 2025-11-25 `initialize` handshake are served this way).
-        .with_legacy_session_mode(false)
         .with_json_response(true)
         // Host and Origin are checked in front, with the daemon's own rules.
         .disable_allowed_hosts()
         .disable_allowed_origins()
         .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_cancellation_token(abandon);
-    let mcp = StreamableHttpService::new(
+    let handler = DaemonHandler::stateless(stopping.clone());
+    let stateless = StreamableHttpService::new(
         move || Ok(handler.clone()),
         Arc::new(NeverSessionManager::default()),
-        config,
+        config.clone().with_legacy_session_mode(false),
     );
-    Router::new()
-        .route_service("/mcp", mcp)
+    let manager = shared.mcp_sessions.clone();
+    let on_stop = stopping.clone();
+    let sessions = StreamableHttpService::new(
+        move || Ok(DaemonHandler::session(on_stop.clone())),
+        manager.clone(),
+        config.with_legacy_session_mode(true),
+    );
+    let mcp = Mcp {
+        stateless,
+        sessions,
+        manager,
+        stopping,
+    };
+    // `/metrics` is open on a loopback listener (like `/health`); on another address
+    // it needs a valid token, like `/mcp`.
+    let open_metrics = shared.local.ip().is_loopback();
+    let mut routes = Router::new().route("/mcp", any(move |req: Request| mcp.clone().serve(req)));
+    if !open_metrics {
+        routes = routes.route("/metrics", get(metrics));
+    }
+    routes = routes
         // Layers run from the last added: the token, then the body.
         .route_layer(middleware::from_fn(require_one_message))
         .route_layer(middleware::from_fn_with_state(
             shared.clone(),
             require_token,
-        ))
+        ));
+    if open_metrics {
+        routes = routes.route("/metrics", get(metrics));
+    }
+    routes
         .route("/health", get(health))
         .layer(middleware::from_fn_with_state(
             shared.clone(),
@@ -226,6 +334,109 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
         "vault": vault,
     }))
     .into_response()
+}
+
+/// `GET /metrics`: the Prometheus text format (docs/metrics.md): what this process
+/// counted (tool calls, errors, latency) and what the database says now (sessions,
+/// index sizes, pending embeddings and vault changes).
+async fn metrics(State(s): State<Arc<Shared>>) -> Response {
+    let open = s.mcp_sessions.sessions.read().await.len();
+    let shared = s.clone();
+    let text = tokio::task::spawn_blocking(move || scrape(&shared, open))
+        .await
+        .unwrap_or_default();
+    ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response()
+}
+
+/// What a scrape reads now; `open` MCP sessions.
+fn scrape(s: &Shared, open: usize) -> String {
+    let m = crate::metrics::Scrape::default();
+    m.gauge(
+        "cairn_uptime_seconds",
+        "Seconds since the daemon started.",
+        s.started.elapsed().as_secs_f64(),
+    );
+    m.counter(
+        "cairn_requests_total",
+        "MCP requests that presented a valid token.",
+        s.requests.load(Ordering::Relaxed),
+    );
+    m.counter(
+        "cairn_sessions_served_total",
+        "Session tokens served since the daemon started.",
+        s.sessions.load(Ordering::Relaxed),
+    );
+    m.gauge(
+        "cairn_sessions_live",
+        "Session tokens whose server is in memory (dropped once expired or revoked).",
+        s.servers().len() as f64,
+    );
+    m.gauge(
+        "cairn_mcp_sessions_open",
+        "MCP sessions of the 2025-11-25 handshake open now.",
+        open as f64,
+    );
+    m.gauge(
+        "cairn_calls_waiting_for_a_lane",
+        "Tool calls waiting for a shared lane now.",
+        s.lanes.waiting() as f64,
+    );
+    match s.cairn.learnings_sizes() {
+        Ok(sizes) => {
+            m.gauge(
+                "cairn_learnings",
+                "Learnings of every project.",
+                sizes.learnings as f64,
+            );
+            m.gauge(
+                "cairn_learnings_pending_embeddings",
+                "Learnings without an embedding yet.",
+                sizes.pending_embeddings as f64,
+            );
+        }
+        Err(e) => tracing::warn!(error = %e, "metrics: learnings sizes not read"),
+    }
+    let indexer = s.cairn.learnings_indexer_stats();
+    m.counter(
+        "cairn_learnings_indexed_total",
+        "Learnings this process's background indexer indexed.",
+        indexer.indexed,
+    );
+    m.counter(
+        "cairn_learnings_embedded_total",
+        "Learnings this process's background indexer embedded.",
+        indexer.embedded,
+    );
+    match s.cairn.vault_status() {
+        Ok(collections) => {
+            let by = |f: &dyn Fn(&crate::vault::roots::CollectionStatus) -> f64| -> Vec<(Vec<String>, f64)> {
+                collections
+                    .iter()
+                    .map(|c| (vec![c.collection.clone()], f(c)))
+                    .collect()
+            };
+            m.gauge_by(
+                "cairn_vault_documents",
+                "Documents indexed, by collection.",
+                &["collection"],
+                &by(&|c| c.documents as f64),
+            );
+            m.gauge_by(
+                "cairn_vault_chunks",
+                "Chunks indexed, by collection.",
+                &["collection"],
+                &by(&|c| c.chunks as f64),
+            );
+            m.gauge_by(
+                "cairn_vault_pending_changes",
+                "Changes to followed files seen and not yet indexed, by collection.",
+                &["collection"],
+                &by(&|c| c.roots.iter().map(|r| r.pending).sum::<u64>() as f64),
+            );
+        }
+        Err(e) => tracing::warn!(error = %e, "metrics: vault status not read"),
+    }
+    m.render()
 }
 
 /// A refusal: `status` with `{"error": {"code", "message", "help"}}`.
@@ -369,7 +580,7 @@ async fn require_one_message(req: Request, next: Next) -> Response {
     if req.method() != axum::http::Method::POST {
         return next.run(req).await;
     }
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
         Ok(b) => b,
         Err(_) => {
@@ -389,6 +600,14 @@ async fn require_one_message(req: Request, next: Next) -> Response {
             _ => StatusCode::BAD_REQUEST,
         };
         return (status, axum::Json(reply)).into_response();
+    }
+    #[derive(serde::Deserialize)]
+    struct Peek<'a> {
+        #[serde(borrow)]
+        method: Option<&'a str>,
+    }
+    if serde_json::from_slice::<Peek>(&bytes).is_ok_and(|m| m.method == Some("initialize")) {
+        parts.extensions.insert(Handshake);
     }
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await

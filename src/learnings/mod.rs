@@ -24,6 +24,7 @@ mod lifecycle;
 mod meta;
 mod query;
 mod semantic;
+mod sizes;
 mod tail;
 mod text;
 
@@ -37,6 +38,7 @@ pub use index::{IndexerStats, LearningIndex, Ranking, SearchScope};
 pub(crate) use lifecycle::issue_approved;
 pub use lifecycle::{DUPLICATE_COSINE, FeedbackCounts, Outcome, same_lesson, word_overlap};
 pub use query::{STOP_WORDS, ScoreBreakdown};
+pub use sizes::Sizes;
 
 use crate::base::{new_id, now_iso};
 use crate::error::{Error, FieldError, Result};

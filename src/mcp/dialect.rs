@@ -15,15 +15,93 @@
 //!   string holding a JSON object; the server accepts either
 //!   ([`accept_object_text`]).
 //!
+//! Two dialects contradict each other and the portable form in one rule each, so a
+//! client that hands the schemas to one of them as they are can ask for its own form
+//! ([`Dialect`]): `openai-strict` lists every property as `required` and an optional one
+//! as nullable (`["T", "null"]`), `gemini` leaves out `additionalProperties`. Whatever
+//! was listed, `null` for an optional field means the field is absent
+//! ([`absent_nulls`]).
+//!
 //! `tests/dialect_check.py` checks the listed schemas against the documented rules.
 
 use serde_json::{Map, Value};
 
-/// The listed form of the input schema `schema`.
-pub fn portable(schema: &Map<String, Value>) -> Map<String, Value> {
+/// The form `tools/list` shows input schemas in (`--schema-dialect`, the daemon's
+/// `?schema_dialect=`; named in kebab case: `openai-strict`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum Dialect {
+    /// The subset OpenAI strict and Gemini share (the default).
+    #[default]
+    Portable,
+    /// OpenAI Structured Outputs with `strict: true`: every property required, optional
+    /// ones nullable.
+    OpenaiStrict,
+    /// Gemini `FunctionDeclaration.parameters`: no `additionalProperties`.
+    Gemini,
+}
+
+/// The listed form of the input schema `schema` in `dialect`.
+pub fn listed(schema: &Map<String, Value>, dialect: Dialect) -> Map<String, Value> {
     let mut out = schema.clone();
     node(&mut out);
+    match dialect {
+        Dialect::Portable => {}
+        Dialect::OpenaiStrict => all_required(&mut out),
+        Dialect::Gemini => open_objects(&mut out),
+    }
     out
+}
+
+/// The object nodes of a portable schema (`properties` and array `items` nest them).
+fn objects(map: &mut Map<String, Value>, f: &mut impl FnMut(&mut Map<String, Value>)) {
+    if map.get("type").and_then(Value::as_str) == Some("object") {
+        f(map);
+    }
+    if let Some(Value::Object(props)) = map.get_mut("properties") {
+        for p in props.values_mut().filter_map(Value::as_object_mut) {
+            objects(p, f);
+        }
+    }
+    if let Some(Value::Object(items)) = map.get_mut("items") {
+        objects(items, f);
+    }
+}
+
+/// OpenAI strict: every property in `required`; one that was optional takes `null` too.
+fn all_required(schema: &mut Map<String, Value>) {
+    objects(schema, &mut |obj| {
+        let required: Vec<Value> = match obj.get("required") {
+            Some(Value::Array(r)) => r.clone(),
+            _ => Vec::new(),
+        };
+        let Some(Value::Object(props)) = obj.get_mut("properties") else {
+            return;
+        };
+        let mut all = required.clone();
+        for (name, p) in props.iter_mut() {
+            let key = Value::String(name.clone());
+            if required.contains(&key) {
+                continue;
+            }
+            all.push(key);
+            let Value::Object(p) = p else { continue };
+            if let Some(Value::String(t)) = p.get("type") {
+                let t = Value::String(t.clone());
+                p.insert("type".into(), Value::Array(vec![t, "null".into()]));
+            }
+            if let Some(Value::Array(values)) = p.get_mut("enum") {
+                values.push(Value::Null);
+            }
+        }
+        obj.insert("required".into(), Value::Array(all));
+    });
+}
+
+/// Gemini: no `additionalProperties` field (the objects stay closed on the server).
+fn open_objects(schema: &mut Map<String, Value>) {
+    objects(schema, &mut |obj| {
+        obj.remove("additionalProperties");
+    });
 }
 
 fn describe(map: &mut Map<String, Value>, extra: &str) {
@@ -134,8 +212,39 @@ fn node(map: &mut Map<String, Value>) {
     }
 }
 
+/// Drop every `null` given for a field `schema` does not require (at any depth of
+/// objects and arrays of objects): a client of the `openai-strict` listing sends `null`
+/// for what it leaves out.
+pub fn absent_nulls(schema: &Map<String, Value>, args: &mut Value) {
+    match args {
+        Value::Object(given) => {
+            let required = match schema.get("required") {
+                Some(Value::Array(r)) => r.as_slice(),
+                _ => &[],
+            };
+            given.retain(|k, v| !v.is_null() || required.iter().any(|r| r == k.as_str()));
+            let Some(Value::Object(props)) = schema.get("properties") else {
+                return;
+            };
+            for (name, value) in given.iter_mut() {
+                if let Some(Value::Object(p)) = props.get(name) {
+                    absent_nulls(p, value);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(Value::Object(item)) = schema.get("items") {
+                for v in items {
+                    absent_nulls(item, v);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Read the JSON text given for a free-keyed object field (listed as a string by
-/// [`portable`]) as the object it holds, so that validation and the handler see an
+/// [`listed`]) as the object it holds, so that validation and the handler see an
 /// object. Anything else is left for the validator to report.
 pub fn accept_object_text(schema: &Map<String, Value>, args: &mut Value) {
     let (Some(Value::Object(props)), Value::Object(given)) = (schema.get("properties"), args)
@@ -183,7 +292,7 @@ mod tests {
                 "list": {"type": "array", "items": {"type": ["string", "null"]}}
             }
         }));
-        let p = Value::Object(portable(&full));
+        let p = Value::Object(listed(&full, Dialect::Portable));
         assert_eq!(p["properties"]["n"]["type"], "integer");
         assert_eq!(p["properties"]["n"]["maximum"], 5);
         assert_eq!(p["properties"]["status"]["enum"], json!(["open", "done"]));
@@ -204,6 +313,28 @@ mod tests {
         assert_eq!(p["properties"]["list"]["items"]["type"], "string");
         assert_eq!(p["required"], json!(["q"]));
         assert_eq!(p["additionalProperties"], false);
+
+        let strict = Value::Object(listed(&full, Dialect::OpenaiStrict));
+        assert_eq!(
+            strict["required"],
+            json!(["q", "flag", "list", "meta", "n", "scope", "sort", "status"])
+        );
+        assert_eq!(strict["properties"]["q"]["type"], "string");
+        assert_eq!(
+            strict["properties"]["n"]["type"],
+            json!(["integer", "null"])
+        );
+        assert_eq!(
+            strict["properties"]["status"]["enum"],
+            json!(["open", "done", null])
+        );
+        let gemini = Value::Object(listed(&full, Dialect::Gemini));
+        assert!(gemini.get("additionalProperties").is_none());
+        assert_eq!(gemini["properties"], p["properties"]);
+
+        let mut args = json!({"q": null, "n": null, "list": [null], "flag": false});
+        absent_nulls(&full, &mut args);
+        assert_eq!(args, json!({"q": null, "list": [null], "flag": false}));
 
         let mut args = json!({"meta": "{\"k\": 1}", "q": "{\"not\": \"an object field\"}"});
         accept_object_text(&full, &mut args);

@@ -35,6 +35,7 @@ use crate::Cairn;
 use crate::context::WorkContext;
 use crate::error::{Error, Result};
 
+use super::dialect::Dialect;
 use super::envelope;
 use super::lanes::{Lane, Lanes};
 use super::registry::{MAX_ARGUMENT_BYTES, all_tools, scope_matrix};
@@ -134,6 +135,8 @@ struct Inner {
     started: Instant,
     /// Shared by every server of the process.
     lanes: Arc<Lanes>,
+    /// The form `tools/list` shows input schemas in.
+    dialect: Dialect,
     /// Resource subscriptions and the clients to notify.
     subscriptions: Subscriptions,
     /// The level `logging/setLevel` asked for; no log notifications before it.
@@ -141,10 +144,23 @@ struct Inner {
     log_level: Mutex<Option<LoggingLevel>>,
 }
 
-/// A scope and the MCP form of the tools it lists.
+/// A scope and the MCP form of the tools it lists, in each schema dialect asked for.
 struct Scoped {
     scope: Scope,
-    listed: Vec<Tool>,
+    listed: [OnceLock<Vec<Tool>>; 3],
+}
+
+impl Scoped {
+    fn listed(&self, dialect: Dialect) -> &[Tool] {
+        self.listed[dialect as usize].get_or_init(|| {
+            all_tools()
+                .iter()
+                .zip(mcp_tools(dialect))
+                .filter(|(t, _)| self.scope.allows(t.name))
+                .map(|(_, listed)| listed.clone())
+                .collect()
+        })
+    }
 }
 
 /// The [`Scoped`] of `scope`, shared by every server with the same scope: a daemon makes a
@@ -165,20 +181,17 @@ fn scoped(scope: Scope) -> Arc<Scoped> {
     if let Some(s) = shared.get(&key).and_then(Weak::upgrade) {
         return s;
     }
-    let listed = all_tools()
-        .iter()
-        .zip(mcp_tools())
-        .filter(|(t, _)| scope.allows(t.name))
-        .map(|(_, listed)| listed.clone())
-        .collect();
-    let s = Arc::new(Scoped { scope, listed });
+    let s = Arc::new(Scoped {
+        scope,
+        listed: Default::default(),
+    });
     shared.retain(|_, w| w.strong_count() > 0);
     shared.insert(key, Arc::downgrade(&s));
     s
 }
 
-/// The MCP form of a tool definition.
-fn to_mcp_tool(def: &ToolDef) -> Tool {
+/// The MCP form of a tool definition, its input schema in `dialect`.
+fn to_mcp_tool(def: &ToolDef, dialect: Dialect) -> Tool {
     let annotations = match def.effect {
         Effect::ReadOnly => ToolAnnotations::new()
             .read_only(true)
@@ -196,17 +209,22 @@ fn to_mcp_tool(def: &ToolDef) -> Tool {
     let mut tool = Tool::default();
     tool.name = def.name.into();
     tool.description = Some(def.description.into());
-    tool.input_schema = Arc::new(super::dialect::portable(&def.input_schema));
+    tool.input_schema = Arc::new(super::dialect::listed(&def.input_schema, dialect));
     tool.output_schema = Some(Arc::new(def.output_schema.clone()));
     tool.annotations = Some(annotations.open_world(false));
     tool
 }
 
-/// The MCP form of every tool of [`all_tools`], in its order, built once per process (a
-/// clone shares the schemas).
-fn mcp_tools() -> &'static [Tool] {
-    static LISTED: OnceLock<Vec<Tool>> = OnceLock::new();
-    LISTED.get_or_init(|| all_tools().iter().map(to_mcp_tool).collect())
+/// The MCP form of every tool of [`all_tools`], in its order, built once per process
+/// and dialect (a clone shares the schemas).
+fn mcp_tools(dialect: Dialect) -> &'static [Tool] {
+    static LISTED: [OnceLock<Vec<Tool>>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    LISTED[dialect as usize].get_or_init(|| {
+        all_tools()
+            .iter()
+            .map(|t| to_mcp_tool(t, dialect))
+            .collect()
+    })
 }
 
 /// A failed call: the envelope as JSON text, no `structuredContent`. Its strings are
@@ -234,6 +252,7 @@ impl CairnServer {
                 session: "-".into(),
                 started: Instant::now(),
                 lanes,
+                dialect: Dialect::default(),
                 subscriptions: Subscriptions::default(),
                 log_level: Mutex::new(None),
             }),
@@ -287,7 +306,7 @@ impl CairnServer {
     }
 
     /// The session's label in the log.
-    pub(super) fn session(&self) -> &str {
+    pub(crate) fn session(&self) -> &str {
         &self.inner.session
     }
 
@@ -298,6 +317,43 @@ impl CairnServer {
             None => tracing::warn!("a shared server cannot be labelled"),
         }
         self
+    }
+
+    /// The same binding and scope for one more client connection, with state of its own:
+    /// no subscriptions and no log level yet (the daemon's HTTP sessions: two sessions of
+    /// one token must not hear of each other's subscriptions).
+    pub fn for_connection(&self) -> CairnServer {
+        let i = &self.inner;
+        CairnServer {
+            inner: Arc::new(Inner {
+                cairn: i.cairn.clone(),
+                work: i.work.clone(),
+                tools: i.tools,
+                scoped: i.scoped.clone(),
+                session: i.session.clone(),
+                started: i.started,
+                lanes: i.lanes.clone(),
+                dialect: i.dialect,
+                subscriptions: Subscriptions::default(),
+                log_level: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The same server, listing input schemas in `dialect`.
+    pub fn with_dialect(mut self, dialect: Dialect) -> CairnServer {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.dialect = dialect,
+            None => tracing::warn!("a shared server cannot change its dialect"),
+        }
+        self
+    }
+
+    /// The tools this session may call, input schemas in `dialect` (the server's own
+    /// unless a request asks for another: the daemon's `?schema_dialect=`).
+    pub fn tools_in(&self, dialect: Option<Dialect>) -> Vec<Tool> {
+        let dialect = dialect.unwrap_or(self.inner.dialect);
+        self.inner.scoped.listed(dialect).to_vec()
     }
 
     /// Answer one call, and log it: one line at info with the tool, the session, the
@@ -317,13 +373,17 @@ impl CairnServer {
                 (error_result(envelope), code)
             }
         };
+        let seconds = started.elapsed().as_secs_f64();
         tracing::info!(
             tool = name,
             session = %self.inner.session,
             outcome,
-            ms = format!("{:.2}", started.elapsed().as_secs_f64() * 1000.0),
+            ms = format!("{:.2}", seconds * 1000.0),
             "tool call"
         );
+        let known = self.inner.tools.iter().any(|t| t.name == name);
+        let error = (outcome != "ok").then_some(outcome.as_str());
+        crate::metrics::record_call(name, known, error, seconds);
         result
     }
 
@@ -357,6 +417,7 @@ impl CairnServer {
         }
         let mut args = Value::Object(args.unwrap_or_default());
         super::dialect::accept_object_text(&def.input_schema, &mut args);
+        super::dialect::absent_nulls(&def.input_schema, &mut args);
         let size = serde_json::to_vec(&args)
             .map(|v| v.len())
             .unwrap_or(usize::MAX);
@@ -469,9 +530,7 @@ impl ServerHandler for CairnServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(
-            self.inner.scoped.listed.clone(),
-        ))
+        Ok(ListToolsResult::with_all_items(self.tools_in(None)))
     }
 
     async fn list_resources(

@@ -1,0 +1,194 @@
+//! Metrics for operators: what `GET /metrics` of the daemon exposes, in the Prometheus
+//! text format (docs/metrics.md).
+//!
+//! Two kinds: what this process counts as it goes (tool calls, their outcomes and
+//! latency: [`record_call`]) and what is read when a scrape comes (sessions, index
+//! sizes, pending work: [`Scrape`], filled by the daemon from the database).
+//! Label values are bounded: a tool name is one of the registered tools (anything else
+//! is `(unknown)`), an outcome is `ok` or an error code of the envelope table.
+
+use std::sync::LazyLock;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+};
+
+/// The latency buckets, in seconds: 0.25 ms to about 8 s, doubling.
+fn buckets() -> Vec<f64> {
+    prometheus::exponential_buckets(0.000_25, 2.0, 16).expect("valid buckets")
+}
+
+/// What this process counts as it serves.
+struct Counted {
+    registry: Registry,
+    calls: IntCounterVec,
+    errors: IntCounterVec,
+    latency: HistogramVec,
+}
+
+static COUNTED: LazyLock<Counted> = LazyLock::new(|| {
+    let registry = Registry::new();
+    let calls = IntCounterVec::new(
+        Opts::new(
+            "cairn_tool_calls_total",
+            "Tool calls answered, by tool and outcome (ok or error).",
+        ),
+        &["tool", "outcome"],
+    )
+    .expect("valid metric");
+    let errors = IntCounterVec::new(
+        Opts::new(
+            "cairn_tool_call_errors_total",
+            "Tool calls answered with an error, by tool and error code.",
+        ),
+        &["tool", "code"],
+    )
+    .expect("valid metric");
+    let latency = HistogramVec::new(
+        HistogramOpts::new(
+            "cairn_tool_call_duration_seconds",
+            "Time from a tool call's arrival to its answer, by tool.",
+        )
+        .buckets(buckets()),
+        &["tool"],
+    )
+    .expect("valid metric");
+    for m in [
+        Box::new(calls.clone()) as Box<dyn prometheus::core::Collector>,
+        Box::new(errors.clone()),
+        Box::new(latency.clone()),
+    ] {
+        registry.register(m).expect("metric names are unique");
+    }
+    Counted {
+        registry,
+        calls,
+        errors,
+        latency,
+    }
+});
+
+/// The label of tool `name`: itself when `known`, else `(unknown)` (a name an agent
+/// made up must not grow the label set).
+fn tool_label(name: &str, known: bool) -> &str {
+    if known { name } else { "(unknown)" }
+}
+
+/// Count one answered call of tool `name` (`known`: a registered tool), `None` when it
+/// succeeded or the error code it failed with, and how long it took.
+pub fn record_call(name: &str, known: bool, error: Option<&str>, seconds: f64) {
+    let tool = tool_label(name, known);
+    let c = &*COUNTED;
+    let outcome = if error.is_some() { "error" } else { "ok" };
+    c.calls.with_label_values(&[tool, outcome]).inc();
+    if let Some(code) = error {
+        c.errors.with_label_values(&[tool, code]).inc();
+    }
+    c.latency.with_label_values(&[tool]).observe(seconds);
+}
+
+/// What a scrape reads at the time it comes, beside what was counted.
+pub struct Scrape {
+    registry: Registry,
+}
+
+impl Default for Scrape {
+    fn default() -> Self {
+        Scrape {
+            registry: Registry::new(),
+        }
+    }
+}
+
+impl Scrape {
+    /// A gauge without labels.
+    pub fn gauge(&self, name: &str, help: &str, value: f64) {
+        self.gauge_by(name, help, &[], &[(Vec::new(), value)]);
+    }
+
+    /// A gauge with labels `labels`, one sample per `(label values, value)`.
+    pub fn gauge_by(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+        samples: &[(Vec<String>, f64)],
+    ) {
+        let Ok(g) = prometheus::GaugeVec::new(Opts::new(name, help), labels) else {
+            tracing::warn!(metric = name, "not a valid metric; left out");
+            return;
+        };
+        for (values, v) in samples {
+            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+            g.with_label_values(&values).set(*v);
+        }
+        self.register(name, Box::new(g));
+    }
+
+    /// A counter read from elsewhere (a total kept by another part of the process).
+    pub fn counter(&self, name: &str, help: &str, value: u64) {
+        let Ok(c) = prometheus::IntCounter::new(name, help) else {
+            tracing::warn!(metric = name, "not a valid metric; left out");
+            return;
+        };
+        c.inc_by(value);
+        self.register(name, Box::new(c));
+    }
+
+    fn register(&self, name: &str, m: Box<dyn prometheus::core::Collector>) {
+        if let Err(e) = self.registry.register(m) {
+            tracing::warn!(metric = name, error = %e, "metric left out");
+        }
+    }
+
+    /// The exposition: what was counted, then what was read, in the text format.
+    pub fn render(self) -> String {
+        let mut families = COUNTED.registry.gather();
+        families.extend(self.registry.gather());
+        let mut out = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&families, &mut out) {
+            tracing::warn!(error = %e, "metrics could not be encoded");
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// The content type of [`Scrape::render`]'s text.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_are_counted_by_known_tool_and_made_up_names_share_one_label() {
+        record_call("metrics_test_tool", true, None, 0.002);
+        record_call("metrics_test_tool", true, Some("ERR_NOT_FOUND"), 0.004);
+        record_call(
+            "no such tool <script>",
+            false,
+            Some("ERR_UNKNOWN_TOOL"),
+            0.0001,
+        );
+        let scrape = Scrape::default();
+        scrape.gauge_by(
+            "cairn_test_documents",
+            "Documents.",
+            &["collection"],
+            &[(vec!["docs".into()], 3.0)],
+        );
+        let text = scrape.render();
+        assert!(
+            text.contains(r#"cairn_tool_calls_total{outcome="ok",tool="metrics_test_tool"} 1"#),
+            "{text}"
+        );
+        assert!(text.contains(
+            r#"cairn_tool_call_errors_total{code="ERR_NOT_FOUND",tool="metrics_test_tool"} 1"#
+        ));
+        assert!(text.contains(r#"tool="(unknown)""#) && !text.contains("<script>"));
+        assert!(text.contains(r#"cairn_test_documents{collection="docs"} 3"#));
+        assert!(text.contains(
+            r#"cairn_tool_call_duration_seconds_bucket{tool="metrics_test_tool",le="0.004"} 2"#
+        ));
+    }
+}
