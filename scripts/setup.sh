@@ -10,6 +10,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# `--browser`: also what the web page's tests need (tests/web.rs): Debian's Chromium and
+# ChromeDriver, Selenium and Pillow. The demo (scripts/demo.sh) runs without it.
+BROWSER=0
+for arg in "$@"; do
+  case "$arg" in
+    --browser) BROWSER=1 ;;
+    *) printf '[setup] unknown option %s (known: --browser)\n' "$arg" >&2; exit 2 ;;
+  esac
+done
+
 say() { printf '[setup] %s\n' "$*" >&2; }
 
 command -v cargo >/dev/null || { say "cargo not found: install Rust (rustup) first"; exit 1; }
@@ -67,6 +77,20 @@ ensure postgresql postgresql \
 ensure "system python" python3 \
   "/usr/bin/python3 not found: install the system's python3 (Debian: apt-get install python3)" \
   test -x /usr/bin/python3
+
+if [ "$BROWSER" = 1 ]; then
+  ensure chromium chromium "Chromium not found (Debian: apt-get install chromium)" \
+    test -x /usr/bin/chromium
+  ensure chromedriver chromium-driver \
+    "ChromeDriver not found (Debian: apt-get install chromium-driver)" \
+    test -x /usr/bin/chromedriver
+  if python3 -c 'import selenium, PIL' 2>/dev/null; then
+    say "selenium and pillow present"
+  else
+    say "installing python packages: selenium pillow"
+    python3 -m pip install --quiet --disable-pip-version-check selenium==4.51.0 pillow==13.0.0 >&2
+  fi
+fi
 
 if [ -x models/fetch.sh ] || [ -f models/fetch.sh ]; then
   bash models/fetch.sh

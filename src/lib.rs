@@ -47,6 +47,7 @@ pub mod text;
 pub mod tokens;
 pub mod trail;
 pub mod vault;
+pub mod web;
 pub mod workspace;
 
 pub use api::Cairn;

@@ -91,6 +91,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0012_learning_lifecycle.sql",
         include_str!("../migrations/0012_learning_lifecycle.sql"),
     ),
+    (
+        13,
+        "0013_people.sql",
+        include_str!("../migrations/0013_people.sql"),
+    ),
 ];
 
 /// The PostgreSQL dialect of the same migrations, same numbers.
@@ -154,6 +159,11 @@ const PG_MIGRATIONS: &[(u32, &str, &str)] = &[
         12,
         "postgres/0012_learning_lifecycle.sql",
         include_str!("../migrations/postgres/0012_learning_lifecycle.sql"),
+    ),
+    (
+        13,
+        "postgres/0013_people.sql",
+        include_str!("../migrations/postgres/0013_people.sql"),
     ),
 ];
 

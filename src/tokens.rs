@@ -73,6 +73,9 @@ pub struct TokenInfo {
     /// minted by a person or orchestrator, valid from any connection.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peer: Option<String>,
+    /// A person's token (`cairn session new --human`): it opens the web page, never MCP.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub human: bool,
 }
 
 /// Whether a token may be used now.
@@ -93,6 +96,8 @@ pub struct Session {
     pub expires_at: String,
     /// The process the token is bound to ([`TokenInfo::peer`]).
     pub peer: Option<String>,
+    /// A person's token ([`TokenInfo::human`]).
+    pub human: bool,
 }
 
 /// The outcome of presenting a token.
@@ -205,6 +210,7 @@ pub fn mint(
             expires_at,
             revoked_at: None,
             peer: peer.map(str::to_string),
+            human: false,
         },
     })
 }
@@ -253,6 +259,7 @@ pub fn authenticate(store: &Store, token: &str) -> Result<Check> {
             scope: row.scope,
             expires_at: row.expires_at,
             peer: row.peer,
+            human: row.human,
         })),
     })
 }
@@ -348,7 +355,7 @@ pub fn parse_ttl(text: &str) -> Result<Duration> {
 
 const COLUMNS: &str = "id, issue_id, issue_identifier, project_id, worktree_path, agent_type, \
                        project_slug, symphony_dir, actor, scope_label, scope_tools, created_at, \
-                       expires_at, revoked_at, peer";
+                       expires_at, revoked_at, peer, human";
 
 /// One stored token, as read.
 struct StoredToken {
@@ -366,6 +373,7 @@ struct StoredToken {
     expires_at: String,
     revoked_at: Option<String>,
     peer: Option<String>,
+    human: bool,
 }
 
 impl StoredToken {
@@ -384,6 +392,7 @@ impl StoredToken {
             expires_at: self.expires_at,
             revoked_at: self.revoked_at,
             peer: self.peer,
+            human: self.human,
         }
     }
 }
@@ -432,6 +441,7 @@ fn read_row(r: &Row) -> crate::error::Result<Result<StoredToken>> {
         expires_at: r.get(12)?,
         revoked_at: r.get(13)?,
         peer: r.get(14)?,
+        human: r.get::<_, i64>(15)? != 0,
     }))
 }
 
@@ -456,6 +466,148 @@ fn utf8_path<'a>(field: &str, p: Option<&'a Path>) -> Result<Option<&'a str>> {
             .map(Some)
             .ok_or_else(|| Error::invalid(field, "the path is not valid UTF-8")),
     }
+}
+
+/// Mint a person's token (`cairn session new --human --name NAME`): it binds nothing
+/// and lists no tool, records are attributed to `person:NAME`, and it is good for one
+/// login to the web page ([`redeem`]) within `ttl`.
+pub fn mint_person(store: &Store, name: &str, ttl: Duration) -> Result<Minted> {
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if !valid {
+        return Err(Error::invalid(
+            "name",
+            "a person's name is 1 to 64 letters, digits, '.', '_' or '-'",
+        ));
+    }
+    if ttl.is_zero() || ttl > MAX_TTL {
+        return Err(Error::invalid(
+            "ttl",
+            format!(
+                "a token lives between 1 second and {} days",
+                MAX_TTL.as_secs() / 86400
+            ),
+        ));
+    }
+    let token = format!("{TOKEN_PREFIX}{}", hex::encode(random_bytes()?));
+    let hash = sha256_hex(&token);
+    let id = public_id(&hash);
+    let now = time::OffsetDateTime::now_utc();
+    let created_at = iso(now);
+    let expires_at = iso(now + ttl);
+    let scope = ToolScope {
+        label: "web page".into(),
+        tools: Vec::new(),
+    };
+    store.write(|tx| {
+        tx.execute(
+            "INSERT INTO session_tokens (id, token_hash, actor, scope_label, scope_tools,
+                 created_at, expires_at, human)
+             VALUES (?1, ?2, ?3, ?4, '[]', ?5, ?6, 1)",
+            params![
+                id,
+                hash,
+                format!("person:{name}"),
+                scope.label,
+                created_at,
+                expires_at
+            ],
+        )?;
+        Ok(())
+    })?;
+    tracing::info!(id = %id, expires_at = %expires_at, "a person's token minted");
+    Ok(Minted {
+        token,
+        info: TokenInfo {
+            id,
+            state: TokenState::Active,
+            issue: None,
+            project_id: None,
+            worktree_path: None,
+            agent_type: None,
+            project_slug: None,
+            symphony_dir: None,
+            scope: Some(scope),
+            created_at,
+            expires_at,
+            revoked_at: None,
+            peer: None,
+            human: true,
+        },
+    })
+}
+
+/// A person logged in to the web page.
+#[derive(Debug, Clone)]
+pub struct Person {
+    /// The token's public id.
+    pub id: String,
+    /// Who records are attributed to (`person:NAME`).
+    pub actor: String,
+    pub expires_at: String,
+}
+
+/// The first visit of a login URL: a person's active, never redeemed `token` is marked
+/// redeemed and a new browser secret is stored (hashed) with it. Returns the secret
+/// for the browser's cookie and the person; `None` for any other token, an agent's
+/// included, and for a token already redeemed (a login URL works once).
+pub fn redeem(store: &Store, token: &str) -> Result<Option<(String, Person)>> {
+    if !token.starts_with(TOKEN_PREFIX) || token.len() != TOKEN_PREFIX.len() + 64 {
+        return Ok(None);
+    }
+    let hash = sha256_hex(token);
+    let secret = hex::encode(random_bytes()?);
+    let browser = sha256_hex(&secret);
+    let now = now_iso();
+    let person = store.write(|tx| {
+        let row = tx.query_opt(
+            "SELECT id, actor, expires_at FROM session_tokens
+             WHERE token_hash = ?1 AND human = 1 AND redeemed_at IS NULL
+               AND revoked_at IS NULL AND expires_at > ?2",
+            params![hash, now],
+            |r| {
+                Ok(Person {
+                    id: r.get(0)?,
+                    actor: r.get(1)?,
+                    expires_at: r.get(2)?,
+                })
+            },
+        )?;
+        if let Some(p) = &row {
+            tx.execute(
+                "UPDATE session_tokens SET redeemed_at = ?1, browser_hash = ?2 WHERE id = ?3",
+                params![now, browser, p.id],
+            )?;
+        }
+        Ok(row)
+    })?;
+    Ok(person.map(|p| (secret, p)))
+}
+
+/// The person whose browser presents `secret` (the login cookie), while their token is
+/// active.
+pub fn person(store: &Store, secret: &str) -> Result<Option<Person>> {
+    if secret.len() != 64 || !secret.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(None);
+    }
+    let browser = sha256_hex(secret);
+    store.read(|c| {
+        c.query_opt(
+            "SELECT id, actor, expires_at FROM session_tokens
+             WHERE browser_hash = ?1 AND human = 1 AND revoked_at IS NULL AND expires_at > ?2",
+            params![browser, now_iso()],
+            |r| {
+                Ok(Person {
+                    id: r.get(0)?,
+                    actor: r.get(1)?,
+                    expires_at: r.get(2)?,
+                })
+            },
+        )
+    })
 }
 
 #[cfg(test)]

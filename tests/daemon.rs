@@ -92,7 +92,7 @@ impl Daemon {
     }
 
     /// A JSON-RPC request to `/mcp` with `token`; the HTTP status and the JSON body.
-    fn rpc(&self, token: &str, method: &str, params: Value) -> (u16, Value) {
+    pub(crate) fn rpc(&self, token: &str, method: &str, params: Value) -> (u16, Value) {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let auth = format!("Bearer {token}");
         let r = http(
@@ -117,7 +117,7 @@ impl Daemon {
     }
 
     /// `tools/call`; the result object (`isError`, `structuredContent`, `content`).
-    fn call(&self, token: &str, tool: &str, args: Value) -> Value {
+    pub(crate) fn call(&self, token: &str, tool: &str, args: Value) -> Value {
         let (status, body) = self.rpc(
             token,
             "tools/call",
@@ -240,7 +240,7 @@ fn dechunk(mut s: &str) -> String {
 }
 
 /// A project SHOP with issues SHOP-1 and SHOP-2.
-fn shop(env: &Env) {
+pub(crate) fn shop(env: &Env) {
     env.project("shop", None);
     assert_eq!(env.issue("shop", "first"), "SHOP-1");
     assert_eq!(env.issue("shop", "second"), "SHOP-2");

@@ -27,4 +27,5 @@ mod store_copy;
 mod trail;
 mod vault;
 mod vault_facade;
+mod web;
 mod work;

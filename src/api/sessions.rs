@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::context::BindArgs;
 use crate::error::Result;
-use crate::tokens::{Check, Minted, TokenInfo, ToolScope};
+use crate::tokens::{Check, Minted, Person, TokenInfo, ToolScope};
 
 use super::Cairn;
 
@@ -42,5 +42,20 @@ impl Cairn {
     /// Revoke a session token by its public id.
     pub fn revoke_session_token(&self, id: &str) -> Result<TokenInfo> {
         crate::tokens::revoke(&self.store, id)
+    }
+
+    /// Mint a person's token for the web page (one login within `ttl`).
+    pub fn mint_person_token(&self, name: &str, ttl: Duration) -> Result<Minted> {
+        crate::tokens::mint_person(&self.store, name, ttl)
+    }
+
+    /// Redeem a login URL's token: the browser's secret and the person, once.
+    pub fn redeem_login(&self, token: &str) -> Result<Option<(String, Person)>> {
+        crate::tokens::redeem(&self.store, token)
+    }
+
+    /// The person whose browser presents `secret`, while their token is active.
+    pub fn person(&self, secret: &str) -> Result<Option<Person>> {
+        crate::tokens::person(&self.store, secret)
     }
 }

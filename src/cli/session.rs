@@ -32,6 +32,14 @@ pub enum SessionCmd {
 pub struct NewArgs {
     #[command(flatten)]
     bind: ServeArgs,
+    /// A person's token for the daemon's web page instead of an agent's: prints a login
+    /// URL that works once (the browser then keeps a cookie until the token expires).
+    /// Binds nothing and opens no MCP session. Needs the daemon running.
+    #[arg(long, conflicts_with_all = ["issue_id", "project_id", "worktree_path", "agent_type", "tool_scope_file", "project_slug", "symphony_dir"])]
+    human: bool,
+    /// With --human: who the person's actions are attributed to (`person:NAME`).
+    #[arg(long, env = "USER", default_value = "person")]
+    name: String,
     /// How long the token is valid: a number with s, m, h or d (seconds without a unit).
     #[arg(long, default_value = "8h")]
     ttl: String,
@@ -42,6 +50,29 @@ pub struct NewArgs {
 
 pub(super) fn run(cairn: &Cairn, cmd: SessionCmd) -> anyhow::Result<Outcome> {
     match cmd {
+        SessionCmd::New(a) if a.human => {
+            let ttl = parse_ttl(&a.ttl)?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let address = rt
+                .block_on(crate::daemon::forward::daemon_address(cairn))
+                .map_err(|why| {
+                    anyhow::anyhow!(
+                        "no daemon of this user serves this database ({why}): start `cairn \
+                         daemon` first, the login URL is its address"
+                    )
+                })?;
+            let minted = cairn.mint_person_token(&a.name, ttl)?;
+            let url = format!("{address}/ui/login?code={}", minted.token);
+            if a.json {
+                let mut v = serde_json::to_value(&minted)?;
+                v["login_url"] = serde_json::Value::String(url);
+                print_json(&v)?;
+            } else {
+                print_text(&url)?;
+            }
+        }
         SessionCmd::New(a) => {
             let ttl = parse_ttl(&a.ttl)?;
             let (args, scope) = a.bind.binding()?;

@@ -152,9 +152,9 @@ impl Socket {
         Ok((status, body))
     }
 
-    /// `GET /health` within [`HEALTH_TIMEOUT`]: `Ok` when it answers 200 with this
+    /// `GET /health` within [`HEALTH_TIMEOUT`]: its answer when it is 200 with this
     /// binary's version, else why not.
-    async fn health(&self) -> Result<(), String> {
+    async fn health(&self) -> Result<Value, String> {
         let asked = self.request(Method::GET, "/health", None, None);
         let (status, body) = match tokio::time::timeout(HEALTH_TIMEOUT, asked).await {
             Err(_) => return Err("GET /health timed out".into()),
@@ -172,8 +172,22 @@ impl Socket {
                 env!("CARGO_PKG_VERSION")
             ));
         }
-        Ok(())
+        Ok(health)
     }
+}
+
+/// The address of the daemon of `cairn`'s database (`http://HOST:PORT`), asked of the
+/// daemon itself over its checked socket (the discovery file is only a hint anyone of
+/// this user can rewrite: a login URL must not send a person's token elsewhere).
+pub async fn daemon_address(cairn: &Cairn) -> Result<String, String> {
+    let socket = Socket {
+        dir: RunDir::open(cairn.store().path())?,
+    };
+    let health = socket.health().await?;
+    let url = health["url"].as_str().unwrap_or_default();
+    url.strip_suffix("/mcp")
+        .map(str::to_string)
+        .ok_or_else(|| format!("the daemon's /health gives no MCP URL: {health}"))
 }
 
 /// A daemon this session forwards to: its socket, and the binding to mint tokens with.
@@ -350,7 +364,7 @@ impl Forwarder {
             Link::Distrusted => return None,
             Link::Away(until) if Instant::now() < until => return None,
             Link::Away(_) => match self.inner.socket.health().await {
-                Ok(()) => {
+                Ok(_) => {
                     tracing::info!("the Cairn daemon is back; forwarding tool calls again");
                     self.state().link = Link::Forwarding;
                 }

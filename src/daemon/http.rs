@@ -298,6 +298,7 @@ pub fn router(
         routes = routes.route("/metrics", get(metrics));
     }
     routes
+        .nest("/ui", crate::web::routes(shared.cairn.clone()))
         .route("/health", get(health))
         .layer(middleware::from_fn_with_state(
             shared.clone(),
@@ -683,6 +684,17 @@ async fn require_token(State(s): State<Arc<Shared>>, mut req: Request, next: Nex
             );
         }
     };
+    if session.human {
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            "TOKEN_HUMAN",
+            format!(
+                "session token {} is a person's: it opens the web page (/ui/), not MCP",
+                session.id
+            ),
+            TOKEN_HELP,
+        );
+    }
     if let Some(bound) = &session.peer {
         let peer = req
             .extensions()

@@ -1,0 +1,142 @@
+//! The daemon's web page (`/ui/`) in a real browser: Debian's Chromium driven by
+//! Selenium (`tests/web_ui.py`). A person logs in with a one-time login URL, searches
+//! learnings and sees the order `search_learnings` gives over MCP; hostile text renders
+//! inert; nobody else gets in (no cookie, an agent's token, the login URL a second
+//! time); a person's token opens no MCP session. Each page's screenshot is saved and
+//! checked not to be blank.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::common::{Env, piped};
+use crate::daemon::{Daemon, mint, shop};
+
+const LESSONS: [&str; 6] = [
+    "Run the database migrations before seeding the test fixtures, never after the seed step",
+    "Seeding fixtures twice duplicates rows: truncate the tables first or seed inside a transaction",
+    "Migrations that rename columns break the seed script until its INSERT statements are updated",
+    "The payment webhook retries for 24 hours: make the handler idempotent by the event id",
+    "Cache invalidation on deploy: bump the asset hash, the CDN keeps old files for a day",
+    "Test fixtures load in alphabetical order, so a fixture that others reference needs a 00_ prefix",
+];
+
+const HOSTILE: [&str; 2] = [
+    "<img src=x onerror=alert(1)> breaks the rendering of the release notes page in the admin view",
+    "See the release notes page at javascript:window.__pwned=1 for the admin view rendering fix",
+];
+
+fn ids(result: &Value) -> Vec<String> {
+    result["structuredContent"]["results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{result}"))
+        .iter()
+        .map(|h| h["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
+    let env = Env::new();
+    shop(&env);
+    for pattern in LESSONS.iter().chain(&HOSTILE) {
+        env.json(&[
+            "learnings",
+            "add",
+            "--issue",
+            "SHOP-1",
+            "--pattern",
+            pattern,
+        ]);
+    }
+    let (agent, _) = mint(&env, &["--issue", "SHOP-2", "--agent-type", "worker"]);
+    let d = Daemon::start(&env, &[], &[]);
+    let human = env.json(&["session", "new", "--human", "--name", "alice"]);
+    let login_url = human["login_url"].as_str().unwrap().to_string();
+    assert!(
+        login_url.starts_with(&d.url().replace("/mcp", "/ui/login?code=cairn_")),
+        "{login_url}"
+    );
+    let query = "seed the test fixtures after migrations";
+    let expected = ids(&d.call(&agent, "search_learnings", json!({"query": query})));
+    assert!(expected.len() >= 3, "{expected:?}");
+
+    let shots = std::env::var_os("CAIRN_UI_SHOTS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env.path().join("shots"));
+    let plan = json!({
+        "base": d.url().trim_end_matches("/mcp"),
+        "login_url": login_url,
+        "agent_token": agent,
+        "query": query,
+        "project": "shop",
+        "hostile_query": "release notes admin view rendering",
+        "shots": shots,
+    });
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/web_ui.py");
+    let out = piped(
+        Command::new("python3").arg(script),
+        plan.to_string().as_bytes(),
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "web_ui.py printed no JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+
+    // Nobody logged in, an agent's token, the login URL a second time: refused.
+    assert_eq!(seen["anonymous"]["title"], "Log in · Cairn", "{seen:#}");
+    assert!(
+        seen["anonymous"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("not logged in")
+    );
+    assert_eq!(seen["anonymous"]["hits"], json!([]));
+    assert_eq!(seen["agent_login"]["title"], "Log in · Cairn", "{seen:#}");
+    assert_eq!(seen["agent_login"]["cookie"], false);
+    assert_eq!(seen["second_login"]["title"], "Log in · Cairn", "{seen:#}");
+    assert_eq!(seen["second_login"]["cookie"], false);
+    // The login: an HttpOnly, SameSite=Strict cookie, then the learnings page.
+    let login = &seen["login"];
+    assert!(
+        login["url"].as_str().unwrap().ends_with("/ui/learnings"),
+        "{seen:#}"
+    );
+    assert_eq!(login["http_only"], true, "{seen:#}");
+    assert_eq!(login["same_site"], "Strict", "{seen:#}");
+    // The same order as the tool.
+    assert_eq!(seen["search"]["hits"], json!(expected), "{seen:#}");
+    // Hostile text is shown as text: no element, no script, no alert, no live link.
+    let hostile = &seen["hostile"];
+    let patterns: Vec<&str> = hostile["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    for h in HOSTILE {
+        assert!(patterns.contains(&h), "{h} not shown as text: {seen:#}");
+    }
+    assert_eq!(hostile["images"], 0, "{seen:#}");
+    assert_eq!(hostile["links_in_hits"], 0, "{seen:#}");
+    assert_eq!(hostile["scripts"], 0, "{seen:#}");
+    assert_eq!(hostile["alert"], false, "{seen:#}");
+    assert!(hostile["pwned"].is_null(), "{seen:#}");
+    // Every screenshot shows something.
+    for (name, s) in seen["shots"].as_object().unwrap() {
+        assert!(
+            s["range"].as_u64().unwrap() > 100 && s["colours"].as_u64().unwrap() > 8,
+            "screenshot {name} looks blank: {s}"
+        );
+        assert!(Path::new(s["path"].as_str().unwrap()).exists());
+    }
+
+    // A person's token opens no MCP session.
+    let (status, body) = d.rpc(human["token"].as_str().unwrap(), "tools/list", json!({}));
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(body["error"]["code"], "TOKEN_HUMAN", "{body}");
+}

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Drive the daemon's web page (/ui/) in a real browser: Debian's Chromium through
+chromedriver, with Selenium. The plan comes as JSON on stdin:
+
+  {"base": "http://127.0.0.1:PORT", "login_url": ".../ui/login?code=...",
+   "agent_token": "cairn_...", "query": "...", "project": "shop",
+   "hostile_query": "...", "shots": "/dir/for/screenshots"}
+
+Prints one JSON object of what the browser saw; the Rust test (tests/web.rs) asserts on
+it. This script asserts nothing itself, except that the browser runs.
+"""
+
+import json
+import sys
+import urllib.parse
+from pathlib import Path
+
+from PIL import Image, ImageStat
+from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+
+def browser() -> webdriver.Chrome:
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1000",
+              "--disable-dev-shm-usage", "--no-first-run"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+
+
+def shot(driver, shots: Path, name: str) -> dict:
+    """Save a screenshot; say whether it is blank (one colour, or nearly)."""
+    path = shots / f"{name}.png"
+    driver.save_screenshot(str(path))
+    img = Image.open(path).convert("L")
+    stat = ImageStat.Stat(img)
+    lo, hi = img.getextrema()
+    colours = img.getcolors(maxcolors=1 << 16)
+    return {
+        "path": str(path),
+        "stddev": stat.stddev[0],
+        "range": hi - lo,
+        "colours": len(colours) if colours else 1 << 16,
+    }
+
+
+def alert_shown(driver) -> bool:
+    try:
+        driver.switch_to.alert
+        return True
+    except NoAlertPresentException:
+        return False
+
+
+def hits(driver) -> list:
+    return [li.get_attribute("data-id") for li in driver.find_elements(By.CSS_SELECTOR, "li.hit")]
+
+
+def search(driver, query: str, project: str) -> None:
+    box = driver.find_element(By.NAME, "q")
+    box.clear()
+    box.send_keys(query)
+    p = driver.find_element(By.NAME, "project")
+    p.clear()
+    p.send_keys(project)
+    driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+
+
+def main() -> None:
+    plan = json.load(sys.stdin)
+    shots = Path(plan["shots"])
+    shots.mkdir(parents=True, exist_ok=True)
+    base = plan["base"]
+    out = {}
+    driver = browser()
+    try:
+        # Nobody logged in: the page refuses.
+        driver.get(f"{base}/ui/learnings?q=anything")
+        out["anonymous"] = {"title": driver.title, "text": driver.find_element(By.TAG_NAME, "main").text,
+                            "hits": hits(driver)}
+        out["shots"] = {"login": shot(driver, shots, "login")}
+        # An agent's token as a login code: refused.
+        code = urllib.parse.quote(plan["agent_token"])
+        driver.get(f"{base}/ui/login?code={code}")
+        out["agent_login"] = {"title": driver.title, "text": driver.find_element(By.TAG_NAME, "main").text,
+                              "cookie": driver.get_cookie("cairn_ui") is not None}
+        # The person's login URL: a cookie, and the learnings page.
+        driver.get(plan["login_url"])
+        cookie = driver.get_cookie("cairn_ui") or {}
+        out["login"] = {"url": driver.current_url, "title": driver.title,
+                        "http_only": cookie.get("httpOnly"), "same_site": cookie.get("sameSite"),
+                        "path": cookie.get("path")}
+        search(driver, plan["query"], plan["project"])
+        out["search"] = {"url": driver.current_url, "hits": hits(driver)}
+        out["shots"]["learnings"] = shot(driver, shots, "learnings")
+        # Hostile text renders inert.
+        search(driver, plan["hostile_query"], plan["project"])
+        patterns = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "li.hit .pattern")]
+        out["hostile"] = {
+            "hits": hits(driver),
+            "patterns": patterns,
+            "images": len(driver.find_elements(By.CSS_SELECTOR, "main img")),
+            "links_in_hits": len(driver.find_elements(By.CSS_SELECTOR, "li.hit a")),
+            "scripts": len(driver.find_elements(By.TAG_NAME, "script")),
+            "alert": alert_shown(driver),
+            "pwned": driver.execute_script("return window.__pwned === undefined ? null : window.__pwned"),
+        }
+        out["shots"]["hostile"] = shot(driver, shots, "hostile")
+        # The login URL works once.
+        driver.delete_all_cookies()
+        driver.get(plan["login_url"])
+        out["second_login"] = {"title": driver.title,
+                               "cookie": driver.get_cookie("cairn_ui") is not None}
+    finally:
+        driver.quit()
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
