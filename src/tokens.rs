@@ -644,7 +644,14 @@ mod tests {
         assert!(m.info.id.starts_with(ID_PREFIX));
         let stored: Vec<String> = store
             .read(|c| {
-                let mut s = c.prepare("SELECT * FROM session_tokens")?;
+                // Every text column (`human` is the only other: 0 or 1).
+                let mut s = c.prepare(
+                    "SELECT id, token_hash, issue_id, issue_identifier, project_id,
+                            worktree_path, agent_type, project_slug, symphony_dir, actor,
+                            scope_label, scope_tools, created_at, expires_at, revoked_at, peer,
+                            redeemed_at, browser_hash
+                     FROM session_tokens",
+                )?;
                 let v = s
                     .query_map([], |r| {
                         (0..r.len())
@@ -794,5 +801,27 @@ mod tests {
         for bad in ["", "h", "8x", "-1h", "1.5h", "99999999999999999999d"] {
             assert!(parse_ttl(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_persons_token_logs_in_once_and_an_agents_never() {
+        let (_dir, store) = store();
+        let agent = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
+        assert!(redeem(&store, &agent.token).unwrap().is_none());
+        assert!(mint_person(&store, "al ice", DEFAULT_TTL).is_err());
+        let alice = mint_person(&store, "alice", DEFAULT_TTL).unwrap();
+        assert!(alice.info.human);
+        let Check::Active(s) = authenticate(&store, &alice.token).unwrap() else {
+            panic!("active")
+        };
+        assert!(s.human && s.scope.unwrap().tools.is_empty());
+        let (secret, p) = redeem(&store, &alice.token).unwrap().unwrap();
+        assert_eq!(p.actor, "person:alice");
+        assert!(redeem(&store, &alice.token).unwrap().is_none(), "once");
+        assert_eq!(person(&store, &secret).unwrap().unwrap().id, alice.info.id);
+        assert!(person(&store, &sha256_hex(&secret)).unwrap().is_none());
+        assert!(person(&store, "not hex").unwrap().is_none());
+        revoke(&store, &alice.info.id).unwrap();
+        assert!(person(&store, &secret).unwrap().is_none(), "revoked");
     }
 }
