@@ -40,8 +40,9 @@ fn ids(result: &Value) -> Vec<String> {
 fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
     let env = Env::new();
     shop(&env);
+    let mut added = Vec::new();
     for pattern in LESSONS.iter().chain(&HOSTILE) {
-        env.json(&[
+        let a = env.json(&[
             "learnings",
             "add",
             "--issue",
@@ -49,6 +50,12 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
             "--pattern",
             pattern,
         ]);
+        added.push(
+            a["id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{a}"))
+                .to_string(),
+        );
     }
     let (agent, _) = mint(&env, &["--issue", "SHOP-2", "--agent-type", "worker"]);
     let d = Daemon::start(&env, &[], &[]);
@@ -73,6 +80,9 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
         "project": "shop",
         "hostile_query": "release notes admin view rendering",
         "shots": shots,
+        "verify": added[0],
+        "old": added[3],
+        "new": added[4],
     });
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/web_ui.py");
     let out = piped(
@@ -87,6 +97,7 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
         )
     });
 
+    assert!(seen.get("error").is_none(), "{seen:#}");
     // Nobody logged in, an agent's token, the login URL a second time: refused.
     assert_eq!(seen["anonymous"]["title"], "Log in · Cairn", "{seen:#}");
     assert!(
@@ -122,7 +133,15 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
         assert!(patterns.contains(&h), "{h} not shown as text: {seen:#}");
     }
     assert_eq!(hostile["images"], 0, "{seen:#}");
-    assert_eq!(hostile["links_in_hits"], 0, "{seen:#}");
+    // The only links are to the learnings' own pages, never one from stored text.
+    let base = d.url().trim_end_matches("/mcp");
+    for href in hostile["links_in_hits"].as_array().unwrap() {
+        let href = href.as_str().unwrap();
+        let id = href
+            .strip_prefix(&format!("{base}/ui/learnings/"))
+            .unwrap_or_else(|| panic!("a link out of the page: {href}"));
+        assert!(added.iter().any(|a| a == id), "{href}");
+    }
     assert_eq!(hostile["scripts"], 0, "{seen:#}");
     assert_eq!(hostile["alert"], false, "{seen:#}");
     assert!(hostile["pwned"].is_null(), "{seen:#}");
@@ -134,6 +153,56 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
         );
         assert!(Path::new(s["path"].as_str().unwrap()).exists());
     }
+
+    // Verified and superseded on the page, seen through MCP, attributed to the person.
+    assert!(
+        seen["verified"]["url"]
+            .as_str()
+            .unwrap()
+            .ends_with(&added[0])
+    );
+    assert_eq!(seen["verified"]["verified"], "yes", "{seen:#}");
+    assert!(
+        seen["verified"]["events"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("verified"))
+    );
+    assert_eq!(seen["superseded"]["by"], added[4].as_str(), "{seen:#}");
+    let hits = d.call(&agent, "search_learnings", json!({"query": query}));
+    let first = hits["structuredContent"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["id"] == added[0].as_str())
+        .unwrap_or_else(|| panic!("{hits}"));
+    assert_eq!(first["verified"], true, "{first}");
+    let webhook = "payment webhook retries idempotent handler";
+    let shown = ids(&d.call(&agent, "search_learnings", json!({"query": webhook})));
+    assert!(!shown.contains(&added[3]), "superseded left out: {shown:?}");
+    let all = d.call(
+        &agent,
+        "search_learnings",
+        json!({"query": webhook, "include_superseded": true}),
+    );
+    let old = all["structuredContent"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["id"] == added[3].as_str())
+        .unwrap_or_else(|| panic!("{all}"));
+    assert_eq!(old["superseded_by"], added[4].as_str(), "{old}");
+    let history = env.json(&["learnings", "show", &added[0]]);
+    assert!(
+        history.to_string().contains("person:alice"),
+        "the person is recorded: {history}"
+    );
+    // Cross-site requests change nothing.
+    let cross = &seen["cross_site"];
+    for k in ["foreign_origin", "no_origin", "wrong_token", "no_token"] {
+        assert_eq!(cross[k], 403, "{k}: {seen:#}");
+    }
+    assert_eq!(seen["quality_after_cross_site"], "50", "{seen:#}");
 
     // A person's token opens no MCP session.
     let (status, body) = d.rpc(human["token"].as_str().unwrap(), "tools/list", json!({}));

@@ -12,7 +12,9 @@ it. This script asserts nothing itself, except that the browser runs.
 
 import json
 import sys
+import urllib.error
 import urllib.parse
+import urllib.request
 from pathlib import Path
 
 from PIL import Image, ImageStat
@@ -54,6 +56,12 @@ def alert_shown(driver) -> bool:
         return True
     except NoAlertPresentException:
         return False
+
+
+def text_of(driver, css: str):
+    """The text of the first element matching `css`, or None."""
+    found = driver.find_elements(By.CSS_SELECTOR, css)
+    return found[0].text if found else None
 
 
 def hits(driver) -> list:
@@ -104,17 +112,61 @@ def main() -> None:
             "hits": hits(driver),
             "patterns": patterns,
             "images": len(driver.find_elements(By.CSS_SELECTOR, "main img")),
-            "links_in_hits": len(driver.find_elements(By.CSS_SELECTOR, "li.hit a")),
+            "links_in_hits": [a.get_attribute("href") for a in driver.find_elements(By.CSS_SELECTOR, "li.hit a")],
             "scripts": len(driver.find_elements(By.TAG_NAME, "script")),
             "alert": alert_shown(driver),
             "pwned": driver.execute_script("return window.__pwned === undefined ? null : window.__pwned"),
         }
         out["shots"]["hostile"] = shot(driver, shots, "hostile")
+        # Curate: verify one learning, supersede another by a third, on their pages.
+        driver.get(f"{base}/ui/learnings/{plan['verify']}")
+        driver.find_element(By.NAME, "note").send_keys("checked against the runbook")
+        driver.find_element(By.CSS_SELECTOR, "button[value=verify]").click()
+        out["verified"] = {"url": driver.current_url,
+                           "page": driver.find_element(By.TAG_NAME, "body").text,
+                           "verified": text_of(driver, "dd.verified"),
+                           "events": [e.text for e in driver.find_elements(By.CSS_SELECTOR, "td.event")]}
+        out["shots"]["learning"] = shot(driver, shots, "learning")
+        driver.get(f"{base}/ui/learnings/{plan['old']}")
+        driver.find_element(By.NAME, "by").send_keys(plan["new"])
+        driver.find_element(By.CSS_SELECTOR, "button[value=supersede]").click()
+        out["superseded"] = {"url": driver.current_url,
+                             "page": driver.find_element(By.TAG_NAME, "body").text,
+                             "by": text_of(driver, "dd.superseded")}
+        # Cross-site: the browser's own cookie, sent from elsewhere.
+        cookie = driver.get_cookie("cairn_ui")["value"]
+        csrf = driver.find_element(By.NAME, "csrf").get_attribute("value")
+        host = urllib.parse.urlsplit(base).netloc
+
+        def post(origin, token):
+            data = urllib.parse.urlencode({"csrf": token, "score": "7"}).encode()
+            req = urllib.request.Request(f"{base}/ui/learnings/{plan['verify']}/rate", data=data,
+                                         method="POST")
+            req.add_header("Cookie", f"cairn_ui={cookie}")
+            if origin:
+                req.add_header("Origin", origin)
+            try:
+                with urllib.request.urlopen(req) as r:
+                    return r.status
+            except urllib.error.HTTPError as e:
+                return e.code
+
+        out["cross_site"] = {
+            "foreign_origin": post("http://evil.example", csrf),
+            "no_origin": post(None, csrf),
+            "wrong_token": post(f"http://{host}", "0" * 64),
+            "no_token": post(f"http://{host}", ""),
+        }
+        driver.get(f"{base}/ui/learnings/{plan['verify']}")
+        out["quality_after_cross_site"] = driver.find_element(By.CSS_SELECTOR, "dd.quality").text
         # The login URL works once.
         driver.delete_all_cookies()
         driver.get(plan["login_url"])
         out["second_login"] = {"title": driver.title,
                                "cookie": driver.get_cookie("cairn_ui") is not None}
+    except Exception as e:  # what the browser saw so far goes to the test, with the error
+        out["error"] = f"{type(e).__name__}: {e}"[:2000]
+        out["error_page"] = driver.find_element(By.TAG_NAME, "body").text[:4000]
     finally:
         driver.quit()
     print(json.dumps(out))

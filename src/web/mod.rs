@@ -19,7 +19,7 @@ use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -42,13 +42,16 @@ pub fn routes<S: Clone + Send + Sync + 'static>(cairn: Arc<Cairn>) -> Router<S> 
         .route("/", get(|| async { Redirect::to("/ui/learnings") }))
         .route("/login", get(login))
         .route("/learnings", get(pages::learnings))
+        .route("/learnings/{id}", get(pages::learning))
+        .route("/learnings/{id}/{action}", post(pages::act))
         .route("/cairn.css", get(css))
         .layer(middleware::from_fn(secure_headers))
         .with_state(Web { cairn })
 }
 
 /// Headers on every answer of the page: no script, no frame, no sniffing, no referrer
-/// (a login URL must not leak), no cache.
+/// to other sites (`same-origin`: with `no-referrer` a browser sends `Origin: null` on
+/// the page's own form posts, which the Origin checks must refuse), no cache.
 async fn secure_headers(req: Request, next: Next) -> Response {
     let mut r = next.run(req).await;
     let h = r.headers_mut();
@@ -59,7 +62,7 @@ async fn secure_headers(req: Request, next: Next) -> Response {
              frame-ancestors 'none'; base-uri 'none'",
         ),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (header::REFERRER_POLICY, "no-referrer"),
+        (header::REFERRER_POLICY, "same-origin"),
         (header::CACHE_CONTROL, "no-store"),
         (header::X_FRAME_OPTIONS, "DENY"),
     ] {
@@ -117,8 +120,15 @@ fn max_age(expires_at: &str) -> i64 {
         .unwrap_or(0)
 }
 
+/// A logged-in person, and the token their forms carry against cross-site requests.
+pub(crate) struct Visitor {
+    person: Person,
+    /// Derived from the browser's secret: only a page served to that browser has it.
+    csrf: String,
+}
+
 /// The person whose browser sent this request's cookie, or the answer to give instead.
-async fn person(w: &Web, headers: &HeaderMap) -> Result<Person, Response> {
+async fn person(w: &Web, headers: &HeaderMap) -> Result<Visitor, Response> {
     let secret = headers
         .get_all(header::COOKIE)
         .iter()
@@ -132,15 +142,39 @@ async fn person(w: &Web, headers: &HeaderMap) -> Result<Person, Response> {
     let Some(secret) = secret else {
         return Err(refused("You are not logged in."));
     };
+    let csrf = crate::base::sha256_hex(format!("csrf:{secret}"));
     let cairn = w.cairn.clone();
     match tokio::task::spawn_blocking(move || cairn.person(&secret)).await {
-        Ok(Ok(Some(p))) => Ok(p),
+        Ok(Ok(Some(person))) => Ok(Visitor { person, csrf }),
         Ok(Ok(None)) => Err(refused(
             "Your login ended: the token expired or was revoked.",
         )),
         Ok(Err(e)) => Err(failed(&e.to_string())),
         Err(e) => Err(failed(&e.to_string())),
     }
+}
+
+/// A state-changing request must come from this page: an `Origin` naming the host the
+/// request was sent to, and the form's token of this browser's login. `Some`: the
+/// refusal to answer with.
+fn cross_site(headers: &HeaderMap, visitor: &Visitor, token: &str) -> Option<Response> {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let origin = headers.get(header::ORIGIN).and_then(|h| h.to_str().ok());
+    let from_here = matches!((host, origin), (Some(h), Some(o)) if o == format!("http://{h}"));
+    // Compared whole: both are hex of one length, and a wrong one ends the request.
+    if !from_here || token != visitor.csrf {
+        tracing::warn!(actor = %visitor.person.actor, from_here, "a cross-site request to the web page refused");
+        let body = page(
+            "Refused",
+            Some(&visitor.person),
+            html! {
+                h1 { "Refused" }
+                p { "This request did not come from a page of this daemon. Go back, reload the page and try again." }
+            },
+        );
+        return Some((StatusCode::FORBIDDEN, body).into_response());
+    }
+    None
 }
 
 /// 401 with how to log in.

@@ -1,16 +1,16 @@
 //! The pages: each reads through the facade exactly what an MCP tool of the same name
 //! would (the learnings search is `search_learnings`, with the same ranking).
 
-use axum::extract::{Query, State};
-use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::learnings::{LearningHit, LearningSearch, SearchScope};
+use crate::learnings::{Learning, LearningDetail, LearningHit, LearningSearch, SearchScope};
 
-use super::{Web, failed, page, person};
+use super::{Visitor, Web, cross_site, failed, page, person};
 
 /// The learnings page's form.
 #[derive(Debug, Default, Deserialize)]
@@ -100,7 +100,7 @@ pub(super) async fn learnings(
             }
         }
     };
-    page("Learnings", Some(&who), body).into_response()
+    page("Learnings", Some(&who.person), body).into_response()
 }
 
 /// Whether a hit passes the page's filters.
@@ -112,35 +112,18 @@ fn keep(h: &LearningHit, q: &LearningsQuery) -> bool {
         && (q.flagged.is_none() || l.needs_review)
 }
 
-/// One hit: the pattern and context as text, its provenance and score breakdown.
+/// One hit: the pattern (a link to its page) and context as text, its provenance and
+/// score breakdown.
 fn hit(h: &LearningHit) -> Markup {
     let l = &h.learning;
-    let kind = serde_json::to_value(l.learning_type)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default();
     let score = serde_json::to_value(h.score).unwrap_or(Value::Null);
     html! {
         li.hit data-id=(l.id) {
-            p.pattern { (l.pattern) }
+            p.pattern { a href=(format!("/ui/learnings/{}", l.id)) { (l.pattern) } }
             @if let Some(c) = &l.context {
                 p.context { (c) }
             }
-            dl.provenance {
-                dt { "id" } dd.id { (l.id) }
-                dt { "type" } dd { (kind) }
-                dt { "quality" } dd { (l.quality_score) }
-                dt { "project" } dd { (l.project) }
-                dt { "issue" } dd { (l.issue) }
-                dt { "by" } dd { (l.created_by) }
-                dt { "created" } dd { (l.created_at) }
-                dt { "confirmations" } dd { (l.confirmations) }
-                @if l.verified { dt { "verified" } dd { "yes" } }
-                @if l.needs_review { dt { "flagged" } dd.flag { "wrong, needs review" } }
-                @if l.stale { dt { "stale" } dd { "yes" } }
-                @if let Some(s) = &l.superseded_by { dt { "superseded by" } dd { (s) } }
-                @if !l.applies_to.is_empty() { dt { "applies to" } dd { (l.applies_to.join(", ")) } }
-            }
+            (provenance(l))
             @if let Value::Object(parts) = &score {
                 table.score {
                     @for (k, v) in parts {
@@ -154,5 +137,193 @@ fn hit(h: &LearningHit) -> Markup {
                 }
             }
         }
+    }
+}
+
+fn kind(l: &Learning) -> String {
+    serde_json::to_value(l.learning_type)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+/// Where a learning comes from and where it stands.
+fn provenance(l: &Learning) -> Markup {
+    html! {
+        dl.provenance {
+            dt { "id" } dd.id { (l.id) }
+            dt { "type" } dd { (kind(l)) }
+            dt { "quality" } dd.quality { (l.quality_score) }
+            dt { "project" } dd { (l.project) }
+            dt { "issue" } dd { (l.issue) }
+            dt { "by" } dd { (l.created_by) }
+            dt { "created" } dd { (l.created_at) }
+            dt { "confirmations" } dd { (l.confirmations) }
+            dt { "feedback" } dd { (serde_json::to_string(&l.feedback).unwrap_or_default()) }
+            dt { "verified" } dd.verified { @if l.verified { "yes" } @else { "no" } }
+            @if l.needs_review { dt { "flagged" } dd.flag { "wrong, needs review" } }
+            @if l.stale { dt { "stale" } dd { "yes" } }
+            @if let Some(s) = &l.superseded_by {
+                dt { "superseded by" }
+                dd.superseded { a href=(format!("/ui/learnings/{s}")) { (s) } }
+            }
+            @if !l.applies_to.is_empty() { dt { "applies to" } dd { (l.applies_to.join(", ")) } }
+        }
+    }
+}
+
+/// `GET /ui/learnings/{id}`: one learning, its supersede chain, its history and what a
+/// person can do with it.
+pub(super) async fn learning(
+    State(w): State<Web>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let who = match person(&w, &headers).await {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let cairn = w.cairn.clone();
+    let detail = tokio::task::spawn_blocking(move || cairn.learning(&id))
+        .await
+        .unwrap_or_else(|e| Err(crate::Error::Internal(e.to_string())));
+    match detail {
+        Ok(d) => page("Learning", Some(&who.person), detail_page(&d, &who)).into_response(),
+        Err(e) if e.kind() == crate::error::ErrorKind::Internal => failed(&e.to_string()),
+        Err(e) => problem(&who, StatusCode::NOT_FOUND, &e.to_string()),
+    }
+}
+
+fn detail_page(d: &LearningDetail, who: &Visitor) -> Markup {
+    let l = &d.learning;
+    let action = |a: &str| format!("/ui/learnings/{}/{a}", l.id);
+    html! {
+        h1 { "Learning" }
+        article.learning data-id=(l.id) {
+            p.pattern { (l.pattern) }
+            @if let Some(c) = &l.context { p.context { (c) } }
+            (provenance(l))
+        }
+        @if !d.predecessors.is_empty() || !d.successors.is_empty() {
+            h2 { "Supersede chain" }
+            p.chain {
+                @for p in d.predecessors.iter().rev() { a href=(format!("/ui/learnings/{p}")) { (p) } " → " }
+                strong { (l.id) }
+                @for s in &d.successors { " → " a href=(format!("/ui/learnings/{s}")) { (s) } }
+            }
+        }
+        h2 { "Curate" }
+        div.actions {
+            form method="post" action=(action("verify")) {
+                input type="hidden" name="csrf" value=(who.csrf);
+                input type="text" name="note" placeholder="note (optional)";
+                button type="submit" name="go" value="verify" { "Verify" }
+            }
+            form method="post" action=(action("rate")) {
+                input type="hidden" name="csrf" value=(who.csrf);
+                input type="number" name="score" min="0" max="100" value=(l.quality_score);
+                input type="text" name="note" placeholder="note (optional)";
+                button type="submit" name="go" value="rate" { "Rate" }
+            }
+            form method="post" action=(action("supersede")) {
+                input type="hidden" name="csrf" value=(who.csrf);
+                input type="text" name="by" placeholder="replaced by (learning id)";
+                button type="submit" name="go" value="supersede" { "Supersede" }
+            }
+        }
+        h2 { "History" }
+        table.history {
+            tr { th { "when" } th { "event" } th { "who" } th { "quality" } th { "verified" } th { "issue" } th { "related" } th { "note" } }
+            @for h in &d.history {
+                tr {
+                    td { (h.at) }
+                    td.event { (h.event) }
+                    td { (h.actor) }
+                    td { @if let Some(b) = h.quality_before { (b) " → " } (h.quality_after) }
+                    td { (h.verified_after) }
+                    td { (h.issue.as_deref().unwrap_or("")) }
+                    td { (h.related.as_deref().unwrap_or("")) }
+                    td { (h.note.as_deref().unwrap_or("")) }
+                }
+            }
+        }
+    }
+}
+
+/// A refused or failed action, with the way back.
+fn problem(who: &Visitor, status: StatusCode, message: &str) -> Response {
+    let body = page(
+        "Not done",
+        Some(&who.person),
+        html! {
+            h1 { "Not done" }
+            p.error { (message) }
+            p { a href="/ui/learnings" { "Back to the learnings" } }
+        },
+    );
+    (status, body).into_response()
+}
+
+/// A curation form.
+#[derive(Debug, Deserialize)]
+pub(super) struct ActForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    note: String,
+    #[serde(default)]
+    score: String,
+    #[serde(default)]
+    by: String,
+}
+
+/// `POST /ui/learnings/{id}/{verify|rate|supersede}`: recorded like any other write,
+/// attributed to the person (`person:NAME`).
+pub(super) async fn act(
+    State(w): State<Web>,
+    headers: HeaderMap,
+    Path((id, action)): Path<(String, String)>,
+    Form(f): Form<ActForm>,
+) -> Response {
+    let who = match person(&w, &headers).await {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    if let Some(r) = cross_site(&headers, &who, &f.csrf) {
+        return r;
+    }
+    let actor = who.person.actor.clone();
+    let note = Some(f.note.trim().to_string()).filter(|n| !n.is_empty());
+    let cairn = w.cairn.clone();
+    let target = id;
+    let done = tokio::task::spawn_blocking(move || match action.as_str() {
+        "verify" => cairn.verify_learning(&target, &actor, note.as_deref()),
+        "rate" => {
+            let score = f
+                .score
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|s| *s <= 100)
+                .ok_or_else(|| {
+                    crate::Error::invalid(
+                        "score",
+                        "a quality score is a whole number from 0 to 100",
+                    )
+                })?;
+            cairn.rate_learning(&target, score, &actor, note.as_deref())
+        }
+        "supersede" => cairn.supersede_learning(&target, f.by.trim(), &actor),
+        other => Err(crate::Error::invalid(
+            "action",
+            format!("{other:?} is not an action: verify, rate or supersede"),
+        )),
+    })
+    .await
+    .unwrap_or_else(|e| Err(crate::Error::Internal(e.to_string())));
+    match done {
+        Ok(l) => Redirect::to(&format!("/ui/learnings/{}", l.id)).into_response(),
+        Err(e) if e.kind() == crate::error::ErrorKind::Internal => failed(&e.to_string()),
+        Err(e) => problem(&who, StatusCode::BAD_REQUEST, &e.to_string()),
     }
 }
