@@ -87,6 +87,85 @@ pub fn record_call(name: &str, known: bool, error: Option<&str>, seconds: f64) {
     c.latency.with_label_values(&[tool]).observe(seconds);
 }
 
+/// One tool's calls as counted so far (the web page's service view).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolStat {
+    pub tool: String,
+    pub calls: u64,
+    pub errors: u64,
+    /// The upper bound of the latency bucket holding the median and the 95th
+    /// percentile, in milliseconds (`f64::INFINITY` past the last bucket).
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub mean_ms: f64,
+    /// Calls per latency bucket (not cumulative), with each bucket's upper bound in ms.
+    pub histogram: Vec<(f64, u64)>,
+}
+
+/// Every tool called so far, by name.
+pub fn tool_stats() -> Vec<ToolStat> {
+    use prometheus::core::Collector;
+    let label = |m: &prometheus::proto::Metric, name: &str| {
+        m.get_label()
+            .iter()
+            .find(|l| l.name() == name)
+            .map(|l| l.value().to_string())
+            .unwrap_or_default()
+    };
+    let mut errors = std::collections::HashMap::new();
+    for family in COUNTED.calls.collect() {
+        for m in family.get_metric() {
+            if label(m, "outcome") == "error" {
+                *errors.entry(label(m, "tool")).or_insert(0) += m.get_counter().get_value() as u64;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for family in COUNTED.latency.collect() {
+        for m in family.get_metric() {
+            let tool = label(m, "tool");
+            let h = m.get_histogram();
+            let count = h.get_sample_count();
+            let cumulative: Vec<(f64, u64)> = h
+                .get_bucket()
+                .iter()
+                .map(|b| (b.upper_bound() * 1000.0, b.cumulative_count()))
+                .collect();
+            let quantile = |q: f64| {
+                let want = (q * count as f64).ceil() as u64;
+                cumulative
+                    .iter()
+                    .find(|(_, c)| *c >= want.max(1))
+                    .map_or(f64::INFINITY, |(le, _)| *le)
+            };
+            let mut before = 0;
+            let histogram = cumulative
+                .iter()
+                .map(|(le, c)| {
+                    let n = c - before;
+                    before = *c;
+                    (*le, n)
+                })
+                .collect();
+            out.push(ToolStat {
+                errors: errors.get(&tool).copied().unwrap_or(0),
+                tool,
+                calls: count,
+                p50_ms: quantile(0.5),
+                p95_ms: quantile(0.95),
+                mean_ms: if count == 0 {
+                    0.0
+                } else {
+                    h.get_sample_sum() * 1000.0 / count as f64
+                },
+                histogram,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.tool.cmp(&b.tool));
+    out
+}
+
 /// What a scrape reads at the time it comes, beside what was counted.
 pub struct Scrape {
     registry: Registry,
@@ -190,5 +269,13 @@ mod tests {
         assert!(text.contains(
             r#"cairn_tool_call_duration_seconds_bucket{tool="metrics_test_tool",le="0.004"} 2"#
         ));
+        let stats = tool_stats();
+        let mine = stats
+            .iter()
+            .find(|s| s.tool == "metrics_test_tool")
+            .unwrap();
+        assert_eq!((mine.calls, mine.errors), (2, 1));
+        assert!((mine.p50_ms - 2.0).abs() < 1e-9 && (mine.p95_ms - 4.0).abs() < 1e-9);
+        assert_eq!(mine.histogram.iter().map(|(_, n)| n).sum::<u64>(), 2);
     }
 }

@@ -1,16 +1,20 @@
 //! The daemon's web page (`/ui/`) in a real browser: Debian's Chromium driven by
 //! Selenium (`tests/web_ui.py`). A person logs in with a one-time login URL, searches
 //! learnings and sees the order `search_learnings` gives over MCP; hostile text renders
-//! inert; nobody else gets in (no cookie, an agent's token, the login URL a second
-//! time); a person's token opens no MCP session. Each page's screenshot is saved and
+//! inert; a learning verified and another superseded on the page are seen so through
+//! MCP; an issue's trail shows verified, then, once the test forges a record in the
+//! database, where it breaks; nobody else gets in (no cookie, an agent's token, the
+//! login URL a second time, a cross-site post); a person's token opens no MCP session. Each page's screenshot is saved and
 //! checked not to be blank.
 
+use std::io::Write;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{Env, piped};
+use crate::common::Env;
 use crate::daemon::{Daemon, mint, shop};
 
 const LESSONS: [&str; 6] = [
@@ -57,7 +61,19 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
                 .to_string(),
         );
     }
-    let (agent, _) = mint(&env, &["--issue", "SHOP-2", "--agent-type", "worker"]);
+    let handbook = env.path().join("handbook");
+    std::fs::create_dir_all(&handbook).unwrap();
+    std::fs::write(
+        handbook.join("deploy.md"),
+        "# Deploy guide\n\n## Rolling back\n\nRoll back by redeploying the previous release \
+         tag; never revert the database schema.\n\n## Seeding\n\nSeed the fixtures once, \
+         inside a transaction.\n",
+    )
+    .unwrap();
+    env.json(&["reindex", handbook.to_str().unwrap()]);
+    let (agent, agent_id) = mint(&env, &["--issue", "SHOP-2", "--agent-type", "worker"]);
+    // Another agent's token for the checks after the page revoked the first.
+    let (checker, _) = mint(&env, &["--issue", "SHOP-2", "--agent-type", "worker"]);
     let d = Daemon::start(&env, &[], &[]);
     let human = env.json(&["session", "new", "--human", "--name", "alice"]);
     let login_url = human["login_url"].as_str().unwrap().to_string();
@@ -72,7 +88,7 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
     let shots = std::env::var_os("CAIRN_UI_SHOTS")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| env.path().join("shots"));
-    let plan = json!({
+    let mut plan = json!({
         "base": d.url().trim_end_matches("/mcp"),
         "login_url": login_url,
         "agent_token": agent,
@@ -84,11 +100,58 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
         "old": added[3],
         "new": added[4],
     });
+    // SHOP-2's trail: a finding and two comments, one of them hostile.
+    for (tool, args) in [
+        (
+            "add_finding",
+            json!({"category": "bug", "summary": "the seed step runs twice"}),
+        ),
+        (
+            "add_comment",
+            json!({"content": "Seed once, inside a transaction."}),
+        ),
+        (
+            "add_comment",
+            json!({"content": "<script>window.__pwned=2</script> fixed?"}),
+        ),
+    ] {
+        assert_eq!(d.call(&agent, tool, args)["isError"], false);
+    }
+    let ready = env.path().join("ready");
+    let tampered = env.path().join("tampered");
+    plan["issue"] = json!("SHOP-2");
+    plan["vault_query"] = json!("how do I roll back a release");
+    plan["agent_id"] = json!(agent_id);
+    plan["ready"] = json!(ready);
+    plan["tampered"] = json!(tampered);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/web_ui.py");
-    let out = piped(
-        Command::new("python3").arg(script),
-        plan.to_string().as_bytes(),
-    );
+    let mut child = Command::new("python3")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(plan.to_string().as_bytes())
+        .unwrap();
+    // Once the browser has seen the trail verified, forge its second record.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while !ready.exists() && Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if ready.exists() {
+        env.tamper(
+            &[("trail_records", "trail_records_no_update")],
+            "UPDATE trail_records SET body = '{\"content\":\"forged\"}' WHERE position = 2 \
+             AND issue_id = (SELECT id FROM issues WHERE identifier = 'SHOP-2');",
+        );
+        std::fs::write(&tampered, "tampered").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
     let seen: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "web_ui.py printed no JSON ({e}):\n{}\n{}",
@@ -169,7 +232,7 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
             .contains(&json!("verified"))
     );
     assert_eq!(seen["superseded"]["by"], added[4].as_str(), "{seen:#}");
-    let hits = d.call(&agent, "search_learnings", json!({"query": query}));
+    let hits = d.call(&checker, "search_learnings", json!({"query": query}));
     let first = hits["structuredContent"]["results"]
         .as_array()
         .unwrap()
@@ -178,10 +241,10 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
         .unwrap_or_else(|| panic!("{hits}"));
     assert_eq!(first["verified"], true, "{first}");
     let webhook = "payment webhook retries idempotent handler";
-    let shown = ids(&d.call(&agent, "search_learnings", json!({"query": webhook})));
+    let shown = ids(&d.call(&checker, "search_learnings", json!({"query": webhook})));
     assert!(!shown.contains(&added[3]), "superseded left out: {shown:?}");
     let all = d.call(
-        &agent,
+        &checker,
         "search_learnings",
         json!({"query": webhook, "include_superseded": true}),
     );
@@ -197,6 +260,86 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
         history.to_string().contains("person:alice"),
         "the person is recorded: {history}"
     );
+    // The issues, one trail verified, then broken where it was forged.
+    assert!(
+        seen["issues"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("SHOP-2")),
+        "{seen:#}"
+    );
+    let issue = &seen["issue"];
+    assert!(
+        issue["verified"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("3 records"),
+        "{seen:#}"
+    );
+    assert!(issue["broken"].is_null(), "{seen:#}");
+    assert!(
+        issue["comments"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("<script>window.__pwned=2</script> fixed?")),
+        "{seen:#}"
+    );
+    assert_eq!(issue["scripts"], 0, "{seen:#}");
+    assert!(issue["pwned"].is_null(), "{seen:#}");
+    let t = &seen["tampered"];
+    assert!(t["verified"].is_null(), "{seen:#}");
+    assert!(
+        t["broken"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("does not verify"),
+        "{seen:#}"
+    );
+    assert_eq!(
+        t["breaks"][0][0], "2",
+        "the break is at the forged record: {seen:#}"
+    );
+    assert_eq!(t["breaks"][0][2], "content", "{seen:#}");
+
+    // The vault: the collection, a search with heading paths, the document's chunks.
+    let vault = &seen["vault"];
+    assert_eq!(vault["collections"], json!(["handbook"]), "{seen:#}");
+    assert_eq!(vault["hits"][0], "deploy.md", "{seen:#}");
+    assert_eq!(
+        vault["headings"][0], "Deploy guide > Rolling back",
+        "{seen:#}"
+    );
+    assert_eq!(seen["document"]["title"], "Document · Cairn", "{seen:#}");
+    assert!(
+        seen["document"]["chunks"].as_u64().unwrap() >= 2,
+        "{seen:#}"
+    );
+    // The service: this daemon's calls per tool, the learnings, the tokens; the agent's
+    // token revoked on the page is refused on /mcp.
+    let service = &seen["service"];
+    assert!(
+        service["tools"]["search_learnings"]
+            .as_str()
+            .unwrap_or_default()
+            .parse::<u64>()
+            .unwrap_or(0)
+            >= 1,
+        "{seen:#}"
+    );
+    assert_eq!(
+        service["learnings"],
+        (LESSONS.len() + HOSTILE.len()).to_string(),
+        "{seen:#}"
+    );
+    assert_eq!(service["tokens"][&agent_id], "active", "{seen:#}");
+    assert_eq!(seen["revoked"]["state"], "revoked", "{seen:#}");
+    let (status, body) = d.rpc(&agent, "tools/list", json!({}));
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (401, &json!("TOKEN_REVOKED")),
+        "{body}"
+    );
+
     // Cross-site requests change nothing.
     let cross = &seen["cross_site"];
     for k in ["foreign_origin", "no_origin", "wrong_token", "no_token"] {

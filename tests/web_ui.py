@@ -12,6 +12,7 @@ it. This script asserts nothing itself, except that the browser runs.
 
 import json
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -159,6 +160,56 @@ def main() -> None:
         }
         driver.get(f"{base}/ui/learnings/{plan['verify']}")
         out["quality_after_cross_site"] = driver.find_element(By.CSS_SELECTOR, "dd.quality").text
+        # Issues: the list, one issue's trail verified; then (the test tampers with a
+        # row of the database) the same page says where the chain breaks.
+        driver.get(f"{base}/ui/issues")
+        out["issues"] = [tr.get_attribute("data-id") for tr in driver.find_elements(By.CSS_SELECTOR, "tr.issue")]
+        driver.find_element(By.LINK_TEXT, plan["issue"]).click()
+        out["issue"] = {"url": driver.current_url,
+                        "verified": text_of(driver, "p.verified"),
+                        "broken": text_of(driver, "p.broken"),
+                        "comments": [e.text for e in driver.find_elements(By.CSS_SELECTOR, "p.content")],
+                        "scripts": len(driver.find_elements(By.TAG_NAME, "script")),
+                        "pwned": driver.execute_script("return window.__pwned === undefined ? null : window.__pwned")}
+        out["shots"]["issue"] = shot(driver, shots, "issue")
+        Path(plan["ready"]).write_text("ready")
+        deadline = time.time() + 120
+        while not Path(plan["tampered"]).exists():
+            if time.time() > deadline:
+                raise TimeoutError("the test did not tamper with the trail")
+            time.sleep(0.05)
+        driver.refresh()
+        out["tampered"] = {"verified": text_of(driver, "p.verified"),
+                           "broken": text_of(driver, "p.broken"),
+                           "breaks": [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+                                      for tr in driver.find_elements(By.CSS_SELECTOR, "tr.break")]}
+        out["shots"]["tampered"] = shot(driver, shots, "tampered")
+        # The vault: collections with their freshness, a search, a document's chunks.
+        driver.get(f"{base}/ui/vault")
+        out["vault"] = {"collections": [tr.get_attribute("data-id")
+                                        for tr in driver.find_elements(By.CSS_SELECTOR, "tr.collection")]}
+        driver.find_element(By.NAME, "q").send_keys(plan["vault_query"])
+        driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+        out["vault"]["hits"] = [li.get_attribute("data-path") for li in driver.find_elements(By.CSS_SELECTOR, "li.chunk")]
+        out["vault"]["headings"] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "li.chunk .headings")]
+        out["shots"]["vault"] = shot(driver, shots, "vault")
+        driver.find_element(By.CSS_SELECTOR, "li.chunk .where a").click()
+        out["document"] = {"title": driver.title,
+                           "chunks": len(driver.find_elements(By.CSS_SELECTOR, "li.chunk")),
+                           "headings": [e.text for e in driver.find_elements(By.CSS_SELECTOR, "li.chunk .headings")]}
+        # The service: per-tool calls, index sizes, tokens; revoke the agent's token.
+        driver.get(f"{base}/ui/service")
+        out["service"] = {
+            "tools": {tr.get_attribute("data-id"): tr.find_element(By.CSS_SELECTOR, "td.calls").text
+                      for tr in driver.find_elements(By.CSS_SELECTOR, "tr.tool")},
+            "learnings": text_of(driver, "dd.learnings"),
+            "tokens": {tr.get_attribute("data-id"): tr.find_element(By.CSS_SELECTOR, "td.state").text
+                       for tr in driver.find_elements(By.CSS_SELECTOR, "tr.token")},
+        }
+        out["shots"]["service"] = shot(driver, shots, "service")
+        driver.find_element(By.CSS_SELECTOR, f"tr.token[data-id='{plan['agent_id']}'] button[value=revoke]").click()
+        out["revoked"] = {"url": driver.current_url,
+                          "state": text_of(driver, f"tr.token[data-id='{plan['agent_id']}'] td.state")}
         # The login URL works once.
         driver.delete_all_cookies()
         driver.get(plan["login_url"])

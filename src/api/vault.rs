@@ -5,7 +5,7 @@
 use crate::context::WorkContext;
 use crate::error::Result;
 use crate::vault::Vault;
-use crate::vault::browse::{DocumentPage, DocumentText};
+use crate::vault::browse::{DocumentPage, DocumentText, StoredChunk};
 use crate::vault::documents::VaultHit;
 use crate::vault::follow::{FollowHost, FollowScope, Follower, Freshness, Shared};
 use crate::vault::reindex::{ReindexOptions, ReindexProgress, ReindexSummary};
@@ -167,6 +167,11 @@ impl Cairn {
     ) -> Result<DocumentText> {
         self.vault()
             .document_text(work, collections, collection, path)
+    }
+
+    /// The stored chunks of one indexed document, in order (the web page).
+    pub fn vault_document_chunks(&self, collection: &str, path: &str) -> Result<Vec<StoredChunk>> {
+        self.vault().document_chunks(collection, path)
     }
 
     /// A mark of the list of `collections` (all when `None`) that moves when a document

@@ -53,6 +53,18 @@ pub struct DocumentText {
     pub indexed: bool,
 }
 
+/// One stored chunk of a document (the web page's document view).
+#[derive(Debug, Clone)]
+pub struct StoredChunk {
+    /// Position in the document, from 0.
+    pub ordinal: i64,
+    /// The headings above it, outermost first.
+    pub heading_path: Vec<String>,
+    pub line_start: i64,
+    pub line_end: i64,
+    pub text: String,
+}
+
 /// The collections filter as SQL: `None` is every collection.
 fn among(c: &Conn<'_>, collections: Option<&[String]>, param: &str) -> (String, String) {
     match collections {
@@ -79,6 +91,31 @@ fn entry(r: &crate::db::Row) -> Result<DocumentEntry> {
 }
 
 impl Vault<'_> {
+    /// The chunks of the most recently indexed `(collection, path)`, in order (none
+    /// when it is not indexed).
+    pub fn document_chunks(&self, collection: &str, path: &str) -> Result<Vec<StoredChunk>> {
+        self.store.read(|c| {
+            c.query_map(
+                "SELECT ordinal, heading_path, line_start, line_end, text FROM vault_chunks
+                 WHERE document_id = (SELECT id FROM vault_documents
+                                      WHERE collection = ?1 AND path = ?2
+                                      ORDER BY indexed_at DESC, id DESC LIMIT 1)
+                 ORDER BY ordinal",
+                params![collection, path],
+                |r| {
+                    let headings: String = r.get(1)?;
+                    Ok(StoredChunk {
+                        ordinal: r.get(0)?,
+                        heading_path: serde_json::from_str(&headings).unwrap_or_default(),
+                        line_start: r.get(2)?,
+                        line_end: r.get(3)?,
+                        text: r.get(4)?,
+                    })
+                },
+            )
+        })
+    }
+
     /// The documents of `collections` (every collection when `None`) in `(collection,
     /// path)` order, after `after`, at most `limit` (capped at [`MAX_PAGE`]).
     pub fn documents(

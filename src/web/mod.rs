@@ -10,7 +10,9 @@
 //! interpolates, the Content-Security-Policy forbids every script and every source but
 //! the page's own stylesheet, and no link is made from stored text.
 
+mod issues;
 mod pages;
+mod service;
 
 use std::sync::Arc;
 
@@ -44,6 +46,12 @@ pub fn routes<S: Clone + Send + Sync + 'static>(cairn: Arc<Cairn>) -> Router<S> 
         .route("/learnings", get(pages::learnings))
         .route("/learnings/{id}", get(pages::learning))
         .route("/learnings/{id}/{action}", post(pages::act))
+        .route("/issues", get(issues::list))
+        .route("/issues/{identifier}", get(issues::issue))
+        .route("/vault", get(service::vault))
+        .route("/vault/{collection}", get(service::document))
+        .route("/service", get(service::service))
+        .route("/tokens/{id}/revoke", post(service::revoke))
         .route("/cairn.css", get(css))
         .layer(middleware::from_fn(secure_headers))
         .with_state(Web { cairn })
@@ -219,6 +227,9 @@ fn page(title: &str, person: Option<&Person>, content: Markup) -> Html<String> {
                     @if let Some(p) = person {
                         nav {
                             a href="/ui/learnings" { "Learnings" }
+                            a href="/ui/issues" { "Issues" }
+                            a href="/ui/vault" { "Vault" }
+                            a href="/ui/service" { "Service" }
                         }
                         span.who { (p.actor) }
                     }

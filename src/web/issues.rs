@@ -1,0 +1,203 @@
+//! The issues pages: the list with filters, and one issue's trail with whether its hash
+//! chain (and the Merkle roots frozen over it) still verify.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::issues::{IssueFilter, Limit, Status};
+use crate::trail::TrailVerification;
+use crate::trail::board::IssueDetails;
+
+use super::{Web, failed, page, person};
+
+/// The list's filters.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct IssuesQuery {
+    /// A project's slug or id; empty: every project.
+    #[serde(default)]
+    project: String,
+    /// A status (`todo`, `in_progress`, ...); empty: any.
+    #[serde(default)]
+    status: String,
+}
+
+/// The text of a serialized value (an enum's name).
+fn name(v: impl serde::Serialize) -> String {
+    match serde_json::to_value(v) {
+        Ok(Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// `GET /ui/issues`.
+pub(super) async fn list(
+    State(w): State<Web>,
+    headers: HeaderMap,
+    Query(q): Query<IssuesQuery>,
+) -> Response {
+    let who = match person(&w, &headers).await {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let status: Option<Status> = match q.status.trim() {
+        "" => None,
+        s => match serde_json::from_value(Value::String(s.to_string())) {
+            Ok(s) => Some(s),
+            Err(_) => {
+                return problem(&who.person, &format!("{s:?} is not an issue status"));
+            }
+        },
+    };
+    let filter = IssueFilter {
+        project: Some(q.project.trim().to_string()).filter(|p| !p.is_empty()),
+        statuses: status.into_iter().collect(),
+        label: None,
+        limit: Limit::At(500),
+    };
+    let cairn = w.cairn.clone();
+    let listed = tokio::task::spawn_blocking(move || cairn.list_issues(&filter))
+        .await
+        .unwrap_or_else(|e| Err(crate::Error::Internal(e.to_string())));
+    let issues = match listed {
+        Ok(i) => i,
+        Err(e) if e.kind() == crate::error::ErrorKind::Internal => return failed(&e.to_string()),
+        Err(e) => return problem(&who.person, &e.to_string()),
+    };
+    let body = html! {
+        h1 { "Issues" }
+        form method="get" action="/ui/issues" {
+            input type="text" name="project" value=(q.project) placeholder="project (all)";
+            input type="text" name="status" value=(q.status) placeholder="status (any)";
+            button type="submit" { "Filter" }
+        }
+        p.count { (issues.len()) " issues" }
+        table.issues {
+            tr { th { "issue" } th { "title" } th { "status" } th { "priority" } th { "project" } th { "updated" } }
+            @for i in &issues {
+                tr.issue data-id=(i.identifier) {
+                    td { a href=(format!("/ui/issues/{}", i.identifier)) { (i.identifier) } }
+                    td { (i.title) }
+                    td { (name(i.status)) }
+                    td { (i.priority) }
+                    td { (i.project_slug) }
+                    td { (i.updated_at) }
+                }
+            }
+        }
+    };
+    page("Issues", Some(&who.person), body).into_response()
+}
+
+/// `GET /ui/issues/{identifier}`: the issue, its trail, and whether the trail verifies.
+pub(super) async fn issue(
+    State(w): State<Web>,
+    headers: HeaderMap,
+    Path(identifier): Path<String>,
+) -> Response {
+    let who = match person(&w, &headers).await {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let cairn = w.cairn.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let details = cairn.issue_details(&identifier)?;
+        let verification = cairn.verify_trail(&details.issue.id)?;
+        Ok::<_, crate::Error>((details, verification))
+    })
+    .await
+    .unwrap_or_else(|e| Err(crate::Error::Internal(e.to_string())));
+    match read {
+        Ok((d, v)) => {
+            page(&d.issue.identifier, Some(&who.person), issue_page(&d, &v)).into_response()
+        }
+        Err(e) if e.kind() == crate::error::ErrorKind::Internal => failed(&e.to_string()),
+        Err(e) => problem(&who.person, &e.to_string()),
+    }
+}
+
+fn issue_page(d: &IssueDetails, v: &TrailVerification) -> Markup {
+    let i = &d.issue;
+    html! {
+        h1 { (i.identifier) " · " (i.title) }
+        dl.provenance {
+            dt { "status" } dd.status { (name(i.status)) }
+            dt { "priority" } dd { (i.priority) }
+            dt { "project" } dd { (i.project_slug) }
+            dt { "assignee" } dd { (i.assignee) }
+            dt { "created" } dd { (i.created_at) }
+            dt { "updated" } dd { (i.updated_at) }
+        }
+        @if !i.description.is_empty() { p.description { (i.description) } }
+        h2 { "Trail" }
+        @if v.intact {
+            p.verified { "The trail verifies: " (v.total_records) " records, head " code { (v.head_hash) } "." }
+        } @else {
+            p.broken { "The trail does not verify: " (v.broken.len()) " broken of " (v.total_records) " records." }
+            table.broken {
+                tr { th { "position" } th { "record" } th { "problem" } th { "detail" } }
+                @for b in &v.broken {
+                    tr.break {
+                        td.position { (b.position) }
+                        td.record { (b.record_id) }
+                        td.problem { (b.problem) }
+                        td {
+                            @if let Some(d) = &b.detail { (d) } @else {
+                                "expected " code { (b.expected_hash) } ", stored " code { (b.actual_hash) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Findings" }
+        table.findings {
+            tr { th { "#" } th { "category" } th { "summary" } th { "processed" } }
+            @for f in &d.findings {
+                tr { td { (f.position) } td { (f.category) } td { (f.summary) } td { (f.processed) } }
+            }
+        }
+        h2 { "Comments" }
+        @for c in &d.comments {
+            div.comment {
+                p.meta { "#" (c.position) " · " (c.actor) " · " (c.created_at) }
+                p.content { (c.content) }
+            }
+        }
+        h2 { "Pull requests" }
+        ul {
+            @for pr in &d.pull_requests {
+                li { (serde_json::to_string(pr).unwrap_or_default()) }
+            }
+        }
+        h2 { "Status history" }
+        ul {
+            @for s in &d.status_history {
+                li { (serde_json::to_string(s).unwrap_or_default()) }
+            }
+        }
+        h2 { "Learnings recorded here" }
+        ul {
+            @for l in &d.learnings {
+                li { a href=(format!("/ui/learnings/{}", l.id)) { (l.pattern) } }
+            }
+        }
+    }
+}
+
+fn problem(who: &crate::tokens::Person, message: &str) -> Response {
+    let body = page(
+        "Not found",
+        Some(who),
+        html! {
+            h1 { "Not found" }
+            p.error { (message) }
+            p { a href="/ui/issues" { "Back to the issues" } }
+        },
+    );
+    (StatusCode::NOT_FOUND, body).into_response()
+}
