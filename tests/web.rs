@@ -182,6 +182,31 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
     );
     assert_eq!(login["http_only"], true, "{seen:#}");
     assert_eq!(login["same_site"], "Strict", "{seen:#}");
+    // The pictures: learnings over time (8 added today) and the quality distribution,
+    // SVG with shapes and labels, no script.
+    let pictures = &seen["pictures"];
+    let over_time = &pictures["picture over-time"];
+    let quality = &pictures["picture quality"];
+    for p in [over_time, quality] {
+        assert_eq!(p["svgs"], 1, "{seen:#}");
+        assert!(p["shapes"].as_u64().unwrap() > 3, "{seen:#}");
+    }
+    assert!(
+        over_time["text"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("Learnings per day")),
+        "{seen:#}"
+    );
+    // One day of activity: a point for each of added, confirmed and superseded.
+    assert!(over_time["points"].as_u64().unwrap() >= 3, "{seen:#}");
+    assert!(
+        quality["text"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("Quality scores")),
+        "{seen:#}"
+    );
     // The same order as the tool.
     assert_eq!(seen["search"]["hits"], json!(expected), "{seen:#}");
     // Hostile text is shown as text: no element, no script, no alert, no live link.
@@ -332,6 +357,13 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
         "{seen:#}"
     );
     assert_eq!(service["tokens"][&agent_id], "active", "{seen:#}");
+    assert!(
+        service["latency_pictures"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("search_learnings")),
+        "a latency histogram per tool: {seen:#}"
+    );
     assert_eq!(seen["revoked"]["state"], "revoked", "{seen:#}");
     let (status, body) = d.rpc(&agent, "tools/list", json!({}));
     assert_eq!(

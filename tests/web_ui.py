@@ -103,6 +103,17 @@ def main() -> None:
         out["login"] = {"url": driver.current_url, "title": driver.title,
                         "http_only": cookie.get("httpOnly"), "same_site": cookie.get("sameSite"),
                         "path": cookie.get("path")}
+        # Without a query: the pictures, drawn as SVG on the server.
+        out["pictures"] = {
+            f.get_attribute("class"): {
+                "svgs": len(f.find_elements(By.TAG_NAME, "svg")),
+                "shapes": len(f.find_elements(By.CSS_SELECTOR, "svg rect, svg polyline, svg path")),
+                "points": len(f.find_elements(By.CSS_SELECTOR, "svg circle")),
+                "text": [t.text for t in f.find_elements(By.TAG_NAME, "text")][:40],
+            }
+            for f in driver.find_elements(By.CSS_SELECTOR, "figure.picture")
+        }
+        out["shots"]["pictures"] = shot(driver, shots, "pictures")
         search(driver, plan["query"], plan["project"])
         out["search"] = {"url": driver.current_url, "hits": hits(driver)}
         out["shots"]["learnings"] = shot(driver, shots, "learnings")
@@ -203,6 +214,9 @@ def main() -> None:
             "tools": {tr.get_attribute("data-id"): tr.find_element(By.CSS_SELECTOR, "td.calls").text
                       for tr in driver.find_elements(By.CSS_SELECTOR, "tr.tool")},
             "learnings": text_of(driver, "dd.learnings"),
+            "latency_pictures": [f.get_attribute("data-id")
+                                 for f in driver.find_elements(By.CSS_SELECTOR, "figure.latency")
+                                 if f.find_elements(By.CSS_SELECTOR, "svg rect")],
             "tokens": {tr.get_attribute("data-id"): tr.find_element(By.CSS_SELECTOR, "td.state").text
                        for tr in driver.find_elements(By.CSS_SELECTOR, "tr.token")},
         }

@@ -2,8 +2,8 @@
 
 use crate::error::Result;
 use crate::learnings::{
-    Added, IndexerStats, Learning, LearningDetail, LearningSearch, Learnings, NewFeedback,
-    NewLearning, Ranking, ReindexReport, SearchResults, Sizes,
+    Activity, Added, IndexerStats, Learning, LearningDetail, LearningSearch, Learnings,
+    NewFeedback, NewLearning, Ranking, ReindexReport, SearchResults, Sizes,
 };
 
 use super::Cairn;
@@ -42,6 +42,12 @@ impl Cairn {
     /// How many learnings there are, and how many wait for their embedding.
     pub fn learnings_sizes(&self) -> Result<Sizes> {
         self.learnings().sizes()
+    }
+
+    /// Learnings added, confirmed and superseded per day over the last `days` days that
+    /// saw any, and the quality scores' distribution.
+    pub fn learnings_activity(&self, days: usize) -> Result<Activity> {
+        self.learnings().activity(days)
     }
 
     /// What the background indexer has done.

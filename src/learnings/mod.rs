@@ -38,7 +38,7 @@ pub use index::{IndexerStats, LearningIndex, Ranking, SearchScope};
 pub(crate) use lifecycle::issue_approved;
 pub use lifecycle::{DUPLICATE_COSINE, FeedbackCounts, Outcome, same_lesson, word_overlap};
 pub use query::{STOP_WORDS, ScoreBreakdown};
-pub use sizes::Sizes;
+pub use sizes::{Activity, Day, Sizes};
 
 use crate::base::{new_id, now_iso};
 use crate::error::{Error, FieldError, Result};

@@ -1,6 +1,8 @@
 //! How many learnings there are and how many still wait for their embedding (the
-//! daemon's metrics, docs/metrics.md).
+//! daemon's metrics, docs/metrics.md), and what happened to them over time (the web
+//! page's pictures, docs/web.md).
 
+use crate::db::params;
 use crate::error::Result;
 
 use super::Learnings;
@@ -27,6 +29,65 @@ impl Learnings<'_> {
                     pending_embeddings: r.get::<_, i64>(1)? as u64,
                 })
             })
+        })
+    }
+}
+
+/// One day of learnings' activity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Day {
+    /// `YYYY-MM-DD` (UTC).
+    pub day: String,
+    pub created: u64,
+    /// Lessons recorded again and merged into an existing learning.
+    pub confirmed: u64,
+    pub superseded: u64,
+}
+
+/// What happened to the learnings (the web page's pictures).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Activity {
+    /// The last `days` days with any activity, oldest first.
+    pub days: Vec<Day>,
+    /// Learnings per quality score in tens: `quality[i]` counts scores `10i..10i+9`,
+    /// `quality[10]` the 100s.
+    pub quality: [u64; 11],
+}
+
+impl Learnings<'_> {
+    /// Learnings added, confirmed and superseded per day over the last `days` days that
+    /// saw any, and the quality scores' distribution.
+    pub fn activity(&self, days: usize) -> Result<Activity> {
+        self.store.read(|c| {
+            let rows = c.query_map(
+                "SELECT substr(at, 1, 10) AS day,
+                        sum(CASE WHEN event = 'created' THEN 1 ELSE 0 END),
+                        sum(CASE WHEN event = 'merged' THEN 1 ELSE 0 END),
+                        sum(CASE WHEN event = 'superseded' THEN 1 ELSE 0 END)
+                 FROM learning_history
+                 WHERE event IN ('created', 'merged', 'superseded')
+                 GROUP BY substr(at, 1, 10) ORDER BY day DESC LIMIT ?1",
+                params![days as i64],
+                |r| {
+                    Ok(Day {
+                        day: r.get(0)?,
+                        created: r.get::<_, i64>(1)? as u64,
+                        confirmed: r.get::<_, i64>(2)? as u64,
+                        superseded: r.get::<_, i64>(3)? as u64,
+                    })
+                },
+            )?;
+            let mut quality = [0u64; 11];
+            for (bucket, n) in c.query_map(
+                "SELECT quality_score / 10, count(*) FROM learnings GROUP BY quality_score / 10",
+                [],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+            )? {
+                quality[bucket.clamp(0, 10) as usize] += n as u64;
+            }
+            let mut days = rows;
+            days.reverse();
+            Ok(Activity { days, quality })
         })
     }
 }

@@ -10,6 +10,7 @@
 //! interpolates, the Content-Security-Policy forbids every script and every source but
 //! the page's own stylesheet, and no link is made from stored text.
 
+mod charts;
 mod issues;
 mod pages;
 mod service;

@@ -4,7 +4,7 @@
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use maud::{Markup, html};
+use maud::{Markup, PreEscaped, html};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -43,6 +43,20 @@ pub(super) async fn learnings(
         Err(r) => return r,
     };
     let query = q.q.trim().to_string();
+    // Without a query, the pictures: what the learnings did over time, their quality.
+    let pictures = if query.is_empty() {
+        let cairn = w.cairn.clone();
+        match tokio::task::spawn_blocking(move || cairn.learnings_activity(30)).await {
+            Ok(Ok(a)) => Some((
+                super::charts::learnings_over_time(&a),
+                super::charts::quality_distribution(&a),
+            )),
+            Ok(Err(e)) => return failed(&e.to_string()),
+            Err(e) => return failed(&e.to_string()),
+        }
+    } else {
+        None
+    };
     let hits = if query.is_empty() {
         Ok(None)
     } else {
@@ -90,6 +104,10 @@ pub(super) async fn learnings(
         }
         @if let Some(e) = &error {
             p.error { (e) }
+        }
+        @if let Some((over_time, quality)) = &pictures {
+            figure.picture.over-time { (PreEscaped(over_time)) }
+            figure.picture.quality { (PreEscaped(quality)) }
         }
         @if let Some(shown) = &shown {
             p.count { (shown.len()) " learnings" }

@@ -4,7 +4,7 @@
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use maud::html;
+use maud::{PreEscaped, html};
 use serde::Deserialize;
 
 use crate::tokens::Person;
@@ -218,6 +218,11 @@ pub(super) async fn service(State(w): State<Web>, headers: HeaderMap) -> Respons
                     td { (s.tool) } td.calls { (s.calls) } td { (s.errors) }
                     td { (ms(s.p50_ms)) } td { (ms(s.p95_ms)) } td { (format!("{:.2} ms", s.mean_ms)) }
                 }
+            }
+        }
+        div.latencies {
+            @for s in &stats {
+                figure.picture.latency data-id=(s.tool) { (PreEscaped(super::charts::latency(s))) }
             }
         }
         h2 { "Session tokens" }
