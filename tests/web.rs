@@ -97,6 +97,7 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
         "hostile_query": "release notes admin view rendering",
         "shots": shots,
         "verify": added[0],
+        "flag": added[1],
         "old": added[3],
         "new": added[4],
     });
@@ -265,6 +266,25 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
         .find(|h| h["id"] == added[0].as_str())
         .unwrap_or_else(|| panic!("{hits}"));
     assert_eq!(first["verified"], true, "{first}");
+    assert_eq!(seen["flagged"]["flag"], "wrong, needs review", "{seen:#}");
+    assert!(
+        seen["flagged"]["events"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("flagged"))
+    );
+    let found = d.call(
+        &checker,
+        "search_learnings",
+        json!({"query": "seeding fixtures twice duplicates rows"}),
+    );
+    let flagged = found["structuredContent"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["id"] == added[1].as_str())
+        .unwrap_or_else(|| panic!("{found}"));
+    assert_eq!(flagged["needs_review"], true, "{flagged}");
     let webhook = "payment webhook retries idempotent handler";
     let shown = ids(&d.call(&checker, "search_learnings", json!({"query": webhook})));
     assert!(!shown.contains(&added[3]), "superseded left out: {shown:?}");

@@ -23,6 +23,8 @@ from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 
 def browser() -> webdriver.Chrome:
@@ -65,6 +67,14 @@ def text_of(driver, css: str):
     return found[0].text if found else None
 
 
+def submit(driver, css: str, by=By.CSS_SELECTOR) -> None:
+    """Click the button or link `css` and wait until the page it was on is gone (a click
+    does not always wait for the navigation it starts)."""
+    button = driver.find_element(by, css)
+    button.click()
+    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(button))
+
+
 def hits(driver) -> list:
     return [li.get_attribute("data-id") for li in driver.find_elements(By.CSS_SELECTOR, "li.hit")]
 
@@ -76,7 +86,7 @@ def search(driver, query: str, project: str) -> None:
     p = driver.find_element(By.NAME, "project")
     p.clear()
     p.send_keys(project)
-    driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    submit(driver, "form button[type=submit]")
 
 
 def main() -> None:
@@ -133,15 +143,21 @@ def main() -> None:
         # Curate: verify one learning, supersede another by a third, on their pages.
         driver.get(f"{base}/ui/learnings/{plan['verify']}")
         driver.find_element(By.NAME, "note").send_keys("checked against the runbook")
-        driver.find_element(By.CSS_SELECTOR, "button[value=verify]").click()
+        submit(driver, "button[value=verify]")
         out["verified"] = {"url": driver.current_url,
                            "page": driver.find_element(By.TAG_NAME, "body").text,
                            "verified": text_of(driver, "dd.verified"),
                            "events": [e.text for e in driver.find_elements(By.CSS_SELECTOR, "td.event")]}
         out["shots"]["learning"] = shot(driver, shots, "learning")
+        driver.get(f"{base}/ui/learnings/{plan['flag']}")
+        driver.find_element(By.CSS_SELECTOR, "form[action$='/flag'] input[name=note]").send_keys(
+            "the seed step moved into the migrations")
+        submit(driver, "button[value=flag]")
+        out["flagged"] = {"flag": text_of(driver, "dd.flag"),
+                          "events": [e.text for e in driver.find_elements(By.CSS_SELECTOR, "td.event")]}
         driver.get(f"{base}/ui/learnings/{plan['old']}")
         driver.find_element(By.NAME, "by").send_keys(plan["new"])
-        driver.find_element(By.CSS_SELECTOR, "button[value=supersede]").click()
+        submit(driver, "button[value=supersede]")
         out["superseded"] = {"url": driver.current_url,
                              "page": driver.find_element(By.TAG_NAME, "body").text,
                              "by": text_of(driver, "dd.superseded")}
@@ -175,7 +191,7 @@ def main() -> None:
         # row of the database) the same page says where the chain breaks.
         driver.get(f"{base}/ui/issues")
         out["issues"] = [tr.get_attribute("data-id") for tr in driver.find_elements(By.CSS_SELECTOR, "tr.issue")]
-        driver.find_element(By.LINK_TEXT, plan["issue"]).click()
+        submit(driver, plan["issue"], By.LINK_TEXT)
         out["issue"] = {"url": driver.current_url,
                         "verified": text_of(driver, "p.verified"),
                         "broken": text_of(driver, "p.broken"),
@@ -200,11 +216,11 @@ def main() -> None:
         out["vault"] = {"collections": [tr.get_attribute("data-id")
                                         for tr in driver.find_elements(By.CSS_SELECTOR, "tr.collection")]}
         driver.find_element(By.NAME, "q").send_keys(plan["vault_query"])
-        driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+        submit(driver, "form button[type=submit]")
         out["vault"]["hits"] = [li.get_attribute("data-path") for li in driver.find_elements(By.CSS_SELECTOR, "li.chunk")]
         out["vault"]["headings"] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "li.chunk .headings")]
         out["shots"]["vault"] = shot(driver, shots, "vault")
-        driver.find_element(By.CSS_SELECTOR, "li.chunk .where a").click()
+        submit(driver, "li.chunk .where a")
         out["document"] = {"title": driver.title,
                            "chunks": len(driver.find_elements(By.CSS_SELECTOR, "li.chunk")),
                            "headings": [e.text for e in driver.find_elements(By.CSS_SELECTOR, "li.chunk .headings")]}
@@ -221,7 +237,7 @@ def main() -> None:
                        for tr in driver.find_elements(By.CSS_SELECTOR, "tr.token")},
         }
         out["shots"]["service"] = shot(driver, shots, "service")
-        driver.find_element(By.CSS_SELECTOR, f"tr.token[data-id='{plan['agent_id']}'] button[value=revoke]").click()
+        submit(driver, f"tr.token[data-id='{plan['agent_id']}'] button[value=revoke]")
         out["revoked"] = {"url": driver.current_url,
                           "state": text_of(driver, f"tr.token[data-id='{plan['agent_id']}'] td.state")}
         # The login URL works once.

@@ -105,6 +105,11 @@ impl Cairn {
         self.learnings().verify_learning(id, actor, note)
     }
 
+    /// A person says a learning is wrong: flagged for review, no longer verified.
+    pub fn flag_learning(&self, id: &str, actor: &str, note: Option<&str>) -> Result<Learning> {
+        self.learnings().flag_learning(id, actor, note)
+    }
+
     /// Set a learning's quality score (0-100); recorded in its history.
     pub fn rate_learning(
         &self,

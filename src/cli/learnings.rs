@@ -116,6 +116,17 @@ pub enum LearningsCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Flag a learning as wrong: it needs review and is no longer verified, until it is
+    /// verified again (recorded in its history).
+    Flag {
+        id: String,
+        /// Why, recorded in the learning's history.
+        #[arg(long)]
+        note: Option<String>,
+        /// Print the result as JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// Set a learning's quality score, 0-100 (recorded in its history).
     Rate {
         id: String,
@@ -353,6 +364,9 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
         )?,
         LearningsCmd::Verify { id, note, json } => {
             show(&cairn.verify_learning(&id, ACTOR, note.as_deref())?, json)?
+        }
+        LearningsCmd::Flag { id, note, json } => {
+            show(&cairn.flag_learning(&id, ACTOR, note.as_deref())?, json)?
         }
         LearningsCmd::Rate {
             id,

@@ -179,6 +179,14 @@ pub struct LearningSearch {
     pub include_superseded: bool,
 }
 
+/// What a person changes of a learning's standing.
+#[derive(Debug, Clone, Copy)]
+enum Standing {
+    Rate(u8),
+    Verify,
+    Flag,
+}
+
 /// One issue's verdict on a learning (`learning_feedback`).
 #[derive(Debug, Clone)]
 pub struct NewFeedback {
@@ -983,7 +991,13 @@ impl Learnings<'_> {
     /// Mark a learning verified by a person (which clears a review flag); recorded in
     /// its history.
     pub fn verify_learning(&self, id: &str, actor: &str, note: Option<&str>) -> Result<Learning> {
-        self.change_standing(id, "verified", None, actor, note)
+        self.change_standing(id, Standing::Verify, actor, note)
+    }
+
+    /// A person says a learning is wrong: it is flagged for review (`needs_review`) and
+    /// no longer verified, until someone verifies it again. Recorded in its history.
+    pub fn flag_learning(&self, id: &str, actor: &str, note: Option<&str>) -> Result<Learning> {
+        self.change_standing(id, Standing::Flag, actor, note)
     }
 
     /// Set a learning's quality score (0-100); from then on evidence no longer moves it.
@@ -1001,18 +1015,22 @@ impl Learnings<'_> {
                 format!("must be between 0 and {}", limits::QUALITY_MAX),
             ));
         }
-        self.change_standing(id, "rated", Some(score), actor, note)
+        self.change_standing(id, Standing::Rate(score), actor, note)
     }
 
     fn change_standing(
         &self,
         id: &str,
-        event: &str,
-        score: Option<u8>,
+        change: Standing,
         actor: &str,
         note: Option<&str>,
     ) -> Result<Learning> {
         let note = check_note(note)?;
+        let event = match change {
+            Standing::Rate(_) => "rated",
+            Standing::Verify => "verified",
+            Standing::Flag => "flagged",
+        };
         self.store.write(|tx| {
             let (quality, verified): (u8, bool) = tx
                 .query_opt(
@@ -1022,15 +1040,15 @@ impl Learnings<'_> {
                 )?
                 .ok_or_else(|| Error::not_found("learning", id))?;
             let now = now_iso();
-            match score {
-                Some(s) => {
+            match change {
+                Standing::Rate(s) => {
                     tx.execute(
                         "UPDATE learnings SET quality_score = ?2, rated = 1, updated_at = ?3
                          WHERE id = ?1",
                         params![id, s, now],
                     )?;
                 }
-                None => {
+                Standing::Verify => {
                     tx.execute(
                         "UPDATE learnings SET verified = 1, flagged = 0, updated_at = ?2
                          WHERE id = ?1",
@@ -1038,6 +1056,13 @@ impl Learnings<'_> {
                     )?;
                     // A verified learning keeps at least the prior (one rule, there).
                     lifecycle::requalify(tx, id, &now)?;
+                }
+                Standing::Flag => {
+                    tx.execute(
+                        "UPDATE learnings SET flagged = 1, verified = 0, updated_at = ?2
+                         WHERE id = ?1",
+                        params![id, now],
+                    )?;
                 }
             }
             lifecycle::record(

@@ -237,6 +237,11 @@ fn detail_page(d: &LearningDetail, who: &Visitor) -> Markup {
                 input type="text" name="note" placeholder="note (optional)";
                 button type="submit" name="go" value="verify" { "Verify" }
             }
+            form method="post" action=(action("flag")) {
+                input type="hidden" name="csrf" value=(who.csrf);
+                input type="text" name="note" placeholder="why it is wrong (optional)";
+                button type="submit" name="go" value="flag" { "Flag wrong" }
+            }
             form method="post" action=(action("rate")) {
                 input type="hidden" name="csrf" value=(who.csrf);
                 input type="number" name="score" min="0" max="100" value=(l.quality_score);
@@ -295,7 +300,7 @@ pub(super) struct ActForm {
     by: String,
 }
 
-/// `POST /ui/learnings/{id}/{verify|rate|supersede}`: recorded like any other write,
+/// `POST /ui/learnings/{id}/{verify|flag|rate|supersede}`: recorded like any other write,
 /// attributed to the person (`person:NAME`).
 pub(super) async fn act(
     State(w): State<Web>,
@@ -316,6 +321,7 @@ pub(super) async fn act(
     let target = id;
     let done = tokio::task::spawn_blocking(move || match action.as_str() {
         "verify" => cairn.verify_learning(&target, &actor, note.as_deref()),
+        "flag" => cairn.flag_learning(&target, &actor, note.as_deref()),
         "rate" => {
             let score = f
                 .score
@@ -334,7 +340,7 @@ pub(super) async fn act(
         "supersede" => cairn.supersede_learning(&target, f.by.trim(), &actor),
         other => Err(crate::Error::invalid(
             "action",
-            format!("{other:?} is not an action: verify, rate or supersede"),
+            format!("{other:?} is not an action: verify, flag, rate or supersede"),
         )),
     })
     .await
