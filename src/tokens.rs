@@ -133,15 +133,7 @@ pub fn mint(
     ttl: Duration,
     peer: Option<&str>,
 ) -> Result<Minted> {
-    if ttl.is_zero() || ttl > MAX_TTL {
-        return Err(Error::invalid(
-            "ttl",
-            format!(
-                "a token lives between 1 second and {} days",
-                MAX_TTL.as_secs() / 86400
-            ),
-        ));
-    }
+    check_ttl(ttl)?;
     let work = bind(store, args)?;
     let worktree = utf8_path("worktree_path", work.worktree_path.as_deref())?;
     let symphony = utf8_path("symphony_dir", work.symphony_dir.as_deref())?;
@@ -483,15 +475,7 @@ pub fn mint_person(store: &Store, name: &str, ttl: Duration) -> Result<Minted> {
             "a person's name is 1 to 64 letters, digits, '.', '_' or '-'",
         ));
     }
-    if ttl.is_zero() || ttl > MAX_TTL {
-        return Err(Error::invalid(
-            "ttl",
-            format!(
-                "a token lives between 1 second and {} days",
-                MAX_TTL.as_secs() / 86400
-            ),
-        ));
-    }
+    check_ttl(ttl)?;
     let token = format!("{TOKEN_PREFIX}{}", hex::encode(random_bytes()?));
     let hash = sha256_hex(&token);
     let id = public_id(&hash);
@@ -538,6 +522,20 @@ pub fn mint_person(store: &Store, name: &str, ttl: Duration) -> Result<Minted> {
             human: true,
         },
     })
+}
+
+/// A token lives between 1 second and [`MAX_TTL`].
+fn check_ttl(ttl: Duration) -> Result<()> {
+    if ttl.is_zero() || ttl > MAX_TTL {
+        return Err(Error::invalid(
+            "ttl",
+            format!(
+                "a token lives between 1 second and {} days",
+                MAX_TTL.as_secs() / 86400
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A person logged in to the web page.

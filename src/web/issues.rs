@@ -12,7 +12,7 @@ use crate::issues::{IssueFilter, Limit, Status};
 use crate::trail::TrailVerification;
 use crate::trail::board::IssueDetails;
 
-use super::{Web, failed, page, person};
+use super::{Web, page, person, problem, run};
 
 /// The list's filters.
 #[derive(Debug, Default, Deserialize)]
@@ -49,7 +49,11 @@ pub(super) async fn list(
         s => match serde_json::from_value(Value::String(s.to_string())) {
             Ok(s) => Some(s),
             Err(_) => {
-                return problem(&who.person, &format!("{s:?} is not an issue status"));
+                return problem(
+                    &who.person,
+                    StatusCode::BAD_REQUEST,
+                    &format!("{s:?} is not an issue status"),
+                );
             }
         },
     };
@@ -60,13 +64,13 @@ pub(super) async fn list(
         limit: Limit::At(500),
     };
     let cairn = w.cairn.clone();
-    let listed = tokio::task::spawn_blocking(move || cairn.list_issues(&filter))
-        .await
-        .unwrap_or_else(|e| Err(crate::Error::Internal(e.to_string())));
-    let issues = match listed {
+    let issues = match run(&who.person, StatusCode::BAD_REQUEST, move || {
+        cairn.list_issues(&filter)
+    })
+    .await
+    {
         Ok(i) => i,
-        Err(e) if e.kind() == crate::error::ErrorKind::Internal => return failed(&e.to_string()),
-        Err(e) => return problem(&who.person, &e.to_string()),
+        Err(r) => return r,
     };
     let body = html! {
         h1 { "Issues" }
@@ -104,19 +108,17 @@ pub(super) async fn issue(
         Err(r) => return r,
     };
     let cairn = w.cairn.clone();
-    let read = tokio::task::spawn_blocking(move || {
+    let read = run(&who.person, StatusCode::NOT_FOUND, move || {
         let details = cairn.issue_details(&identifier)?;
         let verification = cairn.verify_trail(&details.issue.id)?;
-        Ok::<_, crate::Error>((details, verification))
+        Ok((details, verification))
     })
-    .await
-    .unwrap_or_else(|e| Err(crate::Error::Internal(e.to_string())));
+    .await;
     match read {
         Ok((d, v)) => {
             page(&d.issue.identifier, Some(&who.person), issue_page(&d, &v)).into_response()
         }
-        Err(e) if e.kind() == crate::error::ErrorKind::Internal => failed(&e.to_string()),
-        Err(e) => problem(&who.person, &e.to_string()),
+        Err(r) => r,
     }
 }
 
@@ -187,17 +189,4 @@ fn issue_page(d: &IssueDetails, v: &TrailVerification) -> Markup {
             }
         }
     }
-}
-
-fn problem(who: &crate::tokens::Person, message: &str) -> Response {
-    let body = page(
-        "Not found",
-        Some(who),
-        html! {
-            h1 { "Not found" }
-            p.error { (message) }
-            p { a href="/ui/issues" { "Back to the issues" } }
-        },
-    );
-    (StatusCode::NOT_FOUND, body).into_response()
 }

@@ -186,6 +186,35 @@ fn cross_site(headers: &HeaderMap, visitor: &Visitor, token: &str) -> Option<Res
     None
 }
 
+/// Run `f` on the blocking pool. An internal error becomes the error page; any other
+/// the page saying what was wrong, with `status`.
+async fn run<T: Send + 'static>(
+    who: &Person,
+    status: StatusCode,
+    f: impl FnOnce() -> crate::Result<T> + Send + 'static,
+) -> Result<T, Response> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) if e.kind() == crate::error::ErrorKind::Internal => Err(failed(&e.to_string())),
+        Ok(Err(e)) => Err(problem(who, status, &e.to_string())),
+        Err(e) => Err(failed(&e.to_string())),
+    }
+}
+
+/// What was wrong with a request of a logged-in person, and the way back.
+fn problem(who: &Person, status: StatusCode, message: &str) -> Response {
+    let body = page(
+        "Not done",
+        Some(who),
+        html! {
+            h1 { "Not done" }
+            p.error { (message) }
+            p { a href="/ui/" { "Back to the page" } }
+        },
+    );
+    (status, body).into_response()
+}
+
 /// 401 with how to log in.
 fn refused(why: &str) -> Response {
     let body = page(

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::learnings::{Learning, LearningDetail, LearningHit, LearningSearch, SearchScope};
 
-use super::{Visitor, Web, cross_site, failed, page, person};
+use super::{Visitor, Web, cross_site, page, person, run};
 
 /// The learnings page's form.
 #[derive(Debug, Default, Deserialize)]
@@ -46,47 +46,45 @@ pub(super) async fn learnings(
     // Without a query, the pictures: what the learnings did over time, their quality.
     let pictures = if query.is_empty() {
         let cairn = w.cairn.clone();
-        match tokio::task::spawn_blocking(move || cairn.learnings_activity(30)).await {
-            Ok(Ok(a)) => Some((
+        match run(&who.person, StatusCode::INTERNAL_SERVER_ERROR, move || {
+            cairn.learnings_activity(30)
+        })
+        .await
+        {
+            Ok(a) => Some((
                 super::charts::learnings_over_time(&a),
                 super::charts::quality_distribution(&a),
             )),
-            Ok(Err(e)) => return failed(&e.to_string()),
-            Err(e) => return failed(&e.to_string()),
+            Err(r) => return r,
         }
     } else {
         None
     };
     let hits = if query.is_empty() {
-        Ok(None)
+        None
     } else {
         let cairn = w.cairn.clone();
         let project = q.project.trim().to_string();
         let include_superseded = q.superseded.is_some();
-        tokio::task::spawn_blocking(move || {
+        let found = run(&who.person, StatusCode::BAD_REQUEST, move || {
             let scope = if project.is_empty() {
                 SearchScope::All
             } else {
                 SearchScope::Project(cairn.project(&project)?.id)
             };
-            cairn
-                .search_learnings(&LearningSearch {
-                    query,
-                    scope,
-                    limit: Some(50),
-                    min_quality_score: None,
-                    include_superseded,
-                })
-                .map(Some)
+            cairn.search_learnings(&LearningSearch {
+                query,
+                scope,
+                limit: Some(50),
+                min_quality_score: None,
+                include_superseded,
+            })
         })
-        .await
-        .unwrap_or_else(|e| Err(crate::Error::Internal(e.to_string())))
-    };
-    let (hits, error) = match hits {
-        Ok(Some(r)) => (Some(r.results), None),
-        Ok(None) => (None, None),
-        Err(e) if e.kind() == crate::error::ErrorKind::Internal => return failed(&e.to_string()),
-        Err(e) => (None, Some(e.to_string())),
+        .await;
+        match found {
+            Ok(r) => Some(r.results),
+            Err(r) => return r,
+        }
     };
     let shown: Option<Vec<&LearningHit>> = hits
         .as_ref()
@@ -101,9 +99,6 @@ pub(super) async fn learnings(
             label { input type="checkbox" name="flagged" checked[q.flagged.is_some()]; " flagged wrong" }
             label { input type="checkbox" name="superseded" checked[q.superseded.is_some()]; " with superseded" }
             button type="submit" { "Search" }
-        }
-        @if let Some(e) = &error {
-            p.error { (e) }
         }
         @if let Some((over_time, quality)) = &pictures {
             figure.picture.over-time { (PreEscaped(over_time)) }
@@ -202,13 +197,13 @@ pub(super) async fn learning(
         Err(r) => return r,
     };
     let cairn = w.cairn.clone();
-    let detail = tokio::task::spawn_blocking(move || cairn.learning(&id))
-        .await
-        .unwrap_or_else(|e| Err(crate::Error::Internal(e.to_string())));
-    match detail {
+    match run(&who.person, StatusCode::NOT_FOUND, move || {
+        cairn.learning(&id)
+    })
+    .await
+    {
         Ok(d) => page("Learning", Some(&who.person), detail_page(&d, &who)).into_response(),
-        Err(e) if e.kind() == crate::error::ErrorKind::Internal => failed(&e.to_string()),
-        Err(e) => problem(&who, StatusCode::NOT_FOUND, &e.to_string()),
+        Err(r) => r,
     }
 }
 
@@ -273,20 +268,6 @@ fn detail_page(d: &LearningDetail, who: &Visitor) -> Markup {
     }
 }
 
-/// A refused or failed action, with the way back.
-fn problem(who: &Visitor, status: StatusCode, message: &str) -> Response {
-    let body = page(
-        "Not done",
-        Some(&who.person),
-        html! {
-            h1 { "Not done" }
-            p.error { (message) }
-            p { a href="/ui/learnings" { "Back to the learnings" } }
-        },
-    );
-    (status, body).into_response()
-}
-
 /// A curation form.
 #[derive(Debug, Deserialize)]
 pub(super) struct ActForm {
@@ -319,35 +300,35 @@ pub(super) async fn act(
     let note = Some(f.note.trim().to_string()).filter(|n| !n.is_empty());
     let cairn = w.cairn.clone();
     let target = id;
-    let done = tokio::task::spawn_blocking(move || match action.as_str() {
-        "verify" => cairn.verify_learning(&target, &actor, note.as_deref()),
-        "flag" => cairn.flag_learning(&target, &actor, note.as_deref()),
-        "rate" => {
-            let score = f
-                .score
-                .trim()
-                .parse::<u8>()
-                .ok()
-                .filter(|s| *s <= 100)
-                .ok_or_else(|| {
-                    crate::Error::invalid(
-                        "score",
-                        "a quality score is a whole number from 0 to 100",
-                    )
-                })?;
-            cairn.rate_learning(&target, score, &actor, note.as_deref())
+    let done = run(&who.person, StatusCode::BAD_REQUEST, move || {
+        match action.as_str() {
+            "verify" => cairn.verify_learning(&target, &actor, note.as_deref()),
+            "flag" => cairn.flag_learning(&target, &actor, note.as_deref()),
+            "rate" => {
+                let score = f
+                    .score
+                    .trim()
+                    .parse::<u8>()
+                    .ok()
+                    .filter(|s| *s <= 100)
+                    .ok_or_else(|| {
+                        crate::Error::invalid(
+                            "score",
+                            "a quality score is a whole number from 0 to 100",
+                        )
+                    })?;
+                cairn.rate_learning(&target, score, &actor, note.as_deref())
+            }
+            "supersede" => cairn.supersede_learning(&target, f.by.trim(), &actor),
+            other => Err(crate::Error::invalid(
+                "action",
+                format!("{other:?} is not an action: verify, flag, rate or supersede"),
+            )),
         }
-        "supersede" => cairn.supersede_learning(&target, f.by.trim(), &actor),
-        other => Err(crate::Error::invalid(
-            "action",
-            format!("{other:?} is not an action: verify, flag, rate or supersede"),
-        )),
     })
-    .await
-    .unwrap_or_else(|e| Err(crate::Error::Internal(e.to_string())));
+    .await;
     match done {
         Ok(l) => Redirect::to(&format!("/ui/learnings/{}", l.id)).into_response(),
-        Err(e) if e.kind() == crate::error::ErrorKind::Internal => failed(&e.to_string()),
-        Err(e) => problem(&who, StatusCode::BAD_REQUEST, &e.to_string()),
+        Err(r) => r,
     }
 }

@@ -7,9 +7,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{PreEscaped, html};
 use serde::Deserialize;
 
-use crate::tokens::Person;
-
-use super::{Web, cross_site, failed, page, person};
+use super::{Web, cross_site, page, person, problem, run};
 
 /// The vault page's form.
 #[derive(Debug, Default, Deserialize)]
@@ -19,29 +17,6 @@ pub(super) struct VaultQuery {
     /// A collection; empty: every one.
     #[serde(default)]
     collection: String,
-}
-
-/// Run `f` on the blocking pool; an internal error becomes the error page, any other
-/// the "not found" page.
-async fn read<T: Send + 'static>(
-    who: &Person,
-    f: impl FnOnce() -> crate::Result<T> + Send + 'static,
-) -> Result<T, Response> {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) if e.kind() == crate::error::ErrorKind::Internal => Err(failed(&e.to_string())),
-        Ok(Err(e)) => Err(problem(who, StatusCode::NOT_FOUND, &e.to_string())),
-        Err(e) => Err(failed(&e.to_string())),
-    }
-}
-
-fn problem(who: &Person, status: StatusCode, message: &str) -> Response {
-    let body = page(
-        "Not done",
-        Some(who),
-        html! { h1 { "Not done" } p.error { (message) } },
-    );
-    (status, body).into_response()
 }
 
 /// `GET /ui/vault`: each collection with its roots and their freshness; the search,
@@ -58,7 +33,7 @@ pub(super) async fn vault(
     let cairn = w.cairn.clone();
     let query = q.q.trim().to_string();
     let collection = q.collection.trim().to_string();
-    let read = read(&who.person, move || {
+    let read = run(&who.person, StatusCode::BAD_REQUEST, move || {
         let status = cairn.vault_status()?;
         let hits = if query.is_empty() {
             None
@@ -147,7 +122,11 @@ pub(super) async fn document(
     };
     let cairn = w.cairn.clone();
     let (c, p) = (collection.clone(), q.path.clone());
-    let chunks = match read(&who.person, move || cairn.vault_document_chunks(&c, &p)).await {
+    let chunks = match run(&who.person, StatusCode::NOT_FOUND, move || {
+        cairn.vault_document_chunks(&c, &p)
+    })
+    .await
+    {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -180,7 +159,7 @@ pub(super) async fn service(State(w): State<Web>, headers: HeaderMap) -> Respons
         Err(r) => return r,
     };
     let cairn = w.cairn.clone();
-    let read = read(&who.person, move || {
+    let read = run(&who.person, StatusCode::BAD_REQUEST, move || {
         Ok((
             cairn.session_tokens()?,
             cairn.learnings_sizes()?,
@@ -273,7 +252,11 @@ pub(super) async fn revoke(
         return r;
     }
     let cairn = w.cairn.clone();
-    match read(&who.person, move || cairn.revoke_session_token(&id)).await {
+    match run(&who.person, StatusCode::NOT_FOUND, move || {
+        cairn.revoke_session_token(&id)
+    })
+    .await
+    {
         Ok(t) => {
             tracing::info!(token = %t.id, actor = %who.person.actor, "session token revoked on the web page");
             Redirect::to("/ui/service").into_response()
