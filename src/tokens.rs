@@ -153,12 +153,13 @@ pub fn mint(
         None => None,
     };
 
-    let token = format!("{TOKEN_PREFIX}{}", hex::encode(random_bytes()?));
-    let hash = sha256_hex(&token);
-    let id = public_id(&hash);
-    let now = time::OffsetDateTime::now_utc();
-    let created_at = iso(now);
-    let expires_at = iso(now + ttl);
+    let Fresh {
+        token,
+        hash,
+        id,
+        created_at,
+        expires_at,
+    } = Fresh::new(ttl)?;
     store.write(|tx| {
         tx.execute(
             "INSERT INTO session_tokens (id, token_hash, issue_id, issue_identifier, project_id,
@@ -476,12 +477,13 @@ pub fn mint_person(store: &Store, name: &str, ttl: Duration) -> Result<Minted> {
         ));
     }
     check_ttl(ttl)?;
-    let token = format!("{TOKEN_PREFIX}{}", hex::encode(random_bytes()?));
-    let hash = sha256_hex(&token);
-    let id = public_id(&hash);
-    let now = time::OffsetDateTime::now_utc();
-    let created_at = iso(now);
-    let expires_at = iso(now + ttl);
+    let Fresh {
+        token,
+        hash,
+        id,
+        created_at,
+        expires_at,
+    } = Fresh::new(ttl)?;
     let scope = ToolScope {
         label: "web page".into(),
         tools: Vec::new(),
@@ -522,6 +524,30 @@ pub fn mint_person(store: &Store, name: &str, ttl: Duration) -> Result<Minted> {
             human: true,
         },
     })
+}
+
+/// A new token: the secret, its hash and public id, and its lifetime from now.
+struct Fresh {
+    token: String,
+    hash: String,
+    id: String,
+    created_at: String,
+    expires_at: String,
+}
+
+impl Fresh {
+    fn new(ttl: Duration) -> Result<Fresh> {
+        let token = format!("{TOKEN_PREFIX}{}", hex::encode(random_bytes()?));
+        let hash = sha256_hex(&token);
+        let now = time::OffsetDateTime::now_utc();
+        Ok(Fresh {
+            id: public_id(&hash),
+            token,
+            hash,
+            created_at: iso(now),
+            expires_at: iso(now + ttl),
+        })
+    }
 }
 
 /// A token lives between 1 second and [`MAX_TTL`].

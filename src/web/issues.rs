@@ -2,7 +2,7 @@
 //! chain (and the Merkle roots frozen over it) still verify.
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
@@ -12,7 +12,7 @@ use crate::issues::{IssueFilter, Limit, Status};
 use crate::trail::TrailVerification;
 use crate::trail::board::IssueDetails;
 
-use super::{Web, page, person, problem, run};
+use super::{Visitor, Web, page, problem, run};
 
 /// The list's filters.
 #[derive(Debug, Default, Deserialize)]
@@ -37,13 +37,9 @@ fn name(v: impl serde::Serialize) -> String {
 /// `GET /ui/issues`.
 pub(super) async fn list(
     State(w): State<Web>,
-    headers: HeaderMap,
+    who: Visitor,
     Query(q): Query<IssuesQuery>,
 ) -> Response {
-    let who = match person(&w, &headers).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
     let status: Option<Status> = match q.status.trim() {
         "" => None,
         s => match serde_json::from_value(Value::String(s.to_string())) {
@@ -100,13 +96,9 @@ pub(super) async fn list(
 /// `GET /ui/issues/{identifier}`: the issue, its trail, and whether the trail verifies.
 pub(super) async fn issue(
     State(w): State<Web>,
-    headers: HeaderMap,
+    who: Visitor,
     Path(identifier): Path<String>,
 ) -> Response {
-    let who = match person(&w, &headers).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
     let cairn = w.cairn.clone();
     let read = run(&who.person, StatusCode::NOT_FOUND, move || {
         let details = cairn.issue_details(&identifier)?;

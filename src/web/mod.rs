@@ -136,30 +136,39 @@ pub(crate) struct Visitor {
     csrf: String,
 }
 
-/// The person whose browser sent this request's cookie, or the answer to give instead.
-async fn person(w: &Web, headers: &HeaderMap) -> Result<Visitor, Response> {
-    let secret = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .find_map(|c| {
-            c.trim()
-                .strip_prefix(&format!("{COOKIE}="))
-                .map(String::from)
-        });
-    let Some(secret) = secret else {
-        return Err(refused("You are not logged in."));
-    };
-    let csrf = crate::base::sha256_hex(format!("csrf:{secret}"));
-    let cairn = w.cairn.clone();
-    match tokio::task::spawn_blocking(move || cairn.person(&secret)).await {
-        Ok(Ok(Some(person))) => Ok(Visitor { person, csrf }),
-        Ok(Ok(None)) => Err(refused(
-            "Your login ended: the token expired or was revoked.",
-        )),
-        Ok(Err(e)) => Err(failed(&e.to_string())),
-        Err(e) => Err(failed(&e.to_string())),
+/// The person whose browser sent the request's cookie; without one, the request is
+/// answered with the login page.
+impl axum::extract::FromRequestParts<Web> for Visitor {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        w: &Web,
+    ) -> Result<Visitor, Response> {
+        let secret = parts
+            .headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .find_map(|c| {
+                c.trim()
+                    .strip_prefix(&format!("{COOKIE}="))
+                    .map(String::from)
+            });
+        let Some(secret) = secret else {
+            return Err(refused("You are not logged in."));
+        };
+        let csrf = crate::base::sha256_hex(format!("csrf:{secret}"));
+        let cairn = w.cairn.clone();
+        match tokio::task::spawn_blocking(move || cairn.person(&secret)).await {
+            Ok(Ok(Some(person))) => Ok(Visitor { person, csrf }),
+            Ok(Ok(None)) => Err(refused(
+                "Your login ended: the token expired or was revoked.",
+            )),
+            Ok(Err(e)) => Err(failed(&e.to_string())),
+            Err(e) => Err(failed(&e.to_string())),
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::learnings::{Learning, LearningDetail, LearningHit, LearningSearch, SearchScope};
 
-use super::{Visitor, Web, cross_site, page, person, run};
+use super::{Visitor, Web, cross_site, page, run};
 
 /// The learnings page's form.
 #[derive(Debug, Default, Deserialize)]
@@ -35,13 +35,9 @@ pub(super) struct LearningsQuery {
 /// filters only leave hits out, so the order is the tool's.
 pub(super) async fn learnings(
     State(w): State<Web>,
-    headers: HeaderMap,
+    who: Visitor,
     Query(q): Query<LearningsQuery>,
 ) -> Response {
-    let who = match person(&w, &headers).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
     let query = q.q.trim().to_string();
     // Without a query, the pictures: what the learnings did over time, their quality.
     let pictures = if query.is_empty() {
@@ -189,13 +185,9 @@ fn provenance(l: &Learning) -> Markup {
 /// person can do with it.
 pub(super) async fn learning(
     State(w): State<Web>,
-    headers: HeaderMap,
+    who: Visitor,
     Path(id): Path<String>,
 ) -> Response {
-    let who = match person(&w, &headers).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
     let cairn = w.cairn.clone();
     match run(&who.person, StatusCode::NOT_FOUND, move || {
         cairn.learning(&id)
@@ -285,14 +277,11 @@ pub(super) struct ActForm {
 /// attributed to the person (`person:NAME`).
 pub(super) async fn act(
     State(w): State<Web>,
+    who: Visitor,
     headers: HeaderMap,
     Path((id, action)): Path<(String, String)>,
     Form(f): Form<ActForm>,
 ) -> Response {
-    let who = match person(&w, &headers).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
     if let Some(r) = cross_site(&headers, &who, &f.csrf) {
         return r;
     }

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{PreEscaped, html};
 use serde::Deserialize;
 
-use super::{Web, cross_site, page, person, problem, run};
+use super::{Visitor, Web, cross_site, page, problem, run};
 
 /// The vault page's form.
 #[derive(Debug, Default, Deserialize)]
@@ -23,13 +23,9 @@ pub(super) struct VaultQuery {
 /// ranked as `search_knowledge`'s ranking of the vault.
 pub(super) async fn vault(
     State(w): State<Web>,
-    headers: HeaderMap,
+    who: Visitor,
     Query(q): Query<VaultQuery>,
 ) -> Response {
-    let who = match person(&w, &headers).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
     let cairn = w.cairn.clone();
     let query = q.q.trim().to_string();
     let collection = q.collection.trim().to_string();
@@ -112,14 +108,10 @@ pub(super) struct DocQuery {
 /// `GET /ui/vault/{collection}?path=...`: one document's chunks as indexed.
 pub(super) async fn document(
     State(w): State<Web>,
-    headers: HeaderMap,
+    who: Visitor,
     Path(collection): Path<String>,
     Query(q): Query<DocQuery>,
 ) -> Response {
-    let who = match person(&w, &headers).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
     let cairn = w.cairn.clone();
     let (c, p) = (collection.clone(), q.path.clone());
     let chunks = match run(&who.person, StatusCode::NOT_FOUND, move || {
@@ -153,11 +145,7 @@ pub(super) async fn document(
 }
 
 /// `GET /ui/service`: tokens, per-tool calls and latency, index sizes, embedding lag.
-pub(super) async fn service(State(w): State<Web>, headers: HeaderMap) -> Response {
-    let who = match person(&w, &headers).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
+pub(super) async fn service(State(w): State<Web>, who: Visitor) -> Response {
     let cairn = w.cairn.clone();
     let read = run(&who.person, StatusCode::BAD_REQUEST, move || {
         Ok((
@@ -240,14 +228,11 @@ pub(super) struct CsrfForm {
 /// `POST /ui/tokens/{id}/revoke`: as `cairn session revoke`; its next request is refused.
 pub(super) async fn revoke(
     State(w): State<Web>,
+    who: Visitor,
     headers: HeaderMap,
     Path(id): Path<String>,
     Form(f): Form<CsrfForm>,
 ) -> Response {
-    let who = match person(&w, &headers).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
     if let Some(r) = cross_site(&headers, &who, &f.csrf) {
         return r;
     }
