@@ -133,7 +133,6 @@ pub fn mint(
     ttl: Duration,
     peer: Option<&str>,
 ) -> Result<Minted> {
-    check_ttl(ttl)?;
     let work = bind(store, args)?;
     let worktree = utf8_path("worktree_path", work.worktree_path.as_deref())?;
     let symphony = utf8_path("symphony_dir", work.symphony_dir.as_deref())?;
@@ -476,7 +475,6 @@ pub fn mint_person(store: &Store, name: &str, ttl: Duration) -> Result<Minted> {
             "a person's name is 1 to 64 letters, digits, '.', '_' or '-'",
         ));
     }
-    check_ttl(ttl)?;
     let Fresh {
         token,
         hash,
@@ -536,7 +534,17 @@ struct Fresh {
 }
 
 impl Fresh {
+    /// A token that lives `ttl`: between 1 second and [`MAX_TTL`].
     fn new(ttl: Duration) -> Result<Fresh> {
+        if ttl.is_zero() || ttl > MAX_TTL {
+            return Err(Error::invalid(
+                "ttl",
+                format!(
+                    "a token lives between 1 second and {} days",
+                    MAX_TTL.as_secs() / 86400
+                ),
+            ));
+        }
         let token = format!("{TOKEN_PREFIX}{}", hex::encode(random_bytes()?));
         let hash = sha256_hex(&token);
         let now = time::OffsetDateTime::now_utc();
@@ -548,20 +556,6 @@ impl Fresh {
             expires_at: iso(now + ttl),
         })
     }
-}
-
-/// A token lives between 1 second and [`MAX_TTL`].
-fn check_ttl(ttl: Duration) -> Result<()> {
-    if ttl.is_zero() || ttl > MAX_TTL {
-        return Err(Error::invalid(
-            "ttl",
-            format!(
-                "a token lives between 1 second and {} days",
-                MAX_TTL.as_secs() / 86400
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// A person logged in to the web page.

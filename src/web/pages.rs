@@ -219,27 +219,19 @@ fn detail_page(d: &LearningDetail, who: &Visitor) -> Markup {
         }
         h2 { "Curate" }
         div.actions {
-            form method="post" action=(action("verify")) {
-                input type="hidden" name="csrf" value=(who.csrf);
+            (curate(&action("verify"), &who.csrf, "verify", "Verify", html! {
                 input type="text" name="note" placeholder="note (optional)";
-                button type="submit" name="go" value="verify" { "Verify" }
-            }
-            form method="post" action=(action("flag")) {
-                input type="hidden" name="csrf" value=(who.csrf);
+            }))
+            (curate(&action("flag"), &who.csrf, "flag", "Flag wrong", html! {
                 input type="text" name="note" placeholder="why it is wrong (optional)";
-                button type="submit" name="go" value="flag" { "Flag wrong" }
-            }
-            form method="post" action=(action("rate")) {
-                input type="hidden" name="csrf" value=(who.csrf);
+            }))
+            (curate(&action("rate"), &who.csrf, "rate", "Rate", html! {
                 input type="number" name="score" min="0" max="100" value=(l.quality_score);
                 input type="text" name="note" placeholder="note (optional)";
-                button type="submit" name="go" value="rate" { "Rate" }
-            }
-            form method="post" action=(action("supersede")) {
-                input type="hidden" name="csrf" value=(who.csrf);
+            }))
+            (curate(&action("supersede"), &who.csrf, "supersede", "Supersede", html! {
                 input type="text" name="by" placeholder="replaced by (learning id)";
-                button type="submit" name="go" value="supersede" { "Supersede" }
-            }
+            }))
         }
         h2 { "History" }
         table.history {
@@ -256,6 +248,17 @@ fn detail_page(d: &LearningDetail, who: &Visitor) -> Markup {
                     td { (h.note.as_deref().unwrap_or("")) }
                 }
             }
+        }
+    }
+}
+
+/// One curation form: a POST to `action` with the form token, `fields` and a button.
+fn curate(action: &str, csrf: &str, value: &str, label: &str, fields: Markup) -> Markup {
+    html! {
+        form method="post" action=(action) {
+            input type="hidden" name="csrf" value=(csrf);
+            (fields)
+            button type="submit" name="go" value=(value) { (label) }
         }
     }
 }
