@@ -427,6 +427,7 @@ fn search(cairn: &Cairn, q: &str, ranking: Ranking) -> usize {
                 limit: Some(LIMIT),
                 min_quality_score: None,
                 include_superseded: false,
+                include_archived: false,
             },
             ranking,
         )

@@ -624,6 +624,7 @@ fn search(cairn: &Cairn, q: usize) -> cairn::error::Result<usize> {
             limit: None,
             min_quality_score: None,
             include_superseded: false,
+            include_archived: false,
         })
         .map(|r| r.count)
 }

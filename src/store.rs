@@ -96,6 +96,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0013_people.sql",
         include_str!("../migrations/0013_people.sql"),
     ),
+    (
+        14,
+        "0014_archive.sql",
+        include_str!("../migrations/0014_archive.sql"),
+    ),
 ];
 
 /// The PostgreSQL dialect of the same migrations, same numbers.
@@ -164,6 +169,11 @@ const PG_MIGRATIONS: &[(u32, &str, &str)] = &[
         13,
         "postgres/0013_people.sql",
         include_str!("../migrations/postgres/0013_people.sql"),
+    ),
+    (
+        14,
+        "postgres/0014_archive.sql",
+        include_str!("../migrations/postgres/0014_archive.sql"),
     ),
 ];
 

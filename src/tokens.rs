@@ -68,6 +68,10 @@ pub struct TokenInfo {
     pub created_at: String,
     pub expires_at: String,
     pub revoked_at: Option<String>,
+    /// Who revoked it (`cli`, `person:NAME`, `forwarder`); absent for an older
+    /// revocation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revoked_by: Option<String>,
     /// The process the token is bound to (`uid:pid:start`): a forwarding `cairn serve`'s
     /// own token, served only over the daemon's socket to that process. `None`: a token
     /// minted by a person or orchestrator, valid from any connection.
@@ -201,6 +205,7 @@ pub fn mint(
             created_at,
             expires_at,
             revoked_at: None,
+            revoked_by: None,
             peer: peer.map(str::to_string),
             human: false,
         },
@@ -274,7 +279,7 @@ pub fn list(store: &Store) -> Result<Vec<TokenInfo>> {
 /// Revoke the token with public id `id`, or the token itself given in its place
 /// (idempotent: a revoked token keeps its first revocation time). Takes effect on the
 /// token's next request.
-pub fn revoke(store: &Store, id: &str) -> Result<TokenInfo> {
+pub fn revoke(store: &Store, id: &str, by: &str) -> Result<TokenInfo> {
     // A token (`cairn_...`) is looked up by its public id, which is never echoed back
     // as the secret was.
     let public;
@@ -287,8 +292,9 @@ pub fn revoke(store: &Store, id: &str) -> Result<TokenInfo> {
     let now = now_iso();
     let row = store.write(|tx| {
         tx.execute(
-            "UPDATE session_tokens SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
-            params![id, now],
+            "UPDATE session_tokens SET revoked_at = ?2, revoked_by = ?3
+             WHERE id = ?1 AND revoked_at IS NULL",
+            params![id, now, by],
         )?;
         tx.query_opt(
             &format!("SELECT {COLUMNS} FROM session_tokens WHERE id = ?1"),
@@ -299,7 +305,7 @@ pub fn revoke(store: &Store, id: &str) -> Result<TokenInfo> {
     match row {
         Some(r) => {
             let info = r?.info(&now);
-            tracing::info!(id = %info.id, "session token revoked");
+            tracing::info!(id = %info.id, by, "session token revoked");
             Ok(info)
         }
         None => Err(Error::not_found("session token", id)),
@@ -347,7 +353,7 @@ pub fn parse_ttl(text: &str) -> Result<Duration> {
 
 const COLUMNS: &str = "id, issue_id, issue_identifier, project_id, worktree_path, agent_type, \
                        project_slug, symphony_dir, actor, scope_label, scope_tools, created_at, \
-                       expires_at, revoked_at, peer, human";
+                       expires_at, revoked_at, peer, human, revoked_by";
 
 /// One stored token, as read.
 struct StoredToken {
@@ -366,6 +372,7 @@ struct StoredToken {
     revoked_at: Option<String>,
     peer: Option<String>,
     human: bool,
+    revoked_by: Option<String>,
 }
 
 impl StoredToken {
@@ -383,6 +390,7 @@ impl StoredToken {
             created_at: self.created_at,
             expires_at: self.expires_at,
             revoked_at: self.revoked_at,
+            revoked_by: self.revoked_by,
             peer: self.peer,
             human: self.human,
         }
@@ -434,6 +442,7 @@ fn read_row(r: &Row) -> crate::error::Result<Result<StoredToken>> {
         revoked_at: r.get(13)?,
         peer: r.get(14)?,
         human: r.get::<_, i64>(15)? != 0,
+        revoked_by: r.get(16)?,
     }))
 }
 
@@ -518,6 +527,7 @@ pub fn mint_person(store: &Store, name: &str, ttl: Duration) -> Result<Minted> {
             created_at,
             expires_at,
             revoked_at: None,
+            revoked_by: None,
             peer: None,
             human: true,
         },
@@ -723,20 +733,22 @@ mod tests {
     fn revoked_and_expired_tokens_are_refused() {
         let (_d, store) = store();
         let a = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
-        let r = revoke(&store, &a.info.id).unwrap();
+        let r = revoke(&store, &a.info.id, "cli").unwrap();
         assert_eq!(r.state, TokenState::Revoked);
         let first = r.revoked_at.clone().unwrap();
         assert!(matches!(
             authenticate(&store, &a.token).unwrap(),
             Check::Revoked { .. }
         ));
-        // Idempotent: the first revocation time stays.
+        assert_eq!(r.revoked_by.as_deref(), Some("cli"));
+        // Idempotent: the first revocation's time and revoker stay.
+        let again = revoke(&store, &a.info.id, "person:alice").unwrap();
         assert_eq!(
-            revoke(&store, &a.info.id).unwrap().revoked_at.unwrap(),
-            first
+            (again.revoked_at.unwrap(), again.revoked_by.as_deref()),
+            (first, Some("cli"))
         );
         assert!(matches!(
-            revoke(&store, "tok_nope"),
+            revoke(&store, "tok_nope", "cli"),
             Err(Error::NotFound { .. })
         ));
 
@@ -764,16 +776,16 @@ mod tests {
         let a = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
         let b = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
         assert_eq!(
-            revoke(&store, &a.info.id).unwrap().state,
+            revoke(&store, &a.info.id, "cli").unwrap().state,
             TokenState::Revoked
         );
-        let by_token = revoke(&store, &b.token).unwrap();
+        let by_token = revoke(&store, &b.token, "cli").unwrap();
         assert_eq!(
             (by_token.id.as_str(), by_token.state),
             (b.info.id.as_str(), TokenState::Revoked)
         );
         let unknown = format!("{TOKEN_PREFIX}{}", "0".repeat(64));
-        let err = revoke(&store, &unknown).unwrap_err().to_string();
+        let err = revoke(&store, &unknown, "cli").unwrap_err().to_string();
         assert!(!err.contains(&unknown) && err.contains(ID_PREFIX), "{err}");
     }
 
@@ -839,7 +851,7 @@ mod tests {
         assert_eq!(person(&store, &secret).unwrap().unwrap().id, alice.info.id);
         assert!(person(&store, &sha256_hex(&secret)).unwrap().is_none());
         assert!(person(&store, "not hex").unwrap().is_none());
-        revoke(&store, &alice.info.id).unwrap();
+        revoke(&store, &alice.info.id, "cli").unwrap();
         assert!(person(&store, &secret).unwrap().is_none(), "revoked");
     }
 }

@@ -1471,7 +1471,7 @@ fn ten_thousand_short_forwarder_sessions_leave_the_daemons_memory_where_it_was()
         let (status, answer) = unix_http(&socket, &minted.token, &ping());
         assert_eq!(status, 200, "{answer}");
         assert_eq!(answer["result"]["isError"], false, "{answer}");
-        cairn.revoke_session_token(&minted.info.id).unwrap();
+        cairn.revoke_session_token(&minted.info.id, "cli").unwrap();
     };
     // Warm up (allocator arenas, the database's page caches as the tokens table grows),
     // then measure around 10,000 more.

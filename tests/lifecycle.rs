@@ -5,6 +5,9 @@
 
 use serde_json::{Value, json};
 
+use cairn::error::ErrorKind;
+use cairn::learnings::{Learning, LearningSearch, NewLearning, SearchScope};
+
 use crate::common::{Env, error_fields};
 use crate::mcp_contract::python_sdk;
 
@@ -496,6 +499,9 @@ fn the_migration_runs_on_a_database_created_before_it() {
     // 3 migrated, 2 verdicts, and the ageing of lrn_old1, recorded when first shown
     // (lrn_old2 was fresh again by `helped` before anyone looked).
     assert_eq!(ids, [1, 2, 3, 4, 5, 6]);
+    // The rebuilt history is still append-only, and takes the newer events.
+    assert!(env.sql("DELETE FROM learning_history").is_err());
+    env.ok(&["learnings", "archive", "lrn_old2"]);
     // And `store copy` carries it all.
     let copy = env.path().join("copy.db");
     let from = env.db_args()[1].to_str().unwrap().to_string();
@@ -512,5 +518,96 @@ fn the_migration_runs_on_a_database_created_before_it() {
         .learning("lrn_old2")
         .unwrap();
     assert_eq!(copied.learning.feedback.helped, 1);
-    assert_eq!(copied.history.len(), 2);
+    assert!(copied.learning.archived_at.is_some());
+    assert_eq!(copied.history.len(), 3);
+}
+
+#[test]
+fn an_archived_learning_leaves_every_search_and_takes_no_merge_until_restored() {
+    let env = Env::new();
+    let is = issues(&env, 3);
+    let cairn = env.open();
+    let add = |issue: &str, pattern: &str| {
+        cairn
+            .add_learning(&NewLearning {
+                issue: issue.into(),
+                pattern: pattern.into(),
+                context: None,
+                applies_to: vec![],
+                learning_type: None,
+                created_by: "test".into(),
+                agent_type: "worker".into(),
+                merge: true,
+                supersedes: vec![],
+            })
+            .unwrap()
+    };
+    let found = |include_archived: bool| -> Vec<Learning> {
+        cairn
+            .search_learnings(&LearningSearch {
+                query: "redis health check".into(),
+                scope: SearchScope::All,
+                limit: None,
+                min_quality_score: None,
+                include_superseded: true,
+                include_archived,
+            })
+            .unwrap()
+            .results
+            .into_iter()
+            .map(|h| h.learning)
+            .collect()
+    };
+    let id = add(&is[0], REDIS).learning.id;
+    let archived = cairn
+        .archive_learning(&id, "person:alice", Some("the workflow moved"))
+        .unwrap();
+    assert!(archived.archived_at.is_some());
+    assert!(found(false).is_empty(), "archived: out of every search");
+    let back = found(true);
+    assert_eq!(back.len(), 1);
+    assert_eq!(
+        (back[0].id.as_str(), back[0].archived_at.is_some()),
+        (id.as_str(), true)
+    );
+    // The same lesson again, in the same words, is a new learning: the archived one
+    // takes no confirmation. A paraphrase after it merges into the new one.
+    let same = add(&is[1], REDIS);
+    assert!(!same.merged, "{:?}", same.learning);
+    assert_ne!(same.learning.id, id);
+    let again = add(&is[2], REDIS_AGAIN);
+    assert!(again.merged, "{:?}", again.learning);
+    assert_eq!(again.learning.id, same.learning.id);
+    assert_eq!(cairn.learning(&id).unwrap().learning.confirmations, 0);
+    // Archiving twice or restoring what is not archived is a conflict, and changes nothing.
+    let twice = cairn
+        .archive_learning(&id, "person:alice", None)
+        .unwrap_err();
+    assert_eq!(twice.kind(), ErrorKind::Conflict, "{twice}");
+    let not = cairn
+        .restore_learning(&same.learning.id, "cli", None)
+        .unwrap_err();
+    assert_eq!(not.kind(), ErrorKind::Conflict, "{not}");
+    let restored = cairn.restore_learning(&id, "cli", None).unwrap();
+    assert!(restored.archived_at.is_none());
+    assert!(found(false).iter().any(|l| l.id == id));
+    let events: Vec<(String, String)> = cairn
+        .learning(&id)
+        .unwrap()
+        .history
+        .into_iter()
+        .map(|h| (h.event, h.actor))
+        .collect();
+    let pairs: Vec<(&str, &str)> = events
+        .iter()
+        .map(|(e, a)| (e.as_str(), a.as_str()))
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("created", "test"),
+            ("archived", "person:alice"),
+            ("restored", "cli")
+        ]
+    );
 }

@@ -340,6 +340,7 @@ fn search_ids(cairn: &Cairn, query: &str) -> Vec<String> {
             limit: None,
             min_quality_score: None,
             include_superseded: false,
+            include_archived: false,
         })
         .unwrap()
         .results

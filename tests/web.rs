@@ -100,6 +100,8 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
         "flag": added[1],
         "old": added[3],
         "new": added[4],
+        "archive": added[5],
+        "archive_query": "fixtures load in alphabetical order",
     });
     // SHOP-2's trail: a finding and two comments, one of them hostile.
     for (tool, args) in [
@@ -300,6 +302,65 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
         .find(|h| h["id"] == added[3].as_str())
         .unwrap_or_else(|| panic!("{all}"));
     assert_eq!(old["superseded_by"], added[4].as_str(), "{old}");
+    // Archived on the page: out of every agent's search, even with superseded ones;
+    // the page's filter brings it back marked; restored from the CLI, agents find it.
+    let archived = &seen["archived"];
+    assert!(archived["at"].is_string(), "{seen:#}");
+    assert!(
+        archived["events"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("archived")),
+        "{seen:#}"
+    );
+    assert_eq!(
+        (&archived["restore"], &archived["archive"]),
+        (&json!(1), &json!(0))
+    );
+    assert!(
+        !archived["hits"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(added[5])),
+        "{seen:#}"
+    );
+    assert!(
+        archived["hits_with_archived"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(added[5])),
+        "{seen:#}"
+    );
+    assert_eq!(archived["marked"].as_array().unwrap().len(), 1, "{seen:#}");
+    let fixtures =
+        json!({"query": "fixtures load in alphabetical order", "include_superseded": true});
+    let shown = ids(&d.call(&checker, "search_learnings", fixtures.clone()));
+    assert!(!shown.contains(&added[5]), "archived left out: {shown:?}");
+    let back = env.json(&["learnings", "restore", &added[5], "--note", "still true"]);
+    assert!(back.get("archived_at").is_none(), "{back}");
+    let shown = ids(&d.call(&checker, "search_learnings", fixtures));
+    assert!(shown.contains(&added[5]), "restored: {shown:?}");
+    let events: Vec<String> = env
+        .json(&["learnings", "history", &added[5]])
+        .as_array()
+        .unwrap_or_else(|| panic!("no history"))
+        .iter()
+        .map(|h| {
+            format!(
+                "{} {}",
+                h["event"].as_str().unwrap(),
+                h["actor"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        events[1..],
+        [
+            "archived person:alice".to_string(),
+            "restored cli".to_string()
+        ],
+        "{events:?}"
+    );
     let history = env.json(&["learnings", "show", &added[0]]);
     assert!(
         history.to_string().contains("person:alice"),
@@ -385,6 +446,7 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
         "a latency histogram per tool: {seen:#}"
     );
     assert_eq!(seen["revoked"]["state"], "revoked", "{seen:#}");
+    assert_eq!(seen["revoked"]["by"], "person:alice", "{seen:#}");
     let (status, body) = d.rpc(&agent, "tools/list", json!({}));
     assert_eq!(
         (status, &body["error"]["code"]),

@@ -187,6 +187,22 @@ def main() -> None:
         }
         driver.get(f"{base}/ui/learnings/{plan['verify']}")
         out["quality_after_cross_site"] = driver.find_element(By.CSS_SELECTOR, "dd.quality").text
+        # Archive a learning without a successor: it leaves the search, and "with
+        # archived" brings it back, marked.
+        driver.get(f"{base}/ui/learnings/{plan['archive']}")
+        driver.find_element(By.CSS_SELECTOR, "form[action$='/archive'] input[name=note]").send_keys(
+            "a rule of the old test runner")
+        submit(driver, "button[value=archive]")
+        out["archived"] = {"at": text_of(driver, "dd.archived"),
+                           "events": [e.text for e in driver.find_elements(By.CSS_SELECTOR, "td.event")],
+                           "restore": len(driver.find_elements(By.CSS_SELECTOR, "button[value=restore]")),
+                           "archive": len(driver.find_elements(By.CSS_SELECTOR, "button[value=archive]"))}
+        form = {"q": plan["archive_query"], "project": plan["project"]}
+        driver.get(f"{base}/ui/learnings?{urllib.parse.urlencode(form)}")
+        out["archived"]["hits"] = hits(driver)
+        driver.get(f"{base}/ui/learnings?{urllib.parse.urlencode({**form, 'archived': 'on'})}")
+        out["archived"]["hits_with_archived"] = hits(driver)
+        out["archived"]["marked"] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "li.hit dd.archived")]
         # Issues: the list, one issue's trail verified; then (the test tampers with a
         # row of the database) the same page says where the chain breaks.
         driver.get(f"{base}/ui/issues")
@@ -239,7 +255,8 @@ def main() -> None:
         out["shots"]["service"] = shot(driver, shots, "service")
         submit(driver, f"tr.token[data-id='{plan['agent_id']}'] button[value=revoke]")
         out["revoked"] = {"url": driver.current_url,
-                          "state": text_of(driver, f"tr.token[data-id='{plan['agent_id']}'] td.state")}
+                          "state": text_of(driver, f"tr.token[data-id='{plan['agent_id']}'] td.state"),
+                          "by": text_of(driver, f"tr.token[data-id='{plan['agent_id']}'] td.revoked-by")}
         # The login URL works once.
         driver.delete_all_cookies()
         driver.get(plan["login_url"])

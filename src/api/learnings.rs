@@ -110,6 +110,17 @@ impl Cairn {
         self.learnings().flag_learning(id, actor, note)
     }
 
+    /// A person takes a learning out of circulation without a successor: out of every
+    /// search and never merged into, until restored.
+    pub fn archive_learning(&self, id: &str, actor: &str, note: Option<&str>) -> Result<Learning> {
+        self.learnings().archive_learning(id, actor, note)
+    }
+
+    /// Bring an archived learning back into circulation.
+    pub fn restore_learning(&self, id: &str, actor: &str, note: Option<&str>) -> Result<Learning> {
+        self.learnings().restore_learning(id, actor, note)
+    }
+
     /// Set a learning's quality score (0-100); recorded in its history.
     pub fn rate_learning(
         &self,

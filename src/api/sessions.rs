@@ -39,9 +39,9 @@ impl Cairn {
         crate::tokens::list(&self.store)
     }
 
-    /// Revoke a session token by its public id.
-    pub fn revoke_session_token(&self, id: &str) -> Result<TokenInfo> {
-        crate::tokens::revoke(&self.store, id)
+    /// Revoke a session token by its public id; `by` is recorded as who revoked it.
+    pub fn revoke_session_token(&self, id: &str, by: &str) -> Result<TokenInfo> {
+        crate::tokens::revoke(&self.store, id, by)
     }
 
     /// Mint a person's token for the web page (one login within `ttl`).

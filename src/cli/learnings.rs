@@ -62,6 +62,9 @@ pub enum LearningsCmd {
         /// Include superseded learnings (marked with their successor).
         #[arg(long)]
         include_superseded: bool,
+        /// Include archived learnings (marked with when they were archived).
+        #[arg(long)]
+        include_archived: bool,
         /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
@@ -127,6 +130,27 @@ pub enum LearningsCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Take a learning out of circulation without a successor: it leaves every search
+    /// and is never merged into, until restored (recorded in its history).
+    Archive {
+        id: String,
+        /// Why, recorded in the learning's history.
+        #[arg(long)]
+        note: Option<String>,
+        /// Print the result as JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bring an archived learning back into circulation (recorded in its history).
+    Restore {
+        id: String,
+        /// Why, recorded in the learning's history.
+        #[arg(long)]
+        note: Option<String>,
+        /// Print the result as JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// Set a learning's quality score, 0-100 (recorded in its history).
     Rate {
         id: String,
@@ -165,7 +189,7 @@ fn parse_outcome(s: &str) -> Result<Verdict, String> {
     })
 }
 
-/// The marks of a learning's state: verified, review, stale, superseded.
+/// The marks of a learning's state: verified, review, stale, superseded, archived.
 fn marks(l: &Learning) -> String {
     let mut m = String::new();
     if l.verified {
@@ -179,6 +203,9 @@ fn marks(l: &Learning) -> String {
     }
     if let Some(by) = &l.superseded_by {
         m.push_str(&format!(" superseded-by:{by}"));
+    }
+    if l.archived_at.is_some() {
+        m.push_str(" archived");
     }
     m
 }
@@ -301,6 +328,7 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
             limit,
             min_quality,
             include_superseded,
+            include_archived,
             json,
         } => {
             let scope = match project {
@@ -314,6 +342,7 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
                 limit,
                 min_quality_score: min_quality,
                 include_superseded,
+                include_archived,
             })?;
             if json {
                 print_json(&r)?;
@@ -367,6 +396,12 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
         }
         LearningsCmd::Flag { id, note, json } => {
             show(&cairn.flag_learning(&id, ACTOR, note.as_deref())?, json)?
+        }
+        LearningsCmd::Archive { id, note, json } => {
+            show(&cairn.archive_learning(&id, ACTOR, note.as_deref())?, json)?
+        }
+        LearningsCmd::Restore { id, note, json } => {
+            show(&cairn.restore_learning(&id, ACTOR, note.as_deref())?, json)?
         }
         LearningsCmd::Rate {
             id,

@@ -93,7 +93,7 @@ pub(super) fn run(cairn: &Cairn, cmd: SessionCmd) -> anyhow::Result<Outcome> {
             }
         }
         SessionCmd::Revoke { id, json } => {
-            let info = cairn.revoke_session_token(&id)?;
+            let info = cairn.revoke_session_token(&id, "cli")?;
             if json {
                 print_json(&info)?;
             } else {
@@ -115,8 +115,13 @@ fn line(t: &TokenInfo) -> String {
         .as_ref()
         .map(|s| format!("{} ({} tools)", s.label, s.tools.len()))
         .unwrap_or_else(|| "all tools".into());
+    let by = t
+        .revoked_by
+        .as_ref()
+        .map(|b| format!("  revoked by {b}"))
+        .unwrap_or_default();
     format!(
-        "{}  {:<7}  issue {}  agent {}  {}  expires {}",
+        "{}  {:<7}  issue {}  agent {}  {}  expires {}{by}",
         t.id,
         state,
         t.issue.as_deref().unwrap_or("-"),

@@ -234,7 +234,8 @@ async fn mint(
 
 async fn revoke(cairn: &Arc<Cairn>, id: &str) {
     let (cairn, id) = (cairn.clone(), id.to_string());
-    let done = tokio::task::spawn_blocking(move || cairn.revoke_session_token(&id)).await;
+    let done =
+        tokio::task::spawn_blocking(move || cairn.revoke_session_token(&id, "forwarder")).await;
     if !matches!(done, Ok(Ok(_))) {
         tracing::warn!("could not revoke a forwarding session token; it expires by itself");
     }

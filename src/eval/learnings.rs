@@ -192,6 +192,7 @@ pub fn run(set: &EvalSet, mut progress: impl FnMut(&str)) -> Result<EvalReport> 
             limit: Some(DEPTH),
             min_quality_score: None,
             include_superseded: false,
+            include_archived: false,
         };
         for (i, (_, ranking)) in SYSTEMS.iter().enumerate() {
             let t = Instant::now();

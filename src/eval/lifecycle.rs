@@ -362,6 +362,7 @@ pub fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<Lifecyc
                         limit: Some(DEPTH),
                         min_quality_score: None,
                         include_superseded,
+                        include_archived: false,
                     },
                     ranking,
                 )?

@@ -883,6 +883,8 @@ pub(crate) struct IndexSearch<'a> {
     pub ranking: Ranking,
     /// Superseded learnings are candidates too.
     pub include_superseded: bool,
+    /// Archived learnings are candidates too.
+    pub include_archived: bool,
 }
 
 impl LearningIndex {
@@ -1214,6 +1216,7 @@ fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
     let accepts = |m: &Meta| -> bool {
         project_ok(m.project)
             && (s.include_superseded || !m.superseded)
+            && (s.include_archived || !m.archived)
             && (m.verified || s.min_quality.is_none_or(|q| m.quality >= q))
     };
     // The quality the blend weighs: the standing one, times AGE_FACTOR once aged; 50 for
@@ -1714,6 +1717,7 @@ mod tests {
                     vector: None,
                     ranking: Ranking::Lexical,
                     include_superseded: false,
+                    include_archived: false,
                 };
                 let a = search_in(&all, &search).unwrap();
                 let b = search_in(&split, &search).unwrap();
@@ -1781,6 +1785,7 @@ mod tests {
                     limit: Some(100),
                     min_quality_score: None,
                     include_superseded: false,
+                    include_archived: false,
                 })
                 .unwrap()
         };

@@ -1,5 +1,5 @@
 //! The per-process copy of every learning's standing, as a search needs it ([`Meta`]:
-//! project, quality, verified, superseded, when it was last fresh), with each project's
+//! project, quality, verified, superseded, archived, when it was last fresh), with each project's
 //! age limit. Refreshed from the database by two watermarks (`max(seq)` for new
 //! learnings, `max(learning_history.id)` for every change of standing or lifecycle) and
 //! the limits at most every [`LIMITS_TTL`] (see [`super::index`], "Quality at search
@@ -23,6 +23,8 @@ pub(super) struct Meta {
     pub(super) quality: u8,
     pub(super) verified: bool,
     pub(super) superseded: bool,
+    /// A person archived it.
+    pub(super) archived: bool,
     /// When it was last recorded, confirmed or found helpful (Unix seconds).
     pub(super) fresh_at: i64,
 }
@@ -44,7 +46,7 @@ pub(super) struct MetaCache {
 }
 
 /// One `learnings` row as the cache reads it.
-type MetaRow = (u64, String, u8, bool, Option<String>, String);
+type MetaRow = (u64, String, u8, bool, Option<String>, String, bool);
 
 fn meta_row(r: &crate::db::Row) -> crate::error::Result<MetaRow> {
     Ok((
@@ -54,6 +56,7 @@ fn meta_row(r: &crate::db::Row) -> crate::error::Result<MetaRow> {
         r.get(3)?,
         r.get(4)?,
         r.get(5)?,
+        r.get(6)?,
     ))
 }
 
@@ -86,7 +89,10 @@ impl MetaCache {
         self.limits_at.is_some_and(|at| at.elapsed() < LIMITS_TTL)
     }
 
-    fn store_row(&mut self, (seq, project, quality, verified, superseded_by, fresh): MetaRow) {
+    fn store_row(
+        &mut self,
+        (seq, project, quality, verified, superseded_by, fresh, archived): MetaRow,
+    ) {
         let project = self.intern(project);
         self.set(
             seq,
@@ -96,6 +102,7 @@ impl MetaCache {
                 quality,
                 verified,
                 superseded: superseded_by.is_some(),
+                archived,
                 fresh_at: crate::base::unix_of(&fresh).unwrap_or(0),
             },
         );
@@ -112,7 +119,7 @@ impl MetaCache {
     /// Bring the cache up to `(max_seq, max_history)`, and the age limits up to date.
     pub(super) fn refresh(&mut self, store: &Store, max_seq: u64, max_history: u64) -> Result<()> {
         const COLUMNS: &str = "l.seq, l.project_id, l.quality_score, l.verified,
-            l.superseded_by, coalesce(l.fresh_at, l.created_at)";
+            l.superseded_by, coalesce(l.fresh_at, l.created_at), l.archived_at IS NOT NULL";
         if max_seq > self.seq_upto {
             let fresh: Vec<MetaRow> = store.read(|c| {
                 let mut st = c.prepare(&format!(

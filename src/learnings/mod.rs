@@ -118,6 +118,9 @@ pub struct Learning {
     pub updated_at: String,
     /// The learning that replaced this one, if any (it then leaves default results).
     pub superseded_by: Option<String>,
+    /// When a person archived it (it then leaves every search until restored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived_at: Option<String>,
     /// Other issues that recorded the same lesson (merged into this one).
     pub confirmations: u32,
     /// The standing verdicts of issues that used it.
@@ -177,6 +180,9 @@ pub struct LearningSearch {
     pub min_quality_score: Option<u8>,
     /// Return superseded learnings too (marked with `superseded_by`).
     pub include_superseded: bool,
+    /// Return archived learnings too (marked with `archived_at`); only a person's page
+    /// asks for them.
+    pub include_archived: bool,
 }
 
 /// What a person changes of a learning's standing.
@@ -185,6 +191,8 @@ enum Standing {
     Rate(u8),
     Verify,
     Flag,
+    Archive,
+    Restore,
 }
 
 /// One issue's verdict on a learning (`learning_feedback`).
@@ -271,7 +279,8 @@ const SELECT_LEARNING: &str = "SELECT l.id, l.pattern, l.context, l.applies_to, 
         (SELECT count(*) FROM learning_confirmations c WHERE c.learning_id = l.id),
         (SELECT count(*) FROM learning_feedback f WHERE f.learning_id = l.id AND f.outcome = 'helped'),
         (SELECT count(*) FROM learning_feedback f WHERE f.learning_id = l.id AND f.outcome = 'not_relevant'),
-        (SELECT count(*) FROM learning_feedback f WHERE f.learning_id = l.id AND f.outcome = 'wrong')
+        (SELECT count(*) FROM learning_feedback f WHERE f.learning_id = l.id AND f.outcome = 'wrong'),
+        l.archived_at
     FROM learnings l JOIN issues i ON i.id = l.issue_id JOIN projects p ON p.id = l.project_id";
 
 fn learning_from_row(r: &Row) -> crate::error::Result<Learning> {
@@ -302,6 +311,7 @@ fn learning_from_row(r: &Row) -> crate::error::Result<Learning> {
         created_at: r.get(10)?,
         updated_at: r.get(11)?,
         superseded_by: r.get(12)?,
+        archived_at: r.get(20)?,
         needs_review: r.get(13)?,
         stale,
         confirmations: r.get(16)?,
@@ -493,10 +503,10 @@ fn merges(new: &NewLearning) -> bool {
     new.merge && new.supersedes.is_empty()
 }
 
-/// Whether learning `id` exists and is not superseded.
+/// Whether learning `id` exists and is in circulation (neither superseded nor archived).
 fn is_current(c: &Conn<'_>, id: &str) -> Result<bool> {
     Ok(c.query_opt(
-        "SELECT 1 FROM learnings WHERE id = ?1 AND superseded_by IS NULL",
+        "SELECT 1 FROM learnings WHERE id = ?1 AND superseded_by IS NULL AND archived_at IS NULL",
         [id],
         |r| r.get::<_, i64>(0),
     )?
@@ -607,7 +617,8 @@ impl Learnings<'_> {
                     let same_form: Option<String> = tx
                         .prepare(
                             "SELECT id FROM learnings WHERE project_id = ?1 AND pattern_norm = ?2
-                               AND superseded_by IS NULL ORDER BY seq LIMIT 1",
+                               AND superseded_by IS NULL AND archived_at IS NULL
+                               ORDER BY seq LIMIT 1",
                         )?
                         .query_opt(params![project_id, norm], |r| r.get(0))?;
                     let into = match same_form {
@@ -725,13 +736,14 @@ impl Learnings<'_> {
                 vector: None,
                 ranking: Ranking::Lexical,
                 include_superseded: false,
+                include_archived: false,
             },
         )?;
         let signature = lifecycle::Signature::of(text);
         self.store.read(|c| {
             let mut st = c.prepare(
                 "SELECT id, pattern, context FROM learnings
-                 WHERE seq = ?1 AND superseded_by IS NULL",
+                 WHERE seq = ?1 AND superseded_by IS NULL AND archived_at IS NULL",
             )?;
             let mut out = Vec::new();
             for r in &ranked {
@@ -867,6 +879,7 @@ impl Learnings<'_> {
                 vector: vector.as_deref(),
                 ranking,
                 include_superseded: s.include_superseded,
+                include_archived: s.include_archived,
             },
         )?;
         // One snapshot and one lock round-trip for all rows.
@@ -1000,6 +1013,19 @@ impl Learnings<'_> {
         self.change_standing(id, Standing::Flag, actor, note)
     }
 
+    /// A person takes a learning out of circulation without a successor: it leaves every
+    /// search (the page's "archived" filter brings it back) and is never merged into,
+    /// but stays readable by id. Recorded in its history; [`Self::restore_learning`]
+    /// undoes it.
+    pub fn archive_learning(&self, id: &str, actor: &str, note: Option<&str>) -> Result<Learning> {
+        self.change_standing(id, Standing::Archive, actor, note)
+    }
+
+    /// Bring an archived learning back into circulation. Recorded in its history.
+    pub fn restore_learning(&self, id: &str, actor: &str, note: Option<&str>) -> Result<Learning> {
+        self.change_standing(id, Standing::Restore, actor, note)
+    }
+
     /// Set a learning's quality score (0-100); from then on evidence no longer moves it.
     /// Recorded in its history.
     pub fn rate_learning(
@@ -1030,13 +1056,15 @@ impl Learnings<'_> {
             Standing::Rate(_) => "rated",
             Standing::Verify => "verified",
             Standing::Flag => "flagged",
+            Standing::Archive => "archived",
+            Standing::Restore => "restored",
         };
         self.store.write(|tx| {
-            let (quality, verified): (u8, bool) = tx
+            let (quality, verified, archived): (u8, bool, Option<String>) = tx
                 .query_opt(
-                    "SELECT quality_score, verified FROM learnings WHERE id = ?1",
+                    "SELECT quality_score, verified, archived_at FROM learnings WHERE id = ?1",
                     [id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                 )?
                 .ok_or_else(|| Error::not_found("learning", id))?;
             let now = now_iso();
@@ -1062,6 +1090,28 @@ impl Learnings<'_> {
                         "UPDATE learnings SET flagged = 1, verified = 0, updated_at = ?2
                          WHERE id = ?1",
                         params![id, now],
+                    )?;
+                }
+                Standing::Archive | Standing::Restore => {
+                    let archive = matches!(change, Standing::Archive);
+                    if archived.is_some() == archive {
+                        return Err(Error::Conflict {
+                            message: if archive {
+                                format!(
+                                    "learning {id} is archived already (at {})",
+                                    archived.unwrap_or_default()
+                                )
+                            } else {
+                                format!(
+                                    "learning {id} is not archived: there is nothing to restore"
+                                )
+                            },
+                            existing_id: None,
+                        });
+                    }
+                    tx.execute(
+                        "UPDATE learnings SET archived_at = ?2, updated_at = ?3 WHERE id = ?1",
+                        params![id, archive.then_some(now.as_str()), now],
                     )?;
                 }
             }
@@ -1259,6 +1309,7 @@ mod group_commit_tests {
                     limit: Some(10),
                     min_quality_score: None,
                     include_superseded: false,
+                    include_archived: false,
                 })
                 .unwrap()
                 .results

@@ -240,6 +240,7 @@ impl CairnServer {
             limit: Some(SHOWN),
             min_quality_score: None,
             include_superseded: false,
+            include_archived: false,
         });
         match found {
             Ok(r) if r.results.is_empty() => {

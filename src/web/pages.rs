@@ -29,6 +29,8 @@ pub(super) struct LearningsQuery {
     flagged: Option<String>,
     #[serde(default)]
     superseded: Option<String>,
+    #[serde(default)]
+    archived: Option<String>,
 }
 
 /// `GET /ui/learnings`: the search box, ranked exactly as `search_learnings`; the
@@ -62,6 +64,7 @@ pub(super) async fn learnings(
         let cairn = w.cairn.clone();
         let project = q.project.trim().to_string();
         let include_superseded = q.superseded.is_some();
+        let include_archived = q.archived.is_some();
         let found = run(&who.person, StatusCode::BAD_REQUEST, move || {
             let scope = if project.is_empty() {
                 SearchScope::All
@@ -74,6 +77,7 @@ pub(super) async fn learnings(
                 limit: Some(50),
                 min_quality_score: None,
                 include_superseded,
+                include_archived,
             })
         })
         .await;
@@ -94,6 +98,7 @@ pub(super) async fn learnings(
             label { input type="checkbox" name="verified" checked[q.verified.is_some()]; " verified" }
             label { input type="checkbox" name="flagged" checked[q.flagged.is_some()]; " flagged wrong" }
             label { input type="checkbox" name="superseded" checked[q.superseded.is_some()]; " with superseded" }
+            label { input type="checkbox" name="archived" checked[q.archived.is_some()]; " with archived" }
             button type="submit" { "Search" }
         }
         @if let Some((over_time, quality)) = &pictures {
@@ -176,6 +181,7 @@ fn provenance(l: &Learning) -> Markup {
                 dt { "superseded by" }
                 dd.superseded { a href=(format!("/ui/learnings/{s}")) { (s) } }
             }
+            @if let Some(at) = &l.archived_at { dt { "archived" } dd.archived { (at) } }
             @if !l.applies_to.is_empty() { dt { "applies to" } dd { (l.applies_to.join(", ")) } }
         }
     }
@@ -232,6 +238,15 @@ fn detail_page(d: &LearningDetail, who: &Visitor) -> Markup {
             (curate(&action("supersede"), &who.csrf, "supersede", "Supersede", html! {
                 input type="text" name="by" placeholder="replaced by (learning id)";
             }))
+            @if l.archived_at.is_some() {
+                (curate(&action("restore"), &who.csrf, "restore", "Restore", html! {
+                    input type="text" name="note" placeholder="why it is back (optional)";
+                }))
+            } @else {
+                (curate(&action("archive"), &who.csrf, "archive", "Archive", html! {
+                    input type="text" name="note" placeholder="why it is out (optional)";
+                }))
+            }
         }
         h2 { "History" }
         table.history {
@@ -276,8 +291,8 @@ pub(super) struct ActForm {
     by: String,
 }
 
-/// `POST /ui/learnings/{id}/{verify|flag|rate|supersede}`: recorded like any other write,
-/// attributed to the person (`person:NAME`).
+/// `POST /ui/learnings/{id}/{verify|flag|rate|supersede|archive|restore}`: recorded like
+/// any other write, attributed to the person (`person:NAME`).
 pub(super) async fn act(
     State(w): State<Web>,
     who: Visitor,
@@ -296,6 +311,8 @@ pub(super) async fn act(
         match action.as_str() {
             "verify" => cairn.verify_learning(&target, &actor, note.as_deref()),
             "flag" => cairn.flag_learning(&target, &actor, note.as_deref()),
+            "archive" => cairn.archive_learning(&target, &actor, note.as_deref()),
+            "restore" => cairn.restore_learning(&target, &actor, note.as_deref()),
             "rate" => {
                 let score = f
                     .score
@@ -314,7 +331,9 @@ pub(super) async fn act(
             "supersede" => cairn.supersede_learning(&target, f.by.trim(), &actor),
             other => Err(crate::Error::invalid(
                 "action",
-                format!("{other:?} is not an action: verify, flag, rate or supersede"),
+                format!(
+                    "{other:?} is not an action: verify, flag, rate, supersede, archive or restore"
+                ),
             )),
         }
     })

@@ -194,7 +194,7 @@ pub(super) async fn service(State(w): State<Web>, who: Visitor) -> Response {
         }
         h2 { "Session tokens" }
         table.tokens {
-            tr { th { "id" } th { "state" } th { "kind" } th { "issue" } th { "agent" } th { "scope" } th { "expires" } th {} }
+            tr { th { "id" } th { "state" } th { "kind" } th { "issue" } th { "agent" } th { "scope" } th { "expires" } th { "revoked by" } th {} }
             @for t in &tokens {
                 tr.token data-id=(t.id) {
                     td { (t.id) }
@@ -204,6 +204,7 @@ pub(super) async fn service(State(w): State<Web>, who: Visitor) -> Response {
                     td { (t.agent_type.as_deref().unwrap_or("-")) }
                     td { (t.scope.as_ref().map(|s| s.label.as_str()).unwrap_or("all tools")) }
                     td { (t.expires_at) }
+                    td.revoked-by { (t.revoked_by.as_deref().unwrap_or("")) }
                     td {
                         @if t.revoked_at.is_none() && t.id != who.person.id {
                             form method="post" action=(format!("/ui/tokens/{}/revoke", t.id)) {
@@ -237,15 +238,13 @@ pub(super) async fn revoke(
         return r;
     }
     let cairn = w.cairn.clone();
+    let actor = who.person.actor.clone();
     match run(&who.person, StatusCode::NOT_FOUND, move || {
-        cairn.revoke_session_token(&id)
+        cairn.revoke_session_token(&id, &actor)
     })
     .await
     {
-        Ok(t) => {
-            tracing::info!(token = %t.id, actor = %who.person.actor, "session token revoked on the web page");
-            Redirect::to("/ui/service").into_response()
-        }
+        Ok(_) => Redirect::to("/ui/service").into_response(),
         Err(r) => r,
     }
 }

@@ -137,6 +137,8 @@ fn search(cx: &ToolCtx<'_>, p: SearchLearningsParams) -> Result<SearchResults> {
         // bounds the value to 0..=100, so the cast cannot truncate.
         min_quality_score: p.min_quality_score.map(|q| q.ceil() as u8),
         include_superseded: p.include_superseded,
+        // Archiving is a person's decision: no agent argument brings them back.
+        include_archived: false,
     })
 }
 
