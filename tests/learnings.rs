@@ -1013,15 +1013,49 @@ fn reindex_backfills_embeddings_of_learnings_recorded_without_the_model() {
     assert_eq!(env.json(&["learnings", "reindex"])["embedded"], 0);
 }
 
-/// The regression guard of the ranking: on the checked-in set, with the real model,
-/// the blend is at least BM25 alone and cosine alone on MRR@10 and nDCG@10, overall and
-/// in every category, in the same run.
+/// MRR@10 floors on the held-out parts (overall, identifier, keyword, paraphrase,
+/// symptom): set 0 is tests/eval/learnings.jsonl, 1 the independent set.
+/// Measured at their introduction: 0.909, 0.944, 1.000, 0.756, 0.981 and 0.926, 1.000,
+/// 1.000, 0.762, 0.952.
+const FLOORS: [(usize, [f64; 5]); 2] = [
+    (0, [0.88, 0.90, 0.95, 0.70, 0.94]),
+    (1, [0.90, 0.95, 0.95, 0.72, 0.91]),
+];
+
+/// The regression guard of the ranking, with the real model: `cairn eval learnings` on
+/// both checked-in sets in one run. On the tuning part (where the weights were chosen)
+/// the blend is at least BM25 alone, cosine alone and their reciprocal-rank fusion on
+/// MRR@10 and nDCG@10, overall and in every category; on the held-out parts (the set's own, and the independent set)
+/// it stays above absolute floors, set a little under what was measured
+/// (docs/learnings.md, "Evaluation that cannot flatter").
 #[test]
-fn cairn_eval_learnings_blend_is_at_least_both_baselines() {
+fn cairn_eval_learnings_holds_on_held_out_queries() {
     let env = Env::new();
-    let set = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/eval/learnings.jsonl");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/eval");
+    // The sets are valid, and every query is in the part the documented rule puts it.
+    for (set, how) in [
+        ("learnings.jsonl", None),
+        ("learnings-heldout.jsonl", Some("--all-heldout")),
+    ] {
+        let set = dir.join(set);
+        for script in ["check_set.py", "split.py"] {
+            let mut cmd = std::process::Command::new("python3");
+            cmd.arg(dir.join(script)).arg(&set);
+            if script == "split.py" {
+                cmd.args(how).arg("--check");
+            }
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "{script} {}: {out:?}", set.display());
+        }
+    }
     let out = env
-        .cmd(&["eval", "learnings", set.to_str().unwrap(), "--json"])
+        .cmd(&[
+            "eval",
+            "learnings",
+            dir.join("learnings.jsonl").to_str().unwrap(),
+            dir.join("learnings-heldout.jsonl").to_str().unwrap(),
+            "--json",
+        ])
         .output()
         .unwrap();
     assert!(
@@ -1030,43 +1064,51 @@ fn cairn_eval_learnings_blend_is_at_least_both_baselines() {
         String::from_utf8_lossy(&out.stderr)
     );
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["semantic"], true, "{r:#}");
-    assert!(r["queries"].as_u64().unwrap() >= 100);
-    let system = |name: &str| -> Value {
-        r["systems"]
+    let sets = r["sets"].as_array().unwrap();
+    assert_eq!(sets.len(), 2, "{r:#}");
+    let system = |set: usize, name: &str| -> Value {
+        assert_eq!(sets[set]["semantic"], true, "{r:#}");
+        sets[set]["systems"]
             .as_array()
             .unwrap()
             .iter()
             .find(|s| s["system"] == name)
-            .unwrap()
+            .unwrap_or_else(|| panic!("no {name}: {r:#}"))
             .clone()
     };
-    let (cairn, lexical, dense) = (system("cairn"), system("lexical"), system("dense"));
-    let figure = |s: &Value, cat: Option<&str>, m: &str| -> f64 {
+    let figure = |s: &Value, part: &str, cat: Option<&str>, m: &str| -> f64 {
+        let p = &s["parts"][part];
         match cat {
-            None => s["overall"][m].as_f64().unwrap(),
-            Some(c) => s["categories"][c][m].as_f64().unwrap(),
+            None => p["overall"][m].as_f64(),
+            Some(c) => p["categories"][c][m].as_f64(),
         }
+        .unwrap_or_else(|| panic!("{part} {cat:?} {m}: {s:#}"))
     };
-    let mut cats: Vec<Option<&str>> = vec![None];
-    let names: Vec<String> = cairn["categories"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .cloned()
-        .collect();
-    assert_eq!(names, ["identifier", "keyword", "paraphrase", "symptom"]);
-    cats.extend(names.iter().map(|c| Some(c.as_str())));
+    let cats = [
+        None,
+        Some("identifier"),
+        Some("keyword"),
+        Some("paraphrase"),
+        Some("symptom"),
+    ];
+    let cairn = system(0, "cairn");
     for cat in cats {
         for m in ["mrr10", "ndcg10"] {
-            let (c, l, d) = (
-                figure(&cairn, cat, m),
-                figure(&lexical, cat, m),
-                figure(&dense, cat, m),
-            );
+            let c = figure(&cairn, "tune", cat, m);
+            for baseline in ["lexical", "dense", "rrf"] {
+                let b = figure(&system(0, baseline), "tune", cat, m);
+                assert!(c >= b, "tune {cat:?} {m}: cairn {c:.3}, {baseline} {b:.3}");
+            }
+        }
+    }
+    // Floors on the held-out parts: MRR@10 overall and per kind.
+    for (set, floors) in FLOORS {
+        let cairn = system(set, "cairn");
+        for (cat, floor) in cats.iter().zip(floors) {
+            let got = figure(&cairn, "heldout", *cat, "mrr10");
             assert!(
-                c >= l && c >= d,
-                "{cat:?} {m}: cairn {c:.3}, lexical {l:.3}, dense {d:.3}"
+                got >= floor,
+                "set {set} held out {cat:?}: MRR@10 {got:.3} under its floor {floor}"
             );
         }
     }

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 
 use serde::Serialize;
 
-use crate::eval::learnings::{EvalReport, EvalSet};
+use crate::eval::learnings::{EvalReport, EvalSet, Figures, Part, SystemReport};
 use crate::eval::lifecycle::{LifecycleReport, PairsReport};
 use crate::eval::vault::{VaultEvalOptions, render};
 
@@ -15,9 +15,11 @@ use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Subcommand)]
 pub enum EvalCmd {
-    /// Measure `search_learnings` on a JSONL set of learnings and graded queries:
+    /// Measure `search_learnings` on JSONL sets of learnings and graded queries:
     /// nDCG@10, MRR@10, Recall@5 overall and per category, p50 latency, for Cairn's
-    /// blend, BM25 alone and cosine alone. Uses a temporary database (not --db).
+    /// blend, BM25 alone, cosine alone and the reciprocal-rank fusion of the blend and
+    /// cosine; for each set, whole and per part (tuning, held out). Each set gets its own
+    /// temporary database (not --db).
     ///
     /// With --pairs, also the duplicate rule on labelled pairs (precision and recall per
     /// split, beside word-Jaccard and cosine-only rules); with --lifecycle, a timeline set
@@ -25,8 +27,9 @@ pub enum EvalCmd {
     /// stale answers, duplicate clutter, MRR with quality from evidence against quality
     /// fixed at 50, lexical-only and dense-only, per split).
     Learnings {
-        /// The set (JSONL; format in docs/learnings.md).
-        set: PathBuf,
+        /// The sets (JSONL; format in docs/learnings.md), each measured on its own.
+        #[arg(required = true, num_args = 1..)]
+        sets: Vec<PathBuf>,
         /// Labelled duplicate pairs (tests/eval/learning-pairs.jsonl).
         #[arg(long)]
         pairs: Option<PathBuf>,
@@ -67,14 +70,22 @@ pub struct VaultEvalArgs {
 pub(super) fn run(cmd: EvalCmd) -> anyhow::Result<Outcome> {
     match cmd {
         EvalCmd::Learnings {
-            set,
+            sets,
             pairs,
             lifecycle,
             json,
         } => {
             let mut progress = |line: &str| eprintln!("eval learnings: {line}");
-            let parsed = EvalSet::load(&set)?;
-            let search = crate::eval::learnings::run(&parsed, &mut progress)?;
+            let mut search = Vec::with_capacity(sets.len());
+            for set in &sets {
+                let name = set
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| set.display().to_string());
+                let parsed = EvalSet::load(set)?;
+                let mut progress = |line: &str| eprintln!("eval learnings: {name}: {line}");
+                search.push(crate::eval::learnings::run(&parsed, &name, &mut progress)?);
+            }
             let pairs = match pairs {
                 Some(p) => {
                     // The model of a throwaway store: nothing is written to --db.
@@ -89,7 +100,7 @@ pub(super) fn run(cmd: EvalCmd) -> anyhow::Result<Outcome> {
                 None => None,
             };
             let report = FullReport {
-                search,
+                sets: search,
                 pairs,
                 lifecycle,
             };
@@ -119,11 +130,11 @@ pub(super) fn run(cmd: EvalCmd) -> anyhow::Result<Outcome> {
     Ok(Outcome::Done)
 }
 
-/// `cairn eval learnings`: the search figures, and the lifecycle's when asked for.
+/// `cairn eval learnings`: the search figures of each set, and the lifecycle's when asked
+/// for.
 #[derive(Debug, Serialize)]
 struct FullReport {
-    #[serde(flatten)]
-    search: EvalReport,
+    sets: Vec<EvalReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pairs: Option<PairsReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -131,7 +142,11 @@ struct FullReport {
 }
 
 fn full_table(r: &FullReport) -> String {
-    let mut out = learnings_table(&r.search);
+    let mut out = String::new();
+    for s in &r.sets {
+        out.push_str(&learnings_table(s));
+        out.push('\n');
+    }
     if let Some(p) = &r.pairs {
         let _ = write!(
             out,
@@ -192,7 +207,8 @@ fn full_table(r: &FullReport) -> String {
 /// The report as a Markdown table: one row per system, overall and per category.
 fn learnings_table(r: &EvalReport) -> String {
     let mut out = format!(
-        "{} learnings, {} queries; semantic: {}\n\n",
+        "{}: {} learnings, {} queries; semantic: {}\n",
+        r.set,
         r.learnings,
         r.queries,
         match &r.semantic_unavailable {
@@ -200,11 +216,39 @@ fn learnings_table(r: &EvalReport) -> String {
             Some(why) => format!("off ({why})"),
         }
     );
-    let categories: Vec<&String> = r
+    let parts: Vec<Part> = r
         .systems
         .first()
-        .map(|s| s.categories.keys().collect())
+        .map(|s| s.parts.keys().copied().collect())
         .unwrap_or_default();
+    let whole = |s: &SystemReport| {
+        Some(Figures {
+            overall: s.overall,
+            categories: s.categories.clone(),
+        })
+    };
+    if parts.len() != 1 {
+        out.push_str(&figures_table("whole set", r, whole));
+    }
+    for part in parts {
+        out.push_str(&figures_table(part.as_str(), r, |s| {
+            s.parts.get(&part).cloned()
+        }));
+    }
+    out
+}
+
+/// One table: each system's figures on some of a set's queries.
+fn figures_table(
+    label: &str,
+    r: &EvalReport,
+    of: impl Fn(&SystemReport) -> Option<Figures>,
+) -> String {
+    let Some(first) = r.systems.first().and_then(&of) else {
+        return String::new();
+    };
+    let categories: Vec<&String> = first.categories.keys().collect();
+    let mut out = format!("\n{label} ({} queries)\n\n", first.overall.queries);
     out.push_str("| system | nDCG@10 | MRR@10 | R@5 | p50 ms |");
     for c in &categories {
         let _ = write!(out, " {c} nDCG / MRR |");
@@ -213,13 +257,14 @@ fn learnings_table(r: &EvalReport) -> String {
     out.push_str(&"---|".repeat(categories.len()));
     out.push('\n');
     for s in &r.systems {
+        let Some(f) = of(s) else { continue };
         let _ = write!(
             out,
             "| {} | {:.3} | {:.3} | {:.3} | {:.1} |",
-            s.system, s.overall.ndcg10, s.overall.mrr10, s.overall.recall5, s.p50_ms
+            s.system, f.overall.ndcg10, f.overall.mrr10, f.overall.recall5, s.p50_ms
         );
         for c in &categories {
-            match s.categories.get(*c) {
+            match f.categories.get(*c) {
                 Some(x) => {
                     let _ = write!(out, " {:.3} / {:.3} |", x.ndcg10, x.mrr10);
                 }

@@ -6,8 +6,11 @@
 //! `verified` through the domain API (`rate_learning`, `verify_learning`), then runs
 //! every query through the real search, bound to the query's project (or
 //! `cross_project`), three times: the blend, BM25 alone and cosine alone
-//! ([`Ranking`]), on the same filters. Latency is the blend's, per query, end to end
-//! (query embedding included).
+//! ([`Ranking`]), on the same filters, and a fourth baseline fused from two of them: the
+//! reciprocal-rank fusion of the blend and cosine ([`super::metrics::rrf`]). Each query
+//! belongs to the set's tuning part or its held-out part (`part`, written by
+//! `tests/eval/split.py` by topic cluster); the figures are reported for the whole set
+//! and for each part. Latency is per query, end to end (query embedding included).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -20,12 +23,18 @@ use crate::error::{Error, FieldError, Result};
 use crate::issues::{NewIssue, NewProject};
 use crate::learnings::{LearningSearch, LearningType, NewLearning, Ranking, SearchScope};
 
-use super::metrics::{QueryScore, Summary, by_category, p50};
+use super::metrics::{QueryScore, Summary, by_category, p50, rrf};
 
 /// The query categories of a set.
 pub const CATEGORIES: [&str; 4] = ["identifier", "keyword", "paraphrase", "symptom"];
-/// Results taken per query (the metrics look at the first 10).
+/// Results the metrics look at.
 const DEPTH: usize = 10;
+/// Results taken from the blend and from cosine for their fusion. The search takes at
+/// least `limits::CANDIDATES_MIN` (100) candidates either way, so the first 10 are those
+/// a search for 10 returns.
+const FUSED_DEPTH: usize = 50;
+/// RRF's rank constant, as its authors and most systems set it.
+const RRF_K: f64 = 60.0;
 const ACTOR: &str = "eval";
 
 /// One learning of a set.
@@ -59,6 +68,28 @@ pub struct SetQuery {
     pub relevant: HashMap<String, u32>,
     #[serde(default)]
     pub cross_project: bool,
+    /// The part of the set the query is in (default: tuning).
+    #[serde(default)]
+    pub part: Part,
+}
+
+/// Where a query of a set may be looked at: weights and fusion are chosen on the tuning
+/// part only; the held-out part is reported, never tuned on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Part {
+    #[default]
+    Tune,
+    Heldout,
+}
+
+impl Part {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Part::Tune => "tune",
+            Part::Heldout => "heldout",
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -128,20 +159,33 @@ impl EvalSet {
     }
 }
 
+/// The figures of one ranking on some queries: overall and per category.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figures {
+    pub overall: Summary,
+    pub categories: BTreeMap<String, Summary>,
+}
+
 /// The figures of one ranking.
 #[derive(Debug, Clone, Serialize)]
 pub struct SystemReport {
-    /// `cairn`, `lexical` or `dense`.
+    /// `cairn`, `lexical`, `dense` or `rrf` (of `cairn` and `dense`).
     pub system: String,
+    /// On the whole set.
     pub overall: Summary,
     pub categories: BTreeMap<String, Summary>,
-    /// Median search latency in milliseconds (query embedding included).
+    /// On each part the set has (`tune`, `heldout`).
+    pub parts: BTreeMap<Part, Figures>,
+    /// Median search latency in milliseconds (query embedding included; for `rrf`, both
+    /// searches it fuses).
     pub p50_ms: f64,
 }
 
 /// The result of a run.
 #[derive(Debug, Clone, Serialize)]
 pub struct EvalReport {
+    /// The set's file name.
+    pub set: String,
     pub learnings: usize,
     pub queries: usize,
     /// Whether the embedding model was available (else `dense` is empty and `cairn` is
@@ -154,16 +198,16 @@ pub struct EvalReport {
     pub systems: Vec<SystemReport>,
 }
 
-/// The systems compared, in report order.
+/// The rankings searched, in report order; `rrf` follows them.
 const SYSTEMS: [(&str, Ranking); 3] = [
     ("cairn", Ranking::Blend),
     ("lexical", Ranking::Lexical),
     ("dense", Ranking::Dense),
 ];
 
-/// Load `set` into a temporary database and measure the three rankings. `progress`
-/// receives one line per step (for stderr).
-pub fn run(set: &EvalSet, mut progress: impl FnMut(&str)) -> Result<EvalReport> {
+/// Load `set` (named `name` in the report) into a temporary database and measure the
+/// three rankings and the fusion. `progress` receives one line per step (for stderr).
+pub fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> Result<EvalReport> {
     let dir = tempfile::tempdir().map_err(|e| Error::io(Path::new("tempdir"), e))?;
     let cairn = Cairn::open(&dir.path().join("eval.db"))?;
     let started = Instant::now();
@@ -174,8 +218,9 @@ pub fn run(set: &EvalSet, mut progress: impl FnMut(&str)) -> Result<EvalReport> 
         .map(|(k, id)| (id.as_str(), k.as_str()))
         .collect();
 
-    let mut scored: Vec<Vec<(&str, QueryScore)>> = vec![Vec::new(); SYSTEMS.len()];
-    let mut latency: Vec<Vec<f64>> = vec![Vec::new(); SYSTEMS.len()];
+    let names: Vec<&str> = SYSTEMS.iter().map(|(n, _)| *n).chain(["rrf"]).collect();
+    let mut scored: Vec<Vec<(&SetQuery, QueryScore)>> = vec![Vec::new(); names.len()];
+    let mut latency: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut semantic = true;
     let mut semantic_unavailable = None;
     for (n, q) in set.queries.iter().enumerate() {
@@ -189,11 +234,12 @@ pub fn run(set: &EvalSet, mut progress: impl FnMut(&str)) -> Result<EvalReport> 
             } else {
                 SearchScope::Project(q.project.clone())
             },
-            limit: Some(DEPTH),
+            limit: Some(FUSED_DEPTH),
             min_quality_score: None,
             include_superseded: false,
             include_archived: false,
         };
+        let mut ranked: Vec<Vec<String>> = Vec::with_capacity(SYSTEMS.len());
         for (i, (_, ranking)) in SYSTEMS.iter().enumerate() {
             let t = Instant::now();
             let r = cairn.search_learnings_ranked(&search, *ranking)?;
@@ -207,24 +253,57 @@ pub fn run(set: &EvalSet, mut progress: impl FnMut(&str)) -> Result<EvalReport> 
                 .iter()
                 .filter_map(|h| keys.get(h.learning.id.as_str()).map(|k| k.to_string()))
                 .collect();
-            scored[i].push((q.category.as_str(), QueryScore::of(&ranking, &q.relevant)));
+            scored[i].push((
+                q,
+                QueryScore::of(&ranking[..ranking.len().min(DEPTH)], &q.relevant),
+            ));
+            ranked.push(ranking);
         }
+        let fused = rrf(&[&ranked[0], &ranked[2]], RRF_K);
+        let f = names.len() - 1;
+        scored[f].push((
+            q,
+            QueryScore::of(&fused[..fused.len().min(DEPTH)], &q.relevant),
+        ));
+        let both = latency[0].last().unwrap_or(&0.0) + latency[2].last().unwrap_or(&0.0);
+        latency[f].push(both);
     }
-    let systems = SYSTEMS
+    let systems = names
         .iter()
         .zip(scored)
         .zip(latency.iter_mut())
-        .map(|(((name, _), scores), lat)| {
-            let (overall, categories) = by_category(scores);
+        .map(|((name, scores), lat)| {
+            let (overall, categories) =
+                by_category(scores.iter().map(|(q, s)| (q.category.as_str(), *s)));
+            let mut parts = BTreeMap::new();
+            for part in [Part::Tune, Part::Heldout] {
+                let mine: Vec<(&str, QueryScore)> = scores
+                    .iter()
+                    .filter(|(q, _)| q.part == part)
+                    .map(|(q, s)| (q.category.as_str(), *s))
+                    .collect();
+                if !mine.is_empty() {
+                    let (overall, categories) = by_category(mine);
+                    parts.insert(
+                        part,
+                        Figures {
+                            overall,
+                            categories,
+                        },
+                    );
+                }
+            }
             SystemReport {
                 system: name.to_string(),
                 overall,
                 categories,
+                parts,
                 p50_ms: p50(lat),
             }
         })
         .collect();
     Ok(EvalReport {
+        set: name.to_string(),
         learnings: set.learnings.len(),
         queries: set.queries.len(),
         semantic,

@@ -129,6 +129,26 @@ pub fn by_category<'a>(
     (Summary::mean(&all), per)
 }
 
+/// Reciprocal-rank fusion of `lists` (Cormack, Clarke and Büttcher, SIGIR 2009): each key
+/// scores `Σ 1 / (k + rank)` over the lists it is in (rank from 1); best first, ties in
+/// first-seen order.
+pub fn rrf(lists: &[&[String]], k: f64) -> Vec<String> {
+    let mut score: HashMap<&str, (f64, usize)> = HashMap::new();
+    let mut seen = 0;
+    for list in lists {
+        for (rank, key) in list.iter().enumerate() {
+            let e = score.entry(key.as_str()).or_insert_with(|| {
+                seen += 1;
+                (0.0, seen)
+            });
+            e.0 += 1.0 / (k + rank as f64 + 1.0);
+        }
+    }
+    let mut fused: Vec<(&str, (f64, usize))> = score.into_iter().collect();
+    fused.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then(a.1.1.cmp(&b.1.1)));
+    fused.into_iter().map(|(k, _)| k.to_string()).collect()
+}
+
 /// The median of `samples` (milliseconds, say); 0 for none.
 pub fn p50(samples: &mut [f64]) -> f64 {
     if samples.is_empty() {
@@ -148,6 +168,19 @@ mod tests {
 
     fn ranking(keys: &[&str]) -> Vec<String> {
         keys.iter().map(|k| k.to_string()).collect()
+    }
+
+    #[test]
+    fn rrf_ranks_what_both_lists_rank_high_first() {
+        let a = ranking(&["x", "y", "z"]);
+        let b = ranking(&["y", "w", "x"]);
+        // y: 1/62 + 1/61; x: 1/61 + 1/63; w: 1/62; z: 1/63.
+        assert_eq!(rrf(&[&a, &b], 60.0), ranking(&["y", "x", "w", "z"]));
+        // Equal scores keep the order first seen.
+        assert_eq!(
+            rrf(&[&ranking(&["p"]), &ranking(&["q"])], 60.0),
+            ranking(&["p", "q"])
+        );
     }
 
     #[test]

@@ -79,9 +79,11 @@ def main(argv):
                 errs.append(f"{where}: verified must be a bool")
             L[k] = o
         elif o.get("type") == "query":
-            allowed = {"type", "key", "category", "query", "project", "relevant", "cross_project"}
+            allowed = {"type", "key", "category", "query", "project", "relevant", "cross_project", "part"}
             if set(o) - allowed:
                 errs.append(f"{where}: unknown fields {set(o) - allowed}")
+            if o.get("part", "tune") not in ("tune", "heldout"):
+                errs.append(f"{where}: part {o.get('part')!r} (tune or heldout; tests/eval/split.py writes it)")
             if not re.fullmatch(r"Q\d{3,}", str(k)):
                 errs.append(f"{where}: query key {k!r}")
             if o.get("category") not in CATEGORIES:
