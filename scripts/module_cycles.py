@@ -1,6 +1,12 @@
 #!/usr/bin/env python3
-"""Print the import cycles between the crate's source files (strongly connected components
-of the file-level `crate::`/`super::` reference graph, test modules included).
+"""Print the import cycles of the crate (strongly connected components of the
+`crate::`/`super::` reference graph, test modules included), at two levels:
+
+- files: one module imports another that (through others) imports it;
+- folders: a reference from a module under folder `a/` to one under a sibling `b/`
+  (siblings: the first components where their paths differ, at least one of them a
+  folder) is an edge `a/ -> b/`; a cycle of such edges is a folder-level cycle, even
+  when no file-level cycle exists (`a/x` uses `b/y`, `b/z` uses `a/w`).
 
 Usage: python3 scripts/module_cycles.py [src-dir]   (exit 1 when a cycle exists)
 """
@@ -55,32 +61,59 @@ for m, f in mods.items():
         if tgt != m:
             edges[m].add(tgt)
 
-# Tarjan
-index, low, stack, on, sccs, counter = {}, {}, [], set(), [], [0]
-sys.setrecursionlimit(10000)
-def strong(v):
-    index[v] = low[v] = counter[0]; counter[0] += 1
-    stack.append(v); on.add(v)
-    for w in edges[v]:
-        if w not in mods:
-            continue
-        if w not in index:
-            strong(w); low[v] = min(low[v], low[w])
-        elif w in on:
-            low[v] = min(low[v], index[w])
-    if low[v] == index[v]:
-        comp = []
-        while True:
-            w = stack.pop(); on.discard(w); comp.append(w)
-            if w == v:
-                break
-        sccs.append(comp)
-for v in mods:
-    if v not in index:
-        strong(v)
+def sccs_of(nodes, out):
+    """Strongly connected components of the graph `out` (node -> set of nodes)."""
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+    sys.setrecursionlimit(10000)
+
+    def strong(v):
+        index[v] = low[v] = counter[0]; counter[0] += 1
+        stack.append(v); on.add(v)
+        for w in out.get(v, ()):
+            if w not in nodes:
+                continue
+            if w not in index:
+                strong(w); low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop(); on.discard(w); comp.append(w)
+                if w == v:
+                    break
+            found.append(comp)
+
+    for v in nodes:
+        if v not in index:
+            strong(v)
+    return found
+
+
 name = lambda k: "::".join(k) or "crate"
-cycles = [sorted(map(name, c)) for c in sccs if len(c) > 1 and () not in c]
+cycles = [sorted(map(name, c)) for c in sccs_of(set(mods), edges) if len(c) > 1 and () not in c]
 for c in sorted(cycles):
     print(f"cycle ({len(c)} modules): " + ", ".join(c))
 print(f"{len(cycles)} cycle(s) among {len(mods)} modules")
-sys.exit(1 if cycles else 0)
+
+folders = {m[:d] for m in mods for d in range(1, len(m))}
+siblings = {}
+for m, targets in edges.items():
+    for t in targets:
+        if t not in mods:
+            continue
+        d = 0
+        while d < min(len(m), len(t)) and m[d] == t[d]:
+            d += 1
+        if d >= len(m) or d >= len(t):
+            continue  # a module and its own ancestor
+        a, b = m[: d + 1], t[: d + 1]
+        if a in folders or b in folders:
+            siblings.setdefault(a, set()).add(b)
+nodes = set(siblings) | {b for v in siblings.values() for b in v}
+folder_name = lambda k: name(k) + ("/" if k in folders else "")
+folder_cycles = [sorted(map(folder_name, c)) for c in sccs_of(nodes, siblings) if len(c) > 1]
+for c in sorted(folder_cycles):
+    print(f"folder cycle ({len(c)}): " + ", ".join(c))
+print(f"{len(folder_cycles)} cycle(s) among {len(folders)} folders")
+sys.exit(1 if cycles or folder_cycles else 0)

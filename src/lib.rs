@@ -6,7 +6,8 @@
 //!
 //! Bird's-eye view:
 //! - [`store`]: SQLite, the source of truth (WAL, migrations, `BEGIN IMMEDIATE` writes).
-//! - [`issues`]: projects and issues (a Colibri task is an issue).
+//! - [`issues`]: projects and issues (a Colibri task is an issue), and project settings.
+//! - [`compose`]: compositions over several domains (the issue board, trail verification).
 //! - [`scope`]: which agent profile may use which tool.
 //! - [`context`]: the [`context::WorkContext`] a server process is bound to (issue, project,
 //!   work root, profile, actor).
@@ -24,6 +25,7 @@ pub mod api;
 pub mod base;
 pub mod cli;
 pub mod colibri;
+pub mod compose;
 pub mod context;
 pub mod daemon;
 pub mod db;
@@ -47,6 +49,7 @@ pub mod text;
 pub mod tokens;
 pub mod trail;
 pub mod vault;
+pub mod vector;
 pub mod web;
 pub mod workspace;
 

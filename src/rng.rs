@@ -37,7 +37,7 @@ impl SplitMix64 {
     /// A random direction in `dim` dimensions, L2-normalised.
     pub fn unit_vector(&mut self, dim: usize) -> Vec<f32> {
         let mut v: Vec<f32> = (0..dim).map(|_| self.gauss()).collect();
-        crate::vault::vector::l2_normalize(&mut v);
+        crate::vector::l2_normalize(&mut v);
         v
     }
 }

@@ -14,7 +14,7 @@ use cairn::Cairn;
 use cairn::context::{BindArgs, WorkContext};
 use cairn::error::ErrorKind;
 use cairn::issues::NewProject;
-use cairn::trail::settings::SettingsUpdate;
+use cairn::issues::settings::SettingsUpdate;
 use cairn::vault::documents::VaultHit;
 use cairn::vault::embed::Embed;
 use cairn::vault::hash_embed::HashEmbedder;

@@ -1,15 +1,15 @@
 //! The work trail: findings, comments, status, board views, PRs, metrics, runs, verification.
 
+use crate::compose::board::{IssueDetails, IssueStatus};
 use crate::context::WorkContext;
 use crate::error::Result;
+use crate::issues::settings::SettingsUpdate;
 use crate::issues::{Issue, NewIssue, Project, Status};
-use crate::trail::board::{IssueDetails, IssueStatus};
 use crate::trail::chain::TrailVerification;
 use crate::trail::findings::{Comment, Finding, NewFinding};
 use crate::trail::metrics::{Coverage, NewCoverage, NewTestHealth, TestHealth};
 use crate::trail::prs::{NewPullRequest, PullRequest, Review};
 use crate::trail::runs::{IngestReport, RunEventPage, RunEventQuery};
-use crate::trail::settings::SettingsUpdate;
 use crate::trail::status::StatusChange;
 use crate::workspace::WorktreeCheck;
 use std::path::Path;
@@ -52,7 +52,7 @@ impl Cairn {
     /// stored root of every finalized audit session covering the issue (from its frozen
     /// leaves and from the current records).
     pub fn verify_trail(&self, issue: &str) -> Result<TrailVerification> {
-        crate::trail::verify::verify_trail(&self.store, issue)
+        crate::compose::verify::verify_trail(&self.store, issue)
     }
 
     /// Record an agent run of an issue (id or identifier) from a stream-JSON log.
@@ -73,18 +73,18 @@ impl Cairn {
 
     /// The full issue with its trail (id or identifier).
     pub fn issue_details(&self, issue: &str) -> Result<IssueDetails> {
-        crate::trail::board::issue_details(&self.store, issue)
+        crate::compose::board::issue_details(&self.store, issue)
     }
 
     /// The slim status of an issue (id or identifier).
     pub fn issue_status(&self, issue: &str) -> Result<IssueStatus> {
-        crate::trail::board::issue_status(&self.store, issue)
+        crate::compose::board::issue_status(&self.store, issue)
     }
 
     /// Create a sub-task of `parent` (id or identifier) in the parent's project and block
     /// the parent until it is done (see [`super::status`]).
     pub fn create_subtask(&self, parent: &str, new: NewIssue, actor: &str) -> Result<Issue> {
-        crate::trail::board::create_subtask(&self.store, parent, new, actor)
+        crate::compose::board::create_subtask(&self.store, parent, new, actor)
     }
 
     /// Record a finding (`add_finding`) on an issue (id or identifier).
@@ -109,7 +109,7 @@ impl Cairn {
 
     /// Change a project's settings (id or slug).
     pub fn configure_project(&self, project: &str, update: &SettingsUpdate) -> Result<Project> {
-        crate::trail::settings::configure_project(&self.store, project, update)
+        crate::issues::settings::configure_project(&self.store, project, update)
     }
 
     /// Change an issue's status (id or identifier) by the trail vocabulary's rules.

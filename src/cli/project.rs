@@ -4,7 +4,7 @@ use clap::Subcommand;
 
 use crate::Cairn;
 use crate::issues::NewProject;
-use crate::trail::settings::SettingsUpdate;
+use crate::issues::settings::SettingsUpdate;
 
 use super::{Outcome, print_json, print_text};
 

@@ -24,7 +24,7 @@ use crate::learnings::{
     SearchScope, same_lesson, word_overlap,
 };
 use crate::trail::prs::{NewPullRequest, Review};
-use crate::vault::vector::dot;
+use crate::vector::dot;
 
 use super::metrics::{Qrels, QueryScore, Summary};
 

@@ -789,7 +789,7 @@ impl Learnings<'_> {
                 .collect();
             if let Ok(vs) = self.embedder.embed_batch(&refs) {
                 for (i, w) in missing.iter().zip(vs) {
-                    cosines[*i] = Some(crate::vault::vector::dot(vector, &w));
+                    cosines[*i] = Some(crate::vector::dot(vector, &w));
                 }
             }
         }

@@ -4,16 +4,13 @@
 //!   phase claims and verdicts, comments) and their verification. **API boundary** for
 //!   other modules: [`chain::append_record`] / [`findings::append_finding`] /
 //!   [`findings::add_comment_in`] append inside the caller's write transaction;
-//!   [`verify::verify_trail`] re-computes a chain.
+//!   [`crate::compose::verify::verify_trail`] re-computes a chain.
 //! - [`findings`]: the finding and comment views, the orchestrator's `processed` state.
 //! - [`status`]: the trail vocabulary's status transitions, status history, sub-tasks
 //!   that block their parent.
-//! - [`board`]: `get_issue`, `get_issue_status`, sub-task creation.
 //! - [`prs`]: local PR records, diff stats and the risk score.
-//! - [`settings`]: project settings (`configure_project`).
 //! - [`metrics`]: research coverage and test health.
 //! - [`runs`]: agent runs ingested from stream-JSON logs, and their events.
-//! - [`verify`]: a chain re-computed, with the audit roots that cover it.
 //!
 //! Records are never updated or deleted (see [`chain`] for the invariant and the
 //! triggers that enforce it in SQL).
@@ -22,15 +19,12 @@ use crate::db::Conn;
 
 use crate::error::{Error, Result};
 
-pub mod board;
 pub mod chain;
 pub mod findings;
 pub mod metrics;
 pub mod prs;
 pub mod runs;
-pub mod settings;
 pub mod status;
-pub mod verify;
 
 pub use chain::{BrokenLink, FindingCategory, RecordKind, TrailRecord, TrailVerification};
 pub use findings::{Comment, Finding, NewFinding};

@@ -32,8 +32,8 @@ use crate::store::Store;
 use crate::workspace::WorktreeCheck;
 
 use super::findings::add_comment_in;
-use super::settings::{RiskThresholds, glob_matcher, risk_settings};
 use super::status::{change_status_in, current_status, set_status_in};
+use crate::issues::settings::{RiskThresholds, glob_matcher, risk_settings};
 
 /// Limits on PR fields.
 pub mod limits {
@@ -42,8 +42,8 @@ pub mod limits {
     pub const GATES_MAX: usize = 50;
     pub const GATE_OUTPUT_MAX: usize = 100_000;
     /// Longest gate command and label (as for configured gates).
-    pub const GATE_COMMAND_MAX: usize = super::super::settings::limits::COMMAND_MAX;
-    pub const GATE_LABEL_MAX: usize = super::super::settings::limits::LABEL_MAX;
+    pub const GATE_COMMAND_MAX: usize = crate::issues::settings::limits::COMMAND_MAX;
+    pub const GATE_LABEL_MAX: usize = crate::issues::settings::limits::LABEL_MAX;
     /// Exit codes range over ±this.
     pub const EXIT_CODE_MAX: i64 = 1_000_000;
     /// Longest fix instructions of a rejection.

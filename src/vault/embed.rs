@@ -838,8 +838,8 @@ fn load_model(config: &EmbedderConfig) -> Result<TextEmbedding> {
     Ok(embedding)
 }
 
-/// Vector arithmetic the embedders' callers share (re-exported from [`super::vector`]).
-pub use super::vector::{dot, l2_normalize};
+/// Vector arithmetic the embedders' callers share (re-exported from [`crate::vector`]).
+pub use crate::vector::{dot, l2_normalize};
 
 #[cfg(test)]
 mod tests {

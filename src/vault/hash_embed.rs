@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::embed::{DIMENSION, Embed, EmbedStats};
 use super::error::Result;
-use super::vector::l2_normalize;
+use crate::vector::l2_normalize;
 
 /// The identifier stored with the hash embedder's vectors.
 pub const HASH_MODEL_ID: &str = "cairn-test-hash-384-v1";
@@ -126,7 +126,7 @@ impl Embed for HashEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vault::vector::dot;
+    use crate::vector::dot;
 
     #[test]
     fn vectors_are_deterministic_unit_length_and_related_texts_are_closer() {

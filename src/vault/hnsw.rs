@@ -72,8 +72,8 @@ use hnsw_rs::prelude::{AnnT, Distance, Hnsw, HnswIo};
 use serde::{Deserialize, Serialize};
 
 use super::error::{Result, VaultError};
-pub use super::vector::dot;
-use super::vector::l2_normalize;
+pub use crate::vector::dot;
+use crate::vector::l2_normalize;
 
 /// Neighbours kept per node and layer (hnsw_rs `max_nb_connection`).
 pub const MAX_NB_CONNECTION: usize = 24;

@@ -7,7 +7,6 @@
 //! | module | owns |
 //! | --- | --- |
 //! | [`chunk`] | heading-aware Markdown chunking: front matter, title, heading paths, exact 1-based line spans, content hashes, the token budget ([`chunk::CHUNKER_VERSION`]) |
-//! | [`vector`] | the dot product and L2 normalisation every vector user shares |
 //! | [`embed`] | the [`embed::Embed`] trait (texts → unit vectors, the identity stored with them) and its implementation by the local embedding model (all-MiniLM-L6-v2, int8 ONNX) run through ONNX Runtime: locating the files, one-time runtime initialisation, lazy loading, batched L2-normalised embeddings |
 //! | [`hash_embed`] | a deterministic [`embed::Embed`] for tests and benchmarks (hashed words and word pairs); never selected by a command or tool |
 //! | [`hnsw`] | the vector index over `hnsw_rs` (cosine similarity on unit vectors), filtered search, crash-safe generational persistence and the [`hnsw::IndexManifest`] that ties an index to its model and chunker |
@@ -51,7 +50,6 @@ pub mod reindex;
 pub mod rerank;
 pub mod roots;
 pub mod service;
-pub mod vector;
 
 pub use error::{Result, VaultError};
 pub use handle::Vault;

@@ -42,8 +42,8 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::issues::settings::limits::COLLECTION_MAX;
 use crate::paths::{DirHandle, canonical_root};
-use crate::trail::settings::limits::COLLECTION_MAX;
 
 use super::documents::{delete_document, doc_paths};
 use super::embed::{Spin, Threading};

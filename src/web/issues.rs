@@ -8,9 +8,9 @@ use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::compose::board::IssueDetails;
 use crate::issues::{IssueFilter, Limit, Status};
 use crate::trail::TrailVerification;
-use crate::trail::board::IssueDetails;
 
 use super::{Visitor, Web, page, problem, run};
 

@@ -16,9 +16,9 @@ use crate::db::params;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::{Project, find_project};
 use crate::base::now_iso;
 use crate::error::{Error, FieldError, Result};
-use crate::issues::{Project, find_project};
 use crate::store::Store;
 
 /// Limits on settings.

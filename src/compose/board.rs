@@ -9,10 +9,10 @@ use crate::issues::{Issue, NewIssue, Status, insert_issue, load_issue};
 use crate::learnings::{Learning, learnings_of_issue};
 use crate::store::Store;
 
-use super::findings::{Comment, Finding, comments_in, findings_in, recent_findings_in};
-use super::prs::{PullRequestSummary, prs_of};
-use super::runs::{RunSummary, recent_runs_in};
-use super::status::{StatusChange, block_parent_in, history_in};
+use crate::trail::findings::{Comment, Finding, comments_in, findings_in, recent_findings_in};
+use crate::trail::prs::{PullRequestSummary, prs_of};
+use crate::trail::runs::{RunSummary, recent_runs_in};
+use crate::trail::status::{StatusChange, block_parent_in, history_in};
 
 /// Everything recorded about an issue (`get_issue`).
 #[derive(Debug, Clone, Serialize)]
@@ -75,7 +75,7 @@ fn load(c: &Conn<'_>, id: &str) -> Result<Issue> {
 /// The full issue with its trail (id or identifier).
 pub fn issue_details(store: &Store, issue: &str) -> Result<IssueDetails> {
     store.read(|c| {
-        let (id, _) = super::resolve(c, issue)?;
+        let (id, _) = crate::trail::resolve(c, issue)?;
         Ok(IssueDetails {
             issue: load(c, &id)?,
             subtasks: subtasks_in(c, &id)?,
@@ -92,7 +92,7 @@ pub fn issue_details(store: &Store, issue: &str) -> Result<IssueDetails> {
 /// The slim status of an issue (id or identifier).
 pub fn issue_status(store: &Store, issue: &str) -> Result<IssueStatus> {
     store.read(|c| {
-        let (id, _) = super::resolve(c, issue)?;
+        let (id, _) = crate::trail::resolve(c, issue)?;
         let i = load(c, &id)?;
         Ok(IssueStatus {
             recent_findings: recent_findings_in(c, &id, 5)?
@@ -118,10 +118,10 @@ pub fn issue_status(store: &Store, issue: &str) -> Result<IssueStatus> {
 }
 
 /// Create a sub-task of `parent` (id or identifier) in the parent's project and block
-/// the parent until it is done (see [`super::status`]).
+/// the parent until it is done (see [`crate::trail::status`]).
 pub fn create_subtask(store: &Store, parent: &str, new: NewIssue, actor: &str) -> Result<Issue> {
     store.write(|tx| {
-        let (parent_id, _) = super::resolve(tx, parent)?;
+        let (parent_id, _) = crate::trail::resolve(tx, parent)?;
         let project_id: String = tx.query_row(
             "SELECT project_id FROM issues WHERE id = ?1",
             [&parent_id],

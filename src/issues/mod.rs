@@ -4,7 +4,8 @@
 //! the write transaction), statuses, priorities, labels and dependencies, and the lookups
 //! that accept either an opaque id or a human identifier. Status *rules* (which
 //! transition is allowed) belong to the vocabularies that change status (`trail`,
-//! `colibri`); this module only stores.
+//! `colibri`); this module only stores. [`settings`]: each project's settings, typed
+//! (read and written by `configure_project`).
 
 use std::collections::HashMap;
 
@@ -14,6 +15,8 @@ use serde::Serialize;
 use crate::base::{new_id, now_iso};
 use crate::error::{Error, FieldError, Result};
 use crate::store::Store;
+
+pub mod settings;
 
 /// Limits on issue and project fields, shared by the CLI and the MCP schemas.
 pub mod limits {

@@ -1,0 +1,9 @@
+//! Compositions over several domains, above them so that none of them needs another:
+//!
+//! - [`board`]: the issue board as agents see it (`get_issue` with its findings,
+//!   comments, PRs, runs, status history and learnings; `get_issue_status`; sub-tasks).
+//! - [`verify`]: an issue's trail verified, its hash chain and the audit roots frozen
+//!   over it.
+
+pub mod board;
+pub mod verify;
