@@ -44,7 +44,7 @@ use serde::Serialize;
 
 use crate::base::now_iso;
 use crate::error::{Error, Result};
-use crate::issues::{Issue, Project, Status, find_project, load_issue};
+use crate::issues::{Issue, Project, Status, allocate_identifier, find_project, load_issue};
 use crate::paths::DirHandle;
 use crate::phases::pipeline;
 use crate::store::Store;
@@ -285,12 +285,7 @@ fn move_rows(
     reason: &str,
     actor: &str,
 ) -> Result<(String, String)> {
-    let seq: i64 = tx.query_row(
-        "UPDATE projects SET next_seq = next_seq + 1 WHERE id = ?1 RETURNING next_seq - 1",
-        [&target.id],
-        |r| r.get(0),
-    )?;
-    let identifier = format!("{}-{seq}", target.prefix);
+    let (seq, identifier) = allocate_identifier(tx, target)?;
     let now = now_iso();
     tx.execute(
         "UPDATE issues SET project_id = ?2, seq = ?3, identifier = ?4, updated_by = ?5,

@@ -272,6 +272,18 @@ pub(crate) fn find_project(c: &Conn<'_>, reference: &str) -> Result<Option<Proje
     )
 }
 
+/// The next identifier of `project` (`PFX-N`) and its `N`, taken inside the caller's write
+/// transaction: numbers are never reused, not even after a move takes an issue away.
+/// The one place identifiers are allocated (a new issue, an issue moved in).
+pub(crate) fn allocate_identifier(c: &Conn<'_>, project: &Project) -> Result<(i64, String)> {
+    let seq: i64 = c.query_row(
+        "UPDATE projects SET next_seq = next_seq + 1 WHERE id = ?1 RETURNING next_seq - 1",
+        [&project.id],
+        |r| r.get(0),
+    )?;
+    Ok((seq, format!("{}-{seq}", project.prefix)))
+}
+
 /// Resolve an issue reference (id, identifier, or an identifier the issue had before a
 /// move; identifiers case-insensitive) to its id.
 pub(crate) fn resolve_issue_id(c: &Conn<'_>, reference: &str) -> Result<Option<String>> {
@@ -430,13 +442,8 @@ pub(crate) fn insert_issue(c: &Conn<'_>, new: &NewIssue) -> Result<String> {
             }
         }
     }
-    let seq: i64 = c.query_row(
-        "UPDATE projects SET next_seq = next_seq + 1 WHERE id = ?1 RETURNING next_seq - 1",
-        [&project.id],
-        |r| r.get(0),
-    )?;
+    let (seq, identifier) = allocate_identifier(c, &project)?;
     let id = new_id("iss");
-    let identifier = format!("{}-{}", project.prefix, seq);
     let now = now_iso();
     let by = new.created_by.clone().unwrap_or_else(|| "cli".to_string());
     c.execute(
