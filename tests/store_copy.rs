@@ -14,7 +14,7 @@ use std::time::Duration;
 use cairn::Cairn;
 use cairn::colibri::audit::{AuditScope, VerifyTarget};
 use cairn::colibri::thoughts::{NewThought, ThoughtType};
-use cairn::context::BindArgs;
+use cairn::context::{BindArgs, WorkContext};
 use cairn::error::ErrorKind;
 use cairn::issues::{NewIssue, NewProject, Status};
 use cairn::learnings::{LearningSearch, NewFeedback, NewLearning, Outcome, SearchScope};
@@ -108,6 +108,11 @@ fn build(dir: &Path, db: &Path) -> Cairn {
         .mark_finding_processed(&f1.id, "orchestrator")
         .unwrap();
 
+    // The orchestrator's session: bound to nothing, acting on any task.
+    let orchestrator = WorkContext {
+        actor: "agent".into(),
+        ..WorkContext::default()
+    };
     for (task, kind, content) in [
         (
             &one,
@@ -120,7 +125,7 @@ fn build(dir: &Path, db: &Path) -> Cairn {
     ] {
         cairn
             .thought_record(
-                "agent",
+                &orchestrator,
                 &NewThought {
                     task: task.clone(),
                     kind,
@@ -135,12 +140,20 @@ fn build(dir: &Path, db: &Path) -> Cairn {
             .unwrap();
     }
     let session = cairn
-        .audit_session_start(&one, "auditor", Some("release"), AuditScope::Deep)
+        .audit_session_start(
+            &orchestrator,
+            &one,
+            "auditor",
+            Some("release"),
+            AuditScope::Deep,
+        )
         .unwrap()
         .session_id;
-    cairn.merkle_finalize(&session, None, None).unwrap();
     cairn
-        .audit_session_start(&two, "auditor", None, AuditScope::Shallow)
+        .merkle_finalize(&orchestrator, &session, None)
+        .unwrap();
+    cairn
+        .audit_session_start(&orchestrator, &two, "auditor", None, AuditScope::Shallow)
         .unwrap();
 
     for pattern in [
@@ -456,14 +469,15 @@ fn sqlite_to_postgres_to_sqlite_keeps_every_row_id_and_chain() {
     // The PostgreSQL copy answers as the original does.
     let copy = open(&pg);
     assert_eq!(search_ids(&copy, "payment retry idempotency"), learnings);
+    let person = WorkContext::default();
     for task in ["SHOP-1", "SHOP-2", "SHOP-3"] {
         let target = VerifyTarget {
             task: Some(task.into()),
             ..Default::default()
         };
         let (a, b) = (
-            original.audit_verify(&target).unwrap(),
-            copy.audit_verify(&target).unwrap(),
+            original.audit_verify(&person, &target).unwrap(),
+            copy.audit_verify(&person, &target).unwrap(),
         );
         // The copy answers as the original does (a task verified alone under a deep
         // session reports its sub-task's frozen leaves on both: see the report).
@@ -474,10 +488,13 @@ fn sqlite_to_postgres_to_sqlite_keeps_every_row_id_and_chain() {
     }
     for session in ["A-0001", "A-0002"] {
         let v = copy
-            .audit_verify(&VerifyTarget {
-                session: Some(session.into()),
-                ..Default::default()
-            })
+            .audit_verify(
+                &person,
+                &VerifyTarget {
+                    session: Some(session.into()),
+                    ..Default::default()
+                },
+            )
             .unwrap();
         assert!(v.chain_valid, "{session}: {:?}", v.broken_links);
     }
@@ -516,9 +533,13 @@ fn sqlite_to_postgres_to_sqlite_keeps_every_row_id_and_chain() {
             .unwrap();
         // SHOP-4 is the issue moved in from ops.
         assert_eq!(next.identifier, "SHOP-5");
+        let orchestrator = WorkContext {
+            actor: "agent".into(),
+            ..WorkContext::default()
+        };
         let t = c
             .thought_record(
-                "agent",
+                &orchestrator,
                 &NewThought {
                     task: "SHOP-2".into(),
                     kind: ThoughtType::Reflection,
@@ -533,10 +554,13 @@ fn sqlite_to_postgres_to_sqlite_keeps_every_row_id_and_chain() {
             .unwrap();
         assert_eq!(t.thought_id, "Θ-0005");
         assert!(
-            c.audit_verify(&VerifyTarget {
-                task: Some("SHOP-2".into()),
-                ..Default::default()
-            })
+            c.audit_verify(
+                &WorkContext::default(),
+                &VerifyTarget {
+                    task: Some("SHOP-2".into()),
+                    ..Default::default()
+                },
+            )
             .unwrap()
             .chain_valid
         );

@@ -1303,11 +1303,14 @@ fn verifying_a_trail_while_it_grows_never_reports_a_false_break() {
 fn auditing_a_task_while_its_trail_grows_never_reports_a_false_break() {
     check_while_the_trail_grows(|c| {
         let v = c
-            .audit_verify(&cairn::colibri::audit::VerifyTarget {
-                session: None,
-                task: Some("WEB-1".into()),
-                full_trace: false,
-            })
+            .audit_verify(
+                &cairn::context::WorkContext::default(),
+                &cairn::colibri::audit::VerifyTarget {
+                    session: None,
+                    task: Some("WEB-1".into()),
+                    full_trace: false,
+                },
+            )
             .unwrap();
         (
             v.chain_valid,

@@ -6,6 +6,7 @@ use clap::Subcommand;
 
 use crate::Cairn;
 use crate::colibri::audit::VerifyTarget;
+use crate::context::WorkContext;
 
 use super::{Outcome, print_json, print_text};
 
@@ -25,11 +26,19 @@ pub enum AuditCmd {
 pub(super) fn run(cairn: &Cairn, cmd: AuditCmd) -> anyhow::Result<Outcome> {
     match cmd {
         AuditCmd::Verify { issue, json } => {
-            let v = cairn.audit_verify(&VerifyTarget {
-                session: None,
-                task: Some(issue),
-                full_trace: json,
-            })?;
+            // A person's session: bound to nothing, so `T-N` is refused as ambiguous.
+            let person = WorkContext {
+                actor: "cli".into(),
+                ..WorkContext::default()
+            };
+            let v = cairn.audit_verify(
+                &person,
+                &VerifyTarget {
+                    session: None,
+                    task: Some(issue),
+                    full_trace: json,
+                },
+            )?;
             if json {
                 print_json(&v)?;
             } else {

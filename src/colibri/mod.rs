@@ -8,14 +8,15 @@
 //!   trail, Merkle finalization.
 //! - [`merkle`]: the Merkle tree itself (pure functions).
 //! - [`skills`]: `.agents/skills/*/SKILL.md` front matter.
+//! - [`binding`]: what a session may name and change (`T-N` of its bound project; an
+//!   agent changes only its bound issue), applied by the facade to every caller.
 //!
 //! Identifiers (decision): a task has ONE identity, the issue identifier `PFX-N`, and
 //! every tool returns it as `task_id`. The document's `T-{monotonic}` with a
 //! project-scoped `sequence` is exactly that shape with the project prefix in place of
 //! `T` (a bare `T-N` would collide between projects). The domain resolves identifiers
-//! and opaque ids (`iss_...`) only; the MCP layer accepts the document's `T-N` as task N
-//! *of the server's bound project* (`src/mcp/tools/colibri.rs`), so a `T-N` can never
-//! name an issue of another project. Thoughts are
+//! and opaque ids (`iss_...`); a session's `T-N` is task N *of its bound project*
+//! ([`binding`]), so a `T-N` can never name an issue of another project. Thoughts are
 //! `Θ-{id}` and audit sessions `A-{id}`, with ids from global counters, shown with at
 //! least four digits (`Θ-0047`, `A-0002`).
 
@@ -25,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 pub mod audit;
+pub mod binding;
 pub mod limits;
 pub mod merkle;
 pub(crate) mod sessions;

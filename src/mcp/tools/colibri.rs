@@ -1,15 +1,7 @@
 //! The Colibri phase-0 tools (besides `server_ping`/`server_health`): `task_*`,
 //! `thought_record*`, `audit_*`, `merkle_*`, `skill_list`. Wire parameters with the
-//! document's limits, converted to [`crate::colibri`] calls.
-//!
-//! Two rules live here, where the session is known (`docs/colibri.md`):
-//! - `T-N` (the document's task id) is task N of the server's bound project; without a
-//!   bound project, or when `T-N` is also the identifier of another project's issue, it
-//!   is refused with a message naming the real identifiers.
-//! - An agent session (`--agent-type`) mutates only its bound issue: `task_update`,
-//!   `thought_record`, `audit_session_start` and `merkle_finalize` name it, and
-//!   `task_create` creates in the bound project, under the bound issue when it has a
-//!   parent. A server without a profile (the orchestrator's) acts on any issue.
+//! document's limits, converted to facade calls with the session's [`crate::context::WorkContext`];
+//! what a session may name and change is [`crate::colibri::binding`]'s to decide.
 
 use std::borrow::Cow;
 
@@ -30,7 +22,7 @@ use crate::colibri::thoughts::{
     NewThought, ThoughtList, ThoughtQuery, ThoughtRecorded, ThoughtType,
 };
 use crate::colibri::{Priority, limits};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::issues::Status;
 use crate::issues::limits as issue_limits;
 use crate::scope::Profile;
@@ -284,97 +276,15 @@ pub struct SkillListParams {
     pub capability: Option<String>,
 }
 
-/// Map a task reference to what the domain resolves: `T-N` becomes the bound
-/// project's `PFX-N` (see the module docs); anything else is passed on.
-fn task_ref(cx: &ToolCtx<'_>, field: &str, reference: &str) -> Result<String> {
-    let Some(n) = crate::colibri::task_number(reference) else {
-        return Ok(reference.to_string());
-    };
-    let Some(pid) = &cx.work.project_id else {
-        return Err(Error::invalid(
-            field,
-            format!(
-                "{reference} is a project-scoped task number and this server has no bound \
-                 project; pass the task's identifier (PFX-N) instead"
-            ),
-        ));
-    };
-    let project = cx.cairn.project(pid)?;
-    let identifier = format!("{}-{n}", project.prefix);
-    if let Ok(literal) = cx.cairn.issue(reference)
-        && literal.project_id != project.id
-    {
-        return Err(Error::invalid(
-            field,
-            format!(
-                "{reference} is ambiguous: it is the identifier of {} in project {}, and task \
-                 {n} of this server's project {} is {identifier}; pass the identifier you mean",
-                literal.identifier, literal.project_slug, project.slug
-            ),
-        ));
-    }
-    match cx.cairn.issue(&identifier) {
-        Ok(_) => Ok(identifier),
-        Err(_) => Err(Error::TaskNotFound(format!(
-            "{reference} (task {n} of project {} would be {identifier}, which does not exist)",
-            project.slug
-        ))),
-    }
-}
-
-/// Whether this session is an agent's (bound by a profile), not the orchestrator's.
-fn is_agent(cx: &ToolCtx<'_>) -> bool {
-    cx.work.agent_type.is_some()
-}
-
-/// A task an agent may change: its bound issue only (see the module docs). For the
-/// orchestrator's server, any task.
-fn target_task(cx: &ToolCtx<'_>, field: &str, reference: &str) -> Result<String> {
-    let r = task_ref(cx, field, reference)?;
-    if !is_agent(cx) {
-        return Ok(r);
-    }
-    let bound = cx.work.require_issue()?;
-    let issue = cx
-        .cairn
-        .issue(&r)
-        .map_err(|_| Error::TaskNotFound(reference.to_string()))?;
-    if issue.id != bound.id {
-        return Err(Error::PermissionDenied(format!(
-            "this {} session changes only its bound issue {}; {} is another issue (ask the \
-             orchestrator, or record a finding on your issue)",
-            cx.work.agent_type.as_deref().unwrap_or("agent"),
-            bound.identifier,
-            issue.identifier
-        )));
-    }
-    Ok(r)
-}
-
 fn task_create(cx: &ToolCtx<'_>, p: TaskCreateParams) -> Result<Cleaned<TaskCreated>> {
     cleaned(|| {
-        let parent = match &p.parent_id {
-            Some(r) => Some(target_task(cx, "parent_id", r)?),
-            None => None,
-        };
-        if is_agent(cx) {
-            let bound = cx.work.require_project()?;
-            let project = cx.cairn.project(&p.project)?;
-            if project.id != bound {
-                return Err(Error::PermissionDenied(format!(
-                    "this {} session creates tasks only in its bound project; {} is another project",
-                    cx.work.agent_type.as_deref().unwrap_or("agent"),
-                    project.slug
-                )));
-            }
-        }
         cx.cairn.task_create(
-            &cx.work.actor,
+            cx.work,
             &TaskCreate {
                 title: p.title,
                 description: p.description,
                 project: p.project,
-                parent,
+                parent: p.parent_id,
                 priority: p.priority,
                 labels: p.labels.unwrap_or_default(),
                 assignee: p.assignee,
@@ -386,7 +296,8 @@ fn task_create(cx: &ToolCtx<'_>, p: TaskCreateParams) -> Result<Cleaned<TaskCrea
 
 fn task_get(cx: &ToolCtx<'_>, p: TaskGetParams) -> Result<TaskView> {
     cx.cairn.task_get(
-        &task_ref(cx, "task_id", &p.task_id)?,
+        cx.work,
+        &p.task_id,
         p.include_thought_trail.unwrap_or(false),
         p.include_dependents.unwrap_or(false),
     )
@@ -395,9 +306,9 @@ fn task_get(cx: &ToolCtx<'_>, p: TaskGetParams) -> Result<TaskView> {
 fn task_update(cx: &ToolCtx<'_>, p: TaskUpdateParams) -> Result<Cleaned<TaskUpdated>> {
     cleaned(|| {
         cx.cairn.task_update(
-            &cx.work.actor,
+            cx.work,
             &TaskUpdate {
-                task: target_task(cx, "task_id", &p.task_id)?,
+                task: p.task_id,
                 status: p.status.map(|s| s.0),
                 progress: p.progress,
                 description: p.description,
@@ -405,7 +316,8 @@ fn task_update(cx: &ToolCtx<'_>, p: TaskUpdateParams) -> Result<Cleaned<TaskUpda
                 assignee: p.assignee,
                 labels: p.labels,
                 blocked_reason: p.blocked_reason,
-                agent: is_agent(cx),
+                // The facade sets it from the session.
+                agent: false,
             },
         )
     })
@@ -434,18 +346,9 @@ fn task_list(cx: &ToolCtx<'_>, p: TaskListParams) -> Result<TaskPage> {
 }
 
 fn task_next_actions(cx: &ToolCtx<'_>, p: TaskNextActionsParams) -> Result<NextActions> {
-    let project = match (&p.project, &cx.work.project_id) {
-        (Some(p), _) => p.as_str(),
-        (None, Some(bound)) => bound.as_str(),
-        (None, None) => {
-            return Err(Error::invalid(
-                "project",
-                "no project is bound to this server; name the project slug",
-            ));
-        }
-    };
     cx.cairn.task_next_actions(
-        project,
+        cx.work,
+        p.project.as_deref(),
         p.limit.map(|l| l as usize),
         p.include_blocked.unwrap_or(false),
     )
@@ -454,9 +357,9 @@ fn task_next_actions(cx: &ToolCtx<'_>, p: TaskNextActionsParams) -> Result<NextA
 fn thought_record(cx: &ToolCtx<'_>, p: ThoughtRecordParams) -> Result<Cleaned<ThoughtRecorded>> {
     cleaned(|| {
         cx.cairn.thought_record(
-            &cx.work.actor,
+            cx.work,
             &NewThought {
-                task: target_task(cx, "task_id", &p.task_id)?,
+                task: p.task_id,
                 kind: p.kind,
                 content: p.content,
                 branch: p.branch,
@@ -470,13 +373,16 @@ fn thought_record(cx: &ToolCtx<'_>, p: ThoughtRecordParams) -> Result<Cleaned<Th
 }
 
 fn thought_record_list(cx: &ToolCtx<'_>, p: ThoughtRecordListParams) -> Result<ThoughtList> {
-    cx.cairn.thought_list(&ThoughtQuery {
-        task: p.task_id.map(|t| task_ref(cx, "task_id", &t)).transpose()?,
-        session: p.session_id,
-        kind: p.kind,
-        limit: p.limit.map(|l| l as usize),
-        verify_chain: p.verify_chain.unwrap_or(false),
-    })
+    cx.cairn.thought_list(
+        cx.work,
+        &ThoughtQuery {
+            task: p.task_id,
+            session: p.session_id,
+            kind: p.kind,
+            limit: p.limit.map(|l| l as usize),
+            verify_chain: p.verify_chain.unwrap_or(false),
+        },
+    )
 }
 
 fn audit_session_start(
@@ -484,7 +390,8 @@ fn audit_session_start(
     p: AuditSessionStartParams,
 ) -> Result<AuditSessionStarted> {
     cx.cairn.audit_session_start(
-        &target_task(cx, "task_id", &p.task_id)?,
+        cx.work,
+        &p.task_id,
         &p.auditor_id,
         p.reason.as_deref(),
         p.scope.unwrap_or_default(),
@@ -492,25 +399,19 @@ fn audit_session_start(
 }
 
 fn audit_verify_chain(cx: &ToolCtx<'_>, p: AuditVerifyChainParams) -> Result<ChainVerification> {
-    cx.cairn.audit_verify(&VerifyTarget {
-        session: p.session_id,
-        task: p.task_id.map(|t| task_ref(cx, "task_id", &t)).transpose()?,
-        full_trace: p.full_trace.unwrap_or(false),
-    })
+    cx.cairn.audit_verify(
+        cx.work,
+        &VerifyTarget {
+            session: p.session_id,
+            task: p.task_id,
+            full_trace: p.full_trace.unwrap_or(false),
+        },
+    )
 }
 
 fn merkle_finalize(cx: &ToolCtx<'_>, p: MerkleFinalizeParams) -> Result<MerkleFinalized> {
-    let task = match &p.task_id {
-        Some(t) => Some(target_task(cx, "task_id", t)?),
-        None => None,
-    };
-    // Without a task, an agent finalizes only a session of its own issue.
-    let agent_issue = match is_agent(cx) {
-        true => Some(cx.work.require_issue()?.id.clone()),
-        false => None,
-    };
     cx.cairn
-        .merkle_finalize(&p.session_id, task.as_deref(), agent_issue.as_deref())
+        .merkle_finalize(cx.work, &p.session_id, p.task_id.as_deref())
 }
 
 fn merkle_root(cx: &ToolCtx<'_>, p: MerkleRootParams) -> Result<MerkleRootView> {
