@@ -1581,3 +1581,49 @@ async fn finishing_a_sub_task_through_task_update_releases_its_parent() {
     assert_eq!(tos, ["in_progress", "review", "done"], "{trail:#}");
     c.close().await;
 }
+
+/// The binding rules are the domain's: a caller of the facade other than the MCP server
+/// (here the library itself, as a CLI or another adapter would call it) gets the same
+/// answers for `T-N` and an agent's bound issue.
+#[test]
+fn the_binding_rules_hold_for_every_caller_of_the_facade() {
+    use cairn::colibri::tasks::TaskUpdate;
+    use cairn::context::BindArgs;
+    use cairn::error::ErrorKind;
+
+    let env = Env::new();
+    env.project("web", None);
+    let mine = env.issue("web", "Mine");
+    let other = env.issue("web", "Another");
+    let cairn = env.open();
+    let agent = cairn
+        .bind(&BindArgs {
+            issue: Some(mine.clone()),
+            agent_type: Some("worker".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    let update = |work, task: &str| {
+        cairn.task_update(
+            work,
+            &TaskUpdate {
+                task: task.into(),
+                progress: Some(10),
+                ..Default::default()
+            },
+        )
+    };
+    let denied = update(&agent, &other).unwrap_err();
+    assert_eq!(denied.kind(), ErrorKind::PermissionDenied, "{denied}");
+    let n = other.rsplit('-').next().unwrap();
+    let by_number = update(&agent, &format!("T-{n}")).unwrap_err();
+    assert_eq!(by_number.kind(), ErrorKind::PermissionDenied, "{by_number}");
+    assert!(by_number.to_string().contains(&other), "{by_number}");
+    let n = mine.rsplit('-').next().unwrap();
+    assert_eq!(update(&agent, &format!("T-{n}")).unwrap().task_id, mine);
+    // A session bound to nothing acts on any task, but has no project for `T-N`.
+    let unbound = cairn::context::WorkContext::default();
+    assert_eq!(update(&unbound, &other).unwrap().task_id, other);
+    let no_project = update(&unbound, "T-1").unwrap_err();
+    assert_eq!(no_project.kind(), ErrorKind::InvalidInput, "{no_project}");
+}
