@@ -1,5 +1,6 @@
 //! `cairn eval vault`: the vault's ranking measured on a BEIR-format set, with
-//! lexical-only and dense-only baselines and the ranking's variants in the same run.
+//! lexical-only and dense-only baselines, their reciprocal-rank fusion, and the
+//! ranking's variants in the same run.
 //!
 //! - **Corpus**: a BEIR `corpus.jsonl` (`_id`, `title`, `text`; given as the file or a
 //!   directory holding it), or a directory of Markdown files (document id = path
@@ -30,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::vault::reindex::ReindexOptions;
 use crate::vault::rerank::{MAX_PER_DOCUMENT, OLD_OVERLAP_WEIGHT, Ranking, Sources};
 
-use super::metrics::{Qrels, QueryScore, Summary, by_category, p50};
+use super::metrics::{Qrels, QueryScore, Summary, by_category, p50, rrf};
 
 /// Chunks each system returns per query.
 pub const TOP_K: usize = 10;
@@ -38,6 +39,11 @@ pub const TOP_K: usize = 10;
 const NO_CATEGORY: &str = "all";
 /// Collection the corpus is indexed under.
 const COLLECTION: &str = "eval";
+/// The baselines' names, and their reciprocal-rank fusion (k = 60, over each one's
+/// first [`TOP_K`] chunks, judged as the systems are).
+const LEXICAL_ONLY: &str = "lexical-only";
+const DENSE_ONLY: &str = "dense-only";
+const RRF_K: f64 = 60.0;
 
 /// What to evaluate.
 #[derive(Debug, Clone)]
@@ -257,11 +263,11 @@ fn systems(sweep: bool) -> Vec<(String, Ranking)> {
             r(Sources::Dense, 0.0, OLD_OVERLAP_WEIGHT, cap),
         ),
         (
-            "lexical-only (BM25 chunks)".to_string(),
+            format!("{LEXICAL_ONLY} (BM25 chunks)"),
             r(Sources::Lexical, 0.0, 0.0, None),
         ),
         (
-            "dense-only (cosine)".to_string(),
+            format!("{DENSE_ONLY} (cosine)"),
             r(Sources::Dense, 0.0, 0.0, None),
         ),
     ];
@@ -378,9 +384,13 @@ pub fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<VaultEval
     };
 
     let systems = systems(opts.sweep);
-    let mut scores: Vec<Vec<(String, QueryScore)>> = vec![Vec::new(); systems.len()];
-    let mut latency: Vec<Vec<f64>> = vec![Vec::new(); systems.len()];
-    let mut distinct: Vec<f64> = vec![0.0; systems.len()];
+    let position = |prefix: &str| systems.iter().position(|(n, _)| n.starts_with(prefix));
+    let (lexical, dense) = (position(LEXICAL_ONLY), position(DENSE_ONLY));
+    // One more row after the systems: the reciprocal-rank fusion of the two baselines.
+    let fused = systems.len();
+    let mut scores: Vec<Vec<(String, QueryScore)>> = vec![Vec::new(); fused + 1];
+    let mut latency: Vec<Vec<f64>> = vec![Vec::new(); fused + 1];
+    let mut distinct: Vec<f64> = vec![0.0; fused + 1];
     // Warm up: the model and both indexes load on the first search.
     cairn.vault_search(&queries[0].text, Some(TOP_K), None, None)?;
     for (qi, q) in queries.iter().enumerate() {
@@ -390,6 +400,8 @@ pub fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<VaultEval
         let t = Instant::now();
         let vector = cairn.vault_query_vector(&q.text)?;
         let embed_ms = t.elapsed().as_secs_f64() * 1e3;
+        let judged = &qrels[&q.id];
+        let mut ranked: Vec<Vec<String>> = Vec::with_capacity(systems.len());
         for (si, (_, ranking)) in systems.iter().enumerate() {
             let t = Instant::now();
             let hits = cairn.vault_rank(&q.text, Some(&vector), TOP_K, None, ranking)?;
@@ -398,7 +410,6 @@ pub fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<VaultEval
                 ms += embed_ms;
             }
             latency[si].push(ms);
-            let judged = &qrels[&q.id];
             let mut keys: Vec<String> = Vec::new();
             let mut docs: Vec<String> = Vec::new();
             for h in &hits {
@@ -413,11 +424,34 @@ pub fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<VaultEval
             }
             distinct[si] += docs.len() as f64;
             scores[si].push((q.category.clone(), QueryScore::of(&keys, judged)));
+            ranked.push(keys);
+        }
+        if let (Some(l), Some(d)) = (lexical, dense) {
+            let keys = rrf(&[&ranked[d], &ranked[l]], RRF_K);
+            let mut docs: Vec<&str> = keys
+                .iter()
+                .map(|k| k.split('#').next().unwrap_or(k))
+                .collect();
+            docs.sort_unstable();
+            docs.dedup();
+            distinct[fused] += docs.len() as f64;
+            let both = latency[l].last().unwrap_or(&0.0) + latency[d].last().unwrap_or(&0.0);
+            latency[fused].push(both);
+            scores[fused].push((q.category.clone(), QueryScore::of(&keys, judged)));
         }
     }
     let n = queries.len() as f64;
+    let baseline = Ranking {
+        sources: Sources::Both,
+        lexical_weight: 0.0,
+        overlap_weight: 0.0,
+        max_per_document: None,
+    };
+    let rrf_row = (lexical.is_some() && dense.is_some())
+        .then(|| ("rrf (dense-only, lexical-only)".to_string(), baseline));
     let reports = systems
         .iter()
+        .chain(rrf_row.as_ref())
         .enumerate()
         .map(|(si, (name, r))| {
             let (overall, categories) =
