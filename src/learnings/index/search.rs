@@ -115,7 +115,11 @@ pub(crate) struct IndexSearch<'a> {
     pub include_archived: bool,
 }
 
-/// A search on one view (see [`LearningIndex::search`]).
+/// A search on one view (see [`LearningIndex::search`]), in stages: the query's terms and
+/// their BM25 clauses ([`Clauses::of`]), the learnings it may return ([`Filter`]), the
+/// BM25 top k over the disk index and the tail ([`TopK`], [`lexical_candidates`]), each
+/// candidate's evidence with its cosine and the nearest vectors added
+/// ([`Gathered`]), and the blend's order ([`Gathered::rank`]).
 pub(super) fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
     let (_, fields) = schema();
     let stats = Combined {
@@ -127,211 +131,348 @@ pub(super) fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>>
     if docs == 0 {
         return Ok(Vec::new());
     }
-    let lexicon = match s.scope {
-        SearchScope::Project(p) => Lexicon {
-            fields: fields.scoped,
-            first_slot: 3,
-            key: scoped_term(p, ""),
-        },
-        SearchScope::OtherProjects(_) | SearchScope::All => Lexicon {
-            fields: fields.text,
-            first_slot: 0,
-            key: String::new(),
-        },
-    };
+    let lexicon = Lexicon::of(s.scope, fields);
     let slots = expand(s.query, open, &lexicon)?;
-    // Each slot's idf (of its most frequent term): the weights of field priority.
-    let mut slot_idf = Vec::with_capacity(slots.len());
-    let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-    // Each clause's term and boost, to score the tail with.
-    let mut scored: Vec<(&Term, Score)> = Vec::new();
-    for terms in &slots {
-        let mut max_df = 0;
-        for (term, exact) in terms {
-            let df = stats.doc_freq(term).map_err(index_err)?;
-            if df == 0 {
-                continue;
-            }
-            max_df = max_df.max(df);
-            let q: Box<dyn Query> =
-                Box::new(TermQuery::new(term.clone(), IndexRecordOption::WithFreqs));
-            let q = if *exact {
-                scored.push((term, 1.0));
-                q
-            } else {
-                scored.push((term, PREFIX_BOOST));
-                Box::new(BoostQuery::new(q, PREFIX_BOOST))
-            };
-            clauses.push((Occur::Should, q));
-        }
-        slot_idf.push(idf(max_df, docs));
+    let clauses = Clauses::of(&slots, &stats, docs)?;
+    let filter = Filter::new(open, s);
+    let k = s.candidates.max(s.limit).max(1);
+    let mut top = TopK::new(k);
+    if s.ranking != Ranking::Dense && !clauses.queries.is_empty() {
+        lexical_candidates(
+            open,
+            &stats,
+            clauses.queries,
+            &clauses.scored,
+            &filter,
+            &mut top,
+        )?;
     }
-    let meta = &open.meta;
-    let project = match s.scope {
-        SearchScope::Project(p) | SearchScope::OtherProjects(p) => {
-            Some(meta.project_ids.get(p).copied())
+    let lexical_hits = top.heap.into_vec();
+    let weights = slot_weights(&lexical_hits, open, &slots, &lexicon)?;
+    let mut gathered = Gathered::default();
+    for (c, w) in lexical_hits.iter().zip(&weights) {
+        if let Some(m) = open.meta.get(c.seq) {
+            gathered.push(
+                c.seq,
+                Evidence {
+                    bm25: c.score,
+                    field_priority: super::super::query::field_priority(w, &clauses.slot_idf),
+                    cosine: None,
+                    quality: filter.blend_quality(&m),
+                },
+            );
         }
-        SearchScope::All => None,
-    };
-    let project_ok = |p: u32| -> bool {
-        match (s.scope, project) {
+    }
+    let semantic = s.ranking != Ranking::Lexical && s.vector.is_some();
+    if let Some(v) = s.vector.filter(|_| semantic) {
+        gathered.add_nearest(open, v, k, &filter, s.ranking);
+    }
+    Ok(gathered.rank(open, s, semantic))
+}
+
+impl Lexicon {
+    /// The fields a search of `scope` reads: a project's scoped terms, or every
+    /// project's plain ones.
+    fn of(scope: &SearchScope, fields: Fields) -> Lexicon {
+        match scope {
+            SearchScope::Project(p) => Lexicon {
+                fields: fields.scoped,
+                first_slot: 3,
+                key: scoped_term(p, ""),
+            },
+            SearchScope::OtherProjects(_) | SearchScope::All => Lexicon {
+                fields: fields.text,
+                first_slot: 0,
+                key: String::new(),
+            },
+        }
+    }
+}
+
+/// The query's BM25 clauses: one per indexed term, prefix expansions boosted down.
+struct Clauses<'t> {
+    queries: Vec<(Occur, Box<dyn Query>)>,
+    /// Each clause's term and boost, to score the tail with.
+    scored: Vec<(&'t Term, Score)>,
+    /// Each slot's idf (of its most frequent term): the weights of field priority.
+    slot_idf: Vec<f32>,
+}
+
+impl<'t> Clauses<'t> {
+    fn of(slots: &'t [Vec<(Term, bool)>], stats: &Combined<'_>, docs: u64) -> Result<Self> {
+        let mut c = Clauses {
+            queries: Vec::new(),
+            scored: Vec::new(),
+            slot_idf: Vec::with_capacity(slots.len()),
+        };
+        for terms in slots {
+            let mut max_df = 0;
+            for (term, exact) in terms {
+                let df = stats.doc_freq(term).map_err(index_err)?;
+                if df == 0 {
+                    continue;
+                }
+                max_df = max_df.max(df);
+                let q: Box<dyn Query> =
+                    Box::new(TermQuery::new(term.clone(), IndexRecordOption::WithFreqs));
+                let q = if *exact {
+                    c.scored.push((term, 1.0));
+                    q
+                } else {
+                    c.scored.push((term, PREFIX_BOOST));
+                    Box::new(BoostQuery::new(q, PREFIX_BOOST))
+                };
+                c.queries.push((Occur::Should, q));
+            }
+            c.slot_idf.push(idf(max_df, docs));
+        }
+        Ok(c)
+    }
+}
+
+/// Which learnings a search may return, and the quality the blend weighs for each.
+struct Filter<'a> {
+    meta: &'a MetaCache,
+    s: &'a IndexSearch<'a>,
+    /// The scope's project as the cache numbers it (`Some(None)`: a project the cache
+    /// has never seen); `None` for every project.
+    project: Option<Option<u32>>,
+    now: i64,
+}
+
+impl<'a> Filter<'a> {
+    fn new(open: &'a Open, s: &'a IndexSearch<'a>) -> Self {
+        let meta = &open.meta;
+        let project = match s.scope {
+            SearchScope::Project(p) | SearchScope::OtherProjects(p) => {
+                Some(meta.project_ids.get(p).copied())
+            }
+            SearchScope::All => None,
+        };
+        Filter {
+            meta,
+            s,
+            project,
+            now: lifecycle::now_secs(),
+        }
+    }
+
+    fn project_ok(&self, p: u32) -> bool {
+        match (self.s.scope, self.project) {
             (SearchScope::Project(_), Some(want)) => want == Some(p),
             (SearchScope::OtherProjects(_), Some(not)) => not != Some(p),
             _ => true,
         }
-    };
-    let accepts = |m: &Meta| -> bool {
-        project_ok(m.project)
+    }
+
+    fn accepts(&self, m: &Meta) -> bool {
+        let s = self.s;
+        self.project_ok(m.project)
             && (s.include_superseded || !m.superseded)
             && (s.include_archived || !m.archived)
             && (m.verified || s.min_quality.is_none_or(|q| m.quality >= q))
-    };
-    // The quality the blend weighs: the standing one, times AGE_FACTOR once aged; 50 for
-    // every learning under `FixedQuality`.
-    let now = lifecycle::now_secs();
-    let blend_quality = |m: &Meta| -> u8 {
-        if s.ranking == Ranking::FixedQuality {
+    }
+
+    /// Whether learning `seq` is known and may be returned.
+    fn accepts_seq(&self, seq: u64) -> bool {
+        self.meta.get(seq).is_some_and(|m| self.accepts(&m))
+    }
+
+    /// The quality the blend weighs: the standing one, times AGE_FACTOR once aged; 50
+    /// for every learning under `FixedQuality`.
+    fn blend_quality(&self, m: &Meta) -> u8 {
+        if self.s.ranking == Ranking::FixedQuality {
             50
-        } else if meta.stale(m, now) {
+        } else if self.meta.stale(m, self.now) {
             (f32::from(m.quality) * lifecycle::AGE_FACTOR).round() as u8
         } else {
             m.quality
         }
-    };
+    }
+}
 
-    let k = s.candidates.max(s.limit).max(1);
-    let mut heap: BinaryHeap<Candidate> = BinaryHeap::with_capacity(k + 1);
-    let mut offer = |c: Candidate| {
-        heap.push(c);
-        if heap.len() > k {
-            heap.pop();
+/// The best `k` candidates so far.
+struct TopK {
+    k: usize,
+    heap: BinaryHeap<Candidate>,
+}
+
+impl TopK {
+    fn new(k: usize) -> Self {
+        TopK {
+            k,
+            heap: BinaryHeap::with_capacity(k + 1),
         }
-        heap.peek().filter(|_| heap.len() >= k).map(|c| c.score)
-    };
-    let lexical = s.ranking != Ranking::Dense && !clauses.is_empty();
-    if lexical {
-        let query = BooleanQuery::new(clauses);
-        let weight = query
-            .weight(EnableScoring::enabled_from_statistics_provider(
-                &stats, &open.disk,
-            ))
-            .map_err(index_err)?;
-        let mut threshold: Score = 0.0;
-        for (ord, seg) in open.disk.segment_readers().iter().enumerate() {
-            if seg.num_docs() == 0 {
-                continue;
-            }
-            let seqs = seg.fast_fields().u64("seq").map_err(index_err)?;
-            weight
-                .for_each_pruning(threshold, seg, &mut |doc, score| {
-                    let seq = seqs.first(doc).unwrap_or(0);
-                    if meta.get(seq).is_some_and(|m| accepts(&m)) {
-                        let at = Hit::Disk {
-                            segment: ord as u32,
-                            doc,
-                        };
-                        if let Some(worst) = offer(Candidate { score, at, seq }) {
-                            threshold = worst;
-                        }
+    }
+
+    /// Keep `c` if it is among the best `k`; the worst kept score once there are `k`.
+    fn offer(&mut self, c: Candidate) -> Option<Score> {
+        self.heap.push(c);
+        if self.heap.len() > self.k {
+            self.heap.pop();
+        }
+        self.heap
+            .peek()
+            .filter(|_| self.heap.len() >= self.k)
+            .map(|c| c.score)
+    }
+}
+
+/// BM25's top k over the disk index (block-WAND pruning, the filter inside the
+/// collection) and over the tail, with the same weights applied to its counted terms.
+fn lexical_candidates(
+    open: &Open,
+    stats: &Combined<'_>,
+    clauses: Vec<(Occur, Box<dyn Query>)>,
+    scored: &[(&Term, Score)],
+    filter: &Filter<'_>,
+    top: &mut TopK,
+) -> Result<()> {
+    let query = BooleanQuery::new(clauses);
+    let weight = query
+        .weight(EnableScoring::enabled_from_statistics_provider(
+            stats, &open.disk,
+        ))
+        .map_err(index_err)?;
+    let mut threshold: Score = 0.0;
+    for (ord, seg) in open.disk.segment_readers().iter().enumerate() {
+        if seg.num_docs() == 0 {
+            continue;
+        }
+        let seqs = seg.fast_fields().u64("seq").map_err(index_err)?;
+        weight
+            .for_each_pruning(threshold, seg, &mut |doc, score| {
+                let seq = seqs.first(doc).unwrap_or(0);
+                if filter.accepts_seq(seq) {
+                    let at = Hit::Disk {
+                        segment: ord as u32,
+                        doc,
+                    };
+                    if let Some(worst) = top.offer(Candidate { score, at, seq }) {
+                        threshold = worst;
                     }
-                    threshold
-                })
-                .map_err(index_err)?;
+                }
+                threshold
+            })
+            .map_err(index_err)?;
+    }
+    let Some(tail) = &open.tail else {
+        return Ok(());
+    };
+    let fields = stats.fields;
+    let mut weights = Vec::with_capacity(scored.len());
+    for &(term, boost) in scored {
+        let (Some(slot), Some(word)) = (fields.slot(term.field()), word_of(term)) else {
+            continue;
+        };
+        let w = Bm25Weight::for_terms(stats, std::slice::from_ref(term)).map_err(index_err)?;
+        weights.push((slot, word, w, boost));
+    }
+    let mut scores = vec![None; tail.docs() as usize];
+    for (slot, word, w, boost) in &weights {
+        tail.score_into(*slot, word, w, *boost, &mut scores);
+    }
+    for (doc, score) in scores.into_iter().enumerate() {
+        let Some(score) = score else { continue };
+        let doc = doc as u32;
+        let seq = tail.seq(doc);
+        if filter.accepts_seq(seq) {
+            top.offer(Candidate {
+                score,
+                at: Hit::Tail { doc },
+                seq,
+            });
         }
-        // The tail: the same BM25 weights, applied to its counted terms.
-        if let Some(tail) = &open.tail {
-            let mut weights = Vec::with_capacity(scored.len());
-            for &(term, boost) in &scored {
-                let (Some(slot), Some(word)) = (fields.slot(term.field()), word_of(term)) else {
+    }
+    Ok(())
+}
+
+/// The candidates with their evidence, in the order they were found.
+#[derive(Default)]
+struct Gathered {
+    seqs: Vec<u64>,
+    evidence: Vec<Evidence>,
+    position: HashMap<u64, usize>,
+}
+
+impl Gathered {
+    fn push(&mut self, seq: u64, e: Evidence) {
+        self.position.insert(seq, self.seqs.len());
+        self.seqs.push(seq);
+        self.evidence.push(e);
+    }
+
+    /// The `k` nearest vectors: their cosine for the candidates BM25 found, new
+    /// candidates for the others (over [`SEMANTIC_FLOOR`], or all of them for the dense
+    /// baseline); then the cosine of every BM25 candidate beyond the nearest `k`.
+    fn add_nearest(
+        &mut self,
+        open: &Open,
+        v: &[f32],
+        k: usize,
+        filter: &Filter<'_>,
+        ranking: Ranking,
+    ) {
+        let nearest = open.vectors.top_k(
+            v,
+            k,
+            |p| filter.project_ok(p),
+            |seq| filter.accepts_seq(seq),
+        );
+        for (seq, cos) in nearest {
+            if let Some(&i) = self.position.get(&seq) {
+                self.evidence[i].cosine = Some(cos);
+            } else if ranking == Ranking::Dense || cos >= SEMANTIC_FLOOR {
+                let Some(m) = open.meta.get(seq) else {
                     continue;
                 };
-                let w =
-                    Bm25Weight::for_terms(&stats, std::slice::from_ref(term)).map_err(index_err)?;
-                weights.push((slot, word, w, boost));
-            }
-            let mut scores = vec![None; tail.docs() as usize];
-            for (slot, word, w, boost) in &weights {
-                tail.score_into(*slot, word, w, *boost, &mut scores);
-            }
-            for (doc, score) in scores.into_iter().enumerate() {
-                let Some(score) = score else { continue };
-                let doc = doc as u32;
-                let seq = tail.seq(doc);
-                if meta.get(seq).is_some_and(|m| accepts(&m)) {
-                    let at = Hit::Tail { doc };
-                    offer(Candidate { score, at, seq });
-                }
+                self.push(
+                    seq,
+                    Evidence {
+                        bm25: 0.0,
+                        field_priority: 0.0,
+                        cosine: Some(cos),
+                        quality: filter.blend_quality(&m),
+                    },
+                );
             }
         }
-    }
-
-    let lexical_hits = heap.into_vec();
-    let weights = slot_weights(&lexical_hits, open, &slots, &lexicon)?;
-    let mut seqs: Vec<u64> = Vec::with_capacity(lexical_hits.len());
-    let mut evidence: Vec<Evidence> = Vec::with_capacity(lexical_hits.len());
-    let mut position: HashMap<u64, usize> = HashMap::with_capacity(lexical_hits.len());
-    for (c, w) in lexical_hits.iter().zip(&weights) {
-        let Some(m) = meta.get(c.seq) else { continue };
-        position.insert(c.seq, seqs.len());
-        seqs.push(c.seq);
-        evidence.push(Evidence {
-            bm25: c.score,
-            field_priority: super::super::query::field_priority(w, &slot_idf),
-            cosine: None,
-            quality: blend_quality(&m),
-        });
-    }
-    let semantic = s.ranking != Ranking::Lexical && s.vector.is_some();
-    if let Some(v) = s.vector.filter(|_| semantic) {
-        let nearest = open.vectors.top_k(v, k, project_ok, |seq| {
-            meta.get(seq).is_some_and(|m| accepts(&m))
-        });
-        for (seq, cos) in nearest {
-            if let Some(&i) = position.get(&seq) {
-                evidence[i].cosine = Some(cos);
-            } else if s.ranking == Ranking::Dense || cos >= SEMANTIC_FLOOR {
-                let Some(m) = meta.get(seq) else { continue };
-                position.insert(seq, seqs.len());
-                seqs.push(seq);
-                evidence.push(Evidence {
-                    bm25: 0.0,
-                    field_priority: 0.0,
-                    cosine: Some(cos),
-                    quality: blend_quality(&m),
-                });
-            }
-        }
-        // Lexical candidates beyond the nearest k still get their similarity.
-        for (seq, e) in seqs.iter().zip(evidence.iter_mut()) {
+        for (seq, e) in self.seqs.iter().zip(self.evidence.iter_mut()) {
             if e.cosine.is_none() {
                 e.cosine = open.vectors.cosine(v, *seq);
             }
         }
     }
-    let scores = super::super::query::blend(&evidence, semantic);
-    let mut ranked: Vec<Ranked> = seqs
-        .iter()
-        .zip(&evidence)
-        .zip(scores)
-        .filter_map(|((seq, e), score)| {
-            let m = meta.get(*seq)?;
-            let key = match s.ranking {
-                Ranking::Blend | Ranking::FixedQuality => score.total,
-                Ranking::Lexical => e.bm25,
-                Ranking::Dense => e.cosine.unwrap_or(f32::MIN),
-            };
-            Some(Ranked {
-                seq: *seq,
-                key,
-                score,
-                quality: m.quality,
-                verified: m.verified,
+
+    /// The blend's scores, sorted by the ranking's key (newer first among equals), cut to
+    /// the search's limit.
+    fn rank(self, open: &Open, s: &IndexSearch<'_>, semantic: bool) -> Vec<Ranked> {
+        let scores = super::super::query::blend(&self.evidence, semantic);
+        let mut ranked: Vec<Ranked> = self
+            .seqs
+            .iter()
+            .zip(&self.evidence)
+            .zip(scores)
+            .filter_map(|((seq, e), score)| {
+                let m = open.meta.get(*seq)?;
+                let key = match s.ranking {
+                    Ranking::Blend | Ranking::FixedQuality => score.total,
+                    Ranking::Lexical => e.bm25,
+                    Ranking::Dense => e.cosine.unwrap_or(f32::MIN),
+                };
+                Some(Ranked {
+                    seq: *seq,
+                    key,
+                    score,
+                    quality: m.quality,
+                    verified: m.verified,
+                })
             })
-        })
-        .collect();
-    ranked.sort_by(|a, b| b.key.total_cmp(&a.key).then(b.seq.cmp(&a.seq)));
-    ranked.truncate(s.limit);
-    Ok(ranked)
+            .collect();
+        ranked.sort_by(|a, b| b.key.total_cmp(&a.key).then(b.seq.cmp(&a.seq)));
+        ranked.truncate(s.limit);
+        ranked
+    }
 }
 
 /// Each slot's index terms, one per (field, term), each marked exact (the word or its
