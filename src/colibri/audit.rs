@@ -422,7 +422,9 @@ fn check_chains(store: &Store, issue_ids: &[String]) -> Result<Vec<ChainReport>>
 }
 
 /// Verify the chains of a session's tasks, of one task, or of one task within a
-/// session.
+/// session: the target resolved ([`resolve_target`]), every chain checked and its
+/// problems numbered into one sequence ([`Tally::of`]), then each finalized session's
+/// root and frozen leaves compared with the records ([`Tally::check_session`]).
 pub fn audit_verify(store: &Store, target: &VerifyTarget) -> Result<ChainVerification> {
     if target.session.is_none() && target.task.is_none() {
         return Err(Error::InvalidInput(vec![
@@ -430,7 +432,75 @@ pub fn audit_verify(store: &Store, target: &VerifyTarget) -> Result<ChainVerific
             crate::error::FieldError::new("task_id", "give session_id or task_id (or both)"),
         ]));
     }
-    let (session, issue_ids, task_id) = store.read(|c| {
+    let (session, issue_ids, task_id) = resolve_target(store, target)?;
+    let (mut tally, records) = Tally::of(check_chains(store, &issue_ids)?);
+    let total = records.len() as i64;
+
+    // The finalized session verified, or, for a task alone, every finalized session
+    // covering it: each root is recomputed from its leaves and from the records.
+    let sessions = store.read(|c| match (&session, &task_id, issue_ids.first()) {
+        (Some(s), _, _) => Ok(vec![s.clone()]
+            .into_iter()
+            .filter(|s| s.finalized_at.is_some())
+            .collect()),
+        (None, Some(_), Some(issue)) => finalized_sessions_covering(c, issue),
+        _ => Ok(Vec::new()),
+    })?;
+    let mut merkle_root_matches = None;
+    for s in &sessions {
+        // Verifying a task alone: the session may cover other tasks too (deep scope).
+        // Their records' leaves are theirs to verify; the root above covers them all.
+        let others = match &session {
+            Some(_) => HashSet::new(),
+            None => other_tasks_records(store, s, &issue_ids)?,
+        };
+        let matches = tally.check_session(store, s, &others, &records)?;
+        merkle_root_matches = Some(merkle_root_matches.unwrap_or(true) && matches);
+    }
+    let Tally {
+        mut broken,
+        bad,
+        missing,
+        bad_positions,
+    } = tally;
+    broken.sort_by_key(|b| b.position);
+
+    let denominator = total + missing;
+    let integrity_score = if denominator == 0 {
+        100
+    } else {
+        (((denominator - bad.min(denominator)) * 100) / denominator) as u32
+    };
+    let traced = target.full_trace.then(|| {
+        records
+            .iter()
+            .map(|r| TracedRecord {
+                valid: !bad_positions.contains(&r.position),
+                record: r.clone(),
+            })
+            .collect()
+    });
+    Ok(ChainVerification {
+        session_id: session.map(|s| s.display_id()),
+        task_id,
+        chain_valid: broken.is_empty(),
+        total_records: total,
+        integrity_score,
+        broken_links: broken,
+        verified_at: now_iso(),
+        merkle_root_matches,
+        records: traced,
+    })
+}
+
+/// What [`audit_verify`] looks at: the session (if named), the issues whose chains it
+/// checks, and the task's identifier (if named). A task named with a session must be
+/// one the session covers.
+fn resolve_target(
+    store: &Store,
+    target: &VerifyTarget,
+) -> Result<(Option<SessionRow>, Vec<String>, Option<String>)> {
+    store.read(|c| {
         let session = target
             .session
             .as_deref()
@@ -461,124 +531,116 @@ pub fn audit_verify(store: &Store, target: &VerifyTarget) -> Result<ChainVerific
         };
         let task_id = task.map(|t| task_identifier(c, &t)).transpose()?;
         Ok((session, issue_ids, task_id))
-    })?;
-    let reports = check_chains(store, &issue_ids)?;
+    })
+}
 
-    // Renumber every chain's problems into the one sequence.
-    let mut broken = Vec::new();
-    let mut bad = 0i64;
-    let mut missing = 0i64;
-    let mut offset = 0i64;
-    let mut bad_positions = HashSet::new();
-    for r in &reports {
-        for b in &r.check.broken {
-            let mut b = b.clone();
-            b.position = offset + b.chain_position;
-            bad_positions.insert(b.position);
-            broken.push(b);
+/// The record ids of the tasks session `s` covers besides `issue_ids`.
+fn other_tasks_records(
+    store: &Store,
+    s: &SessionRow,
+    issue_ids: &[String],
+) -> Result<HashSet<String>> {
+    store.read(|c| {
+        let mut ids = HashSet::new();
+        for issue in s.issue_ids(c)? {
+            if !issue_ids.contains(&issue) {
+                ids.extend(
+                    records_of(c, &issue)?
+                        .into_iter()
+                        .flatten()
+                        .map(|r| r.record_id),
+                );
+            }
         }
-        bad += r.check.bad_positions.len() as i64;
-        missing += r.check.missing;
-        offset += r.check.total + r.check.missing;
-    }
-    let records = numbered(reports.into_iter().map(|r| r.records).collect());
-    let total = records.len() as i64;
+        Ok(ids)
+    })
+}
 
-    let mut merkle_root_matches = None;
-    // The finalized session verified, or, for a task alone, every finalized session
-    // covering it: each root is recomputed from its leaves and from the records.
-    let sessions = store.read(|c| match (&session, &task_id, issue_ids.first()) {
-        (Some(s), _, _) => Ok(vec![s.clone()]
-            .into_iter()
-            .filter(|s| s.finalized_at.is_some())
-            .collect()),
-        (None, Some(_), Some(issue)) => finalized_sessions_covering(c, issue),
-        _ => Ok(Vec::new()),
-    })?;
-    for s in &sessions {
-        let frozen = store.read(|c| frozen_leaves(c, s.id))?;
-        // Verifying a task alone: the session may cover other tasks too (deep scope).
-        // Their records' leaves are theirs to verify; the root above covers them all.
-        let others: HashSet<String> = match &session {
-            Some(_) => HashSet::new(),
-            None => store.read(|c| {
-                let mut ids = HashSet::new();
-                for issue in s.issue_ids(c)? {
-                    if !issue_ids.contains(&issue) {
-                        ids.extend(
-                            records_of(c, &issue)?
-                                .into_iter()
-                                .flatten()
-                                .map(|r| r.record_id),
-                        );
-                    }
-                }
-                Ok(ids)
-            })?,
+/// The problems found so far, numbered in the one sequence of every chain's records.
+struct Tally {
+    broken: Vec<BrokenLink>,
+    /// Records found bad (each once).
+    bad: i64,
+    /// Records missing from their chains.
+    missing: i64,
+    bad_positions: HashSet<i64>,
+}
+
+impl Tally {
+    /// Every chain's problems renumbered into the one sequence, and the records
+    /// numbered the same way.
+    fn of(reports: Vec<ChainReport>) -> (Tally, Vec<ChainRecord>) {
+        let mut t = Tally {
+            broken: Vec::new(),
+            bad: 0,
+            missing: 0,
+            bad_positions: HashSet::new(),
         };
+        let mut offset = 0i64;
+        for r in &reports {
+            for b in &r.check.broken {
+                let mut b = b.clone();
+                b.position = offset + b.chain_position;
+                t.bad_positions.insert(b.position);
+                t.broken.push(b);
+            }
+            t.bad += r.check.bad_positions.len() as i64;
+            t.missing += r.check.missing;
+            offset += r.check.total + r.check.missing;
+        }
+        (
+            t,
+            numbered(reports.into_iter().map(|r| r.records).collect()),
+        )
+    }
+
+    /// Compare finalized session `s` with the records: its root recomputed from its
+    /// frozen leaves, and each leaf (but those of `others`) with the current record.
+    /// Whether everything matched.
+    fn check_session(
+        &mut self,
+        store: &Store,
+        s: &SessionRow,
+        others: &HashSet<String>,
+        records: &[ChainRecord],
+    ) -> Result<bool> {
+        let frozen = store.read(|c| frozen_leaves(c, s.id))?;
         let mut matches = true;
         if let Some(b) = store.read(|c| root_break(c, s))? {
             matches = false;
-            broken.push(b);
+            self.broken.push(b);
         }
         for (i, leaf) in frozen.iter().enumerate() {
             if others.contains(&leaf.record_id) {
                 continue;
             }
             let current = records.iter().find(|r| r.record_id == leaf.record_id);
-            if leaf.malformed.is_some() || current.is_none_or(|r| r.hash != leaf.hash) {
-                matches = false;
-                let position = current.map(|r| r.position).unwrap_or(i as i64 + 1);
-                if bad_positions.insert(position) {
-                    bad += 1;
-                }
-                broken.push(BrokenLink {
-                    position,
-                    expected_hash: leaf.hash.clone(),
-                    actual_hash: current.map(|r| r.hash.clone()).unwrap_or_default(),
-                    reason: if leaf.malformed.is_some() {
-                        "malformed_record".into()
-                    } else {
-                        "frozen_leaf_mismatch".into()
-                    },
-                    chain: current.map(|r| r.chain.clone()).unwrap_or_default(),
-                    task_id: current.map(|r| r.task_id.clone()).unwrap_or_default(),
-                    record_id: leaf.record_id.clone(),
-                    chain_position: current.map(|r| r.chain_position).unwrap_or(0),
-                    detail: leaf.malformed.clone(),
-                });
+            if leaf.malformed.is_none() && current.is_some_and(|r| r.hash == leaf.hash) {
+                continue;
             }
+            matches = false;
+            let position = current.map(|r| r.position).unwrap_or(i as i64 + 1);
+            if self.bad_positions.insert(position) {
+                self.bad += 1;
+            }
+            self.broken.push(BrokenLink {
+                position,
+                expected_hash: leaf.hash.clone(),
+                actual_hash: current.map(|r| r.hash.clone()).unwrap_or_default(),
+                reason: if leaf.malformed.is_some() {
+                    "malformed_record".into()
+                } else {
+                    "frozen_leaf_mismatch".into()
+                },
+                chain: current.map(|r| r.chain.clone()).unwrap_or_default(),
+                task_id: current.map(|r| r.task_id.clone()).unwrap_or_default(),
+                record_id: leaf.record_id.clone(),
+                chain_position: current.map(|r| r.chain_position).unwrap_or(0),
+                detail: leaf.malformed.clone(),
+            });
         }
-        merkle_root_matches = Some(merkle_root_matches.unwrap_or(true) && matches);
+        Ok(matches)
     }
-    broken.sort_by_key(|b| b.position);
-
-    let denominator = total + missing;
-    let integrity_score = if denominator == 0 {
-        100
-    } else {
-        (((denominator - bad.min(denominator)) * 100) / denominator) as u32
-    };
-    let traced = target.full_trace.then(|| {
-        records
-            .iter()
-            .map(|r| TracedRecord {
-                valid: !bad_positions.contains(&r.position),
-                record: r.clone(),
-            })
-            .collect()
-    });
-    Ok(ChainVerification {
-        session_id: session.map(|s| s.display_id()),
-        task_id,
-        chain_valid: broken.is_empty(),
-        total_records: total,
-        integrity_score,
-        broken_links: broken,
-        verified_at: now_iso(),
-        merkle_root_matches,
-        records: traced,
-    })
 }
 
 /// Build the session's Merkle tree over its records and freeze it.
