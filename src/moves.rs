@@ -320,7 +320,9 @@ fn move_rows(
 }
 
 /// `move_issue`: move `issue` (id or identifier) to `target` (project id or slug).
-/// See the module docs for the rules.
+/// See the module docs for the rules. In stages: what moves ([`plan_move`]), the
+/// artifacts copied beside their destination ([`stage_artifacts`]), then one write
+/// transaction that moves the rows and puts the copies in place ([`commit_move`]).
 pub fn move_issue(
     store: &Store,
     issue: &str,
@@ -335,105 +337,19 @@ pub fn move_issue(
             format!("say why the issue moves, in 1-{REASON_MAX} characters"),
         ));
     }
-    let (before, source, target, skips, files, skipped, ticket_dir) = store.read(|c| {
-        let id = crate::issues::resolve_issue_id(c, issue)?
-            .ok_or_else(|| Error::not_found("issue", issue))?;
-        let before = load_issue(c, &id)?.ok_or_else(|| Error::not_found("issue", issue))?;
-        let target =
-            find_project(c, target)?.ok_or_else(|| Error::ProjectNotFound(target.into()))?;
-        check_movable(&before, &target)?;
-        let source = find_project(c, &before.project_id)?
-            .ok_or_else(|| Error::ProjectNotFound(before.project_id.clone()))?;
-        let ticket = format!("docs/tickets/{}", before.identifier);
-        // A source project without a path, or whose directory is gone, has no
-        // artifacts to carry over.
-        let dir = match source.path.as_deref().map(Path::new) {
-            Some(p) if p.is_dir() => DirHandle::open_root(p)?.dir(&ticket, "source ticket dir")?,
-            _ => None,
-        };
-        let (files, skipped) = match &dir {
-            Some(d) => list_artifacts(d)?,
-            None => (Vec::new(), Vec::new()),
-        };
-        let skips = phases_with_artifacts(c, &before, &source, &files)?;
-        Ok((before, source, target, skips, files, skipped, dir))
-    })?;
-    let labels = moved_labels(&before, &target, &skips);
-
-    // Stage the copies beside their destination before touching the database.
-    let staging = if files.is_empty() {
-        None
-    } else {
-        let root = target.path.as_deref().ok_or_else(|| {
-            Error::FailedPrecondition(format!(
-                "{} has artifacts but project {} has no path to copy them to; set the \
-                 project's path first",
-                before.identifier, target.slug
-            ))
-        })?;
-        let tickets = DirHandle::open_root(Path::new(root))?.create_dirs(
-            &["docs", "tickets"],
-            "docs/tickets",
-            "target ticket dir",
-        )?;
-        let (tmp, staging) = tickets.create_temp_dir("cairn-move-")?;
-        let from = ticket_dir
-            .as_ref()
-            .ok_or_else(|| Error::Internal("artifacts without a ticket directory".into()))?;
-        if let Err(e) = files
-            .iter()
-            .try_for_each(|f| copy_artifact(from, f, &staging))
-        {
-            let _ = tickets.remove_tree(OsStr::new(&tmp));
-            return Err(e);
-        }
-        Some((tickets, tmp))
-    };
-
-    let placed: Cell<Option<String>> = Cell::new(None);
-    let outcome = store.write(|tx| {
-        let now = load_issue(tx, &before.id)?.ok_or_else(|| Error::not_found("issue", issue))?;
-        if now.identifier != before.identifier
-            || now.labels != before.labels
-            || now.status != before.status
-        {
-            return Err(Error::Conflict {
-                message: format!(
-                    "{} changed while it was being moved; retry the move",
-                    before.identifier
-                ),
-                existing_id: Some(before.id.clone()),
-            });
-        }
-        let (identifier, comment_id) = move_rows(tx, &before, &target, &labels, reason, actor)?;
-        if let Some((tickets, tmp)) = &staging {
-            if !tickets.rename_new(tmp, &identifier)? {
-                return Err(Error::Conflict {
-                    message: format!(
-                        "{} already exists in project {}; remove it and retry the move",
-                        tickets.path().join(&identifier).display(),
-                        target.slug
-                    ),
-                    existing_id: None,
-                });
-            }
-            placed.set(Some(identifier.clone()));
-        }
-        Ok((identifier, comment_id))
-    });
-    let (identifier, comment_id) = match outcome {
-        Ok(v) => v,
-        Err(e) => {
-            if let Some((tickets, tmp)) = &staging {
-                let name = placed.take().unwrap_or_else(|| tmp.clone());
-                let _ = tickets.remove_tree(OsStr::new(&name));
-            }
-            return Err(e);
-        }
-    };
-    if let Some((tickets, _)) = &staging {
-        tickets.sync()?;
-    }
+    let plan = plan_move(store, issue, target)?;
+    let labels = moved_labels(&plan.before, &plan.target, &plan.skips);
+    let staging = stage_artifacts(&plan)?;
+    let (identifier, comment_id) =
+        commit_move(store, &plan, &labels, staging.as_ref(), reason, actor)?;
+    let Plan {
+        before,
+        source,
+        target,
+        files,
+        skipped,
+        ..
+    } = plan;
     tracing::info!(from = %before.identifier, to = %identifier, "issue moved");
     Ok(MovedIssue {
         id: before.id,
@@ -450,4 +366,149 @@ pub fn move_issue(
         skipped_entries: skipped,
         comment_id,
     })
+}
+
+/// What a move reads before it writes anything.
+struct Plan {
+    before: Issue,
+    source: Project,
+    target: Project,
+    /// Phases whose artifacts exist (their labels are skipped in the target).
+    skips: Vec<String>,
+    files: Vec<Artifact>,
+    skipped: Vec<String>,
+    /// The source ticket directory, when the source project has one.
+    ticket_dir: Option<DirHandle>,
+}
+
+/// The issue, both projects, and the source ticket directory's artifacts, read in one
+/// snapshot; an issue that may not move is refused here.
+fn plan_move(store: &Store, issue: &str, target: &str) -> Result<Plan> {
+    store.read(|c| {
+        let id = crate::issues::resolve_issue_id(c, issue)?
+            .ok_or_else(|| Error::not_found("issue", issue))?;
+        let before = load_issue(c, &id)?.ok_or_else(|| Error::not_found("issue", issue))?;
+        let target =
+            find_project(c, target)?.ok_or_else(|| Error::ProjectNotFound(target.into()))?;
+        check_movable(&before, &target)?;
+        let source = find_project(c, &before.project_id)?
+            .ok_or_else(|| Error::ProjectNotFound(before.project_id.clone()))?;
+        let ticket = format!("docs/tickets/{}", before.identifier);
+        // A source project without a path, or whose directory is gone, has no
+        // artifacts to carry over.
+        let ticket_dir = match source.path.as_deref().map(Path::new) {
+            Some(p) if p.is_dir() => DirHandle::open_root(p)?.dir(&ticket, "source ticket dir")?,
+            _ => None,
+        };
+        let (files, skipped) = match &ticket_dir {
+            Some(d) => list_artifacts(d)?,
+            None => (Vec::new(), Vec::new()),
+        };
+        let skips = phases_with_artifacts(c, &before, &source, &files)?;
+        Ok(Plan {
+            before,
+            source,
+            target,
+            skips,
+            files,
+            skipped,
+            ticket_dir,
+        })
+    })
+}
+
+/// Copy the artifacts into a temporary directory beside their destination
+/// (`docs/tickets/` of the target), before the database is touched; `None` when there
+/// are none. The target's ticket directory and the temporary directory's name.
+fn stage_artifacts(plan: &Plan) -> Result<Option<(DirHandle, String)>> {
+    if plan.files.is_empty() {
+        return Ok(None);
+    }
+    let root = plan.target.path.as_deref().ok_or_else(|| {
+        Error::FailedPrecondition(format!(
+            "{} has artifacts but project {} has no path to copy them to; set the \
+             project's path first",
+            plan.before.identifier, plan.target.slug
+        ))
+    })?;
+    let tickets = DirHandle::open_root(Path::new(root))?.create_dirs(
+        &["docs", "tickets"],
+        "docs/tickets",
+        "target ticket dir",
+    )?;
+    let (tmp, staging) = tickets.create_temp_dir("cairn-move-")?;
+    let from = plan
+        .ticket_dir
+        .as_ref()
+        .ok_or_else(|| Error::Internal("artifacts without a ticket directory".into()))?;
+    if let Err(e) = plan
+        .files
+        .iter()
+        .try_for_each(|f| copy_artifact(from, f, &staging))
+    {
+        let _ = tickets.remove_tree(OsStr::new(&tmp));
+        return Err(e);
+    }
+    Ok(Some((tickets, tmp)))
+}
+
+/// Move the rows in one write transaction, refused if the issue changed since
+/// [`plan_move`], and rename the staged copies to the new identifier inside it; on any
+/// failure the copies are removed. The new identifier and the move's comment id.
+fn commit_move(
+    store: &Store,
+    plan: &Plan,
+    labels: &[String],
+    staging: Option<&(DirHandle, String)>,
+    reason: &str,
+    actor: &str,
+) -> Result<(String, String)> {
+    let before = &plan.before;
+    let placed: Cell<Option<String>> = Cell::new(None);
+    let outcome = store.write(|tx| {
+        let now = load_issue(tx, &before.id)?
+            .ok_or_else(|| Error::not_found("issue", &before.identifier))?;
+        if now.identifier != before.identifier
+            || now.labels != before.labels
+            || now.status != before.status
+        {
+            return Err(Error::Conflict {
+                message: format!(
+                    "{} changed while it was being moved; retry the move",
+                    before.identifier
+                ),
+                existing_id: Some(before.id.clone()),
+            });
+        }
+        let (identifier, comment_id) = move_rows(tx, before, &plan.target, labels, reason, actor)?;
+        if let Some((tickets, tmp)) = staging {
+            if !tickets.rename_new(tmp, &identifier)? {
+                return Err(Error::Conflict {
+                    message: format!(
+                        "{} already exists in project {}; remove it and retry the move",
+                        tickets.path().join(&identifier).display(),
+                        plan.target.slug
+                    ),
+                    existing_id: None,
+                });
+            }
+            placed.set(Some(identifier.clone()));
+        }
+        Ok((identifier, comment_id))
+    });
+    match outcome {
+        Ok(v) => {
+            if let Some((tickets, _)) = staging {
+                tickets.sync()?;
+            }
+            Ok(v)
+        }
+        Err(e) => {
+            if let Some((tickets, tmp)) = staging {
+                let name = placed.take().unwrap_or_else(|| tmp.clone());
+                let _ = tickets.remove_tree(OsStr::new(&name));
+            }
+            Err(e)
+        }
+    }
 }
