@@ -506,6 +506,16 @@ fn batches_pad_exactly_as_a_token_sort() {
     );
 }
 
+/// The system of a `cairn eval vault --json` report whose name starts with `name`.
+fn system<'r>(report: &'r Value, name: &str) -> &'r Value {
+    report["systems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"].as_str().unwrap().starts_with(name))
+        .unwrap_or_else(|| panic!("no system {name}: {report:#}"))
+}
+
 /// The vault's ranking on the handbook's held-out queries (`tests/eval/vault-heldout/`,
 /// written without looking at the ranking; docs/vault.md, "Held-out sets"): MRR@10 above
 /// floors set a little under what was measured (0.850 overall; identifier 1.000, keyword
@@ -527,13 +537,7 @@ fn eval_vault_holds_on_the_handbooks_held_out_queries() {
         &s("qrels/test.tsv"),
     ]);
     assert_eq!(r["queries"], 42, "{r:#}");
-    let systems = r["systems"].as_array().unwrap();
-    let by = |name: &str| {
-        systems
-            .iter()
-            .find(|s| s["name"].as_str().unwrap().starts_with(name))
-            .unwrap_or_else(|| panic!("no system {name}: {r:#}"))
-    };
+    let by = |name: &str| system(&r, name);
     let mrr = |s: &Value, cat: Option<&str>| match cat {
         None => s["overall"]["mrr10"].as_f64().unwrap(),
         Some(c) => s["categories"][c]["mrr10"].as_f64().unwrap(),
@@ -577,12 +581,7 @@ fn eval_vault_reports_every_system_on_a_small_beir_set() {
     assert_eq!(r["queries"], 10);
     assert_eq!(r["top_k"], 10);
     let systems = r["systems"].as_array().unwrap();
-    let by = |name: &str| {
-        systems
-            .iter()
-            .find(|s| s["name"].as_str().unwrap().starts_with(name))
-            .unwrap_or_else(|| panic!("no system {name}: {r:#}"))
-    };
+    let by = |name: &str| system(&r, name);
     for s in systems {
         for m in ["ndcg10", "mrr10", "recall5"] {
             let x = s["overall"][m].as_f64().unwrap();
