@@ -50,8 +50,7 @@ impl Cairn {
         let b = Binding::new(&self.store, work);
         let mut upd = upd.clone();
         upd.task = b.target_task("task_id", &upd.task)?;
-        upd.agent = b.is_agent();
-        crate::colibri::tasks::task_update(&self.store, &work.actor, &upd)
+        crate::colibri::tasks::task_update(&self.store, &work.actor, &upd, b.is_agent())
     }
 
     /// Filter, sort and page tasks.

@@ -8,7 +8,7 @@
 //! - `blocked` needs a `blocked_reason`; leaving `blocked` clears the reason. A parent
 //!   blocked by open sub-tasks cannot leave `blocked` while one is open (as in the
 //!   trail vocabulary).
-//! - Agents (a server with an agent profile; [`TaskUpdate::agent`]) change a task's
+//! - Agents (a server with an agent profile; the `agent` argument of [`task_update`]) change a task's
 //!   status as the spec lets them change an issue's: only from `in_progress`, to
 //!   `review` or `blocked` (Colibri's table has no `in_progress → todo`). `done` and
 //!   `cancelled` are a person's call in both vocabularies (`PERMISSION_DENIED`).
@@ -135,8 +135,6 @@ pub struct TaskUpdate {
     /// Replaces every label.
     pub labels: Option<Vec<String>>,
     pub blocked_reason: Option<String>,
-    /// The caller is an agent: the restricted status rules of the module docs.
-    pub agent: bool,
 }
 
 /// What `task_update` returns.
@@ -466,7 +464,14 @@ pub fn task_get(
 }
 
 /// Change a task's fields; a status change must be in Colibri's transition table.
-pub fn task_update(store: &Store, actor: &str, upd: &TaskUpdate) -> Result<TaskUpdated> {
+/// `agent`: the caller is an agent (its session has an agent type), held to the
+/// restricted status rules of the module docs.
+pub fn task_update(
+    store: &Store,
+    actor: &str,
+    upd: &TaskUpdate,
+    agent: bool,
+) -> Result<TaskUpdated> {
     let nothing = upd.status.is_none()
         && upd.progress.is_none()
         && upd.description.is_none()
@@ -496,7 +501,7 @@ pub fn task_update(store: &Store, actor: &str, upd: &TaskUpdate) -> Result<TaskU
         let from = current.status;
         let to = upd.status.unwrap_or(from);
         if let Some(s) = upd.status {
-            if upd.agent && matches!(s, Status::Done | Status::Cancelled) {
+            if agent && matches!(s, Status::Done | Status::Cancelled) {
                 return Err(Error::PermissionDenied(format!(
                     "{s} is a person's decision (a human merge or a cancellation); agents \
                      may move a task from in_progress to review or blocked"
@@ -505,7 +510,7 @@ pub fn task_update(store: &Store, actor: &str, upd: &TaskUpdate) -> Result<TaskU
             if !transition_allowed(from, s) {
                 return Err(transition_error(from, s));
             }
-            if upd.agent && (from != Status::InProgress || s == Status::InProgress) {
+            if agent && (from != Status::InProgress || s == Status::InProgress) {
                 return Err(Error::InvalidTransition {
                     from: from.to_string(),
                     to: s.to_string(),

@@ -198,12 +198,18 @@ pub struct EvalReport {
     pub systems: Vec<SystemReport>,
 }
 
-/// The rankings searched, in report order; `rrf` follows them.
+/// The rankings searched, in report order; `rrf` follows them, fusing [`BLEND`] and
+/// [`DENSE`].
 const SYSTEMS: [(&str, Ranking); 3] = [
     ("cairn", Ranking::Blend),
     ("lexical", Ranking::Lexical),
     ("dense", Ranking::Dense),
 ];
+const BLEND: usize = 0;
+const DENSE: usize = 2;
+const _: () = assert!(
+    matches!(SYSTEMS[BLEND].1, Ranking::Blend) && matches!(SYSTEMS[DENSE].1, Ranking::Dense)
+);
 
 /// Load `set` (named `name` in the report) into a temporary database and measure the
 /// three rankings and the fusion. `progress` receives one line per step (for stderr).
@@ -259,13 +265,13 @@ pub fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> Result<
             ));
             ranked.push(ranking);
         }
-        let fused = rrf(&[&ranked[0], &ranked[2]], RRF_K);
+        let fused = rrf(&[&ranked[BLEND], &ranked[DENSE]], RRF_K);
         let f = names.len() - 1;
         scored[f].push((
             q,
             QueryScore::of(&fused[..fused.len().min(DEPTH)], &q.relevant),
         ));
-        let both = latency[0].last().unwrap_or(&0.0) + latency[2].last().unwrap_or(&0.0);
+        let both = latency[BLEND].last().unwrap_or(&0.0) + latency[DENSE].last().unwrap_or(&0.0);
         latency[f].push(both);
     }
     let systems = names

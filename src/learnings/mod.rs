@@ -503,10 +503,14 @@ fn merges(new: &NewLearning) -> bool {
     new.merge && new.supersedes.is_empty()
 }
 
-/// Whether learning `id` exists and is in circulation (neither superseded nor archived).
+/// The SQL condition of a learning in circulation: neither superseded nor archived (the
+/// only learnings a new one may merge into).
+const IN_CIRCULATION: &str = "superseded_by IS NULL AND archived_at IS NULL";
+
+/// Whether learning `id` exists and is in circulation.
 fn is_current(c: &Conn<'_>, id: &str) -> Result<bool> {
     Ok(c.query_opt(
-        "SELECT 1 FROM learnings WHERE id = ?1 AND superseded_by IS NULL AND archived_at IS NULL",
+        &format!("SELECT 1 FROM learnings WHERE id = ?1 AND {IN_CIRCULATION}"),
         [id],
         |r| r.get::<_, i64>(0),
     )?
@@ -615,11 +619,10 @@ impl Learnings<'_> {
                 }
                 if merges(new) {
                     let same_form: Option<String> = tx
-                        .prepare(
+                        .prepare(&format!(
                             "SELECT id FROM learnings WHERE project_id = ?1 AND pattern_norm = ?2
-                               AND superseded_by IS NULL AND archived_at IS NULL
-                               ORDER BY seq LIMIT 1",
-                        )?
+                               AND {IN_CIRCULATION} ORDER BY seq LIMIT 1"
+                        ))?
                         .query_opt(params![project_id, norm], |r| r.get(0))?;
                     let into = match same_form {
                         Some(id) => Some((id, 1.0)),
@@ -741,10 +744,9 @@ impl Learnings<'_> {
         )?;
         let signature = lifecycle::Signature::of(text);
         self.store.read(|c| {
-            let mut st = c.prepare(
-                "SELECT id, pattern, context FROM learnings
-                 WHERE seq = ?1 AND superseded_by IS NULL AND archived_at IS NULL",
-            )?;
+            let mut st = c.prepare(&format!(
+                "SELECT id, pattern, context FROM learnings WHERE seq = ?1 AND {IN_CIRCULATION}"
+            ))?;
             let mut out = Vec::new();
             for r in &ranked {
                 let row = st.query_opt([r.seq as i64], |row| {

@@ -316,8 +316,6 @@ fn task_update(cx: &ToolCtx<'_>, p: TaskUpdateParams) -> Result<Cleaned<TaskUpda
                 assignee: p.assignee,
                 labels: p.labels,
                 blocked_reason: p.blocked_reason,
-                // The facade sets it from the session.
-                agent: false,
             },
         )
     })
