@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 
 use crate::common::pg::PgCluster;
-use crate::common::{Client, Env, body};
+use crate::common::{Client, Env, body, reading};
 use crate::daemon::{Daemon, http};
 
 /// A generous bound that only catches a hang.
@@ -53,9 +53,7 @@ async fn add(c: &Client, what: &str, n: usize) -> String {
 
 /// The ids of a search's results, sorted.
 fn sorted_ids(results: &Value) -> Vec<String> {
-    let mut ids: Vec<String> = results["results"]
-        .as_array()
-        .unwrap()
+    let mut ids: Vec<String> = reading(results)
         .iter()
         .map(|h| h["id"].as_str().unwrap().to_string())
         .collect();
@@ -235,23 +233,23 @@ async fn standalone_and_forwarding_servers_stay_correct_together_on_one_database
         assert_eq!(found(c).await, ids);
     }
     // Each learning carries its own server's binding.
-    let issues: Vec<String> = forwarded
-        .ok(
-            "search_learnings",
-            json!({"query": "forwarding service ports", "limit": 100}),
-        )
-        .await["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| {
-            format!(
-                "{}:{}",
-                h["pattern"].as_str().unwrap().split(' ').nth(1).unwrap(),
-                h["issue"].as_str().unwrap()
+    let issues: Vec<String> = reading(
+        &forwarded
+            .ok(
+                "search_learnings",
+                json!({"query": "forwarding service ports", "limit": 100}),
             )
-        })
-        .collect();
+            .await,
+    )
+    .iter()
+    .map(|h| {
+        format!(
+            "{}:{}",
+            h["pattern"].as_str().unwrap().split(' ').nth(1).unwrap(),
+            h["issue"].as_str().unwrap()
+        )
+    })
+    .collect();
     for i in &issues {
         let want = if i.starts_with("forwarded") {
             &issue

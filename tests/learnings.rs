@@ -7,7 +7,7 @@ use std::fs::File;
 
 use serde_json::{Value, json};
 
-use crate::common::{Client, Env, error_fields};
+use crate::common::{Client, Env, error_fields, reading};
 
 /// A project `web` with one issue; returns the issue identifier.
 fn setup(env: &Env) -> String {
@@ -44,9 +44,9 @@ fn add_with(env: &Env, issue: &str, pattern: &str, var: (&str, &str)) -> std::pr
     .unwrap()
 }
 
+/// The learnings a search finds, in reading order (see [`reading`]).
 async fn search(c: &Client, args: Value) -> Vec<Value> {
-    let r = c.ok("search_learnings", args).await;
-    r["results"].as_array().unwrap().clone()
+    reading(&c.ok("search_learnings", args).await)
 }
 
 fn ids(hits: &[Value]) -> Vec<String> {
@@ -537,7 +537,7 @@ async fn a_writer_killed_mid_commit_loses_no_acknowledged_learning() {
     assert!(!out.status.success(), "the failpoint aborts the writer");
     // A new process and the live server both find every learning SQLite holds.
     let hits = env.json(&["learnings", "search", "terraform"]);
-    let found: Vec<String> = ids(hits["results"].as_array().unwrap());
+    let found: Vec<String> = ids(&reading(&hits));
     assert_eq!(found.len(), 4, "{found:?}");
     for id in &acked {
         assert!(found.contains(id));
@@ -560,7 +560,7 @@ async fn a_writer_killed_mid_commit_loses_no_acknowledged_learning() {
         .unwrap();
     assert!(!out.status.success(), "the failpoint aborts the rebuild");
     let hits = env.json(&["learnings", "search", "helm chart", "--limit", "100"]);
-    assert_eq!(hits["count"], 40);
+    assert_eq!(reading(&hits).len(), 40);
     assert_eq!(search(&live, json!({"query": "terraform"})).await.len(), 4);
     live.close().await;
 }
@@ -591,7 +591,7 @@ async fn group_commit_a_learning_is_found_by_the_very_next_search_through_mcp() 
     c.close().await;
     // The server flushed its indexer on exit: the index holds every learning.
     let hits = env.json(&["learnings", "search", "webpack", "--limit", "100"]);
-    assert_eq!(hits["count"], 20);
+    assert_eq!(reading(&hits).len(), 20);
 }
 
 #[tokio::test]
@@ -644,7 +644,7 @@ async fn group_commit_a_server_killed_while_indexing_loses_no_acknowledged_write
     );
     // A new process finds every acknowledged learning (and the index catches up).
     let hits = env.json(&["learnings", "search", "redis", "--limit", &MOST.to_string()]);
-    let found = ids(hits["results"].as_array().unwrap());
+    let found = ids(&reading(&hits));
     for id in &acked {
         assert!(
             found.contains(id),
@@ -683,7 +683,7 @@ async fn a_deleted_index_directory_is_rebuilt_from_the_database() {
     std::fs::remove_dir_all(&dir).unwrap();
     // A new process rebuilds it; the live server notices too and keeps finding everything.
     let hits = env.json(&["learnings", "search", "advisory"]);
-    assert_eq!(hits["count"], 3);
+    assert_eq!(reading(&hits).len(), 3);
     assert!(dir.join("meta.json").exists());
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(search(&c, json!({"query": "advisory"})).await.len(), 3);

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use cairn::error::ErrorKind;
 use cairn::learnings::{Learning, LearningSearch, NewLearning, SearchScope};
 
-use crate::common::{Env, error_fields};
+use crate::common::{Env, error_fields, reading};
 use crate::mcp_contract::python_sdk;
 
 /// A lesson and its restatement (the pairs set's P002: cosine about 0.99), then the
@@ -69,10 +69,11 @@ fn a_paraphrase_from_another_issue_merges_and_near_misses_do_not() {
         assert_eq!(c["structured"]["merged"], false, "{c:#}");
         assert_ne!(c["structured"]["id"], id.as_str());
     }
-    // Four rows: the original, the negation, the other value, the deliberate second.
-    let hits = calls[4]["structured"]["results"].as_array().unwrap();
-    assert_eq!(hits.len(), 4, "{hits:#?}");
-    let original = hits.iter().find(|h| h["id"] == id.as_str()).unwrap();
+    // Four rows: the original, the negation, the other value, the deliberate second
+    // (found as hits or listed under one as saying much the same).
+    let rows = reading(&calls[4]["structured"]);
+    assert_eq!(rows.len(), 4, "{rows:#?}");
+    let original = rows.iter().find(|h| h["id"] == id.as_str()).unwrap();
     assert_eq!(original["confirmations"], 1);
     assert_eq!(original["superseded_by"], Value::Null);
     // The confirmation is in the history, with its issue; the same issue again adds none.
@@ -97,6 +98,97 @@ fn a_paraphrase_from_another_issue_merges_and_near_misses_do_not() {
     let forced = add_cli(&env, &is[1], REDIS_AGAIN, &["--no-merge"]);
     assert_eq!(forced["merged"], false);
     assert_ne!(forced["id"], id.as_str());
+}
+
+/// Two learnings of one lesson that the duplicate rule keeps apart (its identifier guard
+/// reads `disruption.consolidationPolicy` and `consolidationPolicy` as different names;
+/// cosine 0.92), and another lesson on the same topic (cosine 0.47 and 0.59 with them).
+const KARPENTER: &str = "NodePools in platform/karpenter/ (API karpenter.sh/v1beta1) use `disruption.consolidationPolicy: WhenUnderutilized` and `disruption.expireAfter: 720h`, so half-empty nodes are consolidated and every node is replaced at least every 30 days. A NodePool copied from an old example with `WhenEmpty` ran with 60% idle nodes for weeks, because WhenEmpty only removes nodes that have no pods at all.";
+const KARPENTER_AGAIN: &str = "Karpenter NodePools under platform/karpenter are set to `consolidationPolicy: WhenUnderutilized` with `expireAfter: 720h` (v1beta1 API). Don't use `WhenEmpty`: it only reclaims nodes with no pods left on them, and a NodePool copied from an example with it ran with 60% of its nodes idle for weeks.";
+const KARPENTER_GPU: &str = "Karpenter only launches GPU nodes for pods that request `nvidia.com/gpu` when a NodePool in platform/karpenter/ allows a GPU instance family (g5) in its requirements; without one, the pods stay Pending with `no instance type satisfied resources` in the Karpenter controller logs.";
+
+/// A restatement the merge missed does not take a place of its own in results: it is
+/// listed under the learning it restates (`similar`, with its similarity), and the
+/// place goes to the next lesson; through the official Python SDK (which checks each
+/// result against the tool's output schema) and the CLI.
+#[test]
+fn a_restatement_is_listed_under_the_hit_it_restates() {
+    let env = Env::new();
+    let is = issues(&env, 3);
+    let first = add_cli(&env, &is[0], KARPENTER, &[])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let gpu = add_cli(&env, &is[2], KARPENTER_GPU, &[])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Recorded before the session: the session's first search embeds what it finds
+    // without a vector (a learning the session's own background indexer has not embedded
+    // yet would take a place of its own until it is).
+    let again = add_cli(&env, &is[1], KARPENTER_AGAIN, &[]);
+    assert_eq!(
+        again["merged"], false,
+        "the rule keeps them apart: {again:#}"
+    );
+    let again = again["id"].as_str().unwrap();
+    let query = "karpenter nodes idle";
+    let out = python_sdk(
+        &env,
+        "auto",
+        &["--issue-id", &is[1], "--agent-type", "worker"],
+        json!([
+            {"tool": "search_learnings", "arguments": {"query": query, "limit": 2}},
+            {"tool": "search_learnings", "arguments": {"query": query, "limit": 1}},
+        ]),
+    );
+    let calls = out["calls"].as_array().unwrap();
+    for c in calls {
+        assert_eq!(c["is_error"], false, "{c:#}");
+    }
+    // Two places, two lessons: the restatements share the first, the GPU lesson has the
+    // second (ranked by the blend: without grouping, the two restatements would fill
+    // both places).
+    let hits = calls[0]["structured"]["results"].as_array().unwrap();
+    assert_eq!(hits.len(), 2, "{hits:#?}");
+    assert_eq!(calls[0]["structured"]["count"], 2);
+    let pair = [
+        hits[0]["id"].as_str().unwrap(),
+        hits[0]["similar"][0]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{hits:#?}")),
+    ];
+    assert!(
+        pair.contains(&first.as_str()) && pair.contains(&again),
+        "{hits:#?}"
+    );
+    let similar = hits[0]["similar"].as_array().unwrap();
+    assert_eq!(similar.len(), 1, "{hits:#?}");
+    let similarity = similar[0]["similarity"].as_f64().unwrap();
+    assert!((0.8..1.0).contains(&similarity), "{similarity}");
+    assert!(
+        similar[0]["score"]["total"].as_f64().unwrap()
+            <= hits[0]["score"]["total"].as_f64().unwrap()
+    );
+    assert_eq!(hits[1]["id"], gpu.as_str());
+    assert!(hits[1].get("similar").is_none(), "{hits:#?}");
+    // One place: the group alone.
+    let one = calls[1]["structured"]["results"].as_array().unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0]["id"], hits[0]["id"]);
+    assert_eq!(one[0]["similar"][0]["id"], similar[0]["id"]);
+    // The CLI gives the same grouping, in JSON and indented in text.
+    let cli = env.json(&["learnings", "search", query, "--limit", "2"]);
+    assert_eq!(cli["results"][0]["id"], hits[0]["id"]);
+    assert_eq!(cli["results"][0]["similar"][0]["id"], similar[0]["id"]);
+    assert_eq!(cli["results"][1]["id"], gpu.as_str());
+    let text = env.ok(&["learnings", "search", query, "--limit", "2"]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[1].starts_with("  ≈ 0.") && lines[1].contains(similar[0]["id"].as_str().unwrap()),
+        "{text}"
+    );
 }
 
 /// The same lesson for another version is another lesson: not merged, even said the
@@ -157,18 +249,11 @@ async fn supersedes_hides_the_old_learning_and_include_superseded_shows_it() {
     assert_eq!(new["superseded"], json!([old]));
     let new_id = new["id"].as_str().unwrap().to_string();
     let find = |include: bool| json!({"query": "node version deploys dockerfile", "include_superseded": include});
-    let hits = c.ok("search_learnings", find(false)).await["results"].clone();
-    let ids: Vec<&str> = hits
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["id"].as_str().unwrap())
-        .collect();
+    let hits = reading(&c.ok("search_learnings", find(false)).await);
+    let ids: Vec<&str> = hits.iter().map(|h| h["id"].as_str().unwrap()).collect();
     assert_eq!(ids, [new_id.as_str()], "the superseded learning left");
-    let hits = c.ok("search_learnings", find(true)).await["results"].clone();
+    let hits = reading(&c.ok("search_learnings", find(true)).await);
     let shown = hits
-        .as_array()
-        .unwrap()
         .iter()
         .find(|h| h["id"] == old.as_str())
         .expect("include_superseded brings it back")
@@ -553,9 +638,8 @@ fn an_archived_learning_leaves_every_search_and_takes_no_merge_until_restored() 
                 include_archived,
             })
             .unwrap()
-            .results
-            .into_iter()
-            .map(|h| h.learning)
+            .learnings()
+            .cloned()
             .collect()
     };
     let id = add(&is[0], REDIS).learning.id;

@@ -356,9 +356,8 @@ fn search_ids(cairn: &Cairn, query: &str) -> Vec<String> {
             include_archived: false,
         })
         .unwrap()
-        .results
-        .into_iter()
-        .map(|h| h.learning.id)
+        .learnings()
+        .map(|l| l.id.clone())
         .collect()
 }
 

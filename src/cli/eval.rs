@@ -176,8 +176,7 @@ fn full_table(r: &FullReport) -> String {
             out,
             "\nlifecycle: {} learnings recorded, {} stored; merges precision {:.3} recall {:.3} \
              ({} right, {} wrong, {} missed; near misses merged: {})\n\
-             stale answers: {} of {} queries (with include_superseded: {}); duplicate clutter \
-             in the top 10: {} queries\n\n| split | system | nDCG@10 | MRR@10 | R@5 |\n|---|---|---|---|---|\n",
+             stale answers: {} of {} queries (with include_superseded: {})\n",
             l.learnings,
             l.stored,
             l.merges.precision,
@@ -189,8 +188,16 @@ fn full_table(r: &FullReport) -> String {
             l.stale_answers.default_results,
             l.stale_answers.queries,
             l.stale_answers.including_superseded,
-            l.duplicate_clutter
         );
+        for (split, c) in &l.clutter {
+            let _ = writeln!(
+                out,
+                "duplicate clutter in the top 10, {split}: {} of {} queries (restatements \
+                 listed as similar: {}; near misses listed as similar: {})",
+                c.cluttered, c.queries, c.grouped_restatements, c.grouped_near_misses
+            );
+        }
+        out.push_str("\n| split | system | nDCG@10 | MRR@10 | R@5 |\n|---|---|---|---|---|\n");
         for (split, systems) in &l.splits {
             for (name, s) in systems {
                 let _ = writeln!(

@@ -347,10 +347,16 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
             if json {
                 print_json(&r)?;
             } else {
+                // A learning listed under a hit is indented, with its similarity.
                 let lines: Vec<String> = r
                     .results
                     .iter()
-                    .map(|h| format!("{:.3}\t{}", h.score.total, summary(&h.learning)))
+                    .flat_map(|h| {
+                        std::iter::once(format!("{:.3}\t{}", h.score.total, summary(&h.learning)))
+                            .chain(h.similar.iter().map(|s| {
+                                format!("  ≈ {:.2}\t{}", s.similarity, summary(&s.learning))
+                            }))
+                    })
                     .collect();
                 print_text(&lines.join("\n"))?;
             }

@@ -255,9 +255,8 @@ pub fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> Result<
                 semantic_unavailable = r.semantic_unavailable.clone();
             }
             let ranking: Vec<String> = r
-                .results
-                .iter()
-                .filter_map(|h| keys.get(h.learning.id.as_str()).map(|k| k.to_string()))
+                .learnings()
+                .filter_map(|l| keys.get(l.id.as_str()).map(|k| k.to_string()))
                 .collect();
             scored[i].push((
                 q,

@@ -3,7 +3,8 @@
 //! - [`pairs`]: the duplicate rule on a labelled set of pairs
 //!   (`tests/eval/learning-pairs.jsonl`), precision and recall per split, beside a
 //!   lexical-only rule (word Jaccard ≥ [`JACCARD`]) and a dense-only one (cosine ≥
-//!   [`DUPLICATE_COSINE`], no guards), with the real model's embeddings.
+//!   [`DUPLICATE_COSINE`], no guards), with the real model's embeddings; and the looser
+//!   cosine ≥ [`SIMILAR_COSINE`] by which a search lists a restatement under its hit.
 //! - [`lifecycle`]: a timeline set (`tests/eval/learnings-lifecycle.jsonl`) replayed
 //!   through the domain API (add with merging and `supersedes`, feedback, issues done or
 //!   approved through their real paths), then graded queries: merge precision and
@@ -21,7 +22,7 @@ use crate::error::{Error, FieldError, Result};
 use crate::issues::{NewIssue, NewProject, Status};
 use crate::learnings::{
     DUPLICATE_COSINE, LearningSearch, LearningType, NewFeedback, NewLearning, Outcome, Ranking,
-    SearchScope, same_lesson, word_overlap,
+    SIMILAR_COSINE, SearchScope, same_lesson, word_overlap,
 };
 use crate::trail::prs::{NewPullRequest, Review};
 use crate::vector::dot;
@@ -105,7 +106,7 @@ impl Scores {
 #[derive(Debug, Clone, Serialize)]
 pub struct PairsReport {
     pub pairs: usize,
-    /// split → rule (`cairn`, `lexical`, `dense`) → scores.
+    /// split → rule (`cairn`, `lexical`, `dense`, `similar`) → scores.
     pub splits: BTreeMap<String, BTreeMap<String, Scores>>,
     /// kind → (pairs, merged by the rule), both splits.
     pub kinds: BTreeMap<String, (usize, usize)>,
@@ -141,6 +142,10 @@ pub fn pairs(cairn: &Cairn, path: &Path, progress: &mut impl FnMut(&str)) -> Res
             .entry("dense".into())
             .or_default()
             .add(cosine >= DUPLICATE_COSINE, duplicate);
+        split
+            .entry("similar".into())
+            .or_default()
+            .add(cosine >= SIMILAR_COSINE, duplicate);
         let k = kinds.entry(p.kind.clone()).or_default();
         k.0 += 1;
         k.1 += usize::from(rule);
@@ -224,8 +229,8 @@ pub struct LifecycleReport {
     /// Near misses that were merged (must be 0).
     pub near_misses_merged: usize,
     pub stale_answers: StaleAnswers,
-    /// Queries whose top 10 (default results) holds two learnings that say the same.
-    pub duplicate_clutter: usize,
+    /// split → duplicate clutter in the top 10 of default results.
+    pub clutter: BTreeMap<String, Clutter>,
     /// split → system (`cairn`, `quality_50`, `lexical`, `dense`) → figures.
     pub splits: BTreeMap<String, BTreeMap<String, Summary>>,
 }
@@ -249,6 +254,7 @@ pub fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<Lifecyc
     let mut key_of: HashMap<String, String> = HashMap::new();
     let mut successor_of: HashMap<String, String> = HashMap::new();
     let mut same: Vec<(String, String)> = Vec::new();
+    let mut near: Vec<(String, String)> = Vec::new();
     let mut merges = Scores::default();
     let mut near_misses_merged = 0;
     let mut learnings = 0;
@@ -300,8 +306,9 @@ pub fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<Lifecyc
                     added.merged,
                     duplicate_of.is_some() && (right || !added.merged),
                 );
-                if added.merged && near_miss_of.is_some() {
-                    near_misses_merged += 1;
+                if let Some(target) = &near_miss_of {
+                    near.push((key.clone(), target.clone()));
+                    near_misses_merged += usize::from(added.merged);
                 }
                 for old in &supersedes {
                     successor_of.insert(old.clone(), id.clone());
@@ -349,34 +356,44 @@ pub fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<Lifecyc
     // A key's final id (merged keys share their target's).
     let stale_pairs: Vec<(String, String)> = successor_of.into_iter().collect();
     let mut stale = StaleAnswers::default();
-    let mut clutter = 0;
+    let mut clutter: BTreeMap<String, Clutter> = BTreeMap::new();
     let mut scored: BTreeMap<String, BTreeMap<String, Vec<QueryScore>>> = BTreeMap::new();
     progress(&format!("running {} queries", queries.len()));
     for (_, query, project, relevant, split) in &queries {
-        let search = |ranking: Ranking, include_superseded: bool| -> Result<Vec<String>> {
-            Ok(cairn
-                .search_learnings_ranked(
-                    &LearningSearch {
-                        query: query.clone(),
-                        scope: SearchScope::Project(project.clone()),
-                        limit: Some(DEPTH),
-                        min_quality_score: None,
-                        include_superseded,
-                        include_archived: false,
-                    },
-                    ranking,
-                )?
-                .results
-                .into_iter()
-                .map(|h| h.learning.id)
-                .collect())
+        // The learnings found in reading order, and where each was listed.
+        let search = |ranking: Ranking, include_superseded: bool| -> Result<Found> {
+            let r = cairn.search_learnings_ranked(
+                &LearningSearch {
+                    query: query.clone(),
+                    scope: SearchScope::Project(project.clone()),
+                    limit: Some(DEPTH),
+                    min_quality_score: None,
+                    include_superseded,
+                    include_archived: false,
+                },
+                ranking,
+            )?;
+            Ok(Found {
+                read: r.learnings().map(|l| l.id.clone()).collect(),
+                under: r
+                    .results
+                    .iter()
+                    .flat_map(|h| {
+                        std::iter::once((h.learning.id.clone(), None)).chain(
+                            h.similar
+                                .iter()
+                                .map(|s| (s.learning.id.clone(), Some(h.learning.id.clone()))),
+                        )
+                    })
+                    .collect(),
+            })
         };
         let answers: HashSet<String> = relevant
             .keys()
             .map(|k| lookup(&ids, k))
             .collect::<Result<_>>()?;
         let default = search(Ranking::Blend, false)?;
-        let including = search(Ranking::Blend, true)?;
+        let including = search(Ranking::Blend, true)?.read;
         let rank = |list: &[String], id: &str| list.iter().position(|x| x == id);
         let stale_in = |list: &[String]| {
             stale_pairs.iter().any(|(old, new)| {
@@ -386,18 +403,31 @@ pub fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<Lifecyc
         };
         if stale_pairs.iter().any(|(_, new)| answers.contains(new)) {
             stale.queries += 1;
-            stale.default_results += usize::from(stale_in(&default));
+            stale.default_results += usize::from(stale_in(&default.read));
             stale.including_superseded += usize::from(stale_in(&including));
         }
-        if same.iter().any(|(a, b)| {
-            let (a, b) = (&ids[a], &ids[b]);
-            a != b && default.contains(a) && default.contains(b)
-        }) {
-            clutter += 1;
-        }
+        let pair = |(a, b): &(String, String)| (&ids[a], &ids[b]);
+        let c = clutter.entry(split.clone()).or_default();
+        c.queries += 1;
+        c.cluttered += usize::from(
+            same.iter()
+                .map(pair)
+                .any(|(a, b)| a != b && default.placed(a) && default.placed(b)),
+        );
+        c.grouped_restatements += same
+            .iter()
+            .map(pair)
+            .filter(|(a, b)| default.grouped(a, b))
+            .count();
+        c.grouped_near_misses += near
+            .iter()
+            .map(pair)
+            .filter(|(a, b)| default.grouped(a, b))
+            .count();
         let qrels: Qrels = relevant.clone();
         for (name, ranking) in SYSTEMS {
             let ranked: Vec<String> = search(ranking, false)?
+                .read
                 .into_iter()
                 .map(|id| key_of.get(&id).cloned().unwrap_or(id))
                 .collect();
@@ -427,9 +457,43 @@ pub fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<Lifecyc
         merges: merges.finish(),
         near_misses_merged,
         stale_answers: stale,
-        duplicate_clutter: clutter,
+        clutter,
         splits,
     })
+}
+
+/// What one search found: every learning in reading order (each hit, then those listed
+/// under it as `similar`), each with the hit it was listed under.
+struct Found {
+    read: Vec<String>,
+    under: HashMap<String, Option<String>>,
+}
+
+impl Found {
+    /// Whether `id` was found with a place of its own.
+    fn placed(&self, id: &str) -> bool {
+        self.under.get(id).is_some_and(Option::is_none)
+    }
+
+    /// Whether one of `a` and `b` was listed under the other.
+    fn grouped(&self, a: &str, b: &str) -> bool {
+        let under = |x: &str, y: &str| self.under.get(x).is_some_and(|h| h.as_deref() == Some(y));
+        under(a, b) || under(b, a)
+    }
+}
+
+/// Duplicate clutter in one split's default results.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Clutter {
+    pub queries: usize,
+    /// Queries whose top 10 gives two learnings that say the same a place of their own
+    /// (one listed under the other as `similar` is not clutter).
+    pub cluttered: usize,
+    /// (Query, labelled duplicate pair) with one listed under the other.
+    pub grouped_restatements: usize,
+    /// (Query, labelled near-miss pair) with one listed under the other: distinct
+    /// lessons grouped (both still shown).
+    pub grouped_near_misses: usize,
 }
 
 /// The set's projects and issues, created on first mention.

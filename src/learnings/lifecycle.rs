@@ -36,6 +36,13 @@ pub const DUPLICATE_COSINE: f32 = 0.87;
 /// was 0.22), and cheap, so a learning is embedded for the check only when a candidate
 /// passes it and the guards.
 pub const DUPLICATE_JACCARD: f64 = 0.2;
+/// Embedding similarity from which a search lists a learning under a higher-ranked one
+/// as a restatement (`similar`) instead of giving it a place of its own. Looser than
+/// [`DUPLICATE_COSINE`]: nothing is lost when two distinct lessons are grouped (both are
+/// shown in full), while a restatement left apart takes the place of another lesson.
+/// Chosen on the tuning queries of the lifecycle set (docs/learnings.md, "Restatements
+/// in results").
+pub const SIMILAR_COSINE: f32 = 0.8;
 /// Learnings of the project (best BM25 matches of the new text) compared with a new one.
 pub(crate) const DUPLICATE_CANDIDATES: usize = 10;
 

@@ -28,6 +28,7 @@ mod sizes;
 mod tail;
 mod text;
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -36,7 +37,9 @@ use serde::{Deserialize, Serialize};
 
 pub use index::{IndexerStats, LearningIndex, Ranking, SearchScope};
 pub(crate) use lifecycle::issue_approved;
-pub use lifecycle::{DUPLICATE_COSINE, FeedbackCounts, Outcome, same_lesson, word_overlap};
+pub use lifecycle::{
+    DUPLICATE_COSINE, FeedbackCounts, Outcome, SIMILAR_COSINE, same_lesson, word_overlap,
+};
 pub use query::{STOP_WORDS, ScoreBreakdown};
 pub use sizes::{Activity, Day, Sizes};
 
@@ -213,6 +216,21 @@ pub struct LearningHit {
     #[serde(flatten)]
     pub learning: Learning,
     pub score: ScoreBreakdown,
+    /// Lower-ranked learnings that say much the same as this one (embeddings at least
+    /// [`lifecycle::SIMILAR_COSINE`] similar), listed here instead of taking places of
+    /// their own; best first. Absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub similar: Vec<SimilarHit>,
+}
+
+/// A learning listed under a hit it restates.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimilarHit {
+    #[serde(flatten)]
+    pub learning: Learning,
+    pub score: ScoreBreakdown,
+    /// Cosine similarity of its embedding with the hit's.
+    pub similarity: f32,
 }
 
 /// Search results, best first.
@@ -225,6 +243,15 @@ pub struct SearchResults {
     pub semantic: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub semantic_unavailable: Option<String>,
+}
+
+impl SearchResults {
+    /// Every learning found, in reading order: each hit, then those listed under it.
+    pub fn learnings(&self) -> impl Iterator<Item = &Learning> {
+        self.results
+            .iter()
+            .flat_map(|h| std::iter::once(&h.learning).chain(h.similar.iter().map(|s| &s.learning)))
+    }
 }
 
 /// One entry of a learning's history.
@@ -886,18 +913,38 @@ impl Learnings<'_> {
         )?;
         // One snapshot and one lock round-trip for all rows.
         let results = self.store.snapshot(|c| {
-            let mut out = Vec::with_capacity(ranked.len());
+            let mut out: Vec<LearningHit> = Vec::with_capacity(ranked.len());
+            // Head seq → its place in `out`.
+            let mut place: HashMap<u64, usize> = HashMap::new();
             for r in &ranked {
-                if let Some(mut learning) = load_by_seq(c, r.seq)? {
-                    // Report the standing the blend used (the same snapshot).
-                    learning.quality_score = r.quality;
-                    learning.verified = r.verified;
-                    out.push(LearningHit {
+                let Some(mut learning) = load_by_seq(c, r.seq)? else {
+                    continue;
+                };
+                // Report the standing the blend used (the same snapshot).
+                learning.quality_score = r.quality;
+                learning.verified = r.verified;
+                // A restatement whose head is gone (deleted since the index saw it)
+                // stands on its own.
+                match r
+                    .similar_to
+                    .and_then(|(h, sim)| Some((*place.get(&h)?, sim)))
+                {
+                    Some((i, similarity)) => out[i].similar.push(SimilarHit {
                         learning,
                         score: r.score,
-                    });
+                        similarity,
+                    }),
+                    None => {
+                        place.insert(r.seq, out.len());
+                        out.push(LearningHit {
+                            learning,
+                            score: r.score,
+                            similar: Vec::new(),
+                        });
+                    }
                 }
             }
+            out.truncate(limit);
             Ok(out)
         })?;
         Ok(SearchResults {

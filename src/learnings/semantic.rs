@@ -262,11 +262,16 @@ impl Vectors {
         b.data.extend_from_slice(v);
     }
 
-    /// Cosine similarity of `query` and learning `seq`, if it has a vector.
-    pub(crate) fn cosine(&self, query: &[f32], seq: u64) -> Option<f32> {
+    /// Learning `seq`'s embedding, if it has one.
+    pub(crate) fn vector(&self, seq: u64) -> Option<&[f32]> {
         let (p, i) = self.at.get(&seq)?;
         let b = self.blocks.get(p)?;
-        Some(dot(query, &b.data[i * DIMENSION..(i + 1) * DIMENSION]))
+        Some(&b.data[i * DIMENSION..(i + 1) * DIMENSION])
+    }
+
+    /// Cosine similarity of `query` and learning `seq`, if it has a vector.
+    pub(crate) fn cosine(&self, query: &[f32], seq: u64) -> Option<f32> {
+        self.vector(seq).map(|v| dot(query, v))
     }
 
     /// The `k` learnings most similar to `query` (a unit vector) as `(seq, cosine)`,

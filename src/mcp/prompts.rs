@@ -249,7 +249,7 @@ impl CairnServer {
             Ok(r) => {
                 for h in r.results {
                     let l = &h.learning;
-                    let _ = writeln!(
+                    let _ = write!(
                         m,
                         "- {} ({}, quality {}{}): {}",
                         l.id,
@@ -258,6 +258,12 @@ impl CairnServer {
                         if l.verified { ", verified" } else { "" },
                         excerpt(&l.pattern)
                     );
+                    let similar: Vec<&str> =
+                        h.similar.iter().map(|s| s.learning.id.as_str()).collect();
+                    if !similar.is_empty() {
+                        let _ = write!(m, " (said much the same: {})", similar.join(", "));
+                    }
+                    let _ = writeln!(m);
                 }
             }
             Err(e) => {

@@ -8,7 +8,9 @@ use maud::{Markup, PreEscaped, html};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::learnings::{Learning, LearningDetail, LearningHit, LearningSearch, SearchScope};
+use crate::learnings::{
+    Learning, LearningDetail, LearningHit, LearningSearch, ScoreBreakdown, SearchScope, SimilarHit,
+};
 
 use super::{Visitor, Web, cross_site, page, run};
 
@@ -88,7 +90,7 @@ pub(super) async fn learnings(
     };
     let shown: Option<Vec<&LearningHit>> = hits
         .as_ref()
-        .map(|hs| hs.iter().filter(|h| keep(h, &q)).collect());
+        .map(|hs| hs.iter().filter(|h| keep(&h.learning, &q)).collect());
     let body = html! {
         h1 { "Learnings" }
         form method="get" action="/ui/learnings" {
@@ -109,7 +111,7 @@ pub(super) async fn learnings(
             p.count { (shown.len()) " learnings" }
             ol.hits {
                 @for h in shown {
-                    (hit(h))
+                    (hit(h, &q))
                 }
             }
         }
@@ -117,22 +119,41 @@ pub(super) async fn learnings(
     page("Learnings", Some(&who.person), body).into_response()
 }
 
-/// Whether a hit passes the page's filters.
-fn keep(h: &LearningHit, q: &LearningsQuery) -> bool {
-    let l = &h.learning;
+/// Whether a learning found passes the page's filters.
+fn keep(l: &Learning, q: &LearningsQuery) -> bool {
     let kind = serde_json::to_value(l.learning_type).unwrap_or(Value::Null);
     (q.learning_type.trim().is_empty() || kind == q.learning_type.trim())
         && (q.verified.is_none() || l.verified)
         && (q.flagged.is_none() || l.needs_review)
 }
 
-/// One hit: the pattern (a link to its page) and context as text, its provenance and
-/// score breakdown.
-fn hit(h: &LearningHit) -> Markup {
-    let l = &h.learning;
-    let score = serde_json::to_value(h.score).unwrap_or(Value::Null);
+/// One hit, with the learnings listed under it that say much the same (those that pass
+/// the page's filters).
+fn hit(h: &LearningHit, q: &LearningsQuery) -> Markup {
+    let similar: Vec<&SimilarHit> = h.similar.iter().filter(|s| keep(&s.learning, q)).collect();
     html! {
-        li.hit data-id=(l.id) {
+        li.hit data-id=(h.learning.id) {
+            (found(&h.learning, &h.score))
+            @if !similar.is_empty() {
+                p.similar-note { "Says much the same:" }
+                ol.similar {
+                    @for s in similar {
+                        li.similar data-id=(s.learning.id) {
+                            p.similarity { "similarity " (format!("{:.2}", s.similarity)) }
+                            (found(&s.learning, &s.score))
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A learning found: the pattern (a link to its page) and context as text, its
+/// provenance and score breakdown.
+fn found(l: &Learning, score: &ScoreBreakdown) -> Markup {
+    let score = serde_json::to_value(score).unwrap_or(Value::Null);
+    html! {
             p.pattern { a href=(format!("/ui/learnings/{}", l.id)) { (l.pattern) } }
             @if let Some(c) = &l.context {
                 p.context { (c) }
@@ -150,7 +171,6 @@ fn hit(h: &LearningHit) -> Markup {
                     }
                 }
             }
-        }
     }
 }
 

@@ -602,6 +602,19 @@ impl Client {
 }
 
 /// The field names of a VALIDATION_FAILED envelope.
+/// The learnings a `search_learnings` result (or `cairn learnings search --json`) gives,
+/// in reading order: each hit, then those listed under it as saying much the same.
+pub fn reading(result: &Value) -> Vec<Value> {
+    result["results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no results: {result}"))
+        .iter()
+        .flat_map(|h| {
+            std::iter::once(h.clone()).chain(h["similar"].as_array().into_iter().flatten().cloned())
+        })
+        .collect()
+}
+
 pub fn error_fields(envelope: &Value) -> Vec<String> {
     envelope["error"]["details"]["errors"]
         .as_array()

@@ -138,6 +138,9 @@ pub(crate) struct Ranked {
     pub score: ScoreBreakdown,
     pub quality: u8,
     pub verified: bool,
+    /// The higher-ranked learning this one says much the same as, with the cosine of
+    /// their embeddings: it is listed under that one (see [`group`](search::group)).
+    pub similar_to: Option<(u64, f32)>,
 }
 
 /// An open reader with its caches: one consistent view, changed only under the

@@ -12,6 +12,7 @@ use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocId, DocSet, Score, Searcher, Term};
 
 use crate::error::Result;
+use crate::vector::dot;
 
 use super::super::lifecycle;
 use super::super::meta::Meta;
@@ -466,13 +467,51 @@ impl Gathered {
                     score,
                     quality: m.quality,
                     verified: m.verified,
+                    similar_to: None,
                 })
             })
             .collect();
         ranked.sort_by(|a, b| b.key.total_cmp(&a.key).then(b.seq.cmp(&a.seq)));
-        ranked.truncate(s.limit);
-        ranked
+        if semantic {
+            group(ranked, s.limit, |seq| open.vectors.vector(seq))
+        } else {
+            ranked.truncate(s.limit);
+            ranked
+        }
     }
+}
+
+/// Restatements listed under the learning they restate, so that the `limit` places of a
+/// search hold `limit` different lessons. Walking the ranking best first, a learning
+/// whose embedding is at least [`SIMILAR_COSINE`] similar to a group's head joins the
+/// most similar head's group; any other learning heads a new group. The walk ends where
+/// a group beyond the `limit`-th would begin: the result is a prefix of the ranking (it
+/// holds every learning the ungrouped top `limit` would), in rank order, each
+/// restatement marked with its head.
+pub(super) fn group<'v>(
+    ranked: Vec<Ranked>,
+    limit: usize,
+    vector: impl Fn(u64) -> Option<&'v [f32]>,
+) -> Vec<Ranked> {
+    let mut out: Vec<Ranked> = Vec::with_capacity(ranked.len().min(2 * limit));
+    let mut heads: Vec<(u64, Option<&[f32]>)> = Vec::with_capacity(limit);
+    for mut r in ranked {
+        let own = vector(r.seq);
+        let closest = own.and_then(|v| {
+            heads
+                .iter()
+                .filter_map(|(seq, h)| h.map(|h| (*seq, dot(v, h))))
+                .filter(|(_, cos)| *cos >= lifecycle::SIMILAR_COSINE)
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+        });
+        match closest {
+            Some(head) => r.similar_to = Some(head),
+            None if heads.len() == limit => break,
+            None => heads.push((r.seq, own)),
+        }
+        out.push(r);
+    }
+    out
 }
 
 /// Each slot's index terms, one per (field, term), each marked exact (the word or its
@@ -616,4 +655,79 @@ pub(super) fn slot_weights(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A unit vector at `angle` radians in the plane of the first two axes, or along the
+    /// third axis for `None`.
+    fn at(angle: Option<f32>) -> Vec<f32> {
+        let mut v = vec![0.0; crate::vault::embed::DIMENSION];
+        match angle {
+            Some(a) => (v[0], v[1]) = (a.cos(), a.sin()),
+            None => v[2] = 1.0,
+        }
+        v
+    }
+
+    fn ranked(seq: u64, key: f32) -> Ranked {
+        Ranked {
+            seq,
+            key,
+            score: ScoreBreakdown {
+                total: key,
+                relevance: key,
+                field_priority: 0.0,
+                quality: 0.0,
+                lexical: 0.0,
+                semantic: None,
+            },
+            quality: 50,
+            verified: false,
+            similar_to: None,
+        }
+    }
+
+    #[test]
+    fn restatements_join_their_most_similar_head_and_free_places() {
+        // 1 and 3 are 60° apart (cosine 0.5); 2 is 20° from 1 (0.94) and 40° from 3
+        // (0.77); 4 is 35° from 1 (0.82) and 25° from 3 (0.91); 5 is orthogonal to all;
+        // 6 has no vector.
+        let vectors: HashMap<u64, Vec<f32>> = [
+            (1, at(Some(0.0))),
+            (2, at(Some(20f32.to_radians()))),
+            (3, at(Some(60f32.to_radians()))),
+            (4, at(Some(35f32.to_radians()))),
+            (5, at(None)),
+        ]
+        .into_iter()
+        .collect();
+        let list: Vec<Ranked> = (1..=6).map(|s| ranked(s, 10.0 - s as f32)).collect();
+        let run = |limit| {
+            group(list.clone(), limit, |seq| {
+                vectors.get(&seq).map(Vec::as_slice)
+            })
+            .iter()
+            .map(|r| {
+                (
+                    r.seq,
+                    r.similar_to.map(|(h, c)| (h, (c * 100.0).round() as u32)),
+                )
+            })
+            .collect::<Vec<_>>()
+        };
+        // 4 restates both heads: the closer one takes it.
+        assert_eq!(
+            run(2),
+            [(1, None), (2, Some((1, 94))), (3, None), (4, Some((3, 91)))]
+        );
+        // The walk ends where a group beyond the limit would begin.
+        assert_eq!(run(1), [(1, None), (2, Some((1, 94)))]);
+        // A learning without a vector heads a group of its own and draws none.
+        assert_eq!(run(6).len(), 6);
+        assert_eq!(run(6)[5], (6, None));
+        assert_eq!(run(6)[4], (5, None));
+    }
 }
