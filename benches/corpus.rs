@@ -195,27 +195,3 @@ pub fn repo_texts(limit: usize) -> Vec<String> {
     out.texts.truncate(limit);
     out.texts
 }
-
-/// Run `tests/reference_embed.py` (independent ONNX Runtime in Python) on `texts` with
-/// extra arguments before the input file; returns its stdout.
-pub fn run_reference(texts: &[String], args: &[String]) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("texts.jsonl");
-    let lines: Vec<String> = texts
-        .iter()
-        .map(|t| serde_json::to_string(t).unwrap())
-        .collect();
-    std::fs::write(&input, lines.join("\n")).unwrap();
-    let out = std::process::Command::new("python3")
-        .arg(repo().join("tests/reference_embed.py"))
-        .args(args)
-        .arg(&input)
-        .output()
-        .expect("python3 runs (scripts/setup.sh installs onnxruntime, tokenizers, numpy)");
-    assert!(
-        out.status.success(),
-        "reference_embed.py failed (run scripts/setup.sh): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}

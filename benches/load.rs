@@ -28,6 +28,15 @@
 //!   `search_learnings` and `add_learning` (searches while learnings are added); one line
 //!   each. It tells the mix's cost apart by tool: a closed loop's latency is set by the
 //!   mean cost of every call in it, not by the call being timed.
+//! - **N, never-seen searches beside the model** (not in the default list; issue 39): B
+//!   with every session calling only `search_learnings` with U's never-sent texts, once
+//!   with one session (a lone query's latency) and once with all K (CPU per search and
+//!   searches per second under load); beside them, the same texts embedded by the model
+//!   alone, raw ONNX Runtime in Python on the same model files
+//!   (`tests/reference_embed.py --single`: tokenize, run at batch 1, pool, one text at a
+//!   time): per-text p50 with one intra-op thread and with two, CPU per text with one,
+//!   and texts per second with one one-thread process per core at once. One table puts
+//!   each daemon figure beside the model's, with the goals.
 //! - **P, paced**: B again, but each session pauses `CAIRN_LOAD_THINK_MS` (20) between
 //!   calls, as an agent thinks between tool calls (for seconds, not milliseconds: 20 ms
 //!   is still a hundred times a real agent's rate). A, B, C and U are closed loops: each
@@ -48,11 +57,13 @@
 //! connect anew for every call (`CAIRN_LOAD_KEEPALIVE=0` measures that).
 //!
 //! Knobs: `CAIRN_LOAD_SESSIONS` (8), `CAIRN_LOAD_CALLS` (300), `CAIRN_LOAD_TOPOLOGIES`
-//! (`a,b,l,c,u,p,m`; add `t` for T), `CAIRN_LOAD_THINK_MS` (20, P's pause), `CAIRN_LOAD_KEEPALIVE` (1),
+//! (`a,b,l,c,u,p,m`; add `t` for T, `n` for N), `CAIRN_LOAD_THINK_MS` (20, P's pause), `CAIRN_LOAD_KEEPALIVE` (1),
 //! `CAIRN_LOAD_DAEMON_LOG` (`warn`: the daemon's `CAIRN_LOG`; `cairn::mcp::server=debug`
 //! logs each call's time in its handler, to tell it from the transport's).
 
 #![allow(clippy::print_stderr, clippy::print_stdout)]
+
+mod reference;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -743,6 +754,122 @@ async fn tools_alone(seed: &Seed, calls: usize) {
     }
 }
 
+/// The model alone on `texts`, one text at a time (`reference_embed.py --single`).
+struct Model {
+    p50_ms: f64,
+    mean_ms: f64,
+    cpu_ms: f64,
+}
+
+fn model_single(texts: &[String], threads: usize, spin: &str) -> Model {
+    let out = reference::run(
+        texts,
+        &["--single".into(), threads.to_string(), spin.into()],
+    );
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    let f = |k: &str| v[k].as_f64().unwrap();
+    Model {
+        p50_ms: f("p50_ms"),
+        mean_ms: f("mean_ms"),
+        cpu_ms: f("cpu_ms"),
+    }
+}
+
+/// N: never-seen searches through the daemon, alone and from every session, beside the
+/// model alone on the same texts (see the module's documentation).
+async fn never_seen(seed: &Seed, calls: usize) {
+    const SEARCH: &[&str] = &["search_learnings"];
+    let mut lone_seed = seed.copy();
+    lone_seed.issues.truncate(1);
+    let mut lone = topology_b(
+        &lone_seed,
+        calls,
+        SEARCH,
+        Queries::Unique,
+        Duration::ZERO,
+        &[],
+    )
+    .await;
+    lone.name = "N1: one session, never-seen searches only".into();
+    print(&lone);
+    let k = seed.issues.len();
+    let mut loaded = topology_b(
+        &seed.copy(),
+        calls,
+        SEARCH,
+        Queries::Unique,
+        Duration::ZERO,
+        &[],
+    )
+    .await;
+    loaded.name = format!("N{k}: {k} sessions, never-seen searches only");
+    print(&loaded);
+    let texts: Vec<String> = (0..k)
+        .flat_map(|s| {
+            (0..calls).map(move |i| {
+                args("search_learnings", s, i, Queries::Unique)["query"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+        })
+        .collect();
+    eprintln!(
+        "[load] N: the model alone on the same {} texts",
+        texts.len()
+    );
+    let one = model_single(&texts, 1, "off");
+    let two = model_single(&texts, 2, "default");
+    // One one-thread process per core, all at once: what the model alone embeds per
+    // second on this machine.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let parts: Vec<&[String]> = texts.chunks(texts.len().div_ceil(cores)).collect();
+    let model_qps: f64 = std::thread::scope(|sc| {
+        let running: Vec<_> = parts
+            .iter()
+            .map(|part| sc.spawn(move || model_single(part, 1, "off")))
+            .collect();
+        running
+            .into_iter()
+            .map(|h| 1e3 / h.join().unwrap().mean_ms)
+            .sum()
+    });
+    let lone_p50 = pct(&lone.per_tool[0], 0.5);
+    let model_p50 = one.p50_ms.min(two.p50_ms);
+    let qps = loaded.calls as f64 / loaded.wall.as_secs_f64();
+    println!(
+        "\nN: never-seen searches beside the model alone (the same texts; model: raw ONNX \
+         Runtime, one text at a time: p50 {:.2} ms with 1 thread, {:.2} ms with 2; CPU {:.2} \
+         ms per text with 1 thread)\n",
+        one.p50_ms, two.p50_ms, one.cpu_ms
+    );
+    println!("| figure | Cairn daemon | model alone | Cairn vs model | goal |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| lone never-seen search p50 ms (model: one text, best of 1 and 2 threads) | {lone_p50:.2} | \
+         {model_p50:.2} | {:+.2} ms | at most +1 ms |",
+        lone_p50 - model_p50
+    );
+    println!(
+        "| CPU ms per never-seen search, {k} sessions (model: per text, 1 thread) | {:.2} | {:.2} \
+         | {:.2}x | at most 1.2x |",
+        loaded.cpu_ms_per_call,
+        one.cpu_ms,
+        loaded.cpu_ms_per_call / one.cpu_ms
+    );
+    println!(
+        "| never-seen searches per second, {k} sessions (model: texts/s, one 1-thread process \
+         per core) | {qps:.0} | {model_qps:.0} | {:.2}x | at least 0.8x |",
+        qps / model_qps
+    );
+    println!(
+        "| CPU ms per lone never-seen search (model: per text, 1 thread) | {:.2} | {:.2} | {:.2}x | - |",
+        lone.cpu_ms_per_call,
+        one.cpu_ms,
+        lone.cpu_ms_per_call / one.cpu_ms
+    );
+}
+
 fn print(f: &Figures) {
     println!(
         "\n{}: {} calls, {} errors, {:.1} s, {:.0} calls/s, peak RSS of all Cairn processes {:.0} MiB, \
@@ -885,9 +1012,16 @@ fn main() {
         );
         let mut all = Vec::new();
         for t in wanted.split(',') {
-            if t.trim() == "t" {
-                tools_alone(&seed, calls).await;
-                continue;
+            match t.trim() {
+                "t" => {
+                    tools_alone(&seed, calls).await;
+                    continue;
+                }
+                "n" => {
+                    never_seen(&seed, calls).await;
+                    continue;
+                }
+                _ => {}
             }
             let copy = seed.copy();
             let f = match t.trim() {
@@ -918,7 +1052,7 @@ fn main() {
                 }
                 "p" => topology_b(&copy, calls, &TOOLS, Queries::Repeated, think, &[]).await,
                 "c" => topology_c(&copy, calls).await,
-                other => panic!("unknown topology {other:?} (a, b, l, c, u, p, m, t)"),
+                other => panic!("unknown topology {other:?} (a, b, l, c, u, p, m, t, n)"),
             };
             print(&f);
             all.push(f);

@@ -41,6 +41,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 
 mod corpus;
+mod reference;
 
 /// Real chunks embedded for the search corpora.
 const REAL: usize = 10_000;
@@ -333,7 +334,7 @@ impl Run {
 /// Raw ONNX Runtime (Python, same model files): the reference script's `--time` mode
 /// (tokenized once, token-sorted batches of 32, max length 256), model load excluded.
 fn raw_ort(texts: &[String], spin: &str) -> Run {
-    let out = corpus::run_reference(
+    let out = reference::run(
         texts,
         &["--time".into(), threads().to_string(), spin.into()],
     );

@@ -1057,14 +1057,18 @@ pub(crate) fn unix_http(socket: &Path, token: &str, body: &Value) -> (u16, Value
         std::os::unix::net::UnixStream::connect(socket).expect("connect to the daemon's socket");
     s.set_read_timeout(Some(HANG)).unwrap();
     let body = body.to_string();
-    write!(
-        s,
+    let request = format!(
         "POST /mcp HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
          Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
-    )
-    .unwrap();
+    );
+    // One write: the daemon may refuse on the headers alone and close before reading the
+    // body, and a later write would then fail with a broken pipe before the refusal is read.
+    match s.write_all(request.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        r => r.unwrap(),
+    }
     let mut raw = String::new();
     s.read_to_string(&mut raw).unwrap();
     let (head, rest) = raw.split_once("\r\n\r\n").expect("HTTP reply");

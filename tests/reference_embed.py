@@ -20,6 +20,12 @@ and SPIN `default` (ORT's default session options: idle workers spin) or `off`
 from tokenizing to the last pooled vector, model load excluded), `cpu_seconds` (process
 CPU time over the same span), `tokens` and `padding` (padding tokens added).
 
+With `--single THREADS SPIN` it measures one query at a time instead (the load
+benchmark's "model alone" baseline for a never-seen search): each text tokenized, run
+through the model as a batch of one and pooled, in turn, after 20 unmeasured warm-up
+texts. One JSON line: `p50_ms` and `mean_ms` (wall time per text), `cpu_ms` (process CPU
+time per text), `texts`.
+
 Environment: CAIRN_MODEL_DIR overrides the model directory.
     pip install onnxruntime tokenizers numpy
 """
@@ -60,7 +66,8 @@ def main() -> int:
     args = sys.argv[1:]
     threads = None
     spin = "default"
-    if args[:1] == ["--time"]:
+    mode = args[0] if args[:1] in (["--time"], ["--single"]) else None
+    if mode:
         threads, spin, args = int(args[1]), args[2], args[3:]
     d = model_dir()
     tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
@@ -88,8 +95,11 @@ def main() -> int:
             texts = read_texts(fh)
     else:
         texts = read_texts(sys.stdin)
-    if threads is not None:
+    if mode == "--time":
         print(json.dumps(time_sorted(tok, sess, input_names, out_name, texts)))
+        return 0
+    if mode == "--single":
+        print(json.dumps(time_single(tok, sess, input_names, out_name, texts)))
         return 0
 
     vectors = []
@@ -146,6 +156,34 @@ def time_sorted(tok, sess, input_names, out_name, texts):
         "cpu_seconds": time.process_time() - cpu_started,
         "tokens": tokens,
         "padding": padding,
+    }
+
+
+def time_single(tok, sess, input_names, out_name, texts):
+    """Embed `texts` one at a time; the timing line's fields."""
+
+    def one(text):
+        e = tok.encode(text)
+        ids = np.array([e.ids], dtype=np.int64)
+        mask = np.array([e.attention_mask], dtype=np.int64)
+        types = np.array([e.type_ids], dtype=np.int64)
+        embed(sess, input_names, out_name, ids, mask, types)
+
+    for text in texts[:20]:
+        one(text + " (warm-up)")
+    walls = []
+    cpu_started = time.process_time()
+    for text in texts:
+        t = time.perf_counter()
+        one(text)
+        walls.append(time.perf_counter() - t)
+    cpu = time.process_time() - cpu_started
+    walls.sort()
+    return {
+        "p50_ms": walls[len(walls) // 2] * 1e3,
+        "mean_ms": sum(walls) / len(walls) * 1e3,
+        "cpu_ms": cpu / len(texts) * 1e3,
+        "texts": len(texts),
     }
 
 

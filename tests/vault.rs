@@ -16,6 +16,8 @@ use crate::common::{Env, on_postgres};
 
 #[path = "../benches/corpus.rs"]
 pub(crate) mod corpus;
+#[path = "../benches/reference.rs"]
+mod reference;
 
 fn samples() -> PathBuf {
     corpus::repo().join("samples/docs")
@@ -460,7 +462,7 @@ fn embedding_fidelity_against_python_onnxruntime() {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let ours = ModelEmbedder::default().embed_batch(&refs).unwrap();
 
-    let reference: Vec<Vec<f32>> = corpus::run_reference(&texts, &[])
+    let reference: Vec<Vec<f32>> = reference::run(&texts, &[])
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
@@ -491,7 +493,7 @@ fn batches_pad_exactly_as_a_token_sort() {
     e.embed_batch(&refs).unwrap();
     let ours = e.stats();
     let raw: Value = serde_json::from_str(
-        corpus::run_reference(&texts, &["--time".into(), "1".into(), "off".into()]).trim(),
+        reference::run(&texts, &["--time".into(), "1".into(), "off".into()]).trim(),
     )
     .unwrap();
     assert_eq!(ours.texts, texts.len() as u64);
