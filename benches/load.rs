@@ -778,32 +778,27 @@ fn model_single(texts: &[String], threads: usize, spin: &str) -> Model {
 /// N: never-seen searches through the daemon, alone and from every session, beside the
 /// model alone on the same texts (see the module's documentation).
 async fn never_seen(seed: &Seed, calls: usize) {
-    const SEARCH: &[&str] = &["search_learnings"];
-    let mut lone_seed = seed.copy();
-    lone_seed.issues.truncate(1);
-    let mut lone = topology_b(
-        &lone_seed,
-        calls,
-        SEARCH,
-        Queries::Unique,
-        Duration::ZERO,
-        &[],
-    )
-    .await;
-    lone.name = "N1: one session, never-seen searches only".into();
-    print(&lone);
+    // B with `sessions` of the seed's sessions, each calling only `search_learnings` with
+    // never-sent texts.
+    let searches = async |sessions: usize| {
+        let mut copy = seed.copy();
+        copy.issues.truncate(sessions);
+        let mut f = topology_b(
+            &copy,
+            calls,
+            &["search_learnings"],
+            Queries::Unique,
+            Duration::ZERO,
+            &[],
+        )
+        .await;
+        f.name = format!("N{sessions}: {sessions} session(s), never-seen searches only");
+        print(&f);
+        f
+    };
     let k = seed.issues.len();
-    let mut loaded = topology_b(
-        &seed.copy(),
-        calls,
-        SEARCH,
-        Queries::Unique,
-        Duration::ZERO,
-        &[],
-    )
-    .await;
-    loaded.name = format!("N{k}: {k} sessions, never-seen searches only");
-    print(&loaded);
+    let lone = searches(1).await;
+    let loaded = searches(k).await;
     let texts: Vec<String> = (0..k)
         .flat_map(|s| {
             (0..calls).map(move |i| {
