@@ -356,6 +356,10 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
                             .chain(h.similar.iter().map(|s| {
                                 format!("  ≈ {:.2}\t{}", s.similarity, summary(&s.learning))
                             }))
+                            .chain(
+                                (h.similar_omitted > 0)
+                                    .then(|| format!("  ≈ {} more", h.similar_omitted)),
+                            )
                     })
                     .collect();
                 print_text(&lines.join("\n"))?;

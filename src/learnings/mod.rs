@@ -221,6 +221,14 @@ pub struct LearningHit {
     /// their own; best first. Absent when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub similar: Vec<SimilarHit>,
+    /// More restatements of this hit that were found but left out: an answer lists at
+    /// most `limit` restatements in all. Absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub similar_omitted: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A learning listed under a hit it restates.
@@ -940,6 +948,7 @@ impl Learnings<'_> {
                             learning,
                             score: r.score,
                             similar: Vec::new(),
+                            similar_omitted: r.similar_omitted,
                         });
                     }
                 }

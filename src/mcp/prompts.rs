@@ -261,7 +261,11 @@ impl CairnServer {
                     let similar: Vec<&str> =
                         h.similar.iter().map(|s| s.learning.id.as_str()).collect();
                     if !similar.is_empty() {
-                        let _ = write!(m, " (said much the same: {})", similar.join(", "));
+                        let _ = write!(m, " (said much the same: {}", similar.join(", "));
+                        if h.similar_omitted > 0 {
+                            let _ = write!(m, ", and {} more", h.similar_omitted);
+                        }
+                        let _ = write!(m, ")");
                     }
                     let _ = writeln!(m);
                 }

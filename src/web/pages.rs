@@ -135,7 +135,11 @@ fn hit(h: &LearningHit, q: &LearningsQuery) -> Markup {
         li.hit data-id=(h.learning.id) {
             (found(&h.learning, &h.score))
             @if !similar.is_empty() {
-                p.similar-note { "Says much the same:" }
+                p.similar-note {
+                    "Says much the same"
+                    @if h.similar_omitted > 0 { " (" (h.similar_omitted) " more not shown)" }
+                    ":"
+                }
                 ol.similar {
                     @for s in similar {
                         li.similar data-id=(s.learning.id) {

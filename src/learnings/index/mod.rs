@@ -141,6 +141,9 @@ pub(crate) struct Ranked {
     /// The higher-ranked learning this one says much the same as, with the cosine of
     /// their embeddings: it is listed under that one (see [`group`](search::group)).
     pub similar_to: Option<(u64, f32)>,
+    /// For a hit: how many of its restatements were left out (see
+    /// [`group`](search::group)).
+    pub similar_omitted: u32,
 }
 
 /// An open reader with its caches: one consistent view, changed only under the

@@ -468,6 +468,7 @@ impl Gathered {
                     quality: m.quality,
                     verified: m.verified,
                     similar_to: None,
+                    similar_omitted: 0,
                 })
             })
             .collect();
@@ -483,31 +484,48 @@ impl Gathered {
 
 /// Restatements listed under the learning they restate, so that the `limit` places of a
 /// search hold `limit` different lessons. Walking the ranking best first, a learning
-/// whose embedding is at least [`SIMILAR_COSINE`] similar to a group's head joins the
-/// most similar head's group; any other learning heads a new group. The walk ends where
-/// a group beyond the `limit`-th would begin: the result is a prefix of the ranking (it
-/// holds every learning the ungrouped top `limit` would), in rank order, each
-/// restatement marked with its head.
+/// whose embedding is at least [`SIMILAR_COSINE`](lifecycle::SIMILAR_COSINE) similar to
+/// a group's head joins the most similar head's group; any other learning heads a new
+/// group. At most `limit` restatements are listed in all (the best ranked); the others
+/// are counted on their head and left out, so an answer holds at most `2 · limit`
+/// learnings however many copies a lesson has. The walk ends where a group beyond the
+/// `limit`-th would begin. The result is in rank order, each restatement marked with its
+/// head.
 pub(super) fn group<'v>(
     ranked: Vec<Ranked>,
     limit: usize,
     vector: impl Fn(u64) -> Option<&'v [f32]>,
 ) -> Vec<Ranked> {
+    /// A group's head: its vector and its place in `out`.
+    struct Head<'v> {
+        vector: Option<&'v [f32]>,
+        at: usize,
+    }
+    let mut listed = 0;
     let mut out: Vec<Ranked> = Vec::with_capacity(ranked.len().min(2 * limit));
-    let mut heads: Vec<(u64, Option<&[f32]>)> = Vec::with_capacity(limit);
+    let mut heads: Vec<Head<'v>> = Vec::with_capacity(limit);
     for mut r in ranked {
         let own = vector(r.seq);
         let closest = own.and_then(|v| {
-            heads
-                .iter()
-                .filter_map(|(seq, h)| h.map(|h| (*seq, dot(v, h))))
+            (0..heads.len())
+                .filter_map(|i| heads[i].vector.map(|h| (i, dot(v, h))))
                 .filter(|(_, cos)| *cos >= lifecycle::SIMILAR_COSINE)
                 .max_by(|a, b| a.1.total_cmp(&b.1))
         });
         match closest {
-            Some(head) => r.similar_to = Some(head),
+            Some((i, _)) if listed == limit => {
+                out[heads[i].at].similar_omitted += 1;
+                continue;
+            }
+            Some((i, cos)) => {
+                listed += 1;
+                r.similar_to = Some((out[heads[i].at].seq, cos));
+            }
             None if heads.len() == limit => break,
-            None => heads.push((r.seq, own)),
+            None => heads.push(Head {
+                vector: own,
+                at: out.len(),
+            }),
         }
         out.push(r);
     }
@@ -687,6 +705,7 @@ mod tests {
             quality: 50,
             verified: false,
             similar_to: None,
+            similar_omitted: 0,
         }
     }
 
@@ -729,5 +748,27 @@ mod tests {
         assert_eq!(run(6).len(), 6);
         assert_eq!(run(6)[5], (6, None));
         assert_eq!(run(6)[4], (5, None));
+        assert!(
+            group(list.clone(), 6, |seq| vectors.get(&seq).map(Vec::as_slice))
+                .iter()
+                .all(|r| r.similar_omitted == 0)
+        );
+    }
+
+    #[test]
+    fn at_most_limit_restatements_are_listed_and_the_rest_counted() {
+        // Seven copies of one lesson (1-7), then another lesson (8): with two places, the
+        // lesson, two of its copies, the other lesson; four copies counted, not listed.
+        let one = at(Some(0.0));
+        let other = at(None);
+        let list: Vec<Ranked> = (1..=8).map(|s| ranked(s, 10.0 - s as f32)).collect();
+        let out = group(list, 2, |seq| Some(if seq == 8 { &other } else { &one }));
+        let seqs: Vec<u64> = out.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [1, 2, 3, 8]);
+        assert_eq!(out[0].similar_omitted, 4);
+        assert!(out[1..].iter().all(|r| r.similar_omitted == 0));
+        assert_eq!(out[1].similar_to.map(|(h, _)| h), Some(1));
+        assert_eq!(out[2].similar_to.map(|(h, _)| h), Some(1));
+        assert_eq!(out[3].similar_to, None);
     }
 }
