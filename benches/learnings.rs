@@ -6,10 +6,10 @@
 //! Semantic part: the corpus is recorded without the model (embedding 100,000 texts
 //! would take hours), then every learning gets a deterministic random unit vector in
 //! `learning_embeddings`. Exact cosine costs the same whatever the values, so the hybrid
-//! search latency (query embedding by the real model + cosine over the project's vectors
-//! + BM25 + blend) is representative; its ranking on these vectors is not. Hybrid
-//! latency is reported apart for never-seen queries (every text new, so the model runs)
-//! and repeated ones (answered by the query-vector cache).
+//! search latency (query embedding by the real model, cosine over the project's vectors,
+//! BM25, blend) is representative; its ranking on these vectors is not. Hybrid latency is
+//! reported apart for never-seen queries (every text new, so the model runs) and repeated
+//! ones (answered by the query-vector cache).
 //!
 //! Run: `cargo bench --bench learnings`. Corpora are built once and cached under
 //! `target/bench-corpus/` (delete it to rebuild). `LEARNINGS_BENCH_SIZES=10000` limits
