@@ -36,7 +36,9 @@
 //!   (`tests/reference_embed.py --single`: tokenize, run at batch 1, pool, one text at a
 //!   time): per-text p50 with one intra-op thread and with two, CPU per text with one,
 //!   and texts per second with one one-thread process per core at once. One table puts
-//!   each daemon figure beside the model's, with the goals.
+//!   each daemon figure beside the model's, with the goals, and the texts per run of the
+//!   daemon's model (`cairn_model_texts_total` over `cairn_model_runs_total` on its
+//!   `/metrics`, read before and after; every topology with a daemon prints it).
 //! - **P, paced**: B again, but each session pauses `CAIRN_LOAD_THINK_MS` (20) between
 //!   calls, as an agent thinks between tool calls (for seconds, not milliseconds: 20 ms
 //!   is still a hundred times a real agent's rate). A, B, C and U are closed loops: each
@@ -374,6 +376,9 @@ struct Figures {
     /// Learnings without an embedding when the last call returned, and how long the
     /// server took from then to embed them all (background embedding waits for quiet).
     lag: Lag,
+    /// Texts per run of the daemon's embedding model while the sessions ran (its
+    /// `/metrics`): how far concurrent queries shared runs. NaN without a daemon.
+    texts_per_model_run: f64,
 }
 
 struct Lag {
@@ -503,6 +508,7 @@ async fn drive(
         rss_mib: rss.finish(),
         cpu_ms_per_call: cpu_after.saturating_sub(cpu_before) as f64 * 10.0 / total as f64,
         lag,
+        texts_per_model_run: f64::NAN,
     }
 }
 
@@ -590,6 +596,21 @@ async fn health(mcp_url: &str) -> Option<Value> {
     serde_json::from_str(&r.text().await.ok()?).ok()
 }
 
+/// The embedding model's counters on the daemon's `/metrics`: (runs, texts).
+async fn model_counters(mcp_url: &str) -> Option<(f64, f64)> {
+    let url = mcp_url.strip_suffix("/mcp")?;
+    let r = reqwest::get(format!("{url}/metrics")).await.ok()?;
+    let text = r.text().await.ok()?;
+    let read = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+    };
+    Some((
+        read("cairn_model_runs_total")?,
+        read("cairn_model_texts_total")?,
+    ))
+}
+
 /// Poll the daemon's `/health` until it reports `"warm": true` (model and vault indexes
 /// loaded at start), so a session's first call measures a warm host daemon, the topology
 /// issue 11 is about, not the daemon's own start.
@@ -660,7 +681,8 @@ async fn topology_b(
         (_, Queries::Unique, true) => "U: daemon + HTTP, unique queries".to_string(),
         (_, _, false) => format!("P: B paced, {} ms think time", think.as_millis()),
     };
-    let f = drive(
+    let model_before = model_counters(&daemon.mcp_url()).await;
+    let mut f = drive(
         &db,
         true,
         name,
@@ -672,6 +694,12 @@ async fn topology_b(
         think,
     )
     .await;
+    if let (Some((r0, t0)), Some((r1, t1))) =
+        (model_before, model_counters(&daemon.mcp_url()).await)
+        && r1 > r0
+    {
+        f.texts_per_model_run = (t1 - t0) / (r1 - r0);
+    }
     drop(daemon);
     f
 }
@@ -858,6 +886,10 @@ async fn never_seen(seed: &Seed, calls: usize) {
         qps / model_qps
     );
     println!(
+        "| texts per model run, {k} sessions (model alone: one per run) | {:.2} | 1 | - | - |",
+        loaded.texts_per_model_run
+    );
+    println!(
         "| CPU ms per lone never-seen search (model: per text, 1 thread) | {:.2} | {:.2} | {:.2}x | - |",
         lone.cpu_ms_per_call,
         one.cpu_ms,
@@ -894,6 +926,12 @@ fn print(f: &Figures) {
         pct(&f.first, 0.5),
         pct(&f.first, 1.0)
     );
+    if !f.texts_per_model_run.is_nan() {
+        println!(
+            "the daemon's embedding model ran {:.2} texts per run (queries sharing a run)",
+            f.texts_per_model_run
+        );
+    }
     match f.lag.catch_up {
         Some(d) => println!(
             "learnings awaiting their embedding when the last call returned: {}, all embedded {:.0} ms later",

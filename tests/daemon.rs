@@ -1438,6 +1438,23 @@ fn metrics_parse_as_prometheus_text_and_move_with_calls() {
         ),
         1.0
     );
+    // The model's counters: a query never seen runs the model; the same query again
+    // comes from the query cache, without it.
+    let model = |m: &Value, family: &str| sample(m, family, &format!("{family}_total"), json!({}));
+    let query = json!({"query": "why do the checkout tests time out on monday mornings"});
+    assert_eq!(
+        d.call(&token, "search_learnings", query.clone())["isError"],
+        false
+    );
+    let once = scrape(&d);
+    assert!(model(&once, "cairn_model_texts") >= model(&after, "cairn_model_texts") + 1.0);
+    assert!(model(&once, "cairn_model_runs") >= model(&after, "cairn_model_runs") + 1.0);
+    assert_eq!(d.call(&token, "search_learnings", query)["isError"], false);
+    let twice = scrape(&d);
+    assert_eq!(
+        model(&twice, "cairn_query_cache_hits"),
+        model(&once, "cairn_query_cache_hits") + 1.0
+    );
 }
 
 /// Resident memory of process `pid`, in KiB.

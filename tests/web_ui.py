@@ -20,7 +20,11 @@ from pathlib import Path
 
 from PIL import Image, ImageStat
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import (
+    NoAlertPresentException,
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
@@ -62,17 +66,33 @@ def alert_shown(driver) -> bool:
 
 
 def text_of(driver, css: str):
-    """The text of the first element matching `css`, or None."""
-    found = driver.find_elements(By.CSS_SELECTOR, css)
-    return found[0].text if found else None
+    """The text of the first element matching `css`, or None. Read again while the page
+    is being replaced (a redirect after a form's POST can swap the document between
+    finding an element and reading it)."""
+
+    def read(d):
+        found = d.find_elements(By.CSS_SELECTOR, css)
+        return [found[0].text if found else None]
+
+    settled = WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException, WebDriverException))
+    return settled.until(read)[0]
 
 
 def submit(driver, css: str, by=By.CSS_SELECTOR) -> None:
     """Click the button or link `css` and wait until the page it was on is gone (a click
     does not always wait for the navigation it starts)."""
-    button = driver.find_element(by, css)
-    button.click()
+
+    def click(d):
+        button = d.find_element(by, css)
+        button.click()
+        return button
+
+    # Chromium sometimes refuses a click on a node it has just re-laid out ("Node with
+    # given id does not belong to the document"): find the button again and retry.
+    retrying = WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException, WebDriverException))
+    button = retrying.until(click)
     WebDriverWait(driver, 30).until(expected_conditions.staleness_of(button))
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
 def hits(driver) -> list:

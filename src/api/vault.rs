@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::vault::Vault;
 use crate::vault::browse::{DocumentPage, DocumentText, StoredChunk};
 use crate::vault::documents::VaultHit;
+use crate::vault::embed::EmbedStats;
 use crate::vault::follow::{FollowHost, FollowScope, Follower, Freshness, Shared};
 use crate::vault::reindex::{ReindexOptions, ReindexProgress, ReindexSummary};
 use crate::vault::rerank::Ranking;
@@ -71,6 +72,12 @@ impl Cairn {
     /// by another host's write).
     pub fn vault_catch_up(&self) -> Result<()> {
         self.vault().catch_up()
+    }
+
+    /// What this process's embedding model did (runs, texts, tokens, query-cache hits),
+    /// for the vault and the learnings alike: `/metrics` reads it.
+    pub fn model_stats(&self) -> EmbedStats {
+        self.vault.embedder.stats()
     }
 
     /// The query's embedding by this process's embedder (`cairn eval vault` embeds once

@@ -408,6 +408,22 @@ fn scrape(s: &Shared, open: usize) -> String {
         "Learnings this process's background indexer embedded.",
         indexer.embedded,
     );
+    let model = s.cairn.model_stats();
+    m.counter(
+        "cairn_model_runs_total",
+        "Runs of the embedding model (a run embeds a batch of texts).",
+        model.batches,
+    );
+    m.counter(
+        "cairn_model_texts_total",
+        "Texts the embedding model embedded (queries, learnings, chunks).",
+        model.texts,
+    );
+    m.counter(
+        "cairn_query_cache_hits_total",
+        "Queries whose vector came from the query cache, without the model.",
+        model.query_cache_hits,
+    );
     match s.cairn.vault_status() {
         Ok(collections) => {
             let by = |f: &dyn Fn(&crate::vault::roots::CollectionStatus) -> f64| -> Vec<(Vec<String>, f64)> {
