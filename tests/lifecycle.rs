@@ -32,6 +32,14 @@ fn add_cli(env: &Env, issue: &str, pattern: &str, extra: &[&str]) -> Value {
     env.json(&args)
 }
 
+/// [`add_cli`], the id of the learning it answers with.
+fn add_id(env: &Env, issue: &str, pattern: &str, extra: &[&str]) -> String {
+    add_cli(env, issue, pattern, extra)["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 #[test]
 fn a_paraphrase_from_another_issue_merges_and_near_misses_do_not() {
     let env = Env::new();
@@ -115,14 +123,8 @@ const KARPENTER_GPU: &str = "Karpenter only launches GPU nodes for pods that req
 fn a_restatement_is_listed_under_the_hit_it_restates() {
     let env = Env::new();
     let is = issues(&env, 3);
-    let first = add_cli(&env, &is[0], KARPENTER, &[])["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let gpu = add_cli(&env, &is[2], KARPENTER_GPU, &[])["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let first = add_id(&env, &is[0], KARPENTER, &[]);
+    let gpu = add_id(&env, &is[2], KARPENTER_GPU, &[]);
     // Recorded before the session: the session's first search embeds what it finds
     // without a vector (a learning the session's own background indexer has not embedded
     // yet would take a place of its own until it is).
@@ -202,10 +204,7 @@ fn the_same_lesson_for_another_version_is_not_merged() {
             "The web app builds and deploys on Node {v}: the Dockerfile pins node:{v}-alpine, CI runs `npm ci` on Node {v}, and `engines.node` in package.json says >={v}."
         )
     };
-    let first = add_cli(&env, &is[0], &node(18), &[])["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let first = add_id(&env, &is[0], &node(18), &[]);
     let out = python_sdk(
         &env,
         "auto",
@@ -229,15 +228,12 @@ fn the_same_lesson_for_another_version_is_not_merged() {
 async fn supersedes_hides_the_old_learning_and_include_superseded_shows_it() {
     let env = Env::new();
     let is = issues(&env, 3);
-    let old = add_cli(
+    let old = add_id(
         &env,
         &is[0],
         "Deploys of the web app run on Node 18: the Dockerfile pins node:18-alpine and CI tests against 18.",
         &[],
-    )["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    );
     let c = env.serve(&["--issue-id", &is[1]]).await;
     let new = c
         .ok(
@@ -261,15 +257,12 @@ async fn supersedes_hides_the_old_learning_and_include_superseded_shows_it() {
     assert_eq!(shown["superseded_by"], new_id.as_str());
     c.close().await;
     // The chain, both ways, from the CLI; a chain of two through `supersede`.
-    let newest = add_cli(
+    let newest = add_id(
         &env,
         &is[2],
         "Deploys of the web app run on Node 22 now: the Dockerfile pins node:22-alpine and CI tests against 22.",
         &["--no-merge"],
-    )["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    );
     let r = env.json(&["learnings", "supersede", &new_id, "--by", &newest]);
     assert_eq!(r["superseded_by"], newest.as_str());
     let shown = env.json(&["learnings", "show", &old]);
@@ -296,12 +289,7 @@ fn twins(env: &Env, issue: &str) -> (String, String) {
         let p = format!(
             "Image uploads over 10 MB time out behind the proxy: stream them in chunks from the browser (variant {marker})."
         );
-        out.push(
-            add_cli(env, issue, &p, &["--no-merge"])["id"]
-                .as_str()
-                .unwrap()
-                .to_string(),
-        );
+        out.push(add_id(env, issue, &p, &["--no-merge"]));
     }
     (out.remove(0), out.remove(0))
 }
@@ -417,15 +405,12 @@ async fn an_agent_cannot_supersede_or_give_feedback_outside_its_project() {
     let is = issues(&env, 1);
     env.project("api", None);
     let theirs = env.issue("api", "Their work");
-    let foreign = add_cli(
+    let foreign = add_id(
         &env,
         &theirs,
         "The api gateway retries idempotent GET requests twice with jittered backoff before failing.",
         &[],
-    )["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    );
     let c = env
         .serve(&["--issue-id", &is[0], "--agent-type", "worker"])
         .await;
@@ -461,10 +446,7 @@ async fn an_agent_cannot_supersede_or_give_feedback_outside_its_project() {
 fn history_lists_every_change_and_ageing_is_recorded_once() {
     let env = Env::new();
     let is = issues(&env, 3);
-    let id = add_cli(&env, &is[0], REDIS, &[])["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = add_id(&env, &is[0], REDIS, &[]);
     add_cli(&env, &is[1], REDIS_AGAIN, &[]);
     env.ok(&[
         "learnings",
@@ -477,10 +459,7 @@ fn history_lists_every_change_and_ageing_is_recorded_once() {
         "it was the cause",
     ]);
     env.ok(&["learnings", "rate", &id, "80", "--note", "checked"]);
-    let successor = add_cli(&env, &is[2], REDIS_OTHER_VALUE, &["--no-merge"])["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let successor = add_id(&env, &is[2], REDIS_OTHER_VALUE, &["--no-merge"]);
     env.ok(&["learnings", "supersede", &id, "--by", &successor]);
     // Nobody confirmed the successor for 200 days (the clock is the row's).
     env.sql(&format!(

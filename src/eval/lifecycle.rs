@@ -373,27 +373,18 @@ pub fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<Lifecyc
                 },
                 ranking,
             )?;
-            Ok(Found {
-                read: r.learnings().map(|l| l.id.clone()).collect(),
-                under: r
-                    .results
-                    .iter()
-                    .flat_map(|h| {
-                        std::iter::once((h.learning.id.clone(), None)).chain(
-                            h.similar
-                                .iter()
-                                .map(|s| (s.learning.id.clone(), Some(h.learning.id.clone()))),
-                        )
-                    })
+            Ok(Found(
+                r.listed()
+                    .map(|(l, under)| (l.id.clone(), under.map(|h| h.id.clone())))
                     .collect(),
-            })
+            ))
         };
         let answers: HashSet<String> = relevant
             .keys()
             .map(|k| lookup(&ids, k))
             .collect::<Result<_>>()?;
         let default = search(Ranking::Blend, false)?;
-        let including = search(Ranking::Blend, true)?.read;
+        let including = search(Ranking::Blend, true)?.read();
         let rank = |list: &[String], id: &str| list.iter().position(|x| x == id);
         let stale_in = |list: &[String]| {
             stale_pairs.iter().any(|(old, new)| {
@@ -403,7 +394,7 @@ pub fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<Lifecyc
         };
         if stale_pairs.iter().any(|(_, new)| answers.contains(new)) {
             stale.queries += 1;
-            stale.default_results += usize::from(stale_in(&default.read));
+            stale.default_results += usize::from(stale_in(&default.read()));
             stale.including_superseded += usize::from(stale_in(&including));
         }
         let pair = |(a, b): &(String, String)| (&ids[a], &ids[b]);
@@ -427,7 +418,7 @@ pub fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<Lifecyc
         let qrels: Qrels = relevant.clone();
         for (name, ranking) in SYSTEMS {
             let ranked: Vec<String> = search(ranking, false)?
-                .read
+                .read()
                 .into_iter()
                 .map(|id| key_of.get(&id).cloned().unwrap_or(id))
                 .collect();
@@ -462,23 +453,33 @@ pub fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<Lifecyc
     })
 }
 
-/// What one search found: every learning in reading order (each hit, then those listed
-/// under it as `similar`), each with the hit it was listed under.
-struct Found {
-    read: Vec<String>,
-    under: HashMap<String, Option<String>>,
-}
+/// What one search found: every learning's id in reading order (each hit, then those
+/// listed under it as `similar`), with the hit it was listed under.
+struct Found(Vec<(String, Option<String>)>);
 
 impl Found {
+    /// The ids in reading order.
+    fn read(&self) -> Vec<String> {
+        self.0.iter().map(|(id, _)| id.clone()).collect()
+    }
+
+    /// Where `id` was found: `Some(None)` with a place of its own, `Some(Some(hit))`
+    /// listed under `hit`.
+    fn under(&self, id: &str) -> Option<Option<&str>> {
+        self.0
+            .iter()
+            .find(|(x, _)| x == id)
+            .map(|(_, h)| h.as_deref())
+    }
+
     /// Whether `id` was found with a place of its own.
     fn placed(&self, id: &str) -> bool {
-        self.under.get(id).is_some_and(Option::is_none)
+        self.under(id) == Some(None)
     }
 
     /// Whether one of `a` and `b` was listed under the other.
     fn grouped(&self, a: &str, b: &str) -> bool {
-        let under = |x: &str, y: &str| self.under.get(x).is_some_and(|h| h.as_deref() == Some(y));
-        under(a, b) || under(b, a)
+        self.under(a) == Some(Some(b)) || self.under(b) == Some(Some(a))
     }
 }
 

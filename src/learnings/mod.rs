@@ -36,10 +36,8 @@ use crate::db::{Conn, Row, params};
 use serde::{Deserialize, Serialize};
 
 pub use index::{IndexerStats, LearningIndex, Ranking, SearchScope};
-pub(crate) use lifecycle::issue_approved;
-pub use lifecycle::{
-    DUPLICATE_COSINE, FeedbackCounts, Outcome, SIMILAR_COSINE, same_lesson, word_overlap,
-};
+pub use lifecycle::{DUPLICATE_COSINE, FeedbackCounts, Outcome, same_lesson, word_overlap};
+pub(crate) use lifecycle::{SIMILAR_COSINE, issue_approved};
 pub use query::{STOP_WORDS, ScoreBreakdown};
 pub use sizes::{Activity, Day, Sizes};
 
@@ -254,11 +252,18 @@ pub struct SearchResults {
 }
 
 impl SearchResults {
-    /// Every learning found, in reading order: each hit, then those listed under it.
+    /// Every learning found, in reading order (each hit, then those listed under it),
+    /// with the hit it is listed under (`None` for a hit).
+    pub fn listed(&self) -> impl Iterator<Item = (&Learning, Option<&Learning>)> {
+        self.results.iter().flat_map(|h| {
+            std::iter::once((&h.learning, None))
+                .chain(h.similar.iter().map(|s| (&s.learning, Some(&h.learning))))
+        })
+    }
+
+    /// Every learning found, in reading order.
     pub fn learnings(&self) -> impl Iterator<Item = &Learning> {
-        self.results
-            .iter()
-            .flat_map(|h| std::iter::once(&h.learning).chain(h.similar.iter().map(|s| &s.learning)))
+        self.listed().map(|(l, _)| l)
     }
 }
 
