@@ -1,19 +1,29 @@
-//! Learnings search on a deterministic, realistic corpus at 10k and 100k learnings:
-//! search latency (criterion's mean/median, and p50/p99 from a timing loop over a fixed
-//! set of natural-language queries), add latency, full rebuild time, and the same
-//! corpus, queries and blend on SQLite FTS5 as the baseline.
+//! Learnings search on a deterministic, realistic corpus at 10k, 100k and (on request)
+//! 1M learnings: search latency (criterion's mean/median, and p50/p99 from a timing loop
+//! over a fixed set of natural-language queries), add latency, full rebuild time, and the
+//! same corpus, queries and blend on SQLite FTS5 as the baseline.
 //!
-//! Semantic part: the corpus is recorded without the model (embedding 100,000 texts
-//! would take hours), then every learning gets a deterministic random unit vector in
-//! `learning_embeddings`. Exact cosine costs the same whatever the values, so the hybrid
-//! search latency (query embedding by the real model, cosine over the project's vectors,
-//! BM25, blend) is representative; its ranking on these vectors is not. Hybrid latency is
-//! reported apart for never-seen queries (every text new, so the model runs) and repeated
-//! ones (answered by the query-vector cache).
+//! Corpora: `LEARNINGS_BENCH_SIZES` lists them, each `N` (N learnings spread over 10
+//! projects) or `NxP` (over P projects); searches go to project `proj3` (`proj0` when
+//! there is one). Default `10000,100000,100000x1`: the last puts 100,000 learnings in
+//! the searched project, past [`GRAPH_MIN`], so its semantic half goes through the HNSW
+//! graph. The million: `LEARNINGS_BENCH_SIZES=1000000x1,1000000x100` (building each
+//! corpus takes a while once; see docs/learnings.md for the figures and times).
+//!
+//! Semantic part: the corpus is recorded without the model (embedding a million texts
+//! would take hours). Each learning then gets a vector in the model's space: the sum of
+//! the model's embeddings of its words (each distinct word embedded once), plus a little
+//! seeded noise, normalised, so that learnings sharing words lie near each other as
+//! sentence embeddings do. Query vectors are the model's own. The hybrid search latency
+//! (query embedding by the real model, nearest vectors, BM25, blend) is representative;
+//! its ranking on these vectors is not. Hybrid latency is reported apart for never-seen
+//! queries (every text new, so the model runs) and repeated ones (answered by the
+//! query-vector cache). For a project past [`GRAPH_MIN`], the recall@10 of the graph
+//! against an exact scan over the same vectors, the time to read the vectors and build
+//! the graph, and the memory they take are reported too.
 //!
 //! Run: `cargo bench --bench learnings`. Corpora are built once and cached under
-//! `target/bench-corpus/` (delete it to rebuild). `LEARNINGS_BENCH_SIZES=10000` limits
-//! the sizes.
+//! `target/bench-corpus/` (delete it to rebuild).
 //!
 //! The FTS5 baseline: an external-content FTS5 table over `learnings` (pattern,
 //! applies_to, context; `porter unicode61`), queried with the same words OR-ed (stop
@@ -26,20 +36,21 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cairn::Cairn;
 use cairn::issues::{NewIssue, NewProject};
-use cairn::learnings::{LearningSearch, NewLearning, Ranking, STOP_WORDS, SearchScope};
+use cairn::learnings::{
+    GRAPH_MIN, LearningSearch, NewLearning, Ranking, STOP_WORDS, SearchResults, SearchScope,
+};
 use cairn::vault::embed::{DIMENSION, Embed, EmbedderConfig, MODEL_ID, ModelEmbedder};
 use criterion::{Criterion, criterion_group, criterion_main};
 use rusqlite::{Connection, params};
 
 /// Corpus format version: bump when the generator changes.
-const CORPUS_VERSION: u32 = 2;
-const PROJECTS: usize = 10;
+const CORPUS_VERSION: u32 = 3;
 const PER_ISSUE: usize = 40;
 const LIMIT: usize = 50;
 
@@ -286,11 +297,57 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
 }
 
-/// The cached corpus of `n` learnings (built on first use), with its FTS5 baseline table.
-fn corpus(n: usize) -> PathBuf {
+/// A corpus: `n` learnings spread over `projects` projects.
+#[derive(Debug, Clone, Copy)]
+struct Spec {
+    n: usize,
+    projects: usize,
+}
+
+impl Spec {
+    fn parse(s: &str) -> Option<Spec> {
+        let (n, projects) = s.trim().split_once('x').unwrap_or((s.trim(), "10"));
+        let spec = Spec {
+            n: n.parse().ok()?,
+            projects: projects.parse().ok()?,
+        };
+        (spec.projects > 0).then_some(spec)
+    }
+
+    fn label(&self) -> String {
+        let n = if self.n >= 1_000_000 {
+            format!("{}M", self.n / 1_000_000)
+        } else {
+            format!("{}k", self.n / 1000)
+        };
+        match self.projects {
+            10 => n,
+            1 => format!("{n}-one-project"),
+            p => format!("{n}-{p}-projects"),
+        }
+    }
+
+    /// The project searched.
+    fn project(&self) -> String {
+        format!("proj{}", 3 % self.projects)
+    }
+
+    /// Learnings in the searched project.
+    fn in_project(&self) -> usize {
+        let issues = self.n.div_ceil(PER_ISSUE);
+        let p = 3 % self.projects;
+        let mine = (0..issues).filter(|i| i % self.projects == p).count();
+        (mine * PER_ISSUE).min(self.n)
+    }
+}
+
+/// The cached corpus (built on first use), with its FTS5 baseline table.
+fn corpus(spec: Spec) -> PathBuf {
+    let Spec { n, projects } = spec;
     let dir = target_dir().join("bench-corpus");
-    let db = dir.join(format!("learnings-{n}-v{CORPUS_VERSION}.db"));
-    let done = dir.join(format!("learnings-{n}-v{CORPUS_VERSION}.done"));
+    let name = format!("learnings-{n}x{projects}-v{CORPUS_VERSION}");
+    let db = dir.join(format!("{name}.db"));
+    let done = dir.join(format!("{name}.done"));
     if done.exists() {
         return db;
     }
@@ -309,7 +366,7 @@ fn corpus(n: usize) -> PathBuf {
     let mut issue = String::new();
     for i in 0..n {
         if i % PER_ISSUE == 0 {
-            let p = (i / PER_ISSUE) % PROJECTS;
+            let p = (i / PER_ISSUE) % projects;
             let slug = format!("proj{p}");
             if cairn.project(&slug).is_err() {
                 cairn
@@ -363,7 +420,7 @@ fn corpus(n: usize) -> PathBuf {
          CREATE VIRTUAL TABLE bench_fts_vocab USING fts5vocab('bench_fts', 'row');",
     )
     .unwrap();
-    random_vectors(&c);
+    word_vectors(&c);
     drop(c);
     std::fs::write(&done, "").unwrap();
     println!(
@@ -373,32 +430,92 @@ fn corpus(n: usize) -> PathBuf {
     db
 }
 
-/// A deterministic random unit vector for every learning (see the module docs).
-fn random_vectors(c: &Connection) {
-    let mut rng = cairn::rng::SplitMix64::new(99);
-    let seqs: Vec<i64> = c
-        .prepare("SELECT seq FROM learnings ORDER BY seq")
+fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+}
+
+/// Every learning's vector in the model's space (see the module docs).
+fn word_vectors(c: &Connection) {
+    let rows: Vec<(i64, String)> = c
+        .prepare("SELECT seq, pattern || ' ' || ifnull(context, '') FROM learnings ORDER BY seq")
         .unwrap()
-        .query_map([], |r| r.get(0))
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
         .unwrap()
         .collect::<rusqlite::Result<_>>()
         .unwrap();
+    let vocabulary: Vec<String> = rows
+        .iter()
+        .flat_map(|(_, t)| words(t))
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let embedder = ModelEmbedder::default();
+    let texts: Vec<&str> = vocabulary.iter().map(String::as_str).collect();
+    let vectors = embedder.embed_batch(&texts).unwrap();
+    let of: HashMap<&str, &[f32]> = texts
+        .iter()
+        .copied()
+        .zip(vectors.iter().map(Vec::as_slice))
+        .collect();
+    let mut rng = cairn::rng::SplitMix64::new(99);
     c.execute_batch("BEGIN").unwrap();
     let mut st = c
         .prepare(
             "INSERT INTO learning_embeddings(learning_seq, model, embedding) VALUES (?1, ?2, ?3)",
         )
         .unwrap();
-    for seq in seqs {
+    for (seq, text) in &rows {
         let mut v: Vec<f32> = (0..DIMENSION)
-            .map(|_| rng.below(2_000_001) as f32 / 1_000_000.0 - 1.0)
+            .map(|_| (rng.below(2_001) as f32 / 1_000.0 - 1.0) * 0.02)
             .collect();
+        for w in words(text) {
+            for (x, y) in v.iter_mut().zip(of[w.as_str()]) {
+                *x += y;
+            }
+        }
         cairn::vault::embed::l2_normalize(&mut v);
         let blob: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
         st.execute(params![seq, MODEL_ID, blob]).unwrap();
     }
     drop(st);
     c.execute_batch("COMMIT").unwrap();
+}
+
+/// The searched project's vectors, by learning id (the exact scan the graph is measured
+/// against).
+fn project_vectors(db: &Path, project: &str) -> Vec<(String, Vec<f32>)> {
+    let c = Connection::open(db).unwrap();
+    c.prepare(
+        "SELECT l.id, e.embedding FROM learnings l
+         JOIN learning_embeddings e ON e.learning_seq = l.seq
+         JOIN projects p ON p.id = l.project_id WHERE p.slug = ?1",
+    )
+    .unwrap()
+    .query_map([project], |r| {
+        let blob: Vec<u8> = r.get(1)?;
+        let v = blob
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        Ok((r.get(0)?, v))
+    })
+    .unwrap()
+    .collect::<rusqlite::Result<_>>()
+    .unwrap()
+}
+
+/// The process's resident memory, from /proc (0 where there is none).
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
 }
 
 /// Copy a corpus (database and index) into a temp dir, for benches that write.
@@ -418,15 +535,21 @@ fn scratch_copy(db: &Path) -> (tempfile::TempDir, PathBuf) {
     (tmp, to)
 }
 
-/// One search of project `proj3`: lexical only (BM25, field priority, quality, no
-/// embedding), or the hybrid blend (query embedding included).
-fn search(cairn: &Cairn, q: &str, ranking: Ranking) -> usize {
+/// One search of `project`: lexical only (BM25, field priority, quality, no
+/// embedding), the hybrid blend (query embedding included), or dense only.
+fn search_in(
+    cairn: &Cairn,
+    project: &str,
+    q: &str,
+    ranking: Ranking,
+    limit: usize,
+) -> SearchResults {
     cairn
         .search_learnings_ranked(
             &LearningSearch {
                 query: q.to_string(),
-                scope: SearchScope::Project("proj3".into()),
-                limit: Some(LIMIT),
+                scope: SearchScope::Project(project.into()),
+                limit: Some(limit),
                 min_quality_score: None,
                 include_superseded: false,
                 include_archived: false,
@@ -434,7 +557,6 @@ fn search(cairn: &Cairn, q: &str, ranking: Ranking) -> usize {
             ranking,
         )
         .unwrap()
-        .count
 }
 
 /// The FTS5 baseline: same words, same project filter, the blend in SQL.
@@ -445,13 +567,13 @@ struct Fts5 {
 }
 
 impl Fts5 {
-    fn open(db: &Path) -> Fts5 {
+    fn open(db: &Path, project: &str) -> Fts5 {
         let conn = Connection::open(db).unwrap();
         // The same page access as the store's connection.
         conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)
             .unwrap();
         let project: String = conn
-            .query_row("SELECT id FROM projects WHERE slug = 'proj3'", [], |r| {
+            .query_row("SELECT id FROM projects WHERE slug = ?1", [project], |r| {
                 r.get(0)
             })
             .unwrap();
@@ -520,22 +642,43 @@ fn percentiles(mut xs: Vec<Duration>) -> (Duration, Duration) {
     (at(0.50), at(0.99))
 }
 
-fn sizes() -> Vec<usize> {
-    std::env::var("LEARNINGS_BENCH_SIZES")
-        .ok()
-        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![10_000, 100_000])
+fn sizes() -> Vec<Spec> {
+    let list = std::env::var("LEARNINGS_BENCH_SIZES")
+        .unwrap_or_else(|_| "10000,100000,100000x1".to_string());
+    list.split(',').filter_map(Spec::parse).collect()
 }
 
 fn bench(c: &mut Criterion) {
     let qs = queries();
-    for n in sizes() {
-        let db = corpus(n);
-        let label = format!("{}k", n / 1000);
+    for spec in sizes() {
+        let db = corpus(spec);
+        let label = spec.label();
+        let project = spec.project();
+        let search = |cairn: &Cairn, q: &str, ranking: Ranking| {
+            search_in(cairn, &project, q, ranking, LIMIT).count
+        };
+
+        // The semantic half's memory and set-up: the vectors read, and the graph built
+        // where the searched project has one.
+        let cairn = Cairn::open(&db).unwrap();
+        let rss = rss_bytes();
+        let t = Instant::now();
+        let points = cairn.wait_for_learning_graphs().unwrap();
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        println!(
+            "[{label}] {} learnings in {project}; vectors read{}: {:.1} s, resident memory +{:.0} MiB",
+            spec.in_project(),
+            if points > 0 {
+                format!(" and a graph of {points} points built")
+            } else {
+                format!(" (exact scan: under GRAPH_MIN {GRAPH_MIN})")
+            },
+            t.elapsed().as_secs_f64(),
+            mib(rss_bytes().saturating_sub(rss)),
+        );
 
         // Search: tantivy path (the real API) and the FTS5 baseline.
-        let cairn = Cairn::open(&db).unwrap();
-        let fts = Fts5::open(&db);
+        let fts = Fts5::open(&db, &project);
         for q in &qs {
             search(&cairn, q, Ranking::Lexical);
             fts.search(q);
@@ -597,6 +740,9 @@ fn bench(c: &mut Criterion) {
             embed_times.push(t.elapsed());
         }
         let (ep50, _) = percentiles(embed_times);
+        if points > 0 {
+            recall(&cairn, &embedder, &db, &project, &label);
+        }
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         println!(
             "[{label}] hybrid search p50/p99: never-seen queries {:.3}/{:.3} ms, repeated \
@@ -635,7 +781,7 @@ fn bench(c: &mut Criterion) {
         let cairn = Cairn::open(&copy).unwrap();
         let issue = cairn
             .create_issue(&NewIssue {
-                project: "proj3".into(),
+                project: project.clone(),
                 title: "bench adds".into(),
                 ..Default::default()
             })
@@ -673,6 +819,33 @@ fn bench(c: &mut Criterion) {
             t.elapsed().as_secs_f64()
         );
     }
+}
+
+/// Recall@10 of the dense search through the graph against an exact scan of the same
+/// vectors, on never-seen query texts (embedded by the model, as a search embeds them).
+fn recall(cairn: &Cairn, embedder: &ModelEmbedder, db: &Path, project: &str, label: &str) {
+    let vectors = project_vectors(db, project);
+    let (mut found, mut wanted) = (0, 0);
+    for (i, q) in queries().iter().enumerate() {
+        let text = format!("{q} (recall {i})");
+        let v = embedder.embed_query(&text).unwrap();
+        let mut exact: Vec<(&str, f32)> = vectors
+            .iter()
+            .map(|(id, x)| (id.as_str(), cairn::vault::embed::dot(&v, x)))
+            .collect();
+        exact.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let got = search_in(cairn, project, &text, Ranking::Dense, 10);
+        let listed: HashSet<&str> = got.learnings().map(|l| l.id.as_str()).collect();
+        wanted += 10;
+        found += exact[..10]
+            .iter()
+            .filter(|(id, _)| listed.contains(id))
+            .count();
+    }
+    println!(
+        "[{label}] graph recall@10 against the exact scan: {:.3} ({found} of {wanted})",
+        found as f64 / wanted as f64
+    );
 }
 
 criterion_group! {

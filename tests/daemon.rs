@@ -1570,3 +1570,95 @@ fn cairn_serve_logs_one_line_per_tool_call_at_its_default_level() {
         "{err}"
     );
 }
+
+/// Scrape until `family`'s one sample reads `want` (the daemon's background work), or
+/// fail after a minute.
+fn await_gauge(d: &Daemon, family: &str, want: f64) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let m = scrape(d);
+        if sample(&m, family, family, json!({})) == want {
+            return m;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{family} never reached {want}: {}",
+            m[family]
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_large_projects_learnings_are_searched_through_a_graph_with_the_exact_answer() {
+    let env = Env::new();
+    shop(&env);
+    let (token, _) = mint(&env, &["--issue", "SHOP-1", "--agent-type", "worker"]);
+    // A project of 30 learnings is past a threshold of 24: the daemon builds it a graph.
+    let d = Daemon::start(&env, &[], &[("CAIRN_LEARNINGS_GRAPH_MIN", "24")]);
+    let topics = [
+        "the checkout service",
+        "the billing cron job",
+        "the search indexer",
+        "the mobile push gateway",
+        "the nightly data export",
+        "the image resizer",
+    ];
+    let lessons = [
+        "times out when the connection pool is smaller than the worker count",
+        "must be restarted after the TLS certificate is rotated",
+        "reads its feature flags once at start, so toggles need a deploy",
+        "drops messages when the queue's visibility timeout is under its run time",
+        "needs the UTC timezone; local time shifts its schedule twice a year",
+    ];
+    let mut n = 0.0;
+    for t in topics {
+        for l in lessons {
+            let pattern = format!("{t} {l}");
+            let r = d.call(
+                &token,
+                "add_learning",
+                json!({"pattern": pattern, "merge": false}),
+            );
+            assert_eq!(r["isError"], false, "{r}");
+            n += 1.0;
+        }
+    }
+    await_gauge(&d, "cairn_learnings_pending_embeddings", 0.0);
+    // No word of the query is in a learning: every hit comes from the nearest vectors.
+    let words = "broker forgets tasks prior completion";
+    let query = json!({"query": words, "limit": 10});
+    let before = d.call(&token, "search_learnings", query.clone());
+    assert_eq!(before["isError"], false, "{before}");
+    // The search's refresh handed the project's vectors to the builder.
+    await_gauge(&d, "cairn_learnings_graph_points", n);
+    let through_graph = d.call(&token, "search_learnings", query)["structuredContent"].clone();
+    // A one-shot process (no graph: the default threshold) scans exactly.
+    let exact = env.json(&[
+        "learnings",
+        "search",
+        words,
+        "--limit",
+        "10",
+        "--project",
+        "shop",
+    ]);
+    // Scores are f32 (the daemon's JSON prints them widened to f64, the CLI's as f32).
+    let listed = |v: &Value| -> Vec<(String, Vec<(String, f32)>)> {
+        crate::common::reading(v)
+            .iter()
+            .map(|h| {
+                let score = h["score"].as_object().unwrap().iter();
+                let score = score.map(|(k, x)| (k.clone(), x.as_f64().unwrap() as f32));
+                (h["id"].as_str().unwrap().to_string(), score.collect())
+            })
+            .collect()
+    };
+    assert!(listed(&through_graph).len() >= 3, "{through_graph}");
+    assert_eq!(listed(&through_graph), listed(&exact));
+    assert_eq!(
+        listed(&through_graph),
+        listed(&before["structuredContent"]),
+        "the same answer before the graph and through it"
+    );
+}

@@ -55,6 +55,12 @@ impl Cairn {
         self.learnings.indexer_stats()
     }
 
+    /// Points this process's HNSW graphs of the learnings hold (see
+    /// [`Cairn::wait_for_learning_graphs`]).
+    pub fn learnings_graph_points(&self) -> usize {
+        self.learnings.graph_points()
+    }
+
     /// Record learnings, all in one transaction, then index them; a learning that says
     /// the same as one of its project is merged into it.
     pub fn add_learnings(&self, items: &[NewLearning]) -> Result<Vec<Added>> {
@@ -135,6 +141,14 @@ impl Cairn {
     /// Embed texts with the learnings' model, as a learning is embedded (`cairn eval`).
     pub fn embed_texts(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         Ok(self.vault.embedder.embed_batch(texts)?)
+    }
+
+    /// Wait until this process's HNSW graphs of the learnings (of projects with
+    /// [`GRAPH_MIN`](crate::learnings::GRAPH_MIN) learnings or more) hold every vector
+    /// read so far; the points they hold. Searches never wait (they scan exactly what a
+    /// graph does not hold yet): this is for benchmarks that measure the graphs.
+    pub fn wait_for_learning_graphs(&self) -> Result<usize> {
+        self.learnings().wait_for_graphs()
     }
 
     /// Rebuild the learnings index from SQLite and embed what has no embedding.

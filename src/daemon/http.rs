@@ -408,6 +408,11 @@ fn scrape(s: &Shared, open: usize) -> String {
         "Learnings this process's background indexer embedded.",
         indexer.embedded,
     );
+    m.gauge(
+        "cairn_learnings_graph_points",
+        "Learnings in this process's HNSW graphs (projects with GRAPH_MIN learnings or more).",
+        s.cairn.learnings_graph_points() as f64,
+    );
     let model = s.cairn.model_stats();
     m.counter(
         "cairn_model_runs_total",

@@ -19,6 +19,7 @@
 //! character policy of [`text`]); `applies_to` entries are relative path prefixes
 //! (no absolute paths, no `..`, no `~`).
 
+mod graph;
 mod index;
 mod lifecycle;
 mod meta;
@@ -35,6 +36,7 @@ use std::time::Instant;
 use crate::db::{Conn, Row, params};
 use serde::{Deserialize, Serialize};
 
+pub use graph::GRAPH_MIN;
 pub use index::{IndexerStats, LearningIndex, Ranking, SearchScope};
 pub use lifecycle::{DUPLICATE_COSINE, FeedbackCounts, Outcome, same_lesson, word_overlap};
 pub(crate) use lifecycle::{SIMILAR_COSINE, issue_approved};
@@ -1239,6 +1241,11 @@ impl Learnings<'_> {
         let now = lifecycle::now_secs();
         self.store
             .write(|tx| lifecycle::record_aging(tx, None, now))
+    }
+
+    /// See [`crate::Cairn::wait_for_learning_graphs`].
+    pub fn wait_for_graphs(&self) -> Result<usize> {
+        self.index.wait_for_graphs(self.store)
     }
 
     /// Rebuild the learnings index from SQLite, and embed every learning that has no

@@ -31,7 +31,9 @@
 //!
 //! **Cost.** Exact cosine over one project's vectors: 384 multiply-adds per learning,
 //! about 2 ms per 10,000 learnings on a loaded core (memory-bound; see
-//! docs/learnings.md); the vectors take 1.5 KB per learning.
+//! docs/learnings.md); the vectors take 1.5 KB per learning. A project with
+//! [`graph_min`](super::graph::graph_min) learnings or more is searched through an HNSW
+//! graph built in the background ([`super::graph`]), exactly until it is built.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -43,6 +45,8 @@ use crate::error::Result;
 use crate::store::Store;
 use crate::vault::documents::{decode_vector, encode_vector};
 use crate::vault::embed::{DIMENSION, Embed, MODEL_ID, dot};
+
+use super::graph::{Graph, graph_min};
 
 /// Learnings a search embeds at most when it finds some without an embedding.
 pub const BACKFILL_PER_SEARCH: usize = 32;
@@ -194,22 +198,36 @@ pub(crate) fn backfill_all(store: &Store, embedder: &dyn Embed) -> Result<(usize
     }
 }
 
-/// The vectors of one project, contiguous.
+/// The vectors of one project, contiguous, and their graph once they are many.
 #[derive(Debug, Default)]
 struct Block {
     seqs: Vec<u64>,
     data: Vec<f32>,
+    graph: Option<Graph>,
 }
 
 /// Per-process copy of every learning's embedding, grouped by project (interned ids
 /// of the index's metadata cache).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Vectors {
     /// Largest `learning_embeddings.id` read.
     upto: u64,
     blocks: HashMap<u32, Block>,
     /// `seq` → (project, position in its block).
     at: HashMap<u64, (u32, usize)>,
+    /// Learnings from which a project's block gets a graph ([`graph_min`]).
+    graph_min: usize,
+}
+
+impl Default for Vectors {
+    fn default() -> Self {
+        Vectors {
+            upto: 0,
+            blocks: HashMap::new(),
+            at: HashMap::new(),
+            graph_min: graph_min(),
+        }
+    }
 }
 
 impl Vectors {
@@ -243,8 +261,33 @@ impl Vectors {
                 self.push(p, seq, &v);
             }
         }
+        self.follow();
         self.upto = to;
         Ok(())
+    }
+
+    /// Hand what the blocks gained to their graphs' builder ([`Graph::follow`]).
+    fn follow(&mut self) {
+        for b in self.blocks.values_mut() {
+            Graph::follow(&mut b.graph, self.graph_min, &b.seqs, &b.data);
+        }
+    }
+
+    /// Points the blocks' graphs hold now.
+    pub(crate) fn graph_points(&self) -> usize {
+        self.blocks
+            .values()
+            .filter_map(|b| b.graph.as_ref().map(Graph::covered))
+            .sum()
+    }
+
+    /// Wait until every block's graph covers all its block, and tell how many points
+    /// the graphs hold.
+    pub(crate) fn wait_for_graphs(&self) -> usize {
+        self.blocks
+            .values()
+            .filter_map(|b| b.graph.as_ref().map(|g| g.wait_covered(b.seqs.len())))
+            .sum()
     }
 
     /// Largest `learning_embeddings.id` read.
@@ -300,10 +343,27 @@ impl Vectors {
             if !project_ok(*p) {
                 continue;
             }
-            for (seq, v) in b.seqs.iter().zip(b.data.chunks_exact(DIMENSION)) {
+            // The graph's answer for the positions it covers, the rest scanned.
+            let mut from = 0;
+            if let Some(g) = b.graph.as_ref().filter(|g| g.covered() > 0) {
+                let covered = g.covered();
+                let in_graph = |seq: u64| self.at.get(&seq).is_some_and(|&(_, i)| i < covered);
+                if let Some(seqs) = g.nearest(query, k, |seq| in_graph(seq) && accept(seq)) {
+                    for seq in seqs {
+                        if let Some(v) = self.vector(seq) {
+                            hits.push((seq, dot(query, v)));
+                        }
+                    }
+                    from = covered;
+                }
+            }
+            let rest = b.seqs[from..]
+                .iter()
+                .zip(b.data[from * DIMENSION..].chunks_exact(DIMENSION));
+            for (seq, v) in rest {
                 if accept(*seq) {
                     hits.push((*seq, dot(query, v)));
-                    if hits.len() == cap {
+                    if hits.len() >= cap {
                         keep(&mut hits);
                     }
                 }
@@ -348,6 +408,109 @@ mod tests {
         assert!((all[0].1 - 1.0).abs() < 1e-6);
         assert!((vs.cosine(&q, 2).unwrap() - 0.8).abs() < 1e-6);
         assert_eq!(vs.cosine(&q, 9), None);
+    }
+
+    /// `n` unit vectors around 40 topics (an embedding's clusters), seeded.
+    fn clustered(n: usize, seed: u64) -> Vec<Vec<f32>> {
+        let mut rng = crate::rng::SplitMix64::new(seed);
+        let mut noise = |scale: f32| -> Vec<f32> {
+            (0..DIMENSION)
+                .map(|_| (rng.below(2_001) as f32 / 1_000.0 - 1.0) * scale)
+                .collect()
+        };
+        let topics: Vec<Vec<f32>> = (0..40).map(|_| noise(1.0)).collect();
+        (0..n)
+            .map(|i| {
+                let mut v: Vec<f32> = topics[i % topics.len()]
+                    .iter()
+                    .zip(noise(0.8))
+                    .map(|(t, e)| t + e)
+                    .collect();
+                crate::vault::embed::l2_normalize(&mut v);
+                v
+            })
+            .collect()
+    }
+
+    /// The same vectors with and without a graph (`graph_min` 1,000), project 0 holding
+    /// `n` of them and project 1 a few.
+    fn pair(n: usize) -> (Vectors, Vectors, Vec<Vec<f32>>) {
+        let data = clustered(n, 11);
+        let mut exact = Vectors {
+            graph_min: usize::MAX,
+            ..Vectors::default()
+        };
+        let mut graphed = Vectors {
+            graph_min: 1_000,
+            ..Vectors::default()
+        };
+        for vs in [&mut exact, &mut graphed] {
+            for (i, v) in data.iter().enumerate() {
+                vs.push(u32::from(i % 100 == 0), i as u64 + 1, v);
+            }
+            vs.follow();
+        }
+        (exact, graphed, clustered(100, 12))
+    }
+
+    #[test]
+    fn a_graph_finds_what_the_exact_scan_finds() {
+        let (exact, graphed, queries) = pair(4_000);
+        assert_eq!(
+            graphed.wait_for_graphs(),
+            3_960,
+            "project 0's block is in its graph"
+        );
+        assert!(exact.blocks.values().all(|b| b.graph.is_none()));
+        assert!(graphed.blocks[&1].graph.is_none(), "40 vectors stay exact");
+        let (mut found, mut wanted) = (0, 0);
+        // A search asks for its 100 nearest (`CANDIDATES_MIN`); the first ten are read.
+        for q in &queries {
+            let want = exact.top_k(q, 100, |p| p == 0, |_| true)[..10].to_vec();
+            let got = graphed.top_k(q, 100, |p| p == 0, |_| true)[..10].to_vec();
+            // The graph's neighbours carry the exact scan's scores.
+            for (seq, cos) in &got {
+                assert_eq!(Some(*cos), exact.cosine(q, *seq));
+            }
+            wanted += want.len();
+            found += got.iter().filter(|h| want.contains(h)).count();
+        }
+        let recall = found as f64 / wanted as f64;
+        assert!(recall >= 0.98, "recall@10 {recall:.3}");
+        // Filters hold through the graph: every other learning refused.
+        let odd = graphed.top_k(&queries[0], 10, |p| p == 0, |s| s % 2 == 1);
+        assert_eq!(odd.len(), 10);
+        assert!(odd.iter().all(|(s, _)| s % 2 == 1));
+    }
+
+    #[test]
+    fn vectors_past_the_graph_are_scanned_until_the_builder_has_them() {
+        let (_, mut graphed, _) = pair(2_000);
+        graphed.wait_for_graphs();
+        // Fewer new vectors than a job: never handed over, found by the scan.
+        let fresh = clustered(3, 13);
+        for (i, v) in fresh.iter().enumerate() {
+            graphed.push(0, 10_000 + i as u64, v);
+        }
+        graphed.follow();
+        let b = &graphed.blocks[&0];
+        assert!(b.graph.as_ref().unwrap().covered() < b.seqs.len());
+        for (i, v) in fresh.iter().enumerate() {
+            let top = graphed.top_k(v, 1, |p| p == 0, |_| true);
+            assert_eq!(top[0].0, 10_000 + i as u64);
+        }
+        // A job's worth more: handed over, and then covered.
+        for (i, v) in clustered(super::super::graph::FOLLOW_POINTS, 14)
+            .iter()
+            .enumerate()
+        {
+            graphed.push(0, 20_000 + i as u64, v);
+        }
+        graphed.follow();
+        let len = graphed.blocks[&0].seqs.len();
+        assert_eq!(graphed.wait_for_graphs(), len);
+        let last = graphed.vector(20_000).unwrap().to_vec();
+        assert_eq!(graphed.top_k(&last, 1, |p| p == 0, |_| true)[0].0, 20_000);
     }
 
     #[test]

@@ -371,6 +371,26 @@ impl LearningIndex {
         self.fresh(store, &mut self.write(), marks).map(drop)
     }
 
+    /// Bring the view up to date, then wait until the graphs of its large projects
+    /// hold every vector handed to them; the points they hold (see
+    /// [`crate::learnings`]'s graph module). For benchmarks and tools that measure:
+    /// searches never wait for a graph.
+    pub(crate) fn wait_for_graphs(&self, store: &Store) -> Result<usize> {
+        self.catch_up_now(store)?;
+        Ok(self
+            .read()
+            .as_ref()
+            .map_or(0, |o| o.0.vectors.wait_for_graphs()))
+    }
+
+    /// Points this process's HNSW graphs of the learnings hold now (0 before the first
+    /// search, and for projects under the graph's threshold).
+    pub fn graph_points(&self) -> usize {
+        self.read()
+            .as_ref()
+            .map_or(0, |o| o.0.vectors.graph_points())
+    }
+
     /// What the background indexer has done so far (zero without one).
     pub fn indexer_stats(&self) -> IndexerStats {
         self.indexer
