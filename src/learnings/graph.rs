@@ -38,7 +38,7 @@ const JOB_POINTS: usize = 16_384;
 pub(crate) const FOLLOW_POINTS: usize = 256;
 
 /// The threshold in force: [`GRAPH_MIN`], or `CAIRN_LEARNINGS_GRAPH_MIN` (read once),
-/// which tests and the eval use to put small projects through a graph.
+/// which tests use to put small projects through a graph.
 pub(crate) fn graph_min() -> usize {
     static MIN: OnceLock<usize> = OnceLock::new();
     *MIN.get_or_init(|| {
