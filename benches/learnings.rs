@@ -36,7 +36,7 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -445,10 +445,12 @@ fn word_vectors(c: &Connection) {
         .unwrap()
         .collect::<rusqlite::Result<_>>()
         .unwrap();
+    // In a fixed order, so that the model's batches (and so its vectors) are the same
+    // at every build.
     let vocabulary: Vec<String> = rows
         .iter()
         .flat_map(|(_, t)| words(t))
-        .collect::<HashSet<_>>()
+        .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
     let embedder = ModelEmbedder::default();
