@@ -1572,13 +1572,13 @@ fn cairn_serve_logs_one_line_per_tool_call_at_its_default_level() {
 }
 
 /// Scrape until `family`'s one sample reads `want` (the daemon's background work), or
-/// fail after a minute.
-fn await_gauge(d: &Daemon, family: &str, want: f64) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+/// fail after [`HANG`].
+fn await_gauge(d: &Daemon, family: &str, want: f64) {
+    let deadline = std::time::Instant::now() + HANG;
     loop {
         let m = scrape(d);
         if sample(&m, family, family, json!({})) == want {
-            return m;
+            return;
         }
         assert!(
             std::time::Instant::now() < deadline,

@@ -145,10 +145,10 @@ impl Graph {
         self.shared.covered.load(Ordering::Acquire)
     }
 
-    /// Wait until the graph covers `len` positions (as many as were handed to the
-    /// builder), or an insert failed; the points covered.
-    pub(crate) fn wait_covered(&self, len: usize) -> usize {
-        let want = len.min(self.queued);
+    /// Wait until the graph covers every position handed to the builder, or an insert
+    /// failed; the points covered.
+    pub(crate) fn wait_covered(&self) -> usize {
+        let want = self.queued;
         let (lock, grew) = &self.shared.grew;
         let held = lock.lock().unwrap_or_else(|p| p.into_inner());
         let _held = grew

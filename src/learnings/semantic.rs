@@ -281,12 +281,12 @@ impl Vectors {
             .sum()
     }
 
-    /// Wait until every block's graph covers all its block, and tell how many points
-    /// the graphs hold.
+    /// Wait until every block's graph covers all that was handed to it, and tell how
+    /// many points the graphs hold.
     pub(crate) fn wait_for_graphs(&self) -> usize {
         self.blocks
             .values()
-            .filter_map(|b| b.graph.as_ref().map(|g| g.wait_covered(b.seqs.len())))
+            .filter_map(|b| b.graph.as_ref().map(Graph::wait_covered))
             .sum()
     }
 
@@ -345,8 +345,8 @@ impl Vectors {
             }
             // The graph's answer for the positions it covers, the rest scanned.
             let mut from = 0;
-            if let Some(g) = b.graph.as_ref().filter(|g| g.covered() > 0) {
-                let covered = g.covered();
+            let covered = b.graph.as_ref().map_or(0, Graph::covered);
+            if let Some(g) = b.graph.as_ref().filter(|_| covered > 0) {
                 let in_graph = |seq: u64| self.at.get(&seq).is_some_and(|&(_, i)| i < covered);
                 if let Some(seqs) = g.nearest(query, k, |seq| in_graph(seq) && accept(seq)) {
                     for seq in seqs {
