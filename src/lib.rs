@@ -7,7 +7,9 @@
 //! Bird's-eye view:
 //! - [`store`]: SQLite, the source of truth (WAL, migrations, `BEGIN IMMEDIATE` writes).
 //! - [`issues`]: projects and issues (a Colibri task is an issue), and project settings.
-//! - [`compose`]: compositions over several domains (the issue board, trail verification).
+//! - [`work`]: phases, the worktree check, PRs, moves and agent memory of the bound issue.
+//! - [`compose`]: compositions over several domains (the issue board, trail verification,
+//!   the store copy).
 //! - [`scope`]: which agent profile may use which tool.
 //! - [`context`]: the [`context::WorkContext`] a server process is bound to (issue, project,
 //!   work root, profile, actor).
@@ -28,7 +30,6 @@ pub mod colibri;
 pub mod compose;
 pub mod context;
 pub mod daemon;
-pub mod db;
 mod disk_index;
 pub mod error;
 pub mod eval;
@@ -36,22 +37,18 @@ mod failpoint;
 pub mod issues;
 pub mod learnings;
 pub mod mcp;
-pub mod memory;
 pub mod metrics;
-pub mod moves;
 pub(crate) mod paths;
-pub mod phases;
 pub mod rng;
 pub mod scope;
 pub mod store;
-pub mod store_copy;
 pub mod text;
 pub mod tokens;
 pub mod trail;
 pub mod vault;
 pub mod vector;
 pub mod web;
-pub mod workspace;
+pub mod work;
 
 pub use api::Cairn;
 pub use error::{Error, Result};

@@ -24,7 +24,7 @@
 //!   profiles, whose work a learning can help or mislead; it is bound to the issue
 //!   and to learnings of its project (`docs/learnings.md`, "Quality from evidence").
 
-use crate::db::params;
+use crate::store::db::params;
 use serde::Serialize;
 
 use crate::base::now_iso;

@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::db::{Row, params};
+use crate::store::db::{Row, params};
 use serde::Serialize;
 
 use crate::base::{iso, now_iso, sha256_hex};

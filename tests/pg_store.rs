@@ -27,11 +27,11 @@ fn open(dir: &std::path::Path, name: &str) -> (Store, String) {
     (store, PgCluster::database_of(&url).to_string())
 }
 
-fn profiles(c: &cairn::db::Conn<'_>) -> cairn::Result<i64> {
+fn profiles(c: &cairn::store::db::Conn<'_>) -> cairn::Result<i64> {
     c.query_row("SELECT count(*) FROM agent_profiles", [], |r| r.get(0))
 }
 
-fn add_profile(c: &cairn::db::Conn<'_>, name: &str) -> cairn::Result<usize> {
+fn add_profile(c: &cairn::store::db::Conn<'_>, name: &str) -> cairn::Result<usize> {
     c.execute(
         "INSERT INTO agent_profiles(profile_type, updated_at) VALUES (?1, 'now')",
         [name],
@@ -267,7 +267,7 @@ fn postgres_a_read_whose_connection_dies_under_it_runs_again_on_another() {
     for snapshot in [false, true] {
         let attempts = AtomicUsize::new(0);
         // The first attempt sleeps until its backend is terminated; a second one answers.
-        let read = |c: &cairn::db::Conn<'_>| -> cairn::Result<i64> {
+        let read = |c: &cairn::store::db::Conn<'_>| -> cairn::Result<i64> {
             match attempts.fetch_add(1, Ordering::SeqCst) {
                 0 => c.query_row("SELECT 1 FROM pg_sleep(120)", [], |r| r.get(0)),
                 _ => c.query_row("SELECT 2", [], |r| r.get(0)),

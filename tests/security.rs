@@ -263,11 +263,11 @@ async fn a_consistently_rewritten_trail_and_an_edited_root_are_both_detected() {
     // The audit tables refuse UPDATE and DELETE, and a replacing insert.
     let store = b.env.store();
     let replace = match store.read(|c| Ok(c.dialect())).unwrap() {
-        cairn::db::Dialect::Sqlite => {
+        cairn::store::db::Dialect::Sqlite => {
             "INSERT OR REPLACE INTO audit_merkle_leaves (session_id, position, chain, record_id, hash)
              SELECT session_id, position, chain, record_id, hash FROM audit_merkle_leaves LIMIT 1"
         }
-        cairn::db::Dialect::Postgres => {
+        cairn::store::db::Dialect::Postgres => {
             "INSERT INTO audit_merkle_leaves (session_id, position, chain, record_id, hash)
              SELECT session_id, position, chain, record_id, hash FROM audit_merkle_leaves LIMIT 1
              ON CONFLICT (session_id, position) DO UPDATE SET hash = excluded.hash"

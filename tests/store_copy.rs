@@ -14,18 +14,18 @@ use std::time::Duration;
 use cairn::Cairn;
 use cairn::colibri::audit::{AuditScope, VerifyTarget};
 use cairn::colibri::thoughts::{NewThought, ThoughtType};
+use cairn::compose::store_copy::{CopyReport, TABLES, is_derived_table};
 use cairn::context::{BindArgs, WorkContext};
 use cairn::error::ErrorKind;
 use cairn::issues::{NewIssue, NewProject, Status};
 use cairn::learnings::{LearningSearch, NewFeedback, NewLearning, Outcome, SearchScope};
 use cairn::store::{Location, Store};
-use cairn::store_copy::{CopyReport, TABLES, is_derived_table};
 use cairn::trail::chain::FindingCategory;
 use cairn::trail::findings::NewFinding;
 use cairn::trail::metrics::{NewCoverage, NewTestHealth};
-use cairn::trail::prs::NewPullRequest;
 use cairn::vault::hash_embed::HashEmbedder;
 use cairn::vault::reindex::ReindexOptions;
+use cairn::work::prs::NewPullRequest;
 use serde_json::Value;
 
 use crate::common::bin;
@@ -657,7 +657,7 @@ fn schema(store: &Store) -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<String
     store
         .read(|c| {
             Ok(match c.dialect() {
-                cairn::db::Dialect::Sqlite => (
+                cairn::store::db::Dialect::Sqlite => (
                     c.query_map("SELECT name FROM sqlite_master WHERE type = 'table'", [], |r| r.get(0))?
                         .into_iter()
                         .collect(),
@@ -670,7 +670,7 @@ fn schema(store: &Store) -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<String
                     .into_iter()
                     .collect(),
                 ),
-                cairn::db::Dialect::Postgres => (
+                cairn::store::db::Dialect::Postgres => (
                     c.query_map(
                         "SELECT CAST(table_name AS text) FROM information_schema.tables
                          WHERE table_schema = current_schema()",

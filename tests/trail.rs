@@ -340,10 +340,10 @@ async fn triggers_refuse_edits_and_tampering_is_detected() {
     c.close().await;
     let db = env.store();
     let replace = match db.read(|c| Ok(c.dialect())).unwrap() {
-        cairn::db::Dialect::Sqlite => {
+        cairn::store::db::Dialect::Sqlite => {
             "INSERT OR REPLACE INTO trail_records SELECT * FROM trail_records WHERE position = 1"
         }
-        cairn::db::Dialect::Postgres => {
+        cairn::store::db::Dialect::Postgres => {
             "INSERT INTO trail_records SELECT * FROM trail_records WHERE position = 1
              ON CONFLICT (id) DO UPDATE SET body = excluded.body"
         }

@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use crate::issues::{Issue, IssueFilter, NewIssue, NewProject, Project};
-use crate::moves::MovedIssue;
+use crate::work::moves::MovedIssue;
 
 use super::Cairn;
 
@@ -45,6 +45,6 @@ impl Cairn {
         reason: &str,
         actor: &str,
     ) -> Result<MovedIssue> {
-        crate::moves::move_issue(&self.store, issue, target, reason, actor)
+        crate::work::moves::move_issue(&self.store, issue, target, reason, actor)
     }
 }

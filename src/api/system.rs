@@ -1,10 +1,10 @@
 //! Agent profiles (the per-profile tool scope stored in the database) and moving a
 //! whole knowledge base between stores.
 
+use crate::compose::store_copy::{CopyProgress, CopyReport};
 use crate::error::Result;
 use crate::scope::{ProfileScope, ScopeMatrix};
 use crate::store::Location;
-use crate::store_copy::{CopyProgress, CopyReport};
 
 use super::Cairn;
 
@@ -22,12 +22,12 @@ impl Cairn {
 
     /// Copy the whole knowledge base at `from` into the empty database at `to` (SQLite
     /// or PostgreSQL, either way), ids and hash chains intact, and verify it
-    /// ([`crate::store_copy`]).
+    /// ([`crate::compose::store_copy`]).
     pub fn copy_store(
         from: &Location,
         to: &Location,
         progress: &dyn Fn(CopyProgress),
     ) -> Result<CopyReport> {
-        crate::store_copy::copy(from, to, progress)
+        crate::compose::store_copy::copy(from, to, progress)
     }
 }

@@ -8,10 +8,10 @@ use crate::issues::{Issue, NewIssue, Project, Status};
 use crate::trail::chain::TrailVerification;
 use crate::trail::findings::{Comment, Finding, NewFinding};
 use crate::trail::metrics::{Coverage, NewCoverage, NewTestHealth, TestHealth};
-use crate::trail::prs::{NewPullRequest, PullRequest, Review};
 use crate::trail::runs::{IngestReport, RunEventPage, RunEventQuery};
 use crate::trail::status::StatusChange;
-use crate::workspace::WorktreeCheck;
+use crate::work::prs::{NewPullRequest, PullRequest, Review};
+use crate::work::workspace::WorktreeCheck;
 use std::path::Path;
 
 use super::Cairn;
@@ -23,7 +23,7 @@ impl Cairn {
         work: &WorkContext,
         new: &NewPullRequest,
     ) -> Result<(PullRequest, WorktreeCheck)> {
-        crate::trail::prs::create_work_pr(&self.store, work, new)
+        crate::work::prs::create_work_pr(&self.store, work, new)
     }
 
     /// Approve or reject the open PR of an issue (id or identifier).
@@ -35,17 +35,17 @@ impl Cairn {
         fix_instructions: Option<&str>,
         actor: &str,
     ) -> Result<PullRequest> {
-        crate::trail::prs::review_pr(&self.store, issue, review, reason, fix_instructions, actor)
+        crate::work::prs::review_pr(&self.store, issue, review, reason, fix_instructions, actor)
     }
 
     /// PRs, newest first.
     pub fn pull_requests(&self, project: Option<&str>) -> Result<Vec<PullRequest>> {
-        crate::trail::prs::pull_requests(&self.store, project)
+        crate::work::prs::pull_requests(&self.store, project)
     }
 
     /// One PR with its diff.
     pub fn pull_request(&self, id: &str) -> Result<PullRequest> {
-        crate::trail::prs::pull_request(&self.store, id)
+        crate::work::prs::pull_request(&self.store, id)
     }
 
     /// Re-compute every hash and link of an issue's trail (id or identifier), and the

@@ -2,9 +2,9 @@
 
 use crate::context::{BindArgs, WorkContext};
 use crate::error::Result;
-use crate::memory::{MemoryScope, MemoryWritten};
-use crate::phases::{Phase, PhaseClaim, PhaseCompletion, PhaseVerdict};
-use crate::workspace::WorkspaceInfo;
+use crate::work::memory::{MemoryScope, MemoryWritten};
+use crate::work::phases::{Phase, PhaseClaim, PhaseCompletion, PhaseVerdict};
+use crate::work::workspace::WorkspaceInfo;
 
 use super::Cairn;
 
@@ -12,7 +12,7 @@ impl Cairn {
     /// Verify that the work's worktree belongs to the bound issue (see the module
     /// docs).
     pub fn verify_workspace(&self, work: &WorkContext) -> Result<WorkspaceInfo> {
-        crate::workspace::verify_workspace(&self.store, work)
+        crate::work::workspace::verify_workspace(&self.store, work)
     }
 
     /// Replace one of the work profile's memory files (see the module docs).
@@ -23,12 +23,12 @@ impl Cairn {
         filename: &str,
         content: &str,
     ) -> Result<MemoryWritten> {
-        crate::memory::update_memory(work, scope, filename, content)
+        crate::work::memory::update_memory(work, scope, filename, content)
     }
 
     /// `complete_phase`.
     pub fn complete_phase(&self, work: &WorkContext, p: &PhaseCompletion) -> Result<PhaseClaim> {
-        crate::phases::complete_phase(&self.store, work, p)
+        crate::work::phases::complete_phase(&self.store, work, p)
     }
 
     /// `approve_phase` / `reject_phase`.
@@ -41,7 +41,7 @@ impl Cairn {
         reason: Option<&str>,
         fix_instructions: Option<&str>,
     ) -> Result<PhaseVerdict> {
-        crate::phases::judge_phase(
+        crate::work::phases::judge_phase(
             &self.store,
             work,
             phase,

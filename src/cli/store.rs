@@ -6,8 +6,8 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::Cairn;
+use crate::compose::store_copy::CopyProgress;
 use crate::store::Location;
-use crate::store_copy::CopyProgress;
 
 use super::{Outcome, print_json, print_text};
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use crate::Cairn;
-use crate::trail::prs::PullRequest;
+use crate::work::prs::PullRequest;
 
 use super::{Outcome, print_json, print_text};
 

@@ -19,7 +19,7 @@
 
 use std::collections::HashSet;
 
-use crate::db::{Conn, params};
+use crate::store::db::{Conn, params};
 use serde::Serialize;
 
 use crate::base::now_iso;

@@ -1,7 +1,7 @@
 //! The Colibri document's limits on tool inputs, one constant each. The MCP schemas of
 //! `src/mcp/tools/colibri.rs` take their numbers from here; limits shared with the
 //! Symphony vocabulary (slugs, labels, branch names) come from `crate::issues::limits`
-//! and `crate::trail::prs::limits`.
+//! and `crate::work::prs::limits`.
 
 /// Longest task title (characters).
 pub const TITLE_MAX: usize = 256;

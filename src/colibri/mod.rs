@@ -20,7 +20,7 @@
 //! `Θ-{id}` and audit sessions `A-{id}`, with ids from global counters, shown with at
 //! least four digits (`Θ-0047`, `A-0002`).
 
-use crate::db::Conn;
+use crate::store::db::Conn;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use crate::db::Conn;
+use crate::store::db::Conn;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};

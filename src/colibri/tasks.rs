@@ -16,7 +16,7 @@
 //!   token of the caller's text is quoted, so no query text can be FTS5 syntax; each
 //!   token matches as a prefix and all tokens must match.
 
-use crate::db::{Conn, Dialect, params};
+use crate::store::db::{Conn, Dialect, params};
 use serde::Serialize;
 
 use super::limits;

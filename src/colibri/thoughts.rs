@@ -19,7 +19,7 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
-use crate::db::{Conn, params};
+use crate::store::db::{Conn, params};
 use serde::{Deserialize, Serialize};
 
 use crate::base::{now_iso, sha256_hex};
@@ -249,7 +249,7 @@ const THOUGHT_COLUMNS: &str = "t.id, t.task_ref, i.identifier, t.type, t.content
      t.previous_hash, t.recorded_at, t.recorded_by, t.chain_position, t.branch, t.commit_sha, \
      t.tests_run, t.blockers, t.metadata";
 
-fn thought_from_row(r: &crate::db::Row) -> crate::error::Result<StoredThought> {
+fn thought_from_row(r: &crate::store::db::Row) -> crate::error::Result<StoredThought> {
     let kind: String = r.get(3)?;
     let kind = match kind.as_str() {
         "decision" => ThoughtType::Decision,

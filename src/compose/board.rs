@@ -1,7 +1,7 @@
 //! The issue board as agents see it: the full issue (`get_issue`), the slim status
 //! (`get_issue_status`), creating issues and sub-tasks.
 
-use crate::db::Conn;
+use crate::store::db::Conn;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -10,9 +10,9 @@ use crate::learnings::{Learning, learnings_of_issue};
 use crate::store::Store;
 
 use crate::trail::findings::{Comment, Finding, comments_in, findings_in, recent_findings_in};
-use crate::trail::prs::{PullRequestSummary, prs_of};
 use crate::trail::runs::{RunSummary, recent_runs_in};
 use crate::trail::status::{StatusChange, block_parent_in, history_in};
+use crate::work::prs::{PullRequestSummary, prs_of};
 
 /// Everything recorded about an issue (`get_issue`).
 #[derive(Debug, Clone, Serialize)]

@@ -4,6 +4,9 @@
 //!   comments, PRs, runs, status history and learnings; `get_issue_status`; sub-tasks).
 //! - [`verify`]: an issue's trail verified, its hash chain and the audit roots frozen
 //!   over it.
+//! - [`store_copy`]: `cairn store copy`, a whole knowledge base from one store to another,
+//!   every chain and audit session verified on the destination.
 
 pub mod board;
+pub mod store_copy;
 pub mod verify;

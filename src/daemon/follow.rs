@@ -17,7 +17,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use crate::Cairn;
-use crate::db::PgListener;
+use crate::store::db::PgListener;
 
 /// The listener and the catch-up thread; stopped (the thread joined) on drop.
 #[derive(Debug)]

@@ -24,8 +24,8 @@ use crate::learnings::{
     DUPLICATE_COSINE, LearningSearch, LearningType, NewFeedback, NewLearning, Outcome, Ranking,
     SIMILAR_COSINE, SearchScope, same_lesson, word_overlap,
 };
-use crate::trail::prs::{NewPullRequest, Review};
 use crate::vector::dot;
+use crate::work::prs::{NewPullRequest, Review};
 
 use super::metrics::{Qrels, QueryScore, Summary};
 
@@ -565,7 +565,7 @@ fn finish_issue(cairn: &Cairn, issue_id: &str, outcome: &str) -> Result<()> {
         }
         "approved" => {
             cairn.update_issue_status(issue_id, Status::InProgress, None, ACTOR, false)?;
-            crate::trail::prs::create_pr(
+            crate::work::prs::create_pr(
                 &cairn.store,
                 issue_id,
                 &NewPullRequest {

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use crate::db::{Conn, Row, params};
+use crate::store::db::{Conn, Row, params};
 use serde::Serialize;
 
 use crate::base::{new_id, now_iso};

@@ -12,7 +12,7 @@
 //! gitignore-style globs (a pattern without `/` matches a file name at any depth; `*`
 //! stays within a directory, `**` crosses directories); an invalid glob is refused.
 
-use crate::db::params;
+use crate::store::db::params;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 

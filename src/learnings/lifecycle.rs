@@ -26,8 +26,8 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::base::{iso_of, now_iso, unix_of};
-use crate::db::{Conn, params};
 use crate::error::{Error, Result};
+use crate::store::db::{Conn, params};
 
 /// Embedding similarity from which two learnings may be the same lesson.
 pub const DUPLICATE_COSINE: f32 = 0.87;
@@ -667,7 +667,7 @@ pub(crate) fn record_aging(tx: &Conn<'_>, only: Option<&str>, now: i64) -> Resul
         if only.is_some() { "AND l.id = ?1" } else { "" }
     );
     let mut st = tx.prepare(&sql)?;
-    let row = |r: &crate::db::Row| Ok((r.get(0)?, r.get(1)?, r.get(2)?));
+    let row = |r: &crate::store::db::Row| Ok((r.get(0)?, r.get(1)?, r.get(2)?));
     let rows: Vec<(String, String, String)> = match only {
         Some(id) => st.query_map([id], row)?.collect::<Result<_>>()?,
         None => st.query_map([], row)?.collect::<Result<_>>()?,

@@ -8,9 +8,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::db::params;
 use crate::error::Result;
 use crate::store::Store;
+use crate::store::db::params;
 
 use super::lifecycle;
 
@@ -48,7 +48,7 @@ pub(super) struct MetaCache {
 /// One `learnings` row as the cache reads it.
 type MetaRow = (u64, String, u8, bool, Option<String>, String, bool);
 
-fn meta_row(r: &crate::db::Row) -> crate::error::Result<MetaRow> {
+fn meta_row(r: &crate::store::db::Row) -> crate::error::Result<MetaRow> {
     Ok((
         r.get::<_, i64>(0)? as u64,
         r.get(1)?,

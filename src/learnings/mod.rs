@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crate::db::{Conn, Row, params};
+use crate::store::db::{Conn, Row, params};
 use serde::{Deserialize, Serialize};
 
 pub use graph::GRAPH_MIN;

@@ -39,7 +39,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::activity::Activity;
-use crate::db::{Conn, params};
+use crate::store::db::{Conn, params};
 
 use crate::error::Result;
 use crate::store::Store;

@@ -2,8 +2,8 @@
 //! daemon's metrics, docs/metrics.md), and what happened to them over time (the web
 //! page's pictures, docs/web.md).
 
-use crate::db::params;
 use crate::error::Result;
+use crate::store::db::params;
 
 use super::Learnings;
 

@@ -20,9 +20,9 @@ use crate::colibri::tasks::{SortBy, SortOrder};
 use crate::colibri::thoughts::ThoughtType;
 use crate::issues::Status;
 use crate::learnings::{LearningType, Outcome};
-use crate::memory::MemoryScope;
-use crate::phases::{Confidence, Phase};
 use crate::trail::runs::{EventSubtype, EventType};
+use crate::work::memory::MemoryScope;
+use crate::work::phases::{Confidence, Phase};
 
 /// The wire name of a variant: what serde writes (and reads) for it.
 fn wire_name<T: Serialize>(variant: &T) -> Value {

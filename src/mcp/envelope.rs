@@ -308,7 +308,7 @@ mod tests {
         let tool = tool();
         for internal in [
             Error::example(ErrorKind::Internal),
-            Error::from(rusqlite::Error::InvalidQuery),
+            Error::Database("secret query failed: boom".into()),
             Error::io("/secret/path", std::io::Error::other("boom")),
         ] {
             let body = domain_error(tool, &internal);

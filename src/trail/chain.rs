@@ -32,7 +32,7 @@
 //! cannot be stored. `trail_heads` keeps each chain's last position and hash, written in
 //! the same transaction, so that removing records from the end is detected as well.
 
-use crate::db::{Conn, Row, params};
+use crate::store::db::{Conn, Row, params};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -347,7 +347,7 @@ pub(crate) struct MalformedRow {
 
 /// The text of column `name` of `r`, whatever its type ("" for NULL or a blob).
 pub(crate) fn loose_text(r: &Row, name: &str) -> String {
-    use crate::db::Value;
+    use crate::store::db::Value;
     match r.value(name) {
         Ok(Value::Text(t)) => t.clone(),
         Ok(Value::Integer(i)) => i.to_string(),

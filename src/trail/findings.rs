@@ -1,7 +1,7 @@
 //! Findings and comments: the views of trail records that tools and the CLI show, and
 //! the orchestrator's `processed` state kept beside (never inside) the records.
 
-use crate::db::{Conn, params};
+use crate::store::db::{Conn, params};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -241,7 +241,7 @@ const FINDINGS_SQL: &str = "SELECT r.*, p.processed_at FROM trail_records r
      LEFT JOIN finding_processing p ON p.finding_id = r.id
      WHERE r.issue_id = ?1 AND r.kind = 'finding'";
 
-fn finding_row(r: &crate::db::Row) -> crate::error::Result<Finding> {
+fn finding_row(r: &crate::store::db::Row) -> crate::error::Result<Finding> {
     Ok(Finding::from_record(
         record_from_row(r)?,
         r.get("processed_at")?,

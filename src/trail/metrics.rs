@@ -2,7 +2,7 @@
 //! latest observation wins) and test health (`record_test_health`, one row per agent
 //! run, with the trend against the previous record of the project).
 
-use crate::db::params;
+use crate::store::db::params;
 use serde::Serialize;
 
 use crate::base::now_iso;

@@ -8,21 +8,19 @@
 //! - [`findings`]: the finding and comment views, the orchestrator's `processed` state.
 //! - [`status`]: the trail vocabulary's status transitions, status history, sub-tasks
 //!   that block their parent.
-//! - [`prs`]: local PR records, diff stats and the risk score.
 //! - [`metrics`]: research coverage and test health.
 //! - [`runs`]: agent runs ingested from stream-JSON logs, and their events.
 //!
 //! Records are never updated or deleted (see [`chain`] for the invariant and the
 //! triggers that enforce it in SQL).
 
-use crate::db::Conn;
+use crate::store::db::Conn;
 
 use crate::error::{Error, Result};
 
 pub mod chain;
 pub mod findings;
 pub mod metrics;
-pub mod prs;
 pub mod runs;
 pub mod status;
 

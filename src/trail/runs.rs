@@ -24,7 +24,7 @@
 use std::io::BufRead;
 use std::path::Path;
 
-use crate::db::{Conn, params};
+use crate::store::db::{Conn, params};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -265,7 +265,7 @@ fn check_run_id(id: &str) -> Result<()> {
     }
 }
 
-fn run_from_row(r: &crate::db::Row) -> crate::error::Result<RunSummary> {
+fn run_from_row(r: &crate::store::db::Row) -> crate::error::Result<RunSummary> {
     Ok(RunSummary {
         id: r.get("id")?,
         status: r.get("outcome")?,

@@ -28,7 +28,7 @@
 //! `blocked`) — but only if it is still `blocked`; a parent someone moved meanwhile is
 //! left alone. [`set_status_in`] does this for every status writer that uses it.
 
-use crate::db::{Conn, params};
+use crate::store::db::{Conn, params};
 use serde::Serialize;
 
 use crate::base::now_iso;

@@ -12,9 +12,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crate::context::WorkContext;
-use crate::db::{Conn, params};
 use crate::error::{Error, Result};
 use crate::paths::DirHandle;
+use crate::store::db::{Conn, params};
 
 use super::handle::Vault;
 use super::ingest::read_file;
@@ -80,7 +80,7 @@ fn among(c: &Conn<'_>, collections: Option<&[String]>, param: &str) -> (String, 
     }
 }
 
-fn entry(r: &crate::db::Row) -> Result<DocumentEntry> {
+fn entry(r: &crate::store::db::Row) -> Result<DocumentEntry> {
     Ok(DocumentEntry {
         collection: r.get(0)?,
         path: r.get(1)?,

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::db::{Conn, params};
+use crate::store::db::{Conn, params};
 use serde::Serialize;
 
 use crate::base::now_iso;

@@ -15,8 +15,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::base::{iso, now_iso};
-use crate::db::{Conn, params};
 use crate::error::Result;
+use crate::store::db::{Conn, params};
 
 use super::handle::Vault;
 

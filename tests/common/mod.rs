@@ -59,8 +59,10 @@ pub fn on_postgres() -> bool {
     }
 }
 
-/// For a test that is inherently about SQLite files (listed with the reason in
-/// docs/postgres.md, "Tests on both stores"): `if sqlite_only(why) { return; }`. False on
+/// For a test that is inherently about SQLite files, or touches no shared store at all
+/// (the model, the evaluation sets: the PostgreSQL pass would only repeat it), listed
+/// with the reason in docs/postgres.md, "Tests on both stores":
+/// `if sqlite_only(why) { return; }`. False on
 /// the SQLite pass; on the PostgreSQL pass, true after saying on stderr why the test does
 /// not run there, so it ends visibly rather than passing silently.
 pub fn sqlite_only(why: &str) -> bool {
@@ -165,8 +167,8 @@ impl Env {
             .write(|c| {
                 for (table, trigger) in triggers {
                     c.execute_batch(&match c.dialect() {
-                        cairn::db::Dialect::Sqlite => format!("DROP TRIGGER {trigger}"),
-                        cairn::db::Dialect::Postgres => {
+                        cairn::store::db::Dialect::Sqlite => format!("DROP TRIGGER {trigger}"),
+                        cairn::store::db::Dialect::Postgres => {
                             format!("ALTER TABLE {table} DISABLE TRIGGER {trigger}")
                         }
                     })?;

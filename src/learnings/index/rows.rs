@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use crate::db::params;
+use crate::store::db::params;
 use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::tokenizer::{PreTokenizedString, TextAnalyzer, Token};
 use tantivy::{Index, ReloadPolicy, Searcher, TantivyDocument};

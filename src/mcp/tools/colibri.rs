@@ -26,7 +26,7 @@ use crate::error::Result;
 use crate::issues::Status;
 use crate::issues::limits as issue_limits;
 use crate::scope::Profile;
-use crate::trail::prs::limits as prs_limits;
+use crate::work::prs::limits as prs_limits;
 
 use super::trail::{ISSUE_CREATORS, ISSUE_LISTERS, ISSUE_READERS, JUDGE, STATUS_CHANGERS};
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};

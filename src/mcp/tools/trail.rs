@@ -18,12 +18,12 @@ use crate::trail::chain::FindingCategory;
 use crate::trail::findings::limits as finding_limits;
 use crate::trail::metrics::limits as metric_limits;
 use crate::trail::metrics::{Coverage, NewCoverage, NewTestHealth, TestHealth};
-use crate::trail::prs::limits as pr_limits;
-use crate::trail::prs::{GateResult, NewPullRequest, PullRequest, Review};
 use crate::trail::runs::{EventSubtype, EventType, RunEventPage, RunEventQuery};
 use crate::trail::status::StatusChange;
 use crate::trail::{Comment, Finding, NewFinding};
-use crate::workspace::WorktreeCheck;
+use crate::work::prs::limits as pr_limits;
+use crate::work::prs::{GateResult, NewPullRequest, PullRequest, Review};
+use crate::work::workspace::WorktreeCheck;
 
 /// An issue reference: identifier (`PFX-12`) or id.
 type IssueRef = String;

@@ -8,13 +8,13 @@ use serde_json::json;
 use crate::error::Result;
 use crate::issues::limits as issue_limits;
 use crate::mcp::tool::{Effect, NoParams, ToolCtx, ToolDef, tool};
-use crate::memory::{self, MemoryScope, MemoryWritten};
-use crate::moves::MovedIssue;
-use crate::phases::limits as phase_limits;
-use crate::phases::{Confidence, Phase, PhaseClaim, PhaseCompletion, PhaseVerdict};
 use crate::scope::Profile::{self, *};
 use crate::text::{Cleaned, cleaned};
-use crate::workspace::WorkspaceInfo;
+use crate::work::memory::{self, MemoryScope, MemoryWritten};
+use crate::work::moves::MovedIssue;
+use crate::work::phases::limits as phase_limits;
+use crate::work::phases::{Confidence, Phase, PhaseClaim, PhaseCompletion, PhaseVerdict};
+use crate::work::workspace::WorkspaceInfo;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -150,7 +150,7 @@ pub struct MoveIssueParams {
     #[schemars(length(min = 1, max = issue_limits::REF_MAX))]
     pub target_project_id: String,
     /// Why the issue is being moved.
-    #[schemars(length(min = 1, max = crate::moves::REASON_MAX))]
+    #[schemars(length(min = 1, max = crate::work::moves::REASON_MAX))]
     pub reason: String,
 }
 

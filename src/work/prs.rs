@@ -20,7 +20,7 @@
 //! issue's open PR. `create_pr` moves the issue to `review` (from `in_progress` or
 //! `todo`; an issue already in review stays there).
 
-use crate::db::{Conn, Row, params};
+use crate::store::db::{Conn, Row, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -29,11 +29,11 @@ use crate::context::WorkContext;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::Status;
 use crate::store::Store;
-use crate::workspace::WorktreeCheck;
+use crate::work::workspace::WorktreeCheck;
 
-use super::findings::add_comment_in;
-use super::status::{change_status_in, current_status, set_status_in};
 use crate::issues::settings::{RiskThresholds, glob_matcher, risk_settings};
+use crate::trail::findings::add_comment_in;
+use crate::trail::status::{change_status_in, current_status, set_status_in};
 
 /// Limits on PR fields.
 pub mod limits {
@@ -479,7 +479,7 @@ pub fn create_work_pr(
     work: &WorkContext,
     new: &NewPullRequest,
 ) -> Result<(PullRequest, WorktreeCheck)> {
-    let worktree = crate::workspace::worktree_check(store, work)?;
+    let worktree = crate::work::workspace::worktree_check(store, work)?;
     let issue = &work.require_issue()?.id;
     Ok((create_pr(store, issue, new, &work.actor)?, worktree))
 }
@@ -495,7 +495,7 @@ pub fn create_pr(
     let new = &clean_pr(new)?;
     let files = validate(new)?;
     store.write(|tx| {
-        let (issue_id, _) = super::resolve(tx, issue)?;
+        let (issue_id, _) = crate::trail::resolve(tx, issue)?;
         let settings: String = tx.query_row(
             "SELECT p.settings FROM projects p JOIN issues i ON i.project_id = p.id
              WHERE i.id = ?1",
@@ -573,7 +573,7 @@ pub fn review_pr(
     actor: &str,
 ) -> Result<PullRequest> {
     store.write(|tx| {
-        let (issue_id, identifier) = super::resolve(tx, issue)?;
+        let (issue_id, identifier) = crate::trail::resolve(tx, issue)?;
         let pr_id: String = tx
             .query_opt(
                 "SELECT id FROM pull_requests WHERE issue_id = ?1 AND status = 'open'

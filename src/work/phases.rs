@@ -60,7 +60,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::db::{Conn, params};
+use crate::store::db::{Conn, params};
 use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -188,7 +188,7 @@ pub struct PhaseClaim {
     pub checks: Vec<String>,
     pub message: String,
     /// The worktree that was verified, or that none was (no `--worktree-path`).
-    pub worktree: crate::workspace::WorktreeCheck,
+    pub worktree: crate::work::workspace::WorktreeCheck,
 }
 
 /// A recorded judge verdict: the spec's PhaseVerdictFinding.
@@ -591,7 +591,7 @@ pub fn complete_phase(
     work: &WorkContext,
     p: &PhaseCompletion,
 ) -> Result<PhaseClaim> {
-    let worktree = crate::workspace::worktree_check(store, work)?;
+    let worktree = crate::work::workspace::worktree_check(store, work)?;
     let bound = work.require_issue()?;
     let issue = crate::issues::issue(store, &bound.id)?;
     let project = crate::issues::project(store, &issue.project_id)?;

@@ -16,6 +16,9 @@
 //!
 //! Derived indexes (tantivy, HNSW) are host-local and live in [`Store::index_dir`]:
 //! beside a SQLite file, or in the cache directory of a PostgreSQL database.
+//!
+//! [`db`] is the one SQL API over both databases and holds their drivers: nothing
+//! outside this folder names rusqlite or tokio-postgres.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -23,8 +26,10 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use crate::db::{CHANGES_CHANNEL, Conn, PgConn, PgConnector, PgListener, params};
+pub mod db;
+
 use crate::error::{Error, Result};
+use db::{CHANGES_CHANNEL, Conn, PgConn, PgConnector, PgListener, params};
 
 /// Busy timeout for every connection, in milliseconds.
 pub const BUSY_TIMEOUT_MS: u64 = 5000;
@@ -34,72 +39,72 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
     (
         1,
         "0001_core.sql",
-        include_str!("../migrations/0001_core.sql"),
+        include_str!("../../migrations/0001_core.sql"),
     ),
     (
         2,
         "0002_trail.sql",
-        include_str!("../migrations/0002_trail.sql"),
+        include_str!("../../migrations/0002_trail.sql"),
     ),
     (
         3,
         "0003_learnings.sql",
-        include_str!("../migrations/0003_learnings.sql"),
+        include_str!("../../migrations/0003_learnings.sql"),
     ),
     (
         4,
         "0004_vault.sql",
-        include_str!("../migrations/0004_vault.sql"),
+        include_str!("../../migrations/0004_vault.sql"),
     ),
     (
         5,
         "0005_colibri.sql",
-        include_str!("../migrations/0005_colibri.sql"),
+        include_str!("../../migrations/0005_colibri.sql"),
     ),
     (
         6,
         "0006_audit_append_only.sql",
-        include_str!("../migrations/0006_audit_append_only.sql"),
+        include_str!("../../migrations/0006_audit_append_only.sql"),
     ),
     (
         7,
         "0007_learning_embeddings.sql",
-        include_str!("../migrations/0007_learning_embeddings.sql"),
+        include_str!("../../migrations/0007_learning_embeddings.sql"),
     ),
     (
         8,
         "0008_session_tokens.sql",
-        include_str!("../migrations/0008_session_tokens.sql"),
+        include_str!("../../migrations/0008_session_tokens.sql"),
     ),
     (
         9,
         "0009_token_peer.sql",
-        include_str!("../migrations/0009_token_peer.sql"),
+        include_str!("../../migrations/0009_token_peer.sql"),
     ),
     (
         10,
         "0010_issue_aliases.sql",
-        include_str!("../migrations/0010_issue_aliases.sql"),
+        include_str!("../../migrations/0010_issue_aliases.sql"),
     ),
     (
         11,
         "0011_vault_roots.sql",
-        include_str!("../migrations/0011_vault_roots.sql"),
+        include_str!("../../migrations/0011_vault_roots.sql"),
     ),
     (
         12,
         "0012_learning_lifecycle.sql",
-        include_str!("../migrations/0012_learning_lifecycle.sql"),
+        include_str!("../../migrations/0012_learning_lifecycle.sql"),
     ),
     (
         13,
         "0013_people.sql",
-        include_str!("../migrations/0013_people.sql"),
+        include_str!("../../migrations/0013_people.sql"),
     ),
     (
         14,
         "0014_archive.sql",
-        include_str!("../migrations/0014_archive.sql"),
+        include_str!("../../migrations/0014_archive.sql"),
     ),
 ];
 
@@ -108,72 +113,72 @@ const PG_MIGRATIONS: &[(u32, &str, &str)] = &[
     (
         1,
         "postgres/0001_core.sql",
-        include_str!("../migrations/postgres/0001_core.sql"),
+        include_str!("../../migrations/postgres/0001_core.sql"),
     ),
     (
         2,
         "postgres/0002_trail.sql",
-        include_str!("../migrations/postgres/0002_trail.sql"),
+        include_str!("../../migrations/postgres/0002_trail.sql"),
     ),
     (
         3,
         "postgres/0003_learnings.sql",
-        include_str!("../migrations/postgres/0003_learnings.sql"),
+        include_str!("../../migrations/postgres/0003_learnings.sql"),
     ),
     (
         4,
         "postgres/0004_vault.sql",
-        include_str!("../migrations/postgres/0004_vault.sql"),
+        include_str!("../../migrations/postgres/0004_vault.sql"),
     ),
     (
         5,
         "postgres/0005_colibri.sql",
-        include_str!("../migrations/postgres/0005_colibri.sql"),
+        include_str!("../../migrations/postgres/0005_colibri.sql"),
     ),
     (
         6,
         "postgres/0006_audit_append_only.sql",
-        include_str!("../migrations/postgres/0006_audit_append_only.sql"),
+        include_str!("../../migrations/postgres/0006_audit_append_only.sql"),
     ),
     (
         7,
         "postgres/0007_learning_embeddings.sql",
-        include_str!("../migrations/postgres/0007_learning_embeddings.sql"),
+        include_str!("../../migrations/postgres/0007_learning_embeddings.sql"),
     ),
     (
         8,
         "postgres/0008_session_tokens.sql",
-        include_str!("../migrations/postgres/0008_session_tokens.sql"),
+        include_str!("../../migrations/postgres/0008_session_tokens.sql"),
     ),
     (
         9,
         "postgres/0009_token_peer.sql",
-        include_str!("../migrations/postgres/0009_token_peer.sql"),
+        include_str!("../../migrations/postgres/0009_token_peer.sql"),
     ),
     (
         10,
         "postgres/0010_issue_aliases.sql",
-        include_str!("../migrations/postgres/0010_issue_aliases.sql"),
+        include_str!("../../migrations/postgres/0010_issue_aliases.sql"),
     ),
     (
         11,
         "postgres/0011_vault_roots.sql",
-        include_str!("../migrations/postgres/0011_vault_roots.sql"),
+        include_str!("../../migrations/postgres/0011_vault_roots.sql"),
     ),
     (
         12,
         "postgres/0012_learning_lifecycle.sql",
-        include_str!("../migrations/postgres/0012_learning_lifecycle.sql"),
+        include_str!("../../migrations/postgres/0012_learning_lifecycle.sql"),
     ),
     (
         13,
         "postgres/0013_people.sql",
-        include_str!("../migrations/postgres/0013_people.sql"),
+        include_str!("../../migrations/postgres/0013_people.sql"),
     ),
     (
         14,
         "postgres/0014_archive.sql",
-        include_str!("../migrations/postgres/0014_archive.sql"),
+        include_str!("../../migrations/postgres/0014_archive.sql"),
     ),
 ];
 
@@ -209,7 +214,7 @@ impl Location {
                     .map(PathBuf::from)
                     .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
                     .unwrap_or_else(std::env::temp_dir);
-                let tag = crate::base::sha256_hex(crate::db::redact(db).as_bytes());
+                let tag = crate::base::sha256_hex(crate::store::db::redact(db).as_bytes());
                 base.join("cairn").join(format!("pg-{}", &tag[..16]))
             }
         };
@@ -235,7 +240,7 @@ impl std::fmt::Display for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Location::File(p) => write!(f, "{}", p.display()),
-            Location::Postgres { url, .. } => f.write_str(&crate::db::redact(url)),
+            Location::Postgres { url, .. } => f.write_str(&crate::store::db::redact(url)),
         }
     }
 }
@@ -335,8 +340,10 @@ impl Store {
     /// The schema version of the open database.
     pub fn user_version(&self) -> Result<u32> {
         self.read(|c| match c.dialect() {
-            crate::db::Dialect::Sqlite => c.query_row("PRAGMA user_version", [], |r| r.get(0)),
-            crate::db::Dialect::Postgres => c.query_row(
+            crate::store::db::Dialect::Sqlite => {
+                c.query_row("PRAGMA user_version", [], |r| r.get(0))
+            }
+            crate::store::db::Dialect::Postgres => c.query_row(
                 "SELECT coalesce(max(version), 0) FROM cairn_schema_version",
                 [],
                 |r| r.get(0),

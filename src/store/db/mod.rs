@@ -287,8 +287,8 @@ impl Params for Vec<Value> {
 /// Bind a list of values: `params![a, b, c]`.
 #[macro_export]
 macro_rules! params {
-    () => { [] as [&dyn $crate::db::ToSql; 0] };
-    ($($v:expr),+ $(,)?) => { &[$(&$v as &dyn $crate::db::ToSql),+] as &[&dyn $crate::db::ToSql] };
+    () => { [] as [&dyn $crate::store::db::ToSql; 0] };
+    ($($v:expr),+ $(,)?) => { &[$(&$v as &dyn $crate::store::db::ToSql),+] as &[&dyn $crate::store::db::ToSql] };
 }
 pub use crate::params;
 

@@ -11,7 +11,7 @@
 //! - **Constraints**: the issue must carry a `phase:*`, `cross-project` or `multi-repo`
 //!   label, must not be `done` or `cancelled`, and the target must be another project.
 //!   They are checked again inside the write transaction.
-//! - **Phase label**: a project's pipeline is [`crate::phases::pipeline`]. A `phase:<p>`
+//! - **Phase label**: a project's pipeline is [`crate::work::phases::pipeline`]. A `phase:<p>`
 //!   label is kept when `p` is in the target's pipeline; otherwise every `phase:*` label
 //!   is replaced by `phase:<first phase of the target>`. An issue without a phase label
 //!   gets none.
@@ -39,17 +39,17 @@ use std::path::Path;
 
 use rustix::fs::FileType;
 
-use crate::db::{Conn, params};
+use crate::store::db::{Conn, params};
 use serde::Serialize;
 
 use crate::base::now_iso;
 use crate::error::{Error, Result};
 use crate::issues::{Issue, Project, Status, allocate_identifier, find_project, load_issue};
 use crate::paths::DirHandle;
-use crate::phases::pipeline;
 use crate::store::Store;
 use crate::trail::findings::{add_comment_in, latest_phase_claim_in};
 use crate::trail::status::set_status_in;
+use crate::work::phases::pipeline;
 
 /// Most artifact files one move copies.
 pub const MAX_FILES: usize = 1000;
@@ -252,7 +252,7 @@ fn phases_with_artifacts(
     files: &[Artifact],
 ) -> Result<Vec<String>> {
     let mut phases = pipeline(source);
-    for p in crate::phases::DEFAULT_PIPELINE {
+    for p in crate::work::phases::DEFAULT_PIPELINE {
         if !phases.iter().any(|x| x == p) {
             phases.push(p.to_string());
         }

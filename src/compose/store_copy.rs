@@ -29,8 +29,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::colibri::audit::{VerifyTarget, audit_verify};
-use crate::db::{Conn, Dialect, Row, Value, params};
 use crate::error::{Error, FieldError, Result};
+use crate::store::db::{Conn, Dialect, Row, Value, params};
 use crate::store::{Location, Store};
 
 /// One table of the schema, as the copy handles it.
