@@ -311,13 +311,21 @@ mod tests {
         assert_eq!(lanes.waiting(), 0);
     }
 
-    #[tokio::test]
+    // Tokio's clock paused: the patience's timer fires when the runtime has nothing else
+    // to do, at exactly its deadline on that clock, whatever the machine's load.
+    #[tokio::test(start_paused = true)]
     async fn a_call_that_waited_its_patience_runs_without_a_lane() {
-        let lanes = Lanes::new(NonZeroUsize::MIN, Duration::from_millis(30), LANE_NICE).unwrap();
+        const PATIENCE: Duration = Duration::from_millis(30);
+        let lanes = Lanes::new(NonZeroUsize::MIN, PATIENCE, LANE_NICE).unwrap();
         let held = lanes.admit(Lane::Shared).await;
-        let waited = std::time::Instant::now();
+        let waited = tokio::time::Instant::now();
         let _overflow = lanes.admit(Lane::Shared).await;
-        assert!(waited.elapsed() >= Duration::from_millis(30));
+        let patience = waited.elapsed();
+        // Tokio's timer rounds a deadline up to its next millisecond.
+        assert!(
+            (PATIENCE..=PATIENCE + Duration::from_millis(1)).contains(&patience),
+            "ran without a lane after {patience:?}, its patience being {PATIENCE:?}"
+        );
         assert_eq!(lanes.overflowed(), 1);
         assert_eq!(lanes.waiting(), 0);
         // The lane itself was not taken: it is still the first call's, then free.
