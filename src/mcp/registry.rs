@@ -62,28 +62,34 @@ mod tests {
                 "{} must reject unknown properties",
                 t.name
             );
+            assert_eq!(t.output_schema["type"], "object", "{} output", t.name);
             assert!(
-                crate::mcp::schema::output_schema(t.name).is_some(),
-                "{} has no entry in src/mcp/output_schemas.json",
+                t.output_schema
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .is_some_and(|p| !p.is_empty()),
+                "{} output has no properties",
                 t.name
             );
-            assert_eq!(t.output_schema["type"], "object", "{} output", t.name);
             let errors = t.validate(&t.example);
             assert!(errors.is_empty(), "{} example invalid: {errors:?}", t.name);
         }
     }
 
+    /// Temporary (issue 37): every derived output schema equals the hand-kept one it
+    /// replaces, in full.
     #[test]
-    fn every_output_schema_belongs_to_a_tool() {
+    fn derived_output_schemas_equal_output_schemas_json() {
+        let file: serde_json::Map<String, Value> =
+            serde_json::from_str(include_str!("output_schemas.json")).unwrap();
         let tools = all_tools();
-        let names: Vec<&str> = crate::mcp::schema::output_schema_names().collect();
-        assert_eq!(names.len(), tools.len(), "output_schemas.json: {names:?}");
-        for name in names {
-            assert!(
-                tools.iter().any(|t| t.name == name),
-                "src/mcp/output_schemas.json describes {name}, which is no tool"
-            );
-        }
+        assert_eq!(file.len(), tools.len());
+        let differ: Vec<&str> = tools
+            .iter()
+            .filter(|t| file.get(t.name) != Some(&Value::Object(t.output_schema.clone())))
+            .map(|t| t.name)
+            .collect();
+        assert!(differ.is_empty(), "{} differ: {differ:?}", differ.len());
     }
 
     #[test]
