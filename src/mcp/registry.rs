@@ -76,22 +76,6 @@ mod tests {
         }
     }
 
-    /// Temporary (issue 37): every derived output schema equals the hand-kept one it
-    /// replaces, in full.
-    #[test]
-    fn derived_output_schemas_equal_output_schemas_json() {
-        let file: serde_json::Map<String, Value> =
-            serde_json::from_str(include_str!("output_schemas.json")).unwrap();
-        let tools = all_tools();
-        assert_eq!(file.len(), tools.len());
-        let differ: Vec<&str> = tools
-            .iter()
-            .filter(|t| file.get(t.name) != Some(&Value::Object(t.output_schema.clone())))
-            .map(|t| t.name)
-            .collect();
-        assert!(differ.is_empty(), "{} differ: {differ:?}", differ.len());
-    }
-
     #[test]
     fn every_string_field_has_a_length_limit() {
         fn walk(name: &str, path: &str, schema: &Value) {

@@ -1,12 +1,15 @@
 //! JSON Schemas for tool parameters and results, and the validator that runs before any
 //! handler.
 //!
-//! Schemas are generated from the typed parameter and result structs (schemars, with
-//! subschemas inlined so an agent reads one flat document). The validator covers the
-//! subset of JSON Schema that those structs produce (`type`, `enum`, `const`,
-//! `properties`, `required`, `additionalProperties`, `items`, `minItems`/`maxItems`,
-//! `minLength`/`maxLength`, `pattern`, `minimum`/`maximum`, `anyOf`/`oneOf`) and
-//! reports *every* problem with its field path, not just the first.
+//! Schemas are generated with schemars from the types: a tool's `inputSchema` from the
+//! MCP layer's parameter struct (what it deserializes, [`schema_for`]), its `outputSchema`
+//! from the result type its handler returns, which derives `JsonSchema` beside `Serialize`
+//! (what it serializes to, [`output_schema_for`]). Both go through one generator function,
+//! with subschemas inlined so an agent reads one flat document, and only standard
+//! formats. The validator covers the subset of JSON Schema that those types produce
+//! (`type`, `enum`, `const`, `properties`, `required`, `additionalProperties`, `items`,
+//! `minItems`/`maxItems`, `minLength`/`maxLength`, `pattern`, `minimum`/`maximum`,
+//! `anyOf`/`oneOf`) and reports *every* problem with its field path, not just the first.
 
 use schemars::JsonSchema;
 use serde_json::{Map, Value};
@@ -25,6 +28,9 @@ pub fn output_schema_for<T: JsonSchema>() -> Map<String, Value> {
     generate::<T>(schemars::generate::SchemaSettings::draft2020_12().for_serialize())
 }
 
+/// The schema of `T` under `settings` (the deserialize or the serialize contract), as
+/// tools list it: subschemas inlined, no `$schema`/`title`/`$defs`, always an object with
+/// `properties`, only standard formats.
 fn generate<T: JsonSchema>(settings: schemars::generate::SchemaSettings) -> Map<String, Value> {
     let settings = settings.with(|s| {
         s.inline_subschemas = true;
@@ -77,7 +83,8 @@ const STANDARD_FORMATS: &[&str] = &[
 /// The keyword by which a field keeps a `format` that is not a standard one:
 /// `#[schemars(extend("x-format" = "float"))]` lists `"format": "float"` for that field
 /// alone ([`strip_nonstandard_formats`] removes the one schemars writes for every `f32`).
-/// `add_learning`'s `similarity` is listed so, and `tools/list` does not change.
+/// `add_learning`'s `similarity` is listed so, as `tools/list` listed it before its
+/// output schemas were derived.
 pub const KEPT_FORMAT: &str = "x-format";
 
 /// Remove every `format` that is not a standard one, at any depth (a field's

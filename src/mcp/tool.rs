@@ -49,9 +49,9 @@ pub struct ToolDef {
     pub name: &'static str,
     pub description: &'static str,
     pub effect: Effect,
-    /// What the parameters `P` accept ([`schema_for`]).
+    /// What the parameter type accepts ([`schema_for`]).
     pub input_schema: Map<String, Value>,
-    /// What the result `R` serializes to ([`output_schema_for`]): the contract of the
+    /// What the result type serializes to ([`output_schema_for`]): the contract of the
     /// tool's `structuredContent`.
     pub output_schema: Map<String, Value>,
     /// A complete, valid example call.
