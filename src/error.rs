@@ -13,7 +13,7 @@ use std::path::PathBuf;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// One field-level problem with a caller's input.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct FieldError {
     /// The offending field, as a JSON path (`gate_results[0].label`), or `tool_name`.
     pub field: String,

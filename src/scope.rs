@@ -176,7 +176,7 @@ pub fn critical_tools(profile: &str) -> &'static [&'static str] {
 }
 
 /// A profile's stored allow and deny lists (`None` = inherit / no removals).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ProfileScope {
     pub profile_type: String,
     pub allowed_tools: Option<Vec<String>>,
@@ -184,7 +184,7 @@ pub struct ProfileScope {
 }
 
 /// The result of `computeEffectiveTools()`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct EffectiveScope {
     pub profile_type: String,
     pub tools: Vec<String>,

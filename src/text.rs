@@ -39,13 +39,14 @@
 
 use std::cell::RefCell;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, FieldError, Result};
 
 /// Characters removed from a text, per class (see the module table). Zero classes are
 /// left out of the JSON.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct Removed {
     /// C0/C1 control characters other than tab and newline.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -438,7 +439,7 @@ pub(crate) fn exact(field: &str, text: &str) -> Result<(), FieldError> {
 }
 
 /// A tool result with what the text policy removed from the caller's text.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Cleaned<T> {
     #[serde(flatten)]
     pub result: T,

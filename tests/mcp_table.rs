@@ -435,10 +435,10 @@ async fn issue_bound_tools_say_how_to_bind_an_issue_when_none_is() {
     c.close().await;
 }
 
-/// The output schemas are data kept by hand; the strict check every call passes
-/// ([`undeclared`]) is what catches drift. It refuses a property the schema does not
-/// declare, at the top, in a nested object and in an array's items, and a missing
-/// required one; a result that matches passes.
+/// The output schemas are derived from the result types; the strict check every call
+/// passes ([`undeclared`]) catches what the derive cannot see. It refuses a property the
+/// schema does not declare, at the top, in a nested object and in an array's items, and a
+/// missing required one; a result that matches passes.
 #[test]
 fn the_strict_output_check_refuses_what_the_schema_does_not_declare() {
     let schema_of = |name: &str| {

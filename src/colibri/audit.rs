@@ -34,7 +34,7 @@ use super::{resolve_task, session_id, task_identifier};
 use crate::trail::chain::{MalformedRow, loose_text};
 
 /// One hash-chained record, as a Merkle leaf candidate.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ChainRecord {
     /// 1-based position in the verified sequence.
     pub position: i64,
@@ -288,7 +288,7 @@ pub(crate) fn frozen_root_breaks(
 }
 
 /// What `audit_session_start` returns.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct AuditSessionStarted {
     /// `A-{id}`.
     pub session_id: String,
@@ -308,7 +308,7 @@ pub struct VerifyTarget {
 }
 
 /// One record of a full trace.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TracedRecord {
     #[serde(flatten)]
     pub record: ChainRecord,
@@ -317,7 +317,7 @@ pub struct TracedRecord {
 }
 
 /// What `audit_verify_chain` (and `cairn audit verify`) returns.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ChainVerification {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
@@ -343,7 +343,7 @@ pub struct ChainVerification {
 }
 
 /// What `merkle_finalize` returns.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MerkleFinalized {
     pub session_id: String,
     /// Lower-case hex SHA-256 of the root node.
@@ -357,7 +357,7 @@ pub struct MerkleFinalized {
 }
 
 /// What `merkle_root` returns.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MerkleRootView {
     pub session_id: String,
     /// The frozen root if finalized, else the root over the session's current records.

@@ -35,7 +35,7 @@ pub mod tasks;
 pub mod thoughts;
 
 /// Colibri's priority names, mapped onto the issue scale (1 = most urgent).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Priority {
     Critical,
@@ -45,14 +45,6 @@ pub enum Priority {
 }
 
 impl Priority {
-    /// Every variant, in declaration order.
-    pub const ALL: [Priority; 4] = [
-        Priority::Critical,
-        Priority::High,
-        Priority::Normal,
-        Priority::Low,
-    ];
-
     /// The issue priority level: critical 1, high 2, normal 3, low 4.
     pub fn level(self) -> u8 {
         match self {

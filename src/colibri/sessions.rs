@@ -13,7 +13,9 @@ use super::merkle;
 use super::tasks::task_family;
 use super::{parse_session_id, session_id};
 /// How much an audit session covers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum AuditScope {
     /// The task only.
@@ -24,9 +26,6 @@ pub enum AuditScope {
 }
 
 impl AuditScope {
-    /// Every variant, in declaration order.
-    pub const ALL: [AuditScope; 2] = [AuditScope::Shallow, AuditScope::Deep];
-
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             AuditScope::Shallow => "shallow",

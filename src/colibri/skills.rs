@@ -30,7 +30,7 @@ use crate::store::Store;
 pub const SKILL_FILE_MAX_BYTES: u64 = 1024 * 1024;
 
 /// One skill.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Skill {
     /// The directory name under .agents/skills/.
     pub name: String,
@@ -42,7 +42,7 @@ pub struct Skill {
 }
 
 /// A skill whose SKILL.md could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct SkillError {
     /// Root-relative path of the SKILL.md file (or the skill directory).
     pub path: String,
@@ -51,7 +51,7 @@ pub struct SkillError {
 }
 
 /// What `skill_list` returns.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct SkillList {
     /// Skills matching the filters, by name.
     pub skills: Vec<Skill>,

@@ -80,7 +80,7 @@ pub struct TaskCreate {
 }
 
 /// What `task_create` returns.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TaskCreated {
     /// The task's identifier (`PFX-N`), also its issue identifier.
     pub task_id: String,
@@ -93,7 +93,7 @@ pub struct TaskCreated {
 }
 
 /// One task with all its metadata (`task_get`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TaskView {
     pub task_id: String,
     pub title: String,
@@ -138,7 +138,7 @@ pub struct TaskUpdate {
 }
 
 /// What `task_update` returns.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TaskUpdated {
     pub task_id: String,
     pub status: Status,
@@ -153,7 +153,7 @@ pub struct TaskUpdated {
 }
 
 /// `task_list` sort keys.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SortBy {
     Created,
@@ -164,28 +164,13 @@ pub enum SortBy {
     Progress,
 }
 
-impl SortBy {
-    /// Every variant, in declaration order.
-    pub const ALL: [SortBy; 4] = [
-        SortBy::Created,
-        SortBy::Updated,
-        SortBy::Priority,
-        SortBy::Progress,
-    ];
-}
-
 /// Sort direction.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SortOrder {
     Asc,
     #[default]
     Desc,
-}
-
-impl SortOrder {
-    /// Every variant, in declaration order.
-    pub const ALL: [SortOrder; 2] = [SortOrder::Asc, SortOrder::Desc];
 }
 
 /// Filters, order and page of `task_list`.
@@ -210,7 +195,7 @@ pub struct TaskQuery {
 }
 
 /// One row of `task_list`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TaskSummary {
     pub task_id: String,
     pub title: String,
@@ -224,7 +209,7 @@ pub struct TaskSummary {
 }
 
 /// A page of tasks.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TaskPage {
     pub tasks: Vec<TaskSummary>,
     /// Every task matching the filters, ignoring limit and offset.
@@ -235,7 +220,7 @@ pub struct TaskPage {
 }
 
 /// A task ready to be picked up.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct NextAction {
     pub task_id: String,
     pub title: String,
@@ -250,7 +235,7 @@ pub struct NextAction {
 }
 
 /// A blocked task and why.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct BlockedTask {
     pub task_id: String,
     pub title: String,
@@ -258,7 +243,7 @@ pub struct BlockedTask {
 }
 
 /// What `task_next_actions` returns.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct NextActions {
     pub next_actions: Vec<NextAction>,
     pub count: usize,

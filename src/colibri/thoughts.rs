@@ -33,7 +33,7 @@ use super::{resolve_task, task_identifier, thought_id};
 pub const METADATA_MAX_BYTES: usize = 16 * 1024;
 
 /// The kinds of thought the document names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ThoughtType {
     Reflection,
@@ -44,15 +44,6 @@ pub enum ThoughtType {
 }
 
 impl ThoughtType {
-    /// Every variant, in declaration order.
-    pub const ALL: [ThoughtType; 5] = [
-        ThoughtType::Reflection,
-        ThoughtType::Decision,
-        ThoughtType::Discovery,
-        ThoughtType::Risk,
-        ThoughtType::Blockers,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             ThoughtType::Reflection => "reflection",
@@ -137,7 +128,7 @@ pub struct NewThought {
 }
 
 /// What `thought_record` returns.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ThoughtRecorded {
     /// `Θ-{id}`.
     pub thought_id: String,
@@ -155,7 +146,7 @@ pub struct ThoughtRecorded {
 }
 
 /// One stored thought.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Thought {
     pub thought_id: String,
     /// The task this record belongs to.
@@ -200,7 +191,7 @@ impl StoredThought {
 }
 
 /// One failed check of a hash chain.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct BrokenLink {
     /// 1-based position in the verified sequence (for one task's thoughts alone, the
     /// chain position).
@@ -421,7 +412,7 @@ pub struct ThoughtQuery {
 }
 
 /// What `thought_record_list` returns.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ThoughtList {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,

@@ -15,7 +15,7 @@ use crate::trail::status::{StatusChange, block_parent_in, history_in};
 use crate::work::prs::{PullRequestSummary, prs_of};
 
 /// Everything recorded about an issue (`get_issue`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct IssueDetails {
     #[serde(flatten)]
     pub issue: Issue,
@@ -34,7 +34,7 @@ pub struct IssueDetails {
 }
 
 /// A finding in one line.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct FindingSummary {
     pub id: String,
     pub category: String,
@@ -43,7 +43,7 @@ pub struct FindingSummary {
 }
 
 /// The essential state of an issue (`get_issue_status`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IssueStatus {
     pub id: String,

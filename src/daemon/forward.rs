@@ -573,8 +573,12 @@ pub fn check_answer(name: &str, result: &Value) -> Result<(), String> {
         if *structured != said {
             return Err("the text block says something else than structuredContent".into());
         }
-        let schema = schema::output_schema(name).ok_or("the tool has no output schema")?;
-        if let Some(e) = schema::validate(&schema, structured).first() {
+        let schema = &all_tools()
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or("no such tool")?
+            .output_schema;
+        if let Some(e) = schema::validate(schema, structured).first() {
             return Err(format!(
                 "the result breaks the output schema of {name}: {}: {}",
                 e.field, e.message

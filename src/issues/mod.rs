@@ -40,7 +40,9 @@ pub mod limits {
 }
 
 /// The statuses an issue can have (one set for both vocabularies).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Backlog,
@@ -92,7 +94,7 @@ impl std::fmt::Display for Status {
 }
 
 /// A project: a board of issues with a prefix and, optionally, a repository path.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Project {
     pub id: String,
     pub slug: String,
@@ -121,7 +123,7 @@ impl Project {
 }
 
 /// An issue (a Colibri task is the same record).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Issue {
     pub id: String,
     pub identifier: String,

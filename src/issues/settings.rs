@@ -39,28 +39,34 @@ pub mod limits {
 }
 
 /// A configured quality gate.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Gate {
     /// Command to run.
+    #[schemars(length(min = 1, max = limits::COMMAND_MAX))]
     pub command: String,
     /// Human-readable label.
+    #[schemars(length(min = 1, max = limits::LABEL_MAX))]
     pub label: String,
     /// Whether this gate must pass.
     pub required: bool,
 }
 
 /// Risk scoring thresholds (the spec's camelCase keys).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RiskThresholds {
     /// Changed lines at or below which size adds no risk.
+    #[schemars(range(max = limits::THRESHOLD_MAX))]
     pub low_lines: u64,
     /// Changed lines at or above which size adds full risk.
+    #[schemars(range(max = limits::THRESHOLD_MAX))]
     pub high_lines: u64,
     /// Changed files at or below which breadth adds no risk.
+    #[schemars(range(max = limits::THRESHOLD_MAX))]
     pub low_files: u64,
     /// Changed files at or above which breadth adds full risk.
+    #[schemars(range(max = limits::THRESHOLD_MAX))]
     pub high_files: u64,
 }
 

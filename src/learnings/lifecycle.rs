@@ -165,11 +165,14 @@ pub fn same_lesson(cosine: f32, a: &str, b: &str) -> bool {
 }
 
 /// How a learning did for an issue, in the words of the agent that used it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
+    /// It applied and helped with the work.
     Helped,
+    /// It did not apply to this work (says little about its truth).
     NotRelevant,
+    /// It is wrong or outdated: following it caused a problem.
     Wrong,
 }
 
@@ -190,7 +193,7 @@ impl Outcome {
 }
 
 /// The standing verdicts on a learning, one per issue.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct FeedbackCounts {
     pub helped: u32,
     pub not_relevant: u32,

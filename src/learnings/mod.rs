@@ -34,6 +34,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::store::db::{Conn, Row, params};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use graph::GRAPH_MIN;
@@ -71,7 +72,7 @@ pub mod limits {
 }
 
 /// What kind of lesson a learning is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LearningType {
     Convention,
@@ -100,7 +101,7 @@ impl LearningType {
 }
 
 /// A recorded learning.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Learning {
     pub id: String,
     pub pattern: String,
@@ -121,8 +122,9 @@ pub struct Learning {
     pub updated_at: String,
     /// The learning that replaced this one, if any (it then leaves default results).
     pub superseded_by: Option<String>,
-    /// When a person archived it (it then leaves every search until restored).
+    /// When a person archived it (it then leaves every search until restored); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub archived_at: Option<String>,
     /// Other issues that recorded the same lesson (merged into this one).
     pub confirmations: u32,
@@ -137,7 +139,7 @@ pub struct Learning {
 
 /// A learning as `add_learning` answers: the one recorded, or the existing learning the
 /// new one was merged into.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Added {
     #[serde(flatten)]
     pub learning: Learning,
@@ -146,6 +148,7 @@ pub struct Added {
     pub merged: bool,
     /// Embedding similarity with the learning it was merged into (1 for the same text).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-format" = "float"))]
     pub similarity: Option<f32>,
     /// Learnings this one superseded.
     pub superseded: Vec<String>,
@@ -211,18 +214,16 @@ pub struct NewFeedback {
 }
 
 /// One search hit: the learning and its score.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(transform = score_after_updated_at)]
 pub struct LearningHit {
     #[serde(flatten)]
     pub learning: Learning,
     pub score: ScoreBreakdown,
-    /// Lower-ranked learnings that say much the same as this one (embeddings at least
-    /// [`lifecycle::SIMILAR_COSINE`] similar), listed here instead of taking places of
-    /// their own; best first. Absent when there are none.
+    /// Lower-ranked learnings that say much the same as this one (embeddings at least 0.8 similar), listed here instead of taking places of their own; best first. An answer lists at most `limit` of them in all. Absent when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub similar: Vec<SimilarHit>,
-    /// More restatements of this hit that were found but left out: an answer lists at
-    /// most `limit` restatements in all. Absent when none.
+    /// More restatements of this hit that were found but left out (an answer lists at most `limit` restatements in all). Absent when none.
     #[serde(skip_serializing_if = "is_zero")]
     pub similar_omitted: u32,
 }
@@ -231,8 +232,25 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+/// A hit's schema lists `score` as required right after `updated_at`, where `tools/list`
+/// has shown it since before [`Learning`] gained its lifecycle fields.
+fn score_after_updated_at(schema: &mut schemars::Schema) {
+    let Some(serde_json::Value::Array(required)) = schema.get_mut("required") else {
+        return;
+    };
+    if let Some(i) = required.iter().position(|r| r == "score") {
+        let score = required.remove(i);
+        let at = required
+            .iter()
+            .position(|r| r == "updated_at")
+            .map_or(required.len(), |u| u + 1);
+        required.insert(at, score);
+    }
+}
+
 /// A learning listed under a hit it restates.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(transform = score_after_updated_at)]
 pub struct SimilarHit {
     #[serde(flatten)]
     pub learning: Learning,
@@ -242,7 +260,7 @@ pub struct SimilarHit {
 }
 
 /// Search results, best first.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SearchResults {
     pub results: Vec<LearningHit>,
     pub count: usize,
@@ -270,7 +288,7 @@ impl SearchResults {
 }
 
 /// One entry of a learning's history.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct HistoryEntry {
     /// `created`, `verified`, `rated`, `merged`, `supersedes`, `superseded`, `feedback`,
     /// `outcome`, `flagged` or `aged`.
@@ -289,7 +307,7 @@ pub struct HistoryEntry {
 }
 
 /// A learning with its supersession chain and history, oldest first.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct LearningDetail {
     #[serde(flatten)]
     pub learning: Learning,
@@ -301,7 +319,7 @@ pub struct LearningDetail {
 }
 
 /// What a rebuild did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ReindexReport {
     /// Learnings in the rebuilt index.
     pub learnings: u64,

@@ -199,7 +199,7 @@ pub(crate) fn parse(text: &str) -> Result<ParsedQuery> {
 
 /// The score of a hit, its three components (each in `[0, 1]`) and the evidence behind
 /// its relevance.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, schemars::JsonSchema)]
 pub struct ScoreBreakdown {
     /// `0.5·relevance + 0.3·field_priority + 0.2·quality`.
     pub total: f32,

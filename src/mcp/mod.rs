@@ -2,11 +2,9 @@
 //!
 //! - [`tool`]: declaring a tool (typed params and results → schemas, effect, handler).
 //! - [`registry`]: the list of every tool.
-//! - [`schema`]: input-schema generation, the output schemas (`output_schemas.json`, data
-//!   kept by hand) and the validator that runs before every handler.
+//! - [`schema`]: schema generation and the validator that runs before every handler.
 //! - [`dialect`]: the listed form of the input schemas, in the subset strict
 //!   function-calling dialects accept.
-//! - [`enums`]: the `JsonSchema` of the domain enums that tool parameters name.
 //! - [`envelope`]: the structured error body and the help prompt.
 //! - [`lanes`]: which tool handlers run at once on a server many sessions share.
 //! - [`prompts`]: the prompts (`start_work`, `record_learning`) and argument completion.
@@ -19,7 +17,6 @@
 //! - [`tools`]: one file per tool family, each a thin adapter over [`crate::Cairn`].
 
 pub mod dialect;
-pub mod enums;
 pub mod envelope;
 pub mod lanes;
 pub mod prompts;

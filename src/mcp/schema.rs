@@ -1,17 +1,15 @@
 //! JSON Schemas for tool parameters and results, and the validator that runs before any
 //! handler.
 //!
-//! Input schemas are generated from the MCP layer's typed parameter structs (schemars,
-//! with subschemas inlined so an agent reads one flat document). Output schemas are data:
-//! every tool's `outputSchema` is kept in `output_schemas.json` beside this file (see
-//! docs/mcp-clients.md, "Output schemas are data"), so the domain's result types need only `Serialize`;
-//! the strict output check of the test suite keeps the file true to the results. The
-//! validator covers the subset of JSON Schema that the parameter structs produce
+//! Schemas are generated with schemars from the types: a tool's `inputSchema` from the
+//! MCP layer's parameter struct (what it deserializes, [`schema_for`]), its `outputSchema`
+//! from the result type its handler returns, which derives `JsonSchema` beside `Serialize`
+//! (what it serializes to, [`output_schema_for`]). Both go through one generator function,
+//! with subschemas inlined so an agent reads one flat document, and only standard
+//! formats. The validator covers the subset of JSON Schema that those types produce
 //! (`type`, `enum`, `const`, `properties`, `required`, `additionalProperties`, `items`,
 //! `minItems`/`maxItems`, `minLength`/`maxLength`, `pattern`, `minimum`/`maximum`,
 //! `anyOf`/`oneOf`) and reports *every* problem with its field path, not just the first.
-
-use std::sync::LazyLock;
 
 use schemars::JsonSchema;
 use serde_json::{Map, Value};
@@ -20,11 +18,23 @@ use crate::error::FieldError;
 
 /// The schema of what `T` accepts (a tool's parameters), inlined, as a JSON object.
 pub fn schema_for<T: JsonSchema>() -> Map<String, Value> {
-    let settings = schemars::generate::SchemaSettings::draft2020_12()
-        .for_deserialize()
-        .with(|s| {
-            s.inline_subschemas = true;
-        });
+    generate::<T>(schemars::generate::SchemaSettings::draft2020_12().for_deserialize())
+}
+
+/// The schema of what `T` serializes to (a tool's result): a field that
+/// `skip_serializing_if` may leave out is not `required`, so the `outputSchema` tells
+/// the truth about every result.
+pub fn output_schema_for<T: JsonSchema>() -> Map<String, Value> {
+    generate::<T>(schemars::generate::SchemaSettings::draft2020_12().for_serialize())
+}
+
+/// The schema of `T` under `settings` (the deserialize or the serialize contract), as
+/// tools list it: subschemas inlined, no `$schema`/`title`/`$defs`, always an object with
+/// `properties`, only standard formats.
+fn generate<T: JsonSchema>(settings: schemars::generate::SchemaSettings) -> Map<String, Value> {
+    let settings = settings.with(|s| {
+        s.inline_subschemas = true;
+    });
     let schema = settings.into_generator().into_root_schema_for::<T>();
     let mut value = serde_json::to_value(schema).unwrap_or_else(|_| Value::Object(Map::new()));
     if let Value::Object(map) = &mut value {
@@ -43,21 +53,6 @@ pub fn schema_for<T: JsonSchema>() -> Map<String, Value> {
         return std::mem::take(map);
     }
     Map::new()
-}
-
-/// Every tool's `outputSchema`, by tool name: the contract of its `structuredContent`.
-static OUTPUT_SCHEMAS: LazyLock<Map<String, Value>> =
-    LazyLock::new(|| serde_json::from_str(include_str!("output_schemas.json")).unwrap_or_default());
-
-/// The `outputSchema` of the tool `name`, from `output_schemas.json`; `None` when the file
-/// has no entry for it (a registry test requires one for every tool, and no other).
-pub fn output_schema(name: &str) -> Option<Map<String, Value>> {
-    OUTPUT_SCHEMAS.get(name).and_then(Value::as_object).cloned()
-}
-
-/// The names of the tools `output_schemas.json` describes.
-pub fn output_schema_names() -> impl Iterator<Item = &'static str> {
-    OUTPUT_SCHEMAS.keys().map(String::as_str)
 }
 
 /// The `format` values JSON Schema 2020-12 defines. schemars adds its own (`uint8`,
@@ -85,9 +80,17 @@ const STANDARD_FORMATS: &[&str] = &[
     "regex",
 ];
 
-/// Remove every `format` that is not a standard one, at any depth, and spell a bare
-/// `true` subschema (any value; schemars' form for a `serde_json::Value`) as `{}`, the
-/// same contract, which strict clients accept where a schema object is expected.
+/// The keyword by which a field keeps a `format` that is not a standard one:
+/// `#[schemars(extend("x-format" = "float"))]` lists `"format": "float"` for that field
+/// alone ([`strip_nonstandard_formats`] removes the one schemars writes for every `f32`).
+/// `add_learning`'s `similarity` is listed so, as `tools/list` listed it before its
+/// output schemas were derived.
+pub const KEPT_FORMAT: &str = "x-format";
+
+/// Remove every `format` that is not a standard one, at any depth (a field's
+/// [`KEPT_FORMAT`] becomes its `format`), and spell a bare `true` subschema (any value;
+/// schemars' form for a `serde_json::Value`) as `{}`, the same contract, which strict
+/// clients accept where a schema object is expected.
 fn strip_nonstandard_formats(v: &mut Value) {
     let Value::Object(map) = v else { return };
     if let Some(f) = map.get("format").and_then(Value::as_str)
@@ -111,6 +114,9 @@ fn strip_nonstandard_formats(v: &mut Value) {
             map.entry("maximum").or_insert(hi);
         }
         map.remove("format");
+    }
+    if let Some(kept) = map.remove(KEPT_FORMAT) {
+        map.insert("format".into(), kept);
     }
     let any = |s: &mut Value| {
         if *s == Value::Bool(true) {

@@ -1,7 +1,8 @@
 //! Declaring a tool: its typed parameters (the `inputSchema`; `#[serde(deny_unknown_fields)]`
-//! makes unknown properties an error), its serializable result (whose `outputSchema` is
-//! the tool's entry in `output_schemas.json`), its effect, an example and a handler. Handlers are plain synchronous functions over the domain
-//! facade; the server runs them on the blocking pool.
+//! makes unknown properties an error), its typed result (the `outputSchema`, derived from
+//! what the result type serializes to), its effect, an example and a handler. Handlers are
+//! plain synchronous functions over the domain facade; the server runs them on the
+//! blocking pool.
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use crate::error::{Error, FieldError, Result};
 use crate::scope::Profile;
 
 use super::lanes::Lane;
-use super::schema::{coerce_integers, output_schema, schema_for, validate};
+use super::schema::{coerce_integers, output_schema_for, schema_for, validate};
 
 /// What a tool does to the world, told truthfully to clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,9 +49,10 @@ pub struct ToolDef {
     pub name: &'static str,
     pub description: &'static str,
     pub effect: Effect,
+    /// What the parameter type accepts ([`schema_for`]).
     pub input_schema: Map<String, Value>,
-    /// From `output_schemas.json`; empty when the file has no entry for the tool (a
-    /// registry test fails).
+    /// What the result type serializes to ([`output_schema_for`]): the contract of the
+    /// tool's `structuredContent`.
     pub output_schema: Map<String, Value>,
     /// A complete, valid example call.
     pub example: Value,
@@ -119,7 +121,7 @@ impl ToolDef {
     }
 }
 
-/// Declare a tool from its typed parameters `P`, serializable result `R` and handler.
+/// Declare a tool from its typed parameters `P`, typed result `R` and handler.
 pub fn tool<P, R, F>(
     name: &'static str,
     description: &'static str,
@@ -129,7 +131,7 @@ pub fn tool<P, R, F>(
 ) -> ToolDef
 where
     P: DeserializeOwned + JsonSchema + 'static,
-    R: Serialize + 'static,
+    R: Serialize + JsonSchema + 'static,
     F: Fn(&ToolCtx<'_>, P) -> Result<R> + Send + Sync + 'static,
 {
     let handler = move |cx: &ToolCtx<'_>, args: Value| -> Result<Value> {
@@ -145,7 +147,7 @@ where
         description,
         effect,
         input_schema: schema_for::<P>(),
-        output_schema: output_schema(name).unwrap_or_default(),
+        output_schema: output_schema_for::<R>(),
         example,
         needs_issue: false,
         profiles: None,

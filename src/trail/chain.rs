@@ -44,7 +44,7 @@ pub const GENESIS_HASH: &str = "000000000000000000000000000000000000000000000000
 
 /// The categories of findings: the five of `add_finding`, plus the phase claims and
 /// verdicts recorded by `complete_phase` / `approve_phase` / `reject_phase`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FindingCategory {
     TestResult,
@@ -126,7 +126,7 @@ impl RecordKind {
 }
 
 /// One stored trail record, exactly as hashed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TrailRecord {
     pub id: String,
     /// The issue's opaque id.
@@ -381,7 +381,7 @@ pub(crate) fn chain_loose(
 }
 
 /// One place where a chain does not hold.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct BrokenLink {
     /// Position of the record (or, for a missing record, the position expected).
     pub position: u64,
@@ -405,7 +405,7 @@ pub struct BrokenLink {
 }
 
 /// The result of re-computing an issue's chain.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TrailVerification {
     pub issue: String,
     pub total_records: u64,

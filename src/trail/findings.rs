@@ -37,7 +37,7 @@ const RESERVED: [&str; 9] = [
 /// A finding as tools show it: the record's own fields (`summary`, `details`, `files`;
 /// for a phase claim or verdict the spec's PhaseCompletionFinding / PhaseVerdictFinding
 /// fields) flattened beside its id, category and the derived `processed` flag.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Finding {
     /// `f-…`, `pc-…` (phase claim) or `pv-…` (phase verdict).
     pub id: String,
@@ -100,7 +100,7 @@ impl Finding {
 }
 
 /// A comment on an issue.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Comment {
     pub id: String,
     pub position: u64,

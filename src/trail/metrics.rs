@@ -35,7 +35,7 @@ pub struct NewCoverage {
 }
 
 /// A stored coverage row.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Coverage {
     pub file_path: String,
     pub concept: String,
@@ -82,7 +82,7 @@ pub struct NewTestHealth {
 }
 
 /// A stored test-health record with its trend.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TestHealth {
     pub id: i64,
     pub issue: String,

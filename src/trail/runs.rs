@@ -47,7 +47,9 @@ pub const EVENT_TYPES: [&str; 5] = ["system", "assistant", "user", "result", "ra
 pub const EVENT_SUBTYPES: [&str; 5] = ["init", "thinking", "text", "tool_use", "tool_result"];
 
 /// Event types of a stream-JSON log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum EventType {
     System,
@@ -58,7 +60,9 @@ pub enum EventType {
 }
 
 /// Event subtypes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum EventSubtype {
     Init,
@@ -69,15 +73,6 @@ pub enum EventSubtype {
 }
 
 impl EventType {
-    /// Every variant, in declaration order.
-    pub const ALL: [EventType; 5] = [
-        EventType::System,
-        EventType::Assistant,
-        EventType::User,
-        EventType::Result,
-        EventType::RateLimitEvent,
-    ];
-
     /// The name stored in the log and the database.
     pub fn as_str(self) -> &'static str {
         EVENT_TYPES[self as usize]
@@ -85,15 +80,6 @@ impl EventType {
 }
 
 impl EventSubtype {
-    /// Every variant, in declaration order.
-    pub const ALL: [EventSubtype; 5] = [
-        EventSubtype::Init,
-        EventSubtype::Thinking,
-        EventSubtype::Text,
-        EventSubtype::ToolUse,
-        EventSubtype::ToolResult,
-    ];
-
     /// The name stored in the log and the database.
     pub fn as_str(self) -> &'static str {
         EVENT_SUBTYPES[self as usize]
@@ -101,7 +87,7 @@ impl EventSubtype {
 }
 
 /// One recorded run, in brief.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RunSummary {
     pub id: String,
     /// The outcome: `success`, an `error_*` subtype, or `incomplete` (no result event).
@@ -118,7 +104,7 @@ pub struct RunSummary {
 }
 
 /// What `cairn run ingest` reports.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct IngestReport {
     pub issue: String,
     pub run: RunSummary,
@@ -129,7 +115,7 @@ pub struct IngestReport {
 }
 
 /// One event of a run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RunEvent {
     pub run_id: String,
     /// 1-based order within the run.
@@ -153,7 +139,7 @@ pub struct RunEventQuery {
 }
 
 /// A page of events.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RunEventPage {
     pub events: Vec<RunEvent>,
     /// Events matching the filters, over all pages.

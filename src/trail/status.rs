@@ -72,7 +72,7 @@ pub fn check_transition(from: Status, to: Status) -> Result<()> {
 }
 
 /// One entry of an issue's status history.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct StatusChange {
     pub from: Status,
     pub to: Status,

@@ -245,7 +245,7 @@ pub(crate) fn chunk_collection(c: &Conn<'_>, id: u64) -> Result<Option<String>> 
 }
 
 /// Where a hit comes from and what it covers.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct HitMetadata {
     /// Headings above the chunk, `Guide > Install > From source`.
     pub heading_path: String,
@@ -267,7 +267,7 @@ pub struct HitMetadata {
 }
 
 /// One search result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct VaultHit {
     /// The chunk's text, verbatim from the file.
     pub text: String,

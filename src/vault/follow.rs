@@ -222,18 +222,18 @@ impl std::fmt::Debug for Inner {
 }
 
 /// The result of waiting for freshness (`fresh: true`, `cairn vault sync`).
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct Freshness {
     /// Every change seen before the wait began is indexed.
     pub complete: bool,
     /// How long the call waited, in milliseconds.
     pub waited_ms: u64,
-    /// What is still pending when incomplete: followed directories or files, or
-    /// changed paths.
+    /// What is still pending when incomplete: followed directories or files, or changed paths.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<String>,
     /// Why the wait gave up, or could not wait.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub note: Option<String>,
 }
 

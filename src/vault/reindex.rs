@@ -112,7 +112,7 @@ pub enum ReindexProgress {
 }
 
 /// The summary of a reindex.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct ReindexSummary {
     /// What paths are relative to: `project:<id>` or `dir:<absolute path>`.
     pub root: String,
@@ -146,7 +146,7 @@ pub struct ReindexSummary {
 }
 
 /// A Markdown entry `cairn reindex` did not index, and why.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct SkippedFile {
     pub path: String,
     pub reason: String,

@@ -26,7 +26,7 @@ pub const HEARTBEAT: Duration = Duration::from_secs(15);
 pub const LEASE: Duration = Duration::from_secs(45);
 
 /// What a root follows: a directory (`cairn reindex DIR`) or one file (`vault_update`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RootKind {
     Dir,
@@ -235,13 +235,14 @@ pub(crate) fn release(tx: &Conn<'_>, me: &str) -> Result<()> {
 
 /// One followed root of a collection, as `cairn vault status`, `server_health` and the
 /// daemon's `/health` show it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
+#[schemars(description = "One followed root of a collection.")]
 pub struct RootStatus {
     /// The followed directory or file, absolute (on the host that recorded it).
     pub root: String,
+    /// `dir` (cairn reindex) or `file` (vault_update).
     pub kind: RootKind,
-    /// `watching`, `rescanning` (events are not trusted: periodic rescans), or
-    /// `not followed`.
+    /// `watching`, `rescanning` (events are not trusted: periodic rescans), or `not followed`.
     pub following: String,
     /// Why it is rescanning or not followed.
     pub reason: Option<String>,
@@ -258,7 +259,7 @@ pub struct RootStatus {
 }
 
 /// One collection's freshness.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct CollectionStatus {
     pub collection: String,
     /// Documents in the collection.

@@ -56,7 +56,7 @@ pub const MAX_KNOWLEDGE_TOP_K: usize = 20;
 pub const MAX_PER_DOCUMENT_LIMIT: usize = 50;
 
 /// The result of `search_knowledge`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct KnowledgeResults {
     /// Hits at or above `min_score`, best `score` first.
     pub results: Vec<VaultHit>,
@@ -70,6 +70,7 @@ pub struct KnowledgeResults {
     pub note: Option<String>,
     /// With `fresh: true`: whether the wait for pending changes completed.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "super::follow::Freshness")]
     pub freshness: Option<super::follow::Freshness>,
 }
 
@@ -79,7 +80,7 @@ pub struct KnowledgeResults {
 pub struct Fresh<'a>(pub Option<&'a super::follow::Shared>);
 
 /// The result of `vault_update`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct UpdateResult {
     /// The document's path relative to the project root.
     pub path: String,
@@ -101,7 +102,7 @@ pub struct UpdateResult {
 }
 
 /// The result of `vault_delete`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct DeleteResult {
     /// The document's path relative to the project root.
     pub path: String,

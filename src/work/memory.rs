@@ -28,7 +28,7 @@ pub const FILENAME_MAX: usize = 255;
 pub const FILENAME_PATTERN: &str = r"^[a-zA-Z0-9_-]+\.md$";
 
 /// Where a memory file applies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MemoryScope {
     /// This project only.
@@ -37,13 +37,8 @@ pub enum MemoryScope {
     Global,
 }
 
-impl MemoryScope {
-    /// Every variant, in declaration order.
-    pub const ALL: [MemoryScope; 2] = [MemoryScope::Project, MemoryScope::Global];
-}
-
 /// What `update_memory` wrote.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MemoryWritten {
     pub scope: MemoryScope,
     pub filename: String,

@@ -59,7 +59,7 @@ pub const MAX_BYTES: u64 = 64 * 1024 * 1024;
 pub const REASON_MAX: usize = 2000;
 
 /// What `move_issue` did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MovedIssue {
     /// The issue's opaque id (unchanged).
     pub id: String,

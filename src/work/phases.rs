@@ -104,7 +104,7 @@ const CONTRACT_MAX_BYTES: u64 = 64 * 1024;
 pub const DEFAULT_CONTRACTS_DIR: &str = "prompts/phases";
 
 /// A phase that can be claimed complete.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Research,
@@ -114,14 +114,6 @@ pub enum Phase {
 }
 
 impl Phase {
-    /// Every variant, in declaration order.
-    pub const ALL: [Phase; 4] = [
-        Phase::Research,
-        Phase::Architecture,
-        Phase::Grooming,
-        Phase::Ready,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Research => "research",
@@ -133,18 +125,15 @@ impl Phase {
 }
 
 /// How sure the claimant is.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Confidence {
     High,
     #[default]
     Medium,
     Low,
-}
-
-impl Confidence {
-    /// Every variant, in declaration order.
-    pub const ALL: [Confidence; 3] = [Confidence::High, Confidence::Medium, Confidence::Low];
 }
 
 /// What `complete_phase` is asked to record.
@@ -164,7 +153,7 @@ pub struct PhaseCompletion {
 }
 
 /// A recorded completion claim: the spec's PhaseCompletionFinding.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PhaseClaim {
     /// `pc-…`
     pub id: String,
@@ -192,7 +181,7 @@ pub struct PhaseClaim {
 }
 
 /// A recorded judge verdict: the spec's PhaseVerdictFinding.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PhaseVerdict {
     /// `pv-…`
     pub id: String,

@@ -51,16 +51,20 @@ pub mod limits {
 }
 
 /// One quality gate's result, as the agent reports it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GateResult {
     /// Command that was run.
+    #[schemars(length(min = 1, max = limits::GATE_COMMAND_MAX))]
     pub command: String,
     /// Human-readable label.
+    #[schemars(length(min = 1, max = limits::GATE_LABEL_MAX))]
     pub label: String,
     /// Exit code (0 = pass).
+    #[schemars(range(min = -limits::EXIT_CODE_MAX, max = limits::EXIT_CODE_MAX))]
     pub exit_code: i64,
     /// Command output.
+    #[schemars(length(max = limits::GATE_OUTPUT_MAX))]
     pub output: String,
     /// Whether this gate is required (default false).
     #[serde(default)]
@@ -68,7 +72,7 @@ pub struct GateResult {
 }
 
 /// Per-file stats of a diff.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileStat {
     pub path: String,
     /// The old path of a rename.
@@ -80,7 +84,7 @@ pub struct FileStat {
 }
 
 /// The computed risk of a PR.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Risk {
     /// 0-100.
     pub score: u32,
@@ -91,7 +95,7 @@ pub struct Risk {
 }
 
 /// A PR record.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PullRequest {
     pub id: String,
     /// Identifier of the issue.
@@ -117,7 +121,7 @@ pub struct PullRequest {
 }
 
 /// A PR in one line.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PullRequestSummary {
     pub id: String,
     pub status: String,

@@ -43,7 +43,7 @@ const MARKER_MAX_BYTES: u64 = 4096;
 const MARKER_FILE_MAX_BYTES: u64 = 1024 * 1024;
 
 /// A verified workspace (the spec's success shape).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct WorkspaceInfo {
     /// Always true: a workspace that fails the check is an error with recovery steps.
     pub valid: bool,
@@ -195,7 +195,7 @@ pub fn verify_workspace(store: &Store, work: &WorkContext) -> Result<WorkspaceIn
 
 /// Where the phase and PR tools work: the verified worktree, or (without
 /// `--worktree-path`, which the spec makes optional) the project's path, unverified.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct WorktreeCheck {
     /// True when `--worktree-path` was given and its `.symphony-worktree` marker names
     /// the bound issue; false when the server has no worktree to verify.

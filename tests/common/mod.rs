@@ -7,8 +7,10 @@
 //! `tools/list`), and an error must carry no `structuredContent` and the envelope
 //! (`status`, `error.code`, `error.message`) as JSON text. A schema lie fails the test
 //! that made the call, wherever it is. The check is strict ([`undeclared`]): every
-//! property a result carries must be declared in the `outputSchema`, since the output
-//! schemas are hand-kept data (src/mcp/output_schemas.json), not derived from the types.
+//! property a result carries must be declared in the `outputSchema`. The output schemas
+//! are derived from the result types, but what the derive cannot see (a
+//! `#[schemars(with = ...)]`, a hand-written `Serialize`, a free-form `Value`) can still
+//! say something other than the result.
 
 #![allow(dead_code)]
 
@@ -400,8 +402,8 @@ pub struct OutputCheck {
 /// The strict half of the output check: where `value` carries a property that `schema`
 /// does not declare at that level (through `items`, `anyOf`/`oneOf` and
 /// `additionalProperties`), or lacks a `required` one. JSON Schema itself lets an
-/// undeclared property through; a result with one means the hand-kept output schema has
-/// drifted from the code. Returns one line per problem, with its path.
+/// undeclared property through; a result with one means the output schema has drifted
+/// from what the code serializes. Returns one line per problem, with its path.
 pub fn undeclared(schema: &Value, value: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     undeclared_at(schema, value, "", &mut problems);
@@ -519,8 +521,8 @@ pub fn check_result(name: &str, r: &CallToolResult, check: Option<&OutputCheck>)
         let problems = undeclared(&check.schema, value);
         assert!(
             problems.is_empty(),
-            "{name}: result does not match its outputSchema (update src/mcp/output_schemas.json): \
-             {problems:#?}\nresult: {value:#}"
+            "{name}: result does not match its outputSchema (see the result type's derive and \
+             its #[schemars] attributes): {problems:#?}\nresult: {value:#}"
         );
     }
 }

@@ -1,5 +1,6 @@
 //! System tools: `server_ping` and `server_health` (Colibri phase 0).
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
 
@@ -8,7 +9,7 @@ use crate::error::Result;
 use crate::mcp::tool::{Effect, NoParams, ToolCtx, ToolDef, tool};
 use crate::scope::Profile;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Ping {
     /// Always true when the server answers.
     pub ok: bool,
@@ -16,7 +17,7 @@ pub struct Ping {
     pub timestamp: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct DbHealth {
     pub open: bool,
     /// The schema's migration version (`PRAGMA user_version`).
@@ -26,18 +27,18 @@ pub struct DbHealth {
     pub path: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Middleware {
     /// The stages every tool call passes, in order.
     pub stages: Vec<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ToolCount {
     pub registered: usize,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Health {
     /// `ok`, or `degraded` when the database is unreachable or its schema is behind.
     pub status: String,

@@ -85,7 +85,7 @@ pub struct UpdateStatusParams {
     pub reason: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct StatusUpdated {
     /// The issue's identifier.
     pub issue: String,
@@ -230,7 +230,7 @@ pub struct CreateSubtaskParams {
     pub labels: Option<Vec<String>>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SubtaskCreated {
     pub subtask: Issue,
     /// The parent's identifier.
@@ -275,7 +275,7 @@ pub struct ListIssuesParams {
 }
 
 /// An issue in one line.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct IssueBrief {
     pub identifier: String,
     pub title: String,
@@ -287,7 +287,7 @@ pub struct IssueBrief {
     pub updated_at: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct IssueList {
     pub issues: Vec<IssueBrief>,
     pub count: usize,
@@ -320,39 +320,6 @@ fn list_issues(cx: &ToolCtx<'_>, p: ListIssuesParams) -> Result<IssueList> {
     })
 }
 
-/// One quality gate's result, as the agent reports it.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct GateResultArg {
-    /// Command that was run.
-    #[schemars(length(min = 1, max = pr_limits::GATE_COMMAND_MAX))]
-    pub command: String,
-    /// Human-readable label.
-    #[schemars(length(min = 1, max = pr_limits::GATE_LABEL_MAX))]
-    pub label: String,
-    /// Exit code (0 = pass).
-    #[schemars(range(min = -pr_limits::EXIT_CODE_MAX, max = pr_limits::EXIT_CODE_MAX))]
-    pub exit_code: i64,
-    /// Command output.
-    #[schemars(length(max = pr_limits::GATE_OUTPUT_MAX))]
-    pub output: String,
-    /// Whether this gate is required (default false).
-    #[serde(default)]
-    pub required: bool,
-}
-
-impl From<GateResultArg> for GateResult {
-    fn from(g: GateResultArg) -> GateResult {
-        GateResult {
-            command: g.command,
-            label: g.label,
-            exit_code: g.exit_code,
-            output: g.output,
-            required: g.required,
-        }
-    }
-}
-
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreatePrParams {
@@ -367,7 +334,7 @@ pub struct CreatePrParams {
     pub base_branch: String,
     /// Quality gate results.
     #[schemars(length(max = pr_limits::GATES_MAX))]
-    pub gate_results: Option<Vec<GateResultArg>>,
+    pub gate_results: Option<Vec<GateResult>>,
 }
 
 fn without_diff(mut pr: PullRequest) -> PullRequest {
@@ -376,7 +343,7 @@ fn without_diff(mut pr: PullRequest) -> PullRequest {
 }
 
 /// What `create_pr` returns: the PR, and which worktree (if any) was verified.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct PrCreated {
     #[serde(flatten)]
     pub pr: PullRequest,
@@ -391,12 +358,7 @@ fn create_pr(cx: &ToolCtx<'_>, p: CreatePrParams) -> Result<Cleaned<PrCreated>> 
                 diff: p.diff,
                 branch_name: p.branch_name,
                 base_branch: p.base_branch,
-                gate_results: p
-                    .gate_results
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(GateResult::from)
-                    .collect(),
+                gate_results: p.gate_results.unwrap_or_default(),
             },
         )?;
         Ok(PrCreated {
@@ -461,70 +423,17 @@ pub struct VaultSection {
     pub collections: Vec<String>,
 }
 
-/// A configured quality gate.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct GateArg {
-    /// Command to run.
-    #[schemars(length(min = 1, max = settings_limits::COMMAND_MAX))]
-    pub command: String,
-    /// Human-readable label.
-    #[schemars(length(min = 1, max = settings_limits::LABEL_MAX))]
-    pub label: String,
-    /// Whether this gate must pass.
-    pub required: bool,
-}
-
-impl From<GateArg> for Gate {
-    fn from(g: GateArg) -> Gate {
-        Gate {
-            command: g.command,
-            label: g.label,
-            required: g.required,
-        }
-    }
-}
-
-/// Risk scoring thresholds (the spec's camelCase keys).
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RiskThresholdsArg {
-    /// Changed lines at or below which size adds no risk.
-    #[schemars(range(max = settings_limits::THRESHOLD_MAX))]
-    pub low_lines: u64,
-    /// Changed lines at or above which size adds full risk.
-    #[schemars(range(max = settings_limits::THRESHOLD_MAX))]
-    pub high_lines: u64,
-    /// Changed files at or below which breadth adds no risk.
-    #[schemars(range(max = settings_limits::THRESHOLD_MAX))]
-    pub low_files: u64,
-    /// Changed files at or above which breadth adds full risk.
-    #[schemars(range(max = settings_limits::THRESHOLD_MAX))]
-    pub high_files: u64,
-}
-
-impl From<RiskThresholdsArg> for RiskThresholds {
-    fn from(t: RiskThresholdsArg) -> RiskThresholds {
-        RiskThresholds {
-            low_lines: t.low_lines,
-            high_lines: t.high_lines,
-            low_files: t.low_files,
-            high_files: t.high_files,
-        }
-    }
-}
-
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigureProjectParams {
     /// Quality gate commands.
     #[schemars(length(max = settings_limits::GATES_MAX))]
-    pub gates: Option<Vec<GateArg>>,
+    pub gates: Option<Vec<Gate>>,
     /// Glob patterns for sensitive files.
     #[schemars(length(max = settings_limits::GLOBS_MAX), inner(length(min = 1, max = settings_limits::GLOB_MAX)))]
     pub sensitive_paths: Option<Vec<String>>,
     /// Risk scoring thresholds.
-    pub risk_thresholds: Option<RiskThresholdsArg>,
+    pub risk_thresholds: Option<RiskThresholds>,
     /// Custom instructions for workers.
     #[schemars(length(max = settings_limits::INSTRUCTIONS_MAX))]
     pub worker_instructions: Option<String>,
@@ -542,11 +451,9 @@ fn configure_project(cx: &ToolCtx<'_>, p: ConfigureProjectParams) -> Result<Proj
     cx.cairn.configure_project(
         cx.work.require_project()?,
         &SettingsUpdate {
-            gates: p
-                .gates
-                .map(|gates| gates.into_iter().map(Gate::from).collect()),
+            gates: p.gates,
             sensitive_paths: p.sensitive_paths,
-            risk_thresholds: p.risk_thresholds.map(RiskThresholds::from),
+            risk_thresholds: p.risk_thresholds,
             worker_instructions: p.worker_instructions,
             judge_instructions: p.judge_instructions,
             vault_collections: p.vault.map(|v| v.collections),

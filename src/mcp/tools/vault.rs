@@ -59,12 +59,13 @@ pub struct PathParams {
     pub path: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct RetrieveResult {
     /// Best first, by `score` (cosine similarity fused with BM25 and keyword overlap).
     pub results: Vec<VaultHit>,
     /// With `fresh: true`: whether the wait for pending changes completed.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Freshness")]
     pub freshness: Option<Freshness>,
 }
 
