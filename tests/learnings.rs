@@ -1,7 +1,8 @@
-//! Learnings through the real binary: `add_learning` quality gates, the ranking blend
-//! on a small hand-written set, hostile queries, and the index life cycle across
-//! processes (two servers, a writer killed mid-commit, a deleted index directory, a
-//! busy writer).
+//! Learnings: `add_learning` quality gates, the ranking blend on a small hand-written
+//! set and hostile queries over MCP in process (set-up through the facade), and through
+//! the real binary the index life cycle across processes (two servers, a writer killed
+//! mid-commit, a deleted index directory, a busy writer, the group commit of `cairn
+//! serve`), ratings from another process, and the model switched off for a process.
 
 use std::fs::File;
 
@@ -15,16 +16,13 @@ fn setup(env: &Env) -> String {
     env.issue("web", "Learn things")
 }
 
-/// Record a learning through the CLI; returns its id.
+/// Record a learning as `cairn learnings add` does, through the facade (a one-shot
+/// writer beside the server); returns its id.
 fn add(env: &Env, issue: &str, pattern: &str, context: Option<&str>, applies: &[&str]) -> String {
-    let mut args = vec!["learnings", "add", "--issue", issue, "--pattern", pattern];
-    if let Some(c) = context {
-        args.extend(["--context", c]);
-    }
-    for a in applies {
-        args.extend(["--applies-to", a]);
-    }
-    env.json(&args)["id"].as_str().unwrap().to_string()
+    env.add_learning(issue, pattern, context, applies, true)["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 /// Record a learning through the CLI with one environment variable set; its output,
@@ -63,7 +61,7 @@ fn total(hit: &Value) -> f64 {
 async fn add_learning_applies_the_quality_gates() {
     let env = Env::new();
     let issue = setup(&env);
-    let c = env.serve(&["--issue-id", &issue]).await;
+    let c = env.serve_local(&["--issue-id", &issue]).await;
     let pattern = "Nuxt auto-imports files in app/utils/ — don't add explicit imports or you'll get already-defined errors";
     let context = "Nuxt 4 convention applies to all files in app/utils/, app/composables/, and app/components/ directories. The auto-import system scans these dirs at build time.";
     let l = c
@@ -165,7 +163,7 @@ async fn add_learning_applies_the_quality_gates() {
     c.close().await;
 
     // Without a bound issue, add_learning says how to bind one; search needs a project.
-    let unbound = env.serve(&[]).await;
+    let unbound = env.serve_local(&[]).await;
     unbound
         .err_code(
             "add_learning",
@@ -204,7 +202,7 @@ async fn pattern_match_beats_context_only_and_hits_carry_their_score() {
         None,
         &["migrations/"],
     );
-    let c = env.serve(&["--issue-id", &issue]).await;
+    let c = env.serve_local(&["--issue-id", &issue]).await;
     let hits = search(&c, json!({"query": "migration"})).await;
     assert_eq!(ids(&hits), [in_pattern.clone(), in_context.clone()]);
     let top = &hits[0];
@@ -273,7 +271,7 @@ async fn quality_breaks_near_ties_and_ratings_from_other_processes_count() {
         None,
         &[],
     );
-    let c = env.serve(&["--issue-id", &issue]).await;
+    let c = env.serve_local(&["--issue-id", &issue]).await;
     let q = json!({"query": "redis cache key prefix"});
     let before = search(&c, q.clone()).await;
     assert_eq!(before.len(), 2);
@@ -341,7 +339,7 @@ async fn stemming_prefixes_quality_floor_and_cross_project() {
         None,
         &["app/utils/"],
     );
-    let c = env.serve(&["--issue-id", &issue]).await;
+    let c = env.serve_local(&["--issue-id", &issue]).await;
     // Stemming: `imports` (not the last word, so not a prefix) finds `import`.
     let hits = search(&c, json!({"query": "imports qqqzzz"})).await;
     assert!(ids(&hits).contains(&import), "{hits:#?}");
@@ -374,9 +372,12 @@ async fn stemming_prefixes_quality_floor_and_cross_project() {
         None,
         &[],
     );
-    env.ok(&["learnings", "rate", &flaky_low, "20"]);
-    env.ok(&["learnings", "rate", &flaky_verified, "20"]);
-    env.ok(&["learnings", "verify", &flaky_verified]);
+    let cairn = env.open();
+    cairn.rate_learning(&flaky_low, 20, "cli", None).unwrap();
+    cairn
+        .rate_learning(&flaky_verified, 20, "cli", None)
+        .unwrap();
+    cairn.verify_learning(&flaky_verified, "cli", None).unwrap();
     let hits = search(&c, json!({"query": "flaky tests", "min_quality_score": 40})).await;
     let mut found = ids(&hits);
     found.sort();
@@ -417,7 +418,7 @@ async fn hostile_queries_get_results_or_a_clear_validation_error() {
         None,
         &[],
     );
-    let c = env.serve(&["--issue-id", &issue]).await;
+    let c = env.serve_local(&["--issue-id", &issue]).await;
     for q in [
         "auto-import",
         "foo:bar",
@@ -792,7 +793,7 @@ async fn field_priority_weighs_how_much_of_the_query_matched_not_an_average() {
         ),
         &["services/api/db/"],
     );
-    let c = env.serve(&["--issue-id", &issue]).await;
+    let c = env.serve_local(&["--issue-id", &issue]).await;
     let hits = search(
         &c,
         json!({"query": "FATAL: sorry, too many clients already"}),
@@ -833,7 +834,7 @@ async fn prefix_expansion_never_outranks_an_exact_match() {
         None,
         &[],
     );
-    let c = env.serve(&["--issue-id", &issue]).await;
+    let c = env.serve_local(&["--issue-id", &issue]).await;
     let hits = search(&c, json!({"query": "sync"})).await;
     assert_eq!(
         ids(&hits),
@@ -871,10 +872,11 @@ async fn a_high_rating_cannot_flood_an_unrelated_query() {
         None,
         &[],
     );
-    env.ok(&["learnings", "rate", &answer, "30"]);
-    env.ok(&["learnings", "verify", &answer]);
-    env.ok(&["learnings", "rate", &popular, "95"]);
-    let c = env.serve(&["--issue-id", &issue]).await;
+    let cairn = env.open();
+    cairn.rate_learning(&answer, 30, "cli", None).unwrap();
+    cairn.verify_learning(&answer, "cli", None).unwrap();
+    cairn.rate_learning(&popular, 95, "cli", None).unwrap();
+    let c = env.serve_local(&["--issue-id", &issue]).await;
     let hits = search(&c, json!({"query": "redis eviction policy"})).await;
     assert_eq!(ids(&hits), [answer.clone(), popular.clone()], "{hits:#?}");
     // Quality counts in proportion to relevance.

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use cairn::error::ErrorKind;
 use cairn::learnings::{Learning, LearningSearch, NewLearning, SearchScope};
 
-use crate::common::{Env, error_fields, reading};
+use crate::common::{Env, error_fields, reading, to_json};
 use crate::mcp_contract::python_sdk;
 
 /// A lesson and its restatement (the pairs set's P002: cosine about 0.99), then the
@@ -26,10 +26,15 @@ fn issues(env: &Env, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// What `cairn learnings add --issue ISSUE --pattern PATTERN [EXTRA] --json` prints, the
+/// learning recorded through the facade (`extra`: nothing, or `--no-merge`).
 fn add_cli(env: &Env, issue: &str, pattern: &str, extra: &[&str]) -> Value {
-    let mut args = vec!["learnings", "add", "--issue", issue, "--pattern", pattern];
-    args.extend_from_slice(extra);
-    env.json(&args)
+    let merge = match extra {
+        [] => true,
+        ["--no-merge"] => false,
+        _ => panic!("add_cli: unexpected flags {extra:?}"),
+    };
+    env.add_learning(issue, pattern, None, &[], merge)
 }
 
 /// [`add_cli`], the id of the learning it answers with.
@@ -234,7 +239,7 @@ async fn supersedes_hides_the_old_learning_and_include_superseded_shows_it() {
         "Deploys of the web app run on Node 18: the Dockerfile pins node:18-alpine and CI tests against 18.",
         &[],
     );
-    let c = env.serve(&["--issue-id", &is[1]]).await;
+    let c = env.serve_local(&["--issue-id", &is[1]]).await;
     let new = c
         .ok(
             "add_learning",
@@ -265,9 +270,9 @@ async fn supersedes_hides_the_old_learning_and_include_superseded_shows_it() {
     );
     let r = env.json(&["learnings", "supersede", &new_id, "--by", &newest]);
     assert_eq!(r["superseded_by"], newest.as_str());
-    let shown = env.json(&["learnings", "show", &old]);
+    let shown = env.learning_json(&old);
     assert_eq!(shown["successors"], json!([new_id, newest]));
-    let shown = env.json(&["learnings", "show", &newest]);
+    let shown = env.learning_json(&newest);
     assert_eq!(shown["predecessors"], json!([new_id, old]));
     // No cycle, and a superseded learning is not superseded twice.
     let cycle = env.run(&["learnings", "supersede", &newest, "--by", &old]);
@@ -309,7 +314,7 @@ async fn feedback_moves_the_ranking_and_two_wrong_verdicts_flag_for_review() {
     };
     let query = json!({"query": "image uploads time out behind the proxy"});
     let b = env
-        .serve(&["--issue-id", &is[1], "--agent-type", "worker"])
+        .serve_local(&["--issue-id", &is[1], "--agent-type", "worker"])
         .await;
     let before = b.ok("search_learnings", query.clone()).await;
     let first = order(&before)[0].clone();
@@ -345,7 +350,7 @@ async fn feedback_moves_the_ranking_and_two_wrong_verdicts_flag_for_review() {
     b.close().await;
     // A second issue says wrong: flagged for review.
     let c = env
-        .serve(&["--issue-id", &is[2], "--agent-type", "judge"])
+        .serve_local(&["--issue-id", &is[2], "--agent-type", "judge"])
         .await;
     let r = c
         .ok(
@@ -358,7 +363,7 @@ async fn feedback_moves_the_ranking_and_two_wrong_verdicts_flag_for_review() {
     c.close().await;
     // `helped` from an issue whose work is then done counts more than the word alone.
     let d = env
-        .serve(&["--issue-id", &is[3], "--agent-type", "researcher"])
+        .serve_local(&["--issue-id", &is[3], "--agent-type", "researcher"])
         .await;
     let r = d
         .ok(
@@ -369,17 +374,17 @@ async fn feedback_moves_the_ranking_and_two_wrong_verdicts_flag_for_review() {
     assert_eq!(r["quality_score"], 60);
     d.close().await;
     for to in ["in_progress", "review", "done"] {
-        env.ok(&["issue", "status", &is[3], to]);
+        env.set_status(&is[3], to, None);
     }
-    let shown = env.json(&["learnings", "show", &first]);
+    let shown = env.learning_json(&first);
     assert_eq!(shown["quality_score"], 71, "{shown:#}");
     // A person's rating wins over the evidence; verifying clears the flag.
-    env.ok(&["learnings", "rate", &first, "40"]);
-    let r = env.json(&["learnings", "verify", &other]);
+    env.open().rate_learning(&first, 40, "cli", None).unwrap();
+    let r = to_json(&env.open().verify_learning(&other, "cli", None).unwrap());
     assert_eq!(r["needs_review"], false);
     assert_eq!(r["quality_score"], 50, "verified keeps at least the prior");
     let a = env
-        .serve(&["--issue-id", &is[0], "--agent-type", "worker"])
+        .serve_local(&["--issue-id", &is[0], "--agent-type", "worker"])
         .await;
     let r = a
         .ok(
@@ -412,7 +417,7 @@ async fn an_agent_cannot_supersede_or_give_feedback_outside_its_project() {
         &[],
     );
     let c = env
-        .serve(&["--issue-id", &is[0], "--agent-type", "worker"])
+        .serve_local(&["--issue-id", &is[0], "--agent-type", "worker"])
         .await;
     let e = c
         .err(
@@ -437,7 +442,7 @@ async fn an_agent_cannot_supersede_or_give_feedback_outside_its_project() {
     };
     assert_eq!(count("SELECT count(*) FROM learnings"), 1);
     assert_eq!(count("SELECT count(*) FROM learning_feedback"), 0);
-    let shown = env.json(&["learnings", "show", &foreign]);
+    let shown = env.learning_json(&foreign);
     assert_eq!(shown["superseded_by"], Value::Null);
     assert_eq!(shown["history"].as_array().unwrap().len(), 1);
 }

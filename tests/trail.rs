@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{Env, error_fields};
+use crate::common::{Env, error_fields, to_json};
 
 /// A project `web` with issues WEB-1 (the bound one) and WEB-2.
 fn setup() -> Env {
@@ -19,7 +19,7 @@ fn setup() -> Env {
 }
 
 fn status_of(env: &Env, issue: &str) -> String {
-    env.json(&["issue", "show", issue])["status"]
+    env.issue_json(issue)["status"]
         .as_str()
         .unwrap()
         .to_string()
@@ -104,14 +104,7 @@ async fn update_issue_status_follows_the_transitions_and_keeps_history() {
         let msg = body["error"]["message"].as_str().unwrap();
         assert!(msg.contains("only from in_progress"), "{msg}");
     }
-    env.ok(&[
-        "issue",
-        "status",
-        "WEB-1",
-        "in_progress",
-        "--reason",
-        "dispatched",
-    ]);
+    env.set_status("WEB-1", "in_progress", Some("dispatched"));
     let r = c
         .ok(
             "update_issue_status",
@@ -142,13 +135,13 @@ async fn update_issue_status_follows_the_transitions_and_keeps_history() {
         .await;
     assert_eq!(error_fields(&long), ["reason"]);
     // in_progress → todo (give up), and in_progress → blocked.
-    env.ok(&["issue", "status", "WEB-1", "in_progress"]);
+    env.set_status("WEB-1", "in_progress", None);
     c.ok(
         "update_issue_status",
         json!({"status": "todo", "reason": "to todo"}),
     )
     .await;
-    env.ok(&["issue", "status", "WEB-1", "in_progress"]);
+    env.set_status("WEB-1", "in_progress", None);
     c.ok(
         "update_issue_status",
         json!({"status": "blocked", "reason": "to blocked"}),
@@ -251,17 +244,14 @@ async fn findings_and_comments_append_to_the_chain() {
         .collect();
     assert_eq!(recent, ["run 4", "run 3", "run 2", "run 1", "run 0"]);
     c.close().await;
-    let v = env.json(&["findings", "WEB-1", "--verify"]);
+    let v = env.verify_trail("WEB-1");
     assert_eq!(v["intact"], true);
     assert_eq!(v["total_records"], 7);
-    let listed = env.json(&["findings", "WEB-1"]);
+    let listed = to_json(&env.open().findings("WEB-1").unwrap());
     assert_eq!(listed.as_array().unwrap().len(), 6);
     // A comment from the CLI joins the same chain.
     env.ok(&["issue", "comment", "WEB-1", "from a person"]);
-    assert_eq!(
-        env.json(&["findings", "WEB-1", "--verify"])["total_records"],
-        8
-    );
+    assert_eq!(env.verify_trail("WEB-1")["total_records"], 8);
 }
 
 #[tokio::test]
@@ -277,13 +267,13 @@ async fn processed_is_derived_and_never_touches_the_record() {
         )
         .await;
     let id = f["id"].as_str().unwrap();
-    let before = env.json(&["findings", "WEB-1", "--verify"])["head_hash"].clone();
+    let before = env.verify_trail("WEB-1")["head_hash"].clone();
     env.ok(&["findings", "WEB-1", "--mark-processed", id]);
     let after = c.ok("get_issue", json!({})).await;
     assert_eq!(after["findings"][0]["processed"], true);
     assert!(after["findings"][0]["processed_at"].is_string());
     assert_eq!(after["findings"][0]["hash"], f["hash"]);
-    let v = env.json(&["findings", "WEB-1", "--verify"]);
+    let v = env.verify_trail("WEB-1");
     assert_eq!(
         (v["intact"].clone(), v["head_hash"].clone()),
         (json!(true), before)
@@ -358,7 +348,7 @@ async fn triggers_refuse_edits_and_tampering_is_detected() {
         let err = db.write(|c| c.execute(sql, [])).unwrap_err().to_string();
         assert!(err.contains("append-only"), "{sql}: {err}");
     }
-    assert_eq!(env.json(&["findings", "WEB-1", "--verify"])["intact"], true);
+    assert_eq!(env.verify_trail("WEB-1")["intact"], true);
 
     // The documented hash: sha256 of the sorted-key compact JSON of the record's fields.
     let stored: String = db
@@ -399,9 +389,7 @@ async fn triggers_refuse_edits_and_tampering_is_detected() {
         )
     })
     .unwrap();
-    let v: Value =
-        serde_json::from_slice(&env.run(&["findings", "WEB-1", "--verify", "--json"]).stdout)
-            .unwrap();
+    let v = env.verify_trail("WEB-1");
     let problems: Vec<(u64, &str)> = v["broken"]
         .as_array()
         .unwrap()
@@ -419,9 +407,7 @@ async fn triggers_refuse_edits_and_tampering_is_detected() {
         &[("trail_records", "trail_records_no_delete")],
         "DELETE FROM trail_records WHERE position = 3;",
     );
-    let v: Value =
-        serde_json::from_slice(&env.run(&["findings", "WEB-1", "--verify", "--json"]).stdout)
-            .unwrap();
+    let v = env.verify_trail("WEB-1");
     assert!(
         v["broken"]
             .as_array()
@@ -482,7 +468,7 @@ async fn concurrent_appends_from_two_servers_keep_one_chain() {
         futures_join_all(calls_b.collect())
     );
     assert_eq!(ra.len() + rb.len(), 40);
-    let v = env.json(&["findings", "WEB-1", "--verify"]);
+    let v = env.verify_trail("WEB-1");
     assert_eq!(v["intact"], true, "{v:#}");
     assert_eq!(v["total_records"], 40);
     let mut positions: Vec<u64> = ra
@@ -556,7 +542,7 @@ async fn create_issue_stores_and_shows_depends_on() {
     assert_eq!(listed["count"], 1);
     assert_eq!(listed["issues"][0]["depends_on"], json!(["WEB-1", "WEB-2"]));
     c.close().await;
-    let shown = env.json(&["issue", "show", "WEB-3"]);
+    let shown = env.issue_json("WEB-3");
     assert_eq!(shown["priority"], 2);
     assert_eq!(shown["depends_on"], json!(["WEB-1", "WEB-2"]));
 }
@@ -567,7 +553,7 @@ async fn create_subtask_blocks_the_parent_until_its_subtasks_end() {
     let c = env
         .serve_local(&["--issue-id", "WEB-1", "--agent-type", "planner"])
         .await;
-    env.ok(&["issue", "status", "WEB-1", "in_progress"]);
+    env.set_status("WEB-1", "in_progress", None);
     let s1 = c
         .ok(
             "create_subtask",
@@ -592,28 +578,25 @@ async fn create_subtask_blocks_the_parent_until_its_subtasks_end() {
         "ERR_INVALID_TRANSITION",
     )
     .await;
-    let out = env.run(&["issue", "status", "WEB-1", "in_progress"]);
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("WEB-3, WEB-4"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = env.open().update_issue_status(
+        "WEB-1",
+        cairn::issues::Status::InProgress,
+        None,
+        "cli",
+        false,
     );
+    let err = out
+        .expect_err("a person cannot unblock it either")
+        .to_string();
+    assert!(err.contains("WEB-3, WEB-4"), "{err}");
     let bad = c.err("create_subtask", json!({"title": ""})).await;
     assert_eq!(error_fields(&bad), ["title"]);
     // Finishing one sub-task keeps the parent blocked; the last one releases it.
     for s in ["in_progress", "review", "done"] {
-        env.ok(&["issue", "status", "WEB-3", s]);
+        env.set_status("WEB-3", s, None);
     }
     assert_eq!(status_of(&env, "WEB-1"), "blocked");
-    env.ok(&[
-        "issue",
-        "status",
-        "WEB-4",
-        "cancelled",
-        "--reason",
-        "not needed",
-    ]);
+    env.set_status("WEB-4", "cancelled", Some("not needed"));
     let parent = c.ok("get_issue", json!({})).await;
     assert_eq!(
         parent["status"], "in_progress",
@@ -629,7 +612,7 @@ async fn create_subtask_blocks_the_parent_until_its_subtasks_end() {
     assert_eq!(last["reason"], "all sub-tasks are done");
     c.close().await;
     // A done parent cannot get sub-tasks.
-    env.ok(&["issue", "status", "WEB-2", "cancelled"]);
+    env.set_status("WEB-2", "cancelled", None);
     let c = env
         .serve_local(&["--issue-id", "WEB-2", "--agent-type", "worker"])
         .await;
@@ -646,18 +629,15 @@ async fn create_subtask_blocks_the_parent_until_its_subtasks_end() {
 async fn list_issues_filters_by_status_and_label_with_limits() {
     let env = setup();
     for n in 0..4 {
-        env.ok(&[
-            "issue",
-            "create",
-            "--project",
-            "web",
-            "--title",
-            &format!("b{n}"),
-            "--status",
-            "backlog",
-            "--label",
-            "later",
-        ]);
+        env.open()
+            .create_issue(&cairn::issues::NewIssue {
+                project: "web".into(),
+                title: format!("b{n}"),
+                status: Some(cairn::issues::Status::Backlog),
+                labels: vec!["later".into()],
+                ..Default::default()
+            })
+            .unwrap();
     }
     env.project("other", None);
     env.issue("other", "elsewhere");
@@ -707,17 +687,21 @@ new file mode 100644
 #[tokio::test]
 async fn create_pr_records_stats_and_risk_and_reviews_move_the_issue() {
     let env = setup();
-    env.ok(&[
-        "project",
-        "configure",
-        "web",
-        "--sensitive-path",
-        "server/database/*",
-        "--sensitive-path",
-        ".env*",
-        "--risk-thresholds-json",
-        r#"{"lowLines": 1, "highLines": 5, "lowFiles": 1, "highFiles": 3}"#,
-    ]);
+    env.open()
+        .configure_project(
+            "web",
+            &cairn::issues::settings::SettingsUpdate {
+                sensitive_paths: Some(vec!["server/database/*".into(), ".env*".into()]),
+                risk_thresholds: Some(
+                    serde_json::from_value(
+                        json!({"lowLines": 1, "highLines": 5, "lowFiles": 1, "highFiles": 3}),
+                    )
+                    .unwrap(),
+                ),
+                ..Default::default()
+            },
+        )
+        .unwrap();
     // create_pr verifies the workspace first: a worktree of another issue records nothing.
     let wrong = env.path().join("wrong");
     std::fs::create_dir(&wrong).unwrap();
@@ -732,7 +716,7 @@ async fn create_pr_records_stats_and_risk_and_reviews_move_the_issue() {
             wrong.to_str().unwrap(),
         ])
         .await;
-    env.ok(&["issue", "status", "WEB-1", "in_progress"]);
+    env.set_status("WEB-1", "in_progress", None);
     lost.err_code(
         "create_pr",
         json!({"diff": DIFF, "branch_name": "symphony/WEB-1", "base_branch": "main"}),
@@ -742,7 +726,7 @@ async fn create_pr_records_stats_and_risk_and_reviews_move_the_issue() {
     let none = lost.ok("get_issue", json!({})).await;
     assert!(none["pull_requests"].as_array().unwrap().is_empty());
     lost.close().await;
-    env.ok(&["issue", "status", "WEB-1", "todo"]);
+    env.set_status("WEB-1", "todo", None);
     let wt = env.path().join("wt");
     std::fs::create_dir(&wt).unwrap();
     std::fs::write(wt.join(".symphony-worktree"), "WEB-1\n").unwrap();
@@ -756,7 +740,7 @@ async fn create_pr_records_stats_and_risk_and_reviews_move_the_issue() {
         wt.as_str(),
     ];
     let w = env.serve_local(&worker).await;
-    env.ok(&["issue", "status", "WEB-1", "in_progress"]);
+    env.set_status("WEB-1", "in_progress", None);
     let bad = w
         .err(
             "create_pr",
@@ -834,7 +818,7 @@ async fn create_pr_records_stats_and_risk_and_reviews_move_the_issue() {
     assert_eq!(error_fields(&bad), ["reason"]);
 
     let w = env.serve_local(&worker).await;
-    env.ok(&["issue", "status", "WEB-1", "in_progress"]);
+    env.set_status("WEB-1", "in_progress", None);
     let second = w
         .ok(
             "create_pr",
@@ -925,7 +909,7 @@ async fn configure_project_merges_sections_and_validates() {
         .await;
     assert_eq!(error_fields(&bad), ["vault_collections[0]"]);
     c.close().await;
-    let shown = env.json(&["project", "show", "web"]);
+    let shown = to_json(&env.open().project("web").unwrap());
     assert_eq!(shown["settings"]["judge_instructions"], "Be strict.");
     let out = env.json(&["project", "configure", "web", "--vault-collection", "notes"]);
     assert_eq!(out["settings"]["vault"]["collections"], json!(["notes"]));
@@ -1213,7 +1197,7 @@ async fn configure_project_sets_the_phase_pipeline_and_checks_it() {
     let empty = c.err("configure_project", json!({"phases": []})).await;
     assert_eq!(error_fields(&empty), ["phases"]);
     // A failed call changed nothing.
-    let shown = env.json(&["project", "show", "web"]);
+    let shown = to_json(&env.open().project("web").unwrap());
     assert_eq!(shown["settings"]["phases"], json!(["research", "ready"]));
     c.close().await;
 }

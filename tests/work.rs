@@ -40,7 +40,8 @@ impl Work {
         Work::with(&[])
     }
 
-    /// Like [`Work::new`], with extra `cairn issue create` flags for P-1.
+    /// Like [`Work::new`], with extra `cairn issue create` flags for P-1 (`--label`,
+    /// `--status`), created as the command does, through the facade.
     pub(crate) fn with(flags: &[&str]) -> Work {
         let env = Env::new();
         let wt = env.path().join("wt");
@@ -49,16 +50,25 @@ impl Work {
         std::fs::create_dir_all(&sym).unwrap();
         git(&wt, &["init", "-q", "-b", "symphony/P-1"]);
         env.project("p", Some(&wt));
-        let mut args = vec![
-            "issue",
-            "create",
-            "--project",
-            "p",
-            "--title",
-            "Token budgets",
-        ];
-        args.extend(flags);
-        let issue = env.ok(&args).trim().to_string();
+        let mut new = cairn::issues::NewIssue {
+            project: "p".into(),
+            title: "Token budgets".into(),
+            ..Default::default()
+        };
+        let mut it = flags.iter();
+        while let Some(flag) = it.next() {
+            let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+            match *flag {
+                "--label" => new.labels.push(value.to_string()),
+                "--status" => new.status = cairn::issues::Status::parse(value),
+                _ => panic!("Work::with: unsupported flag {flag}"),
+            }
+        }
+        let issue = env
+            .open()
+            .create_issue(&new)
+            .expect("create P-1")
+            .identifier;
         std::fs::write(wt.join(".symphony-worktree"), format!("{issue}\n")).unwrap();
         Work {
             env,
@@ -806,17 +816,21 @@ impl Work {
         q
     }
 
-    /// Set a project's `phases` pipeline, as a person does.
+    /// Set a project's `phases` pipeline, as a person does (`cairn project configure
+    /// SLUG --phase P...`), through the facade.
     fn set_pipeline(&self, slug: &str, phases: &[&str]) {
-        let mut args = vec!["project", "configure", slug];
-        for p in phases {
-            args.extend(["--phase", p]);
-        }
-        self.env.ok(&args);
+        let update = cairn::issues::settings::SettingsUpdate {
+            phases: Some(phases.iter().map(|p| p.to_string()).collect()),
+            ..Default::default()
+        };
+        self.env
+            .open()
+            .configure_project(slug, &update)
+            .expect("configure the project");
     }
 
     fn show(&self, issue: &str) -> Value {
-        self.env.json(&["issue", "show", issue])
+        self.env.issue_json(issue)
     }
 }
 
@@ -1121,7 +1135,7 @@ async fn issue_walks_from_todo_through_phases_to_an_approved_pr() {
 
     worker.ok("verify_workspace", json!({})).await;
     // The orchestrator starts the work (agents change status only from in_progress).
-    w.env.ok(&["issue", "status", "P-1", "in_progress"]);
+    w.env.set_status("P-1", "in_progress", None);
 
     // First claim; the judge rejects it with fix instructions.
     let first = w.write(ART, &good_artifact("No rollback yet."));
@@ -1233,7 +1247,7 @@ async fn issue_walks_from_todo_through_phases_to_an_approved_pr() {
         [("todo", "in_progress"), ("in_progress", "review")]
             .map(|(a, b)| (a.to_string(), b.to_string()))
     );
-    let chain = w.env.json(&["findings", "P-1", "--verify"]);
+    let chain = w.env.verify_trail("P-1");
     assert_eq!(chain["intact"], true, "{chain:#}");
     worker.close().await;
     judge.close().await;

@@ -247,6 +247,60 @@ impl Env {
             .identifier
     }
 
+    /// A person's status change: what `cairn issue status ISSUE TO [--reason R]` does,
+    /// through the facade in this process (a set-up step; the command's own output and
+    /// exit codes are tested where they are the subject).
+    pub fn set_status(&self, issue: &str, to: &str, reason: Option<&str>) {
+        let to = cairn::issues::Status::parse(to).unwrap_or_else(|| panic!("status {to}"));
+        self.open()
+            .update_issue_status(issue, to, reason, "cli", false)
+            .unwrap_or_else(|e| panic!("{issue} -> {to}: {e}"));
+    }
+
+    /// An issue as `cairn issue show ISSUE --json` prints it, read through the facade.
+    pub fn issue_json(&self, issue: &str) -> Value {
+        to_json(&self.open().issue(issue).expect("read the issue"))
+    }
+
+    /// An issue's trail verification, as `cairn findings ISSUE --verify --json` prints
+    /// it, through the facade.
+    pub fn verify_trail(&self, issue: &str) -> Value {
+        to_json(&self.open().verify_trail(issue).expect("verify the trail"))
+    }
+
+    /// Record a learning as `cairn learnings add --issue ISSUE --pattern PATTERN
+    /// [--context C] [--applies-to A]... [--no-merge] --json` does, through the facade in
+    /// this process (a one-shot writer, like the command); what the command prints.
+    pub fn add_learning(
+        &self,
+        issue: &str,
+        pattern: &str,
+        context: Option<&str>,
+        applies_to: &[&str],
+        merge: bool,
+    ) -> Value {
+        let added = self
+            .open()
+            .add_learning(&cairn::learnings::NewLearning {
+                issue: issue.to_string(),
+                pattern: pattern.to_string(),
+                context: context.map(String::from),
+                applies_to: applies_to.iter().map(|a| a.to_string()).collect(),
+                learning_type: None,
+                created_by: "cli".to_string(),
+                agent_type: "cli".to_string(),
+                merge,
+                supersedes: Vec::new(),
+            })
+            .expect("record the learning");
+        to_json(&added)
+    }
+
+    /// A learning as `cairn learnings show ID --json` prints it, through the facade.
+    pub fn learning_json(&self, id: &str) -> Value {
+        to_json(&self.open().learning(id).expect("read the learning"))
+    }
+
     /// Start `cairn serve` with extra flags and connect an rmcp client to it.
     pub async fn serve(&self, flags: &[&str]) -> Client {
         self.serve_env(flags, &[]).await
@@ -605,7 +659,12 @@ impl Client {
     }
 }
 
-/// The field names of a VALIDATION_FAILED envelope.
+/// A value as the CLI's `--json` prints it (the same serialisation), for reading what
+/// the facade returns as the tests read the CLI's output.
+pub fn to_json<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).expect("serialise")
+}
+
 /// The learnings a `search_learnings` result (or `cairn learnings search --json`) gives,
 /// in reading order: each hit, then those listed under it as saying much the same.
 pub fn reading(result: &Value) -> Vec<Value> {
@@ -619,6 +678,7 @@ pub fn reading(result: &Value) -> Vec<Value> {
         .collect()
 }
 
+/// The field names of a VALIDATION_FAILED envelope.
 pub fn error_fields(envelope: &Value) -> Vec<String> {
     envelope["error"]["details"]["errors"]
         .as_array()
