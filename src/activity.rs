@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 /// How long no call may have been in flight before it counts as quiet: calls that follow
 /// each other closely (a busy agent, or many) are one busy stretch, not quiet moments.
-pub const QUIET_GAP: Duration = Duration::from_millis(5);
+pub(crate) const QUIET_GAP: Duration = Duration::from_millis(5);
 
 /// The calls in flight, when the last one ended, and a signal when none is left.
 #[derive(Debug)]
-pub struct Activity {
+pub(crate) struct Activity {
     state: Mutex<State>,
     quiet: Condvar,
 }
@@ -49,7 +49,7 @@ impl Default for Activity {
 
 /// One call's claim ([`Activity::begin`]): counted until dropped.
 #[derive(Debug)]
-pub struct Busy<'a>(&'a Activity);
+pub(crate) struct Busy<'a>(&'a Activity);
 
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
@@ -68,7 +68,7 @@ impl Activity {
     }
 
     /// Count a call until the returned claim drops.
-    pub fn begin(&self) -> Busy<'_> {
+    pub(crate) fn begin(&self) -> Busy<'_> {
         self.lock().in_flight += 1;
         Busy(self)
     }
@@ -88,7 +88,7 @@ impl Activity {
 
     /// Wait until it is quiet (no call in flight, none ended in the last [`QUIET_GAP`])
     /// or `deadline` passed, whichever comes first. Returns whether it is quiet.
-    pub fn wait_quiet(&self, deadline: Instant) -> bool {
+    pub(crate) fn wait_quiet(&self, deadline: Instant) -> bool {
         let mut s = self.lock();
         loop {
             let now = Instant::now();

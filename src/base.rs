@@ -3,12 +3,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The current time as ISO-8601 UTC with second precision (`2026-04-08T22:15:30Z`).
-pub fn now_iso() -> String {
+pub(crate) fn now_iso() -> String {
     iso(time::OffsetDateTime::now_utc())
 }
 
 /// `t` as ISO-8601 UTC with second precision, the format of [`now_iso`].
-pub fn iso(t: time::OffsetDateTime) -> String {
+pub(crate) fn iso(t: time::OffsetDateTime) -> String {
     t.to_offset(time::UtcOffset::UTC)
         .format(&time::format_description::well_known::Rfc3339)
         .map(|s| {
@@ -23,21 +23,21 @@ pub fn iso(t: time::OffsetDateTime) -> String {
 
 /// Seconds since the Unix epoch of an ISO-8601 stamp (the format of [`now_iso`]); `None`
 /// when it does not parse.
-pub fn unix_of(iso: &str) -> Option<i64> {
+pub(crate) fn unix_of(iso: &str) -> Option<i64> {
     time::OffsetDateTime::parse(iso, &time::format_description::well_known::Rfc3339)
         .ok()
         .map(|t| t.unix_timestamp())
 }
 
 /// The ISO-8601 stamp of `secs` since the Unix epoch.
-pub fn iso_of(secs: i64) -> String {
+pub(crate) fn iso_of(secs: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(secs)
         .map(iso)
         .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
 }
 
 /// A fresh opaque id: `<prefix>_<16 hex>`, unique across processes.
-pub fn new_id(prefix: &str) -> String {
+pub(crate) fn new_id(prefix: &str) -> String {
     use sha2::{Digest, Sha256};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut h = Sha256::new();
@@ -55,7 +55,7 @@ pub fn new_id(prefix: &str) -> String {
 }
 
 /// SHA-256 of `bytes` as lower-case hex.
-pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
+pub(crate) fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(bytes.as_ref()))
 }

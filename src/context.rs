@@ -34,8 +34,8 @@ pub struct WorkContext {
 /// The issue a server is bound to.
 #[derive(Debug, Clone)]
 pub struct BoundIssue {
-    pub id: String,
-    pub identifier: String,
+    pub(crate) id: String,
+    pub(crate) identifier: String,
 }
 
 /// The start-up arguments, before they are checked against the database.
@@ -51,7 +51,7 @@ pub struct BindArgs {
 
 impl WorkContext {
     /// The bound issue, or an error saying which start-up flag would bind one.
-    pub fn require_issue(&self) -> Result<&BoundIssue> {
+    pub(crate) fn require_issue(&self) -> Result<&BoundIssue> {
         self.issue.as_ref().ok_or_else(|| {
             Error::NoBoundIssue(
                 "this tool acts on the issue bound at start-up; restart `cairn serve` with \
@@ -62,7 +62,7 @@ impl WorkContext {
     }
 
     /// The bound project id, or an error saying how to bind one.
-    pub fn require_project(&self) -> Result<&str> {
+    pub(crate) fn require_project(&self) -> Result<&str> {
         self.project_id.as_deref().ok_or_else(|| {
             Error::FailedPrecondition(
                 "no project is bound to this server; start `cairn serve` with --issue-id or \
@@ -75,7 +75,7 @@ impl WorkContext {
 
 /// Check start-up arguments against the database and build the binding. An issue or
 /// project that does not exist is an error (the server then refuses to start).
-pub fn bind(store: &Store, args: &BindArgs) -> Result<WorkContext> {
+pub(crate) fn bind(store: &Store, args: &BindArgs) -> Result<WorkContext> {
     if let Some(t) = &args.agent_type {
         crate::scope::check_profile(t)?;
     }

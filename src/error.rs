@@ -16,13 +16,13 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct FieldError {
     /// The offending field, as a JSON path (`gate_results[0].label`), or `tool_name`.
-    pub field: String,
+    pub(crate) field: String,
     /// What is wrong and how to fix it.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl FieldError {
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
         FieldError {
             field: field.into(),
             message: message.into(),
@@ -166,7 +166,7 @@ impl Error {
 
     /// Whether this is an internal failure, whose message is logged in full on stderr
     /// and not shown to a remote caller.
-    pub fn is_internal(&self) -> bool {
+    pub(crate) fn is_internal(&self) -> bool {
         self.kind() == ErrorKind::Internal
     }
 }

@@ -22,9 +22,9 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-pub mod activity;
+pub(crate) mod activity;
 pub mod api;
-pub mod base;
+pub(crate) mod base;
 pub mod cli;
 pub mod colibri;
 pub mod compose;
@@ -32,22 +32,22 @@ pub mod context;
 pub mod daemon;
 mod disk_index;
 pub mod error;
-pub mod eval;
+pub(crate) mod eval;
 mod failpoint;
 pub mod issues;
 pub mod learnings;
 pub mod mcp;
-pub mod metrics;
+pub(crate) mod metrics;
 pub(crate) mod paths;
 pub mod rng;
 pub mod scope;
 pub mod store;
-pub mod text;
-pub mod tokens;
+pub(crate) mod text;
+pub(crate) mod tokens;
 pub mod trail;
 pub mod vault;
-pub mod vector;
-pub mod web;
+pub(crate) mod vector;
+pub(crate) mod web;
 pub mod work;
 
 pub use api::Cairn;

@@ -76,7 +76,7 @@ fn tool_label(name: &str, known: bool) -> &str {
 
 /// Count one answered call of tool `name` (`known`: a registered tool), `None` when it
 /// succeeded or the error code it failed with, and how long it took.
-pub fn record_call(name: &str, known: bool, error: Option<&str>, seconds: f64) {
+pub(crate) fn record_call(name: &str, known: bool, error: Option<&str>, seconds: f64) {
     let tool = tool_label(name, known);
     let c = &*COUNTED;
     let outcome = if error.is_some() { "error" } else { "ok" };
@@ -89,21 +89,21 @@ pub fn record_call(name: &str, known: bool, error: Option<&str>, seconds: f64) {
 
 /// One tool's calls as counted so far (the web page's service view).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ToolStat {
-    pub tool: String,
-    pub calls: u64,
-    pub errors: u64,
+pub(crate) struct ToolStat {
+    pub(crate) tool: String,
+    pub(crate) calls: u64,
+    pub(crate) errors: u64,
     /// The upper bound of the latency bucket holding the median and the 95th
     /// percentile, in milliseconds (`f64::INFINITY` past the last bucket).
-    pub p50_ms: f64,
-    pub p95_ms: f64,
-    pub mean_ms: f64,
+    pub(crate) p50_ms: f64,
+    pub(crate) p95_ms: f64,
+    pub(crate) mean_ms: f64,
     /// Calls per latency bucket (not cumulative), with each bucket's upper bound in ms.
-    pub histogram: Vec<(f64, u64)>,
+    pub(crate) histogram: Vec<(f64, u64)>,
 }
 
 /// Every tool called so far, by name.
-pub fn tool_stats() -> Vec<ToolStat> {
+pub(crate) fn tool_stats() -> Vec<ToolStat> {
     use prometheus::core::Collector;
     let label = |m: &prometheus::proto::Metric, name: &str| {
         m.get_label()
@@ -167,7 +167,7 @@ pub fn tool_stats() -> Vec<ToolStat> {
 }
 
 /// What a scrape reads at the time it comes, beside what was counted.
-pub struct Scrape {
+pub(crate) struct Scrape {
     registry: Registry,
 }
 
@@ -181,12 +181,12 @@ impl Default for Scrape {
 
 impl Scrape {
     /// A gauge without labels.
-    pub fn gauge(&self, name: &str, help: &str, value: f64) {
+    pub(crate) fn gauge(&self, name: &str, help: &str, value: f64) {
         self.gauge_by(name, help, &[], &[(Vec::new(), value)]);
     }
 
     /// A gauge with labels `labels`, one sample per `(label values, value)`.
-    pub fn gauge_by(
+    pub(crate) fn gauge_by(
         &self,
         name: &str,
         help: &str,
@@ -205,7 +205,7 @@ impl Scrape {
     }
 
     /// A counter read from elsewhere (a total kept by another part of the process).
-    pub fn counter(&self, name: &str, help: &str, value: u64) {
+    pub(crate) fn counter(&self, name: &str, help: &str, value: u64) {
         let Ok(c) = prometheus::IntCounter::new(name, help) else {
             tracing::warn!(metric = name, "not a valid metric; left out");
             return;
@@ -221,7 +221,7 @@ impl Scrape {
     }
 
     /// The exposition: what was counted, then what was read, in the text format.
-    pub fn render(self) -> String {
+    pub(crate) fn render(self) -> String {
         let mut families = COUNTED.registry.gather();
         families.extend(self.registry.gather());
         let mut out = Vec::new();
@@ -233,7 +233,7 @@ impl Scrape {
 }
 
 /// The content type of [`Scrape::render`]'s text.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 #[cfg(test)]
 mod tests {

@@ -286,9 +286,9 @@ fn temp_name(prefix: &str) -> String {
 /// One entry of a directory read through a [`DirHandle`].
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
-    pub name: std::ffi::OsString,
+    pub(crate) name: std::ffi::OsString,
     /// The entry's own type (a symlink is a symlink), as seen when listed.
-    pub kind: FileType,
+    pub(crate) kind: FileType,
 }
 
 /// An open directory beneath which paths are opened (see the module docs).

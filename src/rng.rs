@@ -10,7 +10,7 @@ impl SplitMix64 {
         SplitMix64(seed)
     }
 
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -24,7 +24,7 @@ impl SplitMix64 {
     }
 
     /// Uniform in `(0, 1)`.
-    pub fn uniform(&mut self) -> f32 {
+    pub(crate) fn uniform(&mut self) -> f32 {
         ((self.next_u64() >> 40) as f32 + 0.5) / (1u64 << 24) as f32
     }
 
@@ -35,7 +35,8 @@ impl SplitMix64 {
     }
 
     /// A random direction in `dim` dimensions, L2-normalised.
-    pub fn unit_vector(&mut self, dim: usize) -> Vec<f32> {
+    #[cfg(test)]
+    pub(crate) fn unit_vector(&mut self, dim: usize) -> Vec<f32> {
         let mut v: Vec<f32> = (0..dim).map(|_| self.gauss()).collect();
         crate::vector::l2_normalize(&mut v);
         v

@@ -56,7 +56,7 @@ pub enum Profile {
 
 impl Profile {
     /// Every profile, in the spec's column order (the order of [`PROFILES`]).
-    pub const ALL: [Profile; 7] = [
+    pub(crate) const ALL: [Profile; 7] = [
         Profile::Worker,
         Profile::Researcher,
         Profile::Judge,
@@ -72,7 +72,7 @@ impl Profile {
     }
 
     /// The profile named `name`, or an error listing the valid names.
-    pub fn parse(name: &str) -> Result<Profile> {
+    pub(crate) fn parse(name: &str) -> Result<Profile> {
         Profile::ALL
             .into_iter()
             .find(|p| p.name() == name)
@@ -97,7 +97,7 @@ pub struct ScopeMatrix {
 
 impl ScopeMatrix {
     /// A matrix from `(tool, profiles that may use it)` rows.
-    pub fn new(rows: impl IntoIterator<Item = (&'static str, &'static [Profile])>) -> Self {
+    pub(crate) fn new(rows: impl IntoIterator<Item = (&'static str, &'static [Profile])>) -> Self {
         ScopeMatrix {
             rows: rows.into_iter().collect(),
         }
@@ -162,12 +162,12 @@ const CRITICAL: &[(&str, &[&str])] = &[
 ];
 
 /// Check that `profile` is one of [`PROFILES`].
-pub fn check_profile(profile: &str) -> Result<()> {
+pub(crate) fn check_profile(profile: &str) -> Result<()> {
     Profile::parse(profile).map(|_| ())
 }
 
 /// The critical tools of a profile.
-pub fn critical_tools(profile: &str) -> &'static [&'static str] {
+pub(crate) fn critical_tools(profile: &str) -> &'static [&'static str] {
     CRITICAL
         .iter()
         .find(|(p, _)| *p == profile)
@@ -185,16 +185,19 @@ pub struct ProfileScope {
 
 /// The result of `computeEffectiveTools()`.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct EffectiveScope {
-    pub profile_type: String,
-    pub tools: Vec<String>,
+pub(crate) struct EffectiveScope {
+    pub(crate) profile_type: String,
+    pub(crate) tools: Vec<String>,
     /// One line per critical tool that the lists removed.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// `computeEffectiveTools()`: registry defaults, intersected with the allow list when
 /// there is one, minus the deny list; warn when a critical tool goes missing.
-pub fn compute_effective(matrix: &ScopeMatrix, scope: &ProfileScope) -> Result<EffectiveScope> {
+pub(crate) fn compute_effective(
+    matrix: &ScopeMatrix,
+    scope: &ProfileScope,
+) -> Result<EffectiveScope> {
     let mut tools: Vec<String> = matrix
         .profile_defaults(&scope.profile_type)?
         .into_iter()
@@ -236,7 +239,7 @@ fn check_tool_names(matrix: &ScopeMatrix, field: &str, names: &[String]) -> Resu
 }
 
 /// The stored allow/deny lists of a profile (empty when never set).
-pub fn profile_scope(store: &Store, profile: &str) -> Result<ProfileScope> {
+pub(crate) fn profile_scope(store: &Store, profile: &str) -> Result<ProfileScope> {
     check_profile(profile)?;
     let row: Option<(Option<String>, Option<String>)> = store.read(|c| {
         c.query_opt(
@@ -259,7 +262,11 @@ pub fn profile_scope(store: &Store, profile: &str) -> Result<ProfileScope> {
 
 /// Store a profile's allow/deny lists (`None` clears a list); every name must be a tool
 /// of `matrix`.
-pub fn set_profile_scope(store: &Store, matrix: &ScopeMatrix, scope: &ProfileScope) -> Result<()> {
+pub(crate) fn set_profile_scope(
+    store: &Store,
+    matrix: &ScopeMatrix,
+    scope: &ProfileScope,
+) -> Result<()> {
     check_profile(&scope.profile_type)?;
     if let Some(a) = &scope.allowed_tools {
         check_tool_names(matrix, "allow", a)?;

@@ -47,25 +47,25 @@ use crate::error::{Error, FieldError, Result};
 /// Characters removed from a text, per class (see the module table). Zero classes are
 /// left out of the JSON.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-pub struct Removed {
+pub(crate) struct Removed {
     /// C0/C1 control characters other than tab and newline.
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub control: u64,
+    pub(crate) control: u64,
     /// Characters of ANSI/terminal escape sequences.
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub ansi_escape: u64,
+    pub(crate) ansi_escape: u64,
     /// Bidirectional overrides, embeddings, isolates and marks.
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub bidi: u64,
+    pub(crate) bidi: u64,
     /// Unicode tag characters.
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub tag: u64,
+    pub(crate) tag: u64,
     /// Zero-width spaces, joiners, word joiner, BOM.
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub zero_width: u64,
+    pub(crate) zero_width: u64,
     /// Other invisible formatting (soft hyphen, fillers, invisible operators, ...).
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub invisible_format: u64,
+    pub(crate) invisible_format: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -74,7 +74,7 @@ fn is_zero(n: &u64) -> bool {
 
 impl Removed {
     /// Characters removed in all classes.
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.control
             + self.ansi_escape
             + self.bidi
@@ -83,12 +83,12 @@ impl Removed {
             + self.invisible_format
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.total() == 0
     }
 
     /// Add `other`'s counts to these.
-    pub fn add(&mut self, other: &Removed) {
+    pub(crate) fn add(&mut self, other: &Removed) {
         self.control += other.control;
         self.ansi_escape += other.ansi_escape;
         self.bidi += other.bidi;
@@ -98,12 +98,12 @@ impl Removed {
     }
 
     /// `Some(self)` when anything was removed.
-    pub fn non_empty(self) -> Option<Removed> {
+    pub(crate) fn non_empty(self) -> Option<Removed> {
         (!self.is_empty()).then_some(self)
     }
 
     /// "2 control, 1 bidi" for messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         [
             (self.control, "control"),
             (self.ansi_escape, "ANSI escape"),
@@ -157,13 +157,13 @@ fn is_joiner(c: char) -> bool {
 }
 
 /// Clean `text` by the policy; returns the cleaned text and what was removed.
-pub fn clean(text: &str) -> (String, Removed) {
+pub(crate) fn clean(text: &str) -> (String, Removed) {
     clean_with(text, false)
 }
 
 /// [`clean`] for a whole document whose line spans must stay exact (vault files):
 /// CRLF line endings are kept as they are.
-pub fn clean_document(text: &str) -> (String, Removed) {
+pub(crate) fn clean_document(text: &str) -> (String, Removed) {
     clean_with(text, true)
 }
 
@@ -175,7 +175,7 @@ fn may_change(text: &str) -> bool {
 
 /// What [`clean_document`] would remove from `text`, without copying text that has
 /// nothing to remove.
-pub fn hidden_in(text: &str) -> Removed {
+pub(crate) fn hidden_in(text: &str) -> Removed {
     match may_change(text) {
         true => clean_document(text).1,
         false => Removed::default(),
@@ -274,7 +274,7 @@ fn record(removed: &Removed) {
 
 /// Run `f` and return, with its result, what the text policy removed while it ran on
 /// this thread. Nested calls report to their own caller and to the enclosing one.
-pub fn collect<T>(f: impl FnOnce() -> T) -> (T, Removed) {
+pub(crate) fn collect<T>(f: impl FnOnce() -> T) -> (T, Removed) {
     let outer = REPORT.with(|r| r.borrow_mut().replace(Removed::default()));
     // Restore the enclosing report even if `f` panics.
     struct Restore(Option<Option<Removed>>);
@@ -380,7 +380,7 @@ pub(crate) fn prose_json(path: &str, v: &mut serde_json::Value) -> Result<(), Fi
 /// sends over MCP passes through it, so text that never went through the policy (stored
 /// before it, or ingested as logged, such as run events) reaches no agent with hidden
 /// characters, and a forwarder can refuse any answer that still carries some.
-pub fn clean_json(v: &mut serde_json::Value) -> Removed {
+pub(crate) fn clean_json(v: &mut serde_json::Value) -> Removed {
     use serde_json::Value;
     let mut removed = Removed::default();
     match v {
@@ -440,17 +440,17 @@ pub(crate) fn exact(field: &str, text: &str) -> Result<(), FieldError> {
 
 /// A tool result with what the text policy removed from the caller's text.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct Cleaned<T> {
+pub(crate) struct Cleaned<T> {
     #[serde(flatten)]
-    pub result: T,
+    pub(crate) result: T,
     /// Hidden characters removed from the text you sent, per class; absent when none
     /// were (see docs/security.md, "Stored text").
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub removed_characters: Option<Removed>,
+    pub(crate) removed_characters: Option<Removed>,
 }
 
 /// Run a storing operation and report what the text policy removed from its input.
-pub fn cleaned<T>(f: impl FnOnce() -> Result<T>) -> Result<Cleaned<T>> {
+pub(crate) fn cleaned<T>(f: impl FnOnce() -> Result<T>) -> Result<Cleaned<T>> {
     let (out, removed) = collect(f);
     Ok(Cleaned {
         result: out?,

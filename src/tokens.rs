@@ -24,22 +24,23 @@ use crate::error::{Error, Result};
 use crate::store::Store;
 
 /// The prefix of every token (so a leaked one is recognisable in logs and scanners).
-pub const TOKEN_PREFIX: &str = "cairn_";
+pub(crate) const TOKEN_PREFIX: &str = "cairn_";
 /// The prefix of a token's public id.
-pub const ID_PREFIX: &str = "tok_";
-/// The default lifetime of a token (`--ttl`).
-pub const DEFAULT_TTL: Duration = Duration::from_secs(8 * 3600);
+pub(crate) const ID_PREFIX: &str = "tok_";
+/// The lifetime `cairn session new --ttl` gives by default (`8h`).
+#[cfg(test)]
+pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(8 * 3600);
 /// The longest lifetime a token may be given (`--ttl`): 90 days.
-pub const MAX_TTL: Duration = Duration::from_secs(90 * 24 * 3600);
+pub(crate) const MAX_TTL: Duration = Duration::from_secs(90 * 24 * 3600);
 
 /// A resolved tool scope: what `--tool-scope-file` or `--agent-type` allowed when the
 /// token was minted. `None` in its place means every tool (no scope flag).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolScope {
     /// Where the list came from (`agent type judge`, `scope file /x.json`).
-    pub label: String,
+    pub(crate) label: String,
     /// The tool names, sorted.
-    pub tools: Vec<String>,
+    pub(crate) tools: Vec<String>,
 }
 
 /// A token just minted: the secret (shown once) and what it binds.
@@ -56,36 +57,36 @@ pub struct Minted {
 pub struct TokenInfo {
     pub id: String,
     /// `active`, `expired` or `revoked`, at the time of reading.
-    pub state: TokenState,
-    pub issue: Option<String>,
-    pub project_id: Option<String>,
-    pub worktree_path: Option<PathBuf>,
-    pub agent_type: Option<String>,
-    pub project_slug: Option<String>,
-    pub symphony_dir: Option<PathBuf>,
+    pub(crate) state: TokenState,
+    pub(crate) issue: Option<String>,
+    pub(crate) project_id: Option<String>,
+    pub(crate) worktree_path: Option<PathBuf>,
+    pub(crate) agent_type: Option<String>,
+    pub(crate) project_slug: Option<String>,
+    pub(crate) symphony_dir: Option<PathBuf>,
     /// The resolved scope; `None` is every tool.
-    pub scope: Option<ToolScope>,
-    pub created_at: String,
-    pub expires_at: String,
-    pub revoked_at: Option<String>,
+    pub(crate) scope: Option<ToolScope>,
+    pub(crate) created_at: String,
+    pub(crate) expires_at: String,
+    pub(crate) revoked_at: Option<String>,
     /// Who revoked it (`cli`, `person:NAME`, `forwarder`); absent for an older
     /// revocation.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub revoked_by: Option<String>,
+    pub(crate) revoked_by: Option<String>,
     /// The process the token is bound to (`uid:pid:start`): a forwarding `cairn serve`'s
     /// own token, served only over the daemon's socket to that process. `None`: a token
     /// minted by a person or orchestrator, valid from any connection.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub peer: Option<String>,
+    pub(crate) peer: Option<String>,
     /// A person's token (`cairn session new --human`): it opens the web page, never MCP.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub human: bool,
+    pub(crate) human: bool,
 }
 
 /// Whether a token may be used now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum TokenState {
+pub(crate) enum TokenState {
     Active,
     Expired,
     Revoked,
@@ -93,20 +94,20 @@ pub enum TokenState {
 
 /// A token that may be used now: the binding to serve its request with.
 #[derive(Debug, Clone)]
-pub struct Session {
-    pub id: String,
-    pub work: WorkContext,
-    pub scope: Option<ToolScope>,
-    pub expires_at: String,
+pub(crate) struct Session {
+    pub(crate) id: String,
+    pub(crate) work: WorkContext,
+    pub(crate) scope: Option<ToolScope>,
+    pub(crate) expires_at: String,
     /// The process the token is bound to ([`TokenInfo::peer`]).
-    pub peer: Option<String>,
+    pub(crate) peer: Option<String>,
     /// A person's token ([`TokenInfo::human`]).
-    pub human: bool,
+    pub(crate) human: bool,
 }
 
 /// The outcome of presenting a token.
 #[derive(Debug, Clone)]
-pub enum Check {
+pub(crate) enum Check {
     Active(Box<Session>),
     /// Known, past its `expires_at`.
     Expired {
@@ -130,7 +131,7 @@ pub enum Check {
 /// that forwards its session to a daemon (with its own `BindArgs` and resolved scope, and
 /// `peer`: its own process, which the daemon then requires at the other end of the
 /// connection).
-pub fn mint(
+pub(crate) fn mint(
     store: &Store,
     args: &BindArgs,
     scope: Option<&ToolScope>,
@@ -213,7 +214,7 @@ pub fn mint(
 }
 
 /// Look a presented token up (by its hash) and say whether it may be used now.
-pub fn authenticate(store: &Store, token: &str) -> Result<Check> {
+pub(crate) fn authenticate(store: &Store, token: &str) -> Result<Check> {
     // Anything that is not shaped like a token is unknown without a query.
     if !token.starts_with(TOKEN_PREFIX) || token.len() != TOKEN_PREFIX.len() + 64 {
         return Ok(Check::Unknown);
@@ -262,7 +263,7 @@ pub fn authenticate(store: &Store, token: &str) -> Result<Check> {
 }
 
 /// Every token, newest first.
-pub fn list(store: &Store) -> Result<Vec<TokenInfo>> {
+pub(crate) fn list(store: &Store) -> Result<Vec<TokenInfo>> {
     let rows = store.read(|c| {
         let mut stmt = c.prepare(&format!(
             "SELECT {COLUMNS} FROM session_tokens ORDER BY created_at DESC, id"
@@ -279,7 +280,7 @@ pub fn list(store: &Store) -> Result<Vec<TokenInfo>> {
 /// Revoke the token with public id `id`, or the token itself given in its place
 /// (idempotent: a revoked token keeps its first revocation time). Takes effect on the
 /// token's next request.
-pub fn revoke(store: &Store, id: &str, by: &str) -> Result<TokenInfo> {
+pub(crate) fn revoke(store: &Store, id: &str, by: &str) -> Result<TokenInfo> {
     // A token (`cairn_...`) is looked up by its public id, which is never echoed back
     // as the secret was.
     let public;
@@ -314,7 +315,10 @@ pub fn revoke(store: &Store, id: &str, by: &str) -> Result<TokenInfo> {
 
 /// The public ids of the tokens revoked at or after `since` (ISO-8601 UTC, second
 /// precision: a token revoked in the same second as `since` is included).
-pub fn revoked_since(store: &Store, since: &str) -> Result<std::collections::HashSet<String>> {
+pub(crate) fn revoked_since(
+    store: &Store,
+    since: &str,
+) -> Result<std::collections::HashSet<String>> {
     store.read(|c| {
         let mut stmt = c.prepare(
             "SELECT id FROM session_tokens WHERE revoked_at IS NOT NULL AND revoked_at >= ?1",
@@ -328,7 +332,7 @@ pub fn revoked_since(store: &Store, since: &str) -> Result<std::collections::Has
 
 /// Parse a `--ttl`: a whole number with an optional unit `s`, `m`, `h` or `d`
 /// (seconds without one): `8h`, `30m`, `90`.
-pub fn parse_ttl(text: &str) -> Result<Duration> {
+pub(crate) fn parse_ttl(text: &str) -> Result<Duration> {
     let text = text.trim();
     let (digits, unit) = match text.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => (&text[..i], c),
@@ -472,7 +476,7 @@ fn utf8_path<'a>(field: &str, p: Option<&'a Path>) -> Result<Option<&'a str>> {
 /// Mint a person's token (`cairn session new --human --name NAME`): it binds nothing
 /// and lists no tool, records are attributed to `person:NAME`, and it is good for one
 /// login to the web page ([`redeem`]) within `ttl`.
-pub fn mint_person(store: &Store, name: &str, ttl: Duration) -> Result<Minted> {
+pub(crate) fn mint_person(store: &Store, name: &str, ttl: Duration) -> Result<Minted> {
     let valid = !name.is_empty()
         && name.len() <= 64
         && name
@@ -570,19 +574,19 @@ impl Fresh {
 
 /// A person logged in to the web page.
 #[derive(Debug, Clone)]
-pub struct Person {
+pub(crate) struct Person {
     /// The token's public id.
-    pub id: String,
+    pub(crate) id: String,
     /// Who records are attributed to (`person:NAME`).
-    pub actor: String,
-    pub expires_at: String,
+    pub(crate) actor: String,
+    pub(crate) expires_at: String,
 }
 
 /// The first visit of a login URL: a person's active, never redeemed `token` is marked
 /// redeemed and a new browser secret is stored (hashed) with it. Returns the secret
 /// for the browser's cookie and the person; `None` for any other token, an agent's
 /// included, and for a token already redeemed (a login URL works once).
-pub fn redeem(store: &Store, token: &str) -> Result<Option<(String, Person)>> {
+pub(crate) fn redeem(store: &Store, token: &str) -> Result<Option<(String, Person)>> {
     if !token.starts_with(TOKEN_PREFIX) || token.len() != TOKEN_PREFIX.len() + 64 {
         return Ok(None);
     }
@@ -617,7 +621,7 @@ pub fn redeem(store: &Store, token: &str) -> Result<Option<(String, Person)>> {
 
 /// The person whose browser presents `secret` (the login cookie), while their token is
 /// active.
-pub fn person(store: &Store, secret: &str) -> Result<Option<Person>> {
+pub(crate) fn person(store: &Store, secret: &str) -> Result<Option<Person>> {
     if secret.len() != 64 || !secret.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Ok(None);
     }

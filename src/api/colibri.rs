@@ -18,7 +18,7 @@ use super::Cairn;
 impl Cairn {
     /// Create a task in `backlog`, attributed to the session's actor; an agent creates
     /// only in its bound project ([`Binding`]).
-    pub fn task_create(&self, work: &WorkContext, new: &TaskCreate) -> Result<TaskCreated> {
+    pub(crate) fn task_create(&self, work: &WorkContext, new: &TaskCreate) -> Result<TaskCreated> {
         let b = Binding::new(&self.store, work);
         let mut new = new.clone();
         new.parent = match &new.parent {
@@ -30,7 +30,7 @@ impl Cairn {
     }
 
     /// One task, optionally with its thought trail and its direct sub-tasks.
-    pub fn task_get(
+    pub(crate) fn task_get(
         &self,
         work: &WorkContext,
         task: &str,
@@ -54,7 +54,7 @@ impl Cairn {
     }
 
     /// Filter, sort and page tasks.
-    pub fn task_list(&self, q: &TaskQuery) -> Result<TaskPage> {
+    pub(crate) fn task_list(&self, q: &TaskQuery) -> Result<TaskPage> {
         crate::colibri::tasks::task_list(&self.store, q)
     }
 
@@ -62,7 +62,7 @@ impl Cairn {
     /// fewest unmet dependencies, then oldest), and with `include_blocked` its blocked
     /// tasks with their reasons. `limit` defaults to
     /// [`crate::colibri::limits::NEXT_ACTIONS_LIMIT_DEFAULT`].
-    pub fn task_next_actions(
+    pub(crate) fn task_next_actions(
         &self,
         work: &WorkContext,
         project: Option<&str>,
@@ -136,7 +136,7 @@ impl Cairn {
     }
 
     /// The thoughts of a task, of an audit session, or of every task.
-    pub fn thought_list(&self, work: &WorkContext, q: &ThoughtQuery) -> Result<ThoughtList> {
+    pub(crate) fn thought_list(&self, work: &WorkContext, q: &ThoughtQuery) -> Result<ThoughtList> {
         let mut q = q.clone();
         if let Some(t) = &q.task {
             q.task = Some(Binding::new(&self.store, work).task_ref("task_id", t)?);
@@ -145,7 +145,11 @@ impl Cairn {
     }
 
     /// The skills of a piece of work's checkout (or its project's path).
-    pub fn list_work_skills(&self, work: &WorkContext, filter: &SkillFilter) -> Result<SkillList> {
+    pub(crate) fn list_work_skills(
+        &self,
+        work: &WorkContext,
+        filter: &SkillFilter,
+    ) -> Result<SkillList> {
         crate::colibri::skills::list_work_skills(&self.store, work, filter)
     }
 }

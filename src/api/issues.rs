@@ -18,7 +18,7 @@ impl Cairn {
     }
 
     /// Every project, by slug.
-    pub fn projects(&self) -> Result<Vec<Project>> {
+    pub(crate) fn projects(&self) -> Result<Vec<Project>> {
         crate::issues::projects(&self.store)
     }
 
@@ -33,7 +33,7 @@ impl Cairn {
     }
 
     /// Issues matching `filter`, most urgent first, then by number.
-    pub fn list_issues(&self, filter: &IssueFilter) -> Result<Vec<Issue>> {
+    pub(crate) fn list_issues(&self, filter: &IssueFilter) -> Result<Vec<Issue>> {
         crate::issues::list_issues(&self.store, filter)
     }
 

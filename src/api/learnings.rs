@@ -29,35 +29,35 @@ impl Cairn {
     }
 
     /// Wait until the background indexer has indexed every learning written so far.
-    pub fn flush_learnings_index(&self) {
+    pub(crate) fn flush_learnings_index(&self) {
         self.learnings.flush()
     }
 
     /// Catch the learnings index and its caches up with the database now (a daemon
     /// woken by another host's write).
-    pub fn catch_up_learnings(&self) -> Result<()> {
+    pub(crate) fn catch_up_learnings(&self) -> Result<()> {
         self.learnings.catch_up_now(&self.store)
     }
 
     /// How many learnings there are, and how many wait for their embedding.
-    pub fn learnings_sizes(&self) -> Result<Sizes> {
+    pub(crate) fn learnings_sizes(&self) -> Result<Sizes> {
         self.learnings().sizes()
     }
 
     /// Learnings added, confirmed and superseded per day over the last `days` days that
     /// saw any, and the quality scores' distribution.
-    pub fn learnings_activity(&self, days: usize) -> Result<Activity> {
+    pub(crate) fn learnings_activity(&self, days: usize) -> Result<Activity> {
         self.learnings().activity(days)
     }
 
     /// What the background indexer has done.
-    pub fn learnings_indexer_stats(&self) -> IndexerStats {
+    pub(crate) fn learnings_indexer_stats(&self) -> IndexerStats {
         self.learnings.indexer_stats()
     }
 
     /// Points this process's HNSW graphs of the learnings hold (see
     /// [`Cairn::wait_for_learning_graphs`]).
-    pub fn learnings_graph_points(&self) -> usize {
+    pub(crate) fn learnings_graph_points(&self) -> usize {
         self.learnings.graph_points()
     }
 
@@ -73,18 +73,13 @@ impl Cairn {
     }
 
     /// `old` is replaced by `new` (same project).
-    pub fn supersede_learning(&self, old: &str, new: &str, actor: &str) -> Result<Learning> {
+    pub(crate) fn supersede_learning(&self, old: &str, new: &str, actor: &str) -> Result<Learning> {
         self.learnings().supersede_learning(old, new, actor)
     }
 
     /// Record an issue's verdict on a learning of its project.
     pub fn learning_feedback(&self, f: &NewFeedback) -> Result<Learning> {
         self.learnings().learning_feedback(f)
-    }
-
-    /// Record the ageing of learnings that aged since they were last fresh.
-    pub fn record_learning_aging(&self) -> Result<usize> {
-        self.learnings().record_aging()
     }
 
     /// Search learnings under the blend.
@@ -112,7 +107,12 @@ impl Cairn {
     }
 
     /// A person says a learning is wrong: flagged for review, no longer verified.
-    pub fn flag_learning(&self, id: &str, actor: &str, note: Option<&str>) -> Result<Learning> {
+    pub(crate) fn flag_learning(
+        &self,
+        id: &str,
+        actor: &str,
+        note: Option<&str>,
+    ) -> Result<Learning> {
         self.learnings().flag_learning(id, actor, note)
     }
 
@@ -139,7 +139,7 @@ impl Cairn {
     }
 
     /// Embed texts with the learnings' model, as a learning is embedded (`cairn eval`).
-    pub fn embed_texts(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+    pub(crate) fn embed_texts(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         Ok(self.vault.embedder.embed_batch(texts)?)
     }
 

@@ -10,7 +10,7 @@
 //!   `trail`: the work trail; `colibri`: the Colibri vocabulary; `system`: profiles;
 //!   `learnings` and `vault`: the two searchable stores.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 mod colibri;
 mod issues;
@@ -78,17 +78,12 @@ impl Cairn {
 
     /// Count a call someone waits for until the claim drops: the background embedding of
     /// learnings waits for a moment without one ([`crate::activity`]).
-    pub fn serving(&self) -> crate::activity::Busy<'_> {
+    pub(crate) fn serving(&self) -> crate::activity::Busy<'_> {
         self.activity.begin()
     }
 
     /// The underlying store.
     pub fn store(&self) -> &Store {
         &self.store
-    }
-
-    /// Where derived indexes of this database live.
-    pub fn index_dir(&self) -> PathBuf {
-        self.store.index_dir()
     }
 }

@@ -22,12 +22,12 @@ impl Cairn {
     }
 
     /// Whether a presented token may be used now, and its binding.
-    pub fn authenticate_session_token(&self, token: &str) -> Result<Check> {
+    pub(crate) fn authenticate_session_token(&self, token: &str) -> Result<Check> {
         crate::tokens::authenticate(&self.store, token)
     }
 
     /// The ids of the tokens revoked at or after `since` (ISO-8601).
-    pub fn session_tokens_revoked_since(
+    pub(crate) fn session_tokens_revoked_since(
         &self,
         since: &str,
     ) -> Result<std::collections::HashSet<String>> {
@@ -35,7 +35,7 @@ impl Cairn {
     }
 
     /// Every session token, newest first.
-    pub fn session_tokens(&self) -> Result<Vec<TokenInfo>> {
+    pub(crate) fn session_tokens(&self) -> Result<Vec<TokenInfo>> {
         crate::tokens::list(&self.store)
     }
 
@@ -45,17 +45,17 @@ impl Cairn {
     }
 
     /// Mint a person's token for the web page (one login within `ttl`).
-    pub fn mint_person_token(&self, name: &str, ttl: Duration) -> Result<Minted> {
+    pub(crate) fn mint_person_token(&self, name: &str, ttl: Duration) -> Result<Minted> {
         crate::tokens::mint_person(&self.store, name, ttl)
     }
 
     /// Redeem a login URL's token: the browser's secret and the person, once.
-    pub fn redeem_login(&self, token: &str) -> Result<Option<(String, Person)>> {
+    pub(crate) fn redeem_login(&self, token: &str) -> Result<Option<(String, Person)>> {
         crate::tokens::redeem(&self.store, token)
     }
 
     /// The person whose browser presents `secret`, while their token is active.
-    pub fn person(&self, secret: &str) -> Result<Option<Person>> {
+    pub(crate) fn person(&self, secret: &str) -> Result<Option<Person>> {
         crate::tokens::person(&self.store, secret)
     }
 }

@@ -10,7 +10,7 @@ use super::Cairn;
 
 impl Cairn {
     /// The stored allow/deny lists of a profile (empty when never set).
-    pub fn profile_scope(&self, profile: &str) -> Result<ProfileScope> {
+    pub(crate) fn profile_scope(&self, profile: &str) -> Result<ProfileScope> {
         crate::scope::profile_scope(&self.store, profile)
     }
 

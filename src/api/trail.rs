@@ -27,7 +27,7 @@ impl Cairn {
     }
 
     /// Approve or reject the open PR of an issue (id or identifier).
-    pub fn review_pr(
+    pub(crate) fn review_pr(
         &self,
         issue: &str,
         review: Review,
@@ -39,12 +39,12 @@ impl Cairn {
     }
 
     /// PRs, newest first.
-    pub fn pull_requests(&self, project: Option<&str>) -> Result<Vec<PullRequest>> {
+    pub(crate) fn pull_requests(&self, project: Option<&str>) -> Result<Vec<PullRequest>> {
         crate::work::prs::pull_requests(&self.store, project)
     }
 
     /// One PR with its diff.
-    pub fn pull_request(&self, id: &str) -> Result<PullRequest> {
+    pub(crate) fn pull_request(&self, id: &str) -> Result<PullRequest> {
         crate::work::prs::pull_request(&self.store, id)
     }
 
@@ -67,17 +67,17 @@ impl Cairn {
     }
 
     /// Filter and page the events of a run or of every run of an issue.
-    pub fn query_run_events(&self, q: &RunEventQuery) -> Result<RunEventPage> {
+    pub(crate) fn query_run_events(&self, q: &RunEventQuery) -> Result<RunEventPage> {
         crate::trail::runs::query_run_events(&self.store, q)
     }
 
     /// The full issue with its trail (id or identifier).
-    pub fn issue_details(&self, issue: &str) -> Result<IssueDetails> {
+    pub(crate) fn issue_details(&self, issue: &str) -> Result<IssueDetails> {
         crate::compose::board::issue_details(&self.store, issue)
     }
 
     /// The slim status of an issue (id or identifier).
-    pub fn issue_status(&self, issue: &str) -> Result<IssueStatus> {
+    pub(crate) fn issue_status(&self, issue: &str) -> Result<IssueStatus> {
         crate::compose::board::issue_status(&self.store, issue)
     }
 

@@ -70,23 +70,23 @@ impl Cairn {
 
     /// Catch the vault's graph and BM25 index up with the database now (a daemon woken
     /// by another host's write).
-    pub fn vault_catch_up(&self) -> Result<()> {
+    pub(crate) fn vault_catch_up(&self) -> Result<()> {
         self.vault().catch_up()
     }
 
     /// What this process's embedding model did (runs, texts, tokens, query-cache hits),
     /// for the vault and the learnings alike: `/metrics` reads it.
-    pub fn model_stats(&self) -> EmbedStats {
+    pub(crate) fn model_stats(&self) -> EmbedStats {
         self.vault.embedder.stats()
     }
 
     /// The query's embedding by this process's embedder (`cairn eval vault` embeds once
     /// and ranks under several orderings).
-    pub fn vault_prepare_query(&self, query: &str) -> Result<()> {
+    pub(crate) fn vault_prepare_query(&self, query: &str) -> Result<()> {
         self.vault().prepare_query(query)
     }
 
-    pub fn vault_query_vector(&self, query: &str) -> Result<Vec<f32>> {
+    pub(crate) fn vault_query_vector(&self, query: &str) -> Result<Vec<f32>> {
         self.vault().query_vector(query)
     }
 
@@ -121,7 +121,7 @@ impl Cairn {
     }
 
     /// Every collection with its documents and followed roots (`cairn vault status`).
-    pub fn vault_status(&self) -> Result<Vec<CollectionStatus>> {
+    pub(crate) fn vault_status(&self) -> Result<Vec<CollectionStatus>> {
         let live = self.follower().map(|f| f.live());
         self.vault().status(live.as_ref())
     }
@@ -154,7 +154,7 @@ impl Cairn {
 
     /// A page of the indexed documents of `collections` (all when `None`) after `after`
     /// (`(collection, path)`), in that order (MCP `resources/list`).
-    pub fn vault_documents(
+    pub(crate) fn vault_documents(
         &self,
         collections: Option<&[String]>,
         after: Option<(&str, &str)>,
@@ -165,7 +165,7 @@ impl Cairn {
 
     /// The Markdown of one indexed document of `collections`, read now (MCP
     /// `resources/read`).
-    pub fn vault_document(
+    pub(crate) fn vault_document(
         &self,
         work: &WorkContext,
         collections: Option<&[String]>,
@@ -177,18 +177,22 @@ impl Cairn {
     }
 
     /// The stored chunks of one indexed document, in order (the web page).
-    pub fn vault_document_chunks(&self, collection: &str, path: &str) -> Result<Vec<StoredChunk>> {
+    pub(crate) fn vault_document_chunks(
+        &self,
+        collection: &str,
+        path: &str,
+    ) -> Result<Vec<StoredChunk>> {
         self.vault().document_chunks(collection, path)
     }
 
     /// A mark of the list of `collections` (all when `None`) that moves when a document
     /// comes or goes.
-    pub fn vault_list_mark(&self, collections: Option<&[String]>) -> Result<(i64, i64)> {
+    pub(crate) fn vault_list_mark(&self, collections: Option<&[String]>) -> Result<(i64, i64)> {
         self.vault().list_mark(collections)
     }
 
     /// The indexed content hash of each of `documents` that is indexed.
-    pub fn vault_document_hashes(
+    pub(crate) fn vault_document_hashes(
         &self,
         documents: &[(String, String)],
     ) -> Result<std::collections::HashMap<(String, String), String>> {

@@ -11,12 +11,12 @@ use super::Cairn;
 impl Cairn {
     /// Verify that the work's worktree belongs to the bound issue (see the module
     /// docs).
-    pub fn verify_workspace(&self, work: &WorkContext) -> Result<WorkspaceInfo> {
+    pub(crate) fn verify_workspace(&self, work: &WorkContext) -> Result<WorkspaceInfo> {
         crate::work::workspace::verify_workspace(&self.store, work)
     }
 
     /// Replace one of the work profile's memory files (see the module docs).
-    pub fn update_memory(
+    pub(crate) fn update_memory(
         &self,
         work: &WorkContext,
         scope: MemoryScope,
@@ -27,12 +27,16 @@ impl Cairn {
     }
 
     /// `complete_phase`.
-    pub fn complete_phase(&self, work: &WorkContext, p: &PhaseCompletion) -> Result<PhaseClaim> {
+    pub(crate) fn complete_phase(
+        &self,
+        work: &WorkContext,
+        p: &PhaseCompletion,
+    ) -> Result<PhaseClaim> {
         crate::work::phases::complete_phase(&self.store, work, p)
     }
 
     /// `approve_phase` / `reject_phase`.
-    pub fn judge_phase(
+    pub(crate) fn judge_phase(
         &self,
         work: &WorkContext,
         phase: Phase,

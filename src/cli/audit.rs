@@ -11,7 +11,7 @@ use crate::context::WorkContext;
 use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Subcommand)]
-pub enum AuditCmd {
+pub(crate) enum AuditCmd {
     /// Verify every hash-chained record of an issue (thoughts, findings, verdicts,
     /// comments). Exits 3 when a link is broken.
     Verify {

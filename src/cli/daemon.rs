@@ -14,7 +14,7 @@ use crate::mcp::lanes::{LANE_NICE, Lanes, PATIENCE, default_width};
 use super::Outcome;
 
 #[derive(Debug, Args)]
-pub struct DaemonArgs {
+pub(crate) struct DaemonArgs {
     /// Address to listen on; port 0 lets the system pick one (the URL is written to
     /// `<db>.daemon.json` and logged).
     #[arg(long, default_value = "127.0.0.1:0")]

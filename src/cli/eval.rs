@@ -14,7 +14,7 @@ use crate::eval::vault::{VaultEvalOptions, render};
 use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Subcommand)]
-pub enum EvalCmd {
+pub(crate) enum EvalCmd {
     /// Measure `search_learnings` on JSONL sets of learnings and graded queries:
     /// nDCG@10, MRR@10, Recall@5 overall and per category, p50 latency, for Cairn's
     /// blend, BM25 alone, cosine alone and the reciprocal-rank fusion of the blend and
@@ -47,23 +47,23 @@ pub enum EvalCmd {
 }
 
 #[derive(Debug, Args)]
-pub struct VaultEvalArgs {
+pub(crate) struct VaultEvalArgs {
     /// BEIR `corpus.jsonl` (or a directory holding it), or a directory of Markdown files
     /// (document id = path relative to it).
     #[arg(long)]
-    pub corpus: PathBuf,
+    pub(crate) corpus: PathBuf,
     /// BEIR `queries.jsonl` (`_id`, `text`, optional `metadata.category` or `category`).
     #[arg(long)]
-    pub queries: PathBuf,
+    pub(crate) queries: PathBuf,
     /// BEIR qrels TSV (`query-id corpus-id score`, header line first).
     #[arg(long)]
-    pub qrels: PathBuf,
+    pub(crate) qrels: PathBuf,
     /// Also run the fused ranking over a grid of lexical weights and caps.
     #[arg(long)]
-    pub sweep: bool,
+    pub(crate) sweep: bool,
     /// Print the result as JSON, for scripts.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[allow(clippy::print_stderr)]

@@ -8,7 +8,7 @@ use crate::issues::{Issue, IssueFilter, Limit, NewIssue, Status};
 use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Subcommand)]
-pub enum IssueCmd {
+pub(crate) enum IssueCmd {
     /// Create an issue; prints its identifier alone on stdout.
     Create {
         /// Project slug or id.
@@ -87,7 +87,7 @@ pub enum IssueCmd {
 
 /// Title, description and priority: what every new issue is given.
 #[derive(Debug, Args)]
-pub struct IssueText {
+pub(crate) struct IssueText {
     /// The issue's title (one line).
     #[arg(long)]
     title: String,

@@ -15,7 +15,7 @@ use super::{Outcome, print_json, print_text};
 const ACTOR: &str = "cli";
 
 #[derive(Debug, Subcommand)]
-pub enum LearningsCmd {
+pub(crate) enum LearningsCmd {
     /// Record a learning on an issue; prints its id. A learning that says the same as
     /// one of the project is merged into it (prints that id and "merged").
     Add {

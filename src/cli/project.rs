@@ -9,7 +9,7 @@ use crate::issues::settings::SettingsUpdate;
 use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Subcommand)]
-pub enum ProjectCmd {
+pub(crate) enum ProjectCmd {
     /// Create a project; prints its slug and identifier prefix.
     Create {
         /// Short name: a-z, 0-9 and '-'.

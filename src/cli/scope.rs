@@ -11,7 +11,7 @@ use crate::scope::{ProfileScope, compute_effective};
 use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Subcommand)]
-pub enum ScopeCmd {
+pub(crate) enum ScopeCmd {
     /// Compute a profile's effective tools (computeEffectiveTools) and write the scope
     /// file for `cairn serve --tool-scope-file`. `--allow`/`--deny` replace the profile's
     /// stored lists for this computation.

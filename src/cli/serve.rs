@@ -17,29 +17,29 @@ use super::Outcome;
 
 /// Start-up flags of the spec ("Server Initialization").
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// The issue this session works on (identifier or id). Without it, issue-bound tools
     /// answer with an error saying so.
     #[arg(long, visible_alias = "issue")]
-    pub issue_id: Option<String>,
+    pub(crate) issue_id: Option<String>,
     /// The project (id or slug); default: the bound issue's project.
     #[arg(long, visible_alias = "project")]
-    pub project_id: Option<String>,
+    pub(crate) project_id: Option<String>,
     /// The agent's worktree (for verify_workspace, vault paths).
     #[arg(long)]
-    pub worktree_path: Option<PathBuf>,
+    pub(crate) worktree_path: Option<PathBuf>,
     /// Agent profile: worker, researcher, judge, scanner, architect, planner, intake.
     #[arg(long)]
-    pub agent_type: Option<String>,
+    pub(crate) agent_type: Option<String>,
     /// JSON array of tool names; wins over --agent-type.
     #[arg(long)]
-    pub tool_scope_file: Option<PathBuf>,
+    pub(crate) tool_scope_file: Option<PathBuf>,
     /// Project slug, for memory paths.
     #[arg(long)]
-    pub project_slug: Option<String>,
+    pub(crate) project_slug: Option<String>,
     /// Symphony root; agent memory lives under data/memory/ in it.
     #[arg(long)]
-    pub symphony_dir: Option<PathBuf>,
+    pub(crate) symphony_dir: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -62,20 +62,20 @@ impl ServeArgs {
 
 /// `cairn serve`: the binding flags, and whether to forward to a daemon.
 #[derive(Debug, Args)]
-pub struct ServeCmd {
+pub(crate) struct ServeCmd {
     #[command(flatten)]
-    pub bind: ServeArgs,
+    pub(crate) bind: ServeArgs,
     /// Serve alone even when a daemon serves this database (by default, tool calls go to
     /// the daemon of the database through its socket in `<db>.daemon.d/`, when this
     /// user's daemon listens there).
     #[arg(long)]
-    pub no_daemon: bool,
+    pub(crate) no_daemon: bool,
     /// The form `tools/list` shows input schemas in: `portable` (what strict dialects
     /// share), `openai-strict` (OpenAI strict function calling: every property required,
     /// optional ones nullable) or `gemini` (Gemini function declarations: no
     /// `additionalProperties`). Calls are checked against the full schemas either way.
     #[arg(long, value_enum, default_value_t, env = "CAIRN_SCHEMA_DIALECT")]
-    pub schema_dialect: Dialect,
+    pub(crate) schema_dialect: Dialect,
 }
 
 pub(super) fn run(db: &crate::store::Location, cmd: ServeCmd) -> anyhow::Result<Outcome> {

@@ -9,7 +9,7 @@ use super::serve::ServeArgs;
 use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Subcommand)]
-pub enum SessionCmd {
+pub(crate) enum SessionCmd {
     /// Mint a token bound to what the same `cairn serve` flags bind; print it once.
     New(NewArgs),
     /// List tokens (never the tokens themselves: their ids, bindings and states).
@@ -29,7 +29,7 @@ pub enum SessionCmd {
 }
 
 #[derive(Debug, Args)]
-pub struct NewArgs {
+pub(crate) struct NewArgs {
     #[command(flatten)]
     bind: ServeArgs,
     /// A person's token for the daemon's web page instead of an agent's: prints a login

@@ -12,7 +12,7 @@ use crate::store::Location;
 use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Subcommand)]
-pub enum StoreCmd {
+pub(crate) enum StoreCmd {
     /// Copy every row of a knowledge base into an empty database (created and migrated
     /// when missing), ids and hash chains intact; then verify row counts, a digest of
     /// every table and every hash chain on the destination.
@@ -20,16 +20,16 @@ pub enum StoreCmd {
 }
 
 #[derive(Debug, Args)]
-pub struct CopyArgs {
+pub(crate) struct CopyArgs {
     /// The source: a SQLite file or a `postgres://` URL.
     #[arg(long, value_name = "PATH_OR_URL")]
-    pub from: String,
+    pub(crate) from: String,
     /// The destination (empty): a SQLite file or a `postgres://` URL.
     #[arg(long, value_name = "PATH_OR_URL")]
-    pub to: String,
+    pub(crate) to: String,
     /// Print the report (per-table row counts and digests, chains verified) as JSON.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 pub(super) fn run(cmd: StoreCmd) -> anyhow::Result<Outcome> {

@@ -11,21 +11,21 @@ use super::{Outcome, print_json, print_text};
 
 /// `cairn findings ID`: list an issue's findings, verify its chain, mark findings processed.
 #[derive(Debug, Args)]
-pub struct FindingsArgs {
+pub(crate) struct FindingsArgs {
     /// Issue identifier or id.
-    pub issue: String,
+    pub(crate) issue: String,
     /// Re-compute the issue's hash chain; exits 3 when a link is broken.
     #[arg(long)]
-    pub verify: bool,
+    pub(crate) verify: bool,
     /// Mark a finding processed (the orchestrator's flag); repeat for more.
     #[arg(long = "mark-processed", value_name = "FINDING_ID")]
-    pub mark_processed: Vec<String>,
+    pub(crate) mark_processed: Vec<String>,
     /// Only findings not yet processed.
     #[arg(long)]
-    pub unprocessed: bool,
+    pub(crate) unprocessed: bool,
     /// Print the result as JSON, for scripts.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 pub(super) fn findings(cairn: &Cairn, a: FindingsArgs) -> anyhow::Result<Outcome> {
@@ -87,7 +87,7 @@ pub(super) fn findings(cairn: &Cairn, a: FindingsArgs) -> anyhow::Result<Outcome
 }
 
 #[derive(Debug, Subcommand)]
-pub enum PrCmd {
+pub(crate) enum PrCmd {
     /// List PRs, newest first.
     List {
         /// Only this project's (slug or id).
@@ -162,7 +162,7 @@ pub(super) fn pr(cairn: &Cairn, cmd: PrCmd) -> anyhow::Result<Outcome> {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum RunCmd {
+pub(crate) enum RunCmd {
     /// Record an agent run from a stream-JSON log (one JSON event per line).
     Ingest {
         /// The issue the run worked on (identifier or id).

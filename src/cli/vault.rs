@@ -16,42 +16,42 @@ use std::sync::Arc;
 use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Args)]
-pub struct ReindexArgs {
+pub(crate) struct ReindexArgs {
     /// Directory of Markdown files (`.md`, `.markdown`); `.gitignore` files are respected.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Collection name; default: the directory's name.
     #[arg(long)]
-    pub collection: Option<String>,
+    pub(crate) collection: Option<String>,
     /// Project (slug or id) whose root paths are relative to; default: the project whose
     /// path contains DIR, else DIR itself.
     #[arg(long)]
-    pub project: Option<String>,
+    pub(crate) project: Option<String>,
     /// Re-chunk every file and rebuild the vector index (after a model or chunker change).
     #[arg(long)]
-    pub rebuild: bool,
+    pub(crate) rebuild: bool,
     /// Chunks embedded per model call before their files are committed (default 512).
     #[arg(long, env = "CAIRN_EMBED_GROUP")]
-    pub embed_group: Option<usize>,
+    pub(crate) embed_group: Option<usize>,
     /// ONNX Runtime threads for the model (default: every core).
     #[arg(long, env = "CAIRN_EMBED_THREADS")]
-    pub threads: Option<usize>,
+    pub(crate) threads: Option<usize>,
     /// Whether ONNX Runtime's idle threads spin: on (fastest when the cores are free),
     /// off (kinder to a busy machine), auto (on when the load average leaves the cores
     /// free).
     #[arg(long, env = "CAIRN_EMBED_SPIN", default_value = "auto")]
-    pub spin: Spin,
+    pub(crate) spin: Spin,
     /// Then keep following DIR in the foreground: changes are indexed as they happen,
     /// until SIGINT or SIGTERM (the batch in hand is finished first). Progress on stderr.
     #[arg(long)]
-    pub watch: bool,
+    pub(crate) watch: bool,
     /// Print the result as JSON, for scripts.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// `cairn vault ...`: the freshness of the Knowledge Vault.
 #[derive(Debug, clap::Subcommand)]
-pub enum VaultCmd {
+pub(crate) enum VaultCmd {
     /// Per collection: documents, chunks, and each followed root with who follows it,
     /// its state (watching, rescanning, not followed), changes pending and last sync.
     Status {
@@ -152,21 +152,21 @@ pub(super) fn run(cairn: &Cairn, cmd: VaultCmd) -> anyhow::Result<Outcome> {
 }
 
 #[derive(Debug, Args)]
-pub struct SearchArgs {
+pub(crate) struct SearchArgs {
     /// Natural-language query.
-    pub query: String,
+    pub(crate) query: String,
     /// Results to show (1-50) [default: 5].
     #[arg(long)]
-    pub top_k: Option<usize>,
+    pub(crate) top_k: Option<usize>,
     /// Search only this collection; repeat for more.
     #[arg(long = "collection")]
-    pub collections: Vec<String>,
+    pub(crate) collections: Vec<String>,
     /// At most this many chunks of one document (default 2; 0 = no cap).
     #[arg(long)]
-    pub max_per_document: Option<usize>,
+    pub(crate) max_per_document: Option<usize>,
     /// Print the result as JSON, for scripts.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 pub(super) fn reindex(cairn: Arc<Cairn>, a: ReindexArgs) -> anyhow::Result<Outcome> {

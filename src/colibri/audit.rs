@@ -35,16 +35,16 @@ use crate::trail::chain::{MalformedRow, loose_text};
 
 /// One hash-chained record, as a Merkle leaf candidate.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct ChainRecord {
+pub(crate) struct ChainRecord {
     /// 1-based position in the verified sequence.
-    pub position: i64,
+    pub(crate) position: i64,
     /// `thought` or `trail`.
-    pub chain: String,
-    pub task_id: String,
-    pub record_id: String,
-    pub chain_position: i64,
-    pub hash: String,
-    pub recorded_at: String,
+    pub(crate) chain: String,
+    pub(crate) task_id: String,
+    pub(crate) record_id: String,
+    pub(crate) chain_position: i64,
+    pub(crate) hash: String,
+    pub(crate) recorded_at: String,
 }
 
 /// One chain of one task: its records and the result of checking it.
@@ -292,10 +292,10 @@ pub(crate) fn frozen_root_breaks(
 pub struct AuditSessionStarted {
     /// `A-{id}`.
     pub session_id: String,
-    pub task_id: String,
-    pub auditor_id: String,
-    pub started_at: String,
-    pub scope: AuditScope,
+    pub(crate) task_id: String,
+    pub(crate) auditor_id: String,
+    pub(crate) started_at: String,
+    pub(crate) scope: AuditScope,
 }
 
 /// What to verify: a session, a task, or a task within a session.
@@ -309,64 +309,64 @@ pub struct VerifyTarget {
 
 /// One record of a full trace.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct TracedRecord {
+pub(crate) struct TracedRecord {
     #[serde(flatten)]
-    pub record: ChainRecord,
+    pub(crate) record: ChainRecord,
     /// Whether every check of this record passed.
-    pub valid: bool,
+    pub(crate) valid: bool,
 }
 
 /// What `audit_verify_chain` (and `cairn audit verify`) returns.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ChainVerification {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
+    pub(crate) session_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<String>,
+    pub(crate) task_id: Option<String>,
     pub chain_valid: bool,
     /// Records present (thoughts and trail records).
     pub total_records: i64,
     /// 0-100: the percentage of records whose every check passed (rounded down; 100
     /// only when all pass, and for an empty chain).
-    pub integrity_score: u32,
+    pub(crate) integrity_score: u32,
     pub broken_links: Vec<BrokenLink>,
-    pub verified_at: String,
+    pub(crate) verified_at: String,
     /// For a finalized session (or, verifying a task alone, every finalized session
     /// covering it): whether the stored root is still the root recomputed from the
     /// frozen leaves and from the current records, and every frozen leaf matches its
     /// record.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub merkle_root_matches: Option<bool>,
+    pub(crate) merkle_root_matches: Option<bool>,
     /// With full_trace: every record in sequence order with its hash.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub records: Option<Vec<TracedRecord>>,
+    pub(crate) records: Option<Vec<TracedRecord>>,
 }
 
 /// What `merkle_finalize` returns.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MerkleFinalized {
-    pub session_id: String,
+    pub(crate) session_id: String,
     /// Lower-case hex SHA-256 of the root node.
-    pub merkle_root: String,
+    pub(crate) merkle_root: String,
     /// Levels including leaves and root.
-    pub tree_depth: u32,
-    pub leaf_count: usize,
-    pub finalized_at: String,
+    pub(crate) tree_depth: u32,
+    pub(crate) leaf_count: usize,
+    pub(crate) finalized_at: String,
     /// Always true on success.
-    pub frozen: bool,
+    pub(crate) frozen: bool,
 }
 
 /// What `merkle_root` returns.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MerkleRootView {
-    pub session_id: String,
+    pub(crate) session_id: String,
     /// The frozen root if finalized, else the root over the session's current records.
     pub merkle_root: String,
-    pub is_finalized: bool,
+    pub(crate) is_finalized: bool,
     /// Finalization time, or the newest record's time (the session start if none).
-    pub as_of: String,
-    pub leaf_count: usize,
-    pub tree_depth: u32,
+    pub(crate) as_of: String,
+    pub(crate) leaf_count: usize,
+    pub(crate) tree_depth: u32,
 }
 
 fn tree_of(records: &[ChainRecord]) -> Result<merkle::Tree> {
@@ -378,7 +378,7 @@ fn tree_of(records: &[ChainRecord]) -> Result<merkle::Tree> {
 }
 
 /// Open an audit session on a task.
-pub fn audit_session_start(
+pub(crate) fn audit_session_start(
     store: &Store,
     task: &str,
     auditor_id: &str,
@@ -425,7 +425,7 @@ fn check_chains(store: &Store, issue_ids: &[String]) -> Result<Vec<ChainReport>>
 /// session: the target resolved ([`resolve_target`]), every chain checked and its
 /// problems numbered into one sequence ([`Tally::of`]), then each finalized session's
 /// root and frozen leaves compared with the records ([`Tally::check_session`]).
-pub fn audit_verify(store: &Store, target: &VerifyTarget) -> Result<ChainVerification> {
+pub(crate) fn audit_verify(store: &Store, target: &VerifyTarget) -> Result<ChainVerification> {
     if target.session.is_none() && target.task.is_none() {
         return Err(Error::InvalidInput(vec![
             crate::error::FieldError::new("session_id", "give session_id or task_id (or both)"),
@@ -648,7 +648,7 @@ impl Tally {
 /// `agent_issue`: the bound issue (id) of an agent's session, which may finalize a whole
 /// session only when that session audits its own issue (with `task`, the task must be its
 /// issue: the caller binds it); `None` for the orchestrator's, which may finalize any.
-pub fn merkle_finalize(
+pub(crate) fn merkle_finalize(
     store: &Store,
     session: &str,
     task: Option<&str>,
@@ -734,7 +734,7 @@ pub fn merkle_finalize(
 }
 
 /// The session's root: frozen if finalized, else over its current records.
-pub fn merkle_root(store: &Store, session: &str) -> Result<MerkleRootView> {
+pub(crate) fn merkle_root(store: &Store, session: &str) -> Result<MerkleRootView> {
     store.read(|c| {
         let s = load_session(c, session)?;
         if let (Some(root), Some(at)) = (&s.merkle_root, &s.finalized_at) {

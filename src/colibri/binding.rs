@@ -17,18 +17,18 @@ use crate::store::Store;
 
 /// The rules of one session.
 #[derive(Debug, Clone, Copy)]
-pub struct Binding<'a> {
+pub(crate) struct Binding<'a> {
     store: &'a Store,
     work: &'a WorkContext,
 }
 
 impl<'a> Binding<'a> {
-    pub fn new(store: &'a Store, work: &'a WorkContext) -> Self {
+    pub(crate) fn new(store: &'a Store, work: &'a WorkContext) -> Self {
         Binding { store, work }
     }
 
     /// Whether this session is an agent's (bound by a profile), not the orchestrator's.
-    pub fn is_agent(&self) -> bool {
+    pub(crate) fn is_agent(&self) -> bool {
         self.work.agent_type.is_some()
     }
 
@@ -38,7 +38,7 @@ impl<'a> Binding<'a> {
 
     /// A task reference as the domain resolves it: `T-N` becomes the bound project's
     /// `PFX-N`; anything else is passed on. `field` names the argument in errors.
-    pub fn task_ref(&self, field: &str, reference: &str) -> Result<String> {
+    pub(crate) fn task_ref(&self, field: &str, reference: &str) -> Result<String> {
         let Some(n) = super::task_number(reference) else {
             return Ok(reference.to_string());
         };
@@ -77,7 +77,7 @@ impl<'a> Binding<'a> {
 
     /// A task this session may change: for an agent, its bound issue only; for the
     /// orchestrator, any task.
-    pub fn target_task(&self, field: &str, reference: &str) -> Result<String> {
+    pub(crate) fn target_task(&self, field: &str, reference: &str) -> Result<String> {
         let r = self.task_ref(field, reference)?;
         if !self.is_agent() {
             return Ok(r);
@@ -98,7 +98,7 @@ impl<'a> Binding<'a> {
     }
 
     /// A project this session may create tasks in: for an agent, its bound project only.
-    pub fn check_create_in(&self, project_ref: &str) -> Result<()> {
+    pub(crate) fn check_create_in(&self, project_ref: &str) -> Result<()> {
         if !self.is_agent() {
             return Ok(());
         }
@@ -115,7 +115,7 @@ impl<'a> Binding<'a> {
     }
 
     /// The project a listing is about: the one named, else the bound one.
-    pub fn project_or_bound(&self, named: Option<&str>) -> Result<String> {
+    pub(crate) fn project_or_bound(&self, named: Option<&str>) -> Result<String> {
         match (named, &self.work.project_id) {
             (Some(p), _) => Ok(p.to_string()),
             (None, Some(bound)) => Ok(bound.clone()),
@@ -128,7 +128,7 @@ impl<'a> Binding<'a> {
 
     /// The issue whose audit sessions an agent may finalize without naming a task (its
     /// bound issue); `None` for the orchestrator (any session).
-    pub fn finalizing_issue(&self) -> Result<Option<String>> {
+    pub(crate) fn finalizing_issue(&self) -> Result<Option<String>> {
         if self.is_agent() {
             Ok(Some(self.work.require_issue()?.id.clone()))
         } else {

@@ -20,14 +20,14 @@ use crate::error::{Error, Result};
 
 /// A computed tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tree {
-    pub root: String,
-    pub depth: u32,
-    pub leaf_count: usize,
+pub(crate) struct Tree {
+    pub(crate) root: String,
+    pub(crate) depth: u32,
+    pub(crate) leaf_count: usize,
 }
 
 /// Decode a record hash (64 hex characters) into a leaf.
-pub fn leaf(hash_hex: &str) -> Result<[u8; 32]> {
+pub(crate) fn leaf(hash_hex: &str) -> Result<[u8; 32]> {
     let mut out = [0u8; 32];
     hex::decode_to_slice(hash_hex, &mut out).map_err(|_| {
         Error::FailedPrecondition(format!(
@@ -39,7 +39,7 @@ pub fn leaf(hash_hex: &str) -> Result<[u8; 32]> {
 }
 
 /// Build the tree over `leaves`, in order.
-pub fn build(leaves: &[[u8; 32]]) -> Tree {
+pub(crate) fn build(leaves: &[[u8; 32]]) -> Tree {
     if leaves.is_empty() {
         return Tree {
             root: hex::encode(Sha256::digest([])),

@@ -26,11 +26,11 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 pub mod audit;
-pub mod binding;
-pub mod limits;
-pub mod merkle;
+pub(crate) mod binding;
+pub(crate) mod limits;
+pub(crate) mod merkle;
 pub(crate) mod sessions;
-pub mod skills;
+pub(crate) mod skills;
 pub mod tasks;
 pub mod thoughts;
 
@@ -46,7 +46,7 @@ pub enum Priority {
 
 impl Priority {
     /// The issue priority level: critical 1, high 2, normal 3, low 4.
-    pub fn level(self) -> u8 {
+    pub(crate) fn level(self) -> u8 {
         match self {
             Priority::Critical => 1,
             Priority::High => 2,
@@ -56,7 +56,7 @@ impl Priority {
     }
 
     /// The name of an issue priority level (levels outside 1-4 read as normal).
-    pub fn from_level(level: u8) -> Priority {
+    pub(crate) fn from_level(level: u8) -> Priority {
         match level {
             1 => Priority::Critical,
             2 => Priority::High,
@@ -67,12 +67,12 @@ impl Priority {
 }
 
 /// `Θ-0047` for thought 47.
-pub fn thought_id(id: i64) -> String {
+pub(crate) fn thought_id(id: i64) -> String {
     format!("Θ-{id:04}")
 }
 
 /// `A-0002` for audit session 2.
-pub fn session_id(id: i64) -> String {
+pub(crate) fn session_id(id: i64) -> String {
     format!("A-{id:04}")
 }
 
@@ -100,7 +100,7 @@ pub(crate) fn resolve_task(c: &Conn<'_>, reference: &str) -> Result<String> {
 }
 
 /// The N of the Colibri document's task id `T-N` (`T-0042` → 42), if it has that shape.
-pub fn task_number(reference: &str) -> Option<i64> {
+pub(crate) fn task_number(reference: &str) -> Option<i64> {
     parse_numbered(reference, "T-").or_else(|| parse_numbered(reference, "t-"))
 }
 

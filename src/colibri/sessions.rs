@@ -37,14 +37,14 @@ impl AuditScope {
 /// A stored audit session.
 #[derive(Debug, Clone)]
 pub(crate) struct SessionRow {
-    pub id: i64,
-    pub issue_id: String,
-    pub scope: AuditScope,
-    pub started_at: String,
-    pub merkle_root: Option<String>,
-    pub tree_depth: Option<u32>,
-    pub leaf_count: Option<usize>,
-    pub finalized_at: Option<String>,
+    pub(crate) id: i64,
+    pub(crate) issue_id: String,
+    pub(crate) scope: AuditScope,
+    pub(crate) started_at: String,
+    pub(crate) merkle_root: Option<String>,
+    pub(crate) tree_depth: Option<u32>,
+    pub(crate) leaf_count: Option<usize>,
+    pub(crate) finalized_at: Option<String>,
 }
 
 impl SessionRow {

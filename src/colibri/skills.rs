@@ -27,46 +27,46 @@ use crate::paths::{DirHandle, refusal_text};
 use crate::store::Store;
 
 /// Largest `SKILL.md` read, in bytes.
-pub const SKILL_FILE_MAX_BYTES: u64 = 1024 * 1024;
+pub(crate) const SKILL_FILE_MAX_BYTES: u64 = 1024 * 1024;
 
 /// One skill.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct Skill {
+pub(crate) struct Skill {
     /// The directory name under .agents/skills/.
-    pub name: String,
-    pub version: String,
-    pub description: String,
-    pub capabilities: Vec<String>,
+    pub(crate) name: String,
+    pub(crate) version: String,
+    pub(crate) description: String,
+    pub(crate) capabilities: Vec<String>,
     /// Root-relative path of the SKILL.md file.
-    pub path: String,
+    pub(crate) path: String,
 }
 
 /// A skill whose SKILL.md could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct SkillError {
+pub(crate) struct SkillError {
     /// Root-relative path of the SKILL.md file (or the skill directory).
-    pub path: String,
+    pub(crate) path: String,
     /// What is wrong.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// What `skill_list` returns.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct SkillList {
+pub(crate) struct SkillList {
     /// Skills matching the filters, by name.
-    pub skills: Vec<Skill>,
-    pub total_count: usize,
+    pub(crate) skills: Vec<Skill>,
+    pub(crate) total_count: usize,
     /// Skills that could not be read (all of them, whatever the filters), by path.
-    pub errors: Vec<SkillError>,
+    pub(crate) errors: Vec<SkillError>,
 }
 
 /// Filters of `skill_list`.
 #[derive(Debug, Clone, Default)]
-pub struct SkillFilter {
+pub(crate) struct SkillFilter {
     /// Case-insensitive substring of the name or the description.
-    pub search: Option<String>,
+    pub(crate) search: Option<String>,
     /// A declared capability (case-insensitive).
-    pub capability: Option<String>,
+    pub(crate) capability: Option<String>,
 }
 
 /// A front-matter value.
@@ -248,7 +248,7 @@ fn parse_skill(name: &str, rel: &str, text: &str) -> std::result::Result<Skill, 
 
 /// The skill root of a piece of work: its `--worktree-path` when given (the agent's own
 /// checkout, where it sees the skills it is editing), else the bound project's `path`.
-pub fn skill_root(store: &Store, work: &WorkContext) -> Result<PathBuf> {
+pub(crate) fn skill_root(store: &Store, work: &WorkContext) -> Result<PathBuf> {
     if let Some(w) = &work.worktree_path {
         return Ok(w.clone());
     }
@@ -265,7 +265,7 @@ pub fn skill_root(store: &Store, work: &WorkContext) -> Result<PathBuf> {
 }
 
 /// `skill_list` for a piece of work: the skills under its [`skill_root`].
-pub fn list_work_skills(
+pub(crate) fn list_work_skills(
     store: &Store,
     work: &WorkContext,
     filter: &SkillFilter,
@@ -275,7 +275,7 @@ pub fn list_work_skills(
 
 /// List the skills under `root/.agents/skills/`. A missing skills directory is an
 /// empty list.
-pub fn list_skills(root: &Path, filter: &SkillFilter) -> Result<SkillList> {
+pub(crate) fn list_skills(root: &Path, filter: &SkillFilter) -> Result<SkillList> {
     let root = DirHandle::open_root(root)?;
     let mut skills = Vec::new();
     let mut errors = Vec::new();

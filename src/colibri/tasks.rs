@@ -29,7 +29,7 @@ use crate::trail::status::set_status_in;
 use super::{Priority, resolve_task, thought_id};
 
 /// Whether Colibri's transition table allows `from → to`.
-pub fn transition_allowed(from: Status, to: Status) -> bool {
+pub(crate) fn transition_allowed(from: Status, to: Status) -> bool {
     use Status::*;
     matches!(
         (from, to),
@@ -66,61 +66,61 @@ fn transition_error(from: Status, to: Status) -> Error {
 
 /// A new task.
 #[derive(Debug, Clone, Default)]
-pub struct TaskCreate {
-    pub title: String,
-    pub description: Option<String>,
+pub(crate) struct TaskCreate {
+    pub(crate) title: String,
+    pub(crate) description: Option<String>,
     /// Project slug (or id).
-    pub project: String,
+    pub(crate) project: String,
     /// Parent task reference, for sub-tasks (same project).
-    pub parent: Option<String>,
-    pub priority: Option<Priority>,
-    pub labels: Vec<String>,
-    pub assignee: Option<String>,
-    pub estimate_hours: Option<f64>,
+    pub(crate) parent: Option<String>,
+    pub(crate) priority: Option<Priority>,
+    pub(crate) labels: Vec<String>,
+    pub(crate) assignee: Option<String>,
+    pub(crate) estimate_hours: Option<f64>,
 }
 
 /// What `task_create` returns.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct TaskCreated {
+pub(crate) struct TaskCreated {
     /// The task's identifier (`PFX-N`), also its issue identifier.
-    pub task_id: String,
+    pub(crate) task_id: String,
     /// Always `backlog`.
-    pub status: Status,
-    pub created_at: String,
-    pub created_by: String,
+    pub(crate) status: Status,
+    pub(crate) created_at: String,
+    pub(crate) created_by: String,
     /// The project-scoped monotonic counter (the N of `PFX-N`).
-    pub sequence: i64,
+    pub(crate) sequence: i64,
 }
 
 /// One task with all its metadata (`task_get`).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct TaskView {
-    pub task_id: String,
-    pub title: String,
-    pub description: String,
+pub(crate) struct TaskView {
+    pub(crate) task_id: String,
+    pub(crate) title: String,
+    pub(crate) description: String,
     /// Project slug.
-    pub project: String,
-    pub status: Status,
-    pub priority: Priority,
-    pub progress: u8,
-    pub assignee: String,
-    pub labels: Vec<String>,
+    pub(crate) project: String,
+    pub(crate) status: Status,
+    pub(crate) priority: Priority,
+    pub(crate) progress: u8,
+    pub(crate) assignee: String,
+    pub(crate) labels: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub estimate_hours: Option<f64>,
-    pub created_at: String,
-    pub updated_at: String,
-    pub created_by: String,
-    pub updated_by: String,
+    pub(crate) estimate_hours: Option<f64>,
+    pub(crate) created_at: String,
+    pub(crate) updated_at: String,
+    pub(crate) created_by: String,
+    pub(crate) updated_by: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub parent_id: Option<String>,
+    pub(crate) parent_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub blocked_reason: Option<String>,
+    pub(crate) blocked_reason: Option<String>,
     /// Thought ids (`Θ-N`) of the task's chain, in chain order.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub thought_trail: Option<Vec<String>>,
+    pub(crate) thought_trail: Option<Vec<String>>,
     /// Task ids of the direct sub-tasks.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub dependents: Option<Vec<String>>,
+    pub(crate) dependents: Option<Vec<String>>,
 }
 
 /// A change to a task. `None` leaves a field as it is.
@@ -141,21 +141,21 @@ pub struct TaskUpdate {
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TaskUpdated {
     pub task_id: String,
-    pub status: Status,
-    pub progress: u8,
-    pub updated_at: String,
-    pub updated_by: String,
+    pub(crate) status: Status,
+    pub(crate) progress: u8,
+    pub(crate) updated_at: String,
+    pub(crate) updated_by: String,
     /// The status before this update.
-    pub previous_status: Status,
+    pub(crate) previous_status: Status,
     /// Things that are allowed but probably not meant.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// `task_list` sort keys.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum SortBy {
+pub(crate) enum SortBy {
     Created,
     #[default]
     Updated,
@@ -167,7 +167,7 @@ pub enum SortBy {
 /// Sort direction.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum SortOrder {
+pub(crate) enum SortOrder {
     Asc,
     #[default]
     Desc,
@@ -175,82 +175,82 @@ pub enum SortOrder {
 
 /// Filters, order and page of `task_list`.
 #[derive(Debug, Clone, Default)]
-pub struct TaskQuery {
-    pub project: Option<String>,
-    pub statuses: Vec<Status>,
-    pub priorities: Vec<Priority>,
-    pub assignee: Option<String>,
-    pub label: Option<String>,
+pub(crate) struct TaskQuery {
+    pub(crate) project: Option<String>,
+    pub(crate) statuses: Vec<Status>,
+    pub(crate) priorities: Vec<Priority>,
+    pub(crate) assignee: Option<String>,
+    pub(crate) label: Option<String>,
     /// ISO-8601; only tasks created strictly after.
-    pub created_after: Option<String>,
+    pub(crate) created_after: Option<String>,
     /// ISO-8601; only tasks created strictly before.
-    pub created_before: Option<String>,
-    pub search: Option<String>,
+    pub(crate) created_before: Option<String>,
+    pub(crate) search: Option<String>,
     /// Page size; default [`limits::LIST_LIMIT_DEFAULT`].
-    pub limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
     /// Tasks skipped; default 0.
-    pub offset: Option<usize>,
-    pub sort_by: SortBy,
-    pub sort_order: SortOrder,
+    pub(crate) offset: Option<usize>,
+    pub(crate) sort_by: SortBy,
+    pub(crate) sort_order: SortOrder,
 }
 
 /// One row of `task_list`.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct TaskSummary {
-    pub task_id: String,
-    pub title: String,
-    pub project: String,
-    pub status: Status,
-    pub priority: Priority,
-    pub progress: u8,
-    pub assignee: String,
-    pub created_at: String,
-    pub updated_at: String,
+pub(crate) struct TaskSummary {
+    pub(crate) task_id: String,
+    pub(crate) title: String,
+    pub(crate) project: String,
+    pub(crate) status: Status,
+    pub(crate) priority: Priority,
+    pub(crate) progress: u8,
+    pub(crate) assignee: String,
+    pub(crate) created_at: String,
+    pub(crate) updated_at: String,
 }
 
 /// A page of tasks.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct TaskPage {
-    pub tasks: Vec<TaskSummary>,
+pub(crate) struct TaskPage {
+    pub(crate) tasks: Vec<TaskSummary>,
     /// Every task matching the filters, ignoring limit and offset.
-    pub total_count: usize,
-    pub returned_count: usize,
-    pub offset: usize,
-    pub limit: usize,
+    pub(crate) total_count: usize,
+    pub(crate) returned_count: usize,
+    pub(crate) offset: usize,
+    pub(crate) limit: usize,
 }
 
 /// A task ready to be picked up.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct NextAction {
-    pub task_id: String,
-    pub title: String,
-    pub priority: Priority,
-    pub assignee: String,
+pub(crate) struct NextAction {
+    pub(crate) task_id: String,
+    pub(crate) title: String,
+    pub(crate) priority: Priority,
+    pub(crate) assignee: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub estimate_hours: Option<f64>,
+    pub(crate) estimate_hours: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub parent_id: Option<String>,
+    pub(crate) parent_id: Option<String>,
     /// Dependencies that are neither done nor cancelled.
-    pub dependencies_unmet: u32,
+    pub(crate) dependencies_unmet: u32,
 }
 
 /// A blocked task and why.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct BlockedTask {
-    pub task_id: String,
-    pub title: String,
-    pub blocked_reason: String,
+pub(crate) struct BlockedTask {
+    pub(crate) task_id: String,
+    pub(crate) title: String,
+    pub(crate) blocked_reason: String,
 }
 
 /// What `task_next_actions` returns.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct NextActions {
-    pub next_actions: Vec<NextAction>,
-    pub count: usize,
+pub(crate) struct NextActions {
+    pub(crate) next_actions: Vec<NextAction>,
+    pub(crate) count: usize,
     /// Project slug.
-    pub project: String,
+    pub(crate) project: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub blocked: Option<Vec<BlockedTask>>,
+    pub(crate) blocked: Option<Vec<BlockedTask>>,
 }
 
 /// Unix seconds of an ISO-8601 timestamp (RFC 3339, or a bare date at 00:00 UTC).
@@ -364,7 +364,7 @@ fn strings(c: &Conn<'_>, sql: &str, arg: &str) -> Result<Vec<String>> {
 }
 
 /// Create a task in `backlog`, attributed to `actor`.
-pub fn task_create(store: &Store, actor: &str, new: &TaskCreate) -> Result<TaskCreated> {
+pub(crate) fn task_create(store: &Store, actor: &str, new: &TaskCreate) -> Result<TaskCreated> {
     check_names(new.assignee.as_deref(), Some(&new.labels))?;
     store.write(|tx| {
         let (project_id, _) = project_id(tx, &new.project)?;
@@ -418,7 +418,7 @@ pub fn task_create(store: &Store, actor: &str, new: &TaskCreate) -> Result<TaskC
 }
 
 /// One task, optionally with its thought trail and its direct sub-tasks.
-pub fn task_get(
+pub(crate) fn task_get(
     store: &Store,
     task: &str,
     include_thought_trail: bool,
@@ -451,7 +451,7 @@ pub fn task_get(
 /// Change a task's fields; a status change must be in Colibri's transition table.
 /// `agent`: the caller is an agent (its session has an agent type), held to the
 /// restricted status rules of the module docs.
-pub fn task_update(
+pub(crate) fn task_update(
     store: &Store,
     actor: &str,
     upd: &TaskUpdate,
@@ -583,7 +583,7 @@ pub fn task_update(
 }
 
 /// Filter, sort and page tasks.
-pub fn task_list(store: &Store, q: &TaskQuery) -> Result<TaskPage> {
+pub(crate) fn task_list(store: &Store, q: &TaskQuery) -> Result<TaskPage> {
     let limit = q.limit.unwrap_or(limits::LIST_LIMIT_DEFAULT as usize);
     let offset = q.offset.unwrap_or(0);
     let after = q
@@ -690,7 +690,7 @@ pub fn task_list(store: &Store, q: &TaskQuery) -> Result<TaskPage> {
 
 /// The project's `todo` tasks, most urgent first (then fewest unmet dependencies,
 /// then oldest), and with `include_blocked` its blocked tasks with their reasons.
-pub fn task_next_actions(
+pub(crate) fn task_next_actions(
     store: &Store,
     project: &str,
     limit: Option<usize>,

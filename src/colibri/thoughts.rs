@@ -30,7 +30,7 @@ use crate::trail::chain::{MalformedRow, loose_text};
 use super::{resolve_task, task_identifier, thought_id};
 
 /// Largest `metadata` object, serialized, in bytes.
-pub const METADATA_MAX_BYTES: usize = 16 * 1024;
+pub(crate) const METADATA_MAX_BYTES: usize = 16 * 1024;
 
 /// The kinds of thought the document names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -44,7 +44,7 @@ pub enum ThoughtType {
 }
 
 impl ThoughtType {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ThoughtType::Reflection => "reflection",
             ThoughtType::Decision => "decision",
@@ -57,13 +57,13 @@ impl ThoughtType {
 
 /// The six hashed fields of a thought record.
 #[derive(Debug, Clone, Copy)]
-pub struct HashedFields<'a> {
-    pub task_id: &'a str,
-    pub kind: &'a str,
-    pub content: &'a str,
-    pub previous_hash: Option<&'a str>,
-    pub recorded_at: &'a str,
-    pub recorded_by: &'a str,
+pub(crate) struct HashedFields<'a> {
+    pub(crate) task_id: &'a str,
+    pub(crate) kind: &'a str,
+    pub(crate) content: &'a str,
+    pub(crate) previous_hash: Option<&'a str>,
+    pub(crate) recorded_at: &'a str,
+    pub(crate) recorded_by: &'a str,
 }
 
 /// Append `s` as a JSON string exactly as ECMAScript's `JSON.stringify` writes it.
@@ -88,7 +88,7 @@ fn push_js_string(out: &mut String, s: &str) {
 }
 
 /// The exact text that is hashed: `JSON.stringify` of the six fields, in order.
-pub fn hash_input(f: &HashedFields<'_>) -> String {
+pub(crate) fn hash_input(f: &HashedFields<'_>) -> String {
     let mut s = String::with_capacity(f.content.len() + 256);
     s.push_str("{\"task_id\":");
     push_js_string(&mut s, f.task_id);
@@ -110,7 +110,7 @@ pub fn hash_input(f: &HashedFields<'_>) -> String {
 }
 
 /// SHA-256 (lower-case hex) of [`hash_input`].
-pub fn thought_hash(f: &HashedFields<'_>) -> String {
+pub(crate) fn thought_hash(f: &HashedFields<'_>) -> String {
     sha256_hex(hash_input(f))
 }
 
@@ -132,47 +132,47 @@ pub struct NewThought {
 pub struct ThoughtRecorded {
     /// `Θ-{id}`.
     pub thought_id: String,
-    pub task_id: String,
+    pub(crate) task_id: String,
     #[serde(rename = "type")]
-    pub kind: ThoughtType,
+    pub(crate) kind: ThoughtType,
     /// SHA-256 of this record (hex).
-    pub hash: String,
+    pub(crate) hash: String,
     /// The previous record's hash in this task's chain; null for the first.
-    pub previous_hash: Option<String>,
-    pub recorded_at: String,
-    pub recorded_by: String,
+    pub(crate) previous_hash: Option<String>,
+    pub(crate) recorded_at: String,
+    pub(crate) recorded_by: String,
     /// 1-based position in this task's chain.
-    pub chain_position: i64,
+    pub(crate) chain_position: i64,
 }
 
 /// One stored thought.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct Thought {
-    pub thought_id: String,
+pub(crate) struct Thought {
+    pub(crate) thought_id: String,
     /// The task this record belongs to.
-    pub task_id: String,
+    pub(crate) task_id: String,
     #[serde(rename = "type")]
-    pub kind: ThoughtType,
-    pub content: String,
-    pub hash: String,
-    pub previous_hash: Option<String>,
-    pub recorded_at: String,
-    pub recorded_by: String,
-    pub chain_position: i64,
+    pub(crate) kind: ThoughtType,
+    pub(crate) content: String,
+    pub(crate) hash: String,
+    pub(crate) previous_hash: Option<String>,
+    pub(crate) recorded_at: String,
+    pub(crate) recorded_by: String,
+    pub(crate) chain_position: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub branch: Option<String>,
+    pub(crate) branch: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub commit_sha: Option<String>,
-    pub tests_run: Vec<String>,
-    pub blockers: Vec<String>,
+    pub(crate) commit_sha: Option<String>,
+    pub(crate) tests_run: Vec<String>,
+    pub(crate) blockers: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<serde_json::Value>,
+    pub(crate) metadata: Option<serde_json::Value>,
 }
 
 /// A stored thought with what verification needs.
 pub(crate) struct StoredThought {
-    pub task_ref: String,
-    pub thought: Thought,
+    pub(crate) task_ref: String,
+    pub(crate) thought: Thought,
 }
 
 impl StoredThought {
@@ -195,11 +195,11 @@ impl StoredThought {
 pub struct BrokenLink {
     /// 1-based position in the verified sequence (for one task's thoughts alone, the
     /// chain position).
-    pub position: i64,
+    pub(crate) position: i64,
     /// The hash the chain requires here ("" where no hash is required).
-    pub expected_hash: String,
+    pub(crate) expected_hash: String,
     /// The hash found ("" where none was found).
-    pub actual_hash: String,
+    pub(crate) actual_hash: String,
     /// `content_hash_mismatch` (the stored hash is not the hash of the stored fields),
     /// `previous_hash_mismatch` (the link to the record before is wrong),
     /// `position_mismatch` (a gap or duplicate in a trail chain's positions),
@@ -210,30 +210,30 @@ pub struct BrokenLink {
     /// range; see `detail`), or
     /// `merkle_root_mismatch` (a finalized session's stored root is not the root of its
     /// frozen leaves or of its current records; position 0, `record_id` the session).
-    pub reason: String,
+    pub(crate) reason: String,
     /// `thought` or `trail`.
-    pub chain: String,
-    pub task_id: String,
+    pub(crate) chain: String,
+    pub(crate) task_id: String,
     /// The record (`Θ-N` or a trail record id); "" for missing records.
-    pub record_id: String,
+    pub(crate) record_id: String,
     /// The position within its own chain.
-    pub chain_position: i64,
+    pub(crate) chain_position: i64,
     /// For `malformed_record` and `merkle_root_mismatch`: what is wrong.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
+    pub(crate) detail: Option<String>,
 }
 
 /// The outcome of checking one chain.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ChainCheck {
     /// Records present.
-    pub total: i64,
+    pub(crate) total: i64,
     /// Records (positions within the chain) that failed a check, plus missing ones.
-    pub bad_positions: HashSet<i64>,
+    pub(crate) bad_positions: HashSet<i64>,
     /// Records the chain's head says exist but are gone.
-    pub missing: i64,
+    pub(crate) missing: i64,
     /// Problems, with `position` = the chain position (callers renumber).
-    pub broken: Vec<BrokenLink>,
+    pub(crate) broken: Vec<BrokenLink>,
 }
 
 const THOUGHT_COLUMNS: &str = "t.id, t.task_ref, i.identifier, t.type, t.content, t.hash, \
@@ -402,35 +402,35 @@ pub(crate) fn check_chain(c: &Conn<'_>, issue_id: &str) -> Result<ChainCheck> {
 
 /// Filters of `thought_record_list`.
 #[derive(Debug, Clone, Default)]
-pub struct ThoughtQuery {
-    pub task: Option<String>,
-    pub session: Option<String>,
-    pub kind: Option<ThoughtType>,
+pub(crate) struct ThoughtQuery {
+    pub(crate) task: Option<String>,
+    pub(crate) session: Option<String>,
+    pub(crate) kind: Option<ThoughtType>,
     /// Page size; default [`super::limits::THOUGHT_LIST_LIMIT_DEFAULT`].
-    pub limit: Option<usize>,
-    pub verify_chain: bool,
+    pub(crate) limit: Option<usize>,
+    pub(crate) verify_chain: bool,
 }
 
 /// What `thought_record_list` returns.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct ThoughtList {
+pub(crate) struct ThoughtList {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<String>,
+    pub(crate) task_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
+    pub(crate) session_id: Option<String>,
     /// Thoughts matching the filters (the list holds the first `limit` of them).
-    pub thought_count: usize,
+    pub(crate) thought_count: usize,
     /// In chain order (by task, then chain position).
-    pub thoughts: Vec<Thought>,
+    pub(crate) thoughts: Vec<Thought>,
     /// With verify_chain: whether every link of the chains involved holds.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub chain_valid: Option<bool>,
+    pub(crate) chain_valid: Option<bool>,
     /// With verify_chain: chain positions of broken links.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub invalid_links: Option<Vec<i64>>,
+    pub(crate) invalid_links: Option<Vec<i64>>,
     /// With verify_chain: the broken records' ids (unambiguous across tasks).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub invalid_thoughts: Option<Vec<String>>,
+    pub(crate) invalid_thoughts: Option<Vec<String>>,
 }
 
 /// `new` with its agent text cleaned by [`crate::text`]; branch and commit are names
@@ -474,7 +474,11 @@ fn clean_thought(new: &NewThought) -> Result<NewThought> {
 }
 
 /// Append a thought to its task's chain, attributed to `actor`.
-pub fn thought_record(store: &Store, actor: &str, new: &NewThought) -> Result<ThoughtRecorded> {
+pub(crate) fn thought_record(
+    store: &Store,
+    actor: &str,
+    new: &NewThought,
+) -> Result<ThoughtRecorded> {
     if new.content.trim().is_empty() {
         return Err(Error::invalid("content", "must not be blank"));
     }
@@ -564,7 +568,7 @@ pub fn thought_record(store: &Store, actor: &str, new: &NewThought) -> Result<Th
 /// The thoughts of a task, of an audit session, or of every task; with
 /// `verify_chain` also whether the chains involved hold (checked in full,
 /// whatever the filters and limit).
-pub fn thought_list(store: &Store, q: &ThoughtQuery) -> Result<ThoughtList> {
+pub(crate) fn thought_list(store: &Store, q: &ThoughtQuery) -> Result<ThoughtList> {
     let limit = q
         .limit
         .unwrap_or(super::limits::THOUGHT_LIST_LIMIT_DEFAULT as usize);

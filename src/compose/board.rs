@@ -16,48 +16,48 @@ use crate::work::prs::{PullRequestSummary, prs_of};
 
 /// Everything recorded about an issue (`get_issue`).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct IssueDetails {
+pub(crate) struct IssueDetails {
     #[serde(flatten)]
-    pub issue: Issue,
+    pub(crate) issue: Issue,
     /// Identifiers of the issue's sub-tasks.
-    pub subtasks: Vec<String>,
+    pub(crate) subtasks: Vec<String>,
     /// Every finding, oldest first.
-    pub findings: Vec<Finding>,
+    pub(crate) findings: Vec<Finding>,
     /// Every learning recorded on the issue, oldest first.
-    pub learnings: Vec<Learning>,
+    pub(crate) learnings: Vec<Learning>,
     /// Every comment, oldest first.
-    pub comments: Vec<Comment>,
-    pub status_history: Vec<StatusChange>,
-    pub pull_requests: Vec<PullRequestSummary>,
+    pub(crate) comments: Vec<Comment>,
+    pub(crate) status_history: Vec<StatusChange>,
+    pub(crate) pull_requests: Vec<PullRequestSummary>,
     /// Every recorded agent run, newest first.
-    pub runs: Vec<RunSummary>,
+    pub(crate) runs: Vec<RunSummary>,
 }
 
 /// A finding in one line.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct FindingSummary {
-    pub id: String,
-    pub category: String,
-    pub summary: String,
-    pub created_at: String,
+pub(crate) struct FindingSummary {
+    pub(crate) id: String,
+    pub(crate) category: String,
+    pub(crate) summary: String,
+    pub(crate) created_at: String,
 }
 
 /// The essential state of an issue (`get_issue_status`).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct IssueStatus {
-    pub id: String,
-    pub identifier: String,
-    pub title: String,
-    pub status: Status,
-    pub labels: Vec<String>,
-    pub priority: u8,
-    pub size: Option<String>,
+pub(crate) struct IssueStatus {
+    pub(crate) id: String,
+    pub(crate) identifier: String,
+    pub(crate) title: String,
+    pub(crate) status: Status,
+    pub(crate) labels: Vec<String>,
+    pub(crate) priority: u8,
+    pub(crate) size: Option<String>,
     /// The last 5 findings, newest first.
-    pub recent_findings: Vec<FindingSummary>,
+    pub(crate) recent_findings: Vec<FindingSummary>,
     /// The last 3 runs, newest first.
-    pub recent_runs: Vec<RunSummary>,
-    pub updated_at: String,
+    pub(crate) recent_runs: Vec<RunSummary>,
+    pub(crate) updated_at: String,
 }
 
 fn subtasks_in(c: &Conn<'_>, issue_id: &str) -> Result<Vec<String>> {
@@ -73,7 +73,7 @@ fn load(c: &Conn<'_>, id: &str) -> Result<Issue> {
 }
 
 /// The full issue with its trail (id or identifier).
-pub fn issue_details(store: &Store, issue: &str) -> Result<IssueDetails> {
+pub(crate) fn issue_details(store: &Store, issue: &str) -> Result<IssueDetails> {
     store.read(|c| {
         let (id, _) = crate::trail::resolve(c, issue)?;
         Ok(IssueDetails {
@@ -90,7 +90,7 @@ pub fn issue_details(store: &Store, issue: &str) -> Result<IssueDetails> {
 }
 
 /// The slim status of an issue (id or identifier).
-pub fn issue_status(store: &Store, issue: &str) -> Result<IssueStatus> {
+pub(crate) fn issue_status(store: &Store, issue: &str) -> Result<IssueStatus> {
     store.read(|c| {
         let (id, _) = crate::trail::resolve(c, issue)?;
         let i = load(c, &id)?;
@@ -119,7 +119,12 @@ pub fn issue_status(store: &Store, issue: &str) -> Result<IssueStatus> {
 
 /// Create a sub-task of `parent` (id or identifier) in the parent's project and block
 /// the parent until it is done (see [`crate::trail::status`]).
-pub fn create_subtask(store: &Store, parent: &str, new: NewIssue, actor: &str) -> Result<Issue> {
+pub(crate) fn create_subtask(
+    store: &Store,
+    parent: &str,
+    new: NewIssue,
+    actor: &str,
+) -> Result<Issue> {
     store.write(|tx| {
         let (parent_id, _) = crate::trail::resolve(tx, parent)?;
         let project_id: String = tx.query_row(

@@ -7,6 +7,6 @@
 //! - [`store_copy`]: `cairn store copy`, a whole knowledge base from one store to another,
 //!   every chain and audit session verified on the destination.
 
-pub mod board;
+pub(crate) mod board;
 pub mod store_copy;
-pub mod verify;
+pub(crate) mod verify;

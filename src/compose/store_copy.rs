@@ -38,14 +38,14 @@ use crate::store::{Location, Store};
 pub struct Table {
     pub name: &'static str,
     /// The `ORDER BY` of the rows: the order they are inserted in.
-    pub order_by: &'static str,
+    pub(crate) order_by: &'static str,
     /// The column a sequence allocates (SQLite AUTOINCREMENT, a PostgreSQL identity).
     pub identity: Option<&'static str>,
     /// SQLite's implicit `rowid` is copied: the application orders these tables by it,
     /// and PostgreSQL has it as an explicit identity column.
     pub rowid: bool,
     /// A column referring to this table's own `id` (a parent): referenced rows go first.
-    pub parent: Option<&'static str>,
+    pub(crate) parent: Option<&'static str>,
 }
 
 const fn table(name: &'static str, order_by: &'static str) -> Table {
@@ -133,12 +133,12 @@ pub enum CopyProgress {
 
 /// One table's figures.
 #[derive(Debug, Clone, Serialize)]
-pub struct TableCopy {
-    pub table: String,
-    pub source_rows: u64,
-    pub destination_rows: u64,
+pub(crate) struct TableCopy {
+    pub(crate) table: String,
+    pub(crate) source_rows: u64,
+    pub(crate) destination_rows: u64,
     /// Hex SHA-256 over the sorted digests of the rows (the same on both sides).
-    pub digest: String,
+    pub(crate) digest: String,
 }
 
 /// A chain (an issue's thoughts and trail, or an audit session) that does not verify
@@ -146,37 +146,41 @@ pub struct TableCopy {
 #[derive(Debug, Clone, Serialize)]
 pub struct BrokenChain {
     /// The issue identifier or the audit session id (`A-0001`).
-    pub target: String,
+    pub(crate) target: String,
     /// Whether the same chain fails on the source too (a faithful copy of a broken
     /// chain), or only on the destination.
-    pub broken_in_source: bool,
-    pub reasons: Vec<String>,
+    pub(crate) broken_in_source: bool,
+    pub(crate) reasons: Vec<String>,
 }
 
 /// What the verifiers found on the destination.
 #[derive(Debug, Clone, Serialize)]
 pub struct ChainsChecked {
     /// Issues whose thought and trail chains were verified.
-    pub issues: u64,
+    pub(crate) issues: u64,
     /// Audit sessions verified (finalized ones against their frozen root).
-    pub audit_sessions: u64,
+    pub(crate) audit_sessions: u64,
     pub broken: Vec<BrokenChain>,
 }
 
 /// What `cairn store copy` did.
 #[derive(Debug, Clone, Serialize)]
 pub struct CopyReport {
-    pub from: String,
-    pub to: String,
+    pub(crate) from: String,
+    pub(crate) to: String,
     pub rows: u64,
-    pub tables: Vec<TableCopy>,
+    pub(crate) tables: Vec<TableCopy>,
     pub chains: ChainsChecked,
-    pub seconds: f64,
+    pub(crate) seconds: f64,
 }
 
 /// Copy the knowledge base at `from` into the empty one at `to` (created and migrated
 /// when missing), then verify it.
-pub fn copy(from: &Location, to: &Location, progress: &dyn Fn(CopyProgress)) -> Result<CopyReport> {
+pub(crate) fn copy(
+    from: &Location,
+    to: &Location,
+    progress: &dyn Fn(CopyProgress),
+) -> Result<CopyReport> {
     let started = Instant::now();
     check_locations(from, to)?;
     let src = Store::open_at(from)?;

@@ -10,7 +10,7 @@ use crate::trail::chain::{TrailVerification, verify_chain};
 /// Re-compute every hash and link of an issue's trail (id or identifier), and the
 /// stored root of every finalized audit session covering the issue (from its frozen
 /// leaves and from the current records).
-pub fn verify_trail(store: &Store, issue: &str) -> Result<TrailVerification> {
+pub(crate) fn verify_trail(store: &Store, issue: &str) -> Result<TrailVerification> {
     // One snapshot: the records and the recorded head of one moment (an append between
     // two reads would look like a broken head).
     store.snapshot(|c| {

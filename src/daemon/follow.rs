@@ -21,7 +21,7 @@ use crate::store::db::PgListener;
 
 /// The listener and the catch-up thread; stopped (the thread joined) on drop.
 #[derive(Debug)]
-pub struct Follower {
+pub(crate) struct Follower {
     shared: Arc<State>,
     listener: Option<PgListener>,
     thread: Option<JoinHandle<()>>,
@@ -57,7 +57,7 @@ impl Follower {
     /// Listen for changes to `cairn`'s database and catch up on each; `None` on SQLite.
     /// Fails when the listening connection cannot be made at all (later losses are
     /// retried by the listener).
-    pub fn start(cairn: Arc<Cairn>) -> crate::error::Result<Option<Follower>> {
+    pub(crate) fn start(cairn: Arc<Cairn>) -> crate::error::Result<Option<Follower>> {
         let shared = Arc::new(State::default());
         let notified = shared.clone();
         let Some(listener) = cairn.store().listen_for_changes(move || notified.nudge())? else {
@@ -77,12 +77,12 @@ impl Follower {
     }
 
     /// Background catch-ups completed so far.
-    pub fn catch_ups(&self) -> u64 {
+    pub(crate) fn catch_ups(&self) -> u64 {
         self.shared.catch_ups.load(Ordering::Relaxed)
     }
 
     /// Whether the listening connection is up.
-    pub fn is_listening(&self) -> bool {
+    pub(crate) fn is_listening(&self) -> bool {
         self.listener.as_ref().is_some_and(PgListener::is_listening)
     }
 }

@@ -64,11 +64,11 @@ use super::peer::Process;
 use super::rundir::{RunDir, SOCKET};
 
 /// How long `GET /health` may take before the daemon counts as absent.
-pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long the forwarder's token lives (it is revoked when the session ends).
-pub const TOKEN_TTL: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const TOKEN_TTL: Duration = Duration::from_secs(24 * 3600);
 /// While serving alone, how often a call first checks whether the daemon is back.
-pub const RETRY_EVERY: Duration = Duration::from_secs(5);
+pub(crate) const RETRY_EVERY: Duration = Duration::from_secs(5);
 /// The largest answer read from the daemon.
 const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
 /// The protocol version the forwarder's requests name (the daemon serves it statelessly).
@@ -179,7 +179,7 @@ impl Socket {
 /// The address of the daemon of `cairn`'s database (`http://HOST:PORT`), asked of the
 /// daemon itself over its checked socket (the discovery file is only a hint anyone of
 /// this user can rewrite: a login URL must not send a person's token elsewhere).
-pub async fn daemon_address(cairn: &Cairn) -> Result<String, String> {
+pub(crate) async fn daemon_address(cairn: &Cairn) -> Result<String, String> {
     let socket = Socket {
         dir: RunDir::open(cairn.store().path())?,
     };
@@ -191,7 +191,7 @@ pub async fn daemon_address(cairn: &Cairn) -> Result<String, String> {
 }
 
 /// A daemon this session forwards to: its socket, and the binding to mint tokens with.
-pub struct Remote {
+pub(crate) struct Remote {
     socket: Socket,
     bind: BindArgs,
     scope: Option<ToolScope>,
@@ -201,7 +201,11 @@ pub struct Remote {
 
 /// Find and authenticate the daemon of `cairn`'s database, and mint a token bound to
 /// `bind`, `scope` and this process. `Err` says why this session serves alone.
-pub async fn connect(cairn: &Arc<Cairn>, bind: &BindArgs, scope: &Scope) -> Result<Remote, String> {
+pub(crate) async fn connect(
+    cairn: &Arc<Cairn>,
+    bind: &BindArgs,
+    scope: &Scope,
+) -> Result<Remote, String> {
     let dir = RunDir::open(cairn.store().path())?;
     let socket = Socket { dir };
     socket.health().await?;
@@ -264,7 +268,7 @@ enum Link {
 
 /// The stdio handler of a forwarding `cairn serve`.
 #[derive(Clone)]
-pub struct Forwarder {
+pub(crate) struct Forwarder {
     inner: Arc<Inner>,
 }
 
@@ -297,7 +301,7 @@ enum Outcome {
 }
 
 impl Forwarder {
-    pub fn new(local: CairnServer, cairn: Arc<Cairn>, remote: Remote) -> Forwarder {
+    pub(crate) fn new(local: CairnServer, cairn: Arc<Cairn>, remote: Remote) -> Forwarder {
         let Remote {
             socket,
             bind,
@@ -406,7 +410,7 @@ impl Forwarder {
     }
 
     /// End forwarding and revoke every token this session minted (at exit).
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         let minted = std::mem::take(&mut self.state().minted);
         for id in &minted {
             revoke(&self.inner.cairn, id).await;
@@ -541,7 +545,7 @@ fn refusal_code(body: &[u8]) -> Option<String> {
 /// success's `structuredContent` valid against the tool's output schema, a failure's text
 /// the error envelope, and no string (nor key) anywhere with a character the text policy
 /// removes (hidden characters: bidi controls, tags, zero-width, ANSI escapes, ...).
-pub fn check_answer(name: &str, result: &Value) -> Result<(), String> {
+pub(crate) fn check_answer(name: &str, result: &Value) -> Result<(), String> {
     let obj = result.as_object().ok_or("the result is not an object")?;
     // Cairn sends one text block: the JSON of the structured result, or of the envelope.
     let text = match obj

@@ -34,12 +34,12 @@ use crate::mcp::server::{CairnServer, server_config};
 
 /// The server a request's token is bound to, put into the request by the token check.
 #[derive(Clone)]
-pub struct Bound {
+pub(crate) struct Bound {
     /// The token's public id (for logs).
-    pub id: String,
+    pub(crate) id: String,
     /// When the token expires (its server is dropped by the next sweep after that).
-    pub expires_at: String,
-    pub server: CairnServer,
+    pub(crate) expires_at: String,
+    pub(crate) server: CairnServer,
 }
 
 /// Test hook: `CAIRN_FAILPOINT=daemon-hold-call` holds every `tools/call` until the daemon
@@ -56,7 +56,7 @@ struct Connection {
 
 /// One per request (rmcp's stateless mode builds one for every POST), or one per session.
 #[derive(Clone)]
-pub struct DaemonHandler {
+pub(crate) struct DaemonHandler {
     /// Cancelled when the daemon begins to shut down.
     stopping: CancellationToken,
     /// `None` on the stateless path; a session's binding once it is initialized.
@@ -65,7 +65,7 @@ pub struct DaemonHandler {
 
 impl DaemonHandler {
     /// The handler of stateless requests.
-    pub fn stateless(stopping: CancellationToken) -> DaemonHandler {
+    pub(crate) fn stateless(stopping: CancellationToken) -> DaemonHandler {
         DaemonHandler {
             stopping,
             connection: None,
@@ -73,7 +73,7 @@ impl DaemonHandler {
     }
 
     /// The handler of one new session.
-    pub fn session(stopping: CancellationToken) -> DaemonHandler {
+    pub(crate) fn session(stopping: CancellationToken) -> DaemonHandler {
         DaemonHandler {
             stopping,
             connection: Some(Arc::default()),

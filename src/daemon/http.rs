@@ -52,7 +52,7 @@ const MAX_BODY_BYTES: usize = MAX_ARGUMENT_BYTES + 64 * 1024;
 /// A connection on the daemon's Unix socket: the process at its other end, as the kernel
 /// says (`None` when it gave no pid). Requests that came over TCP carry no `SocketPeer`.
 #[derive(Debug, Clone, Copy)]
-pub struct SocketPeer(pub Option<Process>);
+pub(crate) struct SocketPeer(pub Option<Process>);
 
 impl Connected<axum::serve::IncomingStream<'_, tokio::net::UnixListener>> for SocketPeer {
     fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::UnixListener>) -> Self {
@@ -61,14 +61,14 @@ impl Connected<axum::serve::IncomingStream<'_, tokio::net::UnixListener>> for So
 }
 
 /// What every request handler shares.
-pub struct Shared {
-    pub cairn: Arc<Cairn>,
+pub(crate) struct Shared {
+    pub(crate) cairn: Arc<Cairn>,
     /// The address the daemon listens on (the port is the real one, also for `:0`).
-    pub local: SocketAddr,
+    pub(crate) local: SocketAddr,
     /// Host names accepted besides the loopback names and the listen address.
-    pub extra_hosts: Vec<String>,
-    pub started: Instant,
-    pub started_at: String,
+    pub(crate) extra_hosts: Vec<String>,
+    pub(crate) started: Instant,
+    pub(crate) started_at: String,
     /// One server per token id: a token's binding never changes, so its server (the
     /// tool list filtered by its scope) is built once. Validity is still checked on
     /// every request, and [`Shared::sweep`] drops the servers of tokens that expired or
@@ -90,7 +90,7 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(
+    pub(crate) fn new(
         cairn: Arc<Cairn>,
         local: SocketAddr,
         extra_hosts: Vec<String>,
@@ -119,7 +119,7 @@ impl Shared {
     /// new session's first call does not pay for them; `/health` says `"warm": true`
     /// afterwards. A database without documents or a missing model is logged and the
     /// daemon serves on: the first call that needs the model reports it.
-    pub fn warm_up(&self) {
+    pub(crate) fn warm_up(&self) {
         // The model first: a search of an empty vault would not load it, and
         // `search_learnings` and `add_learning` embed too.
         let warmed = self
@@ -140,7 +140,7 @@ impl Shared {
     /// Drop the servers of tokens that expired or were revoked since the last sweep (a
     /// session whose token never comes back would otherwise stay for the daemon's life).
     /// Returns how many were dropped.
-    pub fn sweep(&self) -> crate::error::Result<usize> {
+    pub(crate) fn sweep(&self) -> crate::error::Result<usize> {
         let now = crate::base::now_iso();
         let since = std::mem::replace(
             &mut *self.swept_at.lock().unwrap_or_else(|p| p.into_inner()),
@@ -165,7 +165,7 @@ impl Shared {
 /// The most MCP sessions (2025-11-25 handshakes) open at once; an `initialize` beyond
 /// them is answered 503. A session ends when its client deletes it or after 5 minutes
 /// without a request (rmcp's keep-alive).
-pub const MAX_SESSIONS: usize = 1024;
+pub(crate) const MAX_SESSIONS: usize = 1024;
 
 /// Marks a POST whose message is `initialize` (set by [`require_one_message`]).
 #[derive(Clone, Copy)]
@@ -249,7 +249,7 @@ impl<B: axum::body::HttpBody> axum::body::HttpBody for UntilStopping<B> {
 /// The router: `/mcp` and `/health`, every route behind the Host and Origin checks.
 /// `stopping` is cancelled when a shutdown begins (calls in flight go on); `abandon`
 /// when the drain time is over (rmcp drops what is still running).
-pub fn router(
+pub(crate) fn router(
     shared: Arc<Shared>,
     stopping: CancellationToken,
     abandon: CancellationToken,

@@ -19,12 +19,12 @@
 //! - The vault's follower ([`crate::vault::follow`]): the recorded roots are watched and
 //!   their changes indexed while the daemon runs (`GET /health` lists them, `vault`).
 
-pub mod follow;
-pub mod forward;
-pub mod handler;
-pub mod http;
+pub(crate) mod follow;
+pub(crate) mod forward;
+pub(crate) mod handler;
+pub(crate) mod http;
 pub mod peer;
-pub mod rundir;
+pub(crate) mod rundir;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -43,17 +43,17 @@ use crate::tokens::ToolScope;
 
 /// How the daemon listens and stops.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     /// The address to listen on (port 0: one the system picks).
-    pub listen: SocketAddr,
+    pub(crate) listen: SocketAddr,
     /// Listen on a non-loopback address (behind TLS or a reverse proxy: docs/deployment.md).
-    pub allow_remote: bool,
+    pub(crate) allow_remote: bool,
     /// Host names accepted besides the loopback names and the listen address.
-    pub allow_hosts: Vec<String>,
+    pub(crate) allow_hosts: Vec<String>,
     /// How long a shutdown waits for calls in flight.
-    pub drain: Duration,
+    pub(crate) drain: Duration,
     /// Which tool handlers run at once, across every session.
-    pub lanes: Arc<crate::mcp::lanes::Lanes>,
+    pub(crate) lanes: Arc<crate::mcp::lanes::Lanes>,
 }
 
 /// How often the servers of sessions whose tokens expired or were revoked are dropped.
@@ -63,18 +63,18 @@ const SWEEP_EVERY: Duration = Duration::from_secs(5);
 /// and orchestrators (HTTP clients bring their own token); a forwarding `cairn serve`
 /// does not read it, it goes to the socket in `<db>.daemon.d/` ([`rundir`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Discovery {
+pub(crate) struct Discovery {
     /// The MCP endpoint, `http://127.0.0.1:PORT/mcp`.
-    pub url: String,
+    pub(crate) url: String,
     /// The Unix socket forwarders use (in the daemon's 0700 directory).
-    pub socket: PathBuf,
-    pub pid: u32,
-    pub started_at: String,
-    pub version: String,
+    pub(crate) socket: PathBuf,
+    pub(crate) pid: u32,
+    pub(crate) started_at: String,
+    pub(crate) version: String,
 }
 
 /// The discovery file of a database: `<db>.daemon.json`, beside it.
-pub fn discovery_path(db: &Path) -> PathBuf {
+pub(crate) fn discovery_path(db: &Path) -> PathBuf {
     suffixed(db, ".daemon.json")
 }
 
@@ -85,7 +85,7 @@ fn read_discovery(db: &Path) -> Option<Discovery> {
 }
 
 /// The resolved scope a token stores for a server [`Scope`] (`None`: every tool).
-pub fn tool_scope(scope: &Scope) -> Option<ToolScope> {
+pub(crate) fn tool_scope(scope: &Scope) -> Option<ToolScope> {
     match scope {
         Scope::All => None,
         Scope::Only { label, tools } => {
@@ -100,7 +100,7 @@ pub fn tool_scope(scope: &Scope) -> Option<ToolScope> {
 }
 
 /// The server [`Scope`] of a token's stored scope.
-pub fn server_scope(scope: Option<ToolScope>) -> Scope {
+pub(crate) fn server_scope(scope: Option<ToolScope>) -> Scope {
     match scope {
         None => Scope::All,
         Some(s) => Scope::Only {
@@ -111,7 +111,7 @@ pub fn server_scope(scope: Option<ToolScope>) -> Scope {
 }
 
 /// Serve until SIGTERM/SIGINT. Logs go to stderr; stdout stays empty.
-pub async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
+pub(crate) async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()> {
     if !opts.listen.ip().is_loopback() && !opts.allow_remote {
         bail!(
             "refusing to listen on {}: not a loopback address. Session tokens travel in clear \

@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 /// A process on this host: user, pid and start time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Process {
-    pub uid: u32,
-    pub pid: u32,
+    pub(crate) uid: u32,
+    pub(crate) pid: u32,
     /// Clock ticks since boot when it started.
-    pub start: u64,
+    pub(crate) start: u64,
 }
 
 impl Process {
@@ -29,7 +29,7 @@ impl Process {
 
     /// The process at the other end of a connected Unix socket (the one that connected,
     /// or that listens). `None` when the kernel gives no pid or the process is gone.
-    pub fn peer_of(stream: &tokio::net::UnixStream) -> Option<Process> {
+    pub(crate) fn peer_of(stream: &tokio::net::UnixStream) -> Option<Process> {
         let cred = stream.peer_cred().ok()?;
         let pid = u32::try_from(cred.pid()?).ok()?;
         Some(Process {
@@ -45,7 +45,7 @@ impl Process {
     }
 
     /// A binding stored by [`Process::binding`].
-    pub fn parse_binding(text: &str) -> Option<Process> {
+    pub(crate) fn parse_binding(text: &str) -> Option<Process> {
         let mut parts = text.split(':');
         let p = Process {
             uid: parts.next()?.parse().ok()?,

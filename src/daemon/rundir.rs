@@ -16,19 +16,19 @@ use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 
 /// The socket's name in the directory.
-pub const SOCKET: &str = "mcp.sock";
+pub(crate) const SOCKET: &str = "mcp.sock";
 /// The lock's name in the directory.
 const LOCK: &str = "lock";
 
 /// An open, checked `<db>.daemon.d/`.
 #[derive(Debug)]
-pub struct RunDir {
+pub(crate) struct RunDir {
     fd: OwnedFd,
     path: PathBuf,
 }
 
 /// `<db>.daemon.d`.
-pub fn path_for(db: &Path) -> PathBuf {
+pub(crate) fn path_for(db: &Path) -> PathBuf {
     super::suffixed(db, ".daemon.d")
 }
 
@@ -66,7 +66,7 @@ impl RunDir {
     /// The daemon's side: create the directory (0700) unless it exists, open it, and make
     /// sure it is this user's and closed to others (a directory of this user's with a
     /// wider mode is narrowed; one of another user's is refused).
-    pub fn create(db: &Path) -> anyhow::Result<RunDir> {
+    pub(crate) fn create(db: &Path) -> anyhow::Result<RunDir> {
         let path = path_for(db);
         match rustix::fs::mkdir(&path, Mode::from_raw_mode(0o700)) {
             Ok(()) | Err(Errno::EXIST) => {}
@@ -89,7 +89,7 @@ impl RunDir {
 
     /// A client's side (a forwarding `cairn serve`): open the directory if it exists and
     /// is this user's and closed to others; otherwise say why not.
-    pub fn open(db: &Path) -> Result<RunDir, String> {
+    pub(crate) fn open(db: &Path) -> Result<RunDir, String> {
         let path = path_for(db);
         let fd = open_dir(&path, OFlags::PATH).map_err(|e| match e {
             Errno::NOENT => format!("{} does not exist (no daemon ran here)", path.display()),
@@ -103,19 +103,19 @@ impl RunDir {
     }
 
     /// The directory's path (for messages).
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// A name in the directory reached through the open handle: `/proc/self/fd/N/name`.
-    pub fn entry(&self, name: &str) -> PathBuf {
+    pub(crate) fn entry(&self, name: &str) -> PathBuf {
         use std::os::fd::AsRawFd;
         PathBuf::from(format!("/proc/self/fd/{}/{name}", self.fd.as_raw_fd()))
     }
 
     /// Take the daemon's lock (exclusive, not waiting): `None` when another process
     /// holds it. The lock lives as long as the returned file.
-    pub fn lock(&self) -> anyhow::Result<Option<File>> {
+    pub(crate) fn lock(&self) -> anyhow::Result<Option<File>> {
         let fd = rustix::fs::openat(
             &self.fd,
             LOCK,
@@ -131,7 +131,7 @@ impl RunDir {
     }
 
     /// Remove a stale socket before binding a new one (only the lock's holder may).
-    pub fn remove_socket(&self) -> anyhow::Result<()> {
+    pub(crate) fn remove_socket(&self) -> anyhow::Result<()> {
         match rustix::fs::unlinkat(&self.fd, SOCKET, AtFlags::empty()) {
             Ok(()) | Err(Errno::NOENT) => Ok(()),
             Err(e) => anyhow::bail!("removing {}/{SOCKET}: {e}", self.path.display()),

@@ -26,7 +26,7 @@ use crate::learnings::{LearningSearch, LearningType, NewLearning, Ranking, Searc
 use super::metrics::{QueryScore, Summary, by_category, p50, rrf};
 
 /// The query categories of a set.
-pub const CATEGORIES: [&str; 4] = ["identifier", "keyword", "paraphrase", "symptom"];
+pub(crate) const CATEGORIES: [&str; 4] = ["identifier", "keyword", "paraphrase", "symptom"];
 /// Results the metrics look at.
 const DEPTH: usize = 10;
 /// Results taken from the blend and from cosine for their fusion. The search takes at
@@ -40,51 +40,51 @@ const ACTOR: &str = "eval";
 /// One learning of a set.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SetLearning {
-    pub key: String,
-    pub project: String,
-    pub pattern: String,
+pub(crate) struct SetLearning {
+    pub(crate) key: String,
+    pub(crate) project: String,
+    pub(crate) pattern: String,
     #[serde(default)]
-    pub context: Option<String>,
+    pub(crate) context: Option<String>,
     #[serde(default)]
-    pub applies_to: Vec<String>,
+    pub(crate) applies_to: Vec<String>,
     #[serde(default)]
-    pub learning_type: Option<LearningType>,
+    pub(crate) learning_type: Option<LearningType>,
     #[serde(default)]
-    pub quality: Option<u8>,
+    pub(crate) quality: Option<u8>,
     #[serde(default)]
-    pub verified: bool,
+    pub(crate) verified: bool,
 }
 
 /// One graded query of a set.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SetQuery {
-    pub key: String,
-    pub category: String,
-    pub query: String,
-    pub project: String,
+pub(crate) struct SetQuery {
+    pub(crate) key: String,
+    pub(crate) category: String,
+    pub(crate) query: String,
+    pub(crate) project: String,
     /// Learning key → grade (2 the answer, 1 partly useful).
-    pub relevant: HashMap<String, u32>,
+    pub(crate) relevant: HashMap<String, u32>,
     #[serde(default)]
-    pub cross_project: bool,
+    pub(crate) cross_project: bool,
     /// The part of the set the query is in (default: tuning).
     #[serde(default)]
-    pub part: Part,
+    pub(crate) part: Part,
 }
 
 /// Where a query of a set may be looked at: weights and fusion are chosen on the tuning
 /// part only; the held-out part is reported, never tuned on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Part {
+pub(crate) enum Part {
     #[default]
     Tune,
     Heldout,
 }
 
 impl Part {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Part::Tune => "tune",
             Part::Heldout => "heldout",
@@ -101,14 +101,14 @@ enum Line {
 
 /// A parsed, checked evaluation set.
 #[derive(Debug, Clone)]
-pub struct EvalSet {
-    pub learnings: Vec<SetLearning>,
-    pub queries: Vec<SetQuery>,
+pub(crate) struct EvalSet {
+    pub(crate) learnings: Vec<SetLearning>,
+    pub(crate) queries: Vec<SetQuery>,
 }
 
 impl EvalSet {
     /// Parse JSONL text; every problem is reported with its line number.
-    pub fn parse(text: &str) -> Result<EvalSet> {
+    pub(crate) fn parse(text: &str) -> Result<EvalSet> {
         let mut learnings = Vec::new();
         let mut queries = Vec::new();
         let (lines, mut errors) = super::jsonl::<Line>(text);
@@ -153,7 +153,7 @@ impl EvalSet {
     }
 
     /// Read and parse a set file.
-    pub fn load(path: &Path) -> Result<EvalSet> {
+    pub(crate) fn load(path: &Path) -> Result<EvalSet> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         EvalSet::parse(&text)
     }
@@ -161,41 +161,41 @@ impl EvalSet {
 
 /// The figures of one ranking on some queries: overall and per category.
 #[derive(Debug, Clone, Serialize)]
-pub struct Figures {
-    pub overall: Summary,
-    pub categories: BTreeMap<String, Summary>,
+pub(crate) struct Figures {
+    pub(crate) overall: Summary,
+    pub(crate) categories: BTreeMap<String, Summary>,
 }
 
 /// The figures of one ranking.
 #[derive(Debug, Clone, Serialize)]
-pub struct SystemReport {
+pub(crate) struct SystemReport {
     /// `cairn`, `lexical`, `dense` or `rrf` (of `cairn` and `dense`).
-    pub system: String,
+    pub(crate) system: String,
     /// On the whole set.
-    pub overall: Summary,
-    pub categories: BTreeMap<String, Summary>,
+    pub(crate) overall: Summary,
+    pub(crate) categories: BTreeMap<String, Summary>,
     /// On each part the set has (`tune`, `heldout`).
-    pub parts: BTreeMap<Part, Figures>,
+    pub(crate) parts: BTreeMap<Part, Figures>,
     /// Median search latency in milliseconds (query embedding included; for `rrf`, both
     /// searches it fuses).
-    pub p50_ms: f64,
+    pub(crate) p50_ms: f64,
 }
 
 /// The result of a run.
 #[derive(Debug, Clone, Serialize)]
-pub struct EvalReport {
+pub(crate) struct EvalReport {
     /// The set's file name.
-    pub set: String,
-    pub learnings: usize,
-    pub queries: usize,
+    pub(crate) set: String,
+    pub(crate) learnings: usize,
+    pub(crate) queries: usize,
     /// Whether the embedding model was available (else `dense` is empty and `cairn` is
     /// lexical).
-    pub semantic: bool,
+    pub(crate) semantic: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub semantic_unavailable: Option<String>,
+    pub(crate) semantic_unavailable: Option<String>,
     /// Seconds spent loading the set (adds, embeddings, ratings).
-    pub load_seconds: f64,
-    pub systems: Vec<SystemReport>,
+    pub(crate) load_seconds: f64,
+    pub(crate) systems: Vec<SystemReport>,
 }
 
 /// The rankings searched, in report order; `rrf` follows them, fusing [`BLEND`] and
@@ -213,7 +213,7 @@ const _: () = assert!(
 
 /// Load `set` (named `name` in the report) into a temporary database and measure the
 /// three rankings and the fusion. `progress` receives one line per step (for stderr).
-pub fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> Result<EvalReport> {
+pub(crate) fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> Result<EvalReport> {
     let dir = tempfile::tempdir().map_err(|e| Error::io(Path::new("tempdir"), e))?;
     let cairn = Cairn::open(&dir.path().join("eval.db"))?;
     let started = Instant::now();

@@ -31,16 +31,16 @@ use super::metrics::{Qrels, QueryScore, Summary};
 
 /// The lexical-only baseline's threshold: the lowest word Jaccard with precision 1 on
 /// the pairs' tune split (recall 0.12).
-pub const JACCARD: f64 = 0.9;
+pub(crate) const JACCARD: f64 = 0.9;
 const ACTOR: &str = "eval";
 const DEPTH: usize = 10;
 
 /// One side of a pair.
 #[derive(Debug, Clone, Deserialize)]
-pub struct PairSide {
-    pub pattern: String,
+pub(crate) struct PairSide {
+    pub(crate) pattern: String,
     #[serde(default)]
-    pub context: Option<String>,
+    pub(crate) context: Option<String>,
 }
 
 impl PairSide {
@@ -54,25 +54,24 @@ impl PairSide {
 
 /// One labelled pair.
 #[derive(Debug, Clone, Deserialize)]
-pub struct Pair {
-    pub id: String,
-    pub a: PairSide,
-    pub b: PairSide,
+pub(crate) struct Pair {
+    pub(crate) a: PairSide,
+    pub(crate) b: PairSide,
     /// `duplicate` or `distinct`.
-    pub label: String,
-    pub kind: String,
+    pub(crate) label: String,
+    pub(crate) kind: String,
     /// `tune` or `holdout`.
-    pub split: String,
+    pub(crate) split: String,
 }
 
 /// Precision and recall of one rule on one split.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct Scores {
-    pub precision: f64,
-    pub recall: f64,
-    pub merged_right: usize,
-    pub merged_wrong: usize,
-    pub missed: usize,
+pub(crate) struct Scores {
+    pub(crate) precision: f64,
+    pub(crate) recall: f64,
+    pub(crate) merged_right: usize,
+    pub(crate) merged_wrong: usize,
+    pub(crate) missed: usize,
 }
 
 impl Scores {
@@ -104,16 +103,20 @@ impl Scores {
 
 /// The pairs report: per split, the rule and the two baselines.
 #[derive(Debug, Clone, Serialize)]
-pub struct PairsReport {
-    pub pairs: usize,
+pub(crate) struct PairsReport {
+    pub(crate) pairs: usize,
     /// split → rule (`cairn`, `lexical`, `dense`, `similar`) → scores.
-    pub splits: BTreeMap<String, BTreeMap<String, Scores>>,
+    pub(crate) splits: BTreeMap<String, BTreeMap<String, Scores>>,
     /// kind → (pairs, merged by the rule), both splits.
-    pub kinds: BTreeMap<String, (usize, usize)>,
+    pub(crate) kinds: BTreeMap<String, (usize, usize)>,
 }
 
 /// Measure the duplicate rule on the pairs in `path`.
-pub fn pairs(cairn: &Cairn, path: &Path, progress: &mut impl FnMut(&str)) -> Result<PairsReport> {
+pub(crate) fn pairs(
+    cairn: &Cairn,
+    path: &Path,
+    progress: &mut impl FnMut(&str),
+) -> Result<PairsReport> {
     let pairs = read_set::<Pair>(path)?;
     progress(&format!("embedding {} pairs", pairs.len()));
     let texts: Vec<String> = pairs
@@ -208,31 +211,31 @@ enum Line {
 /// The stale-answer count: queries answered by a successor where a learning it
 /// superseded ranks above it.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct StaleAnswers {
+pub(crate) struct StaleAnswers {
     /// Queries whose answer superseded something.
-    pub queries: usize,
+    pub(crate) queries: usize,
     /// ... where a superseded learning ranks above its successor in default results.
-    pub default_results: usize,
+    pub(crate) default_results: usize,
     /// ... and with `include_superseded` (what ranking alone would do).
-    pub including_superseded: usize,
+    pub(crate) including_superseded: usize,
 }
 
 /// The lifecycle report.
 #[derive(Debug, Clone, Serialize)]
-pub struct LifecycleReport {
-    pub learnings: usize,
+pub(crate) struct LifecycleReport {
+    pub(crate) learnings: usize,
     /// Rows stored (the rest were merged).
-    pub stored: usize,
+    pub(crate) stored: usize,
     /// Merges against the set's labels (duplicates must merge; near misses and the rest
     /// must not).
-    pub merges: Scores,
+    pub(crate) merges: Scores,
     /// Near misses that were merged (must be 0).
-    pub near_misses_merged: usize,
-    pub stale_answers: StaleAnswers,
+    pub(crate) near_misses_merged: usize,
+    pub(crate) stale_answers: StaleAnswers,
     /// split → duplicate clutter in the top 10 of default results.
-    pub clutter: BTreeMap<String, Clutter>,
+    pub(crate) clutter: BTreeMap<String, Clutter>,
     /// split → system (`cairn`, `quality_50`, `lexical`, `dense`) → figures.
-    pub splits: BTreeMap<String, BTreeMap<String, Summary>>,
+    pub(crate) splits: BTreeMap<String, BTreeMap<String, Summary>>,
 }
 
 const SYSTEMS: [(&str, Ranking); 4] = [
@@ -243,7 +246,7 @@ const SYSTEMS: [(&str, Ranking); 4] = [
 ];
 
 /// Replay the lifecycle set in `path` into a temporary database and measure it.
-pub fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<LifecycleReport> {
+pub(crate) fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<LifecycleReport> {
     let lines = read_set::<Line>(path)?;
     let dir = tempfile::tempdir().map_err(|e| Error::io(Path::new("tempdir"), e))?;
     let cairn = Cairn::open(&dir.path().join("eval.db"))?;
@@ -485,16 +488,16 @@ impl Found {
 
 /// Duplicate clutter in one split's default results.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct Clutter {
-    pub queries: usize,
+pub(crate) struct Clutter {
+    pub(crate) queries: usize,
     /// Queries whose top 10 gives two learnings that say the same a place of their own
     /// (one listed under the other as `similar` is not clutter).
-    pub cluttered: usize,
+    pub(crate) cluttered: usize,
     /// (Query, labelled duplicate pair) with one listed under the other.
-    pub grouped_restatements: usize,
+    pub(crate) grouped_restatements: usize,
     /// (Query, labelled near-miss pair) with one listed under the other: distinct
     /// lessons grouped (both still shown).
-    pub grouped_near_misses: usize,
+    pub(crate) grouped_near_misses: usize,
 }
 
 /// The set's projects and issues, created on first mention.

@@ -13,10 +13,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 /// Graded judgements of one query: document key → grade.
-pub type Qrels = HashMap<String, u32>;
+pub(crate) type Qrels = HashMap<String, u32>;
 
 /// nDCG@k of `ranking` under `qrels`; 0 when no document is relevant.
-pub fn ndcg_at(ranking: &[String], qrels: &Qrels, k: usize) -> f64 {
+pub(crate) fn ndcg_at(ranking: &[String], qrels: &Qrels, k: usize) -> f64 {
     let gain = |grade: u32| 2f64.powi(grade as i32) - 1.0;
     let discount = |i: usize| (i as f64 + 2.0).log2();
     let dcg: f64 = ranking
@@ -37,7 +37,7 @@ pub fn ndcg_at(ranking: &[String], qrels: &Qrels, k: usize) -> f64 {
 }
 
 /// Reciprocal rank of the first relevant document within the first `k`.
-pub fn mrr_at(ranking: &[String], qrels: &Qrels, k: usize) -> f64 {
+pub(crate) fn mrr_at(ranking: &[String], qrels: &Qrels, k: usize) -> f64 {
     ranking
         .iter()
         .take(k)
@@ -46,7 +46,7 @@ pub fn mrr_at(ranking: &[String], qrels: &Qrels, k: usize) -> f64 {
 }
 
 /// Share of the relevant documents found within the first `k`; 0 when none is relevant.
-pub fn recall_at(ranking: &[String], qrels: &Qrels, k: usize) -> f64 {
+pub(crate) fn recall_at(ranking: &[String], qrels: &Qrels, k: usize) -> f64 {
     let relevant = qrels.values().filter(|&&g| g > 0).count();
     if relevant == 0 {
         return 0.0;
@@ -61,15 +61,15 @@ pub fn recall_at(ranking: &[String], qrels: &Qrels, k: usize) -> f64 {
 
 /// The figures of one query.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct QueryScore {
-    pub ndcg10: f64,
-    pub mrr10: f64,
-    pub recall5: f64,
+pub(crate) struct QueryScore {
+    pub(crate) ndcg10: f64,
+    pub(crate) mrr10: f64,
+    pub(crate) recall5: f64,
 }
 
 impl QueryScore {
     /// Score one ranking: nDCG@10, MRR@10 and Recall@5.
-    pub fn of(ranking: &[String], qrels: &Qrels) -> QueryScore {
+    pub(crate) fn of(ranking: &[String], qrels: &Qrels) -> QueryScore {
         QueryScore {
             ndcg10: ndcg_at(ranking, qrels, 10),
             mrr10: mrr_at(ranking, qrels, 10),
@@ -80,16 +80,16 @@ impl QueryScore {
 
 /// Means of [`QueryScore`]s over a set of queries.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Summary {
-    pub queries: usize,
-    pub ndcg10: f64,
-    pub mrr10: f64,
-    pub recall5: f64,
+pub(crate) struct Summary {
+    pub(crate) queries: usize,
+    pub(crate) ndcg10: f64,
+    pub(crate) mrr10: f64,
+    pub(crate) recall5: f64,
 }
 
 impl Summary {
     /// Mean of `scores`; all zeros for an empty set.
-    pub fn mean<'a>(scores: impl IntoIterator<Item = &'a QueryScore>) -> Summary {
+    pub(crate) fn mean<'a>(scores: impl IntoIterator<Item = &'a QueryScore>) -> Summary {
         let mut s = Summary {
             queries: 0,
             ndcg10: 0.0,
@@ -113,7 +113,7 @@ impl Summary {
 }
 
 /// The overall summary and one per category (categories in name order).
-pub fn by_category<'a>(
+pub(crate) fn by_category<'a>(
     scored: impl IntoIterator<Item = (&'a str, QueryScore)>,
 ) -> (Summary, BTreeMap<String, Summary>) {
     let mut all = Vec::new();
@@ -132,7 +132,7 @@ pub fn by_category<'a>(
 /// Reciprocal-rank fusion of `lists` (Cormack, Clarke and Büttcher, SIGIR 2009): each key
 /// scores `Σ 1 / (k + rank)` over the lists it is in (rank from 1); best first, ties in
 /// first-seen order.
-pub fn rrf(lists: &[&[String]], k: f64) -> Vec<String> {
+pub(crate) fn rrf(lists: &[&[String]], k: f64) -> Vec<String> {
     let mut score: HashMap<&str, (f64, usize)> = HashMap::new();
     let mut seen = 0;
     for list in lists {
@@ -150,7 +150,7 @@ pub fn rrf(lists: &[&[String]], k: f64) -> Vec<String> {
 }
 
 /// The median of `samples` (milliseconds, say); 0 for none.
-pub fn p50(samples: &mut [f64]) -> f64 {
+pub(crate) fn p50(samples: &mut [f64]) -> f64 {
     if samples.is_empty() {
         return 0.0;
     }

@@ -8,10 +8,10 @@
 //!   labelled pairs and the learnings lifecycle replayed on a timeline set.
 //! - [`vault`]: `cairn eval vault`, the Knowledge Vault's ranking on a BEIR-format set.
 
-pub mod learnings;
-pub mod lifecycle;
-pub mod metrics;
-pub mod vault;
+pub(crate) mod learnings;
+pub(crate) mod lifecycle;
+pub(crate) mod metrics;
+pub(crate) mod vault;
 
 use serde::de::DeserializeOwned;
 

@@ -34,7 +34,7 @@ use crate::vault::rerank::{MAX_PER_DOCUMENT, OLD_OVERLAP_WEIGHT, Ranking, Source
 use super::metrics::{Qrels, QueryScore, Summary, by_category, p50, rrf};
 
 /// Chunks each system returns per query.
-pub const TOP_K: usize = 10;
+pub(crate) const TOP_K: usize = 10;
 /// Category of queries that carry none.
 const NO_CATEGORY: &str = "all";
 /// Collection the corpus is indexed under.
@@ -47,43 +47,43 @@ const RRF_K: f64 = 60.0;
 
 /// What to evaluate.
 #[derive(Debug, Clone)]
-pub struct VaultEvalOptions {
-    pub corpus: PathBuf,
-    pub queries: PathBuf,
-    pub qrels: PathBuf,
+pub(crate) struct VaultEvalOptions {
+    pub(crate) corpus: PathBuf,
+    pub(crate) queries: PathBuf,
+    pub(crate) qrels: PathBuf,
     /// Also run a grid of lexical weights × caps (for choosing the defaults).
-    pub sweep: bool,
+    pub(crate) sweep: bool,
 }
 
 /// One system's figures.
 #[derive(Debug, Clone, Serialize)]
-pub struct SystemReport {
-    pub name: String,
+pub(crate) struct SystemReport {
+    pub(crate) name: String,
     /// Where candidates come from: `dense`, `lexical` or `dense+bm25`.
-    pub sources: String,
+    pub(crate) sources: String,
     /// Weights of BM25 and keyword overlap in `score` (the rest is cosine).
-    pub lexical_weight: f32,
-    pub overlap_weight: f32,
+    pub(crate) lexical_weight: f32,
+    pub(crate) overlap_weight: f32,
     /// `None`: no per-document cap.
-    pub max_per_document: Option<usize>,
-    pub overall: Summary,
-    pub categories: BTreeMap<String, Summary>,
+    pub(crate) max_per_document: Option<usize>,
+    pub(crate) overall: Summary,
+    pub(crate) categories: BTreeMap<String, Summary>,
     /// Median latency of one search, milliseconds.
-    pub p50_ms: f64,
+    pub(crate) p50_ms: f64,
     /// Mean distinct documents among the top chunks.
-    pub distinct_documents: f64,
+    pub(crate) distinct_documents: f64,
 }
 
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
-pub struct VaultEvalReport {
-    pub corpus: String,
-    pub documents: usize,
-    pub chunks: usize,
+pub(crate) struct VaultEvalReport {
+    pub(crate) corpus: String,
+    pub(crate) documents: usize,
+    pub(crate) chunks: usize,
     /// Queries scored (those with a relevant document).
-    pub queries: usize,
-    pub top_k: usize,
-    pub systems: Vec<SystemReport>,
+    pub(crate) queries: usize,
+    pub(crate) top_k: usize,
+    pub(crate) systems: Vec<SystemReport>,
 }
 
 /// One query as read.
@@ -330,7 +330,7 @@ fn judged_key(doc: &str, heading_path: &str, qrels: &Qrels) -> String {
 }
 
 /// Run the evaluation; progress goes to `progress` (stderr in the CLI).
-pub fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<VaultEvalReport> {
+pub(crate) fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<VaultEvalReport> {
     let queries = read_queries(&opts.queries)?;
     let qrels = read_qrels(&opts.qrels)?;
     let queries: Vec<Query> = queries
@@ -484,7 +484,7 @@ pub fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<VaultEval
 }
 
 /// The report as text: one table overall, one per category when there are several.
-pub fn render(r: &VaultEvalReport) -> String {
+pub(crate) fn render(r: &VaultEvalReport) -> String {
     let mut out = format!(
         "corpus {}: {} documents, {} chunks; {} queries; top {} chunks per query\n\n",
         r.corpus, r.documents, r.chunks, r.queries, r.top_k

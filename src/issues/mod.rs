@@ -19,24 +19,24 @@ use crate::store::Store;
 pub mod settings;
 
 /// Limits on issue and project fields, shared by the CLI and the MCP schemas.
-pub mod limits {
-    pub const TITLE_MAX: usize = 500;
-    pub const DESCRIPTION_MAX: usize = 20_000;
-    pub const LABEL_MAX: usize = 64;
-    pub const LABELS_MAX: usize = 20;
-    pub const SLUG_MAX: usize = 64;
-    pub const NAME_MAX: usize = 200;
-    pub const PREFIX_MAX: usize = 16;
-    pub const PATH_MAX: usize = 4096;
+pub(crate) mod limits {
+    pub(crate) const TITLE_MAX: usize = 500;
+    pub(crate) const DESCRIPTION_MAX: usize = 20_000;
+    pub(crate) const LABEL_MAX: usize = 64;
+    pub(crate) const LABELS_MAX: usize = 20;
+    pub(crate) const SLUG_MAX: usize = 64;
+    pub(crate) const NAME_MAX: usize = 200;
+    pub(crate) const PREFIX_MAX: usize = 16;
+    pub(crate) const PATH_MAX: usize = 4096;
     /// Longest issue or project reference (identifier, opaque id or slug) an agent passes.
-    pub const REF_MAX: usize = 64;
+    pub(crate) const REF_MAX: usize = 64;
     /// Priorities run from 1 (most urgent) to this.
-    pub const PRIORITY_MAX: u8 = 4;
+    pub(crate) const PRIORITY_MAX: u8 = 4;
     /// Most issues one new issue may depend on.
-    pub const DEPENDS_ON_MAX: usize = 20;
+    pub(crate) const DEPENDS_ON_MAX: usize = 20;
     /// `list_issues` page size: default and largest.
-    pub const LIST_LIMIT_DEFAULT: usize = 50;
-    pub const LIST_LIMIT_MAX: usize = 100;
+    pub(crate) const LIST_LIMIT_DEFAULT: usize = 50;
+    pub(crate) const LIST_LIMIT_MAX: usize = 100;
 }
 
 /// The statuses an issue can have (one set for both vocabularies).
@@ -55,7 +55,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 7] = [
+    pub(crate) const ALL: [Status; 7] = [
         Status::Backlog,
         Status::Todo,
         Status::InProgress,
@@ -65,7 +65,7 @@ impl Status {
         Status::Cancelled,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Status::Backlog => "backlog",
             Status::Todo => "todo",
@@ -82,7 +82,7 @@ impl Status {
     }
 
     /// `done` and `cancelled` end an issue's life.
-    pub fn is_terminal(self) -> bool {
+    pub(crate) fn is_terminal(self) -> bool {
         matches!(self, Status::Done | Status::Cancelled)
     }
 }
@@ -96,15 +96,15 @@ impl std::fmt::Display for Status {
 /// A project: a board of issues with a prefix and, optionally, a repository path.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Project {
-    pub id: String,
-    pub slug: String,
-    pub name: String,
-    pub prefix: String,
-    pub path: Option<String>,
+    pub(crate) id: String,
+    pub(crate) slug: String,
+    pub(crate) name: String,
+    pub(crate) prefix: String,
+    pub(crate) path: Option<String>,
     /// Project settings as stored (gates, sensitive paths, risk thresholds, vault, ...).
-    pub settings: serde_json::Value,
-    pub created_at: String,
-    pub updated_at: String,
+    pub(crate) settings: serde_json::Value,
+    pub(crate) created_at: String,
+    pub(crate) updated_at: String,
 }
 
 impl Project {
@@ -127,27 +127,27 @@ impl Project {
 pub struct Issue {
     pub id: String,
     pub identifier: String,
-    pub project_id: String,
-    pub project_slug: String,
-    pub title: String,
-    pub description: String,
-    pub status: Status,
+    pub(crate) project_id: String,
+    pub(crate) project_slug: String,
+    pub(crate) title: String,
+    pub(crate) description: String,
+    pub(crate) status: Status,
     /// 1 = urgent, 2 = high, 3 = medium, 4 = low.
-    pub priority: u8,
-    pub labels: Vec<String>,
+    pub(crate) priority: u8,
+    pub(crate) labels: Vec<String>,
     /// Identifiers of the issues this one depends on.
-    pub depends_on: Vec<String>,
+    pub(crate) depends_on: Vec<String>,
     /// Identifier of the parent issue, for sub-tasks.
     pub parent: Option<String>,
-    pub progress: u8,
-    pub assignee: String,
-    pub estimate_hours: Option<f64>,
-    pub blocked_reason: Option<String>,
-    pub size: Option<String>,
-    pub created_by: String,
-    pub updated_by: String,
-    pub created_at: String,
-    pub updated_at: String,
+    pub(crate) progress: u8,
+    pub(crate) assignee: String,
+    pub(crate) estimate_hours: Option<f64>,
+    pub(crate) blocked_reason: Option<String>,
+    pub(crate) size: Option<String>,
+    pub(crate) created_by: String,
+    pub(crate) updated_by: String,
+    pub(crate) created_at: String,
+    pub(crate) updated_at: String,
 }
 
 /// What a new project needs.
@@ -180,17 +180,17 @@ pub struct NewIssue {
 
 /// Filters for listing issues.
 #[derive(Debug, Clone, Default)]
-pub struct IssueFilter {
+pub(crate) struct IssueFilter {
     /// Project id or slug; `None` lists every project.
-    pub project: Option<String>,
-    pub statuses: Vec<Status>,
-    pub label: Option<String>,
-    pub limit: Limit,
+    pub(crate) project: Option<String>,
+    pub(crate) statuses: Vec<Status>,
+    pub(crate) label: Option<String>,
+    pub(crate) limit: Limit,
 }
 
 /// How many issues a listing returns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Limit {
+pub(crate) enum Limit {
     /// [`limits::LIST_LIMIT_DEFAULT`]: what an agent's listing gets when it names none.
     Default,
     /// Every issue that matches (the CLI's listing).
@@ -202,7 +202,7 @@ pub enum Limit {
 
 impl Limit {
     /// The limit a caller asked for: a number, or the default when it named none.
-    pub fn or_default(limit: Option<usize>) -> Limit {
+    pub(crate) fn or_default(limit: Option<usize>) -> Limit {
         limit.map_or(Limit::Default, Limit::At)
     }
 
@@ -543,7 +543,7 @@ fn validate_project(new: &NewProject) -> Result<String> {
 }
 
 /// Create a project. Its issues are numbered `PREFIX-1`, `PREFIX-2`, ...
-pub fn create_project(store: &Store, new: &NewProject) -> Result<Project> {
+pub(crate) fn create_project(store: &Store, new: &NewProject) -> Result<Project> {
     let prefix = validate_project(new)?;
     let path = match &new.path {
         Some(p) => Some(
@@ -581,14 +581,14 @@ pub fn create_project(store: &Store, new: &NewProject) -> Result<Project> {
 }
 
 /// A project by id or slug.
-pub fn project(store: &Store, reference: &str) -> Result<Project> {
+pub(crate) fn project(store: &Store, reference: &str) -> Result<Project> {
     store
         .read(|c| find_project(c, reference))?
         .ok_or_else(|| Error::ProjectNotFound(reference.to_string()))
 }
 
 /// Every project, by slug.
-pub fn projects(store: &Store) -> Result<Vec<Project>> {
+pub(crate) fn projects(store: &Store) -> Result<Vec<Project>> {
     store.read(|c| {
         let mut stmt = c.prepare("SELECT * FROM projects ORDER BY slug")?;
         let rows = stmt
@@ -599,7 +599,7 @@ pub fn projects(store: &Store) -> Result<Vec<Project>> {
 }
 
 /// Create an issue; returns it with its new identifier.
-pub fn create_issue(store: &Store, new: &NewIssue) -> Result<Issue> {
+pub(crate) fn create_issue(store: &Store, new: &NewIssue) -> Result<Issue> {
     store.write(|tx| {
         let id = insert_issue(tx, new)?;
         load_issue(tx, &id)?.ok_or_else(|| Error::Internal("issue vanished".into()))
@@ -607,7 +607,7 @@ pub fn create_issue(store: &Store, new: &NewIssue) -> Result<Issue> {
 }
 
 /// An issue by id or identifier.
-pub fn issue(store: &Store, reference: &str) -> Result<Issue> {
+pub(crate) fn issue(store: &Store, reference: &str) -> Result<Issue> {
     store.snapshot(|c| {
         let id =
             resolve_issue_id(c, reference)?.ok_or_else(|| Error::not_found("issue", reference))?;
@@ -616,7 +616,7 @@ pub fn issue(store: &Store, reference: &str) -> Result<Issue> {
 }
 
 /// Issues matching `filter`, most urgent first, then by number.
-pub fn list_issues(store: &Store, filter: &IssueFilter) -> Result<Vec<Issue>> {
+pub(crate) fn list_issues(store: &Store, filter: &IssueFilter) -> Result<Vec<Issue>> {
     // One snapshot: the issues and their relations as of one moment, in three
     // statements however many issues are listed.
     store.snapshot(|c| {

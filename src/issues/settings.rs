@@ -22,20 +22,20 @@ use crate::error::{Error, FieldError, Result};
 use crate::store::Store;
 
 /// Limits on settings.
-pub mod limits {
-    pub const GATES_MAX: usize = 20;
-    pub const COMMAND_MAX: usize = 1000;
-    pub const LABEL_MAX: usize = 100;
-    pub const GLOBS_MAX: usize = 100;
-    pub const GLOB_MAX: usize = 500;
-    pub const INSTRUCTIONS_MAX: usize = 20_000;
-    pub const COLLECTIONS_MAX: usize = 50;
+pub(crate) mod limits {
+    pub(crate) const GATES_MAX: usize = 20;
+    pub(crate) const COMMAND_MAX: usize = 1000;
+    pub(crate) const LABEL_MAX: usize = 100;
+    pub(crate) const GLOBS_MAX: usize = 100;
+    pub(crate) const GLOB_MAX: usize = 500;
+    pub(crate) const INSTRUCTIONS_MAX: usize = 20_000;
+    pub(crate) const COLLECTIONS_MAX: usize = 50;
     /// The longest age limit of learnings, in days (100 years).
-    pub const STALE_AFTER_DAYS_MAX: u32 = 36_500;
-    pub const COLLECTION_MAX: usize = 64;
-    pub const PHASES_MAX: usize = 20;
-    pub const PHASE_MAX: usize = 32;
-    pub const THRESHOLD_MAX: u64 = 10_000_000;
+    pub(crate) const STALE_AFTER_DAYS_MAX: u32 = 36_500;
+    pub(crate) const COLLECTION_MAX: usize = 64;
+    pub(crate) const PHASES_MAX: usize = 20;
+    pub(crate) const PHASE_MAX: usize = 32;
+    pub(crate) const THRESHOLD_MAX: u64 = 10_000_000;
 }
 
 /// A configured quality gate.
@@ -44,12 +44,12 @@ pub mod limits {
 pub struct Gate {
     /// Command to run.
     #[schemars(length(min = 1, max = limits::COMMAND_MAX))]
-    pub command: String,
+    pub(crate) command: String,
     /// Human-readable label.
     #[schemars(length(min = 1, max = limits::LABEL_MAX))]
-    pub label: String,
+    pub(crate) label: String,
     /// Whether this gate must pass.
-    pub required: bool,
+    pub(crate) required: bool,
 }
 
 /// Risk scoring thresholds (the spec's camelCase keys).
@@ -58,16 +58,16 @@ pub struct Gate {
 pub struct RiskThresholds {
     /// Changed lines at or below which size adds no risk.
     #[schemars(range(max = limits::THRESHOLD_MAX))]
-    pub low_lines: u64,
+    pub(crate) low_lines: u64,
     /// Changed lines at or above which size adds full risk.
     #[schemars(range(max = limits::THRESHOLD_MAX))]
-    pub high_lines: u64,
+    pub(crate) high_lines: u64,
     /// Changed files at or below which breadth adds no risk.
     #[schemars(range(max = limits::THRESHOLD_MAX))]
-    pub low_files: u64,
+    pub(crate) low_files: u64,
     /// Changed files at or above which breadth adds full risk.
     #[schemars(range(max = limits::THRESHOLD_MAX))]
-    pub high_files: u64,
+    pub(crate) high_files: u64,
 }
 
 impl Default for RiskThresholds {
@@ -268,7 +268,11 @@ pub(crate) fn risk_settings(settings: &Value) -> (RiskThresholds, Vec<String>) {
 }
 
 /// Change a project's settings (id or slug); returns the project as stored.
-pub fn configure_project(store: &Store, project: &str, update: &SettingsUpdate) -> Result<Project> {
+pub(crate) fn configure_project(
+    store: &Store,
+    project: &str,
+    update: &SettingsUpdate,
+) -> Result<Project> {
     validate(update)?;
     store.write(|tx| {
         let p = find_project(tx, project)?

@@ -35,14 +35,14 @@ pub const DUPLICATE_COSINE: f32 = 0.87;
 /// the same lesson: below every duplicate the rule merges on the pairs set (the lowest
 /// was 0.22), and cheap, so a learning is embedded for the check only when a candidate
 /// passes it and the guards.
-pub const DUPLICATE_JACCARD: f64 = 0.2;
+pub(crate) const DUPLICATE_JACCARD: f64 = 0.2;
 /// Embedding similarity from which a search lists a learning under a higher-ranked one
 /// as a restatement (`similar`) instead of giving it a place of its own. Looser than
 /// [`DUPLICATE_COSINE`]: nothing is lost when two distinct lessons are grouped (both are
 /// shown in full), while a restatement left apart takes the place of another lesson.
 /// Chosen on the tuning queries of the lifecycle set (docs/learnings.md, "Restatements
 /// in results").
-pub const SIMILAR_COSINE: f32 = 0.8;
+pub(crate) const SIMILAR_COSINE: f32 = 0.8;
 /// Learnings of the project (best BM25 matches of the new text) compared with a new one.
 pub(crate) const DUPLICATE_CANDIDATES: usize = 10;
 
@@ -177,9 +177,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 3] = [Outcome::Helped, Outcome::NotRelevant, Outcome::Wrong];
+    pub(crate) const ALL: [Outcome; 3] = [Outcome::Helped, Outcome::NotRelevant, Outcome::Wrong];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Outcome::Helped => "helped",
             Outcome::NotRelevant => "not_relevant",
@@ -187,7 +187,7 @@ impl Outcome {
         }
     }
 
-    pub fn parse(s: &str) -> Option<Outcome> {
+    pub(crate) fn parse(s: &str) -> Option<Outcome> {
         Outcome::ALL.into_iter().find(|o| o.as_str() == s)
     }
 }
@@ -196,40 +196,40 @@ impl Outcome {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct FeedbackCounts {
     pub helped: u32,
-    pub not_relevant: u32,
-    pub wrong: u32,
+    pub(crate) not_relevant: u32,
+    pub(crate) wrong: u32,
 }
 
 /// The evidence quality is derived from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Evidence {
+pub(crate) struct Evidence {
     /// `helped` verdicts of issues not (yet) approved or done.
-    pub helped: u32,
+    pub(crate) helped: u32,
     /// `helped` verdicts of issues whose work was approved (a phase or PR) or done.
-    pub helped_approved: u32,
+    pub(crate) helped_approved: u32,
     /// Other issues that recorded the same lesson (merged here).
-    pub confirmations: u32,
-    pub not_relevant: u32,
-    pub wrong: u32,
+    pub(crate) confirmations: u32,
+    pub(crate) not_relevant: u32,
+    pub(crate) wrong: u32,
 }
 
 /// Beta prior: as if 2 issues had found it helpful and 2 had not (mean 50).
-pub const PRIOR: f64 = 2.0;
+pub(crate) const PRIOR: f64 = 2.0;
 /// Weight of a `helped` verdict.
-pub const W_HELPED: f64 = 1.0;
+pub(crate) const W_HELPED: f64 = 1.0;
 /// Weight of a `helped` verdict from an issue whose work was then approved or done.
-pub const W_HELPED_APPROVED: f64 = 3.0;
+pub(crate) const W_HELPED_APPROVED: f64 = 3.0;
 /// Weight of an independent recording of the same lesson.
-pub const W_CONFIRMED: f64 = 1.0;
+pub(crate) const W_CONFIRMED: f64 = 1.0;
 /// Weight (against) of `not_relevant`: it did not apply, which says little of its truth.
-pub const W_NOT_RELEVANT: f64 = 0.5;
+pub(crate) const W_NOT_RELEVANT: f64 = 0.5;
 /// Weight (against) of `wrong`.
-pub const W_WRONG: f64 = 2.0;
+pub(crate) const W_WRONG: f64 = 2.0;
 
 /// The quality (0-100) the evidence supports: the posterior mean of a Beta(PRIOR,
 /// PRIOR) prior after weighted successes `s` and failures `f`,
 /// `100 · (PRIOR + s) / (2·PRIOR + s + f)`, rounded.
-pub fn evidence_quality(e: &Evidence) -> u8 {
+pub(crate) fn evidence_quality(e: &Evidence) -> u8 {
     let s = W_HELPED * f64::from(e.helped)
         + W_HELPED_APPROVED * f64::from(e.helped_approved)
         + W_CONFIRMED * f64::from(e.confirmations);
@@ -304,14 +304,14 @@ pub(crate) fn requalify(tx: &Conn<'_>, id: &str, at: &str) -> Result<(u8, bool)>
 
 /// One change for the history.
 pub(crate) struct Change<'a> {
-    pub event: &'a str,
-    pub actor: &'a str,
-    pub note: Option<&'a str>,
-    pub issue_id: Option<&'a str>,
-    pub related_id: Option<&'a str>,
+    pub(crate) event: &'a str,
+    pub(crate) actor: &'a str,
+    pub(crate) note: Option<&'a str>,
+    pub(crate) issue_id: Option<&'a str>,
+    pub(crate) related_id: Option<&'a str>,
     /// The standing before the change (`None` for `created`).
-    pub before: Option<(u8, bool)>,
-    pub at: &'a str,
+    pub(crate) before: Option<(u8, bool)>,
+    pub(crate) at: &'a str,
 }
 
 /// Append `change` to the history of `learning_id`, with the standing after it.
@@ -338,10 +338,10 @@ pub(crate) fn record(tx: &Conn<'_>, learning_id: &str, change: &Change<'_>) -> R
 
 /// Who merged a duplicate in, and how close it was.
 pub(crate) struct Confirmation<'a> {
-    pub issue_id: &'a str,
-    pub agent_type: &'a str,
-    pub actor: &'a str,
-    pub similarity: f32,
+    pub(crate) issue_id: &'a str,
+    pub(crate) agent_type: &'a str,
+    pub(crate) actor: &'a str,
+    pub(crate) similarity: f32,
 }
 
 /// Record that another issue recorded the same lesson as `learning_id`: a confirmation
@@ -484,16 +484,16 @@ pub(crate) fn supersede(tx: &Conn<'_>, old: &str, new: &str, actor: &str) -> Res
 
 /// One verdict on a learning from an issue.
 pub(crate) struct Verdict<'a> {
-    pub learning_id: &'a str,
-    pub issue_id: &'a str,
-    pub outcome: Outcome,
-    pub note: Option<&'a str>,
-    pub agent_type: &'a str,
-    pub actor: &'a str,
+    pub(crate) learning_id: &'a str,
+    pub(crate) issue_id: &'a str,
+    pub(crate) outcome: Outcome,
+    pub(crate) note: Option<&'a str>,
+    pub(crate) agent_type: &'a str,
+    pub(crate) actor: &'a str,
 }
 
 /// `wrong` verdicts from this many issues flag a learning for review.
-pub const FLAG_AFTER_WRONG: u32 = 2;
+pub(crate) const FLAG_AFTER_WRONG: u32 = 2;
 
 /// Record an issue's verdict on a learning of the issue's project (the latest verdict
 /// of an issue replaces its earlier one); requalify; flag it after
@@ -630,9 +630,9 @@ pub(crate) fn issue_approved(tx: &Conn<'_>, issue_id: &str, actor: &str) -> Resu
 }
 
 /// Days after which an unverified learning nobody confirmed or found helpful ages.
-pub const STALE_AFTER_DAYS: u32 = 180;
+pub(crate) const STALE_AFTER_DAYS: u32 = 180;
 /// What ageing multiplies the quality term of the blend by.
-pub const AGE_FACTOR: f32 = 0.5;
+pub(crate) const AGE_FACTOR: f32 = 0.5;
 
 /// A project's age limit in seconds: `settings.learnings.stale_after_days` (at least 1),
 /// else [`STALE_AFTER_DAYS`].

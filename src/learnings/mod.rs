@@ -42,7 +42,7 @@ pub use index::{IndexerStats, LearningIndex, Ranking, SearchScope};
 pub use lifecycle::{DUPLICATE_COSINE, FeedbackCounts, Outcome, same_lesson, word_overlap};
 pub(crate) use lifecycle::{SIMILAR_COSINE, issue_approved};
 pub use query::{STOP_WORDS, ScoreBreakdown};
-pub use sizes::{Activity, Day, Sizes};
+pub(crate) use sizes::{Activity, Day, Sizes};
 
 use crate::base::{new_id, now_iso};
 use crate::error::{Error, FieldError, Result};
@@ -51,24 +51,24 @@ use crate::store::Store;
 use crate::vault::embed::Embed;
 
 /// Limits on learning fields, shared by the CLI and the MCP schemas.
-pub mod limits {
-    pub const PATTERN_MIN: usize = 50;
-    pub const PATTERN_MAX: usize = 2_000;
-    pub const CONTEXT_MIN: usize = 100;
-    pub const CONTEXT_MAX: usize = 10_000;
-    pub const APPLIES_TO_MAX: usize = 20;
-    pub const APPLIES_TO_ITEM_MAX: usize = 512;
-    pub const QUERY_MAX: usize = 1_000;
-    pub const LIMIT_DEFAULT: usize = 50;
-    pub const LIMIT_MAX: usize = 100;
-    pub const NOTE_MAX: usize = 1_000;
-    pub const ID_MAX: usize = 64;
+pub(crate) mod limits {
+    pub(crate) const PATTERN_MIN: usize = 50;
+    pub(crate) const PATTERN_MAX: usize = 2_000;
+    pub(crate) const CONTEXT_MIN: usize = 100;
+    pub(crate) const CONTEXT_MAX: usize = 10_000;
+    pub(crate) const APPLIES_TO_MAX: usize = 20;
+    pub(crate) const APPLIES_TO_ITEM_MAX: usize = 512;
+    pub(crate) const QUERY_MAX: usize = 1_000;
+    pub(crate) const LIMIT_DEFAULT: usize = 50;
+    pub(crate) const LIMIT_MAX: usize = 100;
+    pub(crate) const NOTE_MAX: usize = 1_000;
+    pub(crate) const ID_MAX: usize = 64;
     /// Learnings one new learning may supersede.
-    pub const SUPERSEDES_MAX: usize = 20;
+    pub(crate) const SUPERSEDES_MAX: usize = 20;
     /// Quality scores run from 0 to this.
-    pub const QUALITY_MAX: u8 = 100;
+    pub(crate) const QUALITY_MAX: u8 = 100;
     /// Candidates taken by BM25 before the blend: `max(2 × limit, 100)`.
-    pub const CANDIDATES_MIN: usize = 100;
+    pub(crate) const CANDIDATES_MIN: usize = 100;
 }
 
 /// What kind of lesson a learning is.
@@ -81,13 +81,13 @@ pub enum LearningType {
 }
 
 impl LearningType {
-    pub const ALL: [LearningType; 3] = [
+    pub(crate) const ALL: [LearningType; 3] = [
         LearningType::Convention,
         LearningType::Gotcha,
         LearningType::Pattern,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             LearningType::Convention => "convention",
             LearningType::Gotcha => "gotcha",
@@ -95,7 +95,7 @@ impl LearningType {
         }
     }
 
-    pub fn parse(s: &str) -> Option<LearningType> {
+    pub(crate) fn parse(s: &str) -> Option<LearningType> {
         LearningType::ALL.into_iter().find(|t| t.as_str() == s)
     }
 }
@@ -104,24 +104,24 @@ impl LearningType {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Learning {
     pub id: String,
-    pub pattern: String,
-    pub context: Option<String>,
+    pub(crate) pattern: String,
+    pub(crate) context: Option<String>,
     /// Path prefixes the learning applies to.
-    pub applies_to: Vec<String>,
-    pub learning_type: LearningType,
+    pub(crate) applies_to: Vec<String>,
+    pub(crate) learning_type: LearningType,
     /// 0-100; new learnings start at 50.
-    pub quality_score: u8,
+    pub(crate) quality_score: u8,
     /// Verified by a person.
-    pub verified: bool,
+    pub(crate) verified: bool,
     /// Identifier of the issue it was recorded on.
-    pub issue: String,
+    pub(crate) issue: String,
     /// Slug of its project.
-    pub project: String,
-    pub created_by: String,
-    pub created_at: String,
-    pub updated_at: String,
+    pub(crate) project: String,
+    pub(crate) created_by: String,
+    pub(crate) created_at: String,
+    pub(crate) updated_at: String,
     /// The learning that replaced this one, if any (it then leaves default results).
-    pub superseded_by: Option<String>,
+    pub(crate) superseded_by: Option<String>,
     /// When a person archived it (it then leaves every search until restored); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
@@ -131,10 +131,10 @@ pub struct Learning {
     /// The standing verdicts of issues that used it.
     pub feedback: FeedbackCounts,
     /// Issues said it is wrong: a person should review it (`cairn learnings verify`).
-    pub needs_review: bool,
+    pub(crate) needs_review: bool,
     /// Unverified and nobody confirmed it or found it helpful for the project's age
     /// limit: its quality counts less in the ranking.
-    pub stale: bool,
+    pub(crate) stale: bool,
 }
 
 /// A learning as `add_learning` answers: the one recorded, or the existing learning the
@@ -149,9 +149,9 @@ pub struct Added {
     /// Embedding similarity with the learning it was merged into (1 for the same text).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-format" = "float"))]
-    pub similarity: Option<f32>,
+    pub(crate) similarity: Option<f32>,
     /// Learnings this one superseded.
-    pub superseded: Vec<String>,
+    pub(crate) superseded: Vec<String>,
 }
 
 /// What a new learning needs.
@@ -216,16 +216,16 @@ pub struct NewFeedback {
 /// One search hit: the learning and its score.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[schemars(transform = score_after_updated_at)]
-pub struct LearningHit {
+pub(crate) struct LearningHit {
     #[serde(flatten)]
-    pub learning: Learning,
-    pub score: ScoreBreakdown,
+    pub(crate) learning: Learning,
+    pub(crate) score: ScoreBreakdown,
     /// Lower-ranked learnings that say much the same as this one (embeddings at least 0.8 similar), listed here instead of taking places of their own; best first. An answer lists at most `limit` of them in all. Absent when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub similar: Vec<SimilarHit>,
+    pub(crate) similar: Vec<SimilarHit>,
     /// More restatements of this hit that were found but left out (an answer lists at most `limit` restatements in all). Absent when none.
     #[serde(skip_serializing_if = "is_zero")]
-    pub similar_omitted: u32,
+    pub(crate) similar_omitted: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -251,30 +251,30 @@ fn score_after_updated_at(schema: &mut schemars::Schema) {
 /// A learning listed under a hit it restates.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[schemars(transform = score_after_updated_at)]
-pub struct SimilarHit {
+pub(crate) struct SimilarHit {
     #[serde(flatten)]
-    pub learning: Learning,
-    pub score: ScoreBreakdown,
+    pub(crate) learning: Learning,
+    pub(crate) score: ScoreBreakdown,
     /// Cosine similarity of its embedding with the hit's.
-    pub similarity: f32,
+    pub(crate) similarity: f32,
 }
 
 /// Search results, best first.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SearchResults {
-    pub results: Vec<LearningHit>,
+    pub(crate) results: Vec<LearningHit>,
     pub count: usize,
     /// Whether semantic recall (embeddings) took part; when false, `semantic_unavailable`
     /// says why and the ranking is lexical.
-    pub semantic: bool,
+    pub(crate) semantic: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub semantic_unavailable: Option<String>,
+    pub(crate) semantic_unavailable: Option<String>,
 }
 
 impl SearchResults {
     /// Every learning found, in reading order (each hit, then those listed under it),
     /// with the hit it is listed under (`None` for a hit).
-    pub fn listed(&self) -> impl Iterator<Item = (&Learning, Option<&Learning>)> {
+    pub(crate) fn listed(&self) -> impl Iterator<Item = (&Learning, Option<&Learning>)> {
         self.results.iter().flat_map(|h| {
             std::iter::once((&h.learning, None))
                 .chain(h.similar.iter().map(|s| (&s.learning, Some(&h.learning))))
@@ -293,17 +293,17 @@ pub struct HistoryEntry {
     /// `created`, `verified`, `rated`, `merged`, `supersedes`, `superseded`, `feedback`,
     /// `outcome`, `flagged` or `aged`.
     pub event: String,
-    pub quality_before: Option<u8>,
-    pub quality_after: u8,
-    pub verified_before: Option<bool>,
-    pub verified_after: bool,
+    pub(crate) quality_before: Option<u8>,
+    pub(crate) quality_after: u8,
+    pub(crate) verified_before: Option<bool>,
+    pub(crate) verified_after: bool,
     pub actor: String,
-    pub note: Option<String>,
-    pub at: String,
+    pub(crate) note: Option<String>,
+    pub(crate) at: String,
     /// The issue the change came from (merged, feedback, outcome, flagged).
-    pub issue: Option<String>,
+    pub(crate) issue: Option<String>,
     /// The other learning (supersedes, superseded).
-    pub related: Option<String>,
+    pub(crate) related: Option<String>,
 }
 
 /// A learning with its supersession chain and history, oldest first.
@@ -312,9 +312,9 @@ pub struct LearningDetail {
     #[serde(flatten)]
     pub learning: Learning,
     /// Learnings this one replaced, and the ones they replaced, nearest first.
-    pub predecessors: Vec<String>,
+    pub(crate) predecessors: Vec<String>,
     /// Its successor, that one's successor, ..., the current learning last.
-    pub successors: Vec<String>,
+    pub(crate) successors: Vec<String>,
     pub history: Vec<HistoryEntry>,
 }
 
@@ -324,13 +324,13 @@ pub struct ReindexReport {
     /// Learnings in the rebuilt index.
     pub learnings: u64,
     /// Learnings whose ageing was recorded in their history now.
-    pub aged: u64,
+    pub(crate) aged: u64,
     /// Learnings that had no embedding and were embedded now.
-    pub embedded: u64,
+    pub(crate) embedded: u64,
     /// Why learnings could not be embedded (the model is missing), if so.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub semantic_unavailable: Option<String>,
-    pub millis: u64,
+    pub(crate) semantic_unavailable: Option<String>,
+    pub(crate) millis: u64,
 }
 
 const SELECT_LEARNING: &str = "SELECT l.id, l.pattern, l.context, l.applies_to, l.learning_type,
@@ -592,10 +592,10 @@ fn check_note(note: Option<&str>) -> Result<Option<String>> {
 /// What the learnings operations work over: the store, the process's tantivy index of
 /// it, and the embedding model (shared with the vault).
 #[derive(Debug, Clone, Copy)]
-pub struct Learnings<'a> {
-    pub store: &'a Store,
-    pub index: &'a LearningIndex,
-    pub embedder: &'a dyn Embed,
+pub(crate) struct Learnings<'a> {
+    pub(crate) store: &'a Store,
+    pub(crate) index: &'a LearningIndex,
+    pub(crate) embedder: &'a dyn Embed,
 }
 
 impl Learnings<'_> {
@@ -605,7 +605,7 @@ impl Learnings<'_> {
     /// is refused with [`Error::Conflict`] naming the existing learning. A learning that
     /// says the same as one of its project ([`lifecycle`], "Merging") is merged into it
     /// unless `merge` is false or it supersedes others.
-    pub fn add_learnings(&self, items: &[NewLearning]) -> Result<Vec<Added>> {
+    pub(crate) fn add_learnings(&self, items: &[NewLearning]) -> Result<Vec<Added>> {
         let mut clean = Vec::with_capacity(items.len());
         for new in items {
             clean.push(validate(new)?);
@@ -865,7 +865,7 @@ impl Learnings<'_> {
     }
 
     /// Record one learning (see [`Learnings::add_learnings`]).
-    pub fn add_learning(&self, new: &NewLearning) -> Result<Added> {
+    pub(crate) fn add_learning(&self, new: &NewLearning) -> Result<Added> {
         let mut out = self.add_learnings(std::slice::from_ref(new))?;
         out.pop()
             .ok_or_else(|| Error::Internal("no learning recorded".into()))
@@ -873,13 +873,13 @@ impl Learnings<'_> {
 
     /// Search learnings: BM25 over pattern, applies_to and context fused with embedding
     /// similarity, blended with field priority and quality (see [`query`]).
-    pub fn search_learnings(&self, s: &LearningSearch) -> Result<SearchResults> {
+    pub(crate) fn search_learnings(&self, s: &LearningSearch) -> Result<SearchResults> {
         self.search_learnings_ranked(s, Ranking::Blend)
     }
 
     /// [`Learnings::search_learnings`] under another ordering: `cairn eval` compares the
     /// blend with BM25 alone and cosine alone on the same candidates and filters.
-    pub fn search_learnings_ranked(
+    pub(crate) fn search_learnings_ranked(
         &self,
         s: &LearningSearch,
         ranking: Ranking,
@@ -1021,7 +1021,7 @@ impl Learnings<'_> {
 
     /// One learning with its supersession chain and history (an `aged` entry is
     /// recorded first if it aged since the last look).
-    pub fn learning(&self, id: &str) -> Result<LearningDetail> {
+    pub(crate) fn learning(&self, id: &str) -> Result<LearningDetail> {
         check_id("id", id).map_err(|e| Error::InvalidInput(vec![e]))?;
         let now = lifecycle::now_secs();
         self.store
@@ -1086,13 +1086,23 @@ impl Learnings<'_> {
 
     /// Mark a learning verified by a person (which clears a review flag); recorded in
     /// its history.
-    pub fn verify_learning(&self, id: &str, actor: &str, note: Option<&str>) -> Result<Learning> {
+    pub(crate) fn verify_learning(
+        &self,
+        id: &str,
+        actor: &str,
+        note: Option<&str>,
+    ) -> Result<Learning> {
         self.change_standing(id, Standing::Verify, actor, note)
     }
 
     /// A person says a learning is wrong: it is flagged for review (`needs_review`) and
     /// no longer verified, until someone verifies it again. Recorded in its history.
-    pub fn flag_learning(&self, id: &str, actor: &str, note: Option<&str>) -> Result<Learning> {
+    pub(crate) fn flag_learning(
+        &self,
+        id: &str,
+        actor: &str,
+        note: Option<&str>,
+    ) -> Result<Learning> {
         self.change_standing(id, Standing::Flag, actor, note)
     }
 
@@ -1100,18 +1110,28 @@ impl Learnings<'_> {
     /// search (the page's "archived" filter brings it back) and is never merged into,
     /// but stays readable by id. Recorded in its history; [`Self::restore_learning`]
     /// undoes it.
-    pub fn archive_learning(&self, id: &str, actor: &str, note: Option<&str>) -> Result<Learning> {
+    pub(crate) fn archive_learning(
+        &self,
+        id: &str,
+        actor: &str,
+        note: Option<&str>,
+    ) -> Result<Learning> {
         self.change_standing(id, Standing::Archive, actor, note)
     }
 
     /// Bring an archived learning back into circulation. Recorded in its history.
-    pub fn restore_learning(&self, id: &str, actor: &str, note: Option<&str>) -> Result<Learning> {
+    pub(crate) fn restore_learning(
+        &self,
+        id: &str,
+        actor: &str,
+        note: Option<&str>,
+    ) -> Result<Learning> {
         self.change_standing(id, Standing::Restore, actor, note)
     }
 
     /// Set a learning's quality score (0-100); from then on evidence no longer moves it.
     /// Recorded in its history.
-    pub fn rate_learning(
+    pub(crate) fn rate_learning(
         &self,
         id: &str,
         score: u8,
@@ -1217,7 +1237,7 @@ impl Learnings<'_> {
 
     /// `old` is replaced by `new` (same project): it leaves default results and points
     /// to `new`. Returns `old` as it is now.
-    pub fn supersede_learning(&self, old: &str, new: &str, actor: &str) -> Result<Learning> {
+    pub(crate) fn supersede_learning(&self, old: &str, new: &str, actor: &str) -> Result<Learning> {
         for (field, id) in [("old", old), ("by", new)] {
             check_id(field, id).map_err(|e| Error::InvalidInput(vec![e]))?;
         }
@@ -1232,7 +1252,7 @@ impl Learnings<'_> {
     /// Record an issue's verdict on a learning of its project (the issue's latest verdict
     /// stands); quality follows the evidence unless a person rated it. Returns the
     /// learning as it is now.
-    pub fn learning_feedback(&self, f: &NewFeedback) -> Result<Learning> {
+    pub(crate) fn learning_feedback(&self, f: &NewFeedback) -> Result<Learning> {
         check_id("learning_id", &f.learning_id).map_err(|e| Error::InvalidInput(vec![e]))?;
         let note = check_note(f.note.as_deref())?;
         self.store.write(|tx| {
@@ -1254,21 +1274,21 @@ impl Learnings<'_> {
     }
 
     /// Record an `aged` history entry for every learning that aged since it was last
-    /// fresh (long-lived processes run this now and then; `show` for its learning).
-    pub fn record_aging(&self) -> Result<usize> {
+    /// fresh (a reindex runs this; `show` does it for its learning).
+    pub(crate) fn record_aging(&self) -> Result<usize> {
         let now = lifecycle::now_secs();
         self.store
             .write(|tx| lifecycle::record_aging(tx, None, now))
     }
 
     /// See [`crate::Cairn::wait_for_learning_graphs`].
-    pub fn wait_for_graphs(&self) -> Result<usize> {
+    pub(crate) fn wait_for_graphs(&self) -> Result<usize> {
         self.index.wait_for_graphs(self.store)
     }
 
     /// Rebuild the learnings index from SQLite, and embed every learning that has no
     /// embedding (when the model is available).
-    pub fn reindex_learnings(&self) -> Result<ReindexReport> {
+    pub(crate) fn reindex_learnings(&self) -> Result<ReindexReport> {
         let t = Instant::now();
         let n = self.index.rebuild(self.store)?;
         let aged = self.record_aging()? as u64;

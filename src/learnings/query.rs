@@ -59,27 +59,27 @@ pub const STOP_WORDS: &[&str] = &[
 ];
 
 /// The last query word becomes a prefix when it has at least this many characters.
-pub const IMPLICIT_PREFIX_MIN: usize = 3;
+pub(crate) const IMPLICIT_PREFIX_MIN: usize = 3;
 /// At most this many indexed terms stand for one prefix slot.
-pub const MAX_EXPANSIONS: usize = 16;
+pub(crate) const MAX_EXPANSIONS: usize = 16;
 /// At most this many distinct slots are searched; further words are ignored.
-pub const MAX_SLOTS: usize = 32;
+pub(crate) const MAX_SLOTS: usize = 32;
 
 /// Blend weights.
-pub const W_RELEVANCE: f32 = 0.5;
-pub const W_FIELD: f32 = 0.3;
-pub const W_QUALITY: f32 = 0.2;
+pub(crate) const W_RELEVANCE: f32 = 0.5;
+pub(crate) const W_FIELD: f32 = 0.3;
+pub(crate) const W_QUALITY: f32 = 0.2;
 
 /// Field-priority weight of a match in the pattern, applies_to and context fields.
-pub const FIELD_WEIGHTS: [f32; 3] = [1.0, 0.6, 0.3];
+pub(crate) const FIELD_WEIGHTS: [f32; 3] = [1.0, 0.6, 0.3];
 /// Weight of a prefix expansion (an indexed term longer than the prefix) relative to an
 /// exact match, in BM25 and in field priority.
-pub const PREFIX_BOOST: f32 = 0.3;
+pub(crate) const PREFIX_BOOST: f32 = 0.3;
 /// Share of the lexical part in `relevance` when semantic recall is on.
-pub const LEXICAL_SHARE: f32 = 0.5;
+pub(crate) const LEXICAL_SHARE: f32 = 0.5;
 /// Cosine similarity at which the semantic part is 0; a learning matching no query word
 /// joins the candidates only above it.
-pub const SEMANTIC_FLOOR: f32 = 0.25;
+pub(crate) const SEMANTIC_FLOOR: f32 = 0.25;
 
 /// The analyzer of the indexed fields: words, ≤ 40 bytes, lower-cased, stop words
 /// removed, English (Snowball) stems.
@@ -118,7 +118,7 @@ pub(crate) enum Slot {
 /// A query cut into slots.
 #[derive(Debug, Clone)]
 pub(crate) struct ParsedQuery {
-    pub slots: Vec<Slot>,
+    pub(crate) slots: Vec<Slot>,
 }
 
 /// Cut agent text into slots. Fails only with a validation error: blank text, or text
@@ -202,31 +202,31 @@ pub(crate) fn parse(text: &str) -> Result<ParsedQuery> {
 #[derive(Debug, Clone, Copy, Serialize, schemars::JsonSchema)]
 pub struct ScoreBreakdown {
     /// `0.5·relevance + 0.3·field_priority + 0.2·quality`.
-    pub total: f32,
+    pub(crate) total: f32,
     /// Lexical and semantic relevance fused; 1 = the best candidate of this query on both.
-    pub relevance: f32,
+    pub(crate) relevance: f32,
     /// How much of the query (idf-weighted) matched where: pattern 1.0, applies_to 0.6,
     /// context 0.3; prefix expansions count less.
-    pub field_priority: f32,
+    pub(crate) field_priority: f32,
     /// quality_score / 100 × relevance.
-    pub quality: f32,
+    pub(crate) quality: f32,
     /// BM25 over the best BM25 among this query's candidates (0 = no query word matched).
-    pub lexical: f32,
+    pub(crate) lexical: f32,
     /// Cosine similarity of query and learning embeddings; absent without semantic search.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub semantic: Option<f32>,
+    pub(crate) semantic: Option<f32>,
 }
 
 /// What is known of one candidate before the blend.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Evidence {
     /// BM25 score (0 when no query word matched).
-    pub bm25: f32,
+    pub(crate) bm25: f32,
     /// Per-slot field weights already reduced to the idf-weighted share.
-    pub field_priority: f32,
+    pub(crate) field_priority: f32,
     /// Cosine similarity, when semantic search ran and the learning has an embedding.
-    pub cosine: Option<f32>,
-    pub quality: u8,
+    pub(crate) cosine: Option<f32>,
+    pub(crate) quality: u8,
 }
 
 /// Field priority: `Σ idf·best_field_weight / Σ idf` over **all** query slots.

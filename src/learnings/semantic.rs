@@ -49,16 +49,16 @@ use crate::vault::embed::{DIMENSION, Embed, MODEL_ID, dot};
 use super::graph::{Graph, graph_min};
 
 /// Learnings a search embeds at most when it finds some without an embedding.
-pub const BACKFILL_PER_SEARCH: usize = 32;
+pub(crate) const BACKFILL_PER_SEARCH: usize = 32;
 /// Learnings embedded per model call during a full backfill (`reindex`).
 const BACKFILL_BATCH: usize = 256;
 /// Learnings the background indexer embeds per model run: a call that arrives
 /// meanwhile waits for at most this many (a few milliseconds each).
-pub const BACKGROUND_BATCH: usize = 4;
+pub(crate) const BACKGROUND_BATCH: usize = 4;
 /// How long the background indexer's embedding waits for a quiet moment (no call in
 /// flight, no query using the model) before it runs anyway, so a server that is never
 /// quiet still embeds what it acknowledged ([`BACKGROUND_BATCH`] per this interval).
-pub const BACKGROUND_PATIENCE: Duration = Duration::from_millis(250);
+pub(crate) const BACKGROUND_PATIENCE: Duration = Duration::from_millis(250);
 
 /// The text a learning is embedded from: its pattern, then its context.
 pub(crate) fn embedding_text(pattern: &str, context: Option<&str>) -> String {
@@ -105,13 +105,13 @@ fn missing(c: &Conn<'_>, span: Span, limit: usize) -> Result<Vec<(u64, String)>>
 /// The learnings a backfill looks at: `after < seq < below`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Span {
-    pub after: u64,
-    pub below: u64,
+    pub(crate) after: u64,
+    pub(crate) below: u64,
 }
 
 impl Span {
     /// Every learning past `after`.
-    pub fn after(after: u64) -> Span {
+    pub(crate) fn after(after: u64) -> Span {
         Span {
             after,
             below: u64::MAX,

@@ -9,14 +9,14 @@ use super::Learnings;
 
 /// The learnings of every project.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Sizes {
-    pub learnings: u64,
+pub(crate) struct Sizes {
+    pub(crate) learnings: u64,
     /// Learnings without an embedding yet (the background indexer's backlog).
-    pub pending_embeddings: u64,
+    pub(crate) pending_embeddings: u64,
 }
 
 impl Learnings<'_> {
-    pub fn sizes(&self) -> Result<Sizes> {
+    pub(crate) fn sizes(&self) -> Result<Sizes> {
         self.store.read(|c| {
             let mut st = c.prepare(
                 "SELECT (SELECT count(*) FROM learnings),
@@ -35,29 +35,29 @@ impl Learnings<'_> {
 
 /// One day of learnings' activity.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Day {
+pub(crate) struct Day {
     /// `YYYY-MM-DD` (UTC).
-    pub day: String,
-    pub created: u64,
+    pub(crate) day: String,
+    pub(crate) created: u64,
     /// Lessons recorded again and merged into an existing learning.
-    pub confirmed: u64,
-    pub superseded: u64,
+    pub(crate) confirmed: u64,
+    pub(crate) superseded: u64,
 }
 
 /// What happened to the learnings (the web page's pictures).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Activity {
+pub(crate) struct Activity {
     /// The last `days` days with any activity, oldest first.
-    pub days: Vec<Day>,
+    pub(crate) days: Vec<Day>,
     /// Learnings per quality score in tens: `quality[i]` counts scores `10i..10i+9`,
     /// `quality[10]` the 100s.
-    pub quality: [u64; 11],
+    pub(crate) quality: [u64; 11],
 }
 
 impl Learnings<'_> {
     /// Learnings added, confirmed and superseded per day over the last `days` days that
     /// saw any, and the quality scores' distribution.
-    pub fn activity(&self, days: usize) -> Result<Activity> {
+    pub(crate) fn activity(&self, days: usize) -> Result<Activity> {
         self.store.read(|c| {
             let rows = c.query_map(
                 "SELECT substr(at, 1, 10) AS day,

@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 /// The form `tools/list` shows input schemas in (`--schema-dialect`, the daemon's
 /// `?schema_dialect=`; named in kebab case: `openai-strict`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
-pub enum Dialect {
+pub(crate) enum Dialect {
     /// The subset OpenAI strict and Gemini share (the default).
     #[default]
     Portable,
@@ -41,7 +41,7 @@ pub enum Dialect {
 }
 
 /// The listed form of the input schema `schema` in `dialect`.
-pub fn listed(schema: &Map<String, Value>, dialect: Dialect) -> Map<String, Value> {
+pub(crate) fn listed(schema: &Map<String, Value>, dialect: Dialect) -> Map<String, Value> {
     let mut out = schema.clone();
     node(&mut out);
     match dialect {
@@ -215,7 +215,7 @@ fn node(map: &mut Map<String, Value>) {
 /// Drop every `null` given for a field `schema` does not require (at any depth of
 /// objects and arrays of objects): a client of the `openai-strict` listing sends `null`
 /// for what it leaves out.
-pub fn absent_nulls(schema: &Map<String, Value>, args: &mut Value) {
+pub(crate) fn absent_nulls(schema: &Map<String, Value>, args: &mut Value) {
     match args {
         Value::Object(given) => {
             let required = match schema.get("required") {
@@ -246,7 +246,7 @@ pub fn absent_nulls(schema: &Map<String, Value>, args: &mut Value) {
 /// Read the JSON text given for a free-keyed object field (listed as a string by
 /// [`listed`]) as the object it holds, so that validation and the handler see an
 /// object. Anything else is left for the validator to report.
-pub fn accept_object_text(schema: &Map<String, Value>, args: &mut Value) {
+pub(crate) fn accept_object_text(schema: &Map<String, Value>, args: &mut Value) {
     let (Some(Value::Object(props)), Value::Object(given)) = (schema.get("properties"), args)
     else {
         return;

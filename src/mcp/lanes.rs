@@ -55,7 +55,7 @@ pub enum Lane {
 }
 
 /// How long a call waits for a shared lane before it runs without one.
-pub const PATIENCE: Duration = Duration::from_millis(10);
+pub(crate) const PATIENCE: Duration = Duration::from_millis(10);
 
 /// How much nicer than the process the lanes' threads run by default (`cairn daemon
 /// --lane-nice`; the niceness is capped at 19).
@@ -86,7 +86,7 @@ type Job = Box<dyn FnOnce() + Send>;
 
 /// A handler that panicked (the panic itself went to the log through the panic hook).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Panicked;
+pub(crate) struct Panicked;
 
 impl std::fmt::Display for Panicked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -102,7 +102,7 @@ pub struct Admitted {
 }
 
 /// The default number of shared lanes on this host: its cores less one, at least one.
-pub fn default_width() -> NonZeroUsize {
+pub(crate) fn default_width() -> NonZeroUsize {
     NonZeroUsize::new(crate::vault::embed::available_cores().saturating_sub(1))
         .unwrap_or(NonZeroUsize::MIN)
 }
@@ -160,22 +160,22 @@ impl Lanes {
     }
 
     /// The number of shared lanes, `None` without a limit.
-    pub fn width(&self) -> Option<NonZeroUsize> {
+    pub(crate) fn width(&self) -> Option<NonZeroUsize> {
         self.shared.as_ref().map(|s| s.width)
     }
 
     /// The number of shared lanes as logs and `/health` show it: 0 without a limit.
-    pub fn shown_width(&self) -> usize {
+    pub(crate) fn shown_width(&self) -> usize {
         self.width().map_or(0, NonZeroUsize::get)
     }
 
     /// How much nicer than the process the lanes' threads run; 0 without a limit.
-    pub fn nice(&self) -> u8 {
+    pub(crate) fn nice(&self) -> u8 {
         self.shared.as_ref().map_or(0, |s| s.nice)
     }
 
     /// How many calls ran without a lane after waiting their patience, since start.
-    pub fn overflowed(&self) -> u64 {
+    pub(crate) fn overflowed(&self) -> u64 {
         self.overflowed.load(Ordering::Relaxed)
     }
 
@@ -208,7 +208,7 @@ impl Lanes {
     /// Run the handler `f` of a call that `admitted` let in: on a lane's thread if it holds
     /// a lane, else on the blocking pool. The lane is given back when `f` returns, also if
     /// the caller stopped waiting.
-    pub async fn run<R, F>(&self, admitted: Admitted, f: F) -> Result<R, Panicked>
+    pub(crate) async fn run<R, F>(&self, admitted: Admitted, f: F) -> Result<R, Panicked>
     where
         R: Send + 'static,
         F: FnOnce() -> R + Send + 'static,

@@ -16,15 +16,15 @@
 //!   `subscriptions/listen`), read from the database.
 //! - [`tools`]: one file per tool family, each a thin adapter over [`crate::Cairn`].
 
-pub mod dialect;
-pub mod envelope;
+pub(crate) mod dialect;
+pub(crate) mod envelope;
 pub mod lanes;
-pub mod prompts;
+pub(crate) mod prompts;
 pub mod registry;
-pub mod resources;
-pub mod schema;
+pub(crate) mod resources;
+pub(crate) mod schema;
 pub mod server;
-pub mod subscriptions;
+pub(crate) mod subscriptions;
 pub mod tool;
-pub mod tools;
+pub(crate) mod tools;
 pub mod wire;

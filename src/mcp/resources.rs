@@ -25,14 +25,12 @@ use crate::error::Error;
 
 use super::server::CairnServer;
 
-/// The scheme and authority of every Cairn resource URI.
-pub const SCHEME: &str = "cairn://";
 const VAULT: &str = "cairn://vault/";
 const LEARNINGS: &str = "cairn://learnings/";
 const ISSUES: &str = "cairn://issues/";
 
 /// Documents per `resources/list` page.
-pub const PAGE: usize = 100;
+pub(crate) const PAGE: usize = 100;
 
 /// What is escaped in a URI segment: everything but unreserved characters (and `/`
 /// inside a path, where it separates directories).
@@ -56,7 +54,7 @@ const SEGMENT: &AsciiSet = &CONTROLS
 const PATH: &AsciiSet = &SEGMENT.remove(b'/');
 
 /// The URI of vault document `(collection, path)`.
-pub fn vault_uri(collection: &str, path: &str) -> String {
+pub(crate) fn vault_uri(collection: &str, path: &str) -> String {
     format!(
         "{VAULT}{}/{}",
         utf8_percent_encode(collection, SEGMENT),
@@ -66,7 +64,7 @@ pub fn vault_uri(collection: &str, path: &str) -> String {
 
 /// What a URI names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
+pub(crate) enum Target {
     Vault { collection: String, path: String },
     Learning(String),
     Issue(String),
@@ -78,7 +76,7 @@ fn decode(s: &str) -> Option<String> {
 }
 
 /// The target of `uri`, `None` when it is no Cairn resource URI.
-pub fn parse(uri: &str) -> Option<Target> {
+pub(crate) fn parse(uri: &str) -> Option<Target> {
     if let Some(rest) = uri.strip_prefix(VAULT) {
         let (collection, path) = rest.split_once('/')?;
         return Some(Target::Vault {

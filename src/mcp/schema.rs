@@ -17,14 +17,14 @@ use serde_json::{Map, Value};
 use crate::error::FieldError;
 
 /// The schema of what `T` accepts (a tool's parameters), inlined, as a JSON object.
-pub fn schema_for<T: JsonSchema>() -> Map<String, Value> {
+pub(crate) fn schema_for<T: JsonSchema>() -> Map<String, Value> {
     generate::<T>(schemars::generate::SchemaSettings::draft2020_12().for_deserialize())
 }
 
 /// The schema of what `T` serializes to (a tool's result): a field that
 /// `skip_serializing_if` may leave out is not `required`, so the `outputSchema` tells
 /// the truth about every result.
-pub fn output_schema_for<T: JsonSchema>() -> Map<String, Value> {
+pub(crate) fn output_schema_for<T: JsonSchema>() -> Map<String, Value> {
     generate::<T>(schemars::generate::SchemaSettings::draft2020_12().for_serialize())
 }
 
@@ -85,7 +85,7 @@ const STANDARD_FORMATS: &[&str] = &[
 /// alone ([`strip_nonstandard_formats`] removes the one schemars writes for every `f32`).
 /// `add_learning`'s `similarity` is listed so, as `tools/list` listed it before its
 /// output schemas were derived.
-pub const KEPT_FORMAT: &str = "x-format";
+pub(crate) const KEPT_FORMAT: &str = "x-format";
 
 /// Remove every `format` that is not a standard one, at any depth (a field's
 /// [`KEPT_FORMAT`] becomes its `format`), and spell a bare `true` subschema (any value;
@@ -151,7 +151,7 @@ fn strip_nonstandard_formats(v: &mut Value) {
 
 /// Whether `schema` says its value may be of JSON type `name`: `"type": name`, or a
 /// type array naming it.
-pub fn admits_type(schema: &Map<String, Value>, name: &str) -> bool {
+pub(crate) fn admits_type(schema: &Map<String, Value>, name: &str) -> bool {
     match schema.get("type") {
         Some(Value::String(t)) => t == name,
         Some(Value::Array(ts)) => ts.iter().any(|t| t == name),
@@ -162,7 +162,7 @@ pub fn admits_type(schema: &Map<String, Value>, name: &str) -> bool {
 /// Rewrite integral numbers written as floats (`2.0`) as integers wherever the schema
 /// says `integer`: JSON Schema counts `2.0` as an integer, so the validator accepts it,
 /// and the typed parameters then read it as `2`.
-pub fn coerce_integers(schema: &Map<String, Value>, v: &mut Value) {
+pub(crate) fn coerce_integers(schema: &Map<String, Value>, v: &mut Value) {
     for key in ["anyOf", "oneOf"] {
         if let Some(Value::Array(branches)) = schema.get(key) {
             for b in branches.iter().filter_map(Value::as_object) {
@@ -205,7 +205,7 @@ pub fn coerce_integers(schema: &Map<String, Value>, v: &mut Value) {
 }
 
 /// Validate `value` against `schema`; returns every violation found.
-pub fn validate(schema: &Map<String, Value>, value: &Value) -> Vec<FieldError> {
+pub(crate) fn validate(schema: &Map<String, Value>, value: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
     check(schema, value, "", &mut errors);
     errors

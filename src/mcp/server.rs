@@ -45,7 +45,7 @@ use super::wire::LineTransport;
 /// What a session's notifications need (`super::subscriptions`): the URIs subscribed,
 /// the clients connected and whether the watcher runs.
 #[derive(Default)]
-pub struct Subscriptions {
+pub(crate) struct Subscriptions {
     /// Each subscribed URI with the document's hash when it was subscribed: a change
     /// between the subscription and the watcher's next look is still a change.
     pub(super) uris: Mutex<BTreeMap<String, Option<String>>>,
@@ -54,7 +54,7 @@ pub struct Subscriptions {
 }
 
 /// How often a call with a `progressToken` reports that it still runs.
-pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+pub(crate) const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Which tools a server exposes.
 #[derive(Debug, Clone)]
@@ -229,7 +229,7 @@ fn mcp_tools(dialect: Dialect) -> &'static [Tool] {
 
 /// A failed call: the envelope as JSON text, no `structuredContent`. Its strings are
 /// cleaned like every answer's (a message may quote what the caller sent).
-pub fn error_result(mut envelope: Value) -> CallToolResult {
+pub(crate) fn error_result(mut envelope: Value) -> CallToolResult {
     crate::text::clean_json(&mut envelope);
     CallToolResult::error(vec![ContentBlock::text(envelope.to_string())])
 }
@@ -311,7 +311,7 @@ impl CairnServer {
     }
 
     /// The same server, labelled `session` in the log line of every call.
-    pub fn with_session(mut self, session: impl Into<String>) -> CairnServer {
+    pub(crate) fn with_session(mut self, session: impl Into<String>) -> CairnServer {
         match Arc::get_mut(&mut self.inner) {
             Some(inner) => inner.session = session.into(),
             None => tracing::warn!("a shared server cannot be labelled"),
@@ -322,7 +322,7 @@ impl CairnServer {
     /// The same binding and scope for one more client connection, with state of its own:
     /// no subscriptions and no log level yet (the daemon's HTTP sessions: two sessions of
     /// one token must not hear of each other's subscriptions).
-    pub fn for_connection(&self) -> CairnServer {
+    pub(crate) fn for_connection(&self) -> CairnServer {
         let i = &self.inner;
         CairnServer {
             inner: Arc::new(Inner {
@@ -341,7 +341,7 @@ impl CairnServer {
     }
 
     /// The same server, listing input schemas in `dialect`.
-    pub fn with_dialect(mut self, dialect: Dialect) -> CairnServer {
+    pub(crate) fn with_dialect(mut self, dialect: Dialect) -> CairnServer {
         match Arc::get_mut(&mut self.inner) {
             Some(inner) => inner.dialect = dialect,
             None => tracing::warn!("a shared server cannot change its dialect"),
@@ -351,7 +351,7 @@ impl CairnServer {
 
     /// The tools this session may call, input schemas in `dialect` (the server's own
     /// unless a request asks for another: the daemon's `?schema_dialect=`).
-    pub fn tools_in(&self, dialect: Option<Dialect>) -> Vec<Tool> {
+    pub(crate) fn tools_in(&self, dialect: Option<Dialect>) -> Vec<Tool> {
         let dialect = dialect.unwrap_or(self.inner.dialect);
         self.inner.scoped.listed(dialect).to_vec()
     }
@@ -498,7 +498,7 @@ impl CairnServer {
 /// What the server says of itself at `initialize` / `server/discover` (stdio and the
 /// daemon alike).
 #[allow(deprecated)] // enable_logging: see `log_to`
-pub fn server_config() -> ServerConfig {
+pub(crate) fn server_config() -> ServerConfig {
     ServerConfig::new(
         ServerCapabilities::builder()
             .enable_tools()
@@ -688,7 +688,7 @@ impl ServerHandler for CairnServer {
 }
 
 /// Serve MCP on stdin/stdout until stdin closes or SIGTERM/SIGINT arrives.
-pub async fn serve_stdio<S: ServerHandler>(server: S) -> anyhow::Result<()> {
+pub(crate) async fn serve_stdio<S: ServerHandler>(server: S) -> anyhow::Result<()> {
     let session = async move {
         match server
             .serve(LineTransport::new(tokio::io::stdin(), tokio::io::stdout()))
@@ -715,7 +715,7 @@ pub async fn serve_stdio<S: ServerHandler>(server: S) -> anyhow::Result<()> {
 }
 
 /// The first of SIGTERM and SIGINT (ctrl-c elsewhere), by name.
-pub async fn shutdown_signal() -> &'static str {
+pub(crate) async fn shutdown_signal() -> &'static str {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -22,7 +22,7 @@ use super::resources::{Target, parse};
 use super::server::CairnServer;
 
 /// How often a session looks for changes.
-pub const POLL: Duration = Duration::from_secs(1);
+pub(crate) const POLL: Duration = Duration::from_secs(1);
 
 /// The `(collection, path)` of `uri` when it names a vault document within `readable`
 /// (a session's [`CairnServer::readable_collections`]).

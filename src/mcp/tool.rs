@@ -20,7 +20,7 @@ use super::schema::{coerce_integers, output_schema_for, schema_for, validate};
 
 /// What a tool does to the world, told truthfully to clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Effect {
+pub(crate) enum Effect {
     /// Reads only.
     ReadOnly,
     /// Adds records; never destroys or rewrites existing ones.
@@ -32,23 +32,23 @@ pub enum Effect {
 type Handler = dyn Fn(&ToolCtx<'_>, Value) -> Result<Value> + Send + Sync;
 
 /// Work done before the call waits for its lane ([`ToolDef::prepare`]).
-pub type Prepare = dyn Fn(&Cairn, &Value) -> Result<()> + Send + Sync;
+pub(crate) type Prepare = dyn Fn(&Cairn, &Value) -> Result<()> + Send + Sync;
 
 /// What a handler sees: the domain facade, the start-up binding, the server's state.
-pub struct ToolCtx<'a> {
-    pub cairn: &'a Cairn,
-    pub work: &'a WorkContext,
+pub(crate) struct ToolCtx<'a> {
+    pub(crate) cairn: &'a Cairn,
+    pub(crate) work: &'a WorkContext,
     /// When the server process started.
-    pub started: std::time::Instant,
+    pub(crate) started: std::time::Instant,
     /// How many tools this server registers.
-    pub tools_registered: usize,
+    pub(crate) tools_registered: usize,
 }
 
 /// One registered tool.
 pub struct ToolDef {
     pub name: &'static str,
-    pub description: &'static str,
-    pub effect: Effect,
+    pub(crate) description: &'static str,
+    pub(crate) effect: Effect,
     /// What the parameter type accepts ([`schema_for`]).
     pub input_schema: Map<String, Value>,
     /// What the result type serializes to ([`output_schema_for`]): the contract of the
@@ -60,11 +60,11 @@ pub struct ToolDef {
     pub needs_issue: bool,
     /// The agent profiles that may use the tool (its row of the scope matrix);
     /// `None` until [`ToolDef::profiles`] declares them (a registry test requires it).
-    pub profiles: Option<&'static [Profile]>,
+    pub(crate) profiles: Option<&'static [Profile]>,
     /// Whether its handler waits for a shared lane on a server many sessions share.
-    pub lane: Lane,
+    pub(crate) lane: Lane,
     /// What a server with lanes runs before the call waits for its lane.
-    pub prepare: Option<Arc<Prepare>>,
+    pub(crate) prepare: Option<Arc<Prepare>>,
     handler: Arc<Handler>,
 }
 
@@ -76,13 +76,13 @@ impl std::fmt::Debug for ToolDef {
 
 impl ToolDef {
     /// Mark the tool as acting on the bound issue.
-    pub fn bound(mut self) -> Self {
+    pub(crate) fn bound(mut self) -> Self {
         self.needs_issue = true;
         self
     }
 
     /// Run the handler in `lane` ([`Lane::Reserved`]: without waiting for a shared lane).
-    pub fn lane(mut self, lane: Lane) -> Self {
+    pub(crate) fn lane(mut self, lane: Lane) -> Self {
         self.lane = lane;
         self
     }
@@ -91,7 +91,7 @@ impl ToolDef {
     /// arguments; its errors are left for the handler to report. Embedding the query there
     /// lets calls that wait together share one model run, where one lane would have made
     /// them take turns at the model.
-    pub fn prepare(
+    pub(crate) fn prepare(
         mut self,
         prepare: impl Fn(&Cairn, &Value) -> Result<()> + Send + Sync + 'static,
     ) -> Self {
@@ -101,13 +101,13 @@ impl ToolDef {
 
     /// Declare the agent profiles that may use the tool (`&[]`: none, only a server
     /// started without a scope).
-    pub fn profiles(mut self, profiles: &'static [Profile]) -> Self {
+    pub(crate) fn profiles(mut self, profiles: &'static [Profile]) -> Self {
         self.profiles = Some(profiles);
         self
     }
 
     /// Run the handler on already-validated arguments.
-    pub fn run(&self, cx: &ToolCtx<'_>, mut args: Value) -> Result<Value> {
+    pub(crate) fn run(&self, cx: &ToolCtx<'_>, mut args: Value) -> Result<Value> {
         if self.needs_issue {
             cx.work.require_issue()?;
         }
@@ -116,13 +116,13 @@ impl ToolDef {
     }
 
     /// Validate `args` against the input schema: every problem, with its field.
-    pub fn validate(&self, args: &Value) -> Vec<FieldError> {
+    pub(crate) fn validate(&self, args: &Value) -> Vec<FieldError> {
         validate(&self.input_schema, args)
     }
 }
 
 /// Declare a tool from its typed parameters `P`, typed result `R` and handler.
-pub fn tool<P, R, F>(
+pub(crate) fn tool<P, R, F>(
     name: &'static str,
     description: &'static str,
     effect: Effect,
@@ -160,4 +160,4 @@ where
 /// Parameters of a tool that takes none.
 #[derive(Debug, serde::Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NoParams {}
+pub(crate) struct NoParams {}

@@ -32,9 +32,9 @@ use tokio::sync::{Mutex, mpsc};
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// JSON-RPC error codes used on the wire.
-pub const PARSE_ERROR: i64 = -32700;
-pub const INVALID_REQUEST: i64 = -32600;
-pub const INVALID_PARAMS: i64 = -32602;
+pub(crate) const PARSE_ERROR: i64 = -32700;
+pub(crate) const INVALID_REQUEST: i64 = -32600;
+pub(crate) const INVALID_PARAMS: i64 = -32602;
 
 type Writer = Arc<Mutex<Box<dyn AsyncWrite + Send + Unpin>>>;
 
@@ -72,7 +72,7 @@ fn error_reply(id: Value, code: i64, message: String) -> Value {
 
 /// What one line turned out to be.
 #[derive(Debug)]
-pub enum Line {
+pub(crate) enum Line {
     /// A message for rmcp.
     Message(Box<RxJsonRpcMessage<RoleServer>>),
     /// Send this JSON-RPC error reply.
@@ -82,7 +82,7 @@ pub enum Line {
 }
 
 /// Classify one line (without its newline).
-pub fn classify(line: &[u8]) -> Line {
+pub(crate) fn classify(line: &[u8]) -> Line {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {

@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 use db::{CHANGES_CHANNEL, Conn, PgConn, PgConnector, PgListener, params};
 
 /// Busy timeout for every connection, in milliseconds.
-pub const BUSY_TIMEOUT_MS: u64 = 5000;
+pub(crate) const BUSY_TIMEOUT_MS: u64 = 5000;
 
 /// The embedded migrations, in order. The number is the `user_version` after applying.
 const MIGRATIONS: &[(u32, &str, &str)] = &[
@@ -183,7 +183,7 @@ const PG_MIGRATIONS: &[(u32, &str, &str)] = &[
 ];
 
 /// The highest migration version this binary knows.
-pub fn latest_version() -> u32 {
+pub(crate) fn latest_version() -> u32 {
     MIGRATIONS.last().map(|m| m.0).unwrap_or(0)
 }
 
@@ -227,7 +227,7 @@ impl Location {
     /// The anchor of this host's files for the database: the SQLite file itself, or
     /// `<cache>/postgres` (indexes in `<anchor>.index/`, daemon files
     /// `<anchor>.daemon.*`).
-    pub fn anchor(&self) -> PathBuf {
+    pub(crate) fn anchor(&self) -> PathBuf {
         match self {
             Location::File(p) => p.clone(),
             Location::Postgres { cache, .. } => cache.join("postgres"),
@@ -321,24 +321,24 @@ impl Store {
     }
 
     /// Where the database is.
-    pub fn location(&self) -> &Location {
+    pub(crate) fn location(&self) -> &Location {
         &self.location
     }
 
     /// The anchor of this host's files for the database ([`Location::anchor`]): the
     /// SQLite file, or `<cache>/postgres`.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.anchor
     }
 
     /// The directory of derived indexes for this database: `<anchor>.index/`
     /// (`index/cairn.db` → `index/cairn.db.index/`).
-    pub fn index_dir(&self) -> PathBuf {
+    pub(crate) fn index_dir(&self) -> PathBuf {
         index_dir_for(&self.anchor)
     }
 
     /// The schema version of the open database.
-    pub fn user_version(&self) -> Result<u32> {
+    pub(crate) fn user_version(&self) -> Result<u32> {
         self.read(|c| match c.dialect() {
             crate::store::db::Dialect::Sqlite => {
                 c.query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -356,7 +356,7 @@ impl Store {
     /// (re)connects, since writes made meanwhile were not announced). `None` on SQLite,
     /// where there are no other hosts and the watermark checks before each search see
     /// other processes' writes. A hint to catch up early, never needed for correctness.
-    pub fn listen_for_changes(
+    pub(crate) fn listen_for_changes(
         &self,
         on_change: impl Fn() + Send + Sync + 'static,
     ) -> Result<Option<PgListener>> {

@@ -40,7 +40,8 @@ use crate::base::{new_id, now_iso, sha256_hex};
 use crate::error::{Error, Result};
 
 /// `prev_hash` of the first record of every chain.
-pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub(crate) const GENESIS_HASH: &str =
+    "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The categories of findings: the five of `add_finding`, plus the phase claims and
 /// verdicts recorded by `complete_phase` / `approve_phase` / `reject_phase`.
@@ -57,17 +58,7 @@ pub enum FindingCategory {
 }
 
 impl FindingCategory {
-    pub const ALL: [FindingCategory; 7] = [
-        FindingCategory::TestResult,
-        FindingCategory::CodePattern,
-        FindingCategory::Architecture,
-        FindingCategory::Bug,
-        FindingCategory::Gap,
-        FindingCategory::PhaseCompletion,
-        FindingCategory::PhaseVerdict,
-    ];
-
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FindingCategory::TestResult => "test_result",
             FindingCategory::CodePattern => "code_pattern",
@@ -79,12 +70,8 @@ impl FindingCategory {
         }
     }
 
-    pub fn parse(s: &str) -> Option<FindingCategory> {
-        FindingCategory::ALL.into_iter().find(|c| c.as_str() == s)
-    }
-
     /// The id prefix of findings of this category: `pc` (claims), `pv` (verdicts), `f`.
-    pub fn id_prefix(self) -> &'static str {
+    pub(crate) fn id_prefix(self) -> &'static str {
         match self {
             FindingCategory::PhaseCompletion => "pc",
             FindingCategory::PhaseVerdict => "pv",
@@ -103,7 +90,7 @@ pub enum RecordKind {
 }
 
 impl RecordKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RecordKind::Finding(_) => "finding",
             RecordKind::Comment => "comment",
@@ -128,26 +115,26 @@ impl RecordKind {
 /// One stored trail record, exactly as hashed.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TrailRecord {
-    pub id: String,
+    pub(crate) id: String,
     /// The issue's opaque id.
-    pub issue_id: String,
+    pub(crate) issue_id: String,
     /// 1-based position in the issue's chain.
-    pub position: u64,
+    pub(crate) position: u64,
     /// `finding` or `comment`.
-    pub kind: String,
+    pub(crate) kind: String,
     /// The finding category; `None` for comments.
-    pub category: Option<String>,
+    pub(crate) category: Option<String>,
     /// The record's own fields (a finding's summary, details, files, ...).
-    pub body: Value,
-    pub actor: String,
-    pub created_at: String,
-    pub prev_hash: String,
-    pub hash: String,
+    pub(crate) body: Value,
+    pub(crate) actor: String,
+    pub(crate) created_at: String,
+    pub(crate) prev_hash: String,
+    pub(crate) hash: String,
 }
 
 impl TrailRecord {
     /// The hash this record's fields call for (compare with [`TrailRecord::hash`]).
-    pub fn compute_hash(&self) -> String {
+    pub(crate) fn compute_hash(&self) -> String {
         record_hash(
             &self.id,
             &self.issue_id,
@@ -189,7 +176,7 @@ fn record_hash(
 }
 
 /// The canonical JSON text of `v` (sorted keys at every depth, no whitespace).
-pub fn canonical_json(v: &Value) -> String {
+pub(crate) fn canonical_json(v: &Value) -> String {
     let mut out = String::new();
     write_canonical(v, &mut out);
     out
@@ -338,11 +325,11 @@ pub(crate) fn chain(c: &Conn<'_>, issue_id: &str) -> Result<Vec<TrailRecord>> {
 #[derive(Debug, Clone)]
 pub(crate) struct MalformedRow {
     /// The row's id, if it reads as text.
-    pub id: String,
+    pub(crate) id: String,
     /// The row's stored hash, if it reads as text.
-    pub hash: String,
+    pub(crate) hash: String,
     /// What could not be read.
-    pub problem: String,
+    pub(crate) problem: String,
 }
 
 /// The text of column `name` of `r`, whatever its type ("" for NULL or a blob).
@@ -384,36 +371,36 @@ pub(crate) fn chain_loose(
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct BrokenLink {
     /// Position of the record (or, for a missing record, the position expected).
-    pub position: u64,
+    pub(crate) position: u64,
     /// The record's id (empty when the record is missing).
-    pub record_id: String,
+    pub(crate) record_id: String,
     /// `content` (the record's fields do not hash to its stored hash), `link` (its
     /// `prev_hash` is not the previous record's hash), `position` (a gap or a
     /// duplicate), `head` (the chain is shorter or different from its recorded head),
     /// `malformed` (the stored row has a column of the wrong type, NULL or out of
     /// range: see `detail`), or `merkle_root` (a finalized audit session covering this
     /// issue no longer has the root it froze: see `detail`; position 0).
-    pub problem: String,
+    pub(crate) problem: String,
     /// What the hash should be (`content`: recomputed; `link`/`head`: the previous or
     /// recorded hash).
-    pub expected_hash: String,
+    pub(crate) expected_hash: String,
     /// What is stored.
-    pub actual_hash: String,
+    pub(crate) actual_hash: String,
     /// For `malformed` and `merkle_root`: what is wrong.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
+    pub(crate) detail: Option<String>,
 }
 
 /// The result of re-computing an issue's chain.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TrailVerification {
-    pub issue: String,
+    pub(crate) issue: String,
     pub total_records: u64,
     /// True when no link is broken.
     pub intact: bool,
     pub broken: Vec<BrokenLink>,
     /// Hash of the last record (the chain's head), or the genesis hash for an empty chain.
-    pub head_hash: String,
+    pub(crate) head_hash: String,
 }
 
 /// Re-compute every hash and link of an issue's chain.

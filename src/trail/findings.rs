@@ -12,13 +12,13 @@ use crate::store::Store;
 use super::chain::{FindingCategory, RecordKind, TrailRecord, append_record, record_from_row};
 
 /// Limits on finding and comment fields.
-pub mod limits {
-    pub const SUMMARY_MAX: usize = 500;
-    pub const DETAILS_MAX: usize = 20_000;
-    pub const FILES_MAX: usize = 100;
-    pub const FILE_PATH_MAX: usize = 1024;
-    pub const COMMENT_MAX: usize = 20_000;
-    pub const REASON_MAX: usize = 2_000;
+pub(crate) mod limits {
+    pub(crate) const SUMMARY_MAX: usize = 500;
+    pub(crate) const DETAILS_MAX: usize = 20_000;
+    pub(crate) const FILES_MAX: usize = 100;
+    pub(crate) const FILE_PATH_MAX: usize = 1024;
+    pub(crate) const COMMENT_MAX: usize = 20_000;
+    pub(crate) const REASON_MAX: usize = 2_000;
 }
 
 /// Keys of a finding view that a body cannot shadow.
@@ -41,20 +41,20 @@ const RESERVED: [&str; 9] = [
 pub struct Finding {
     /// `f-…`, `pc-…` (phase claim) or `pv-…` (phase verdict).
     pub id: String,
-    pub category: String,
+    pub(crate) category: String,
     /// Short summary; a verdict's is `<verdict> <phase>: <reason>`.
-    pub summary: String,
+    pub(crate) summary: String,
     /// Position in the issue's trail chain.
-    pub position: u64,
+    pub(crate) position: u64,
     /// The category's own fields.
     #[serde(flatten)]
-    pub fields: Map<String, Value>,
+    pub(crate) fields: Map<String, Value>,
     /// Whether the orchestrator has processed this finding (kept outside the record).
-    pub processed: bool,
-    pub processed_at: Option<String>,
-    pub actor: String,
-    pub created_at: String,
-    pub hash: String,
+    pub(crate) processed: bool,
+    pub(crate) processed_at: Option<String>,
+    pub(crate) actor: String,
+    pub(crate) created_at: String,
+    pub(crate) hash: String,
 }
 
 impl Finding {
@@ -94,7 +94,7 @@ impl Finding {
     }
 
     /// A string field of the finding's own fields.
-    pub fn field_str(&self, key: &str) -> Option<&str> {
+    pub(crate) fn field_str(&self, key: &str) -> Option<&str> {
         self.fields.get(key).and_then(Value::as_str)
     }
 }
@@ -102,12 +102,12 @@ impl Finding {
 /// A comment on an issue.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Comment {
-    pub id: String,
-    pub position: u64,
-    pub content: String,
-    pub actor: String,
-    pub created_at: String,
-    pub hash: String,
+    pub(crate) id: String,
+    pub(crate) position: u64,
+    pub(crate) content: String,
+    pub(crate) actor: String,
+    pub(crate) created_at: String,
+    pub(crate) hash: String,
 }
 
 impl Comment {
@@ -293,7 +293,12 @@ pub(crate) fn comments_in(c: &Conn<'_>, issue_id: &str) -> Result<Vec<Comment>> 
 }
 
 /// Record a finding (`add_finding`) on an issue (id or identifier).
-pub fn add_finding(store: &Store, issue: &str, new: &NewFinding, actor: &str) -> Result<Finding> {
+pub(crate) fn add_finding(
+    store: &Store,
+    issue: &str,
+    new: &NewFinding,
+    actor: &str,
+) -> Result<Finding> {
     let category = validate_finding(new)?;
     let mut body = json!({ "summary": new.summary.trim(), "files": new.files });
     if let Some(d) = &new.details {
@@ -306,7 +311,12 @@ pub fn add_finding(store: &Store, issue: &str, new: &NewFinding, actor: &str) ->
 }
 
 /// Post a comment on an issue (id or identifier).
-pub fn add_comment(store: &Store, issue: &str, content: &str, actor: &str) -> Result<Comment> {
+pub(crate) fn add_comment(
+    store: &Store,
+    issue: &str,
+    content: &str,
+    actor: &str,
+) -> Result<Comment> {
     store.write(|tx| {
         let (id, _) = super::resolve(tx, issue)?;
         add_comment_in(tx, &id, content, actor)
@@ -314,7 +324,7 @@ pub fn add_comment(store: &Store, issue: &str, content: &str, actor: &str) -> Re
 }
 
 /// Every finding of an issue, oldest first, with its derived `processed` flag.
-pub fn findings(store: &Store, issue: &str) -> Result<Vec<Finding>> {
+pub(crate) fn findings(store: &Store, issue: &str) -> Result<Vec<Finding>> {
     store.read(|c| {
         let (id, _) = super::resolve(c, issue)?;
         findings_in(c, &id)
@@ -323,7 +333,11 @@ pub fn findings(store: &Store, issue: &str) -> Result<Vec<Finding>> {
 
 /// Mark a finding processed (the orchestrator's flag). Idempotent: marking twice
 /// keeps the first time. The finding record itself is not touched.
-pub fn mark_finding_processed(store: &Store, finding_id: &str, actor: &str) -> Result<Finding> {
+pub(crate) fn mark_finding_processed(
+    store: &Store,
+    finding_id: &str,
+    actor: &str,
+) -> Result<Finding> {
     store.write(|tx| {
         let issue_id: String = tx
             .query_opt(

@@ -10,16 +10,16 @@ use crate::error::{Error, FieldError, Result};
 use crate::store::Store;
 
 /// Limits on coverage fields.
-pub mod limits {
-    pub const FILE_PATH_MAX: usize = 1024;
-    pub const CONCEPT_MAX: usize = 100;
-    pub const NOTES_MAX: usize = 2000;
+pub(crate) mod limits {
+    pub(crate) const FILE_PATH_MAX: usize = 1024;
+    pub(crate) const CONCEPT_MAX: usize = 100;
+    pub(crate) const NOTES_MAX: usize = 2000;
     /// Largest test count, tests added and tests removed of one report.
-    pub const TEST_COUNT_MAX: u64 = 10_000_000;
+    pub(crate) const TEST_COUNT_MAX: u64 = 10_000_000;
     /// Largest number of test files changed in one report.
-    pub const TEST_FILES_CHANGED_MAX: u64 = 1_000_000;
+    pub(crate) const TEST_FILES_CHANGED_MAX: u64 = 1_000_000;
     /// Longest reported test run, in milliseconds (a day).
-    pub const EXECUTION_TIME_MS_MAX: u64 = 86_400_000;
+    pub(crate) const EXECUTION_TIME_MS_MAX: u64 = 86_400_000;
 }
 
 /// What `record_coverage` records.
@@ -37,17 +37,17 @@ pub struct NewCoverage {
 /// A stored coverage row.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Coverage {
-    pub file_path: String,
-    pub concept: String,
-    pub status: String,
+    pub(crate) file_path: String,
+    pub(crate) concept: String,
+    pub(crate) status: String,
     /// Identifier of the ticket created, for `has_issues`.
-    pub ticket: Option<String>,
-    pub notes: Option<String>,
+    pub(crate) ticket: Option<String>,
+    pub(crate) notes: Option<String>,
     /// Whether an earlier observation of this file and concept was replaced.
-    pub replaced: bool,
+    pub(crate) replaced: bool,
     /// Coverage rows of the project after this call.
-    pub project_total: u64,
-    pub updated_at: String,
+    pub(crate) project_total: u64,
+    pub(crate) updated_at: String,
 }
 
 /// Check a repository-relative path: not empty, not absolute, no `..`, no NUL, no
@@ -84,22 +84,22 @@ pub struct NewTestHealth {
 /// A stored test-health record with its trend.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TestHealth {
-    pub id: i64,
-    pub issue: String,
-    pub test_count: u64,
-    pub test_files_changed: Option<u64>,
-    pub tests_added: Option<u64>,
-    pub tests_removed: Option<u64>,
-    pub execution_time_ms: Option<u64>,
+    pub(crate) id: i64,
+    pub(crate) issue: String,
+    pub(crate) test_count: u64,
+    pub(crate) test_files_changed: Option<u64>,
+    pub(crate) tests_added: Option<u64>,
+    pub(crate) tests_removed: Option<u64>,
+    pub(crate) execution_time_ms: Option<u64>,
     /// The project's previous recorded test count, if any.
-    pub previous_test_count: Option<u64>,
+    pub(crate) previous_test_count: Option<u64>,
     /// `test_count - previous_test_count`.
-    pub delta: Option<i64>,
-    pub created_at: String,
+    pub(crate) delta: Option<i64>,
+    pub(crate) created_at: String,
 }
 
 /// Record coverage of a file and concept in the project of `issue` (id or identifier).
-pub fn record_coverage(
+pub(crate) fn record_coverage(
     store: &Store,
     issue: &str,
     new: &NewCoverage,
@@ -206,7 +206,7 @@ pub fn record_coverage(
 }
 
 /// Record the test health of a run on `issue` (id or identifier).
-pub fn record_test_health(
+pub(crate) fn record_test_health(
     store: &Store,
     issue: &str,
     new: &NewTestHealth,

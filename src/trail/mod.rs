@@ -21,8 +21,8 @@ use crate::error::{Error, Result};
 pub mod chain;
 pub mod findings;
 pub mod metrics;
-pub mod runs;
-pub mod status;
+pub(crate) mod runs;
+pub(crate) mod status;
 
 pub use chain::{BrokenLink, FindingCategory, RecordKind, TrailRecord, TrailVerification};
 pub use findings::{Comment, Finding, NewFinding};

@@ -33,25 +33,27 @@ use crate::error::{Error, Result};
 use crate::store::Store;
 
 /// Largest payload stored as is, in bytes.
-pub const PAYLOAD_MAX: usize = 64 * 1024;
+pub(crate) const PAYLOAD_MAX: usize = 64 * 1024;
 /// Limits of `query_run_events`.
-pub const QUERY_LIMIT_DEFAULT: u32 = 100;
-pub const QUERY_LIMIT_MAX: u32 = 500;
+pub(crate) const QUERY_LIMIT_DEFAULT: u32 = 100;
+pub(crate) const QUERY_LIMIT_MAX: u32 = 500;
 /// Largest `query_run_events` offset.
-pub const QUERY_OFFSET_MAX: u64 = 100_000_000;
+pub(crate) const QUERY_OFFSET_MAX: u64 = 100_000_000;
 /// Longest run id.
-pub const RUN_ID_MAX: usize = 128;
+pub(crate) const RUN_ID_MAX: usize = 128;
 /// The event types of the spec.
-pub const EVENT_TYPES: [&str; 5] = ["system", "assistant", "user", "result", "rate_limit_event"];
+pub(crate) const EVENT_TYPES: [&str; 5] =
+    ["system", "assistant", "user", "result", "rate_limit_event"];
 /// The event subtypes of the spec.
-pub const EVENT_SUBTYPES: [&str; 5] = ["init", "thinking", "text", "tool_use", "tool_result"];
+pub(crate) const EVENT_SUBTYPES: [&str; 5] =
+    ["init", "thinking", "text", "tool_use", "tool_result"];
 
 /// Event types of a stream-JSON log.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Serialize, schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
-pub enum EventType {
+pub(crate) enum EventType {
     System,
     Assistant,
     User,
@@ -64,7 +66,7 @@ pub enum EventType {
     Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Serialize, schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
-pub enum EventSubtype {
+pub(crate) enum EventSubtype {
     Init,
     Thinking,
     Text,
@@ -74,80 +76,80 @@ pub enum EventSubtype {
 
 impl EventType {
     /// The name stored in the log and the database.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         EVENT_TYPES[self as usize]
     }
 }
 
 impl EventSubtype {
     /// The name stored in the log and the database.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         EVENT_SUBTYPES[self as usize]
     }
 }
 
 /// One recorded run, in brief.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct RunSummary {
-    pub id: String,
+pub(crate) struct RunSummary {
+    pub(crate) id: String,
     /// The outcome: `success`, an `error_*` subtype, or `incomplete` (no result event).
-    pub status: String,
-    pub is_error: bool,
-    pub error: Option<String>,
-    pub cost_usd: Option<f64>,
-    pub duration_ms: Option<i64>,
-    pub num_turns: Option<i64>,
-    pub model: Option<String>,
-    pub event_count: u64,
-    pub malformed_lines: u64,
-    pub ingested_at: String,
+    pub(crate) status: String,
+    pub(crate) is_error: bool,
+    pub(crate) error: Option<String>,
+    pub(crate) cost_usd: Option<f64>,
+    pub(crate) duration_ms: Option<i64>,
+    pub(crate) num_turns: Option<i64>,
+    pub(crate) model: Option<String>,
+    pub(crate) event_count: u64,
+    pub(crate) malformed_lines: u64,
+    pub(crate) ingested_at: String,
 }
 
 /// What `cairn run ingest` reports.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct IngestReport {
-    pub issue: String,
-    pub run: RunSummary,
+    pub(crate) issue: String,
+    pub(crate) run: RunSummary,
     /// Whether an earlier ingest of this run id was replaced.
-    pub replaced: bool,
+    pub(crate) replaced: bool,
     /// Line numbers of malformed lines (the first 100).
-    pub malformed_line_numbers: Vec<u64>,
+    pub(crate) malformed_line_numbers: Vec<u64>,
 }
 
 /// One event of a run.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct RunEvent {
-    pub run_id: String,
+pub(crate) struct RunEvent {
+    pub(crate) run_id: String,
     /// 1-based order within the run.
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// Line of the log it came from.
-    pub line: u64,
-    pub event_type: String,
-    pub event_subtype: Option<String>,
-    pub payload: Value,
+    pub(crate) line: u64,
+    pub(crate) event_type: String,
+    pub(crate) event_subtype: Option<String>,
+    pub(crate) payload: Value,
 }
 
 /// Filters of `query_run_events`. One of `issue` and `run_id` is required.
 #[derive(Debug, Clone, Default)]
-pub struct RunEventQuery {
-    pub issue: Option<String>,
-    pub run_id: Option<String>,
-    pub event_type: Option<EventType>,
-    pub event_subtype: Option<EventSubtype>,
-    pub limit: Option<u32>,
-    pub offset: Option<u64>,
+pub(crate) struct RunEventQuery {
+    pub(crate) issue: Option<String>,
+    pub(crate) run_id: Option<String>,
+    pub(crate) event_type: Option<EventType>,
+    pub(crate) event_subtype: Option<EventSubtype>,
+    pub(crate) limit: Option<u32>,
+    pub(crate) offset: Option<u64>,
 }
 
 /// A page of events.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct RunEventPage {
-    pub events: Vec<RunEvent>,
+pub(crate) struct RunEventPage {
+    pub(crate) events: Vec<RunEvent>,
     /// Events matching the filters, over all pages.
-    pub total: u64,
-    pub limit: u32,
-    pub offset: u64,
+    pub(crate) total: u64,
+    pub(crate) limit: u32,
+    pub(crate) offset: u64,
     /// Whether more events follow this page.
-    pub has_more: bool,
+    pub(crate) has_more: bool,
 }
 
 struct Parsed {
@@ -280,7 +282,7 @@ pub(crate) fn recent_runs_in(c: &Conn<'_>, issue_id: &str, n: usize) -> Result<V
 }
 
 /// Record an agent run of an issue (id or identifier) from a stream-JSON log.
-pub fn ingest_run(
+pub(crate) fn ingest_run(
     store: &Store,
     issue: &str,
     run_id: Option<&str>,
@@ -391,7 +393,7 @@ pub fn ingest_run(
 }
 
 /// Filter and page the events of a run or of every run of an issue.
-pub fn query_run_events(store: &Store, q: &RunEventQuery) -> Result<RunEventPage> {
+pub(crate) fn query_run_events(store: &Store, q: &RunEventQuery) -> Result<RunEventPage> {
     if q.issue.is_none() && q.run_id.is_none() {
         return Err(Error::invalid(
             "issue_id",

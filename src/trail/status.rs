@@ -37,10 +37,10 @@ use crate::issues::Status;
 use crate::store::Store;
 
 /// Statuses an agent may ask for through `update_issue_status` (from `in_progress`).
-pub const AGENT_TARGETS: [Status; 3] = [Status::Review, Status::Todo, Status::Blocked];
+pub(crate) const AGENT_TARGETS: [Status; 3] = [Status::Review, Status::Todo, Status::Blocked];
 
 /// Where the trail vocabulary lets an issue go from `from`.
-pub fn allowed_targets(from: Status) -> &'static [Status] {
+pub(crate) fn allowed_targets(from: Status) -> &'static [Status] {
     use Status::*;
     match from {
         Backlog => &[Todo, InProgress, Cancelled],
@@ -53,7 +53,7 @@ pub fn allowed_targets(from: Status) -> &'static [Status] {
 }
 
 /// Check a transition of the trail vocabulary.
-pub fn check_transition(from: Status, to: Status) -> Result<()> {
+pub(crate) fn check_transition(from: Status, to: Status) -> Result<()> {
     if allowed_targets(from).contains(&to) {
         return Ok(());
     }
@@ -74,11 +74,11 @@ pub fn check_transition(from: Status, to: Status) -> Result<()> {
 /// One entry of an issue's status history.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct StatusChange {
-    pub from: Status,
-    pub to: Status,
-    pub reason: Option<String>,
-    pub actor: String,
-    pub at: String,
+    pub(crate) from: Status,
+    pub(crate) to: Status,
+    pub(crate) reason: Option<String>,
+    pub(crate) actor: String,
+    pub(crate) at: String,
 }
 
 pub(crate) fn current_status(c: &Conn<'_>, issue_id: &str) -> Result<Status> {
@@ -295,7 +295,7 @@ pub(crate) fn history_in(c: &Conn<'_>, issue_id: &str) -> Result<Vec<StatusChang
 
 /// Change an issue's status (id or identifier) by the trail vocabulary's rules.
 /// `agent` = the caller is an agent (restricted targets).
-pub fn update_issue_status(
+pub(crate) fn update_issue_status(
     store: &Store,
     issue: &str,
     to: Status,

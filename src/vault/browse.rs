@@ -20,49 +20,43 @@ use super::handle::Vault;
 use super::ingest::read_file;
 
 /// Most documents one page lists.
-pub const MAX_PAGE: usize = 500;
+pub(crate) const MAX_PAGE: usize = 500;
 
 /// One indexed document.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DocumentEntry {
-    pub collection: String,
+pub(crate) struct DocumentEntry {
+    pub(crate) collection: String,
     /// Relative to its root, `/`-separated.
-    pub path: String,
-    pub title: Option<String>,
+    pub(crate) path: String,
+    pub(crate) title: Option<String>,
     /// sha256 of the file's bytes when it was indexed.
-    pub content_hash: String,
+    pub(crate) content_hash: String,
     /// When it was last indexed (ISO-8601 UTC).
-    pub indexed_at: String,
+    pub(crate) indexed_at: String,
 }
 
 /// One page of documents and where the next starts.
 #[derive(Debug, Clone)]
-pub struct DocumentPage {
-    pub documents: Vec<DocumentEntry>,
+pub(crate) struct DocumentPage {
+    pub(crate) documents: Vec<DocumentEntry>,
     /// The last `(collection, path)` listed when more follow.
-    pub next: Option<(String, String)>,
+    pub(crate) next: Option<(String, String)>,
 }
 
 /// A document's Markdown as read now.
 #[derive(Debug, Clone)]
-pub struct DocumentText {
-    pub entry: DocumentEntry,
-    pub text: String,
-    /// Whether the file still has the content that was indexed (false: changed since,
-    /// and search shows the older text until it is indexed again).
-    pub indexed: bool,
+pub(crate) struct DocumentText {
+    pub(crate) text: String,
 }
 
 /// One stored chunk of a document (the web page's document view).
 #[derive(Debug, Clone)]
-pub struct StoredChunk {
-    /// Position in the document, from 0.
-    pub ordinal: i64,
+pub(crate) struct StoredChunk {
     /// The headings above it, outermost first.
-    pub heading_path: Vec<String>,
-    pub line_start: i64,
-    pub line_end: i64,
-    pub text: String,
+    pub(crate) heading_path: Vec<String>,
+    pub(crate) line_start: i64,
+    pub(crate) line_end: i64,
+    pub(crate) text: String,
 }
 
 /// The collections filter as SQL: `None` is every collection.
@@ -93,23 +87,22 @@ fn entry(r: &crate::store::db::Row) -> Result<DocumentEntry> {
 impl Vault<'_> {
     /// The chunks of the most recently indexed `(collection, path)`, in order (none
     /// when it is not indexed).
-    pub fn document_chunks(&self, collection: &str, path: &str) -> Result<Vec<StoredChunk>> {
+    pub(crate) fn document_chunks(&self, collection: &str, path: &str) -> Result<Vec<StoredChunk>> {
         self.store.read(|c| {
             c.query_map(
-                "SELECT ordinal, heading_path, line_start, line_end, text FROM vault_chunks
+                "SELECT heading_path, line_start, line_end, text FROM vault_chunks
                  WHERE document_id = (SELECT id FROM vault_documents
                                       WHERE collection = ?1 AND path = ?2
                                       ORDER BY indexed_at DESC, id DESC LIMIT 1)
                  ORDER BY ordinal",
                 params![collection, path],
                 |r| {
-                    let headings: String = r.get(1)?;
+                    let headings: String = r.get(0)?;
                     Ok(StoredChunk {
-                        ordinal: r.get(0)?,
                         heading_path: serde_json::from_str(&headings).unwrap_or_default(),
-                        line_start: r.get(2)?,
-                        line_end: r.get(3)?,
-                        text: r.get(4)?,
+                        line_start: r.get(1)?,
+                        line_end: r.get(2)?,
+                        text: r.get(3)?,
                     })
                 },
             )
@@ -118,7 +111,7 @@ impl Vault<'_> {
 
     /// The documents of `collections` (every collection when `None`) in `(collection,
     /// path)` order, after `after`, at most `limit` (capped at [`MAX_PAGE`]).
-    pub fn documents(
+    pub(crate) fn documents(
         &self,
         collections: Option<&[String]>,
         after: Option<(&str, &str)>,
@@ -176,7 +169,7 @@ impl Vault<'_> {
     /// The Markdown of the indexed document `(collection, path)` if it is in
     /// `collections` (every collection when `None`), read from its root now. A
     /// document of the session's project is read from its worktree when it has one.
-    pub fn document_text(
+    pub(crate) fn document_text(
         &self,
         session: &WorkContext,
         collections: Option<&[String]>,
@@ -200,13 +193,8 @@ impl Vault<'_> {
                 ),
             ));
         };
-        let indexed = read.hash == entry.content_hash;
         let (text, _) = crate::text::clean_document(&String::from_utf8_lossy(&read.bytes));
-        Ok(DocumentText {
-            entry,
-            text,
-            indexed,
-        })
+        Ok(DocumentText { text })
     }
 
     /// Where the files of root `key` are on this machine.
@@ -231,7 +219,7 @@ impl Vault<'_> {
 
     /// The mark of the list of `collections` (all when `None`): documents counted and the
     /// greatest id, which moves when one comes or goes.
-    pub fn list_mark(&self, collections: Option<&[String]>) -> Result<(i64, i64)> {
+    pub(crate) fn list_mark(&self, collections: Option<&[String]>) -> Result<(i64, i64)> {
         self.store.read(|c| {
             let (filter, list) = among(c, collections, "?1");
             c.query_row(
@@ -246,7 +234,7 @@ impl Vault<'_> {
 
     /// The content hash of each of `documents` (`(collection, path)`) that is indexed;
     /// a document that is not is absent from the answer.
-    pub fn document_hashes(
+    pub(crate) fn document_hashes(
         &self,
         documents: &[(String, String)],
     ) -> Result<HashMap<(String, String), String>> {

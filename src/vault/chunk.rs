@@ -68,7 +68,7 @@ pub const TOKEN_BUDGET: usize = 200;
 const MIN_TEXT_SHARE_DIVISOR: usize = 2;
 
 /// Separator of [`Chunk::heading_path_string`].
-pub const HEADING_SEPARATOR: &str = " > ";
+pub(crate) const HEADING_SEPARATOR: &str = " > ";
 
 /// One piece of a Markdown file, ready to embed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,20 +76,20 @@ pub struct Chunk {
     /// The section content, verbatim from the source lines
     /// `line_start..=line_end` (or part of one line when a single line was
     /// over budget).
-    pub text: String,
+    pub(crate) text: String,
     /// Headings above this chunk, outermost first; empty before the first heading.
-    pub heading_path: Vec<String>,
+    pub(crate) heading_path: Vec<String>,
     /// First source line of `text`, 1-based.
-    pub line_start: usize,
+    pub(crate) line_start: usize,
     /// Last source line of `text`, 1-based, inclusive.
-    pub line_end: usize,
+    pub(crate) line_end: usize,
     /// sha256 of `text`, lowercase hex.
-    pub content_hash: String,
+    pub(crate) content_hash: String,
 }
 
 impl Chunk {
     /// The heading path rendered as `Guide > Install > From source`.
-    pub fn heading_path_string(&self) -> String {
+    pub(crate) fn heading_path_string(&self) -> String {
         self.heading_path.join(HEADING_SEPARATOR)
     }
 
@@ -108,14 +108,14 @@ impl Chunk {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChunkedDoc {
     /// Front matter `title`, else the first level-1 heading.
-    pub title: Option<String>,
+    pub(crate) title: Option<String>,
     /// Simple `key: value` pairs of the front matter, if the file has one.
-    pub front_matter: Option<BTreeMap<String, String>>,
+    pub(crate) front_matter: Option<BTreeMap<String, String>>,
     /// The chunks in file order.
     pub chunks: Vec<Chunk>,
     /// Hidden characters removed from the file before chunking ([`crate::text`]).
     #[serde(default)]
-    pub removed: crate::text::Removed,
+    pub(crate) removed: crate::text::Removed,
 }
 
 /// Approximate WordPiece token count of `text`, cheap and model-free.
@@ -180,7 +180,7 @@ pub fn chunk_markdown(source: &[u8]) -> ChunkedDoc {
 
 /// Chunks a Markdown file keeping every chunk's [`Chunk::embedding_text`]
 /// within `budget` approximate tokens (at least 16).
-pub fn chunk_markdown_with_budget(source: &[u8], budget: usize) -> ChunkedDoc {
+pub(crate) fn chunk_markdown_with_budget(source: &[u8], budget: usize) -> ChunkedDoc {
     let budget = budget.max(16);
     // The one text policy, before anything is split: chunks, headings, title and front
     // matter are all read by agents. Newlines are kept, so line numbers stay exact.

@@ -56,11 +56,11 @@ pub(crate) fn decode_vector(id: i64, bytes: &[u8]) -> Result<Vec<f32>> {
 /// A stored document's bookkeeping.
 #[derive(Debug, Clone)]
 pub(crate) struct StoredDoc {
-    pub id: i64,
-    pub content_hash: String,
-    pub collection: String,
-    pub chunker_version: u32,
-    pub embed_model: String,
+    pub(crate) id: i64,
+    pub(crate) content_hash: String,
+    pub(crate) collection: String,
+    pub(crate) chunker_version: u32,
+    pub(crate) embed_model: String,
 }
 
 /// The document `(root_key, path)`, if stored.
@@ -98,28 +98,28 @@ pub(crate) fn chunk_embeddings(c: &Conn<'_>, doc_id: i64) -> Result<HashMap<Chun
 /// Everything written for one document.
 #[derive(Debug)]
 pub(crate) struct DocWrite<'a> {
-    pub root_key: &'a str,
-    pub path: &'a str,
-    pub collection: &'a str,
-    pub content_hash: &'a str,
-    pub title: Option<&'a str>,
-    pub modified_at: Option<&'a str>,
-    pub front_matter: Option<String>,
-    pub chunker_version: u32,
-    pub embed_model: &'a str,
+    pub(crate) root_key: &'a str,
+    pub(crate) path: &'a str,
+    pub(crate) collection: &'a str,
+    pub(crate) content_hash: &'a str,
+    pub(crate) title: Option<&'a str>,
+    pub(crate) modified_at: Option<&'a str>,
+    pub(crate) front_matter: Option<String>,
+    pub(crate) chunker_version: u32,
+    pub(crate) embed_model: &'a str,
     /// The chunks in order, each with its vector.
-    pub chunks: &'a [(Chunk, Vec<f32>)],
+    pub(crate) chunks: &'a [(Chunk, Vec<f32>)],
 }
 
 /// Row counts of one [`write_document`].
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct WriteStats {
     /// Chunk rows kept (same heading path and text).
-    pub kept: usize,
+    pub(crate) kept: usize,
     /// Chunk rows inserted.
-    pub inserted: usize,
+    pub(crate) inserted: usize,
     /// Chunk rows deleted.
-    pub deleted: usize,
+    pub(crate) deleted: usize,
 }
 
 /// Insert or replace a document and its chunks; call inside one transaction. Chunk rows
@@ -248,22 +248,22 @@ pub(crate) fn chunk_collection(c: &Conn<'_>, id: u64) -> Result<Option<String>> 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct HitMetadata {
     /// Headings above the chunk, `Guide > Install > From source`.
-    pub heading_path: String,
+    pub(crate) heading_path: String,
     /// First line of the chunk in the file, 1-based.
     pub line_start: u32,
     /// Last line of the chunk in the file, 1-based, inclusive.
-    pub line_end: u32,
-    pub collection: String,
+    pub(crate) line_end: u32,
+    pub(crate) collection: String,
     /// sha256 of the chunk's text.
-    pub chunk_hash: String,
+    pub(crate) chunk_hash: String,
     /// The document's title (front matter `title` or first `#` heading).
-    pub title: Option<String>,
+    pub(crate) title: Option<String>,
     /// What `path` is relative to: `project:<id>` or `dir:<absolute path>`.
     pub root: String,
     /// The chunk's id (stable while its heading path and text are unchanged).
     pub chunk_id: u64,
     /// When the document was last indexed (ISO-8601 UTC): how fresh this text is.
-    pub indexed_at: String,
+    pub(crate) indexed_at: String,
 }
 
 /// One search result.

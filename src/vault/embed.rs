@@ -96,18 +96,19 @@ pub const MODEL_ID: &str = "all-MiniLM-L6-v2-onnx-int8";
 /// worst (float32 arithmetic agreed to about 1e-7). The graded sets rank as they did
 /// with float32 arithmetic but for one query of samples/docs' sixteen, now answered at
 /// rank 2 (docs/deployment.md, "The model's arithmetic").
-pub const BATCH_AGREEMENT: f32 = 0.999;
+#[cfg(test)]
+pub(crate) const BATCH_AGREEMENT: f32 = 0.999;
 /// Length of every vector.
 pub const DIMENSION: usize = 384;
 /// Maximum input length in WordPiece tokens; longer texts are truncated.
-pub const MAX_LENGTH: usize = 256;
+pub(crate) const MAX_LENGTH: usize = 256;
 /// Texts per model run. 32 keeps padding waste low once inputs are sorted by
 /// length, and bounds memory (32 × 256 × 384 floats of hidden state).
-pub const DEFAULT_BATCH_SIZE: usize = 32;
+pub(crate) const DEFAULT_BATCH_SIZE: usize = 32;
 /// Query vectors an embedder keeps ([`ModelEmbedder::embed_query`]): 1.5 KB each.
-pub const QUERY_CACHE: usize = 1024;
+pub(crate) const QUERY_CACHE: usize = 1024;
 /// The files of the model directory.
-pub const MODEL_FILES: [&str; 5] = [
+pub(crate) const MODEL_FILES: [&str; 5] = [
     "model.onnx",
     "tokenizer.json",
     "config.json",
@@ -116,14 +117,14 @@ pub const MODEL_FILES: [&str; 5] = [
 ];
 
 /// Environment variable naming the model directory.
-pub const ENV_MODEL_DIR: &str = "CAIRN_MODEL_DIR";
+pub(crate) const ENV_MODEL_DIR: &str = "CAIRN_MODEL_DIR";
 /// Environment variable naming the ONNX Runtime shared library.
-pub const ENV_ORT_LIB: &str = "CAIRN_ORT_LIB";
+pub(crate) const ENV_ORT_LIB: &str = "CAIRN_ORT_LIB";
 /// Environment variable: ONNX Runtime intra-op threads (default: every core).
-pub const ENV_THREADS: &str = "CAIRN_EMBED_THREADS";
+pub(crate) const ENV_THREADS: &str = "CAIRN_EMBED_THREADS";
 /// Environment variable: whether ONNX Runtime spins, `on`, `off` or `auto`
 /// (default: off, except for `cairn reindex`, where it is `auto`).
-pub const ENV_SPIN: &str = "CAIRN_EMBED_SPIN";
+pub(crate) const ENV_SPIN: &str = "CAIRN_EMBED_SPIN";
 
 /// What turns texts into vectors: the local model ([`ModelEmbedder`]) in every
 /// command and server, or a deterministic stand-in in tests
@@ -198,23 +199,23 @@ pub struct EmbedderConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Threading {
     /// Intra-op threads; `None` or 0 uses every available core.
-    pub threads: Option<usize>,
+    pub(crate) threads: Option<usize>,
     /// Whether idle workers spin (`session.intra_op.allow_spinning`). Spinning
     /// wins throughput when the cores are free and loses it (and burns CPU)
     /// when other processes need them.
-    pub spin: bool,
+    pub(crate) spin: bool,
 }
 
 impl Threading {
     /// The thread count this setting gives on this machine.
-    pub fn thread_count(&self) -> usize {
+    pub(crate) fn thread_count(&self) -> usize {
         self.threads
             .filter(|&n| n > 0)
             .unwrap_or_else(available_cores)
     }
 
     /// `threads` (`None` or 0: every core) with `spin` resolved for them.
-    pub fn resolve(threads: Option<usize>, spin: Spin) -> Threading {
+    pub(crate) fn resolve(threads: Option<usize>, spin: Spin) -> Threading {
         let threads = threads.filter(|&n| n > 0);
         let count = Threading {
             threads,
@@ -229,7 +230,7 @@ impl Threading {
 
     /// The settings of [`ENV_THREADS`] and [`ENV_SPIN`], with `spin` where
     /// [`ENV_SPIN`] is unset (an invalid value is ignored with a warning).
-    pub fn from_env(spin: Spin) -> Threading {
+    pub(crate) fn from_env(spin: Spin) -> Threading {
         fn var<T: std::str::FromStr>(name: &str) -> Option<T> {
             let value = std::env::var(name).ok().filter(|v| !v.trim().is_empty())?;
             let parsed = value.trim().parse().ok();
@@ -243,7 +244,7 @@ impl Threading {
 }
 
 /// The cores this process may use (1 if unknown).
-pub fn available_cores() -> usize {
+pub(crate) fn available_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
@@ -274,7 +275,7 @@ impl std::str::FromStr for Spin {
 
 impl Spin {
     /// Whether to spin with `threads` intra-op threads on this machine now.
-    pub fn resolve(self, threads: usize) -> bool {
+    pub(crate) fn resolve(self, threads: usize) -> bool {
         match self {
             Spin::On => true,
             Spin::Off => false,
@@ -302,16 +303,16 @@ pub struct EmbedStats {
     /// Padding tokens the model ran on top of `tokens`.
     pub padding: u64,
     /// Queries answered from the query cache, without the model.
-    pub query_cache_hits: u64,
+    pub(crate) query_cache_hits: u64,
 }
 
 /// Where the model and the runtime were found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelLocation {
+pub(crate) struct ModelLocation {
     /// Directory holding [`MODEL_FILES`].
-    pub model_dir: PathBuf,
+    pub(crate) model_dir: PathBuf,
     /// The ONNX Runtime shared library.
-    pub ort_lib: PathBuf,
+    pub(crate) ort_lib: PathBuf,
 }
 
 /// The fields of `models/manifest.json` that locating needs.
@@ -325,7 +326,7 @@ struct ModelsManifest {
 
 /// Finds the model directory and the runtime library (see the module docs
 /// for the order). Checks that the files exist; does not load them.
-pub fn locate(config: &EmbedderConfig) -> Result<ModelLocation> {
+pub(crate) fn locate(config: &EmbedderConfig) -> Result<ModelLocation> {
     let env_path = |name: &str| {
         std::env::var_os(name)
             .filter(|v| !v.is_empty())
@@ -564,7 +565,7 @@ impl ModelEmbedder {
     }
 
     /// Whether the model is loaded already.
-    pub fn is_loaded(&self) -> bool {
+    pub(crate) fn is_loaded(&self) -> bool {
         self.lock().is_some()
     }
 

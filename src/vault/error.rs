@@ -143,7 +143,7 @@ pub enum VaultError {
 
 impl VaultError {
     /// Shorthand for [`VaultError::Io`].
-    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         VaultError::Io {
             op,
             path: path.into(),

@@ -45,13 +45,13 @@ use super::reindex::{ReindexOptions, ReindexSummary};
 use super::roots::{FollowedRoot, HEARTBEAT, Live, Report, RootKind};
 
 /// Quiet time after a root's last event before its batch starts.
-pub const DEBOUNCE: Duration = Duration::from_millis(300);
+pub(crate) const DEBOUNCE: Duration = Duration::from_millis(300);
 /// The longest a change waits during a storm of events.
-pub const MAX_DELAY: Duration = Duration::from_secs(1);
+pub(crate) const MAX_DELAY: Duration = Duration::from_secs(1);
 /// How often a root whose watches the kernel refused is rescanned.
-pub const RESCAN_EVERY: Duration = Duration::from_secs(30);
+pub(crate) const RESCAN_EVERY: Duration = Duration::from_secs(30);
 /// Pending paths past which a batch becomes a rescan of the whole root.
-pub const MAX_TARGETS: usize = 10_000;
+pub(crate) const MAX_TARGETS: usize = 10_000;
 /// How often the follower re-reads the recorded roots, renews its leases, checks roots
 /// that are not followed and reports.
 const HOUSEKEEPING: Duration = Duration::from_secs(5);
@@ -60,7 +60,7 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// What a follower needs of the process: the vault over its store and state, and a
 /// place to register itself (so that the process's `fresh` searches wait on it).
-pub trait FollowHost: Send + Sync + 'static {
+pub(crate) trait FollowHost: Send + Sync + 'static {
     fn vault(&self) -> Vault<'_>;
     fn set_follower(&self, follower: Option<&Arc<Shared>>);
 }
@@ -192,7 +192,7 @@ impl Root {
 
 /// The follower's state, shared by the event handler, the worker and waiting searches.
 #[derive(Debug)]
-pub struct Shared {
+pub(crate) struct Shared {
     inner: Mutex<Inner>,
     /// Wakes the worker.
     wake: Condvar,
@@ -227,14 +227,14 @@ pub struct Freshness {
     /// Every change seen before the wait began is indexed.
     pub complete: bool,
     /// How long the call waited, in milliseconds.
-    pub waited_ms: u64,
+    pub(crate) waited_ms: u64,
     /// What is still pending when incomplete: followed directories or files, or changed paths.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub pending: Vec<String>,
+    pub(crate) pending: Vec<String>,
     /// Why the wait gave up, or could not wait.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 impl Shared {
@@ -336,7 +336,7 @@ impl Shared {
     /// Wait (at most `timeout`) until every change this follower has seen in the roots
     /// of `collections` (every root when `None`) is indexed. `None` when this follower
     /// follows none of them.
-    pub fn wait_fresh(
+    pub(crate) fn wait_fresh(
         &self,
         collections: Option<&[String]>,
         timeout: Duration,
@@ -396,7 +396,7 @@ impl Shared {
     }
 
     /// This follower's live view of the roots it holds (for status).
-    pub fn live(&self) -> Live {
+    pub(crate) fn live(&self) -> Live {
         Live {
             follower: self.me.clone(),
             reports: self
@@ -581,7 +581,7 @@ fn follower_name() -> String {
 impl Follower {
     /// Start following the roots of `scope`, and make this follower the one the
     /// process's searches wait on (`fresh: true`).
-    pub fn start(host: Arc<dyn FollowHost>, scope: FollowScope) -> Result<Follower> {
+    pub(crate) fn start(host: Arc<dyn FollowHost>, scope: FollowScope) -> Result<Follower> {
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner::default()),
             wake: Condvar::new(),
@@ -623,11 +623,6 @@ impl Follower {
             host,
             thread: Some(thread),
         })
-    }
-
-    /// The shared state (tests and status).
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.shared
     }
 }
 
@@ -1020,7 +1015,7 @@ enum Outcome {
 }
 
 /// The longest `fresh: true` waits before searching.
-pub const FRESH_WAIT: Duration = Duration::from_secs(3);
+pub(crate) const FRESH_WAIT: Duration = Duration::from_secs(3);
 /// How often `cairn vault sync` (or a `fresh` search in a process that follows nothing)
 /// compares the files with the index while another process indexes them.
 const SYNC_POLL: Duration = Duration::from_millis(100);
@@ -1030,7 +1025,7 @@ impl Vault<'_> {
     /// (every collection when `None`) are indexed. In the process that follows them
     /// (the daemon: `follower`) this waits for the changes its follower has seen;
     /// elsewhere it is [`Vault::sync`].
-    pub fn wait_fresh(
+    pub(crate) fn wait_fresh(
         &self,
         collections: Option<&[String]>,
         timeout: Duration,
@@ -1047,7 +1042,11 @@ impl Vault<'_> {
     /// `cairn vault sync`: wait (at most `timeout`) until the files of the followed roots
     /// of `collections` match the index ([`Vault::pending_changes`]), while a follower
     /// indexes them. Gives up at once on a root nobody follows, and says what is pending.
-    pub fn sync(&self, collections: Option<&[String]>, timeout: Duration) -> Result<Freshness> {
+    pub(crate) fn sync(
+        &self,
+        collections: Option<&[String]>,
+        timeout: Duration,
+    ) -> Result<Freshness> {
         let started = Instant::now();
         let roots: Vec<FollowedRoot> = self
             .followed_roots()?

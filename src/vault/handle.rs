@@ -10,7 +10,7 @@ use super::live::VaultState;
 
 /// What the vault operations work over.
 #[derive(Debug, Clone, Copy)]
-pub struct Vault<'a> {
-    pub store: &'a Store,
-    pub state: &'a VaultState,
+pub(crate) struct Vault<'a> {
+    pub(crate) store: &'a Store,
+    pub(crate) state: &'a VaultState,
 }

@@ -40,7 +40,8 @@ impl HashEmbedder {
     }
 
     /// The vector of one text.
-    pub fn vector(text: &str) -> Vec<f32> {
+    #[cfg(test)]
+    pub(crate) fn vector(text: &str) -> Vec<f32> {
         Self::vector_and_words(text).0
     }
 

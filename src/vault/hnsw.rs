@@ -72,15 +72,15 @@ use hnsw_rs::prelude::{AnnT, Distance, Hnsw, HnswIo};
 use serde::{Deserialize, Serialize};
 
 use super::error::{Result, VaultError};
-pub use crate::vector::dot;
+pub(crate) use crate::vector::dot;
 use crate::vector::l2_normalize;
 
 /// Neighbours kept per node and layer (hnsw_rs `max_nb_connection`).
-pub const MAX_NB_CONNECTION: usize = 24;
+pub(crate) const MAX_NB_CONNECTION: usize = 24;
 /// Candidate list size while building (hnsw_rs `ef_construction`).
-pub const EF_CONSTRUCTION: usize = 200;
+pub(crate) const EF_CONSTRUCTION: usize = 200;
 /// Default candidate list size while searching.
-pub const DEFAULT_EF_SEARCH: usize = 100;
+pub(crate) const DEFAULT_EF_SEARCH: usize = 100;
 /// hnsw_rs only dumps graphs created with its maximum of 16 layers.
 const MAX_LAYER: usize = 16;
 /// Below this many points an insert batch goes serially.
@@ -97,7 +97,7 @@ const _: () = assert!(usize::BITS >= 64, "chunk ids need a 64-bit usize");
 
 /// Cosine distance for unit vectors: `max(0, 1 − a·b)`.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct DistUnitCosine;
+pub(crate) struct DistUnitCosine;
 
 impl Distance<f32> for DistUnitCosine {
     fn eval(&self, va: &[f32], vb: &[f32]) -> f32 {
@@ -117,15 +117,15 @@ fn normalized(v: &[f32]) -> Vec<f32> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexManifest {
     /// The embedding model ([`super::embed::MODEL_ID`]).
-    pub model_id: String,
+    pub(crate) model_id: String,
     /// Vector length.
-    pub dimension: usize,
+    pub(crate) dimension: usize,
     /// [`super::chunk::CHUNKER_VERSION`] of the chunks indexed.
-    pub chunker_version: u32,
+    pub(crate) chunker_version: u32,
     /// Highest chunk id included: chunks above it still need inserting.
     pub watermark: u64,
     /// Generation number, set by [`VectorIndex::save`].
-    pub generation: u64,
+    pub(crate) generation: u64,
     /// Points in the graph (including ids since deleted), set by [`VectorIndex::save`].
     pub points: usize,
 }
@@ -151,7 +151,7 @@ impl IndexManifest {
     /// Checks that an index with this manifest can serve a Cairn expecting
     /// `expected`: same model, dimension and chunker version. The error says
     /// how to rebuild.
-    pub fn check(&self, expected: &IndexManifest) -> Result<()> {
+    pub(crate) fn check(&self, expected: &IndexManifest) -> Result<()> {
         let mismatch = |field, expected: String, found: String| VaultError::ManifestMismatch {
             field,
             expected,
@@ -225,17 +225,18 @@ impl VectorIndex {
     }
 
     /// Vector length.
-    pub fn dimension(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn dimension(&self) -> usize {
         self.dim
     }
 
     /// Points in the graph (deleted ids included until a rebuild).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.hnsw.get_nb_point()
     }
 
     /// Whether the graph has no points.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
@@ -317,7 +318,7 @@ impl VectorIndex {
 
     /// Exact search over every stored point (linear scan), same contract as
     /// [`VectorIndex::search`].
-    pub fn exact_search(
+    pub(crate) fn exact_search(
         &self,
         query: &[f32],
         k: usize,
@@ -423,7 +424,7 @@ impl VectorIndex {
     /// partial ones of failed or killed saves) and a stale `CURRENT.tmp`. Call only
     /// while no save can run (holding the directory lock). Returns how many entries
     /// were removed.
-    pub fn collect_leftovers(dir: &Path) -> Result<usize> {
+    pub(crate) fn collect_leftovers(dir: &Path) -> Result<usize> {
         if !dir.exists() {
             return Ok(0);
         }
@@ -449,7 +450,7 @@ impl VectorIndex {
 
     /// The manifest of the current generation under `dir`, without loading
     /// the graph; `None` when no index was ever saved there.
-    pub fn read_manifest(dir: &Path) -> Result<Option<IndexManifest>> {
+    pub(crate) fn read_manifest(dir: &Path) -> Result<Option<IndexManifest>> {
         Ok(read_current(dir)?.map(|(_, file)| file.manifest))
     }
 

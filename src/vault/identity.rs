@@ -35,11 +35,11 @@ pub(crate) const DIR_KEY: &str = "dir:";
 #[derive(Debug, Clone)]
 pub(crate) struct DocRoot {
     /// `project:<id>` or `dir:<canonical path>`.
-    pub key: String,
+    pub(crate) key: String,
     /// Canonical directory the document paths are relative to, on this machine.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// The project, when the root is one.
-    pub project: Option<crate::issues::Project>,
+    pub(crate) project: Option<crate::issues::Project>,
 }
 
 /// `file` relative to `root` (both canonical) as a `/`-separated UTF-8 string.

@@ -21,7 +21,7 @@ use super::documents::{DocWrite, StoredDoc, WriteStats, chunk_embeddings, chunk_
 use super::handle::Vault;
 
 /// Largest Markdown file the vault reads, in bytes.
-pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Whether `path` names a Markdown file by its extension (`.md`, `.markdown`).
 pub(crate) fn is_markdown(path: &Path) -> bool {
@@ -33,9 +33,9 @@ pub(crate) fn is_markdown(path: &Path) -> bool {
 /// One file read from disk.
 #[derive(Debug)]
 pub(crate) struct FileRead {
-    pub bytes: Vec<u8>,
-    pub hash: String,
-    pub modified_at: Option<String>,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) hash: String,
+    pub(crate) modified_at: Option<String>,
 }
 
 /// Open the document `rel` beneath the root handle and read it (a regular file with one
@@ -72,13 +72,13 @@ pub(crate) fn is_current(doc: &StoredDoc, hash: &str, collection: &str, model: &
 /// A changed file, chunked, with the vectors it can reuse.
 #[derive(Debug)]
 pub(crate) struct Pending {
-    pub root_key: String,
-    pub path: String,
-    pub collection: String,
-    pub file: FileRead,
-    pub doc: ChunkedDoc,
+    pub(crate) root_key: String,
+    pub(crate) path: String,
+    pub(crate) collection: String,
+    pub(crate) file: FileRead,
+    pub(crate) doc: ChunkedDoc,
     /// One slot per chunk: reused vectors are filled, the others wait for the model.
-    pub vectors: Vec<Option<Vec<f32>>>,
+    pub(crate) vectors: Vec<Option<Vec<f32>>>,
 }
 
 impl Pending {
@@ -123,15 +123,15 @@ impl Pending {
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Committed {
     /// Chunks the model embedded.
-    pub embedded: usize,
+    pub(crate) embedded: usize,
     /// Chunks whose stored vector was reused.
-    pub reused: usize,
+    pub(crate) reused: usize,
     /// Stored chunks deleted.
-    pub removed: usize,
+    pub(crate) removed: usize,
     /// Chunks the document has now.
-    pub chunks: usize,
+    pub(crate) chunks: usize,
     /// Hidden characters removed from the file's text.
-    pub sanitized: crate::text::Removed,
+    pub(crate) sanitized: crate::text::Removed,
 }
 
 impl Vault<'_> {

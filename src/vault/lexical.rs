@@ -48,9 +48,9 @@ const DIR_NAME: &str = "vault-bm25";
 /// Name the analyzer is registered under.
 const TOKENIZER: &str = "cairn_vault_en";
 /// Rebuild the index when more than this share of its entries are deleted chunks.
-pub const REBUILD_DEAD_SHARE: f64 = 0.2;
+pub(crate) const REBUILD_DEAD_SHARE: f64 = 0.2;
 /// How long a search or a write waits for another process's writer.
-pub const WRITER_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const WRITER_WAIT: Duration = Duration::from_secs(10);
 /// Chunks read from SQLite per batch while indexing.
 const BATCH: usize = 5_000;
 /// Distinct query terms searched at most.
@@ -230,7 +230,7 @@ fn query_terms(field: Field, query: &str) -> Vec<Term> {
 
 /// The process's reader of one database's chunk index.
 #[derive(Default)]
-pub struct LexicalState {
+pub(crate) struct LexicalState {
     reader: Mutex<Option<IndexReader>>,
     /// While the directory is unusable (full, read-only, not creatable): an index in
     /// memory, built from SQLite and caught up the same way; dropped once the directory
@@ -380,7 +380,8 @@ impl LexicalState {
     }
 
     /// Entries in the index and its watermark, as this process sees them now (tests).
-    pub fn stats(&self, dir: &Path) -> Result<(u64, u64)> {
+    #[cfg(test)]
+    pub(crate) fn stats(&self, dir: &Path) -> Result<(u64, u64)> {
         let reader: IndexReader = open_on_disk(dir)?
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)

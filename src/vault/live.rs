@@ -44,9 +44,9 @@ use super::embed::{Embed, ModelEmbedder};
 use super::hnsw::{IndexManifest, VectorIndex};
 
 /// Rebuild the graph when more than this share of its points are dead.
-pub const COMPACT_DEAD_SHARE: f64 = 0.2;
+pub(crate) const COMPACT_DEAD_SHARE: f64 = 0.2;
 /// Save a new generation after this many caught-up inserts.
-pub const SAVE_AFTER_INSERTS: usize = 256;
+pub(crate) const SAVE_AFTER_INSERTS: usize = 256;
 /// Search breadth (`ef`) of the HNSW graph; see `benches/vault.rs` for the sweep.
 pub const SEARCH_EF: usize = 100;
 /// Rows read per batch when building or catching up.
@@ -55,7 +55,7 @@ const LOCK_FILE: &str = "LOCK";
 
 /// The vault state of one process: the (lazy) embedding model and the (lazy) graph.
 #[derive(Debug)]
-pub struct VaultState {
+pub(crate) struct VaultState {
     /// Shared with the learnings' background indexer (their vectors).
     pub(crate) embedder: Arc<dyn Embed>,
     live: Mutex<Option<Live>>,
@@ -127,7 +127,7 @@ impl Default for VaultState {
 
 impl VaultState {
     /// A state with an explicit embedder (tests, benchmarks).
-    pub fn with_embedder(embedder: Box<dyn Embed>) -> VaultState {
+    pub(crate) fn with_embedder(embedder: Box<dyn Embed>) -> VaultState {
         VaultState {
             embedder: Arc::from(embedder),
             live: Mutex::new(None),

@@ -33,27 +33,27 @@
 //! [`hnsw::VectorIndex::save`]; at query time [`embed::Embed::embed_query`]
 //! → [`hnsw::VectorIndex::search`] → rows joined from SQLite.
 
-pub mod browse;
+pub(crate) mod browse;
 pub mod chunk;
 pub mod documents;
 pub mod embed;
 pub mod error;
 pub mod follow;
-pub mod handle;
+pub(crate) mod handle;
 pub mod hash_embed;
 pub mod hnsw;
 pub(crate) mod identity;
 pub(crate) mod ingest;
-pub mod lexical;
+pub(crate) mod lexical;
 pub mod live;
 pub mod reindex;
 pub mod rerank;
-pub mod roots;
+pub(crate) mod roots;
 pub mod service;
 
 pub use error::{Result, VaultError};
-pub use handle::Vault;
-pub use live::VaultState;
+pub(crate) use handle::Vault;
+pub(crate) use live::VaultState;
 
 impl From<VaultError> for crate::error::Error {
     /// Model problems are `Error::ModelUnavailable` (the message names

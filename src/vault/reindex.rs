@@ -54,7 +54,7 @@ use super::live::vault_dir;
 use super::roots::{FollowedRoot, RootKind, covers};
 
 /// Chunks gathered before one call to the model.
-pub const EMBED_GROUP: usize = 512;
+pub(crate) const EMBED_GROUP: usize = 512;
 /// Files gathered before a commit round, even if few chunks need the model.
 const FILE_GROUP: usize = 256;
 /// Files the reader may prepare ahead of the model.
@@ -128,9 +128,9 @@ pub struct ReindexSummary {
     pub chunks_removed: usize,
     /// Hidden characters removed from changed files' text before chunking (see
     /// docs/security.md, "Stored text").
-    pub removed_characters: u64,
+    pub(crate) removed_characters: u64,
     /// The same, per class.
-    pub removed_characters_by_class: crate::text::Removed,
+    pub(crate) removed_characters_by_class: crate::text::Removed,
     /// WordPiece tokens of the embedded chunks (special tokens included).
     pub tokens_embedded: u64,
     /// Padding tokens the model ran on top of `tokens_embedded` (batches are formed by
@@ -140,16 +140,16 @@ pub struct ReindexSummary {
     pub index_points: usize,
     pub seconds: f64,
     /// Markdown entries not indexed (symlinks, hard links, special or over-size files).
-    pub files_skipped: usize,
+    pub(crate) files_skipped: usize,
     /// Each skipped entry, relative to the root, with the reason.
-    pub skipped: Vec<SkippedFile>,
+    pub(crate) skipped: Vec<SkippedFile>,
 }
 
 /// A Markdown entry `cairn reindex` did not index, and why.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct SkippedFile {
-    pub path: String,
-    pub reason: String,
+pub(crate) struct SkippedFile {
+    pub(crate) path: String,
+    pub(crate) reason: String,
 }
 
 /// Validate a collection name: 1-64 characters, no NUL, no surrounding whitespace.
@@ -168,7 +168,7 @@ pub(crate) fn check_collection(name: &str) -> Result<()> {
 
 impl Vault<'_> {
     /// Reindex a directory (see the module docs).
-    pub fn reindex(
+    pub(crate) fn reindex(
         &self,
         opts: &ReindexOptions,
         progress: &dyn Fn(ReindexProgress),
@@ -419,18 +419,18 @@ impl Vault<'_> {
 /// A difference between a followed root's files and the index: what a follower has
 /// still to index.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct PendingChange {
+pub(crate) struct PendingChange {
     /// The file, relative to its root.
-    pub path: String,
+    pub(crate) path: String,
     /// `new`, `changed` or `removed`.
-    pub change: &'static str,
+    pub(crate) change: &'static str,
 }
 
 impl Vault<'_> {
     /// How the files of `root` differ from the index now: every file read and hashed
     /// beneath the root as `cairn reindex` reads it, compared with its stored document.
     /// An error when the root is no longer a real directory.
-    pub fn pending_changes(&self, root: &FollowedRoot) -> Result<Vec<PendingChange>> {
+    pub(crate) fn pending_changes(&self, root: &FollowedRoot) -> Result<Vec<PendingChange>> {
         if canonical_root(&root.dir)? != root.dir {
             return Err(Error::FailedPrecondition(format!(
                 "{} is no longer a real directory (moved, or replaced by a symlink)",

@@ -23,9 +23,9 @@ pub const LEXICAL_WEIGHT: f32 = 0.1;
 /// Weight of the keyword overlap in `score`.
 pub const OVERLAP_WEIGHT: f32 = 0.1;
 /// The earlier ranking's overlap weight: `cosine + 0.2 × overlap`, scaled to sum to one.
-pub const OLD_OVERLAP_WEIGHT: f32 = 0.2 / 1.2;
+pub(crate) const OLD_OVERLAP_WEIGHT: f32 = 0.2 / 1.2;
 /// Default cap of chunks per document in one result list.
-pub const MAX_PER_DOCUMENT: usize = 2;
+pub(crate) const MAX_PER_DOCUMENT: usize = 2;
 /// Fewest candidates fetched from each index.
 const MIN_CANDIDATES: usize = 40;
 
@@ -42,11 +42,11 @@ pub enum Sources {
 
 impl Sources {
     /// Whether the query embedding is needed.
-    pub fn dense(self) -> bool {
+    pub(crate) fn dense(self) -> bool {
         self != Sources::Lexical
     }
     /// Whether BM25 candidates are fetched.
-    pub fn lexical(self) -> bool {
+    pub(crate) fn lexical(self) -> bool {
         self != Sources::Dense
     }
 }
@@ -73,33 +73,33 @@ impl Default for Ranking {
 }
 
 /// How many candidates to fetch from each index for `top_k` results.
-pub fn candidates(top_k: usize) -> usize {
+pub(crate) fn candidates(top_k: usize) -> usize {
     (top_k * 4).max(MIN_CANDIDATES)
 }
 
 /// One candidate chunk before ranking.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Candidate {
-    pub chunk: u64,
+pub(crate) struct Candidate {
+    pub(crate) chunk: u64,
     /// The document it belongs to (any key unique per document).
-    pub document: String,
-    pub cosine: f32,
+    pub(crate) document: String,
+    pub(crate) cosine: f32,
     /// Raw BM25 score; 0 when BM25 did not return the chunk.
-    pub bm25: f32,
+    pub(crate) bm25: f32,
     /// Keyword overlap (0 to 1, [`overlaps`]); computed when its weight is not zero.
-    pub overlap: f32,
+    pub(crate) overlap: f32,
 }
 
 /// A ranked candidate: index into the input, `score`, normalised `lexical`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Ranked {
-    pub index: usize,
-    pub score: f32,
-    pub lexical: f32,
+pub(crate) struct Ranked {
+    pub(crate) index: usize,
+    pub(crate) score: f32,
+    pub(crate) lexical: f32,
 }
 
 /// Score, sort (ties by chunk id) and cap `candidates`; at most `top_k`.
-pub fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) -> Vec<Ranked> {
+pub(crate) fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) -> Vec<Ranked> {
     let best_bm25 = candidates.iter().map(|c| c.bm25).fold(0.0f32, f32::max);
     let (wl, wo) = (ranking.lexical_weight, ranking.overlap_weight);
     let mut ranked: Vec<Ranked> = candidates
@@ -145,7 +145,7 @@ pub fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) -> Vec<Ra
     out
 }
 
-pub const STOP_WORDS: &[&str] = &[
+pub(crate) const STOP_WORDS: &[&str] = &[
     "the", "and", "for", "are", "how", "what", "who", "does", "our", "should", "when", "can",
     "after", "has", "have", "been", "while", "out", "into", "which", "this", "that", "with",
     "from", "its", "not", "but", "all", "any", "you", "your", "they", "them", "their", "there",
@@ -166,7 +166,7 @@ fn stem(w: &str) -> &str {
 
 /// The keywords of a text: its words of at least 3 characters, lowercased, without
 /// the stop words, stemmed.
-pub fn keywords(text: &str) -> HashSet<String> {
+pub(crate) fn keywords(text: &str) -> HashSet<String> {
     let mut out = HashSet::new();
     each_word(text, &mut String::new(), |w| {
         if !STOP_WORDS.contains(&w) {
@@ -203,7 +203,7 @@ fn each_word(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
 /// bits every time (a set's iteration order differs between calls, and float sums in
 /// another order differ in the last bits: a `min_score` equal to a hit's score would
 /// then keep or drop it by chance).
-pub fn overlaps(query: &str, candidates: &[String]) -> Vec<f32> {
+pub(crate) fn overlaps(query: &str, candidates: &[String]) -> Vec<f32> {
     let mut q: Vec<String> = keywords(query).into_iter().collect();
     q.sort_unstable();
     // Which of the query's keywords each candidate has: only those are looked up, so a

@@ -21,14 +21,14 @@ use crate::store::db::{Conn, params};
 use super::handle::Vault;
 
 /// How often a follower renews its leases (and reports its state).
-pub const HEARTBEAT: Duration = Duration::from_secs(15);
+pub(crate) const HEARTBEAT: Duration = Duration::from_secs(15);
 /// A lease whose heartbeat is older than this is free to claim.
-pub const LEASE: Duration = Duration::from_secs(45);
+pub(crate) const LEASE: Duration = Duration::from_secs(45);
 
 /// What a root follows: a directory (`cairn reindex DIR`) or one file (`vault_update`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum RootKind {
+pub(crate) enum RootKind {
     Dir,
     File,
 }
@@ -47,13 +47,13 @@ impl RootKind {
 pub struct FollowedRoot {
     pub id: i64,
     /// `project:<id>` or `dir:<path>` ([`super::identity`]).
-    pub root_key: String,
+    pub(crate) root_key: String,
     /// The directory or file followed, relative to the root (empty: the root itself).
-    pub prefix: String,
-    pub kind: RootKind,
-    pub collection: String,
+    pub(crate) prefix: String,
+    pub(crate) kind: RootKind,
+    pub(crate) collection: String,
     /// The root's canonical directory where it was recorded.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl FollowedRoot {
@@ -68,7 +68,7 @@ impl FollowedRoot {
 
     /// The directory whose entries are watched: the followed directory, or a followed
     /// file's directory.
-    pub fn watched_dir(&self) -> PathBuf {
+    pub(crate) fn watched_dir(&self) -> PathBuf {
         let path = self.path();
         match self.kind {
             RootKind::Dir => path,
@@ -77,7 +77,7 @@ impl FollowedRoot {
     }
 
     /// The project id of a `project:` root.
-    pub fn project(&self) -> Option<&str> {
+    pub(crate) fn project(&self) -> Option<&str> {
         self.root_key.strip_prefix("project:")
     }
 }
@@ -187,18 +187,18 @@ pub(crate) fn claim(tx: &Conn<'_>, id: i64, me: &str) -> Result<bool> {
 
 /// What a follower reports about one root.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Report {
-    pub state: &'static str,
-    pub reason: Option<String>,
-    pub pending: u64,
-    pub last_sync_at: Option<String>,
+pub(crate) struct Report {
+    pub(crate) state: &'static str,
+    pub(crate) reason: Option<String>,
+    pub(crate) pending: u64,
+    pub(crate) last_sync_at: Option<String>,
 }
 
 /// A follower's live view: its name and its report on each root it holds.
 #[derive(Debug, Clone, Default)]
-pub struct Live {
-    pub follower: String,
-    pub reports: std::collections::HashMap<i64, Report>,
+pub(crate) struct Live {
+    pub(crate) follower: String,
+    pub(crate) reports: std::collections::HashMap<i64, Report>,
 }
 
 /// Write `me`'s report on root `id` (and renew its heartbeat); false when `me` no longer
@@ -237,36 +237,36 @@ pub(crate) fn release(tx: &Conn<'_>, me: &str) -> Result<()> {
 /// daemon's `/health` show it.
 #[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 #[schemars(description = "One followed root of a collection.")]
-pub struct RootStatus {
+pub(crate) struct RootStatus {
     /// The followed directory or file, absolute (on the host that recorded it).
-    pub root: String,
+    pub(crate) root: String,
     /// `dir` (cairn reindex) or `file` (vault_update).
-    pub kind: RootKind,
+    pub(crate) kind: RootKind,
     /// `watching`, `rescanning` (events are not trusted: periodic rescans), or `not followed`.
-    pub following: String,
+    pub(crate) following: String,
     /// Why it is rescanning or not followed.
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The process following it (`host:pid:start`), while one does.
-    pub follower: Option<String>,
+    pub(crate) follower: Option<String>,
     /// Changes seen and not yet indexed (as last reported).
-    pub pending: u64,
+    pub(crate) pending: u64,
     /// When the last batch of changes committed.
-    pub last_sync_at: Option<String>,
+    pub(crate) last_sync_at: Option<String>,
     /// Documents under it.
-    pub documents: u64,
+    pub(crate) documents: u64,
     /// Chunks of those documents.
-    pub chunks: u64,
+    pub(crate) chunks: u64,
 }
 
 /// One collection's freshness.
 #[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
-pub struct CollectionStatus {
-    pub collection: String,
+pub(crate) struct CollectionStatus {
+    pub(crate) collection: String,
     /// Documents in the collection.
-    pub documents: u64,
-    pub chunks: u64,
+    pub(crate) documents: u64,
+    pub(crate) chunks: u64,
     /// The roots it follows (none: indexed by hand only, e.g. before following existed).
-    pub roots: Vec<RootStatus>,
+    pub(crate) roots: Vec<RootStatus>,
 }
 
 /// A root's lease and its follower's last report, as stored.
@@ -290,7 +290,7 @@ impl Lease {
 impl Vault<'_> {
     /// Every collection with its documents and followed roots.
     /// `here`: what the follower of this process reports now, fresher than its rows.
-    pub fn status(&self, here: Option<&Live>) -> Result<Vec<CollectionStatus>> {
+    pub(crate) fn status(&self, here: Option<&Live>) -> Result<Vec<CollectionStatus>> {
         self.store.snapshot(|c| {
             let counts: Vec<(String, i64, i64)> = c.query_map(
                 "SELECT d.collection, count(DISTINCT d.id), count(c.id)
@@ -356,7 +356,7 @@ impl Vault<'_> {
     }
 
     /// The recorded roots.
-    pub fn followed_roots(&self) -> Result<Vec<FollowedRoot>> {
+    pub(crate) fn followed_roots(&self) -> Result<Vec<FollowedRoot>> {
         self.store.read(list)
     }
 

@@ -43,13 +43,13 @@ use super::rerank::{self, Candidate, Ranking};
 use super::roots::RootKind;
 
 /// Largest `top_k` of a vault search.
-pub const MAX_TOP_K: usize = 50;
+pub(crate) const MAX_TOP_K: usize = 50;
 /// `top_k` of a search that names none.
 pub const DEFAULT_TOP_K: usize = 5;
 /// `min_score` of a `search_knowledge` that names none.
 pub const DEFAULT_MIN_SCORE: f32 = 0.3;
 /// Longest query, in characters.
-pub const MAX_QUERY_CHARS: usize = 2000;
+pub(crate) const MAX_QUERY_CHARS: usize = 2000;
 /// Largest `top_k` of `search_knowledge` (an agent's project search returns a page).
 pub const MAX_KNOWLEDGE_TOP_K: usize = 20;
 /// Largest `max_per_document` a search accepts (0 means no cap).
@@ -71,13 +71,13 @@ pub struct KnowledgeResults {
     /// With `fresh: true`: whether the wait for pending changes completed.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "super::follow::Freshness")]
-    pub freshness: Option<super::follow::Freshness>,
+    pub(crate) freshness: Option<super::follow::Freshness>,
 }
 
 /// `fresh: true` on a search: wait for pending changes first, through this process's
 /// follower when it has one ([`Vault::wait_fresh`]).
 #[derive(Debug, Clone, Copy)]
-pub struct Fresh<'a>(pub Option<&'a super::follow::Shared>);
+pub(crate) struct Fresh<'a>(pub Option<&'a super::follow::Shared>);
 
 /// The result of `vault_update`.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -94,18 +94,18 @@ pub struct UpdateResult {
     /// Chunks whose stored embedding was reused.
     pub reused: usize,
     /// Old chunks removed.
-    pub removed: usize,
+    pub(crate) removed: usize,
     /// Hidden characters removed from the file's text before chunking, per class;
     /// absent when none were (see docs/security.md, "Stored text").
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub removed_characters: Option<crate::text::Removed>,
+    pub(crate) removed_characters: Option<crate::text::Removed>,
 }
 
 /// The result of `vault_delete`.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct DeleteResult {
     /// The document's path relative to the project root.
-    pub path: String,
+    pub(crate) path: String,
     /// Always true (a missing entry is an error).
     pub deleted: bool,
     /// Chunks (and their vectors) removed.
@@ -139,7 +139,7 @@ impl Vault<'_> {
     /// The `top_k` (default [`DEFAULT_TOP_K`]) chunks most relevant to `query` over the
     /// collections named (every collection when `None`), ranked as [`Ranking::default`]
     /// says ([`super::rerank`]).
-    pub fn search(
+    pub(crate) fn search(
         &self,
         query: &str,
         top_k: Option<usize>,
@@ -156,7 +156,7 @@ impl Vault<'_> {
 
     /// [`Vault::search`] with an explicit ranking (`cairn eval vault` compares them). A
     /// `max_per_document` of 0 means no cap.
-    pub fn search_with(
+    pub(crate) fn search_with(
         &self,
         query: &str,
         top_k: usize,
@@ -173,7 +173,7 @@ impl Vault<'_> {
 
     /// Catch this process's graph and BM25 index up with the database now (see
     /// [`super::live::VaultState::catch_up`]).
-    pub fn catch_up(&self) -> Result<()> {
+    pub(crate) fn catch_up(&self) -> Result<()> {
         self.state
             .catch_up(self.store, &vault_dir(&self.store.index_dir()))
     }
@@ -181,19 +181,19 @@ impl Vault<'_> {
     /// Embed `query` ahead of its search: the vector waits in the embedder's query cache. A
     /// daemon runs this before a call waits for its lane (`crate::mcp::lanes`), so that
     /// queries arriving together still share one model run.
-    pub fn prepare_query(&self, query: &str) -> Result<()> {
+    pub(crate) fn prepare_query(&self, query: &str) -> Result<()> {
         check_query(query, 1)?;
         self.query_vector(query).map(drop)
     }
 
     /// The query's embedding by this process's embedder.
-    pub fn query_vector(&self, query: &str) -> Result<Vec<f32>> {
+    pub(crate) fn query_vector(&self, query: &str) -> Result<Vec<f32>> {
         Ok(self.state.embedder.embed_query(query)?)
     }
 
     /// Rank with a query embedding computed by the caller (`None` only for
     /// [`Sources::Lexical`](super::rerank::Sources::Lexical)).
-    pub fn rank(
+    pub(crate) fn rank(
         &self,
         query: &str,
         vector: Option<&[f32]>,
@@ -326,7 +326,7 @@ impl Vault<'_> {
 
     /// `search_knowledge`: search the bound project's vault collections; `top_k`
     /// default [`DEFAULT_TOP_K`], `min_score` default [`DEFAULT_MIN_SCORE`].
-    pub fn search_knowledge(
+    pub(crate) fn search_knowledge(
         &self,
         session: &WorkContext,
         query: &str,
@@ -398,7 +398,7 @@ impl Vault<'_> {
     }
 
     /// `vault_update`: re-read, re-chunk and re-embed one file (only changed chunks).
-    pub fn update(&self, session: &WorkContext, path: &str) -> Result<UpdateResult> {
+    pub(crate) fn update(&self, session: &WorkContext, path: &str) -> Result<UpdateResult> {
         let root = self.tool_root(session)?;
         let (handle, rel) = self.tool_path(&root, path)?;
         if !is_markdown(std::path::Path::new(&rel)) {
@@ -483,7 +483,7 @@ impl Vault<'_> {
     }
 
     /// `vault_delete`: remove one document and all its chunks and vectors.
-    pub fn delete(&self, session: &WorkContext, path: &str) -> Result<DeleteResult> {
+    pub(crate) fn delete(&self, session: &WorkContext, path: &str) -> Result<DeleteResult> {
         let root = self.tool_root(session)?;
         let (handle, rel) = self.tool_path(&root, path)?;
         let parts: Vec<&str> = rel.split('/').collect();

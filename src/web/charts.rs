@@ -38,7 +38,7 @@ fn svg(
 }
 
 /// Learnings added, confirmed (merged into) and superseded per day.
-pub fn learnings_over_time(a: &Activity) -> String {
+pub(crate) fn learnings_over_time(a: &Activity) -> String {
     let days = a.days.len().max(1) as u32;
     let top = a
         .days
@@ -102,7 +102,7 @@ pub fn learnings_over_time(a: &Activity) -> String {
 }
 
 /// How many learnings have each quality score, in tens (0-9, ..., 90-99, 100).
-pub fn quality_distribution(a: &Activity) -> String {
+pub(crate) fn quality_distribution(a: &Activity) -> String {
     let top = a.quality.iter().copied().max().unwrap_or(0).max(1);
     svg((720, 260), |root| {
         let mut chart = ChartBuilder::on(root)
@@ -136,7 +136,7 @@ pub fn quality_distribution(a: &Activity) -> String {
 }
 
 /// One tool's calls per latency bucket.
-pub fn latency(s: &ToolStat) -> String {
+pub(crate) fn latency(s: &ToolStat) -> String {
     let buckets: Vec<&(f64, u64)> = s.histogram.iter().collect();
     let n = buckets.len().max(1) as u32;
     let top = buckets.iter().map(|(_, c)| *c).max().unwrap_or(0).max(1);

@@ -40,7 +40,7 @@ struct Web {
 
 /// The routes under `/ui` (nested by the daemon's router, behind its Host and Origin
 /// checks).
-pub fn routes<S: Clone + Send + Sync + 'static>(cairn: Arc<Cairn>) -> Router<S> {
+pub(crate) fn routes<S: Clone + Send + Sync + 'static>(cairn: Arc<Cairn>) -> Router<S> {
     Router::new()
         .route("/", get(|| async { Redirect::to("/ui/learnings") }))
         .route("/login", get(login))

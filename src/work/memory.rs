@@ -21,16 +21,16 @@ use crate::context::WorkContext;
 use crate::error::{Error, Result};
 
 /// Most characters of one memory file.
-pub const CONTENT_MAX: usize = 10_000;
+pub(crate) const CONTENT_MAX: usize = 10_000;
 /// Longest file name, in bytes.
-pub const FILENAME_MAX: usize = 255;
+pub(crate) const FILENAME_MAX: usize = 255;
 /// The file-name pattern of the spec.
-pub const FILENAME_PATTERN: &str = r"^[a-zA-Z0-9_-]+\.md$";
+pub(crate) const FILENAME_PATTERN: &str = r"^[a-zA-Z0-9_-]+\.md$";
 
 /// Where a memory file applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum MemoryScope {
+pub(crate) enum MemoryScope {
     /// This project only.
     Project,
     /// Every project.
@@ -39,18 +39,18 @@ pub enum MemoryScope {
 
 /// What `update_memory` wrote.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct MemoryWritten {
-    pub scope: MemoryScope,
-    pub filename: String,
+pub(crate) struct MemoryWritten {
+    pub(crate) scope: MemoryScope,
+    pub(crate) filename: String,
     /// The file's absolute path.
-    pub path: String,
+    pub(crate) path: String,
     /// The agent profile whose memory this is.
-    pub profile_type: String,
+    pub(crate) profile_type: String,
     /// Characters written.
-    pub characters: usize,
-    pub bytes: usize,
+    pub(crate) characters: usize,
+    pub(crate) bytes: usize,
     /// True when an existing file was replaced.
-    pub replaced: bool,
+    pub(crate) replaced: bool,
 }
 
 fn missing_flag(flag: &str, why: &str) -> Error {
@@ -84,7 +84,7 @@ fn validate(filename: &str, content: &str) -> Result<()> {
 }
 
 /// Replace one of the session profile's memory files (see the module docs).
-pub fn update_memory(
+pub(crate) fn update_memory(
     work: &WorkContext,
     scope: MemoryScope,
     filename: &str,

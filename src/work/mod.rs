@@ -13,8 +13,8 @@
 //! boundary (`findings::append_finding`, `findings::add_comment_in`, `status`); the trail
 //! knows nothing of them.
 
-pub mod memory;
-pub mod moves;
-pub mod phases;
+pub(crate) mod memory;
+pub(crate) mod moves;
+pub(crate) mod phases;
 pub mod prs;
-pub mod workspace;
+pub(crate) mod workspace;

@@ -52,31 +52,31 @@ use crate::trail::status::set_status_in;
 use crate::work::phases::pipeline;
 
 /// Most artifact files one move copies.
-pub const MAX_FILES: usize = 1000;
+pub(crate) const MAX_FILES: usize = 1000;
 /// Most artifact bytes one move copies.
-pub const MAX_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_BYTES: u64 = 64 * 1024 * 1024;
 /// Longest accepted reason, in characters.
-pub const REASON_MAX: usize = 2000;
+pub(crate) const REASON_MAX: usize = 2000;
 
 /// What `move_issue` did.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MovedIssue {
     /// The issue's opaque id (unchanged).
-    pub id: String,
+    pub(crate) id: String,
     /// The new identifier in the target project.
-    pub identifier: String,
+    pub(crate) identifier: String,
     /// The identifier before the move.
-    pub moved_from: String,
-    pub from_project: String,
-    pub to_project: String,
-    pub status: Status,
-    pub labels: Vec<String>,
+    pub(crate) moved_from: String,
+    pub(crate) from_project: String,
+    pub(crate) to_project: String,
+    pub(crate) status: Status,
+    pub(crate) labels: Vec<String>,
     /// Artifact files copied, relative to the target project's path.
-    pub copied_files: Vec<String>,
+    pub(crate) copied_files: Vec<String>,
     /// Entries under the old ticket directory that were not copied (symlinks, specials).
-    pub skipped_entries: Vec<String>,
+    pub(crate) skipped_entries: Vec<String>,
     /// The comment recording the reason.
-    pub comment_id: String,
+    pub(crate) comment_id: String,
 }
 
 /// One artifact file to copy: its path relative to the ticket directory, and the
@@ -323,7 +323,7 @@ fn move_rows(
 /// See the module docs for the rules. In stages: what moves ([`plan_move`]), the
 /// artifacts copied beside their destination ([`stage_artifacts`]), then one write
 /// transaction that moves the rows and puts the copies in place ([`commit_move`]).
-pub fn move_issue(
+pub(crate) fn move_issue(
     store: &Store,
     issue: &str,
     target: &str,

@@ -76,37 +76,37 @@ use crate::trail::findings::{add_comment_in, append_finding, latest_phase_claim_
 
 /// The pipeline of a project without a `phases` setting.
 /// Limits on phase tool inputs, shared by the CLI and the MCP schemas.
-pub mod limits {
+pub(crate) mod limits {
     /// Largest contract version.
-    pub const CONTRACT_VERSION_MAX: u32 = 1000;
+    pub(crate) const CONTRACT_VERSION_MAX: u32 = 1000;
     /// Length of an artifact hash (SHA-256, hex).
-    pub const HASH_LEN: usize = 64;
+    pub(crate) const HASH_LEN: usize = 64;
     /// Longest phase summary and reason.
-    pub const SUMMARY_MAX: usize = 2000;
-    pub const REASON_MAX: usize = 2000;
+    pub(crate) const SUMMARY_MAX: usize = 2000;
+    pub(crate) const REASON_MAX: usize = 2000;
     /// Most open questions, and the longest.
-    pub const OPEN_QUESTIONS_MAX: usize = 50;
-    pub const OPEN_QUESTION_MAX: usize = 1000;
+    pub(crate) const OPEN_QUESTIONS_MAX: usize = 50;
+    pub(crate) const OPEN_QUESTION_MAX: usize = 1000;
     /// Longest phase name.
-    pub const PHASE_NAME_MAX: usize = 64;
+    pub(crate) const PHASE_NAME_MAX: usize = 64;
     /// Longest fix instructions of a rejected phase.
-    pub const FIX_INSTRUCTIONS_MAX: usize = 10_000;
+    pub(crate) const FIX_INSTRUCTIONS_MAX: usize = 10_000;
 }
 
-pub const DEFAULT_PIPELINE: [&str; 4] = ["research", "architecture", "grooming", "ready"];
+pub(crate) const DEFAULT_PIPELINE: [&str; 4] = ["research", "architecture", "grooming", "ready"];
 /// Minimum trimmed length of an artifact, in characters.
-pub const MIN_CHARS: usize = 100;
+pub(crate) const MIN_CHARS: usize = 100;
 /// Largest artifact read, in bytes.
-pub const ARTIFACT_MAX_BYTES: u64 = 1024 * 1024;
+pub(crate) const ARTIFACT_MAX_BYTES: u64 = 1024 * 1024;
 /// Largest contract file read, in bytes.
 const CONTRACT_MAX_BYTES: u64 = 64 * 1024;
 /// The default contracts directory, relative to the project path.
-pub const DEFAULT_CONTRACTS_DIR: &str = "prompts/phases";
+pub(crate) const DEFAULT_CONTRACTS_DIR: &str = "prompts/phases";
 
 /// A phase that can be claimed complete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Phase {
+pub(crate) enum Phase {
     Research,
     Architecture,
     Grooming,
@@ -114,7 +114,7 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Phase::Research => "research",
             Phase::Architecture => "architecture",
@@ -129,7 +129,7 @@ impl Phase {
     Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
-pub enum Confidence {
+pub(crate) enum Confidence {
     High,
     #[default]
     Medium,
@@ -138,68 +138,68 @@ pub enum Confidence {
 
 /// What `complete_phase` is asked to record.
 #[derive(Debug, Clone)]
-pub struct PhaseCompletion {
-    pub completed_phase: Phase,
-    pub contract_version: Option<u32>,
-    pub artifact_path: Option<String>,
-    pub artifact_hash: Option<String>,
-    pub summary: String,
-    pub open_questions: Vec<String>,
-    pub confidence: Confidence,
-    pub promote_to: Option<String>,
-    pub recommended_next_phase: Option<String>,
-    pub project_path: String,
-    pub contracts_dir: Option<String>,
+pub(crate) struct PhaseCompletion {
+    pub(crate) completed_phase: Phase,
+    pub(crate) contract_version: Option<u32>,
+    pub(crate) artifact_path: Option<String>,
+    pub(crate) artifact_hash: Option<String>,
+    pub(crate) summary: String,
+    pub(crate) open_questions: Vec<String>,
+    pub(crate) confidence: Confidence,
+    pub(crate) promote_to: Option<String>,
+    pub(crate) recommended_next_phase: Option<String>,
+    pub(crate) project_path: String,
+    pub(crate) contracts_dir: Option<String>,
 }
 
 /// A recorded completion claim: the spec's PhaseCompletionFinding.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct PhaseClaim {
+pub(crate) struct PhaseClaim {
     /// `pc-…`
-    pub id: String,
+    pub(crate) id: String,
     /// Always `phase_completion`.
-    pub category: String,
-    pub completed_phase: Phase,
-    pub contract_version: Option<u32>,
+    pub(crate) category: String,
+    pub(crate) completed_phase: Phase,
+    pub(crate) contract_version: Option<u32>,
     /// Relative to the project path, e.g. docs/tickets/P-1/research.md.
-    pub artifact_path: Option<String>,
+    pub(crate) artifact_path: Option<String>,
     /// SHA-256 of the artifact, lower-case hex.
-    pub artifact_hash: Option<String>,
-    pub summary: String,
-    pub open_questions: Vec<String>,
-    pub confidence: Confidence,
-    pub promote_to: Option<String>,
-    pub recommended_next_phase: Option<String>,
+    pub(crate) artifact_hash: Option<String>,
+    pub(crate) summary: String,
+    pub(crate) open_questions: Vec<String>,
+    pub(crate) confidence: Confidence,
+    pub(crate) promote_to: Option<String>,
+    pub(crate) recommended_next_phase: Option<String>,
     /// False until the orchestrator processes the claim.
-    pub processed: bool,
-    pub created_at: String,
+    pub(crate) processed: bool,
+    pub(crate) created_at: String,
     /// The checks the artifact passed.
-    pub checks: Vec<String>,
-    pub message: String,
+    pub(crate) checks: Vec<String>,
+    pub(crate) message: String,
     /// The worktree that was verified, or that none was (no `--worktree-path`).
-    pub worktree: crate::work::workspace::WorktreeCheck,
+    pub(crate) worktree: crate::work::workspace::WorktreeCheck,
 }
 
 /// A recorded judge verdict: the spec's PhaseVerdictFinding.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct PhaseVerdict {
+pub(crate) struct PhaseVerdict {
     /// `pv-…`
-    pub id: String,
+    pub(crate) id: String,
     /// Always `phase_verdict`.
-    pub category: String,
-    pub phase: Phase,
-    pub artifact_hash: String,
+    pub(crate) category: String,
+    pub(crate) phase: Phase,
+    pub(crate) artifact_hash: String,
     /// `approved` or `rejected`.
-    pub verdict: String,
-    pub reason: String,
-    pub fix_instructions: Option<String>,
+    pub(crate) verdict: String,
+    pub(crate) reason: String,
+    pub(crate) fix_instructions: Option<String>,
     /// The claim (`pc-…`) this verdict judges.
-    pub claim_id: String,
+    pub(crate) claim_id: String,
     /// The comment posted with a rejection.
-    pub comment_id: Option<String>,
+    pub(crate) comment_id: Option<String>,
     /// False until the orchestrator processes the verdict.
-    pub processed: bool,
-    pub created_at: String,
+    pub(crate) processed: bool,
+    pub(crate) created_at: String,
 }
 
 /// A phase contract file (`<contracts_dir>/<phase>.json`).
@@ -575,7 +575,7 @@ fn latest_claim(
 
 /// `complete_phase`: verify the workspace, validate the claim and its artifact, and
 /// record a `pc-` finding on the bound issue (see the module docs).
-pub fn complete_phase(
+pub(crate) fn complete_phase(
     store: &Store,
     work: &WorkContext,
     p: &PhaseCompletion,
@@ -671,7 +671,7 @@ pub fn complete_phase(
 
 /// `approve_phase` / `reject_phase`: record a `pv-` verdict on the bound issue's
 /// latest claim of `phase`; a rejection also posts a comment (one transaction).
-pub fn judge_phase(
+pub(crate) fn judge_phase(
     store: &Store,
     work: &WorkContext,
     phase: Phase,

@@ -36,18 +36,18 @@ use crate::trail::findings::add_comment_in;
 use crate::trail::status::{change_status_in, current_status, set_status_in};
 
 /// Limits on PR fields.
-pub mod limits {
-    pub const DIFF_MAX: usize = 2_000_000;
-    pub const BRANCH_MAX: usize = 255;
-    pub const GATES_MAX: usize = 50;
-    pub const GATE_OUTPUT_MAX: usize = 100_000;
+pub(crate) mod limits {
+    pub(crate) const DIFF_MAX: usize = 2_000_000;
+    pub(crate) const BRANCH_MAX: usize = 255;
+    pub(crate) const GATES_MAX: usize = 50;
+    pub(crate) const GATE_OUTPUT_MAX: usize = 100_000;
     /// Longest gate command and label (as for configured gates).
-    pub const GATE_COMMAND_MAX: usize = crate::issues::settings::limits::COMMAND_MAX;
-    pub const GATE_LABEL_MAX: usize = crate::issues::settings::limits::LABEL_MAX;
+    pub(crate) const GATE_COMMAND_MAX: usize = crate::issues::settings::limits::COMMAND_MAX;
+    pub(crate) const GATE_LABEL_MAX: usize = crate::issues::settings::limits::LABEL_MAX;
     /// Exit codes range over ±this.
-    pub const EXIT_CODE_MAX: i64 = 1_000_000;
+    pub(crate) const EXIT_CODE_MAX: i64 = 1_000_000;
     /// Longest fix instructions of a rejection.
-    pub const FIX_INSTRUCTIONS_MAX: usize = 20_000;
+    pub(crate) const FIX_INSTRUCTIONS_MAX: usize = 20_000;
 }
 
 /// One quality gate's result, as the agent reports it.
@@ -56,82 +56,82 @@ pub mod limits {
 pub struct GateResult {
     /// Command that was run.
     #[schemars(length(min = 1, max = limits::GATE_COMMAND_MAX))]
-    pub command: String,
+    pub(crate) command: String,
     /// Human-readable label.
     #[schemars(length(min = 1, max = limits::GATE_LABEL_MAX))]
-    pub label: String,
+    pub(crate) label: String,
     /// Exit code (0 = pass).
     #[schemars(range(min = -limits::EXIT_CODE_MAX, max = limits::EXIT_CODE_MAX))]
-    pub exit_code: i64,
+    pub(crate) exit_code: i64,
     /// Command output.
     #[schemars(length(max = limits::GATE_OUTPUT_MAX))]
-    pub output: String,
+    pub(crate) output: String,
     /// Whether this gate is required (default false).
     #[serde(default)]
-    pub required: bool,
+    pub(crate) required: bool,
 }
 
 /// Per-file stats of a diff.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct FileStat {
-    pub path: String,
+pub(crate) struct FileStat {
+    pub(crate) path: String,
     /// The old path of a rename.
-    pub old_path: Option<String>,
+    pub(crate) old_path: Option<String>,
     /// `added`, `deleted`, `renamed`, `modified` or `binary`.
-    pub status: String,
-    pub additions: u64,
-    pub deletions: u64,
+    pub(crate) status: String,
+    pub(crate) additions: u64,
+    pub(crate) deletions: u64,
 }
 
 /// The computed risk of a PR.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct Risk {
+pub(crate) struct Risk {
     /// 0-100.
-    pub score: u32,
+    pub(crate) score: u32,
     /// `low`, `medium` or `high`.
-    pub level: String,
+    pub(crate) level: String,
     /// Each contribution to the score, in words.
-    pub factors: Vec<String>,
+    pub(crate) factors: Vec<String>,
 }
 
 /// A PR record.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PullRequest {
-    pub id: String,
+    pub(crate) id: String,
     /// Identifier of the issue.
-    pub issue: String,
+    pub(crate) issue: String,
     /// `open`, `approved`, `rejected` or `superseded`.
-    pub status: String,
-    pub branch_name: String,
-    pub base_branch: String,
-    pub files: Vec<FileStat>,
-    pub additions: u64,
-    pub deletions: u64,
-    pub gate_results: Vec<GateResult>,
-    pub risk: Risk,
-    pub review_reason: Option<String>,
-    pub fix_instructions: Option<String>,
-    pub reviewed_by: Option<String>,
-    pub reviewed_at: Option<String>,
-    pub created_by: String,
-    pub created_at: String,
+    pub(crate) status: String,
+    pub(crate) branch_name: String,
+    pub(crate) base_branch: String,
+    pub(crate) files: Vec<FileStat>,
+    pub(crate) additions: u64,
+    pub(crate) deletions: u64,
+    pub(crate) gate_results: Vec<GateResult>,
+    pub(crate) risk: Risk,
+    pub(crate) review_reason: Option<String>,
+    pub(crate) fix_instructions: Option<String>,
+    pub(crate) reviewed_by: Option<String>,
+    pub(crate) reviewed_at: Option<String>,
+    pub(crate) created_by: String,
+    pub(crate) created_at: String,
     /// The diff snapshot (left out of listings).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub diff: Option<String>,
+    pub(crate) diff: Option<String>,
 }
 
 /// A PR in one line.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct PullRequestSummary {
-    pub id: String,
-    pub status: String,
-    pub branch_name: String,
-    pub files: u64,
-    pub additions: u64,
-    pub deletions: u64,
-    pub risk_score: u32,
-    pub risk_level: String,
-    pub created_at: String,
+pub(crate) struct PullRequestSummary {
+    pub(crate) id: String,
+    pub(crate) status: String,
+    pub(crate) branch_name: String,
+    pub(crate) files: u64,
+    pub(crate) additions: u64,
+    pub(crate) deletions: u64,
+    pub(crate) risk_score: u32,
+    pub(crate) risk_level: String,
+    pub(crate) created_at: String,
 }
 
 /// What `create_pr` records.
@@ -166,7 +166,7 @@ fn hunk_counts(header: &str) -> (u64, u64) {
 }
 
 /// Parse a unified (git) diff into per-file stats.
-pub fn parse_diff(diff: &str) -> Vec<FileStat> {
+pub(crate) fn parse_diff(diff: &str) -> Vec<FileStat> {
     let mut files: Vec<FileStat> = Vec::new();
     let (mut old_left, mut new_left) = (0u64, 0u64);
     let mut git_header = false;
@@ -264,7 +264,7 @@ fn ramp(value: u64, low: u64, high: u64, weight: f64) -> f64 {
 }
 
 /// The risk of a change (see the module doc for the formula).
-pub fn risk_score(
+pub(crate) fn risk_score(
     files: &[FileStat],
     gates: &[GateResult],
     t: &RiskThresholds,
@@ -470,7 +470,7 @@ pub(crate) fn prs_of(c: &Conn<'_>, issue_id: &str) -> Result<Vec<PullRequestSumm
 
 /// The review decision on an open PR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Review {
+pub(crate) enum Review {
     Approve,
     Reject,
 }
@@ -478,7 +478,7 @@ pub enum Review {
 /// `create_pr` for a piece of work: the spec's precondition first (the worktree is
 /// validated before anything is recorded; without `--worktree-path` the check says that
 /// nothing was verified), then the PR on the bound issue under the work's actor.
-pub fn create_work_pr(
+pub(crate) fn create_work_pr(
     store: &Store,
     work: &WorkContext,
     new: &NewPullRequest,
@@ -490,7 +490,7 @@ pub fn create_work_pr(
 
 /// Record a PR for an issue (id or identifier) and move the issue from
 /// `in_progress` to review.
-pub fn create_pr(
+pub(crate) fn create_pr(
     store: &Store,
     issue: &str,
     new: &NewPullRequest,
@@ -568,7 +568,7 @@ pub fn create_pr(
 /// Approve or reject the open PR of an issue (id or identifier). A rejection moves
 /// the issue to todo and records a comment with the reason and fix instructions; an
 /// approval leaves the issue in review (a person merges) and records a comment too.
-pub fn review_pr(
+pub(crate) fn review_pr(
     store: &Store,
     issue: &str,
     review: Review,
@@ -626,7 +626,7 @@ pub fn review_pr(
 }
 
 /// PRs, newest first: of one project (id or slug) or of all.
-pub fn pull_requests(store: &Store, project: Option<&str>) -> Result<Vec<PullRequest>> {
+pub(crate) fn pull_requests(store: &Store, project: Option<&str>) -> Result<Vec<PullRequest>> {
     store.read(|c| {
         let project_id = match project {
             Some(p) => Some(
@@ -653,7 +653,7 @@ pub fn pull_requests(store: &Store, project: Option<&str>) -> Result<Vec<PullReq
 }
 
 /// One PR with its diff.
-pub fn pull_request(store: &Store, id: &str) -> Result<PullRequest> {
+pub(crate) fn pull_request(store: &Store, id: &str) -> Result<PullRequest> {
     store.read(|c| load_pr(c, id))
 }
 

@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::store::Store;
 
 /// The marker file's name, at the worktree root.
-pub const MARKER_FILE: &str = ".symphony-worktree";
+pub(crate) const MARKER_FILE: &str = ".symphony-worktree";
 /// The most of the marker file that is read.
 const MARKER_MAX_BYTES: u64 = 4096;
 /// The largest marker file opened at all.
@@ -44,17 +44,17 @@ const MARKER_FILE_MAX_BYTES: u64 = 1024 * 1024;
 
 /// A verified workspace (the spec's success shape).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct WorkspaceInfo {
+pub(crate) struct WorkspaceInfo {
     /// Always true: a workspace that fails the check is an error with recovery steps.
-    pub valid: bool,
+    pub(crate) valid: bool,
     /// The worktree's canonical path.
-    pub path: String,
+    pub(crate) path: String,
     /// The identifier of the issue the worktree belongs to.
-    pub issue: String,
+    pub(crate) issue: String,
     /// The checked-out branch; null when git is missing, the worktree is not a
     /// repository, or HEAD is detached.
-    pub branch: Option<String>,
-    pub message: String,
+    pub(crate) branch: Option<String>,
+    pub(crate) message: String,
 }
 
 fn invalid(message: String) -> Error {
@@ -160,7 +160,7 @@ fn git_branch(worktree: &Path) -> Option<String> {
 
 /// Verify that the session's worktree belongs to the bound issue (see the module
 /// docs). `complete_phase` and `create_pr` call this first.
-pub fn verify_workspace(store: &Store, work: &WorkContext) -> Result<WorkspaceInfo> {
+pub(crate) fn verify_workspace(store: &Store, work: &WorkContext) -> Result<WorkspaceInfo> {
     let bound = work.require_issue()?;
     let issue = crate::issues::issue(store, &bound.id)?;
     let worktree = bound_worktree(work, &issue.identifier)?;
@@ -199,17 +199,17 @@ pub fn verify_workspace(store: &Store, work: &WorkContext) -> Result<WorkspaceIn
 pub struct WorktreeCheck {
     /// True when `--worktree-path` was given and its `.symphony-worktree` marker names
     /// the bound issue; false when the server has no worktree to verify.
-    pub verified: bool,
+    pub(crate) verified: bool,
     /// The worktree (verified) or the project's path (not verified); null when the
     /// project has no path either.
-    pub path: Option<String>,
-    pub message: String,
+    pub(crate) path: Option<String>,
+    pub(crate) message: String,
 }
 
 /// The worktree check of `complete_phase` and `create_pr`: with `--worktree-path`,
 /// [`Cairn::verify_workspace`] (an error when the marker names another issue);
 /// without it, the bound project's path, reported as not verified.
-pub fn worktree_check(store: &Store, work: &WorkContext) -> Result<WorktreeCheck> {
+pub(crate) fn worktree_check(store: &Store, work: &WorkContext) -> Result<WorktreeCheck> {
     if work.worktree_path.is_some() {
         let ws = verify_workspace(store, work)?;
         return Ok(WorktreeCheck {

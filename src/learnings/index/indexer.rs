@@ -193,9 +193,9 @@ impl Indexer {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IndexerStats {
     /// Commits that indexed at least one learning.
-    pub commits: u64,
+    pub(crate) commits: u64,
     /// Learnings indexed by those commits.
-    pub indexed: u64,
+    pub(crate) indexed: u64,
     /// Learnings it embedded.
-    pub embedded: u64,
+    pub(crate) embedded: u64,
 }

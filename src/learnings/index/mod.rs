@@ -91,14 +91,14 @@ pub(crate) use search::IndexSearch;
 
 /// How long `add_learning` waits for the writer lock before leaving the rows to the
 /// next search.
-pub const ADD_WRITER_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const ADD_WRITER_WAIT: Duration = Duration::from_secs(2);
 /// How long a rebuild (or a search facing a huge tail) waits for the writer lock.
-pub const REBUILD_WRITER_WAIT: Duration = Duration::from_secs(60);
+pub(crate) const REBUILD_WRITER_WAIT: Duration = Duration::from_secs(60);
 /// Largest tail a search counts in memory rather than waiting for the writer.
-pub const TAIL_MAX: u64 = 5_000;
+pub(crate) const TAIL_MAX: u64 = 5_000;
 /// Least time between two commits of the background indexer (a flush does not wait for
 /// it): writes in between are found through the tail, and one commit takes them all.
-pub const COMMIT_SPACING: Duration = Duration::from_millis(200);
+pub(crate) const COMMIT_SPACING: Duration = Duration::from_millis(200);
 /// Rows read from SQLite per batch while indexing.
 const BATCH: usize = 5_000;
 
@@ -132,18 +132,18 @@ pub enum Ranking {
 /// A candidate before hydration: its `seq` and score.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ranked {
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// What the ranking sorted by.
-    pub key: f32,
-    pub score: ScoreBreakdown,
-    pub quality: u8,
-    pub verified: bool,
+    pub(crate) key: f32,
+    pub(crate) score: ScoreBreakdown,
+    pub(crate) quality: u8,
+    pub(crate) verified: bool,
     /// The higher-ranked learning this one says much the same as, with the cosine of
     /// their embeddings: it is listed under that one (see [`group`](search::group)).
-    pub similar_to: Option<(u64, f32)>,
+    pub(crate) similar_to: Option<(u64, f32)>,
     /// For a hit: how many of its restatements were left out (see
     /// [`group`](search::group)).
-    pub similar_omitted: u32,
+    pub(crate) similar_omitted: u32,
 }
 
 /// An open reader with its caches: one consistent view, changed only under the
@@ -296,7 +296,7 @@ impl std::fmt::Debug for OpenSlot {
 }
 
 impl LearningIndex {
-    pub fn new(dir: PathBuf) -> Self {
+    pub(crate) fn new(dir: PathBuf) -> Self {
         LearningIndex {
             dir,
             state: RwLock::new(None),
@@ -312,7 +312,7 @@ impl LearningIndex {
     /// unindexed or unembedded. Learnings written from now on are embedded by that
     /// thread with `embedder`, after their write is acknowledged. Starting it twice is
     /// a no-op.
-    pub fn start_indexer(
+    pub(crate) fn start_indexer(
         &self,
         db: &Location,
         embedder: Arc<dyn Embed>,
@@ -351,7 +351,7 @@ impl LearningIndex {
     /// Wait (up to [`REBUILD_WRITER_WAIT`]) until the background indexer has caught up
     /// with every write made before the call, or gave up on a busy writer. Returns at once
     /// without an indexer.
-    pub fn flush(&self) {
+    pub(crate) fn flush(&self) {
         let Some(ix) = self.indexer.get() else { return };
         let deadline = Instant::now() + REBUILD_WRITER_WAIT;
         if !(ix.index.flush(deadline) && ix.embed.flush(deadline)) {
@@ -385,14 +385,14 @@ impl LearningIndex {
 
     /// Points this process's HNSW graphs of the learnings hold now (0 before the first
     /// search, and for projects under the graph's threshold).
-    pub fn graph_points(&self) -> usize {
+    pub(crate) fn graph_points(&self) -> usize {
         self.read()
             .as_ref()
             .map_or(0, |o| o.0.vectors.graph_points())
     }
 
     /// What the background indexer has done so far (zero without one).
-    pub fn indexer_stats(&self) -> IndexerStats {
+    pub(crate) fn indexer_stats(&self) -> IndexerStats {
         self.indexer
             .get()
             .map(|ix| IndexerStats {
@@ -410,7 +410,8 @@ impl LearningIndex {
     }
 
     /// Where the index lives.
-    pub fn dir(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 

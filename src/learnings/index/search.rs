@@ -101,19 +101,19 @@ impl Ord for Candidate {
 
 /// The parameters of one search, in index terms.
 pub(crate) struct IndexSearch<'a> {
-    pub query: &'a ParsedQuery,
-    pub scope: &'a SearchScope,
-    pub min_quality: Option<u8>,
+    pub(crate) query: &'a ParsedQuery,
+    pub(crate) scope: &'a SearchScope,
+    pub(crate) min_quality: Option<u8>,
     /// Candidates taken by BM25 (and by cosine) before the blend re-ranks them.
-    pub candidates: usize,
-    pub limit: usize,
+    pub(crate) candidates: usize,
+    pub(crate) limit: usize,
     /// The query's embedding, when the model is available (and the ranking uses it).
-    pub vector: Option<&'a [f32]>,
-    pub ranking: Ranking,
+    pub(crate) vector: Option<&'a [f32]>,
+    pub(crate) ranking: Ranking,
     /// Superseded learnings are candidates too.
-    pub include_superseded: bool,
+    pub(crate) include_superseded: bool,
     /// Archived learnings are candidates too.
-    pub include_archived: bool,
+    pub(crate) include_archived: bool,
 }
 
 /// A search on one view (see [`LearningIndex::search`]), in stages: the query's terms and

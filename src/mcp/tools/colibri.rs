@@ -34,7 +34,7 @@ use crate::text::{Cleaned, cleaned};
 
 /// A task status on the wire (the issue [`Status`] names).
 #[derive(Debug, Clone, Copy)]
-pub struct StatusArg(Status);
+pub(crate) struct StatusArg(Status);
 
 impl<'de> Deserialize<'de> for StatusArg {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
@@ -57,223 +57,223 @@ impl JsonSchema for StatusArg {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TaskCreateParams {
+pub(crate) struct TaskCreateParams {
     /// 1-256 characters.
     #[schemars(length(min = 1, max = limits::TITLE_MAX))]
-    pub title: String,
+    pub(crate) title: String,
     /// Markdown body, up to 8000 characters.
     #[schemars(length(max = limits::DESCRIPTION_MAX))]
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     /// Project slug.
     #[schemars(length(min = 1, max = issue_limits::SLUG_MAX))]
-    pub project: String,
+    pub(crate) project: String,
     /// Parent task id, for a sub-task (same project).
     #[schemars(length(min = 1, max = limits::TASK_ID_MAX))]
-    pub parent_id: Option<String>,
+    pub(crate) parent_id: Option<String>,
     /// Default normal.
-    pub priority: Option<Priority>,
+    pub(crate) priority: Option<Priority>,
     /// Up to 20 tags of 1-64 characters.
     #[schemars(length(max = issue_limits::LABELS_MAX), inner(length(min = 1, max = issue_limits::LABEL_MAX)))]
-    pub labels: Option<Vec<String>>,
+    pub(crate) labels: Option<Vec<String>>,
     /// Agent or user id; default "unassigned".
     #[schemars(length(min = 1, max = limits::ACTOR_MAX))]
-    pub assignee: Option<String>,
+    pub(crate) assignee: Option<String>,
     /// Planning estimate, 0-1000 hours.
     #[schemars(range(min = 0, max = limits::ESTIMATE_HOURS_MAX))]
-    pub estimate_hours: Option<f64>,
+    pub(crate) estimate_hours: Option<f64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TaskGetParams {
+pub(crate) struct TaskGetParams {
     /// Task id (PFX-N; T-N also accepted).
     #[schemars(length(min = 1, max = limits::TASK_ID_MAX))]
-    pub task_id: String,
+    pub(crate) task_id: String,
     /// Include the thought ids of the task's chain.
-    pub include_thought_trail: Option<bool>,
+    pub(crate) include_thought_trail: Option<bool>,
     /// Include the direct sub-tasks.
-    pub include_dependents: Option<bool>,
+    pub(crate) include_dependents: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TaskUpdateParams {
+pub(crate) struct TaskUpdateParams {
     /// Task id (PFX-N; T-N also accepted).
     #[schemars(length(min = 1, max = limits::TASK_ID_MAX))]
-    pub task_id: String,
+    pub(crate) task_id: String,
     /// New status; must follow the transition table.
-    pub status: Option<StatusArg>,
+    pub(crate) status: Option<StatusArg>,
     /// 0-100.
     #[schemars(range(min = 0, max = limits::PROGRESS_MAX))]
-    pub progress: Option<u8>,
+    pub(crate) progress: Option<u8>,
     /// Replaces the description (up to 8000 characters).
     #[schemars(length(max = limits::DESCRIPTION_MAX))]
-    pub description: Option<String>,
-    pub priority: Option<Priority>,
+    pub(crate) description: Option<String>,
+    pub(crate) priority: Option<Priority>,
     #[schemars(length(min = 1, max = limits::ACTOR_MAX))]
-    pub assignee: Option<String>,
+    pub(crate) assignee: Option<String>,
     /// Replaces every label (up to 20).
     #[schemars(length(max = issue_limits::LABELS_MAX), inner(length(min = 1, max = issue_limits::LABEL_MAX)))]
-    pub labels: Option<Vec<String>>,
+    pub(crate) labels: Option<Vec<String>>,
     /// Required when status is blocked.
     #[schemars(length(min = 1, max = limits::BLOCKED_REASON_MAX))]
-    pub blocked_reason: Option<String>,
+    pub(crate) blocked_reason: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TaskListParams {
+pub(crate) struct TaskListParams {
     /// Project slug.
     #[schemars(length(min = 1, max = issue_limits::SLUG_MAX))]
-    pub project: Option<String>,
+    pub(crate) project: Option<String>,
     /// Any of these statuses.
     #[schemars(length(max = limits::STATUS_FILTER_MAX))]
-    pub status: Option<Vec<StatusArg>>,
+    pub(crate) status: Option<Vec<StatusArg>>,
     /// Any of these priorities.
     #[schemars(length(max = limits::PRIORITY_FILTER_MAX))]
-    pub priority: Option<Vec<Priority>>,
+    pub(crate) priority: Option<Vec<Priority>>,
     #[schemars(length(min = 1, max = limits::ACTOR_MAX))]
-    pub assignee: Option<String>,
+    pub(crate) assignee: Option<String>,
     /// Tasks carrying this label.
     #[schemars(length(min = 1, max = issue_limits::LABEL_MAX))]
-    pub label: Option<String>,
+    pub(crate) label: Option<String>,
     /// ISO-8601; created strictly after.
     #[schemars(length(min = 1, max = limits::TIMESTAMP_MAX))]
-    pub created_after: Option<String>,
+    pub(crate) created_after: Option<String>,
     /// ISO-8601; created strictly before.
     #[schemars(length(min = 1, max = limits::TIMESTAMP_MAX))]
-    pub created_before: Option<String>,
+    pub(crate) created_before: Option<String>,
     /// Words to find in title or description (all must match, as prefixes).
     #[schemars(length(max = limits::SEARCH_MAX))]
-    pub search: Option<String>,
+    pub(crate) search: Option<String>,
     /// Default 50, max 500.
     #[schemars(range(min = 1, max = limits::LIST_LIMIT_MAX))]
-    pub limit: Option<u32>,
+    pub(crate) limit: Option<u32>,
     /// Default 0.
     #[schemars(range(min = 0, max = limits::OFFSET_MAX))]
-    pub offset: Option<u32>,
+    pub(crate) offset: Option<u32>,
     /// Default updated.
-    pub sort_by: Option<SortBy>,
+    pub(crate) sort_by: Option<SortBy>,
     /// Default desc.
-    pub sort_order: Option<SortOrder>,
+    pub(crate) sort_order: Option<SortOrder>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TaskNextActionsParams {
+pub(crate) struct TaskNextActionsParams {
     /// Project slug; default the server's bound project.
     #[schemars(length(min = 1, max = issue_limits::SLUG_MAX))]
-    pub project: Option<String>,
+    pub(crate) project: Option<String>,
     /// Default 20, max 100.
     #[schemars(range(min = 1, max = limits::NEXT_ACTIONS_LIMIT_MAX))]
-    pub limit: Option<u32>,
+    pub(crate) limit: Option<u32>,
     /// Also list blocked tasks with their reasons.
-    pub include_blocked: Option<bool>,
+    pub(crate) include_blocked: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ThoughtRecordParams {
+pub(crate) struct ThoughtRecordParams {
     /// Task id (PFX-N; T-N also accepted).
     #[schemars(length(min = 1, max = limits::TASK_ID_MAX))]
-    pub task_id: String,
+    pub(crate) task_id: String,
     #[serde(rename = "type")]
-    pub kind: ThoughtType,
+    pub(crate) kind: ThoughtType,
     /// The decision text, 1-5000 characters.
     #[schemars(length(min = 1, max = limits::THOUGHT_CONTENT_MAX))]
-    pub content: String,
+    pub(crate) content: String,
     /// Git branch, for context.
     #[schemars(length(min = 1, max = prs_limits::BRANCH_MAX))]
-    pub branch: Option<String>,
+    pub(crate) branch: Option<String>,
     /// Git commit (4-64 hex digits).
     #[schemars(regex(pattern = r"^[0-9a-fA-F]{4,64}$"), length(max = limits::COMMIT_SHA_MAX))]
-    pub commit_sha: Option<String>,
+    pub(crate) commit_sha: Option<String>,
     /// Tests executed.
     #[schemars(length(max = limits::TESTS_RUN_MAX), inner(length(min = 1, max = limits::TEST_NAME_MAX)))]
-    pub tests_run: Option<Vec<String>>,
+    pub(crate) tests_run: Option<Vec<String>>,
     /// Blocking issues.
     #[schemars(length(max = limits::BLOCKERS_MAX), inner(length(min = 1, max = limits::BLOCKER_MAX)))]
-    pub blockers: Option<Vec<String>>,
+    pub(crate) blockers: Option<Vec<String>>,
     /// Arbitrary JSON object, at most 16 KiB serialized.
-    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    pub(crate) metadata: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ThoughtRecordListParams {
+pub(crate) struct ThoughtRecordListParams {
     /// Only this task's chain.
     #[schemars(length(min = 1, max = limits::TASK_ID_MAX))]
-    pub task_id: Option<String>,
+    pub(crate) task_id: Option<String>,
     /// Only the records of this audit session (A-N).
     #[schemars(length(min = 1, max = limits::SESSION_ID_MAX))]
-    pub session_id: Option<String>,
+    pub(crate) session_id: Option<String>,
     /// Only this thought type.
     #[serde(rename = "type")]
-    pub kind: Option<ThoughtType>,
+    pub(crate) kind: Option<ThoughtType>,
     /// Default 100, max 500.
     #[schemars(range(min = 1, max = limits::THOUGHT_LIST_LIMIT_MAX))]
-    pub limit: Option<u32>,
+    pub(crate) limit: Option<u32>,
     /// Verify hash integrity of the chains involved.
-    pub verify_chain: Option<bool>,
+    pub(crate) verify_chain: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct AuditSessionStartParams {
+pub(crate) struct AuditSessionStartParams {
     /// Task being audited.
     #[schemars(length(min = 1, max = limits::TASK_ID_MAX))]
-    pub task_id: String,
+    pub(crate) task_id: String,
     /// Who conducts the audit.
     #[schemars(length(min = 1, max = limits::ACTOR_MAX))]
-    pub auditor_id: String,
+    pub(crate) auditor_id: String,
     /// Why (e.g. "proof review").
     #[schemars(length(max = limits::AUDIT_REASON_MAX))]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// shallow = the task only (default); deep = with all sub-tasks.
-    pub scope: Option<AuditScope>,
+    pub(crate) scope: Option<AuditScope>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct AuditVerifyChainParams {
+pub(crate) struct AuditVerifyChainParams {
     /// Verify this session's records (A-N).
     #[schemars(length(min = 1, max = limits::SESSION_ID_MAX))]
-    pub session_id: Option<String>,
+    pub(crate) session_id: Option<String>,
     /// Verify this task's chains.
     #[schemars(length(min = 1, max = limits::TASK_ID_MAX))]
-    pub task_id: Option<String>,
+    pub(crate) task_id: Option<String>,
     /// Include every record with its hash.
-    pub full_trace: Option<bool>,
+    pub(crate) full_trace: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct MerkleFinalizeParams {
+pub(crate) struct MerkleFinalizeParams {
     /// Session to finalize (A-N).
     #[schemars(length(min = 1, max = limits::SESSION_ID_MAX))]
-    pub session_id: String,
+    pub(crate) session_id: String,
     /// Only this task's records (a task of the session).
     #[schemars(length(min = 1, max = limits::TASK_ID_MAX))]
-    pub task_id: Option<String>,
+    pub(crate) task_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct MerkleRootParams {
+pub(crate) struct MerkleRootParams {
     /// Session (A-N).
     #[schemars(length(min = 1, max = limits::SESSION_ID_MAX))]
-    pub session_id: String,
+    pub(crate) session_id: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SkillListParams {
+pub(crate) struct SkillListParams {
     /// Case-insensitive substring of the name or description.
     #[schemars(length(min = 1, max = limits::SKILL_SEARCH_MAX))]
-    pub search: Option<String>,
+    pub(crate) search: Option<String>,
     /// A declared capability.
     #[schemars(length(min = 1, max = limits::CAPABILITY_MAX))]
-    pub capability: Option<String>,
+    pub(crate) capability: Option<String>,
 }
 
 fn task_create(cx: &ToolCtx<'_>, p: TaskCreateParams) -> Result<Cleaned<TaskCreated>> {
@@ -426,7 +426,7 @@ fn skill_list(cx: &ToolCtx<'_>, p: SkillListParams) -> Result<SkillList> {
     )
 }
 
-pub fn tools() -> Vec<ToolDef> {
+pub(crate) fn tools() -> Vec<ToolDef> {
     vec![
         tool(
             "task_create",

@@ -19,25 +19,25 @@ use crate::text::{Cleaned, cleaned};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct AddLearningParams {
+pub(crate) struct AddLearningParams {
     /// The lesson, starting with its subject (at least 50 characters).
     #[schemars(length(min = limits::PATTERN_MIN, max = limits::PATTERN_MAX))]
-    pub pattern: String,
+    pub(crate) pattern: String,
     /// When and where it applies (at least 100 characters when given).
     #[schemars(length(min = limits::CONTEXT_MIN, max = limits::CONTEXT_MAX))]
-    pub context: Option<String>,
+    pub(crate) context: Option<String>,
     /// Relative directory or file prefixes it applies to.
     #[serde(default)]
     #[schemars(
         length(max = limits::APPLIES_TO_MAX),
         inner(length(min = 1, max = limits::APPLIES_TO_ITEM_MAX))
     )]
-    pub applies_to: Vec<String>,
+    pub(crate) applies_to: Vec<String>,
     /// convention, gotcha or pattern (default pattern).
-    pub learning_type: Option<LearningType>,
+    pub(crate) learning_type: Option<LearningType>,
     /// Merge into a learning of this project that already says the same (default true):
     /// the answer is then that learning, with `merged: true`. false stores a second one.
-    pub merge: Option<bool>,
+    pub(crate) merge: Option<bool>,
     /// Ids of learnings of this project that this one replaces (they leave default
     /// search results and point to it). A learning that supersedes others is not merged.
     #[serde(default)]
@@ -45,43 +45,43 @@ pub struct AddLearningParams {
         length(max = limits::SUPERSEDES_MAX),
         inner(length(min = 1, max = limits::ID_MAX))
     )]
-    pub supersedes: Vec<String>,
+    pub(crate) supersedes: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LearningFeedbackParams {
+pub(crate) struct LearningFeedbackParams {
     /// The learning (an id from search_learnings), of the bound issue's project.
     #[schemars(length(min = 1, max = limits::ID_MAX))]
-    pub learning_id: String,
+    pub(crate) learning_id: String,
     /// helped, not_relevant or wrong. The bound issue's latest verdict on a learning
     /// replaces its earlier one.
-    pub outcome: Outcome,
+    pub(crate) outcome: Outcome,
     /// What happened, for the people who review it.
     #[schemars(length(max = limits::NOTE_MAX))]
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SearchLearningsParams {
+pub(crate) struct SearchLearningsParams {
     /// Words to search for; stemmed, the last word also matches as a prefix, `word*` too.
     #[schemars(length(min = 1, max = limits::QUERY_MAX))]
-    pub query: String,
+    pub(crate) query: String,
     /// Max results (default 50, max 100).
     #[schemars(range(min = 1, max = limits::LIMIT_MAX))]
-    pub limit: Option<u32>,
+    pub(crate) limit: Option<u32>,
     /// Search the other projects instead of the current one (default false).
     #[serde(default)]
-    pub cross_project: bool,
+    pub(crate) cross_project: bool,
     /// Leave out learnings below this quality (0-100, a number as the spec says: 40.5
     /// keeps 41 and up); verified learnings always pass.
     #[schemars(range(min = 0, max = limits::QUALITY_MAX))]
-    pub min_quality_score: Option<f64>,
+    pub(crate) min_quality_score: Option<f64>,
     /// Return superseded learnings too, each with `superseded_by` naming its successor
     /// (default false).
     #[serde(default)]
-    pub include_superseded: bool,
+    pub(crate) include_superseded: bool,
 }
 
 fn add(cx: &ToolCtx<'_>, p: AddLearningParams) -> Result<Cleaned<Added>> {
@@ -142,7 +142,7 @@ fn search(cx: &ToolCtx<'_>, p: SearchLearningsParams) -> Result<SearchResults> {
     })
 }
 
-pub fn tools() -> Vec<ToolDef> {
+pub(crate) fn tools() -> Vec<ToolDef> {
     vec![
         tool(
             "add_learning",

@@ -10,49 +10,49 @@ use crate::mcp::tool::{Effect, NoParams, ToolCtx, ToolDef, tool};
 use crate::scope::Profile;
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct Ping {
+pub(crate) struct Ping {
     /// Always true when the server answers.
-    pub ok: bool,
+    pub(crate) ok: bool,
     /// ISO-8601 UTC.
-    pub timestamp: String,
+    pub(crate) timestamp: String,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct DbHealth {
-    pub open: bool,
+pub(crate) struct DbHealth {
+    pub(crate) open: bool,
     /// The schema's migration version (`PRAGMA user_version`).
-    pub user_version: u32,
+    pub(crate) user_version: u32,
     /// The migration version this binary expects.
-    pub expected_version: u32,
-    pub path: String,
+    pub(crate) expected_version: u32,
+    pub(crate) path: String,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct Middleware {
+pub(crate) struct Middleware {
     /// The stages every tool call passes, in order.
-    pub stages: Vec<String>,
+    pub(crate) stages: Vec<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct ToolCount {
-    pub registered: usize,
+pub(crate) struct ToolCount {
+    pub(crate) registered: usize,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct Health {
+pub(crate) struct Health {
     /// `ok`, or `degraded` when the database is unreachable or its schema is behind.
-    pub status: String,
+    pub(crate) status: String,
     /// Always `FULL` for a server with a writable database.
-    pub mode: String,
-    pub uptime_ms: u64,
-    pub db: DbHealth,
-    pub middleware: Middleware,
-    pub tools: ToolCount,
-    pub version: String,
-    pub timestamp: String,
+    pub(crate) mode: String,
+    pub(crate) uptime_ms: u64,
+    pub(crate) db: DbHealth,
+    pub(crate) middleware: Middleware,
+    pub(crate) tools: ToolCount,
+    pub(crate) version: String,
+    pub(crate) timestamp: String,
     /// Per vault collection: documents, chunks and its followed roots (who follows each,
     /// watching / rescanning / not followed, changes pending, last sync).
-    pub vault: Vec<crate::vault::roots::CollectionStatus>,
+    pub(crate) vault: Vec<crate::vault::roots::CollectionStatus>,
 }
 
 fn ping(_cx: &ToolCtx<'_>, _p: NoParams) -> Result<Ping> {
@@ -102,7 +102,7 @@ fn health(cx: &ToolCtx<'_>, _p: NoParams) -> Result<Health> {
     })
 }
 
-pub fn tools() -> Vec<ToolDef> {
+pub(crate) fn tools() -> Vec<ToolDef> {
     vec![
         tool(
             "server_ping",

@@ -42,10 +42,10 @@ fn bound(cx: &ToolCtx<'_>) -> Result<String> {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct IssueParams {
+pub(crate) struct IssueParams {
     /// Issue identifier or id (defaults to the current issue).
     #[schemars(length(min = 1, max = issue_limits::REF_MAX))]
-    pub issue_id: Option<IssueRef>,
+    pub(crate) issue_id: Option<IssueRef>,
 }
 
 fn get_issue(cx: &ToolCtx<'_>, p: IssueParams) -> Result<IssueDetails> {
@@ -59,7 +59,7 @@ fn get_issue_status(cx: &ToolCtx<'_>, p: IssueParams) -> Result<IssueStatus> {
 /// Statuses an agent may set.
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum AgentStatus {
+pub(crate) enum AgentStatus {
     Review,
     Todo,
     Blocked,
@@ -77,20 +77,20 @@ impl From<AgentStatus> for Status {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct UpdateStatusParams {
+pub(crate) struct UpdateStatusParams {
     /// review (done), todo (give up) or blocked (need human input); from in_progress.
-    pub status: AgentStatus,
+    pub(crate) status: AgentStatus,
     /// Reason for the change.
     #[schemars(length(max = finding_limits::REASON_MAX))]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct StatusUpdated {
+pub(crate) struct StatusUpdated {
     /// The issue's identifier.
-    pub issue: String,
+    pub(crate) issue: String,
     #[serde(flatten)]
-    pub change: StatusChange,
+    pub(crate) change: StatusChange,
 }
 
 fn update_issue_status(cx: &ToolCtx<'_>, p: UpdateStatusParams) -> Result<Cleaned<StatusUpdated>> {
@@ -113,7 +113,7 @@ fn update_issue_status(cx: &ToolCtx<'_>, p: UpdateStatusParams) -> Result<Cleane
 /// The categories `add_finding` records.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum AgentFindingCategory {
+pub(crate) enum AgentFindingCategory {
     TestResult,
     CodePattern,
     Architecture,
@@ -135,17 +135,17 @@ impl From<AgentFindingCategory> for FindingCategory {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct AddFindingParams {
-    pub category: AgentFindingCategory,
+pub(crate) struct AddFindingParams {
+    pub(crate) category: AgentFindingCategory,
     /// Short scannable summary.
     #[schemars(length(min = 1, max = finding_limits::SUMMARY_MAX))]
-    pub summary: String,
+    pub(crate) summary: String,
     /// Full details.
     #[schemars(length(max = finding_limits::DETAILS_MAX))]
-    pub details: Option<String>,
+    pub(crate) details: Option<String>,
     /// Related file paths.
     #[schemars(length(max = finding_limits::FILES_MAX), inner(length(min = 1, max = finding_limits::FILE_PATH_MAX)))]
-    pub files: Option<Vec<String>>,
+    pub(crate) files: Option<Vec<String>>,
 }
 
 fn add_finding(cx: &ToolCtx<'_>, p: AddFindingParams) -> Result<Cleaned<Finding>> {
@@ -165,10 +165,10 @@ fn add_finding(cx: &ToolCtx<'_>, p: AddFindingParams) -> Result<Cleaned<Finding>
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct AddCommentParams {
+pub(crate) struct AddCommentParams {
     /// Comment text.
     #[schemars(length(min = 1, max = finding_limits::COMMENT_MAX))]
-    pub content: String,
+    pub(crate) content: String,
 }
 
 fn add_comment(cx: &ToolCtx<'_>, p: AddCommentParams) -> Result<Cleaned<Comment>> {
@@ -180,22 +180,22 @@ fn add_comment(cx: &ToolCtx<'_>, p: AddCommentParams) -> Result<Cleaned<Comment>
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateIssueParams {
+pub(crate) struct CreateIssueParams {
     /// Issue title.
     #[schemars(length(min = 1, max = issue_limits::TITLE_MAX))]
-    pub title: String,
+    pub(crate) title: String,
     /// Issue description.
     #[schemars(length(max = issue_limits::DESCRIPTION_MAX))]
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     /// 1=urgent, 2=high, 3=medium (default), 4=low.
     #[schemars(range(min = 1, max = issue_limits::PRIORITY_MAX))]
-    pub priority: Option<u8>,
+    pub(crate) priority: Option<u8>,
     /// Labels.
     #[schemars(length(max = issue_limits::LABELS_MAX), inner(length(min = 1, max = issue_limits::LABEL_MAX)))]
-    pub labels: Option<Vec<String>>,
+    pub(crate) labels: Option<Vec<String>>,
     /// Identifiers of issues this one depends on.
     #[schemars(length(max = issue_limits::DEPENDS_ON_MAX), inner(length(min = 1, max = issue_limits::REF_MAX)))]
-    pub depends_on: Option<Vec<String>>,
+    pub(crate) depends_on: Option<Vec<String>>,
 }
 
 fn create_issue(cx: &ToolCtx<'_>, p: CreateIssueParams) -> Result<Cleaned<Issue>> {
@@ -215,28 +215,28 @@ fn create_issue(cx: &ToolCtx<'_>, p: CreateIssueParams) -> Result<Cleaned<Issue>
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateSubtaskParams {
+pub(crate) struct CreateSubtaskParams {
     /// Sub-task title.
     #[schemars(length(min = 1, max = issue_limits::TITLE_MAX))]
-    pub title: String,
+    pub(crate) title: String,
     /// Description.
     #[schemars(length(max = issue_limits::DESCRIPTION_MAX))]
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     /// 1-4 (default: 3).
     #[schemars(range(min = 1, max = issue_limits::PRIORITY_MAX))]
-    pub priority: Option<u8>,
+    pub(crate) priority: Option<u8>,
     /// Labels.
     #[schemars(length(max = issue_limits::LABELS_MAX), inner(length(min = 1, max = issue_limits::LABEL_MAX)))]
-    pub labels: Option<Vec<String>>,
+    pub(crate) labels: Option<Vec<String>>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct SubtaskCreated {
-    pub subtask: Issue,
+pub(crate) struct SubtaskCreated {
+    pub(crate) subtask: Issue,
     /// The parent's identifier.
-    pub parent: String,
+    pub(crate) parent: String,
     /// The parent's status now (blocked until its sub-tasks are done).
-    pub parent_status: Status,
+    pub(crate) parent_status: Status,
 }
 
 fn create_subtask(cx: &ToolCtx<'_>, p: CreateSubtaskParams) -> Result<Cleaned<SubtaskCreated>> {
@@ -263,34 +263,34 @@ fn create_subtask(cx: &ToolCtx<'_>, p: CreateSubtaskParams) -> Result<Cleaned<Su
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ListIssuesParams {
+pub(crate) struct ListIssuesParams {
     /// Filter by status.
-    pub status: Option<Status>,
+    pub(crate) status: Option<Status>,
     /// Filter by label.
     #[schemars(length(min = 1, max = issue_limits::LABEL_MAX))]
-    pub labels: Option<String>,
+    pub(crate) labels: Option<String>,
     /// Max results (default 50, max 100).
     #[schemars(range(min = 1, max = issue_limits::LIST_LIMIT_MAX))]
-    pub limit: Option<u32>,
+    pub(crate) limit: Option<u32>,
 }
 
 /// An issue in one line.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct IssueBrief {
-    pub identifier: String,
-    pub title: String,
-    pub status: Status,
-    pub priority: u8,
-    pub labels: Vec<String>,
-    pub parent: Option<String>,
-    pub depends_on: Vec<String>,
-    pub updated_at: String,
+pub(crate) struct IssueBrief {
+    pub(crate) identifier: String,
+    pub(crate) title: String,
+    pub(crate) status: Status,
+    pub(crate) priority: u8,
+    pub(crate) labels: Vec<String>,
+    pub(crate) parent: Option<String>,
+    pub(crate) depends_on: Vec<String>,
+    pub(crate) updated_at: String,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct IssueList {
-    pub issues: Vec<IssueBrief>,
-    pub count: usize,
+pub(crate) struct IssueList {
+    pub(crate) issues: Vec<IssueBrief>,
+    pub(crate) count: usize,
 }
 
 fn list_issues(cx: &ToolCtx<'_>, p: ListIssuesParams) -> Result<IssueList> {
@@ -322,19 +322,19 @@ fn list_issues(cx: &ToolCtx<'_>, p: ListIssuesParams) -> Result<IssueList> {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreatePrParams {
+pub(crate) struct CreatePrParams {
     /// Full git diff output.
     #[schemars(length(min = 1, max = pr_limits::DIFF_MAX))]
-    pub diff: String,
+    pub(crate) diff: String,
     /// Source branch name.
     #[schemars(length(min = 1, max = pr_limits::BRANCH_MAX))]
-    pub branch_name: String,
+    pub(crate) branch_name: String,
     /// Target branch name.
     #[schemars(length(min = 1, max = pr_limits::BRANCH_MAX))]
-    pub base_branch: String,
+    pub(crate) base_branch: String,
     /// Quality gate results.
     #[schemars(length(max = pr_limits::GATES_MAX))]
-    pub gate_results: Option<Vec<GateResult>>,
+    pub(crate) gate_results: Option<Vec<GateResult>>,
 }
 
 fn without_diff(mut pr: PullRequest) -> PullRequest {
@@ -344,10 +344,10 @@ fn without_diff(mut pr: PullRequest) -> PullRequest {
 
 /// What `create_pr` returns: the PR, and which worktree (if any) was verified.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct PrCreated {
+pub(crate) struct PrCreated {
     #[serde(flatten)]
-    pub pr: PullRequest,
-    pub worktree: WorktreeCheck,
+    pub(crate) pr: PullRequest,
+    pub(crate) worktree: WorktreeCheck,
 }
 
 fn create_pr(cx: &ToolCtx<'_>, p: CreatePrParams) -> Result<Cleaned<PrCreated>> {
@@ -370,10 +370,10 @@ fn create_pr(cx: &ToolCtx<'_>, p: CreatePrParams) -> Result<Cleaned<PrCreated>> 
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ApprovePrParams {
+pub(crate) struct ApprovePrParams {
     /// Approval reason.
     #[schemars(length(max = finding_limits::REASON_MAX))]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 fn approve_pr(cx: &ToolCtx<'_>, p: ApprovePrParams) -> Result<Cleaned<PullRequest>> {
@@ -392,13 +392,13 @@ fn approve_pr(cx: &ToolCtx<'_>, p: ApprovePrParams) -> Result<Cleaned<PullReques
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RejectPrParams {
+pub(crate) struct RejectPrParams {
     /// Rejection reason.
     #[schemars(length(max = finding_limits::REASON_MAX))]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// What the worker should fix.
     #[schemars(length(max = pr_limits::FIX_INSTRUCTIONS_MAX))]
-    pub fix_instructions: Option<String>,
+    pub(crate) fix_instructions: Option<String>,
 }
 
 fn reject_pr(cx: &ToolCtx<'_>, p: RejectPrParams) -> Result<Cleaned<PullRequest>> {
@@ -417,34 +417,34 @@ fn reject_pr(cx: &ToolCtx<'_>, p: RejectPrParams) -> Result<Cleaned<PullRequest>
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct VaultSection {
+pub(crate) struct VaultSection {
     /// Knowledge Vault collection names.
     #[schemars(length(max = settings_limits::COLLECTIONS_MAX), inner(length(min = 1, max = settings_limits::COLLECTION_MAX)))]
-    pub collections: Vec<String>,
+    pub(crate) collections: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ConfigureProjectParams {
+pub(crate) struct ConfigureProjectParams {
     /// Quality gate commands.
     #[schemars(length(max = settings_limits::GATES_MAX))]
-    pub gates: Option<Vec<Gate>>,
+    pub(crate) gates: Option<Vec<Gate>>,
     /// Glob patterns for sensitive files.
     #[schemars(length(max = settings_limits::GLOBS_MAX), inner(length(min = 1, max = settings_limits::GLOB_MAX)))]
-    pub sensitive_paths: Option<Vec<String>>,
+    pub(crate) sensitive_paths: Option<Vec<String>>,
     /// Risk scoring thresholds.
-    pub risk_thresholds: Option<RiskThresholds>,
+    pub(crate) risk_thresholds: Option<RiskThresholds>,
     /// Custom instructions for workers.
     #[schemars(length(max = settings_limits::INSTRUCTIONS_MAX))]
-    pub worker_instructions: Option<String>,
+    pub(crate) worker_instructions: Option<String>,
     /// Custom instructions for judges.
     #[schemars(length(max = settings_limits::INSTRUCTIONS_MAX))]
-    pub judge_instructions: Option<String>,
+    pub(crate) judge_instructions: Option<String>,
     /// Knowledge Vault settings.
-    pub vault: Option<VaultSection>,
+    pub(crate) vault: Option<VaultSection>,
     /// The phase pipeline, in order (default research, architecture, grooming, ready).
     #[schemars(length(min = 1, max = settings_limits::PHASES_MAX), inner(length(min = 1, max = settings_limits::PHASE_MAX)))]
-    pub phases: Option<Vec<String>>,
+    pub(crate) phases: Option<Vec<String>>,
 }
 
 fn configure_project(cx: &ToolCtx<'_>, p: ConfigureProjectParams) -> Result<Project> {
@@ -467,28 +467,28 @@ fn configure_project(cx: &ToolCtx<'_>, p: ConfigureProjectParams) -> Result<Proj
 /// Coverage status.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum CoverageStatus {
+pub(crate) enum CoverageStatus {
     Covered,
     HasIssues,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RecordCoverageParams {
+pub(crate) struct RecordCoverageParams {
     /// Relative file path examined.
     #[schemars(length(min = 1, max = metric_limits::FILE_PATH_MAX))]
-    pub file_path: String,
+    pub(crate) file_path: String,
     /// Research concept, free text (e.g. test_coverage, error_handling, type safety).
     #[schemars(length(min = 1, max = metric_limits::CONCEPT_MAX))]
-    pub concept: String,
+    pub(crate) concept: String,
     /// covered = no issues found, has_issues = a ticket was created.
-    pub status: CoverageStatus,
+    pub(crate) status: CoverageStatus,
     /// The ticket created, if status is has_issues (optional; must name an issue).
     #[schemars(length(min = 1, max = issue_limits::REF_MAX))]
-    pub ticket_id: Option<String>,
+    pub(crate) ticket_id: Option<String>,
     /// Brief observation.
     #[schemars(length(max = metric_limits::NOTES_MAX))]
-    pub notes: Option<String>,
+    pub(crate) notes: Option<String>,
 }
 
 fn record_coverage(cx: &ToolCtx<'_>, p: RecordCoverageParams) -> Result<Coverage> {
@@ -511,22 +511,22 @@ fn record_coverage(cx: &ToolCtx<'_>, p: RecordCoverageParams) -> Result<Coverage
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TestHealthParams {
+pub(crate) struct TestHealthParams {
     /// Total test cases after this run.
     #[schemars(range(max = metric_limits::TEST_COUNT_MAX))]
-    pub test_count: u64,
+    pub(crate) test_count: u64,
     /// Test files modified in this run.
     #[schemars(range(max = metric_limits::TEST_FILES_CHANGED_MAX))]
-    pub test_files_changed: Option<u64>,
+    pub(crate) test_files_changed: Option<u64>,
     /// New test cases added.
     #[schemars(range(max = metric_limits::TEST_COUNT_MAX))]
-    pub tests_added: Option<u64>,
+    pub(crate) tests_added: Option<u64>,
     /// Test cases removed or consolidated.
     #[schemars(range(max = metric_limits::TEST_COUNT_MAX))]
-    pub tests_removed: Option<u64>,
+    pub(crate) tests_removed: Option<u64>,
     /// Suite duration in milliseconds.
     #[schemars(range(max = metric_limits::EXECUTION_TIME_MS_MAX))]
-    pub execution_time_ms: Option<u64>,
+    pub(crate) execution_time_ms: Option<u64>,
 }
 
 fn record_test_health(cx: &ToolCtx<'_>, p: TestHealthParams) -> Result<TestHealth> {
@@ -545,21 +545,21 @@ fn record_test_health(cx: &ToolCtx<'_>, p: TestHealthParams) -> Result<TestHealt
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct QueryRunEventsParams {
+pub(crate) struct QueryRunEventsParams {
     /// Events across all runs of this issue.
     #[schemars(length(min = 1, max = issue_limits::REF_MAX))]
-    pub issue_id: Option<String>,
+    pub(crate) issue_id: Option<String>,
     /// Events of one run.
     #[schemars(length(min = 1, max = crate::trail::runs::RUN_ID_MAX))]
-    pub run_id: Option<String>,
-    pub event_type: Option<EventType>,
-    pub event_subtype: Option<EventSubtype>,
+    pub(crate) run_id: Option<String>,
+    pub(crate) event_type: Option<EventType>,
+    pub(crate) event_subtype: Option<EventSubtype>,
     /// Max results (default 100, max 500).
     #[schemars(range(min = 1, max = crate::trail::runs::QUERY_LIMIT_MAX))]
-    pub limit: Option<u32>,
+    pub(crate) limit: Option<u32>,
     /// Pagination offset.
     #[schemars(range(max = crate::trail::runs::QUERY_OFFSET_MAX))]
-    pub offset: Option<u64>,
+    pub(crate) offset: Option<u64>,
 }
 
 fn query_run_events(cx: &ToolCtx<'_>, p: QueryRunEventsParams) -> Result<RunEventPage> {
@@ -588,7 +588,7 @@ pub(super) const ISSUE_LISTERS: &[Profile] =
 /// `approve_pr`, `reject_pr`: the judge's verdict tools.
 pub(super) const JUDGE: &[Profile] = &[Judge];
 
-pub fn tools() -> Vec<ToolDef> {
+pub(crate) fn tools() -> Vec<ToolDef> {
     let add = Effect::Additive { idempotent: false };
     let change = Effect::Destructive { idempotent: false };
     vec![

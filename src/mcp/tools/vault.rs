@@ -18,55 +18,55 @@ use crate::vault::service::{
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RetrieveParams {
+pub(crate) struct RetrieveParams {
     /// Natural-language query.
     #[schemars(length(min = 1, max = MAX_QUERY_CHARS))]
-    pub query: String,
+    pub(crate) query: String,
     /// Results to return (default 5, max 50).
     #[schemars(range(min = 1, max = MAX_TOP_K))]
-    pub top_k: Option<u32>,
+    pub(crate) top_k: Option<u32>,
     /// At most this many chunks of one document (default 2; 0 = no cap).
     #[schemars(range(min = 0, max = MAX_PER_DOCUMENT_LIMIT))]
-    pub max_per_document: Option<u32>,
+    pub(crate) max_per_document: Option<u32>,
     /// Wait (at most 3 s) until the changes seen in the followed docs are indexed before searching; `freshness` says whether the wait completed.
-    pub fresh: Option<bool>,
+    pub(crate) fresh: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct KnowledgeParams {
+pub(crate) struct KnowledgeParams {
     /// Natural-language query.
     #[schemars(length(min = 1, max = MAX_QUERY_CHARS))]
-    pub query: String,
+    pub(crate) query: String,
     /// Results to return (default 5, max 20).
     #[schemars(range(min = 1, max = MAX_KNOWLEDGE_TOP_K))]
-    pub top_k: Option<u32>,
+    pub(crate) top_k: Option<u32>,
     /// Minimum `score` (the ranking key: cosine similarity fused with BM25 and keyword overlap), -1 to 1 (default 0.3).
     #[schemars(range(min = -1.0, max = 1.0))]
-    pub min_score: Option<f32>,
+    pub(crate) min_score: Option<f32>,
     /// At most this many chunks of one document (default 2; 0 = no cap).
     #[schemars(range(min = 0, max = MAX_PER_DOCUMENT_LIMIT))]
-    pub max_per_document: Option<u32>,
+    pub(crate) max_per_document: Option<u32>,
     /// Wait (at most 3 s) until the changes seen in the followed docs are indexed before searching; `freshness` says whether the wait completed.
-    pub fresh: Option<bool>,
+    pub(crate) fresh: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PathParams {
+pub(crate) struct PathParams {
     /// Markdown file path relative to the project root (e.g. docs/guide.md).
     #[schemars(length(min = 1, max = crate::paths::PATH_MAX))]
-    pub path: String,
+    pub(crate) path: String,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct RetrieveResult {
+pub(crate) struct RetrieveResult {
     /// Best first, by `score` (cosine similarity fused with BM25 and keyword overlap).
-    pub results: Vec<VaultHit>,
+    pub(crate) results: Vec<VaultHit>,
     /// With `fresh: true`: whether the wait for pending changes completed.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Freshness")]
-    pub freshness: Option<Freshness>,
+    pub(crate) freshness: Option<Freshness>,
 }
 
 fn retrieve(cx: &ToolCtx<'_>, p: RetrieveParams) -> Result<RetrieveResult> {
@@ -111,7 +111,7 @@ fn embed_query(cairn: &Cairn, args: &Value) -> Result<()> {
     }
 }
 
-pub fn tools() -> Vec<ToolDef> {
+pub(crate) fn tools() -> Vec<ToolDef> {
     vec![
         tool(
             "search_knowledge",

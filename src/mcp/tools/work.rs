@@ -18,82 +18,82 @@ use crate::work::workspace::WorkspaceInfo;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct UpdateMemoryParams {
+pub(crate) struct UpdateMemoryParams {
     /// project (this project only) or global (all projects).
-    pub scope: MemoryScope,
+    pub(crate) scope: MemoryScope,
     /// File name like codebase-notes.md: letters, digits, '-', '_', ending in .md.
     #[schemars(length(min = 1, max = memory::FILENAME_MAX), regex(pattern = memory::FILENAME_PATTERN))]
-    pub filename: String,
+    pub(crate) filename: String,
     /// Full content; replaces the file. At most 10,000 characters.
     #[schemars(length(max = memory::CONTENT_MAX))]
-    pub content: String,
+    pub(crate) content: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CompletePhaseParams {
+pub(crate) struct CompletePhaseParams {
     /// Phase being completed: research, architecture, grooming or ready.
-    pub completed_phase: Phase,
+    pub(crate) completed_phase: Phase,
     /// The phase contract's version (currently 1). Required unless ready.
     #[schemars(range(min = 1, max = phase_limits::CONTRACT_VERSION_MAX))]
-    pub contract_version: Option<u32>,
+    pub(crate) contract_version: Option<u32>,
     /// Artifact path relative to project_path, inside docs/tickets/. Required unless ready.
     #[schemars(length(min = 1, max = crate::paths::PATH_MAX))]
-    pub artifact_path: Option<String>,
+    pub(crate) artifact_path: Option<String>,
     /// SHA-256 (hex) of the artifact file. Required unless ready.
     #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"), length(min = phase_limits::HASH_LEN, max = phase_limits::HASH_LEN))]
-    pub artifact_hash: Option<String>,
+    pub(crate) artifact_hash: Option<String>,
     /// Brief summary of the artifact.
     #[schemars(length(min = 1, max = phase_limits::SUMMARY_MAX))]
-    pub summary: String,
+    pub(crate) summary: String,
     /// Unresolved questions.
     #[serde(default)]
     #[schemars(length(max = phase_limits::OPEN_QUESTIONS_MAX), inner(length(min = 1, max = phase_limits::OPEN_QUESTION_MAX)))]
-    pub open_questions: Vec<String>,
+    pub(crate) open_questions: Vec<String>,
     /// high, medium (default) or low.
     #[serde(default)]
-    pub confidence: Confidence,
+    pub(crate) confidence: Confidence,
     /// Where to promote the artifact, relative to project_path, inside docs/.
     #[schemars(length(min = 1, max = crate::paths::PATH_MAX))]
-    pub promote_to: Option<String>,
+    pub(crate) promote_to: Option<String>,
     /// Suggested next phase (a phase of the project's pipeline). Required unless ready.
     #[schemars(length(min = 1, max = phase_limits::PHASE_NAME_MAX))]
-    pub recommended_next_phase: Option<String>,
+    pub(crate) recommended_next_phase: Option<String>,
     /// Absolute path of the project root: your worktree or the project's path.
     #[schemars(length(min = 1, max = crate::paths::PATH_MAX))]
-    pub project_path: String,
+    pub(crate) project_path: String,
     /// Phase contracts directory relative to project_path (default prompts/phases/).
     #[schemars(length(min = 1, max = crate::paths::PATH_MAX))]
-    pub contracts_dir: Option<String>,
+    pub(crate) contracts_dir: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ApprovePhaseParams {
+pub(crate) struct ApprovePhaseParams {
     /// Phase being approved.
-    pub phase: Phase,
+    pub(crate) phase: Phase,
     /// SHA-256 of the artifact approved; must match the latest claim.
     #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"), length(min = phase_limits::HASH_LEN, max = phase_limits::HASH_LEN))]
-    pub artifact_hash: String,
+    pub(crate) artifact_hash: String,
     /// Approval reason.
     #[schemars(length(max = phase_limits::REASON_MAX))]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RejectPhaseParams {
+pub(crate) struct RejectPhaseParams {
     /// Phase being rejected.
-    pub phase: Phase,
+    pub(crate) phase: Phase,
     /// SHA-256 of the artifact rejected; must match the latest claim.
     #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"), length(min = phase_limits::HASH_LEN, max = phase_limits::HASH_LEN))]
-    pub artifact_hash: String,
+    pub(crate) artifact_hash: String,
     /// Rejection reason.
     #[schemars(length(min = 1, max = phase_limits::REASON_MAX))]
-    pub reason: String,
+    pub(crate) reason: String,
     /// What the agent should fix.
     #[schemars(length(max = phase_limits::FIX_INSTRUCTIONS_MAX))]
-    pub fix_instructions: Option<String>,
+    pub(crate) fix_instructions: Option<String>,
 }
 
 fn complete_phase(cx: &ToolCtx<'_>, p: CompletePhaseParams) -> Result<Cleaned<PhaseClaim>> {
@@ -145,13 +145,13 @@ fn reject_phase(cx: &ToolCtx<'_>, p: RejectPhaseParams) -> Result<Cleaned<PhaseV
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct MoveIssueParams {
+pub(crate) struct MoveIssueParams {
     /// Destination project: its id or slug.
     #[schemars(length(min = 1, max = issue_limits::REF_MAX))]
-    pub target_project_id: String,
+    pub(crate) target_project_id: String,
     /// Why the issue is being moved.
     #[schemars(length(min = 1, max = crate::work::moves::REASON_MAX))]
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 fn move_issue(cx: &ToolCtx<'_>, p: MoveIssueParams) -> Result<MovedIssue> {
@@ -171,7 +171,7 @@ fn update_memory(cx: &ToolCtx<'_>, p: UpdateMemoryParams) -> Result<Cleaned<Memo
     })
 }
 
-pub fn tools() -> Vec<ToolDef> {
+pub(crate) fn tools() -> Vec<ToolDef> {
     vec![
         tool(
             "verify_workspace",

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
-pub use pg::{CHANGES_CHANNEL, PgConn, PgConnector, PgListener, redact};
+pub(crate) use pg::{CHANGES_CHANNEL, PgConn, PgConnector, PgListener, redact};
 
 /// Which SQL dialect a [`Conn`] speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub enum Dialect {
 /// The SQL that differs between the dialects, as fragments to splice into a statement.
 impl Dialect {
     /// The text at top-level key `key` of the JSON text in column `col`.
-    pub fn json_text(self, col: &str, key: &str) -> String {
+    pub(crate) fn json_text(self, col: &str, key: &str) -> String {
         match self {
             Dialect::Sqlite => format!("json_extract({col}, '$.{key}')"),
             Dialect::Postgres => format!("(CAST({col} AS jsonb) ->> '{key}')"),
@@ -40,7 +40,7 @@ impl Dialect {
 
     /// A subquery of the elements of the JSON array bound at `param` (text elements,
     /// or integers when `integers`), for `x IN (…)`.
-    pub fn json_elements(self, param: &str, integers: bool) -> String {
+    pub(crate) fn json_elements(self, param: &str, integers: bool) -> String {
         match (self, integers) {
             (Dialect::Sqlite, _) => format!("SELECT value FROM json_each({param})"),
             (Dialect::Postgres, false) => {
@@ -53,7 +53,7 @@ impl Dialect {
     }
 
     /// Seconds since the Unix epoch, with fractions, of the RFC 3339 text in `col`.
-    pub fn epoch_seconds(self, col: &str) -> String {
+    pub(crate) fn epoch_seconds(self, col: &str) -> String {
         match self {
             Dialect::Sqlite => format!("unixepoch({col}, 'subsec')"),
             Dialect::Postgres => format!("extract(epoch FROM CAST({col} AS timestamptz))"),
@@ -63,7 +63,7 @@ impl Dialect {
     /// An `ORDER BY` list for rows read loosely in `col` order (a chain being
     /// verified): SQLite columns take any type, so a tampered row may hold text there and
     /// goes last; PostgreSQL's columns hold only their type.
-    pub fn loose_order(self, col: &str) -> String {
+    pub(crate) fn loose_order(self, col: &str) -> String {
         match self {
             Dialect::Sqlite => format!("typeof({col}) <> 'integer', {col}"),
             Dialect::Postgres => col.to_owned(),
@@ -290,7 +290,7 @@ macro_rules! params {
     () => { [] as [&dyn $crate::store::db::ToSql; 0] };
     ($($v:expr),+ $(,)?) => { &[$(&$v as &dyn $crate::store::db::ToSql),+] as &[&dyn $crate::store::db::ToSql] };
 }
-pub use crate::params;
+pub(crate) use crate::params;
 
 /// One row of a result.
 #[derive(Debug, Clone)]
@@ -335,17 +335,12 @@ impl Row {
     }
 
     /// The number of columns.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.values.len()
     }
 
-    /// Whether the row has no column.
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
-
     /// Column `idx` as it was read.
-    pub fn value<I: RowIndex>(&self, idx: I) -> Result<&Value> {
+    pub(crate) fn value<I: RowIndex>(&self, idx: I) -> Result<&Value> {
         Ok(&self.values[idx.index(self)?])
     }
 }
@@ -411,7 +406,7 @@ impl<'a> Conn<'a> {
     }
 
     /// The first row of a query mapped by `f`, if there is one.
-    pub fn query_opt<T, P: Params>(
+    pub(crate) fn query_opt<T, P: Params>(
         &self,
         sql: &str,
         params: P,
@@ -457,12 +452,12 @@ pub struct Statement<'c, 'a> {
 }
 
 impl Statement<'_, '_> {
-    pub fn execute<P: Params>(&mut self, params: P) -> Result<usize> {
+    pub(crate) fn execute<P: Params>(&mut self, params: P) -> Result<usize> {
         self.conn.execute(&self.sql, params)
     }
 
     /// See [`Conn::query_opt`].
-    pub fn query_opt<T, P: Params>(
+    pub(crate) fn query_opt<T, P: Params>(
         &mut self,
         params: P,
         f: impl FnOnce(&Row) -> Result<T>,
@@ -471,7 +466,7 @@ impl Statement<'_, '_> {
     }
 
     /// See [`Conn::query_row`].
-    pub fn query_row<T, P: Params>(
+    pub(crate) fn query_row<T, P: Params>(
         &mut self,
         params: P,
         f: impl FnOnce(&Row) -> Result<T>,
@@ -480,7 +475,7 @@ impl Statement<'_, '_> {
     }
 
     /// The rows, to walk with [`Rows::next`].
-    pub fn query<P: Params>(&mut self, params: P) -> Result<Rows> {
+    pub(crate) fn query<P: Params>(&mut self, params: P) -> Result<Rows> {
         let rows = self.conn.rows(&self.sql, params, None)?;
         Ok(Rows { rows, next: 0 })
     }
@@ -497,7 +492,7 @@ impl Statement<'_, '_> {
 }
 
 /// The rows of a query ([`Statement::query`]).
-pub struct Rows {
+pub(crate) struct Rows {
     rows: Vec<Row>,
     next: usize,
 }
@@ -505,7 +500,7 @@ pub struct Rows {
 impl Rows {
     /// The next row, if any.
     #[allow(clippy::should_implement_trait)] // rusqlite's fallible shape: `while let Some(r) = rows.next()?`
-    pub fn next(&mut self) -> Result<Option<&Row>> {
+    pub(crate) fn next(&mut self) -> Result<Option<&Row>> {
         let i = self.next;
         self.next += 1;
         Ok(self.rows.get(i))

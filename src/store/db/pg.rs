@@ -38,7 +38,7 @@ impl From<tokio_postgres::Error> for Error {
 }
 
 /// An open PostgreSQL connection.
-pub struct PgConn {
+pub(crate) struct PgConn {
     client: Client,
     _driver: Arc<Driver>,
     statements: Mutex<HashMap<(String, Vec<u32>), Statement>>,
@@ -97,7 +97,7 @@ fn wait<F: Future>(f: F) -> F::Output {
 /// Opens connections to one database, every one of them driven by the same private
 /// runtime thread (a store's writer and its readers).
 #[derive(Clone)]
-pub struct PgConnector {
+pub(crate) struct PgConnector {
     url: String,
     driver: Arc<Driver>,
 }
@@ -112,7 +112,7 @@ impl std::fmt::Debug for PgConnector {
 
 impl PgConnector {
     /// A connector for `url` (`postgres://user@host:port/db`); connects nothing yet.
-    pub fn new(url: &str) -> Result<PgConnector> {
+    pub(crate) fn new(url: &str) -> Result<PgConnector> {
         Ok(PgConnector {
             url: url.to_owned(),
             driver: Arc::new(Driver::start("cairn-pg")?),
@@ -120,7 +120,7 @@ impl PgConnector {
     }
 
     /// A new connection.
-    pub fn connect(&self) -> Result<PgConn> {
+    pub(crate) fn connect(&self) -> Result<PgConn> {
         let url = self.url.clone();
         let connected = wait(self.driver.spawn(async move {
             let (client, connection) = tokio_postgres::connect(&url, NoTls).await?;
@@ -152,7 +152,7 @@ impl PgConn {
     /// Whether the connection can serve another statement: the server has not closed
     /// it (a restart, `pg_terminate_backend`, a network failure), no statement on it
     /// failed for the connection's sake, and no transaction was left open on it.
-    pub fn usable(&self) -> bool {
+    pub(crate) fn usable(&self) -> bool {
         !self.client.is_closed() && !self.stuck.load(Ordering::Relaxed)
     }
 
@@ -230,7 +230,7 @@ impl PgConn {
 
 /// The channel every PostgreSQL write transaction notifies on commit
 /// ([`crate::store::Store::write`]).
-pub const CHANGES_CHANNEL: &str = "cairn_changes";
+pub(crate) const CHANGES_CHANNEL: &str = "cairn_changes";
 
 /// Longest pause between two attempts to reconnect a [`PgListener`].
 const LISTEN_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
@@ -244,7 +244,7 @@ const LISTEN_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30)
 /// listener (re)connects, and readers keep their own watermark checks: correctness never
 /// depends on a notification arriving. A lost connection is retried with back-off (up
 /// to [`LISTEN_RETRY_MAX`] between attempts), logged, never fatal.
-pub struct PgListener {
+pub(crate) struct PgListener {
     _driver: Driver,
     listening: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -259,7 +259,7 @@ impl PgListener {
     /// Connect to `url`, `LISTEN channel`, and call `on_change(payload)` for each
     /// notification (and `on_change("")` after each successful (re)connection). Returns
     /// once the first `LISTEN` is in place, or the reason it could not be.
-    pub fn start(
+    pub(crate) fn start(
         url: &str,
         channel: &str,
         on_change: impl Fn(&str) + Send + Sync + 'static,
@@ -307,7 +307,7 @@ impl PgListener {
     }
 
     /// Whether the `LISTEN` connection is up right now.
-    pub fn is_listening(&self) -> bool {
+    pub(crate) fn is_listening(&self) -> bool {
         self.listening.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
@@ -552,7 +552,7 @@ pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
 }
 
 /// `url` without its password.
-pub fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &url[scheme + 3..at];
