@@ -27,7 +27,6 @@ from selenium.common.exceptions import (
 )
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 
@@ -78,6 +77,25 @@ def text_of(driver, css: str):
     return settled.until(read)[0]
 
 
+def detached(element):
+    """A wait condition: `element` is no longer in the document. Chromium reports a node
+    of a replaced document either as stale or as a node that "does not belong to the
+    document"; both mean the page it was on is gone."""
+
+    def check(_):
+        try:
+            element.is_enabled()
+            return False
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as e:
+            if "does not belong to the document" in str(e):
+                return True
+            raise
+
+    return check
+
+
 def submit(driver, css: str, by=By.CSS_SELECTOR) -> None:
     """Click the button or link `css` and wait until the page it was on is gone (a click
     does not always wait for the navigation it starts)."""
@@ -91,7 +109,7 @@ def submit(driver, css: str, by=By.CSS_SELECTOR) -> None:
     # given id does not belong to the document"): find the button again and retry.
     retrying = WebDriverWait(driver, 10, ignored_exceptions=(StaleElementReferenceException, WebDriverException))
     button = retrying.until(click)
-    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(button))
+    WebDriverWait(driver, 30).until(detached(button))
     WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
