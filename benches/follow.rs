@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cairn::Cairn;
-use cairn::vault::embed::Spin;
+use cairn::embed::Spin;
 use cairn::vault::follow::FollowScope;
 use cairn::vault::reindex::ReindexOptions;
 

@@ -41,11 +41,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cairn::Cairn;
+use cairn::embed::{DIMENSION, Embed, EmbedderConfig, MODEL_ID, ModelEmbedder};
 use cairn::issues::{NewIssue, NewProject};
 use cairn::learnings::{
     GRAPH_MIN, LearningSearch, NewLearning, Ranking, STOP_WORDS, SearchResults, SearchScope,
 };
-use cairn::vault::embed::{DIMENSION, Embed, EmbedderConfig, MODEL_ID, ModelEmbedder};
 use criterion::{Criterion, criterion_group, criterion_main};
 use rusqlite::{Connection, params};
 
@@ -477,7 +477,7 @@ fn word_vectors(c: &Connection) {
                 *x += y;
             }
         }
-        cairn::vault::embed::l2_normalize(&mut v);
+        cairn::embed::l2_normalize(&mut v);
         let blob: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
         st.execute(params![seq, MODEL_ID, blob]).unwrap();
     }
@@ -838,7 +838,7 @@ fn recall(cairn: &Cairn, embedder: &ModelEmbedder, db: &Path, project: &str, lab
         let v = embedder.embed_query(&text).unwrap();
         let mut exact: Vec<(&str, f32)> = vectors
             .iter()
-            .map(|(id, x)| (id.as_str(), cairn::vault::embed::dot(&v, x)))
+            .map(|(id, x)| (id.as_str(), cairn::embed::dot(&v, x)))
             .collect();
         exact.sort_by(|a, b| b.1.total_cmp(&a.1));
         search_in(cairn, project, &text, Ranking::Dense, 10);
@@ -855,7 +855,7 @@ fn recall(cairn: &Cairn, embedder: &ModelEmbedder, db: &Path, project: &str, lab
         // exact one (within 1e-3), so that ties at the tenth place do not count as misses.
         let mut scores: Vec<f32> = listed
             .iter()
-            .map(|id| cairn::vault::embed::dot(&v, by_id[id]))
+            .map(|id| cairn::embed::dot(&v, by_id[id]))
             .collect();
         scores.sort_by(|a, b| b.total_cmp(a));
         within += scores

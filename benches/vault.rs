@@ -30,8 +30,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use cairn::Cairn;
+use cairn::embed::{DIMENSION, Embed, EmbedderConfig, MODEL_ID, ModelEmbedder, Spin};
 use cairn::rng::SplitMix64;
-use cairn::vault::embed::{DIMENSION, Embed, EmbedderConfig, MODEL_ID, ModelEmbedder, Spin};
 use cairn::vault::hnsw::{IndexManifest, VectorIndex, brute_force_search};
 use cairn::vault::live::SEARCH_EF;
 use cairn::vault::reindex::ReindexOptions;
@@ -95,7 +95,7 @@ fn real_vectors() -> Vec<Vec<f32>> {
 /// A synthetic neighbour of `of`: `of` plus gaussian noise, renormalised.
 fn neighbour(rng: &mut SplitMix64, of: &[f32]) -> Vec<f32> {
     let mut v: Vec<f32> = of.iter().map(|x| x + NOISE * rng.gauss()).collect();
-    cairn::vault::embed::l2_normalize(&mut v);
+    cairn::embed::l2_normalize(&mut v);
     v
 }
 

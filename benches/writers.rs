@@ -67,11 +67,11 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use cairn::Cairn;
+use cairn::embed::HashEmbedder;
 use cairn::issues::{NewIssue, NewProject};
 use cairn::learnings::{LearningSearch, NewLearning, SearchScope};
 use cairn::store::Location;
 use cairn::trail::{FindingCategory, NewFinding};
-use cairn::vault::hash_embed::HashEmbedder;
 use serde_json::{Value, json};
 
 /// Learnings in the database before a cell starts (the search corpus).
@@ -337,7 +337,7 @@ fn parent() {
 
 /// Whether the real model can be loaded (the model's files and ONNX Runtime).
 fn model_present() -> bool {
-    use cairn::vault::embed::{Embed, ModelEmbedder};
+    use cairn::embed::{Embed, ModelEmbedder};
     match ModelEmbedder::default().embed_query("probe") {
         Ok(_) => true,
         Err(e) => {

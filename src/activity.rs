@@ -7,7 +7,7 @@
 //! is never quiet still embeds what it acknowledged, at a floor rate. The measured effect
 //! and the lag it allows: docs/deployment.md, "Background embedding waits for a quiet
 //! moment". The embedding model counts the calls using or waiting for it the same way
-//! ([`crate::vault::embed::ModelEmbedder`]), so that a background run waits for them too.
+//! ([`crate::embed::ModelEmbedder`]), so that a background run waits for them too.
 
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};

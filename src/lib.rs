@@ -10,6 +10,8 @@
 //! - [`work`]: phases, the worktree check, PRs, moves and agent memory of the bound issue.
 //! - [`compose`]: compositions over several domains (the issue board, trail verification,
 //!   the store copy).
+//! - [`embed`]: the local embedding model (texts → unit vectors), shared by the vault and
+//!   the learnings.
 //! - [`scope`]: which agent profile may use which tool.
 //! - [`context`]: the [`context::WorkContext`] a server process is bound to (issue, project,
 //!   work root, profile, actor).
@@ -31,6 +33,7 @@ pub mod compose;
 pub mod context;
 pub mod daemon;
 mod disk_index;
+pub mod embed;
 pub mod error;
 pub(crate) mod eval;
 mod failpoint;
@@ -46,7 +49,6 @@ pub(crate) mod text;
 pub(crate) mod tokens;
 pub mod trail;
 pub mod vault;
-pub(crate) mod vector;
 pub(crate) mod web;
 pub mod work;
 

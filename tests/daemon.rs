@@ -692,11 +692,11 @@ async fn a_search_of_learnings_never_waits_for_the_lanes_other_tools_wait_for() 
 /// The deterministic test embedder, recording every query it is asked to embed.
 #[derive(Debug)]
 struct Recording {
-    inner: cairn::vault::hash_embed::HashEmbedder,
+    inner: cairn::embed::HashEmbedder,
     queries: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
-impl cairn::vault::embed::Embed for Recording {
+impl cairn::embed::Embed for Recording {
     fn model_id(&self) -> &str {
         self.inner.model_id()
     }
@@ -705,11 +705,11 @@ impl cairn::vault::embed::Embed for Recording {
         self.inner.dimension()
     }
 
-    fn embed_batch(&self, texts: &[&str]) -> cairn::vault::error::Result<Vec<Vec<f32>>> {
+    fn embed_batch(&self, texts: &[&str]) -> cairn::embed::Result<Vec<Vec<f32>>> {
         self.inner.embed_batch(texts)
     }
 
-    fn embed_query(&self, text: &str) -> cairn::vault::error::Result<Vec<f32>> {
+    fn embed_query(&self, text: &str) -> cairn::embed::Result<Vec<f32>> {
         self.queries.lock().unwrap().push(text.to_string());
         self.inner.embed_query(text)
     }
@@ -729,7 +729,7 @@ async fn vault_queries_are_embedded_before_their_calls_wait_for_a_lane() {
     let cairn = cairn::Cairn::open_at_with_embedder(
         &env.store_location(),
         Box::new(Recording {
-            inner: cairn::vault::hash_embed::HashEmbedder::new(),
+            inner: cairn::embed::HashEmbedder::new(),
             queries: queries.clone(),
         }),
     )

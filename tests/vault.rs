@@ -459,7 +459,7 @@ fn embedding_fidelity_against_python_onnxruntime() {
     if sqlite_only("store-free: the embedding model against its Python reference") {
         return;
     }
-    use cairn::vault::embed::{Embed, ModelEmbedder, dot};
+    use cairn::embed::{Embed, ModelEmbedder, dot};
     let texts = corpus::repo_texts(1000);
     assert_eq!(texts.len(), 1000, "the repository holds fewer texts");
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -492,7 +492,7 @@ fn batches_pad_exactly_as_a_token_sort() {
     if sqlite_only("store-free: the embedding model's batches against its Python reference") {
         return;
     }
-    use cairn::vault::embed::{Embed, ModelEmbedder};
+    use cairn::embed::{Embed, ModelEmbedder};
     let texts = corpus::repo_texts(256);
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let e = ModelEmbedder::default();

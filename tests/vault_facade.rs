@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 
 use cairn::Cairn;
 use cairn::context::{BindArgs, WorkContext};
+use cairn::embed::Embed;
+use cairn::embed::HashEmbedder;
 use cairn::error::ErrorKind;
 use cairn::issues::NewProject;
 use cairn::issues::settings::SettingsUpdate;
 use cairn::vault::documents::VaultHit;
-use cairn::vault::embed::Embed;
-use cairn::vault::hash_embed::HashEmbedder;
 use cairn::vault::reindex::{ReindexOptions, ReindexSummary};
 use cairn::vault::rerank::{LEXICAL_WEIGHT, OVERLAP_WEIGHT};
 use cairn::vault::service::{
@@ -573,7 +573,7 @@ fn an_index_from_another_chunker_is_refused_until_rebuilt() {
     let manifest_path = vault.join(current.trim()).join("manifest.json");
     let mut m: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
-    assert_eq!(m["model_id"], cairn::vault::hash_embed::HASH_MODEL_ID);
+    assert_eq!(m["model_id"], cairn::embed::HASH_MODEL_ID);
     m["chunker_version"] = serde_json::json!(999);
     std::fs::write(&manifest_path, serde_json::to_vec(&m).unwrap()).unwrap();
 
@@ -639,7 +639,7 @@ fn documents_of_another_embedder_are_re_embedded() {
     let model: String = c
         .query_row("SELECT embed_model FROM vault_documents", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(model, cairn::vault::hash_embed::HASH_MODEL_ID);
+    assert_eq!(model, cairn::embed::HASH_MODEL_ID);
 }
 
 /// The test embedder, failing once it has embedded `budget` texts: a reindex that stops
@@ -660,10 +660,10 @@ impl Embed for FailingEmbedder {
         self.inner.dimension()
     }
 
-    fn embed_batch(&self, texts: &[&str]) -> cairn::vault::Result<Vec<Vec<f32>>> {
+    fn embed_batch(&self, texts: &[&str]) -> cairn::embed::Result<Vec<Vec<f32>>> {
         use std::sync::atomic::Ordering;
         if self.used.fetch_add(texts.len(), Ordering::SeqCst) + texts.len() > self.budget {
-            return Err(cairn::vault::VaultError::Embed {
+            return Err(cairn::embed::EmbedError::Batch {
                 batch_len: texts.len(),
                 message: "the test embedder's budget is spent".into(),
             });

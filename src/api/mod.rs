@@ -57,19 +57,16 @@ impl Cairn {
     }
 
     /// [`Cairn::open`] with an explicit embedder: the model with another configuration
-    /// (benchmarks), or the deterministic [`crate::vault::hash_embed::HashEmbedder`]
+    /// (benchmarks), or the deterministic [`crate::embed::HashEmbedder`]
     /// (tests that run without the model). Commands and servers use [`Cairn::open`].
-    pub fn open_with_embedder(
-        db: &Path,
-        embedder: Box<dyn crate::vault::embed::Embed>,
-    ) -> Result<Cairn> {
+    pub fn open_with_embedder(db: &Path, embedder: Box<dyn crate::embed::Embed>) -> Result<Cairn> {
         Cairn::open_at_with_embedder(&Location::File(db.to_path_buf()), embedder)
     }
 
     /// [`Cairn::open_with_embedder`] on any [`Location`] (SQLite or PostgreSQL).
     pub fn open_at_with_embedder(
         location: &Location,
-        embedder: Box<dyn crate::vault::embed::Embed>,
+        embedder: Box<dyn crate::embed::Embed>,
     ) -> Result<Cairn> {
         let mut cairn = Cairn::open_at(location)?;
         cairn.vault = crate::vault::VaultState::with_embedder(embedder);

@@ -3,11 +3,11 @@
 //! (the store and the process's vault state: embedder, HNSW graph, BM25 index).
 
 use crate::context::WorkContext;
+use crate::embed::EmbedStats;
 use crate::error::Result;
 use crate::vault::Vault;
 use crate::vault::browse::{DocumentPage, DocumentText, StoredChunk};
 use crate::vault::documents::VaultHit;
-use crate::vault::embed::EmbedStats;
 use crate::vault::follow::{FollowHost, FollowScope, Follower, Freshness, Shared};
 use crate::vault::reindex::{ReindexOptions, ReindexProgress, ReindexSummary};
 use crate::vault::rerank::Ranking;

@@ -6,8 +6,8 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::Cairn;
+use crate::embed::Spin;
 use crate::error::Error;
-use crate::vault::embed::Spin;
 use crate::vault::follow::FollowScope;
 use crate::vault::reindex::{ReindexOptions, ReindexProgress, ReindexSummary};
 use crate::vault::roots::covers;

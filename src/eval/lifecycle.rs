@@ -18,13 +18,13 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::Cairn;
+use crate::embed::dot;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::{NewIssue, NewProject, Status};
 use crate::learnings::{
     DUPLICATE_COSINE, LearningSearch, LearningType, NewFeedback, NewLearning, Outcome, Ranking,
     SIMILAR_COSINE, SearchScope, same_lesson, word_overlap,
 };
-use crate::vector::dot;
 use crate::work::prs::{NewPullRequest, Review};
 
 use super::metrics::{Qrels, QueryScore, Summary};

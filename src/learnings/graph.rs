@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
-use crate::vault::embed::DIMENSION;
+use crate::embed::DIMENSION;
 use crate::vault::hnsw::{DEFAULT_EF_SEARCH, VectorIndex};
 
 /// A project's learnings from which its vectors get a graph (see the module docs).

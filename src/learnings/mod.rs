@@ -45,10 +45,10 @@ pub use query::{STOP_WORDS, ScoreBreakdown};
 pub(crate) use sizes::{Activity, Day, Sizes};
 
 use crate::base::{new_id, now_iso};
+use crate::embed::Embed;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::{find_project, resolve_issue_id};
 use crate::store::Store;
-use crate::vault::embed::Embed;
 
 /// Limits on learning fields, shared by the CLI and the MCP schemas.
 pub(crate) mod limits {
@@ -851,7 +851,7 @@ impl Learnings<'_> {
                 .collect();
             if let Ok(vs) = self.embedder.embed_batch(&refs) {
                 for (i, w) in missing.iter().zip(vs) {
-                    cosines[*i] = Some(crate::vector::dot(vector, &w));
+                    cosines[*i] = Some(crate::embed::dot(vector, &w));
                 }
             }
         }
@@ -1313,9 +1313,9 @@ mod group_commit_tests {
 
     use super::*;
     use crate::activity::Activity;
+    use crate::embed::HashEmbedder;
+    use crate::embed::{EmbedderConfig, ModelEmbedder};
     use crate::issues::{NewIssue, NewProject, create_issue, create_project};
-    use crate::vault::embed::{EmbedderConfig, ModelEmbedder};
-    use crate::vault::hash_embed::HashEmbedder;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 

@@ -22,7 +22,7 @@
 //!   indexer embeds the rest. Each process remembers up to which `seq` it found none
 //!   missing, so the check costs one empty range scan once caught up.
 //! - *Embedder*: each vector is stored with its embedder's
-//!   [`model_id`](crate::vault::embed::Embed::model_id); the in-memory [`Vectors`] hold
+//!   [`model_id`](crate::embed::Embed::model_id); the in-memory [`Vectors`] hold
 //!   the model's ([`MODEL_ID`]) only, so a test embedder's vectors are never compared
 //!   with the model's.
 //! - *Other processes*: the in-memory [`Vectors`] are caught up before each search by the
@@ -41,10 +41,10 @@ use std::time::{Duration, Instant};
 use crate::activity::Activity;
 use crate::store::db::{Conn, params};
 
+use crate::embed::vector::{decode_vector, encode_vector};
+use crate::embed::{DIMENSION, Embed, MODEL_ID, dot};
 use crate::error::Result;
 use crate::store::Store;
-use crate::vault::documents::{decode_vector, encode_vector};
-use crate::vault::embed::{DIMENSION, Embed, MODEL_ID, dot};
 
 use super::graph::{Graph, graph_min};
 
@@ -382,7 +382,7 @@ mod tests {
     fn unit(xs: &[f32]) -> Vec<f32> {
         let mut v = vec![0.0; DIMENSION];
         v[..xs.len()].copy_from_slice(xs);
-        crate::vault::embed::l2_normalize(&mut v);
+        crate::embed::l2_normalize(&mut v);
         v
     }
 
@@ -426,7 +426,7 @@ mod tests {
                     .zip(noise(0.8))
                     .map(|(t, e)| t + e)
                     .collect();
-                crate::vault::embed::l2_normalize(&mut v);
+                crate::embed::l2_normalize(&mut v);
                 v
             })
             .collect()

@@ -103,7 +103,7 @@ pub struct Admitted {
 
 /// The default number of shared lanes on this host: its cores less one, at least one.
 pub(crate) fn default_width() -> NonZeroUsize {
-    NonZeroUsize::new(crate::vault::embed::available_cores().saturating_sub(1))
+    NonZeroUsize::new(crate::embed::threading::available_cores().saturating_sub(1))
         .unwrap_or(NonZeroUsize::MIN)
 }
 

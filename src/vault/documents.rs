@@ -12,10 +12,10 @@ use crate::store::db::{Conn, params};
 use serde::Serialize;
 
 use crate::base::now_iso;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 use super::chunk::Chunk;
-use super::embed::DIMENSION;
+use crate::embed::vector::{decode_vector, encode_vector};
 
 /// What identifies a chunk's embedding: its heading path (JSON) and text hash. The
 /// embedded text is the heading path plus the text, so both must match for reuse.
@@ -31,26 +31,6 @@ pub(crate) fn chunk_key(chunk: &Chunk) -> ChunkKey {
 
 fn heading_json(path: &[String]) -> String {
     serde_json::to_string(path).unwrap_or_else(|_| "[]".to_string())
-}
-
-/// A vector as stored: little-endian f32s.
-pub(crate) fn encode_vector(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// A stored vector back; an error names the chunk when the length is wrong.
-pub(crate) fn decode_vector(id: i64, bytes: &[u8]) -> Result<Vec<f32>> {
-    if bytes.len() != DIMENSION * 4 {
-        return Err(Error::Index(format!(
-            "chunk {id} has an embedding of {} bytes, expected {}; run `cairn reindex --rebuild`",
-            bytes.len(),
-            DIMENSION * 4
-        )));
-    }
-    Ok(bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect())
 }
 
 /// A stored document's bookkeeping.
@@ -414,25 +394,10 @@ pub(crate) fn write_test_document(
                     modified_at: None,
                     front_matter: None,
                     chunker_version: super::chunk::CHUNKER_VERSION,
-                    embed_model: super::embed::MODEL_ID,
+                    embed_model: crate::embed::MODEL_ID,
                     chunks,
                 },
             )
         })
         .unwrap();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn vectors_round_trip_as_little_endian_f32() {
-        let v: Vec<f32> = (0..DIMENSION).map(|i| i as f32 / 7.0 - 3.0).collect();
-        let bytes = encode_vector(&v);
-        assert_eq!(bytes.len(), DIMENSION * 4);
-        assert_eq!(&bytes[4..8], &v[1].to_le_bytes());
-        assert_eq!(decode_vector(1, &bytes).unwrap(), v);
-        assert!(decode_vector(1, &bytes[..8]).is_err());
-    }
 }

@@ -3,73 +3,17 @@
 
 use std::path::PathBuf;
 
+use crate::embed::EmbedError;
+
 /// Result alias of the vault modules.
 pub type Result<T, E = VaultError> = std::result::Result<T, E>;
-
-/// Joins paths for messages, one per line.
-fn paths_list(paths: &[PathBuf]) -> String {
-    if paths.is_empty() {
-        return "  (none)".to_string();
-    }
-    paths
-        .iter()
-        .map(|p| format!("  {}", p.display()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 /// The errors of the vault core.
 #[derive(Debug, thiserror::Error)]
 pub enum VaultError {
-    /// The embedding model or the ONNX Runtime library is not on disk. Cairn
-    /// never downloads at run time: the files come from `bash models/fetch.sh`.
-    #[error(
-        "embedding model not found: {what}\nrun `bash models/fetch.sh` (or set CAIRN_MODEL_DIR / CAIRN_ORT_LIB); looked at:\n{}",
-        paths_list(.searched)
-    )]
-    ModelMissing {
-        /// Which file or directory was missing.
-        what: String,
-        /// Every candidate path that was examined, in search order.
-        searched: Vec<PathBuf>,
-    },
-
-    /// `models/manifest.json` exists but cannot be read or describes another model.
-    #[error("bad model manifest {path}: {message}")]
-    ModelManifest {
-        /// The manifest file.
-        path: PathBuf,
-        /// What is wrong with it.
-        message: String,
-    },
-
-    /// The ONNX Runtime shared library exists but could not be loaded or
-    /// initialised (wrong version, wrong architecture, missing symbols).
-    #[error("could not initialise ONNX Runtime from {path}: {message}")]
-    RuntimeInit {
-        /// The library that was tried.
-        path: PathBuf,
-        /// The loader's or runtime's message.
-        message: String,
-    },
-
-    /// The model files were found but the session or tokenizer could not be built.
-    #[error("could not load the embedding model from {dir}: {message}")]
-    ModelLoad {
-        /// The model directory.
-        dir: PathBuf,
-        /// fastembed's / ONNX Runtime's message.
-        message: String,
-    },
-
-    /// Running the model on a batch failed.
-    #[error("embedding a batch of {batch_len} texts failed: {message}")]
-    Embed {
-        /// How many texts were in the failing batch.
-        batch_len: usize,
-        /// fastembed's / ONNX Runtime's message.
-        message: String,
-    },
+    /// Finding, loading or running the embedding model failed.
+    #[error(transparent)]
+    Model(#[from] EmbedError),
 
     /// A vector of the wrong length was given to (or produced for) an index.
     #[error("vector for id {id} has dimension {found}, the index expects {expected}")]
@@ -94,8 +38,7 @@ pub enum VaultError {
         source: std::io::Error,
     },
 
-    /// A JSON file of the vault (index manifest, model manifest) could not be
-    /// parsed or written.
+    /// A JSON file of the vault (the index manifest) could not be parsed or written.
     #[error("JSON in {path}: {source}")]
     Json {
         /// The file.

@@ -72,8 +72,8 @@ use hnsw_rs::prelude::{AnnT, Distance, Hnsw, HnswIo};
 use serde::{Deserialize, Serialize};
 
 use super::error::{Result, VaultError};
-pub(crate) use crate::vector::dot;
-use crate::vector::l2_normalize;
+pub(crate) use crate::embed::dot;
+use crate::embed::l2_normalize;
 
 /// Neighbours kept per node and layer (hnsw_rs `max_nb_connection`).
 pub(crate) const MAX_NB_CONNECTION: usize = 24;
@@ -116,7 +116,7 @@ fn normalized(v: &[f32]) -> Vec<f32> {
 /// `chunker_version` differ from the running Cairn's must be rebuilt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexManifest {
-    /// The embedding model ([`super::embed::MODEL_ID`]).
+    /// The embedding model ([`crate::embed::MODEL_ID`]).
     pub(crate) model_id: String,
     /// Vector length.
     pub(crate) dimension: usize,

@@ -3,7 +3,7 @@
 //! transaction. Shared by `cairn reindex` and `vault_update`.
 //!
 //! A file is *unchanged* when its stored document has the same content hash, chunker
-//! version, embedder ([`super::embed::Embed::model_id`]) and collection: it is not even chunked. A changed file is
+//! version, embedder ([`crate::embed::Embed::model_id`]) and collection: it is not even chunked. A changed file is
 //! chunked; each chunk whose heading path and text hash match a stored chunk of the
 //! same document reuses that chunk's vector (and keeps its row and id), the others are
 //! embedded.

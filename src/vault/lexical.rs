@@ -395,9 +395,9 @@ impl LexicalState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::embed::DIMENSION;
     use crate::vault::chunk::chunk_markdown;
     use crate::vault::documents::{delete_document, write_test_document};
-    use crate::vault::embed::DIMENSION;
 
     /// Store `path` with one section per entry of `sections` (zero vectors: BM25 only).
     fn add_doc(store: &Store, path: &str, sections: &[&str]) {

@@ -40,8 +40,8 @@ use crate::store::Store;
 
 use super::chunk::CHUNKER_VERSION;
 use super::documents::{chunk_count, max_chunk_id, vectors_between};
-use super::embed::{Embed, ModelEmbedder};
 use super::hnsw::{IndexManifest, VectorIndex};
+use crate::embed::{Embed, ModelEmbedder};
 
 /// Rebuild the graph when more than this share of its points are dead.
 pub(crate) const COMPACT_DEAD_SHARE: f64 = 0.2;
@@ -388,10 +388,10 @@ fn save(live: &mut Live, dir: &Path, force: bool) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::embed::DIMENSION;
+    use crate::embed::HashEmbedder;
     use crate::vault::chunk::chunk_markdown;
     use crate::vault::documents::{delete_document, write_test_document};
-    use crate::vault::embed::DIMENSION;
-    use crate::vault::hash_embed::HashEmbedder;
 
     /// A deterministic unit vector per seed.
     fn unit(seed: u64) -> Vec<f32> {
@@ -540,7 +540,7 @@ mod tests {
         let hashed = VaultState::with_embedder(Box::new(HashEmbedder::new()));
         assert_eq!(hashed.after_write(&store, &dir, true).unwrap(), 3);
         let disk = VectorIndex::read_manifest(&dir).unwrap().unwrap();
-        assert_eq!(disk.model_id, crate::vault::hash_embed::HASH_MODEL_ID);
+        assert_eq!(disk.model_id, crate::embed::HASH_MODEL_ID);
 
         // The model's process refuses the graph (and says how to rebuild) ...
         let model = VaultState::default();
@@ -554,7 +554,7 @@ mod tests {
         // ... until a rebuild replaces it with a graph of its own.
         assert_eq!(model.rebuild(&store, &dir).unwrap(), 3);
         let disk = VectorIndex::read_manifest(&dir).unwrap().unwrap();
-        assert_eq!(disk.model_id, crate::vault::embed::MODEL_ID);
+        assert_eq!(disk.model_id, crate::embed::MODEL_ID);
         assert!(hashed.check_disk_manifest(&dir).is_err());
     }
 }

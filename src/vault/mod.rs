@@ -1,5 +1,5 @@
 //! The Knowledge Vault: Markdown documents split into heading-aware chunks, embedded
-//! locally, searched by cosine similarity through a persistent HNSW graph.
+//! locally ([`crate::embed`]), searched by cosine similarity through a persistent HNSW graph.
 //!
 //! Two layers. The **core** is pure computation or files under a directory the caller
 //! names; it knows nothing of SQLite, MCP or the CLI:
@@ -7,8 +7,6 @@
 //! | module | owns |
 //! | --- | --- |
 //! | [`chunk`] | heading-aware Markdown chunking: front matter, title, heading paths, exact 1-based line spans, content hashes, the token budget ([`chunk::CHUNKER_VERSION`]) |
-//! | [`embed`] | the [`embed::Embed`] trait (texts → unit vectors, the identity stored with them) and its implementation by the local embedding model (all-MiniLM-L6-v2, int8 ONNX) run through ONNX Runtime: locating the files, one-time runtime initialisation, lazy loading, batched L2-normalised embeddings |
-//! | [`hash_embed`] | a deterministic [`embed::Embed`] for tests and benchmarks (hashed words and word pairs); never selected by a command or tool |
 //! | [`hnsw`] | the vector index over `hnsw_rs` (cosine similarity on unit vectors), filtered search, crash-safe generational persistence and the [`hnsw::IndexManifest`] that ties an index to its model and chunker |
 //! | [`error`] | [`VaultError`], the one error type of the core |
 //!
@@ -29,18 +27,16 @@
 //! | [`service`] | search (`vault_retrieve`, `search_knowledge`, `cairn search`) with its defaults, `vault_update`, `vault_delete` |
 //!
 //! Typical flow: [`chunk::chunk_markdown`] → [`chunk::Chunk::embedding_text`] →
-//! [`embed::Embed::embed_batch`] → SQLite → [`hnsw::VectorIndex::insert_batch`] →
-//! [`hnsw::VectorIndex::save`]; at query time [`embed::Embed::embed_query`]
+//! [`crate::embed::Embed::embed_batch`] → SQLite → [`hnsw::VectorIndex::insert_batch`] →
+//! [`hnsw::VectorIndex::save`]; at query time [`crate::embed::Embed::embed_query`]
 //! → [`hnsw::VectorIndex::search`] → rows joined from SQLite.
 
 pub(crate) mod browse;
 pub mod chunk;
 pub mod documents;
-pub mod embed;
 pub mod error;
 pub mod follow;
 pub(crate) mod handle;
-pub mod hash_embed;
 pub mod hnsw;
 pub(crate) mod identity;
 pub(crate) mod ingest;
@@ -69,15 +65,11 @@ impl From<VaultError> for crate::error::Error {
             } if crate::error::is_no_space(source) => Error::StorageFull {
                 what: format!("the index directory ({})", path.display()),
             },
-            VaultError::ModelMissing { .. }
-            | VaultError::ModelManifest { .. }
-            | VaultError::RuntimeInit { .. }
-            | VaultError::ModelLoad { .. } => Error::ModelUnavailable(e.to_string()),
+            VaultError::Model(e) => e.into(),
             VaultError::IndexCorrupt { .. } | VaultError::ManifestMismatch { .. } => {
                 Error::Index(e.to_string())
             }
-            VaultError::Embed { .. }
-            | VaultError::DimensionMismatch { .. }
+            VaultError::DimensionMismatch { .. }
             | VaultError::Io { .. }
             | VaultError::Json { .. }
             | VaultError::IndexWrite { .. } => Error::Internal(e.to_string()),

@@ -46,12 +46,12 @@ use crate::issues::settings::limits::COLLECTION_MAX;
 use crate::paths::{DirHandle, canonical_root};
 
 use super::documents::{delete_document, doc_paths};
-use super::embed::{Spin, Threading};
 use super::handle::Vault;
 use super::identity::relative_path;
 use super::ingest::{Committed, Pending, is_current, is_markdown, read_file};
 use super::live::vault_dir;
 use super::roots::{FollowedRoot, RootKind, covers};
+use crate::embed::{Spin, Threading};
 
 /// Chunks gathered before one call to the model.
 pub(crate) const EMBED_GROUP: usize = 512;

@@ -7,8 +7,8 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::activity::Activity;
+use crate::embed::Embed;
 use crate::store::Store;
-use crate::vault::embed::Embed;
 
 use super::super::semantic::{self};
 

@@ -66,9 +66,9 @@ use std::time::{Duration, Instant};
 use tantivy::{Index, IndexReader, ReloadPolicy, Searcher};
 
 use crate::activity::Activity;
+use crate::embed::Embed;
 use crate::error::{Error, Result};
 use crate::store::{Location, Store};
-use crate::vault::embed::Embed;
 
 use super::meta::MetaCache;
 use super::query::ScoreBreakdown;
@@ -598,9 +598,9 @@ mod tests {
     use super::*;
     use std::collections::{BTreeMap, HashMap};
 
+    use crate::embed::{EmbedderConfig, ModelEmbedder};
     use crate::issues::{NewIssue, NewProject, create_issue, create_project};
     use crate::learnings::{Learnings, NewLearning};
-    use crate::vault::embed::{EmbedderConfig, ModelEmbedder};
 
     const TOPICS: [&str; 8] = [
         "migrations",

@@ -11,8 +11,8 @@ use tantivy::query::{
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocId, DocSet, Score, Searcher, Term};
 
+use crate::embed::dot;
 use crate::error::Result;
-use crate::vector::dot;
 
 use super::super::lifecycle;
 use super::super::meta::Meta;
@@ -682,7 +682,7 @@ mod tests {
     /// A unit vector at `angle` radians in the plane of the first two axes, or along the
     /// third axis for `None`.
     fn at(angle: Option<f32>) -> Vec<f32> {
-        let mut v = vec![0.0; crate::vault::embed::DIMENSION];
+        let mut v = vec![0.0; crate::embed::DIMENSION];
         match angle {
             Some(a) => (v[0], v[1]) = (a.cos(), a.sin()),
             None => v[2] = 1.0,

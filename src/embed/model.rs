@@ -15,7 +15,7 @@
 //! directory (one holding `manifest.json` and the files it names) found
 //! walking up from the executable's directory, then walking up from the
 //! current directory, then `CARGO_MANIFEST_DIR/models` of the source tree Cairn
-//! was compiled from. Missing files give [`VaultError::ModelMissing`] listing
+//! was compiled from. Missing files give [`EmbedError::ModelMissing`] listing
 //! every path examined.
 //!
 //! # Batches
@@ -79,7 +79,10 @@ use fastembed::{
 use lru::LruCache;
 use serde::Deserialize;
 
-use super::error::{Result, VaultError};
+use super::embedder::{DIMENSION, Embed, EmbedStats};
+use super::error::{EmbedError, Result};
+use super::threading::{Spin, Threading};
+use super::vector::l2_normalize;
 use crate::activity::Activity;
 
 /// Identifier of the model; stored with every index so vectors of different
@@ -98,8 +101,7 @@ pub const MODEL_ID: &str = "all-MiniLM-L6-v2-onnx-int8";
 /// rank 2 (docs/deployment.md, "The model's arithmetic").
 #[cfg(test)]
 pub(crate) const BATCH_AGREEMENT: f32 = 0.999;
-/// Length of every vector.
-pub const DIMENSION: usize = 384;
+
 /// Maximum input length in WordPiece tokens; longer texts are truncated.
 pub(crate) const MAX_LENGTH: usize = 256;
 /// Texts per model run. 32 keeps padding waste low once inputs are sorted by
@@ -120,65 +122,6 @@ pub(crate) const MODEL_FILES: [&str; 5] = [
 pub(crate) const ENV_MODEL_DIR: &str = "CAIRN_MODEL_DIR";
 /// Environment variable naming the ONNX Runtime shared library.
 pub(crate) const ENV_ORT_LIB: &str = "CAIRN_ORT_LIB";
-/// Environment variable: ONNX Runtime intra-op threads (default: every core).
-pub(crate) const ENV_THREADS: &str = "CAIRN_EMBED_THREADS";
-/// Environment variable: whether ONNX Runtime spins, `on`, `off` or `auto`
-/// (default: off, except for `cairn reindex`, where it is `auto`).
-pub(crate) const ENV_SPIN: &str = "CAIRN_EMBED_SPIN";
-
-/// What turns texts into vectors: the local model ([`ModelEmbedder`]) in every
-/// command and server, or a deterministic stand-in in tests
-/// ([`super::hash_embed::HashEmbedder`]). Every vector is unit length and
-/// [`Embed::dimension`] long; [`Embed::model_id`] is stored with every document,
-/// learning embedding and HNSW graph, so vectors of two embedders are never mixed
-/// and a graph built by one is never served by another.
-pub trait Embed: Send + Sync + std::fmt::Debug {
-    /// Stored with every vector and index built by this embedder.
-    fn model_id(&self) -> &str;
-
-    /// Length of every vector.
-    fn dimension(&self) -> usize;
-
-    /// One unit-length vector per text, in input order.
-    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
-
-    /// Embeds one query (no prefix: MiniLM is symmetric).
-    fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
-        let mut v = self.embed_batch(&[text])?;
-        v.pop().ok_or_else(|| VaultError::Embed {
-            batch_len: 1,
-            message: "no vector returned".into(),
-        })
-    }
-
-    /// Embeds for work nobody waits on (a learning's vector after its write was
-    /// acknowledged): runs once no foreground call ([`Embed::embed_batch`],
-    /// [`Embed::embed_query`]) is using or waiting for the model, or once `patience`
-    /// has passed, so background work delays a query by at most one of its own runs.
-    /// Callers keep `texts` short for that reason.
-    fn embed_idle(&self, texts: &[&str], patience: Duration) -> Result<Vec<Vec<f32>>> {
-        let _ = patience;
-        self.embed_batch(texts)
-    }
-
-    /// Makes the embedder ready now (to fail fast); a no-op when it needs nothing.
-    fn load(&self) -> Result<()> {
-        Ok(())
-    }
-
-    /// The thread settings runs use (an embedder without threads: the default).
-    fn threading(&self) -> Threading {
-        Threading::default()
-    }
-
-    /// Changes the thread settings for later runs (ignored without threads).
-    fn set_threading(&self, _threading: Threading) {}
-
-    /// Token counts of everything embedded (zero where tokens are not counted).
-    fn stats(&self) -> EmbedStats {
-        EmbedStats::default()
-    }
-}
 
 /// How to find and run the model. `Default` finds everything by itself, uses
 /// all cores and does not spin (unlike [`ModelEmbedder::default`], it ignores the
@@ -193,117 +136,6 @@ pub struct EmbedderConfig {
     pub threading: Threading,
     /// Texts per model run; `None` or 0 uses [`DEFAULT_BATCH_SIZE`].
     pub batch_size: Option<usize>,
-}
-
-/// ONNX Runtime's thread settings for one session.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Threading {
-    /// Intra-op threads; `None` or 0 uses every available core.
-    pub(crate) threads: Option<usize>,
-    /// Whether idle workers spin (`session.intra_op.allow_spinning`). Spinning
-    /// wins throughput when the cores are free and loses it (and burns CPU)
-    /// when other processes need them.
-    pub(crate) spin: bool,
-}
-
-impl Threading {
-    /// The thread count this setting gives on this machine.
-    pub(crate) fn thread_count(&self) -> usize {
-        self.threads
-            .filter(|&n| n > 0)
-            .unwrap_or_else(available_cores)
-    }
-
-    /// `threads` (`None` or 0: every core) with `spin` resolved for them.
-    pub(crate) fn resolve(threads: Option<usize>, spin: Spin) -> Threading {
-        let threads = threads.filter(|&n| n > 0);
-        let count = Threading {
-            threads,
-            spin: false,
-        }
-        .thread_count();
-        Threading {
-            threads,
-            spin: spin.resolve(count),
-        }
-    }
-
-    /// The settings of [`ENV_THREADS`] and [`ENV_SPIN`], with `spin` where
-    /// [`ENV_SPIN`] is unset (an invalid value is ignored with a warning).
-    pub(crate) fn from_env(spin: Spin) -> Threading {
-        fn var<T: std::str::FromStr>(name: &str) -> Option<T> {
-            let value = std::env::var(name).ok().filter(|v| !v.trim().is_empty())?;
-            let parsed = value.trim().parse().ok();
-            if parsed.is_none() {
-                tracing::warn!(name, value, "ignored an invalid setting");
-            }
-            parsed
-        }
-        Threading::resolve(var(ENV_THREADS), var(ENV_SPIN).unwrap_or(spin))
-    }
-}
-
-/// The cores this process may use (1 if unknown).
-pub(crate) fn available_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// Whether ONNX Runtime's idle workers spin.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Spin {
-    /// Spin when the 1-minute load average plus the model's threads fit in
-    /// the machine's cores (the cores are otherwise free).
-    #[default]
-    Auto,
-    /// Always spin: fastest on a machine the model has to itself.
-    On,
-    /// Never spin: kinder to a machine shared with other work.
-    Off,
-}
-
-impl std::str::FromStr for Spin {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Spin, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "auto" => Ok(Spin::Auto),
-            "on" | "1" | "true" | "yes" => Ok(Spin::On),
-            "off" | "0" | "false" | "no" => Ok(Spin::Off),
-            _ => Err(format!("{s:?} is not one of auto, on, off")),
-        }
-    }
-}
-
-impl Spin {
-    /// Whether to spin with `threads` intra-op threads on this machine now.
-    pub(crate) fn resolve(self, threads: usize) -> bool {
-        match self {
-            Spin::On => true,
-            Spin::Off => false,
-            Spin::Auto => load_average()
-                .is_some_and(|load| load + threads as f64 <= available_cores() as f64 + 0.5),
-        }
-    }
-}
-
-/// The 1-minute load average (Linux), if readable.
-fn load_average() -> Option<f64> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    text.split_whitespace().next()?.parse().ok()
-}
-
-/// Token counts of what an [`ModelEmbedder`] ran.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct EmbedStats {
-    /// Texts embedded.
-    pub texts: u64,
-    /// Model runs (batches).
-    pub batches: u64,
-    /// WordPiece tokens of the texts (special tokens included, after truncation).
-    pub tokens: u64,
-    /// Padding tokens the model ran on top of `tokens`.
-    pub padding: u64,
-    /// Queries answered from the query cache, without the model.
-    pub(crate) query_cache_hits: u64,
 }
 
 /// Where the model and the runtime were found.
@@ -341,7 +173,7 @@ pub(crate) fn locate(config: &EmbedderConfig) -> Result<ModelLocation> {
     if let Some(lib) = &explicit_lib
         && !lib.is_file()
     {
-        return Err(VaultError::ModelMissing {
+        return Err(EmbedError::ModelMissing {
             what: format!("ONNX Runtime library {}", lib.display()),
             searched: vec![lib.clone()],
         });
@@ -385,7 +217,7 @@ pub(crate) fn locate(config: &EmbedderConfig) -> Result<ModelLocation> {
             return Ok(ModelLocation { model_dir, ort_lib });
         }
     }
-    Err(VaultError::ModelMissing {
+    Err(EmbedError::ModelMissing {
         what: "no complete models/ directory (manifest.json, model files, libonnxruntime.so)"
             .to_string(),
         searched,
@@ -410,14 +242,14 @@ fn candidate_roots() -> Vec<PathBuf> {
 }
 
 fn read_models_manifest(path: &Path) -> Result<ModelsManifest> {
-    let bytes = std::fs::read(path).map_err(|e| VaultError::io("read", path, e))?;
+    let bytes = std::fs::read(path).map_err(|e| EmbedError::io("read", path, e))?;
     let manifest: ModelsManifest =
-        serde_json::from_slice(&bytes).map_err(|source| VaultError::Json {
+        serde_json::from_slice(&bytes).map_err(|source| EmbedError::Json {
             path: path.to_path_buf(),
             source,
         })?;
     if manifest.model_id != MODEL_ID || manifest.dimension != DIMENSION {
-        return Err(VaultError::ModelManifest {
+        return Err(EmbedError::ModelManifest {
             path: path.to_path_buf(),
             message: format!(
                 "describes model {} ({} dimensions); this Cairn runs {MODEL_ID} ({DIMENSION})",
@@ -437,7 +269,7 @@ fn check_model_dir(dir: &Path) -> Result<()> {
     if missing.is_empty() {
         Ok(())
     } else {
-        Err(VaultError::ModelMissing {
+        Err(EmbedError::ModelMissing {
             what: format!("model files in {}", dir.display()),
             searched: missing,
         })
@@ -463,7 +295,7 @@ fn ort_environment(lib: &Path) -> Result<ort::environment::Environment> {
         }
         return Ok(env.clone());
     }
-    let runtime_err = |message: String| VaultError::RuntimeInit {
+    let runtime_err = |message: String| EmbedError::RuntimeInit {
         path: lib.to_path_buf(),
         message,
     };
@@ -698,7 +530,7 @@ impl Embed for ModelEmbedder {
                 mine.unwrap_or_else(|| Err("the batch did not hold this query".to_string()))
             }
         };
-        done.map_err(|message| VaultError::Embed {
+        done.map_err(|message| EmbedError::Batch {
             batch_len: 1,
             message,
         })
@@ -740,7 +572,7 @@ impl ModelEmbedder {
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
         for idxs in order.chunks(batch_size) {
             let batch: Vec<&str> = idxs.iter().map(|&i| texts[i]).collect();
-            let embed_err = |message: String| VaultError::Embed {
+            let embed_err = |message: String| EmbedError::Batch {
                 batch_len: batch.len(),
                 message,
             };
@@ -786,7 +618,7 @@ fn token_counts(model: &TextEmbedding, texts: &[&str]) -> Result<Vec<usize>> {
                 .tokenizer
                 .encode(*t, true)
                 .map(|e| e.len())
-                .map_err(|e| VaultError::Embed {
+                .map_err(|e| EmbedError::Batch {
                     batch_len: texts.len(),
                     message: format!("tokenizer: {e}"),
                 })
@@ -801,7 +633,7 @@ fn load_model(config: &EmbedderConfig) -> Result<TextEmbedding> {
     let dir = &location.model_dir;
     let read = |name: &str| {
         let p = dir.join(name);
-        std::fs::read(&p).map_err(|e| VaultError::io("read", p, e))
+        std::fs::read(&p).map_err(|e| EmbedError::io("read", p, e))
     };
     let model = UserDefinedEmbeddingModel::new(
         read("model.onnx")?,
@@ -823,7 +655,7 @@ fn load_model(config: &EmbedderConfig) -> Result<TextEmbedding> {
         .with_session_config("session.intra_op.allow_spinning", spin)
         .with_session_config("session.inter_op.allow_spinning", spin);
     let embedding = TextEmbedding::try_new_from_user_defined(model, options).map_err(|e| {
-        VaultError::ModelLoad {
+        EmbedError::ModelLoad {
             dir: dir.clone(),
             message: e.to_string(),
         }
@@ -839,12 +671,10 @@ fn load_model(config: &EmbedderConfig) -> Result<TextEmbedding> {
     Ok(embedding)
 }
 
-/// Vector arithmetic the embedders' callers share (re-exported from [`crate::vector`]).
-pub use crate::vector::{dot, l2_normalize};
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::embed::vector::dot;
     use std::sync::OnceLock;
 
     /// One model per test binary: loading costs ~0.3 s and ONNX Runtime
@@ -986,7 +816,7 @@ mod tests {
             ..Default::default()
         });
         let err = e.embed_query("hello").expect_err("no model there");
-        assert!(matches!(err, VaultError::ModelMissing { .. }), "{err:?}");
+        assert!(matches!(err, EmbedError::ModelMissing { .. }), "{err:?}");
         let msg = err.to_string();
         assert!(msg.contains("bash models/fetch.sh"), "{msg}");
         assert!(msg.contains("/nonexistent/cairn-model/model.onnx"), "{msg}");

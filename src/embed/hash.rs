@@ -1,6 +1,6 @@
 //! A deterministic stand-in for the embedding model, **for tests and benchmarks only**:
 //! no command or tool of Cairn constructs it (the binary always runs
-//! [`super::embed::ModelEmbedder`]); a test or benchmark passes it to
+//! [`super::model::ModelEmbedder`]); a test or benchmark passes it to
 //! [`crate::Cairn::open_with_embedder`].
 //!
 //! A text's vector is its lower-cased words (runs of letters and digits) and adjacent
@@ -16,9 +16,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::embed::{DIMENSION, Embed, EmbedStats};
+use super::embedder::{DIMENSION, Embed, EmbedStats};
 use super::error::Result;
-use crate::vector::l2_normalize;
+use super::vector::l2_normalize;
 
 /// The identifier stored with the hash embedder's vectors.
 pub const HASH_MODEL_ID: &str = "cairn-test-hash-384-v1";
@@ -127,7 +127,7 @@ impl Embed for HashEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vector::dot;
+    use crate::embed::vector::dot;
 
     #[test]
     fn vectors_are_deterministic_unit_length_and_related_texts_are_closer() {

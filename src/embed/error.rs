@@ -1,0 +1,123 @@
+//! [`EmbedError`]: every way finding, loading or running an embedder can fail, each
+//! variant carrying the paths and messages needed to act on it.
+
+use std::path::PathBuf;
+
+/// Result alias of the embedder modules.
+pub type Result<T, E = EmbedError> = std::result::Result<T, E>;
+
+/// Joins paths for messages, one per line.
+fn paths_list(paths: &[PathBuf]) -> String {
+    if paths.is_empty() {
+        return "  (none)".to_string();
+    }
+    paths
+        .iter()
+        .map(|p| format!("  {}", p.display()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The errors of the embedders.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// The embedding model or the ONNX Runtime library is not on disk. Cairn
+    /// never downloads at run time: the files come from `bash models/fetch.sh`.
+    #[error(
+        "embedding model not found: {what}\nrun `bash models/fetch.sh` (or set CAIRN_MODEL_DIR / CAIRN_ORT_LIB); looked at:\n{}",
+        paths_list(.searched)
+    )]
+    ModelMissing {
+        /// Which file or directory was missing.
+        what: String,
+        /// Every candidate path that was examined, in search order.
+        searched: Vec<PathBuf>,
+    },
+
+    /// `models/manifest.json` exists but cannot be read or describes another model.
+    #[error("bad model manifest {path}: {message}")]
+    ModelManifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+
+    /// The ONNX Runtime shared library exists but could not be loaded or
+    /// initialised (wrong version, wrong architecture, missing symbols).
+    #[error("could not initialise ONNX Runtime from {path}: {message}")]
+    RuntimeInit {
+        /// The library that was tried.
+        path: PathBuf,
+        /// The loader's or runtime's message.
+        message: String,
+    },
+
+    /// The model files were found but the session or tokenizer could not be built.
+    #[error("could not load the embedding model from {dir}: {message}")]
+    ModelLoad {
+        /// The model directory.
+        dir: PathBuf,
+        /// fastembed's / ONNX Runtime's message.
+        message: String,
+    },
+
+    /// Running the model on a batch failed.
+    #[error("embedding a batch of {batch_len} texts failed: {message}")]
+    Batch {
+        /// How many texts were in the failing batch.
+        batch_len: usize,
+        /// fastembed's / ONNX Runtime's message.
+        message: String,
+    },
+
+    /// Reading a model file failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done ("read").
+        op: &'static str,
+        /// The path it was done to.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// `models/manifest.json` is not valid JSON.
+    #[error("JSON in {path}: {source}")]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl EmbedError {
+    /// Shorthand for [`EmbedError::Io`].
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        EmbedError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+impl From<EmbedError> for crate::error::Error {
+    /// Model problems are `Error::ModelUnavailable` (the message names
+    /// `bash models/fetch.sh`); a failed run or read is internal.
+    fn from(e: EmbedError) -> Self {
+        use crate::error::Error;
+        match e {
+            EmbedError::ModelMissing { .. }
+            | EmbedError::ModelManifest { .. }
+            | EmbedError::RuntimeInit { .. }
+            | EmbedError::ModelLoad { .. } => Error::ModelUnavailable(e.to_string()),
+            EmbedError::Batch { .. } | EmbedError::Io { .. } | EmbedError::Json { .. } => {
+                Error::Internal(e.to_string())
+            }
+        }
+    }
+}
