@@ -1,38 +1,13 @@
 //! Vector arithmetic shared by the embedders, the HNSW graph, the learnings' exact
 //! cosine and the seeded test vectors: the dot product (the cosine of unit vectors) and
-//! L2 normalisation; and the codec of a vector stored in the database (little-endian
-//! `f32`s), shared by the vault's chunks and the learnings' embeddings.
+//! L2 normalisation, from the `cairn-vectors` crate (`crates/vectors`, compiled optimised
+//! even in the dev profile); and the codec of a vector stored in the database
+//! (little-endian `f32`s), shared by the vault's chunks and the learnings' embeddings.
 
 use super::embedder::DIMENSION;
 use crate::error::{Error, Result};
 
-/// Dot product; the cosine similarity of unit vectors. Eight accumulators: a plain
-/// iterator sum is one dependent chain of adds that LLVM may not reorder, so it does not
-/// vectorise (about 5x slower on 384 floats).
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
-}
-
-/// Scales `v` to unit length (a zero vector stays zero).
-pub fn l2_normalize(v: &mut [f32]) {
-    let norm = dot(v, v).sqrt();
-    if norm > 0.0 {
-        v.iter_mut().for_each(|x| *x /= norm);
-    }
-}
+pub use cairn_vectors::{dot, l2_normalize};
 
 /// A vector as stored: little-endian f32s.
 pub(crate) fn encode_vector(v: &[f32]) -> Vec<u8> {
