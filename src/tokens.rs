@@ -27,9 +27,9 @@ use crate::store::Store;
 pub(crate) const TOKEN_PREFIX: &str = "cairn_";
 /// The prefix of a token's public id.
 pub(crate) const ID_PREFIX: &str = "tok_";
-/// The lifetime `cairn session new --ttl` gives by default (`8h`).
-#[cfg(test)]
-pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(8 * 3600);
+/// The lifetime `cairn session new --ttl` gives by default, as the flag takes it
+/// ([`parse_ttl`]).
+pub(crate) const DEFAULT_TTL: &str = "8h";
 /// The longest lifetime a token may be given (`--ttl`): 90 days.
 pub(crate) const MAX_TTL: Duration = Duration::from_secs(90 * 24 * 3600);
 
@@ -646,6 +646,11 @@ pub(crate) fn person(store: &Store, secret: &str) -> Result<Option<Person>> {
 mod tests {
     use super::*;
 
+    /// The lifetime `cairn session new` gives by default.
+    fn default_ttl() -> Duration {
+        parse_ttl(DEFAULT_TTL).unwrap()
+    }
+
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("c.db")).unwrap();
@@ -671,7 +676,7 @@ mod tests {
             worktree_path: Some("/w/x".into()),
             ..Default::default()
         };
-        let m = mint(&store, &args, Some(&judge()), DEFAULT_TTL, None).unwrap();
+        let m = mint(&store, &args, Some(&judge()), default_ttl(), None).unwrap();
         assert!(m.token.starts_with(TOKEN_PREFIX) && m.token.len() == 70);
         assert!(m.info.id.starts_with(ID_PREFIX));
         let stored: Vec<String> = store
@@ -727,8 +732,8 @@ mod tests {
     #[test]
     fn two_tokens_differ() {
         let (_d, store) = store();
-        let a = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
-        let b = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
+        let a = mint(&store, &BindArgs::default(), None, default_ttl(), None).unwrap();
+        let b = mint(&store, &BindArgs::default(), None, default_ttl(), None).unwrap();
         assert_ne!(a.token, b.token);
         assert_ne!(a.info.id, b.info.id);
     }
@@ -736,7 +741,7 @@ mod tests {
     #[test]
     fn revoked_and_expired_tokens_are_refused() {
         let (_d, store) = store();
-        let a = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
+        let a = mint(&store, &BindArgs::default(), None, default_ttl(), None).unwrap();
         let r = revoke(&store, &a.info.id, "cli").unwrap();
         assert_eq!(r.state, TokenState::Revoked);
         let first = r.revoked_at.clone().unwrap();
@@ -756,7 +761,7 @@ mod tests {
             Err(Error::NotFound { .. })
         ));
 
-        let b = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
+        let b = mint(&store, &BindArgs::default(), None, default_ttl(), None).unwrap();
         store
             .write(|tx| {
                 tx.execute(
@@ -777,8 +782,8 @@ mod tests {
     #[test]
     fn a_token_is_revoked_by_its_id_or_by_itself_and_never_echoed() {
         let (_d, store) = store();
-        let a = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
-        let b = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
+        let a = mint(&store, &BindArgs::default(), None, default_ttl(), None).unwrap();
+        let b = mint(&store, &BindArgs::default(), None, default_ttl(), None).unwrap();
         assert_eq!(
             revoke(&store, &a.info.id, "cli").unwrap().state,
             TokenState::Revoked
@@ -803,7 +808,7 @@ mod tests {
                 ..Default::default()
             },
             None,
-            DEFAULT_TTL,
+            default_ttl(),
             None,
         )
         .unwrap_err();
@@ -815,7 +820,7 @@ mod tests {
                 ..Default::default()
             },
             None,
-            DEFAULT_TTL,
+            default_ttl(),
             None,
         )
         .unwrap_err();
@@ -840,10 +845,10 @@ mod tests {
     #[test]
     fn a_persons_token_logs_in_once_and_an_agents_never() {
         let (_dir, store) = store();
-        let agent = mint(&store, &BindArgs::default(), None, DEFAULT_TTL, None).unwrap();
+        let agent = mint(&store, &BindArgs::default(), None, default_ttl(), None).unwrap();
         assert!(redeem(&store, &agent.token).unwrap().is_none());
-        assert!(mint_person(&store, "al ice", DEFAULT_TTL).is_err());
-        let alice = mint_person(&store, "alice", DEFAULT_TTL).unwrap();
+        assert!(mint_person(&store, "al ice", default_ttl()).is_err());
+        let alice = mint_person(&store, "alice", default_ttl()).unwrap();
         assert!(alice.info.human);
         let Check::Active(s) = authenticate(&store, &alice.token).unwrap() else {
             panic!("active")

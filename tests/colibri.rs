@@ -423,45 +423,9 @@ async fn task_next_actions_orders_ready_work_and_lists_blocked() {
     let env = Env::new();
     env.project("colibri", None);
     let dep = env.issue("colibri", "dependency");
-    let mut args = vec![
-        "issue",
-        "create",
-        "--project",
-        "colibri",
-        "--title",
-        "waits",
-        "--priority",
-        "2",
-        "--depends-on",
-    ];
-    args.push(&dep);
-    let waits = env.ok(&args).trim().to_string();
-    let ready = env
-        .ok(&[
-            "issue",
-            "create",
-            "--project",
-            "colibri",
-            "--title",
-            "ready",
-            "--priority",
-            "2",
-        ])
-        .trim()
-        .to_string();
-    let urgent = env
-        .ok(&[
-            "issue",
-            "create",
-            "--project",
-            "colibri",
-            "--title",
-            "urgent",
-            "--priority",
-            "1",
-        ])
-        .trim()
-        .to_string();
+    let waits = env.issue_ranked("colibri", "waits", 2, &[&dep]);
+    let ready = env.issue_ranked("colibri", "ready", 2, &[]);
+    let urgent = env.issue_ranked("colibri", "urgent", 1, &[]);
     let c = env.serve_local(&["--project-id", "colibri"]).await;
     c.ok("task_update", status_args(&dep, "blocked")).await;
     let r = c.ok("task_next_actions", json!({})).await;
@@ -1562,7 +1526,7 @@ async fn finishing_a_sub_task_through_task_update_releases_its_parent() {
     env.project("colibri", None);
     let parent = env.issue("colibri", "Parent");
     let c = env.serve_local(&["--issue-id", &parent]).await;
-    env.ok(&["issue", "status", &parent, "in_progress"]);
+    env.set_status(&parent, "in_progress", None);
     let sub = c.ok("create_subtask", json!({"title": "Child"})).await;
     let child = sub["subtask"]["identifier"].as_str().unwrap().to_string();
     assert_eq!(c.ok("get_issue", json!({})).await["status"], "blocked");
@@ -1575,7 +1539,7 @@ async fn finishing_a_sub_task_through_task_update_releases_its_parent() {
         "the parent returns to where it was"
     );
     // The Colibri status change is in the child's status history like any other.
-    let trail: Value = serde_json::from_str(&env.ok(&["issue", "trail", &child])).unwrap();
+    let trail = env.issue_trail(&child);
     let history = trail["status_history"].as_array().unwrap();
     let tos: Vec<&str> = history.iter().map(|h| h["to"].as_str().unwrap()).collect();
     assert_eq!(tos, ["in_progress", "review", "done"], "{trail:#}");

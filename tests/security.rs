@@ -55,7 +55,7 @@ async fn every_tool_that_stores_agent_text_cleans_it_and_says_what_it_removed() 
     // A worker changes only its bound issue (docs/colibri.md), so task_update targets it;
     // create_pr needs the issue in progress, which the orchestrator (the CLI) sets.
     let task = b.issue.clone();
-    b.env.ok(&["issue", "status", &b.issue, "in_progress"]);
+    b.env.set_status(&b.issue, "in_progress", None);
     // (tool, arguments carrying HOSTILE in one text field)
     let table: Vec<(&str, Value)> = vec![
         ("create_issue", json!({"title": format!("Title {HOSTILE}")})),
@@ -144,8 +144,8 @@ async fn every_tool_that_stores_agent_text_cleans_it_and_says_what_it_removed() 
     c.close().await;
 
     // The trail still verifies: text was cleaned before it was hashed.
-    let out = b.env.run(&["findings", &b.issue, "--verify"]);
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v = b.env.verify_trail(&b.issue);
+    assert_eq!(v["intact"], true, "{v:#}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -72,7 +72,7 @@ impl Cairn {
     }
 
     /// The full issue with its trail (id or identifier).
-    pub(crate) fn issue_details(&self, issue: &str) -> Result<IssueDetails> {
+    pub fn issue_details(&self, issue: &str) -> Result<IssueDetails> {
         crate::compose::board::issue_details(&self.store, issue)
     }
 

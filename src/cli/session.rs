@@ -41,7 +41,7 @@ pub(crate) struct NewArgs {
     #[arg(long, env = "USER", default_value = "person")]
     name: String,
     /// How long the token is valid: a number with s, m, h or d (seconds without a unit).
-    #[arg(long, default_value = "8h")]
+    #[arg(long, default_value = crate::tokens::DEFAULT_TTL)]
     ttl: String,
     /// Print the result as JSON, for scripts.
     #[arg(long)]

@@ -16,7 +16,7 @@ use crate::work::prs::{PullRequestSummary, prs_of};
 
 /// Everything recorded about an issue (`get_issue`).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub(crate) struct IssueDetails {
+pub struct IssueDetails {
     #[serde(flatten)]
     pub(crate) issue: Issue,
     /// Identifiers of the issue's sub-tasks.

@@ -247,6 +247,35 @@ impl Env {
             .identifier
     }
 
+    /// Create an issue with a priority and dependencies and return its identifier: what
+    /// `cairn issue create --project P --title T --priority N [--depends-on D]...` does,
+    /// through the facade in this process.
+    pub fn issue_ranked(
+        &self,
+        project: &str,
+        title: &str,
+        priority: u8,
+        depends_on: &[&str],
+    ) -> String {
+        let cairn = self.open();
+        cairn
+            .create_issue(&cairn::issues::NewIssue {
+                project: project.to_string(),
+                title: title.to_string(),
+                priority: Some(priority),
+                depends_on: depends_on.iter().map(|d| d.to_string()).collect(),
+                ..Default::default()
+            })
+            .expect("create the issue")
+            .identifier
+    }
+
+    /// An issue with its trail, as `cairn issue trail ISSUE` prints it, read through
+    /// the facade.
+    pub fn issue_trail(&self, issue: &str) -> Value {
+        to_json(&self.open().issue_details(issue).expect("read the trail"))
+    }
+
     /// A person's status change: what `cairn issue status ISSUE TO [--reason R]` does,
     /// through the facade in this process (a set-up step; the command's own output and
     /// exit codes are tested where they are the subject).
