@@ -236,15 +236,11 @@ impl Env {
     /// Create an issue and return its identifier: what `cairn issue create --project P
     /// --title T` does, through the facade in this process.
     pub fn issue(&self, project: &str, title: &str) -> String {
-        let cairn = self.open();
-        cairn
-            .create_issue(&cairn::issues::NewIssue {
-                project: project.to_string(),
-                title: title.to_string(),
-                ..Default::default()
-            })
-            .expect("create the issue")
-            .identifier
+        self.create_issue(cairn::issues::NewIssue {
+            project: project.to_string(),
+            title: title.to_string(),
+            ..Default::default()
+        })
     }
 
     /// Create an issue with a priority and dependencies and return its identifier: what
@@ -257,15 +253,19 @@ impl Env {
         priority: u8,
         depends_on: &[&str],
     ) -> String {
-        let cairn = self.open();
-        cairn
-            .create_issue(&cairn::issues::NewIssue {
-                project: project.to_string(),
-                title: title.to_string(),
-                priority: Some(priority),
-                depends_on: depends_on.iter().map(|d| d.to_string()).collect(),
-                ..Default::default()
-            })
+        self.create_issue(cairn::issues::NewIssue {
+            project: project.to_string(),
+            title: title.to_string(),
+            priority: Some(priority),
+            depends_on: depends_on.iter().map(|d| d.to_string()).collect(),
+            ..Default::default()
+        })
+    }
+
+    /// Create `issue` through the facade and return its identifier.
+    fn create_issue(&self, issue: cairn::issues::NewIssue) -> String {
+        self.open()
+            .create_issue(&issue)
             .expect("create the issue")
             .identifier
     }
