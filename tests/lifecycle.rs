@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use cairn::error::ErrorKind;
 use cairn::learnings::{Learning, LearningSearch, NewLearning, SearchScope};
 
-use crate::common::{Env, error_fields, reading, to_json};
+use crate::common::{Env, error_fields, reading, sqlite_only, to_json};
 use crate::mcp_contract::python_sdk;
 
 /// A lesson and its restatement (the pairs set's P002: cosine about 0.99), then the
@@ -196,6 +196,63 @@ fn a_restatement_is_listed_under_the_hit_it_restates() {
         lines[1].starts_with("  ≈ 0.") && lines[1].contains(similar[0]["id"].as_str().unwrap()),
         "{text}"
     );
+}
+
+/// The lifecycle set's K042: a long account of a lesson, with its context.
+const ORDERS: &str = "Order events go to the `orders.v1` topic keyed by `order_id` (services/api/events/producer.py), so every event of one order lands in one partition and consumers see created, paid and shipped in that order. Keying by `customer_id` or leaving the key empty spreads them over partitions, and the worker once processed `order.shipped` before `order.paid`.";
+const ORDERS_CONTEXT: &str = "The producer had been changed to key by customer_id so that one customer's events would sit together for a loyalty feature. orders.v1 has 24 partitions; after the change the worker saw about 0.3% of orders out of sequence and flagged them as shipped but unpaid. The loyalty consumer now re-keys into its own topic instead.";
+/// K082: the same lesson in one line, which the model finds only loosely similar.
+const ORDERS_SUMMARY: &str = "Produce to orders.v1 with the order_id as message key, always: Kafka only keeps events in order within one partition.";
+/// Another lesson about the same topic, with code of its own.
+const ORDERS_RETENTION: &str = "The `orders.v1` topic keeps 7 days of events (`retention.ms` 604800000); a consumer that was down for longer must replay from the `orders_archive` table, not from Kafka.";
+
+/// A one-line summary beside the long account of the same lesson: the model puts them
+/// far apart (cosine about 0.49, below `SIMILAR_COSINE`), but all the summary's code is
+/// in the account, so a search lists it under the account and the second place goes
+/// to another lesson (real model, real index, through the facade).
+#[test]
+fn a_summary_sharing_the_code_of_a_long_account_is_listed_under_it() {
+    let env = Env::new();
+    let is = issues(&env, 3);
+    let account = env.add_learning(&is[0], ORDERS, Some(ORDERS_CONTEXT), &[], true);
+    let summary = env.add_learning(&is[1], ORDERS_SUMMARY, None, &[], true);
+    assert_eq!(summary["merged"], false, "the merge rule keeps them apart");
+    let retention = env.add_learning(&is[2], ORDERS_RETENTION, None, &[], true);
+    let ids = [&account, &summary, &retention].map(|v| v["id"].as_str().unwrap().to_string());
+    let search = |limit| {
+        to_json(
+            &env.open()
+                .search_learnings(&LearningSearch {
+                    query: "orders.v1 message key order_id partition".into(),
+                    scope: SearchScope::All,
+                    limit: Some(limit),
+                    min_quality_score: None,
+                    include_superseded: false,
+                    include_archived: false,
+                })
+                .unwrap(),
+        )
+    };
+    let out = search(2);
+    let hits = out["results"].as_array().unwrap();
+    assert_eq!(hits.len(), 2, "{out:#}");
+    let pair = [
+        hits[0]["id"].as_str().unwrap(),
+        hits[0]["similar"][0]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{out:#}")),
+    ];
+    assert!(
+        pair.contains(&ids[0].as_str()) && pair.contains(&ids[1].as_str()),
+        "{out:#}"
+    );
+    let similarity = hits[0]["similar"][0]["similarity"].as_f64().unwrap();
+    assert!(
+        (0.45..0.8).contains(&similarity),
+        "listed by its code, not by the cosine alone: {similarity}"
+    );
+    assert_eq!(hits[1]["id"], ids[2].as_str(), "{out:#}");
+    assert!(hits[1].get("similar").is_none(), "{out:#}");
 }
 
 /// The same lesson for another version is another lesson: not merged, even said the
@@ -677,5 +734,51 @@ fn an_archived_learning_leaves_every_search_and_takes_no_merge_until_restored() 
             ("archived", "person:alice"),
             ("restored", "cli")
         ]
+    );
+}
+
+/// `cairn eval learnings --pairs --lifecycle` (real model) meets the lifecycle's goals
+/// on both halves of its sets: the duplicate rule's precision on the labelled pairs,
+/// no near miss merged, no stale answer, no duplicate clutter in the top 10, and
+/// quality from evidence at least as good as quality fixed at 50.
+#[test]
+fn cairn_eval_of_the_lifecycle_meets_its_goals_on_both_halves() {
+    if sqlite_only("store-free: `cairn eval learnings` replays into its own temporary SQLite store")
+    {
+        return;
+    }
+    let env = Env::new();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/eval");
+    let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let r = env.json(&[
+        "eval",
+        "learnings",
+        "--pairs",
+        &path("learning-pairs.jsonl"),
+        "--lifecycle",
+        &path("learnings-lifecycle.jsonl"),
+    ]);
+    assert_eq!(r["sets"], json!([]), "no search set was given");
+    let f = |v: &Value| v.as_f64().unwrap_or_else(|| panic!("{r:#}"));
+    for split in ["tune", "holdout"] {
+        let rule = &r["pairs"]["splits"][split]["cairn"];
+        assert!(f(&rule["precision"]) >= 0.97, "{split}: {rule:#}");
+        assert!(f(&rule["recall"]) >= 0.2, "{split}: {rule:#}");
+        let clutter = &r["lifecycle"]["clutter"][split];
+        assert!(clutter["queries"].as_u64().unwrap() > 20, "{clutter:#}");
+        assert_eq!(clutter["cluttered"], 0, "{split}: {clutter:#}");
+        let systems = &r["lifecycle"]["splits"][split];
+        assert!(
+            f(&systems["cairn"]["mrr10"]) >= f(&systems["quality_50"]["mrr10"]),
+            "{split}: {systems:#}"
+        );
+    }
+    let l = &r["lifecycle"];
+    assert!(f(&l["merges"]["precision"]) >= 0.97, "{l:#}");
+    assert_eq!(l["near_misses_merged"], 0, "{l:#}");
+    assert_eq!(l["stale_answers"]["default_results"], 0, "{l:#}");
+    assert!(
+        l["stale_answers"]["queries"].as_u64().unwrap() > 10,
+        "{l:#}"
     );
 }

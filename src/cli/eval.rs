@@ -27,8 +27,9 @@ pub(crate) enum EvalCmd {
     /// stale answers, duplicate clutter, MRR with quality from evidence against quality
     /// fixed at 50, lexical-only and dense-only, per split).
     Learnings {
-        /// The sets (JSONL; format in docs/learnings.md), each measured on its own.
-        #[arg(required = true, num_args = 1..)]
+        /// The sets (JSONL; format in docs/learnings.md), each measured on its own. At
+        /// least one, unless --pairs or --lifecycle is given.
+        #[arg(required_unless_present_any = ["pairs", "lifecycle"], num_args = 1..)]
         sets: Vec<PathBuf>,
         /// Labelled duplicate pairs (tests/eval/learning-pairs.jsonl).
         #[arg(long)]
@@ -193,8 +194,13 @@ fn full_table(r: &FullReport) -> String {
             let _ = writeln!(
                 out,
                 "duplicate clutter in the top 10, {split}: {} of {} queries (restatements \
-                 listed as similar: {}; near misses listed as similar: {})",
-                c.cluttered, c.queries, c.grouped_restatements, c.grouped_near_misses
+                 listed as similar: {}; near misses listed as similar: {}; other learnings \
+                 listed as similar: {})",
+                c.cluttered,
+                c.queries,
+                c.grouped_restatements,
+                c.grouped_near_misses,
+                c.grouped_others
             );
         }
         out.push_str("\n| split | system | nDCG@10 | MRR@10 | R@5 |\n|---|---|---|---|---|\n");

@@ -4,7 +4,7 @@
 //!   (`tests/eval/learning-pairs.jsonl`), precision and recall per split, beside a
 //!   lexical-only rule (word Jaccard ≥ [`JACCARD`]) and a dense-only one (cosine ≥
 //!   [`DUPLICATE_COSINE`], no guards), with the real model's embeddings; and the looser
-//!   cosine ≥ [`SIMILAR_COSINE`] by which a search lists a restatement under its hit.
+//!   rule by which a search lists a restatement under its hit ([`restates`]).
 //! - [`lifecycle`]: a timeline set (`tests/eval/learnings-lifecycle.jsonl`) replayed
 //!   through the domain API (add with merging and `supersedes`, feedback, issues done or
 //!   approved through their real paths), then graded queries: merge precision and
@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
+use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +24,7 @@ use crate::error::{Error, FieldError, Result};
 use crate::issues::{NewIssue, NewProject, Status};
 use crate::learnings::{
     DUPLICATE_COSINE, LearningSearch, LearningType, NewFeedback, NewLearning, Outcome, Ranking,
-    SIMILAR_COSINE, SearchScope, same_lesson, word_overlap,
+    SearchScope, Signature, restates, same_lesson, word_overlap,
 };
 use crate::work::prs::{NewPullRequest, Review};
 
@@ -145,10 +146,13 @@ pub(crate) fn pairs(
             .entry("dense".into())
             .or_default()
             .add(cosine >= DUPLICATE_COSINE, duplicate);
+        let grouped = restates(cosine, || {
+            Some((Rc::new(Signature::of(a)), Rc::new(Signature::of(b))))
+        });
         split
             .entry("similar".into())
             .or_default()
-            .add(cosine >= SIMILAR_COSINE, duplicate);
+            .add(grouped, duplicate);
         let k = kinds.entry(p.kind.clone()).or_default();
         k.0 += 1;
         k.1 += usize::from(rule);
@@ -418,6 +422,35 @@ pub(crate) fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<
             .map(pair)
             .filter(|(a, b)| default.grouped(a, b))
             .count();
+        // Labelled duplicates of one lesson (through any chain of `duplicate_of`), or a
+        // labelled near miss.
+        let target: HashMap<String, String> = same
+            .iter()
+            .map(|(a, b)| (ids[a].clone(), ids[b].clone()))
+            .collect();
+        let root = |id: &String| {
+            let mut id = id.clone();
+            for _ in 0..=target.len() {
+                match target.get(&id) {
+                    Some(t) if *t != id => id = t.clone(),
+                    _ => break,
+                }
+            }
+            id
+        };
+        let labelled = |a: &String, b: &String| {
+            root(a) == root(b)
+                || near
+                    .iter()
+                    .map(pair)
+                    .any(|(x, y)| (x == a && y == b) || (x == b && y == a))
+        };
+        c.grouped_others += default
+            .0
+            .iter()
+            .filter_map(|(id, under)| Some((id, under.as_ref()?)))
+            .filter(|(id, head)| !labelled(id, head))
+            .count();
         let qrels: Qrels = relevant.clone();
         for (name, ranking) in SYSTEMS {
             let ranked: Vec<String> = search(ranking, false)?
@@ -498,6 +531,9 @@ pub(crate) struct Clutter {
     /// (Query, labelled near-miss pair) with one listed under the other: distinct
     /// lessons grouped (both still shown).
     pub(crate) grouped_near_misses: usize,
+    /// (Query, learning listed under a hit) where the two are neither a labelled
+    /// duplicate nor a labelled near miss: other lessons grouped (both still shown).
+    pub(crate) grouped_others: usize,
 }
 
 /// The set's projects and issues, created on first mention.

@@ -20,6 +20,7 @@
 //!   database too), with who, when, the issue it came from and the other learning.
 
 use std::collections::HashSet;
+use std::rc::Rc;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -43,6 +44,18 @@ pub(crate) const DUPLICATE_JACCARD: f64 = 0.2;
 /// Chosen on the tuning queries of the lifecycle set (docs/learnings.md, "Restatements
 /// in results").
 pub(crate) const SIMILAR_COSINE: f32 = 0.8;
+/// Below [`SIMILAR_COSINE`], a learning is still listed under a hit it restates when
+/// their embeddings are at least this similar, the code of one (its backticked spans,
+/// names with `.`, `_`, `/` or `-`, its numbers) is nearly all in the other
+/// ([`RESTATE_CONTAINMENT`]) and the negation and number guards pass
+/// ([`Signature::restates`]): a one-line summary beside the long account of the same
+/// lesson, which this model's cosine puts far apart. Chosen on the tune halves of the
+/// pairs set and of the lifecycle set's queries (docs/learnings.md, "Restatements in
+/// results").
+pub(crate) const RESTATE_COSINE: f32 = 0.45;
+/// Share of the shorter side's code tokens found in the other from which two loosely
+/// similar learnings restate each other (see [`RESTATE_COSINE`]).
+pub(crate) const RESTATE_CONTAINMENT: f64 = 0.85;
 /// Learnings of the project (best BM25 matches of the new text) compared with a new one.
 pub(crate) const DUPLICATE_CANDIDATES: usize = 10;
 
@@ -55,26 +68,37 @@ static WORD: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[a-z]+(?:'[a-z]+)?").expect("static regex"));
 static TOKEN: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[a-z0-9]+(?:[._/-][a-z0-9]+)*").expect("static regex"));
+/// A name of several parts: `.spec.replicas`, `--no-verify`, `src/main.rs`.
+static NAME: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[a-z0-9]+(?:[._/-][a-z0-9]+)+").expect("static regex"));
 static NUMBER: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\d+(?:[.:]\d+)*").expect("static regex"));
 static CODE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"`([^`]+)`").expect("static regex"));
 
-/// What the guards of the duplicate rule compare: negation words, numbers, identifiers.
+/// What the guards of the duplicate rule compare: negation words, numbers, identifiers;
+/// and the code tokens a restatement's containment counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Signature {
     negations: usize,
     numbers: HashSet<String>,
     identifiers: HashSet<String>,
+    /// The words of backticked spans, the names with `.`, `_`, `/` or `-`, and the
+    /// numbers.
+    code: HashSet<String>,
 }
 
 impl Signature {
     pub(crate) fn of(text: &str) -> Signature {
         let lower = text.to_lowercase().replace('\u{2019}', "'");
+        // A negation quoted in code (an error message) or inside a name (a flag such as
+        // `--no-verify`) states nothing.
+        let prose = CODE.replace_all(&lower, " ");
+        let prose = NAME.replace_all(&prose, " ");
         let negations = WORD
-            .find_iter(&lower)
+            .find_iter(&prose)
             .filter(|w| NEGATIONS.contains(&w.as_str()) || w.as_str().ends_with("n't"))
             .count();
-        let numbers = NUMBER
+        let numbers: HashSet<String> = NUMBER
             .find_iter(text)
             .map(|m| m.as_str().to_string())
             .collect();
@@ -90,20 +114,45 @@ impl Signature {
                 .filter(|t| t.contains(['.', '_', '/']))
                 .map(String::from),
         );
+        let mut code: HashSet<String> = CODE
+            .captures_iter(&lower)
+            .flat_map(|c| {
+                TOKEN
+                    .find_iter(&c[1])
+                    .map(|m| m.as_str().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        code.extend(
+            TOKEN
+                .find_iter(&lower)
+                .map(|m| m.as_str())
+                .filter(|t| t.contains(['.', '_', '/', '-']))
+                .map(String::from),
+        );
+        code.extend(numbers.iter().cloned());
         Signature {
             negations,
             numbers,
             identifiers,
+            code,
         }
+    }
+
+    /// Whether the code of the one with fewer code tokens is nearly all in the other
+    /// (at least [`RESTATE_CONTAINMENT`] of it), with the same count of negations and no
+    /// number each side lacks: the text half of [`restates`].
+    fn contains_code_of(&self, other: &Signature) -> bool {
+        let fewer = self.code.len().min(other.code.len());
+        fewer > 0
+            && self.negations == other.negations
+            && !both_ways(&self.numbers, &other.numbers)
+            && self.code.intersection(&other.code).count() as f64 / fewer as f64
+                >= RESTATE_CONTAINMENT
     }
 
     /// Which guard tells `self` and `other` apart, if one does.
     pub(crate) fn differs(&self, other: &Signature) -> Option<&'static str> {
-        // Each side holding something the other lacks: a changed value, not a detail
-        // one side left out.
-        let both_ways = |a: &HashSet<String>, b: &HashSet<String>| {
-            a.difference(b).next().is_some() && b.difference(a).next().is_some()
-        };
         if self.negations != other.negations {
             Some("negation")
         } else if both_ways(&self.numbers, &other.numbers) {
@@ -114,6 +163,24 @@ impl Signature {
             None
         }
     }
+}
+
+/// Whether two learnings whose embeddings are `cosine` similar restate each other (a
+/// search lists one under the other): at least [`SIMILAR_COSINE`]; or at least
+/// [`RESTATE_COSINE`] with the code of one nearly all in the other and the negation and
+/// number guards passing. `signatures` are read only when the cosine does not decide.
+pub(crate) fn restates(
+    cosine: f32,
+    signatures: impl FnOnce() -> Option<(Rc<Signature>, Rc<Signature>)>,
+) -> bool {
+    cosine >= SIMILAR_COSINE
+        || (cosine >= RESTATE_COSINE && signatures().is_some_and(|(a, b)| a.contains_code_of(&b)))
+}
+
+/// Whether each side holds something the other lacks: a changed value, not a detail
+/// one side left out.
+fn both_ways(a: &HashSet<String>, b: &HashSet<String>) -> bool {
+    a.difference(b).next().is_some() && b.difference(a).next().is_some()
 }
 
 /// Jaccard similarity of the words of two texts (their duplicate normal forms).
@@ -737,6 +804,47 @@ mod tests {
         assert_eq!(Signature::of(a).differs(&Signature::of(shorter)), None);
         let curly = "Don\u{2019}t skip `cargo clippy`";
         assert_eq!(Signature::of(curly).negations, 1);
+        // A negation quoted in code or inside a flag states nothing.
+        let quoted = "The job failed with `cannot connect: no route to host`; pass `--no-verify`.";
+        assert_eq!(Signature::of(quoted).negations, 0);
+        assert_eq!(
+            Signature::of("use uv sync --no-install-project").negations,
+            0
+        );
+    }
+
+    #[test]
+    fn a_summary_restates_the_long_account_whose_code_it_shares() {
+        // The lifecycle set's K082 beside K042 (cosine 0.49 with the real model).
+        let summary = "Produce to orders.v1 with the order_id as message key, always: Kafka \
+                       only keeps events in order within one partition.";
+        let account = "Order events go to the `orders.v1` topic keyed by `order_id` \
+                       (services/api/events/producer.py), so every event of one order lands \
+                       in one partition. Keying by `customer_id` spreads them over partitions.";
+        let sigs = |a: &str, b: &str| Some((Rc::new(Signature::of(a)), Rc::new(Signature::of(b))));
+        assert!(restates(0.49, || sigs(summary, account)));
+        assert!(restates(0.49, || sigs(account, summary)), "symmetric");
+        // Below the floor, the code does not matter.
+        assert!(!restates(RESTATE_COSINE - 0.01, || sigs(summary, account)));
+        // From SIMILAR_COSINE on, the cosine alone decides and the texts are not read.
+        assert!(restates(SIMILAR_COSINE, || panic!("read")));
+        // Code the summary has and the account lacks: another lesson.
+        let other = "Produce to payments.v2 with the payment_id as message key, always.";
+        assert!(!restates(0.6, || sigs(other, account)));
+        // The guards hold: a negation, or a number each side lacks.
+        let negated = "Never produce to orders.v1 with the order_id as message key.";
+        assert!(!restates(0.6, || sigs(negated, account)));
+        let v =
+            |n: &str| format!("Produce to `orders.v1` keyed by `order_id`; retention {n} days.");
+        assert!(!restates(0.6, || sigs(&v("7"), &v("14"))));
+        assert!(restates(0.6, || sigs(&v("7"), &v("7"))));
+        // Texts without code restate nothing by their code.
+        assert!(!restates(0.6, || sigs(
+            "Keep events in order.",
+            "Keep events in order."
+        )));
+        // A text that cannot be read restates nothing below SIMILAR_COSINE.
+        assert!(!restates(0.6, || None));
     }
 
     #[test]

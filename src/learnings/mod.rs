@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 pub use graph::GRAPH_MIN;
 pub use index::{IndexerStats, LearningIndex, Ranking, SearchScope};
 pub use lifecycle::{DUPLICATE_COSINE, FeedbackCounts, Outcome, same_lesson, word_overlap};
-pub(crate) use lifecycle::{SIMILAR_COSINE, issue_approved};
+pub(crate) use lifecycle::{Signature, issue_approved, restates};
 pub use query::{STOP_WORDS, ScoreBreakdown};
 pub(crate) use sizes::{Activity, Day, Sizes};
 
@@ -220,7 +220,7 @@ pub(crate) struct LearningHit {
     #[serde(flatten)]
     pub(crate) learning: Learning,
     pub(crate) score: ScoreBreakdown,
-    /// Lower-ranked learnings that say much the same as this one (embeddings at least 0.8 similar), listed here instead of taking places of their own; best first. An answer lists at most `limit` of them in all. Absent when there are none.
+    /// Lower-ranked learnings that say much the same as this one (embeddings at least 0.8 similar, or at least 0.45 with nearly all the code of one in the other), listed here instead of taking places of their own; best first. An answer lists at most `limit` of them in all. Absent when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) similar: Vec<SimilarHit>,
     /// More restatements of this hit that were found but left out (an answer lists at most `limit` restatements in all). Absent when none.
@@ -800,6 +800,8 @@ impl Learnings<'_> {
                 ranking: Ranking::Lexical,
                 include_superseded: false,
                 include_archived: false,
+                // A lexical ranking groups nothing.
+                signature: &|_| None,
             },
         )?;
         let signature = lifecycle::Signature::of(text);
@@ -942,6 +944,7 @@ impl Learnings<'_> {
                 ranking,
                 include_superseded: s.include_superseded,
                 include_archived: s.include_archived,
+                signature: &|seq| self.signature(seq),
             },
         )?;
         // One snapshot and one lock round-trip for all rows.
@@ -987,6 +990,32 @@ impl Learnings<'_> {
             semantic: vector.is_some(),
             semantic_unavailable,
         })
+    }
+
+    /// The [`lifecycle::Signature`] of learning `seq`'s text as embedded (pattern and
+    /// context), for grouping restatements; `None` when it cannot be read (it then
+    /// restates nothing by its code).
+    fn signature(&self, seq: u64) -> Option<lifecycle::Signature> {
+        let text = self.store.read(|c| {
+            c.query_opt(
+                "SELECT pattern, context FROM learnings WHERE seq = ?1",
+                [seq as i64],
+                |r| {
+                    let context: Option<String> = r.get(1)?;
+                    Ok(semantic::embedding_text(
+                        &r.get::<_, String>(0)?,
+                        context.as_deref(),
+                    ))
+                },
+            )
+        });
+        match text {
+            Ok(text) => text.map(|t| lifecycle::Signature::of(&t)),
+            Err(e) => {
+                tracing::warn!(seq, "reading a learning to group restatements failed ({e})");
+                None
+            }
+        }
     }
 
     /// Embed up to `max` learnings that have no embedding yet (see [`semantic`]), of

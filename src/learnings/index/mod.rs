@@ -777,6 +777,7 @@ mod tests {
                     ranking: Ranking::Lexical,
                     include_superseded: false,
                     include_archived: false,
+                    signature: &|_| None,
                 };
                 let a = search_in(&all, &search).unwrap();
                 let b = search_in(&split, &search).unwrap();

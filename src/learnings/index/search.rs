@@ -2,7 +2,9 @@
 //! the tail, the query expanded into index terms, the top-k collection with the
 //! blend's filters, and each candidate's per-slot field weights.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::rc::Rc;
 
 use tantivy::query::{
     Bm25StatisticsProvider, Bm25Weight, BooleanQuery, BoostQuery, EnableScoring, Occur, Query,
@@ -14,7 +16,7 @@ use tantivy::{DocId, DocSet, Score, Searcher, Term};
 use crate::embed::dot;
 use crate::error::Result;
 
-use super::super::lifecycle;
+use super::super::lifecycle::{self, Signature};
 use super::super::meta::Meta;
 use super::super::query::{
     Evidence, FIELD_WEIGHTS, MAX_EXPANSIONS, PREFIX_BOOST, ParsedQuery, SEMANTIC_FLOOR, Slot,
@@ -114,6 +116,9 @@ pub(crate) struct IndexSearch<'a> {
     pub(crate) include_superseded: bool,
     /// Archived learnings are candidates too.
     pub(crate) include_archived: bool,
+    /// A learning's [`Signature`] (of its pattern and context, as embedded), read when
+    /// grouping restatements needs it ([`group`]).
+    pub(crate) signature: &'a dyn Fn(u64) -> Option<Signature>,
 }
 
 /// A search on one view (see [`LearningIndex::search`]), in stages: the query's terms and
@@ -474,7 +479,7 @@ impl Gathered {
             .collect();
         ranked.sort_by(|a, b| b.key.total_cmp(&a.key).then(b.seq.cmp(&a.seq)));
         if semantic {
-            group(ranked, s.limit, |seq| open.vectors.vector(seq))
+            group(ranked, s.limit, |seq| open.vectors.vector(seq), s.signature)
         } else {
             ranked.truncate(s.limit);
             ranked
@@ -484,34 +489,52 @@ impl Gathered {
 
 /// Restatements listed under the learning they restate, so that the `limit` places of a
 /// search hold `limit` different lessons. Walking the ranking best first, a learning
-/// whose embedding is at least [`SIMILAR_COSINE`](lifecycle::SIMILAR_COSINE) similar to
-/// a group's head joins the most similar head's group; any other learning heads a new
-/// group. At most `limit` restatements are listed in all (the best ranked); the others
-/// are counted on their head and left out, so an answer holds at most `2 · limit`
-/// learnings however many copies a lesson has. The walk ends where a group beyond the
-/// `limit`-th would begin. The result is in rank order, each restatement marked with its
-/// head.
+/// that restates a group's head ([`lifecycle::restates`]: by embedding, or by embedding
+/// and code, whose [`Signature`]s are read only then, once per learning) joins the most
+/// similar such head's group; any other learning heads a new group. At most `limit`
+/// restatements are listed in all (the best ranked); the others are counted on their
+/// head and left out, so an answer holds at most `2 · limit` learnings however many
+/// copies a lesson has. The walk ends where a group beyond the `limit`-th would begin.
+/// The result is in rank order, each restatement marked with its head.
 pub(super) fn group<'v>(
     ranked: Vec<Ranked>,
     limit: usize,
     vector: impl Fn(u64) -> Option<&'v [f32]>,
+    signature: impl Fn(u64) -> Option<Signature>,
 ) -> Vec<Ranked> {
     /// A group's head: its vector and its place in `out`.
     struct Head<'v> {
         vector: Option<&'v [f32]>,
         at: usize,
     }
+    let signatures: RefCell<HashMap<u64, Option<Rc<Signature>>>> = RefCell::default();
+    let read = |seq: u64| {
+        signatures
+            .borrow_mut()
+            .entry(seq)
+            .or_insert_with(|| signature(seq).map(Rc::new))
+            .clone()
+    };
     let mut listed = 0;
     let mut out: Vec<Ranked> = Vec::with_capacity(ranked.len().min(2 * limit));
     let mut heads: Vec<Head<'v>> = Vec::with_capacity(limit);
     for mut r in ranked {
         let own = vector(r.seq);
-        let closest = own.and_then(|v| {
-            (0..heads.len())
-                .filter_map(|i| heads[i].vector.map(|h| (i, dot(v, h))))
-                .filter(|(_, cos)| *cos >= lifecycle::SIMILAR_COSINE)
-                .max_by(|a, b| a.1.total_cmp(&b.1))
-        });
+        let mut closest: Option<(usize, f32)> = None;
+        if let Some(v) = own {
+            for (i, head) in heads.iter().enumerate() {
+                let Some(h) = head.vector else { continue };
+                let cos = dot(v, h);
+                // The most similar head wins (the later one among equals).
+                if closest.is_some_and(|(_, best)| best > cos) {
+                    continue;
+                }
+                let head_seq = out[head.at].seq;
+                if lifecycle::restates(cos, || Some((read(r.seq)?, read(head_seq)?))) {
+                    closest = Some((i, cos));
+                }
+            }
+        }
         match closest {
             Some((i, _)) if listed == limit => {
                 out[heads[i].at].similar_omitted += 1;
@@ -725,9 +748,12 @@ mod tests {
         .collect();
         let list: Vec<Ranked> = (1..=6).map(|s| ranked(s, 10.0 - s as f32)).collect();
         let run = |limit| {
-            group(list.clone(), limit, |seq| {
-                vectors.get(&seq).map(Vec::as_slice)
-            })
+            group(
+                list.clone(),
+                limit,
+                |seq| vectors.get(&seq).map(Vec::as_slice),
+                |_| None,
+            )
             .iter()
             .map(|r| {
                 (
@@ -749,9 +775,14 @@ mod tests {
         assert_eq!(run(6)[5], (6, None));
         assert_eq!(run(6)[4], (5, None));
         assert!(
-            group(list.clone(), 6, |seq| vectors.get(&seq).map(Vec::as_slice))
-                .iter()
-                .all(|r| r.similar_omitted == 0)
+            group(
+                list.clone(),
+                6,
+                |seq| vectors.get(&seq).map(Vec::as_slice),
+                |_| None
+            )
+            .iter()
+            .all(|r| r.similar_omitted == 0)
         );
     }
 
@@ -762,7 +793,12 @@ mod tests {
         let one = at(Some(0.0));
         let other = at(None);
         let list: Vec<Ranked> = (1..=8).map(|s| ranked(s, 10.0 - s as f32)).collect();
-        let out = group(list, 2, |seq| Some(if seq == 8 { &other } else { &one }));
+        let out = group(
+            list,
+            2,
+            |seq| Some(if seq == 8 { &other } else { &one }),
+            |_| None,
+        );
         let seqs: Vec<u64> = out.iter().map(|r| r.seq).collect();
         assert_eq!(seqs, [1, 2, 3, 8]);
         assert_eq!(out[0].similar_omitted, 4);
@@ -770,5 +806,49 @@ mod tests {
         assert_eq!(out[1].similar_to.map(|(h, _)| h), Some(1));
         assert_eq!(out[2].similar_to.map(|(h, _)| h), Some(1));
         assert_eq!(out[3].similar_to, None);
+    }
+
+    #[test]
+    fn a_loosely_similar_learning_sharing_its_heads_code_is_listed_under_it() {
+        // 1 and 2 are 60° apart (cosine 0.5): below SIMILAR_COSINE, above RESTATE_COSINE.
+        // 2 holds all of 1's code and is listed under it; 3, as similar to 1 but with code
+        // of its own, takes a place; 4 is 70° from 1 (cosine 0.34), below the floor.
+        let vectors: HashMap<u64, Vec<f32>> = [
+            (1, at(Some(0.0))),
+            (2, at(Some(60f32.to_radians()))),
+            (3, at(Some(-60f32.to_radians()))),
+            (4, at(Some(70f32.to_radians()))),
+        ]
+        .into_iter()
+        .collect();
+        let texts: HashMap<u64, &str> = [
+            (1, "Key `orders.v1` by `order_id`."),
+            (
+                2,
+                "Order events go to orders.v1 keyed by order_id, one partition per order.",
+            ),
+            (3, "Key `payments.v2` by `payment_id`."),
+            (4, "Key `orders.v1` by `order_id` too."),
+        ]
+        .into_iter()
+        .collect();
+        let read = std::cell::Cell::new(0);
+        let list: Vec<Ranked> = (1..=4).map(|s| ranked(s, 10.0 - s as f32)).collect();
+        let out = group(
+            list,
+            3,
+            |seq| vectors.get(&seq).map(Vec::as_slice),
+            |seq| {
+                read.set(read.get() + 1);
+                texts.get(&seq).map(|t| Signature::of(t))
+            },
+        );
+        let got: Vec<(u64, Option<u64>)> = out
+            .iter()
+            .map(|r| (r.seq, r.similar_to.map(|(h, _)| h)))
+            .collect();
+        assert_eq!(got, [(1, None), (2, Some(1)), (3, None), (4, None)]);
+        // Each learning's text is read once at most.
+        assert!(read.get() <= 4, "read {} times", read.get());
     }
 }
