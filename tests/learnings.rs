@@ -113,6 +113,16 @@ async fn add_learning_applies_the_quality_gates() {
         )
         .await;
     assert_eq!(error_fields(&body), ["pattern"]);
+    // A long enough pattern of short and common words only gives the duplicate check
+    // nothing to search for: it is recorded (it once failed on a `query` the tool has
+    // not got).
+    for words in [
+        "it is what it is and so it is, as it was, as it will be, and it is so",
+        "ab cd ef gh ij kl mn op qr st uv wx yz ab cd ef gh ij kl mn op qr st",
+    ] {
+        let l = c.ok("add_learning", json!({"pattern": words})).await;
+        assert_eq!(l["merged"], false, "{l:#}");
+    }
 
     // applies_to: relative prefixes only.
     let long = "Prefer the repository's typed query builder over raw SQL strings in handlers";

@@ -23,8 +23,8 @@ use crate::embed::dot;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::{NewIssue, NewProject, Status};
 use crate::learnings::{
-    DUPLICATE_COSINE, LearningSearch, LearningType, NewFeedback, NewLearning, Outcome, Ranking,
-    SearchScope, Signature, restates, same_lesson, word_overlap,
+    CodeSignature, DUPLICATE_COSINE, LearningSearch, LearningType, NewFeedback, NewLearning,
+    Outcome, Ranking, SearchScope, restates, same_lesson, word_overlap,
 };
 use crate::work::prs::{NewPullRequest, Review};
 
@@ -147,7 +147,7 @@ pub(crate) fn pairs(
             .or_default()
             .add(cosine >= DUPLICATE_COSINE, duplicate);
         let grouped = restates(cosine, || {
-            Some((Rc::new(Signature::of(a)), Rc::new(Signature::of(b))))
+            Some((Rc::new(CodeSignature::of(a)), Rc::new(CodeSignature::of(b))))
         });
         split
             .entry("similar".into())

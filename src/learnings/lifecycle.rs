@@ -48,7 +48,7 @@ pub(crate) const SIMILAR_COSINE: f32 = 0.8;
 /// their embeddings are at least this similar, the code of one (its backticked spans,
 /// names with `.`, `_`, `/` or `-`, its numbers) is nearly all in the other
 /// ([`RESTATE_CONTAINMENT`]) and the negation and number guards pass
-/// ([`Signature::restates`]): a one-line summary beside the long account of the same
+/// ([`restates`]): a one-line summary beside the long account of the same
 /// lesson, which this model's cosine puts far apart. Chosen on the tune halves of the
 /// pairs set and of the lifecycle set's queries (docs/learnings.md, "Restatements in
 /// results").
@@ -75,33 +75,41 @@ static NUMBER: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\d+(?:[.:]\d+)*").expect("static regex"));
 static CODE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"`([^`]+)`").expect("static regex"));
 
-/// What the guards of the duplicate rule compare: negation words, numbers, identifiers;
-/// and the code tokens a restatement's containment counts.
+/// What the guards of the duplicate rule compare: negation words, numbers, identifiers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Signature {
     negations: usize,
     numbers: HashSet<String>,
     identifiers: HashSet<String>,
-    /// The words of backticked spans, the names with `.`, `_`, `/` or `-`, and the
-    /// numbers.
-    code: HashSet<String>,
+}
+
+/// `text` lower-cased, with typographic apostrophes made plain.
+fn lowered(text: &str) -> String {
+    text.to_lowercase().replace('\u{2019}', "'")
+}
+
+/// The negation words of a lower-cased text, counted in its prose: a negation quoted in
+/// code (an error message) or inside a name (a flag such as `--no-verify`) states
+/// nothing.
+fn negations(lower: &str) -> usize {
+    let prose = CODE.replace_all(lower, " ");
+    let prose = NAME.replace_all(&prose, " ");
+    WORD.find_iter(&prose)
+        .filter(|w| NEGATIONS.contains(&w.as_str()) || w.as_str().ends_with("n't"))
+        .count()
+}
+
+/// The numbers and versions of a text.
+fn numbers(text: &str) -> HashSet<String> {
+    NUMBER
+        .find_iter(text)
+        .map(|m| m.as_str().to_string())
+        .collect()
 }
 
 impl Signature {
     pub(crate) fn of(text: &str) -> Signature {
-        let lower = text.to_lowercase().replace('\u{2019}', "'");
-        // A negation quoted in code (an error message) or inside a name (a flag such as
-        // `--no-verify`) states nothing.
-        let prose = CODE.replace_all(&lower, " ");
-        let prose = NAME.replace_all(&prose, " ");
-        let negations = WORD
-            .find_iter(&prose)
-            .filter(|w| NEGATIONS.contains(&w.as_str()) || w.as_str().ends_with("n't"))
-            .count();
-        let numbers: HashSet<String> = NUMBER
-            .find_iter(text)
-            .map(|m| m.as_str().to_string())
-            .collect();
+        let lower = lowered(text);
         let mut identifiers: HashSet<String> = CODE
             .captures_iter(text)
             // A sentence's full stop inside the quotes is not part of the identifier.
@@ -114,43 +122,12 @@ impl Signature {
                 .filter(|t| t.contains(['.', '_', '/']))
                 .map(String::from),
         );
-        let mut code: HashSet<String> = CODE
-            .captures_iter(&lower)
-            .flat_map(|c| {
-                TOKEN
-                    .find_iter(&c[1])
-                    .map(|m| m.as_str().to_string())
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        code.extend(
-            TOKEN
-                .find_iter(&lower)
-                .map(|m| m.as_str())
-                .filter(|t| t.contains(['.', '_', '/', '-']))
-                .map(String::from),
-        );
-        code.extend(numbers.iter().cloned());
         Signature {
-            negations,
-            numbers,
+            negations: negations(&lower),
+            numbers: numbers(text),
             identifiers,
-            code,
         }
     }
-
-    /// Whether the code of the one with fewer code tokens is nearly all in the other
-    /// (at least [`RESTATE_CONTAINMENT`] of it), with the same count of negations and no
-    /// number each side lacks: the text half of [`restates`].
-    fn contains_code_of(&self, other: &Signature) -> bool {
-        let fewer = self.code.len().min(other.code.len());
-        fewer > 0
-            && self.negations == other.negations
-            && !both_ways(&self.numbers, &other.numbers)
-            && self.code.intersection(&other.code).count() as f64 / fewer as f64
-                >= RESTATE_CONTAINMENT
-    }
-
     /// Which guard tells `self` and `other` apart, if one does.
     pub(crate) fn differs(&self, other: &Signature) -> Option<&'static str> {
         if self.negations != other.negations {
@@ -165,16 +142,67 @@ impl Signature {
     }
 }
 
+/// What a restatement's code half compares ([`restates`]): the code tokens of a text
+/// (the words of its backticked spans, its names with `.`, `_`, `/` or `-`, its
+/// numbers), with the negation and number guards of [`Signature`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CodeSignature {
+    negations: usize,
+    numbers: HashSet<String>,
+    tokens: HashSet<String>,
+}
+
+impl CodeSignature {
+    pub(crate) fn of(text: &str) -> CodeSignature {
+        let lower = lowered(text);
+        let numbers = numbers(text);
+        let mut tokens: HashSet<String> = CODE
+            .captures_iter(&lower)
+            .flat_map(|c| {
+                TOKEN
+                    .find_iter(&c[1])
+                    .map(|m| m.as_str().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        tokens.extend(
+            TOKEN
+                .find_iter(&lower)
+                .map(|m| m.as_str())
+                .filter(|t| t.contains(['.', '_', '/', '-']))
+                .map(String::from),
+        );
+        tokens.extend(numbers.iter().cloned());
+        CodeSignature {
+            negations: negations(&lower),
+            numbers,
+            tokens,
+        }
+    }
+
+    /// Whether the code of the one with fewer code tokens is nearly all in the other (at
+    /// least [`RESTATE_CONTAINMENT`] of it), with the same count of negations and no
+    /// number each side lacks.
+    fn shares_code_with(&self, other: &CodeSignature) -> bool {
+        let fewer = self.tokens.len().min(other.tokens.len());
+        fewer > 0
+            && self.negations == other.negations
+            && !both_ways(&self.numbers, &other.numbers)
+            && self.tokens.intersection(&other.tokens).count() as f64 / fewer as f64
+                >= RESTATE_CONTAINMENT
+    }
+}
+
 /// Whether two learnings whose embeddings are `cosine` similar restate each other (a
 /// search lists one under the other): at least [`SIMILAR_COSINE`]; or at least
 /// [`RESTATE_COSINE`] with the code of one nearly all in the other and the negation and
 /// number guards passing. `signatures` are read only when the cosine does not decide.
 pub(crate) fn restates(
     cosine: f32,
-    signatures: impl FnOnce() -> Option<(Rc<Signature>, Rc<Signature>)>,
+    signatures: impl FnOnce() -> Option<(Rc<CodeSignature>, Rc<CodeSignature>)>,
 ) -> bool {
     cosine >= SIMILAR_COSINE
-        || (cosine >= RESTATE_COSINE && signatures().is_some_and(|(a, b)| a.contains_code_of(&b)))
+        || (cosine >= RESTATE_COSINE && signatures().is_some_and(|(a, b)| a.shares_code_with(&b)))
 }
 
 /// Whether each side holds something the other lacks: a changed value, not a detail
@@ -183,21 +211,26 @@ fn both_ways(a: &HashSet<String>, b: &HashSet<String>) -> bool {
     a.difference(b).next().is_some() && b.difference(a).next().is_some()
 }
 
+/// The words of a text's duplicate normal form.
+fn words(text: &str) -> HashSet<String> {
+    super::text::normalize_pattern(text)
+        .split(' ')
+        .filter(|w| !w.is_empty())
+        .map(String::from)
+        .collect()
+}
+
 /// Jaccard similarity of the words of two texts (their duplicate normal forms).
 pub fn word_overlap(a: &str, b: &str) -> f64 {
-    let words = |t: &str| -> HashSet<String> {
-        super::text::normalize_pattern(t)
-            .split(' ')
-            .filter(|w| !w.is_empty())
-            .map(String::from)
-            .collect()
-    };
-    let (a, b) = (words(a), words(b));
-    let union = a.union(&b).count();
+    jaccard(&words(a), &words(b))
+}
+
+fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
+    let union = a.union(b).count();
     if union == 0 {
         0.0
     } else {
-        a.intersection(&b).count() as f64 / union as f64
+        a.intersection(b).count() as f64 / union as f64
     }
 }
 
@@ -219,16 +252,34 @@ pub(crate) fn candidate_query(text: &str) -> String {
     words.join(" ")
 }
 
-/// The cheap half of the rule: enough words in common and no guard telling the texts
-/// apart. Only a candidate that passes it is compared by embedding.
-pub(crate) fn plausible(a: &str, a_sig: &Signature, b: &str) -> bool {
-    word_overlap(a, b) >= DUPLICATE_JACCARD && a_sig.differs(&Signature::of(b)).is_none()
+/// A new learning's text as the cheap half of the duplicate rule reads it, once for all
+/// its candidates: its words and its [`Signature`].
+pub(crate) struct Lesson {
+    words: HashSet<String>,
+    signature: Signature,
+}
+
+impl Lesson {
+    pub(crate) fn of(text: &str) -> Lesson {
+        Lesson {
+            words: words(text),
+            signature: Signature::of(text),
+        }
+    }
+
+    /// The cheap half of the rule: enough words in common with `other` and no guard
+    /// telling the texts apart. Only a candidate that passes it is compared by
+    /// embedding.
+    pub(crate) fn plausible(&self, other: &str) -> bool {
+        jaccard(&self.words, &words(other)) >= DUPLICATE_JACCARD
+            && self.signature.differs(&Signature::of(other)).is_none()
+    }
 }
 
 /// The duplicate rule: embeddings at least [`DUPLICATE_COSINE`] similar, at least
 /// [`DUPLICATE_JACCARD`] of the words in common, and no guard telling the texts apart.
 pub fn same_lesson(cosine: f32, a: &str, b: &str) -> bool {
-    cosine >= DUPLICATE_COSINE && plausible(a, &Signature::of(a), b)
+    cosine >= DUPLICATE_COSINE && Lesson::of(a).plausible(b)
 }
 
 /// How a learning did for an issue, in the words of the agent that used it.
@@ -821,7 +872,8 @@ mod tests {
         let account = "Order events go to the `orders.v1` topic keyed by `order_id` \
                        (services/api/events/producer.py), so every event of one order lands \
                        in one partition. Keying by `customer_id` spreads them over partitions.";
-        let sigs = |a: &str, b: &str| Some((Rc::new(Signature::of(a)), Rc::new(Signature::of(b))));
+        let sigs =
+            |a: &str, b: &str| Some((Rc::new(CodeSignature::of(a)), Rc::new(CodeSignature::of(b))));
         assert!(restates(0.49, || sigs(summary, account)));
         assert!(restates(0.49, || sigs(account, summary)), "symmetric");
         // Below the floor, the code does not matter.

@@ -39,8 +39,8 @@ use serde::{Deserialize, Serialize};
 
 pub use graph::GRAPH_MIN;
 pub use index::{IndexerStats, LearningIndex, Ranking, SearchScope};
+pub(crate) use lifecycle::{CodeSignature, issue_approved, restates};
 pub use lifecycle::{DUPLICATE_COSINE, FeedbackCounts, Outcome, same_lesson, word_overlap};
-pub(crate) use lifecycle::{Signature, issue_approved, restates};
 pub use query::{STOP_WORDS, ScoreBreakdown};
 pub(crate) use sizes::{Activity, Day, Sizes};
 
@@ -775,7 +775,7 @@ impl Learnings<'_> {
     }
 
     /// The current learnings of `issue`'s project among the best BM25 matches of `text`
-    /// that pass the cheap half of the duplicate rule ([`lifecycle::plausible`]).
+    /// that pass the cheap half of the duplicate rule ([`lifecycle::Lesson::plausible`]).
     fn plausible_duplicates(&self, issue: &str, text: &str) -> Result<Vec<Candidate>> {
         let Some(project_id) = self.store.read(|c| {
             let Some(id) = resolve_issue_id(c, issue)? else {
@@ -788,10 +788,15 @@ impl Learnings<'_> {
         else {
             return Ok(Vec::new());
         };
+        // A text without a searchable word has no candidates (the same normal form
+        // still merges, in the write transaction).
+        let Some(words) = query::parse_words(&lifecycle::candidate_query(text)) else {
+            return Ok(Vec::new());
+        };
         let ranked = self.index.search(
             self.store,
             &index::IndexSearch {
-                query: &query::parse(&lifecycle::candidate_query(text))?,
+                query: &words,
                 scope: &SearchScope::Project(project_id),
                 min_quality: None,
                 candidates: lifecycle::DUPLICATE_CANDIDATES,
@@ -804,7 +809,7 @@ impl Learnings<'_> {
                 signature: &|_| None,
             },
         )?;
-        let signature = lifecycle::Signature::of(text);
+        let lesson = lifecycle::Lesson::of(text);
         self.store.read(|c| {
             let mut st = c.prepare(&format!(
                 "SELECT id, pattern, context FROM learnings WHERE seq = ?1 AND {IN_CIRCULATION}"
@@ -820,7 +825,7 @@ impl Learnings<'_> {
                     ))
                 })?;
                 if let Some((id, other)) = row
-                    && lifecycle::plausible(text, &signature, &other)
+                    && lesson.plausible(&other)
                 {
                     out.push(Candidate {
                         seq: r.seq,
@@ -992,10 +997,10 @@ impl Learnings<'_> {
         })
     }
 
-    /// The [`lifecycle::Signature`] of learning `seq`'s text as embedded (pattern and
+    /// The [`lifecycle::CodeSignature`] of learning `seq`'s text as embedded (pattern and
     /// context), for grouping restatements; `None` when it cannot be read (it then
     /// restates nothing by its code).
-    fn signature(&self, seq: u64) -> Option<lifecycle::Signature> {
+    fn signature(&self, seq: u64) -> Option<lifecycle::CodeSignature> {
         let text = self.store.read(|c| {
             c.query_opt(
                 "SELECT pattern, context FROM learnings WHERE seq = ?1",
@@ -1010,7 +1015,7 @@ impl Learnings<'_> {
             )
         });
         match text {
-            Ok(text) => text.map(|t| lifecycle::Signature::of(&t)),
+            Ok(text) => text.map(|t| lifecycle::CodeSignature::of(&t)),
             Err(e) => {
                 tracing::warn!(seq, "reading a learning to group restatements failed ({e})");
                 None

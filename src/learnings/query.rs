@@ -130,6 +130,41 @@ pub(crate) fn parse(text: &str) -> Result<ParsedQuery> {
             "must not be empty or blank; give a few words, e.g. \"auto-import utils\"",
         ));
     }
+    let words = words_of(text);
+    if words.is_empty() {
+        return Err(Error::invalid(
+            "query",
+            "has no words to search for (only punctuation or operators); give a few words, e.g. \
+             \"auto-import utils\"",
+        ));
+    }
+    let slots = slots_of(&words, true);
+    if slots.is_empty() {
+        return Err(Error::invalid(
+            "query",
+            format!(
+                "has only common words that are not indexed ({}); add a distinctive word",
+                words
+                    .iter()
+                    .map(|w| w.0.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    Ok(ParsedQuery { slots })
+}
+
+/// Cut a text Cairn wrote itself (the duplicate check's words of a new learning) into
+/// exact slots: no word is a half-typed prefix. `None` when no word is searchable.
+pub(crate) fn parse_words(text: &str) -> Option<ParsedQuery> {
+    let slots = slots_of(&words_of(text), false);
+    (!slots.is_empty()).then_some(ParsedQuery { slots })
+}
+
+/// The lower-cased words of `text` (runs of letters and digits), each with whether a
+/// `*` follows it.
+fn words_of(text: &str) -> Vec<(String, bool)> {
     let chars: Vec<char> = text.chars().collect();
     let mut words: Vec<(String, bool)> = Vec::new();
     let mut i = 0;
@@ -146,22 +181,23 @@ pub(crate) fn parse(text: &str) -> Result<ParsedQuery> {
         let starred = chars.get(i) == Some(&'*');
         words.push((word, starred));
     }
-    if words.is_empty() {
-        return Err(Error::invalid(
-            "query",
-            "has no words to search for (only punctuation or operators); give a few words, e.g. \
-             \"auto-import utils\"",
-        ));
-    }
-    let last = words.len() - 1;
+    words
+}
+
+/// The slots of `words`: a starred word, and with `implicit_prefix` the last word, match
+/// as prefixes; stop words and over-long tokens are dropped.
+fn slots_of(words: &[(String, bool)], implicit_prefix: bool) -> Vec<Slot> {
+    let last = words.len().saturating_sub(1);
     let mut slots: Vec<Slot> = Vec::new();
     for (n, (word, starred)) in words.iter().enumerate() {
         if word.len() >= LONG_TOKEN {
             continue;
         }
         let stemmed = stem(word);
-        let implicit =
-            n == last && stemmed.is_some() && word.chars().count() >= IMPLICIT_PREFIX_MIN;
+        let implicit = implicit_prefix
+            && n == last
+            && stemmed.is_some()
+            && word.chars().count() >= IMPLICIT_PREFIX_MIN;
         let slot = if *starred || implicit {
             let mut prefixes = vec![word.clone()];
             match &stemmed {
@@ -181,20 +217,7 @@ pub(crate) fn parse(text: &str) -> Result<ParsedQuery> {
             slots.push(slot);
         }
     }
-    if slots.is_empty() {
-        return Err(Error::invalid(
-            "query",
-            format!(
-                "has only common words that are not indexed ({}); add a distinctive word",
-                words
-                    .iter()
-                    .map(|w| w.0.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        ));
-    }
-    Ok(ParsedQuery { slots })
+    slots
 }
 
 /// The score of a hit, its three components (each in `[0, 1]`) and the evidence behind
@@ -308,6 +331,18 @@ mod tests {
                 Slot::Prefix(vec!["schema".into()])
             ]
         );
+    }
+
+    #[test]
+    fn cairns_own_words_are_exact_and_may_be_none() {
+        let q = parse_words("synchronous uv").unwrap();
+        assert_eq!(
+            q.slots,
+            [Slot::Exact("synchron".into()), Slot::Exact("uv".into())]
+        );
+        assert!(parse_words("").is_none());
+        assert!(parse_words("it is what it is").is_none());
+        assert!(parse_words("!!! ???").is_none());
     }
 
     #[test]

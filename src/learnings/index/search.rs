@@ -16,7 +16,7 @@ use tantivy::{DocId, DocSet, Score, Searcher, Term};
 use crate::embed::dot;
 use crate::error::Result;
 
-use super::super::lifecycle::{self, Signature};
+use super::super::lifecycle::{self, CodeSignature};
 use super::super::meta::Meta;
 use super::super::query::{
     Evidence, FIELD_WEIGHTS, MAX_EXPANSIONS, PREFIX_BOOST, ParsedQuery, SEMANTIC_FLOOR, Slot,
@@ -116,9 +116,9 @@ pub(crate) struct IndexSearch<'a> {
     pub(crate) include_superseded: bool,
     /// Archived learnings are candidates too.
     pub(crate) include_archived: bool,
-    /// A learning's [`Signature`] (of its pattern and context, as embedded), read when
+    /// A learning's [`CodeSignature`] (of its pattern and context, as embedded), read when
     /// grouping restatements needs it ([`group`]).
-    pub(crate) signature: &'a dyn Fn(u64) -> Option<Signature>,
+    pub(crate) signature: &'a dyn Fn(u64) -> Option<CodeSignature>,
 }
 
 /// A search on one view (see [`LearningIndex::search`]), in stages: the query's terms and
@@ -154,15 +154,22 @@ pub(super) fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>>
         )?;
     }
     let lexical_hits = top.heap.into_vec();
-    let weights = slot_weights(&lexical_hits, open, &slots, &lexicon)?;
+    // An order by BM25 alone (the duplicate check's candidates, `cairn eval`'s lexical
+    // baseline) needs no field priority: one postings seek per candidate, term and field.
+    let weights = match s.ranking {
+        Ranking::Lexical => None,
+        _ => Some(slot_weights(&lexical_hits, open, &slots, &lexicon)?),
+    };
     let mut gathered = Gathered::default();
-    for (c, w) in lexical_hits.iter().zip(&weights) {
+    for (n, c) in lexical_hits.iter().enumerate() {
         if let Some(m) = open.meta.get(c.seq) {
             gathered.push(
                 c.seq,
                 Evidence {
                     bm25: c.score,
-                    field_priority: super::super::query::field_priority(w, &clauses.slot_idf),
+                    field_priority: weights.as_ref().map_or(0.0, |w| {
+                        super::super::query::field_priority(&w[n], &clauses.slot_idf)
+                    }),
                     cosine: None,
                     quality: filter.blend_quality(&m),
                 },
@@ -490,7 +497,7 @@ impl Gathered {
 /// Restatements listed under the learning they restate, so that the `limit` places of a
 /// search hold `limit` different lessons. Walking the ranking best first, a learning
 /// that restates a group's head ([`lifecycle::restates`]: by embedding, or by embedding
-/// and code, whose [`Signature`]s are read only then, once per learning) joins the most
+/// and code, whose [`CodeSignature`]s are read only then, once per learning) joins the most
 /// similar such head's group; any other learning heads a new group. At most `limit`
 /// restatements are listed in all (the best ranked); the others are counted on their
 /// head and left out, so an answer holds at most `2 · limit` learnings however many
@@ -500,14 +507,14 @@ pub(super) fn group<'v>(
     ranked: Vec<Ranked>,
     limit: usize,
     vector: impl Fn(u64) -> Option<&'v [f32]>,
-    signature: impl Fn(u64) -> Option<Signature>,
+    signature: impl Fn(u64) -> Option<CodeSignature>,
 ) -> Vec<Ranked> {
     /// A group's head: its vector and its place in `out`.
     struct Head<'v> {
         vector: Option<&'v [f32]>,
         at: usize,
     }
-    let signatures: RefCell<HashMap<u64, Option<Rc<Signature>>>> = RefCell::default();
+    let signatures: RefCell<HashMap<u64, Option<Rc<CodeSignature>>>> = RefCell::default();
     let read = |seq: u64| {
         signatures
             .borrow_mut()
@@ -840,7 +847,7 @@ mod tests {
             |seq| vectors.get(&seq).map(Vec::as_slice),
             |seq| {
                 read.set(read.get() + 1);
-                texts.get(&seq).map(|t| Signature::of(t))
+                texts.get(&seq).map(|t| CodeSignature::of(t))
             },
         );
         let got: Vec<(u64, Option<u64>)> = out
