@@ -14,7 +14,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
-use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
@@ -146,9 +145,8 @@ pub(crate) fn pairs(
             .entry("dense".into())
             .or_default()
             .add(cosine >= DUPLICATE_COSINE, duplicate);
-        let grouped = restates(cosine, || {
-            Some((Rc::new(CodeSignature::of(a)), Rc::new(CodeSignature::of(b))))
-        });
+        let (code_a, code_b) = (CodeSignature::of(a), CodeSignature::of(b));
+        let grouped = restates(cosine, || Some((&code_a, &code_b)));
         split
             .entry("similar".into())
             .or_default()
@@ -365,6 +363,36 @@ pub(crate) fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<
     let mut stale = StaleAnswers::default();
     let mut clutter: BTreeMap<String, Clutter> = BTreeMap::new();
     let mut scored: BTreeMap<String, BTreeMap<String, Vec<QueryScore>>> = BTreeMap::new();
+    // Whether two ids are labelled duplicates of one lesson (through any chain of
+    // `duplicate_of`: each id's lesson is the end of its chain) or a labelled near miss.
+    let target: HashMap<String, String> = same
+        .iter()
+        .map(|(a, b)| (ids[a].clone(), ids[b].clone()))
+        .collect();
+    let lesson: HashMap<&String, &String> = target
+        .keys()
+        .map(|start| {
+            let mut id = start;
+            for _ in 0..=target.len() {
+                match target.get(id) {
+                    Some(t) if t != id => id = t,
+                    _ => break,
+                }
+            }
+            (start, id)
+        })
+        .collect();
+    let near_ids: HashSet<(String, String)> = near
+        .iter()
+        .flat_map(|(a, b)| {
+            let (a, b) = (ids[a].clone(), ids[b].clone());
+            [(a.clone(), b.clone()), (b, a)]
+        })
+        .collect();
+    let labelled = |a: &String, b: &String| {
+        lesson.get(a).copied().unwrap_or(a) == lesson.get(b).copied().unwrap_or(b)
+            || near_ids.contains(&(a.clone(), b.clone()))
+    };
     progress(&format!("running {} queries", queries.len()));
     for (_, query, project, relevant, split) in &queries {
         // The learnings found in reading order, and where each was listed.
@@ -422,29 +450,6 @@ pub(crate) fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<
             .map(pair)
             .filter(|(a, b)| default.grouped(a, b))
             .count();
-        // Labelled duplicates of one lesson (through any chain of `duplicate_of`), or a
-        // labelled near miss.
-        let target: HashMap<String, String> = same
-            .iter()
-            .map(|(a, b)| (ids[a].clone(), ids[b].clone()))
-            .collect();
-        let root = |id: &String| {
-            let mut id = id.clone();
-            for _ in 0..=target.len() {
-                match target.get(&id) {
-                    Some(t) if *t != id => id = t.clone(),
-                    _ => break,
-                }
-            }
-            id
-        };
-        let labelled = |a: &String, b: &String| {
-            root(a) == root(b)
-                || near
-                    .iter()
-                    .map(pair)
-                    .any(|(x, y)| (x == a && y == b) || (x == b && y == a))
-        };
         c.grouped_others += default
             .0
             .iter()

@@ -20,7 +20,6 @@
 //!   database too), with who, when, the issue it came from and the other learning.
 
 use std::collections::HashSet;
-use std::rc::Rc;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -197,12 +196,12 @@ impl CodeSignature {
 /// search lists one under the other): at least [`SIMILAR_COSINE`]; or at least
 /// [`RESTATE_COSINE`] with the code of one nearly all in the other and the negation and
 /// number guards passing. `signatures` are read only when the cosine does not decide.
-pub(crate) fn restates(
+pub(crate) fn restates<'s>(
     cosine: f32,
-    signatures: impl FnOnce() -> Option<(Rc<CodeSignature>, Rc<CodeSignature>)>,
+    signatures: impl FnOnce() -> Option<(&'s CodeSignature, &'s CodeSignature)>,
 ) -> bool {
     cosine >= SIMILAR_COSINE
-        || (cosine >= RESTATE_COSINE && signatures().is_some_and(|(a, b)| a.shares_code_with(&b)))
+        || (cosine >= RESTATE_COSINE && signatures().is_some_and(|(a, b)| a.shares_code_with(b)))
 }
 
 /// Whether each side holds something the other lacks: a changed value, not a detail
@@ -872,29 +871,32 @@ mod tests {
         let account = "Order events go to the `orders.v1` topic keyed by `order_id` \
                        (services/api/events/producer.py), so every event of one order lands \
                        in one partition. Keying by `customer_id` spreads them over partitions.";
-        let sigs =
-            |a: &str, b: &str| Some((Rc::new(CodeSignature::of(a)), Rc::new(CodeSignature::of(b))));
-        assert!(restates(0.49, || sigs(summary, account)));
-        assert!(restates(0.49, || sigs(account, summary)), "symmetric");
+        let restates_by = |cosine: f32, a: &str, b: &str| {
+            let (a, b) = (CodeSignature::of(a), CodeSignature::of(b));
+            restates(cosine, || Some((&a, &b)))
+        };
+        assert!(restates_by(0.49, summary, account));
+        assert!(restates_by(0.49, account, summary), "symmetric");
         // Below the floor, the code does not matter.
-        assert!(!restates(RESTATE_COSINE - 0.01, || sigs(summary, account)));
+        assert!(!restates_by(RESTATE_COSINE - 0.01, summary, account));
         // From SIMILAR_COSINE on, the cosine alone decides and the texts are not read.
         assert!(restates(SIMILAR_COSINE, || panic!("read")));
         // Code the summary has and the account lacks: another lesson.
         let other = "Produce to payments.v2 with the payment_id as message key, always.";
-        assert!(!restates(0.6, || sigs(other, account)));
+        assert!(!restates_by(0.6, other, account));
         // The guards hold: a negation, or a number each side lacks.
         let negated = "Never produce to orders.v1 with the order_id as message key.";
-        assert!(!restates(0.6, || sigs(negated, account)));
+        assert!(!restates_by(0.6, negated, account));
         let v =
             |n: &str| format!("Produce to `orders.v1` keyed by `order_id`; retention {n} days.");
-        assert!(!restates(0.6, || sigs(&v("7"), &v("14"))));
-        assert!(restates(0.6, || sigs(&v("7"), &v("7"))));
+        assert!(!restates_by(0.6, &v("7"), &v("14")));
+        assert!(restates_by(0.6, &v("7"), &v("7")));
         // Texts without code restate nothing by their code.
-        assert!(!restates(0.6, || sigs(
+        assert!(!restates_by(
+            0.6,
             "Keep events in order.",
             "Keep events in order."
-        )));
+        ));
         // A text that cannot be read restates nothing below SIMILAR_COSINE.
         assert!(!restates(0.6, || None));
     }

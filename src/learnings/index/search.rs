@@ -2,9 +2,8 @@
 //! the tail, the query expanded into index terms, the top-k collection with the
 //! blend's filters, and each candidate's per-slot field weights.
 
-use std::cell::RefCell;
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
-use std::rc::Rc;
 
 use tantivy::query::{
     Bm25StatisticsProvider, Bm25Weight, BooleanQuery, BoostQuery, EnableScoring, Occur, Query,
@@ -497,7 +496,7 @@ impl Gathered {
 /// Restatements listed under the learning they restate, so that the `limit` places of a
 /// search hold `limit` different lessons. Walking the ranking best first, a learning
 /// that restates a group's head ([`lifecycle::restates`]: by embedding, or by embedding
-/// and code, whose [`CodeSignature`]s are read only then, once per learning) joins the most
+/// and code, whose [`CodeSignature`]s are read only then, at most once per learning) joins the most
 /// similar such head's group; any other learning heads a new group. At most `limit`
 /// restatements are listed in all (the best ranked); the others are counted on their
 /// head and left out, so an answer holds at most `2 · limit` learnings however many
@@ -509,24 +508,18 @@ pub(super) fn group<'v>(
     vector: impl Fn(u64) -> Option<&'v [f32]>,
     signature: impl Fn(u64) -> Option<CodeSignature>,
 ) -> Vec<Ranked> {
-    /// A group's head: its vector and its place in `out`.
+    /// A group's head: its vector, its place in `out` and its code, read at most once.
     struct Head<'v> {
         vector: Option<&'v [f32]>,
         at: usize,
+        code: OnceCell<Option<CodeSignature>>,
     }
-    let signatures: RefCell<HashMap<u64, Option<Rc<CodeSignature>>>> = RefCell::default();
-    let read = |seq: u64| {
-        signatures
-            .borrow_mut()
-            .entry(seq)
-            .or_insert_with(|| signature(seq).map(Rc::new))
-            .clone()
-    };
     let mut listed = 0;
     let mut out: Vec<Ranked> = Vec::with_capacity(ranked.len().min(2 * limit));
     let mut heads: Vec<Head<'v>> = Vec::with_capacity(limit);
     for mut r in ranked {
         let own = vector(r.seq);
+        let code: OnceCell<Option<CodeSignature>> = OnceCell::new();
         let mut closest: Option<(usize, f32)> = None;
         if let Some(v) = own {
             for (i, head) in heads.iter().enumerate() {
@@ -537,7 +530,12 @@ pub(super) fn group<'v>(
                     continue;
                 }
                 let head_seq = out[head.at].seq;
-                if lifecycle::restates(cos, || Some((read(r.seq)?, read(head_seq)?))) {
+                if lifecycle::restates(cos, || {
+                    Some((
+                        code.get_or_init(|| signature(r.seq)).as_ref()?,
+                        head.code.get_or_init(|| signature(head_seq)).as_ref()?,
+                    ))
+                }) {
                     closest = Some((i, cos));
                 }
             }
@@ -555,6 +553,7 @@ pub(super) fn group<'v>(
             None => heads.push(Head {
                 vector: own,
                 at: out.len(),
+                code,
             }),
         }
         out.push(r);
