@@ -340,7 +340,7 @@ const SELECT_LEARNING: &str = "SELECT l.id, l.pattern, l.context, l.applies_to, 
         (SELECT count(*) FROM learning_feedback f WHERE f.learning_id = l.id AND f.outcome = 'helped'),
         (SELECT count(*) FROM learning_feedback f WHERE f.learning_id = l.id AND f.outcome = 'not_relevant'),
         (SELECT count(*) FROM learning_feedback f WHERE f.learning_id = l.id AND f.outcome = 'wrong'),
-        l.archived_at
+        l.archived_at, l.seq
     FROM learnings l JOIN issues i ON i.id = l.issue_id JOIN projects p ON p.id = l.project_id";
 
 fn learning_from_row(r: &Row) -> crate::error::Result<Learning> {
@@ -400,9 +400,16 @@ pub(crate) fn learnings_of_issue(c: &Conn<'_>, issue_id: &str) -> Result<Vec<Lea
     Ok(rows)
 }
 
-fn load_by_seq(c: &Conn<'_>, seq: u64) -> Result<Option<Learning>> {
-    let mut st = c.prepare(&format!("{SELECT_LEARNING} WHERE l.seq = ?1"))?;
-    st.query_opt([seq as i64], learning_from_row)
+/// The learnings of `seqs` that exist, by seq, read by one statement (a search's hits).
+fn load_by_seqs(c: &Conn<'_>, seqs: &[u64]) -> Result<HashMap<u64, Learning>> {
+    let among = c.dialect().json_elements("?1", true);
+    let seqs = serde_json::to_string(seqs)?;
+    let rows = c.query_map(
+        &format!("{SELECT_LEARNING} WHERE l.seq IN ({among})"),
+        [&seqs],
+        |r| Ok((r.get::<_, i64>(21)? as u64, learning_from_row(r)?)),
+    )?;
+    Ok(rows.into_iter().collect())
 }
 
 fn trimmed_len(
@@ -957,8 +964,10 @@ impl Learnings<'_> {
             let mut out: Vec<LearningHit> = Vec::with_capacity(ranked.len());
             // Head seq → its place in `out`.
             let mut place: HashMap<u64, usize> = HashMap::new();
+            let seqs: Vec<u64> = ranked.iter().map(|r| r.seq).collect();
+            let mut rows = load_by_seqs(c, &seqs)?;
             for r in &ranked {
-                let Some(mut learning) = load_by_seq(c, r.seq)? else {
+                let Some(mut learning) = rows.remove(&r.seq) else {
                     continue;
                 };
                 // Report the standing the blend used (the same snapshot).
