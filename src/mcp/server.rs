@@ -596,8 +596,11 @@ impl ServerHandler for CairnServer {
         let call = self.call(&request.name, request.arguments);
         tokio::pin!(call);
         let token = context.meta.get_progress_token();
-        let mut beat = tokio::time::interval(PROGRESS_EVERY);
-        beat.tick().await;
+        // The first beat one period from now. (An interval's immediate first tick is not
+        // free: tokio's timer fires it at its next millisecond, so awaiting it delayed
+        // every call by about 1 ms.)
+        let mut beat =
+            tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
         let mut beats = 0u32;
         let result = loop {
             tokio::select! {
