@@ -626,3 +626,53 @@ fn tantivy_temp_files_left_by_a_killed_writer_are_collected() {
     let found = b.env.ok(&["learnings", "search", "typed query builder"]);
     assert!(found.contains("typed query builder"), "{found}");
 }
+
+/// ONNX Runtime 1.31 keeps a device id and a queue of usage events under
+/// `$XDG_CACHE_HOME/Microsoft/DeveloperTools/.onnxruntime/` and uploads them to
+/// Microsoft (its resolver asks for mobile.events.data.microsoft.com), unless
+/// `ORT_DISABLE_TELEMETRY` is set when it starts, or it sees a CI service's variables.
+/// The binary sets it itself: a command that loads the model, run with none of those
+/// variables and a cache directory of its own, leaves that directory empty.
+#[test]
+fn the_embedding_runtime_records_and_sends_nothing() {
+    if crate::common::sqlite_only("the model's runtime, not the store") {
+        return;
+    }
+    let env = Env::new();
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(crate::common::bin())
+        .args(["--db", &env.location, "search", "rolling back a migration"])
+        .env_remove("ORT_DISABLE_TELEMETRY")
+        .env_remove("GITHUB_ACTIONS")
+        .env_remove("TF_BUILD")
+        .env("HOME", home.path())
+        .env("XDG_CACHE_HOME", home.path().join("cache"))
+        .env("CAIRN_LOG", "info")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("embedding model loaded"),
+        "the command ran the model: {stderr}"
+    );
+    let left: Vec<_> = walk(home.path());
+    assert!(
+        left.is_empty(),
+        "files written outside the database: {left:?}"
+    );
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

@@ -302,6 +302,10 @@ fn ort_environment(lib: &Path) -> Result<ort::environment::Environment> {
     let env = ort::init_from(lib)
         .map_err(|e| runtime_err(e.to_string()))?
         .with_name("cairn")
+        // ONNX Runtime's own switch for its telemetry events. Its usage uploads (1.31 on
+        // Linux) stop only with `ORT_DISABLE_TELEMETRY` in the environment when it
+        // starts, which the binary's `main` sets (docs/security.md).
+        .with_telemetry(false)
         .build()
         .map_err(|e| runtime_err(e.to_string()))?;
     tracing::debug!(lib = %lib.display(), "ONNX Runtime initialised");
