@@ -36,7 +36,11 @@ import sys
 import time
 
 import numpy as np
-import onnxruntime as ort
+
+# ONNX Runtime 1.31 records and uploads usage events unless this is set when it starts
+# (docs/security.md, "Nothing leaves the machine").
+os.environ["ORT_DISABLE_TELEMETRY"] = "1"
+import onnxruntime as ort  # noqa: E402
 from tokenizers import Tokenizer
 
 MAX_LENGTH = 256
