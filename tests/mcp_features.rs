@@ -274,6 +274,9 @@ fn check(seen: &Value, s: &Setup, lifecycle: &str, over_http: bool) {
     }
 }
 
+/// The failpoint that holds a `subscriptions/listen` after its acknowledgment.
+const LISTEN_LATE: &str = "listen-late-start";
+
 #[test]
 fn resources_prompts_logging_progress_and_subscriptions_over_stdio() {
     // The Python SDK on 2026-07-28 and on initialize; the TypeScript SDK (initialize).
@@ -297,6 +300,9 @@ fn resources_prompts_logging_progress_and_subscriptions_over_stdio() {
         );
         p["stdio"] = Value::Array(cmd);
         p["mode"] = json!(mode);
+        // `subscriptions/listen` runs 1.5 s after its acknowledgment, by when the client
+        // has changed the document: notified only if its starting point was taken first.
+        p["server_env"] = json!({"CAIRN_FAILPOINT": LISTEN_LATE});
         let seen = drive(&p, mode == "typescript");
         let lifecycle = if mode == "auto" {
             "discover"

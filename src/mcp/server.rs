@@ -51,6 +51,9 @@ pub(crate) struct Subscriptions {
     pub(super) uris: Mutex<BTreeMap<String, Option<String>>>,
     pub(super) peers: Mutex<Vec<Peer<RoleServer>>>,
     pub(super) watching: AtomicBool,
+    /// What a `subscriptions/listen` saw when its filter was accepted, before its
+    /// acknowledgment went out, by the URIs it accepted (taken by its `listen`).
+    pub(super) starts: Mutex<Vec<(Vec<String>, super::subscriptions::Seen)>>,
 }
 
 /// How often a call with a `progressToken` reports that it still runs.

@@ -37,9 +37,19 @@ fn in_reach(readable: &Option<Option<Vec<String>>>, uri: &str) -> Option<(String
     within.then_some((collection, path))
 }
 
+/// Test hook: `CAIRN_FAILPOINT=listen-late-start` holds every `subscriptions/listen`
+/// 1.5 s after its acknowledgment, before it looks at anything (so a test can change a
+/// document in between without racing the server).
+const LISTEN_LATE: &str = "listen-late-start";
+
+/// Starting points of `subscriptions/listen` calls kept between their filter's acceptance
+/// and their `listen` (one is left behind only when rmcp fails to send an
+/// acknowledgment): the oldest go beyond this many.
+const STARTS_KEPT: usize = 16;
+
 /// What the watcher last saw.
 #[derive(Default)]
-struct Seen {
+pub(crate) struct Seen {
     hashes: HashMap<String, Option<String>>,
     list: Option<(i64, i64)>,
 }
@@ -194,8 +204,36 @@ impl CairnServer {
     }
 
     /// The part of a `subscriptions/listen` filter this session serves: the resource list
-    /// and the documents it may read.
+    /// and the documents it may read. What they are now is kept as the listen's starting
+    /// point: rmcp acknowledges the listen before it runs it, and a client may change a
+    /// document as soon as it has the acknowledgment.
     pub(super) fn accepted_filter(&self, requested: &SubscriptionFilter) -> SubscriptionFilter {
+        let accepted = self.filter_within_reach(requested);
+        let uris = accepted.resource_subscriptions.clone().unwrap_or_default();
+        let mut seen = Seen::default();
+        let start: Vec<(String, Option<String>)> = uris.iter().map(|u| (u.clone(), None)).collect();
+        match self.changes(&mut seen, &start) {
+            Ok(_) => {
+                let mut starts = self
+                    .subscriptions()
+                    .starts
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if starts.len() == STARTS_KEPT {
+                    starts.remove(0);
+                }
+                starts.push((uris, seen));
+            }
+            // The listen takes its starting point when it runs, as without one.
+            Err(e) => {
+                tracing::warn!(session = %self.session(), error = %e, "resource watch failed")
+            }
+        }
+        accepted
+    }
+
+    /// The documents of `requested` this session may read, and the resource list.
+    fn filter_within_reach(&self, requested: &SubscriptionFilter) -> SubscriptionFilter {
         let readable = self.readable_collections();
         let mut accepted = SubscriptionFilter::new();
         accepted.resources_list_changed = requested.resources_list_changed;
@@ -216,10 +254,30 @@ impl CairnServer {
             .clone()
             .unwrap_or_default();
         let lists = context.accepted().resources_list_changed == Some(true);
-        let mut seen = Seen::default();
-        // The starting point, taken at once: the acknowledgment is already out.
+        if crate::failpoint::is_set(LISTEN_LATE) {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+        }
+        // The starting point taken before the acknowledgment, or else at once.
+        let kept = {
+            let mut starts = self
+                .subscriptions()
+                .starts
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            starts
+                .iter()
+                .position(|(u, _)| *u == uris)
+                .map(|i| starts.remove(i).1)
+        };
         let uris: Vec<(String, Option<String>)> = uris.into_iter().map(|u| (u, None)).collect();
-        let _ = self.poll(&mut seen, uris.clone()).await;
+        let mut seen = match kept {
+            Some(seen) => seen,
+            None => {
+                let mut seen = Seen::default();
+                let _ = self.poll(&mut seen, uris.clone()).await;
+                seen
+            }
+        };
         let mut tick = tokio::time::interval(POLL);
         loop {
             tokio::select! {

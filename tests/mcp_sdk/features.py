@@ -152,7 +152,9 @@ async def main() -> None:
 
     if "stdio" in plan:
         binary, *args = plan["stdio"]
-        target = StdioServerParameters(command=binary, args=args, env={"CAIRN_LOG": "warn"})
+        target = StdioServerParameters(
+            command=binary, args=args, env={"CAIRN_LOG": "warn", **plan.get("server_env", {})}
+        )
         http = None
     else:
         from mcp.client.streamable_http import streamable_http_client
