@@ -53,7 +53,15 @@ pub(crate) struct Subscriptions {
     pub(super) watching: AtomicBool,
     /// What a `subscriptions/listen` saw when its filter was accepted, before its
     /// acknowledgment went out, by the URIs it accepted (taken by its `listen`).
-    pub(super) starts: Mutex<Vec<(Vec<String>, super::subscriptions::Seen)>>,
+    pub(super) starts: Mutex<Vec<(Vec<String>, Seen)>>,
+}
+
+/// What a watcher of subscriptions last saw (`super::subscriptions`): each URI's document
+/// hash, and the list's mark.
+#[derive(Default)]
+pub(crate) struct Seen {
+    pub(super) hashes: HashMap<String, Option<String>>,
+    pub(super) list: Option<(i64, i64)>,
 }
 
 /// How often a call with a `progressToken` reports that it still runs.

@@ -9,7 +9,6 @@
 //! notifies what moved. A followed document edited on disk is notified once the
 //! follower has indexed it (about 0.3 s after the write, docs/vault.md).
 
-use std::collections::HashMap;
 use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -19,7 +18,7 @@ use rmcp::service::{Peer, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer};
 
 use super::resources::{Target, parse};
-use super::server::CairnServer;
+use super::server::{CairnServer, Seen};
 
 /// How often a session looks for changes.
 pub(crate) const POLL: Duration = Duration::from_secs(1);
@@ -46,13 +45,6 @@ const LISTEN_LATE: &str = "listen-late-start";
 /// and their `listen` (one is left behind only when rmcp fails to send an
 /// acknowledgment): the oldest go beyond this many.
 const STARTS_KEPT: usize = 16;
-
-/// What the watcher last saw.
-#[derive(Default)]
-pub(crate) struct Seen {
-    hashes: HashMap<String, Option<String>>,
-    list: Option<(i64, i64)>,
-}
 
 impl CairnServer {
     /// The `(collection, path)` of a URI this session may read and subscribe to.
