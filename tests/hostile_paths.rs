@@ -21,7 +21,7 @@ use rustix::fs::{CWD, RenameFlags};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::common::{Env, sqlite_only};
+use crate::common::{Env, sqlite_only, tree};
 
 /// Why the race tests run in the SQLite pass only (docs/postgres.md): their check that
 /// nothing outside was stored reads every file under the test directory, which holds
@@ -138,30 +138,6 @@ fn pair(real: &Path, target: &Path) -> (PathBuf, PathBuf) {
     ));
     symlink(target, &link).unwrap();
     (real.to_path_buf(), link)
-}
-
-/// Every regular file under `dir` (symlinks not followed) with its content.
-fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries {
-            let p = e.unwrap().path();
-            let Ok(m) = std::fs::symlink_metadata(&p) else {
-                continue;
-            };
-            if m.is_dir() {
-                stack.push(p);
-            } else if m.is_file() {
-                out.push((p.clone(), std::fs::read(&p).unwrap_or_default()));
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 /// No file under `dir` outside `outside` contains the secret.

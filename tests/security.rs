@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::common::{Client, Env};
+use crate::common::{Client, Env, tree};
 
 /// NUL, an ANSI colour sequence, a bidi override, a bidi isolate, a tag character and a
 /// zero-width space, between visible letters.
@@ -656,23 +656,9 @@ fn the_embedding_runtime_records_and_sends_nothing() {
         stderr.contains("embedding model loaded"),
         "the command ran the model: {stderr}"
     );
-    let left: Vec<_> = walk(home.path());
+    let left: Vec<PathBuf> = tree(home.path()).into_iter().map(|(p, _)| p).collect();
     assert!(
         left.is_empty(),
         "files written outside the database: {left:?}"
     );
-}
-
-/// Every file under `dir`.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
 }
