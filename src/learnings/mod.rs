@@ -407,7 +407,7 @@ fn load_by_seqs(c: &Conn<'_>, seqs: &[u64]) -> Result<HashMap<u64, Learning>> {
     let rows = c.query_map(
         &format!("{SELECT_LEARNING} WHERE l.seq IN ({among})"),
         [&seqs],
-        |r| Ok((r.get::<_, i64>(21)? as u64, learning_from_row(r)?)),
+        |r| Ok((r.get::<_, i64>("seq")? as u64, learning_from_row(r)?)),
     )?;
     Ok(rows.into_iter().collect())
 }
