@@ -46,6 +46,23 @@ const LISTEN_LATE: &str = "listen-late-start";
 /// acknowledgment): the oldest go beyond this many.
 const STARTS_KEPT: usize = 16;
 
+/// The documents of `requested` within `readable` (a session's reach), and the resource
+/// list.
+fn filter_within_reach(
+    readable: &Option<Option<Vec<String>>>,
+    requested: &SubscriptionFilter,
+) -> SubscriptionFilter {
+    let mut accepted = SubscriptionFilter::new();
+    accepted.resources_list_changed = requested.resources_list_changed;
+    accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+        uris.iter()
+            .filter(|u| in_reach(readable, u).is_some())
+            .cloned()
+            .collect()
+    });
+    accepted
+}
+
 impl CairnServer {
     /// The `(collection, path)` of a URI this session may read and subscribe to.
     fn watchable(&self, uri: &str) -> Option<(String, String)> {
@@ -60,9 +77,18 @@ impl CairnServer {
         uris: &[(String, Option<String>)],
     ) -> crate::error::Result<(Vec<String>, bool)> {
         // One look at the session's reach for the whole poll (it reads the project).
-        let readable = self.readable_collections();
+        self.changes_within(&self.readable_collections(), seen, uris)
+    }
+
+    /// [`CairnServer::changes`] with the session's reach already read.
+    fn changes_within(
+        &self,
+        readable: &Option<Option<Vec<String>>>,
+        seen: &mut Seen,
+        uris: &[(String, Option<String>)],
+    ) -> crate::error::Result<(Vec<String>, bool)> {
         let docs: Vec<Option<(String, String)>> =
-            uris.iter().map(|(u, _)| in_reach(&readable, u)).collect();
+            uris.iter().map(|(u, _)| in_reach(readable, u)).collect();
         let present: Vec<(String, String)> = docs.iter().flatten().cloned().collect();
         let hashes = self.cairn().vault_document_hashes(&present)?;
         let mut updated = Vec::new();
@@ -200,11 +226,12 @@ impl CairnServer {
     /// point: rmcp acknowledges the listen before it runs it, and a client may change a
     /// document as soon as it has the acknowledgment.
     pub(super) fn accepted_filter(&self, requested: &SubscriptionFilter) -> SubscriptionFilter {
-        let accepted = self.filter_within_reach(requested);
+        let readable = self.readable_collections();
+        let accepted = filter_within_reach(&readable, requested);
         let uris = accepted.resource_subscriptions.clone().unwrap_or_default();
         let mut seen = Seen::default();
         let start: Vec<(String, Option<String>)> = uris.iter().map(|u| (u.clone(), None)).collect();
-        match self.changes(&mut seen, &start) {
+        match self.changes_within(&readable, &mut seen, &start) {
             Ok(_) => {
                 let mut starts = self
                     .subscriptions()
@@ -221,20 +248,6 @@ impl CairnServer {
                 tracing::warn!(session = %self.session(), error = %e, "resource watch failed")
             }
         }
-        accepted
-    }
-
-    /// The documents of `requested` this session may read, and the resource list.
-    fn filter_within_reach(&self, requested: &SubscriptionFilter) -> SubscriptionFilter {
-        let readable = self.readable_collections();
-        let mut accepted = SubscriptionFilter::new();
-        accepted.resources_list_changed = requested.resources_list_changed;
-        accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
-            uris.iter()
-                .filter(|u| in_reach(&readable, u).is_some())
-                .cloned()
-                .collect()
-        });
         accepted
     }
 
