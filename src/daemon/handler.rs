@@ -13,7 +13,14 @@
 //!   ([`CairnServer::for_connection`]), whose notifications reach the client on the
 //!   session's `GET` stream. The session belongs to the token that opened it: a request
 //!   with another token is refused.
+//!
+//! rmcp asks a stateless handler which `subscriptions/listen` filter it accepts without
+//! the request's context, and acknowledges it before the listen runs. So the handler
+//! rmcp builds for a stateless request is given that request's binding
+//! ([`with_binding`], [`DaemonHandler::for_request`]): the filter is cut to the binding's
+//! reach and the listen's starting point read before the acknowledgment, as over stdio.
 
+use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
 use axum::http::request::Parts;
@@ -47,6 +54,21 @@ pub(crate) struct Bound {
 /// guessing a delay).
 const HOLD_CALL_FAILPOINT: &str = "daemon-hold-call";
 
+tokio::task_local! {
+    /// The binding of the stateless request being served, for the handler rmcp builds for
+    /// it in the same task.
+    static REQUEST_BOUND: Arc<Bound>;
+}
+
+/// Serve `f` (rmcp's handling of one stateless request) with the request's binding
+/// known to [`DaemonHandler::for_request`].
+pub(crate) async fn with_binding<F: Future>(bound: Option<Arc<Bound>>, f: F) -> F::Output {
+    match bound {
+        Some(b) => REQUEST_BOUND.scope(b, f).await,
+        None => f.await,
+    }
+}
+
 /// A session's binding, set by its `initialize`.
 struct Connection {
     /// The id of the token that opened the session.
@@ -61,6 +83,8 @@ pub(crate) struct DaemonHandler {
     stopping: CancellationToken,
     /// `None` on the stateless path; a session's binding once it is initialized.
     connection: Option<Arc<OnceLock<Connection>>>,
+    /// A stateless request's binding, when the handler was built for it.
+    request: Option<Arc<Bound>>,
 }
 
 impl DaemonHandler {
@@ -69,6 +93,16 @@ impl DaemonHandler {
         DaemonHandler {
             stopping,
             connection: None,
+            request: None,
+        }
+    }
+
+    /// The handler of the stateless request being served: with its binding when it runs
+    /// within [`with_binding`].
+    pub(crate) fn for_request(&self) -> DaemonHandler {
+        DaemonHandler {
+            request: REQUEST_BOUND.try_with(Arc::clone).ok(),
+            ..self.clone()
         }
     }
 
@@ -77,6 +111,7 @@ impl DaemonHandler {
         DaemonHandler {
             stopping,
             connection: Some(Arc::default()),
+            request: None,
         }
     }
 
@@ -289,13 +324,17 @@ impl ServerHandler for DaemonHandler {
         self.server(&context)?.unsubscribe(request, context).await
     }
 
+    /// What the request's binding may read, its starting point read now (before rmcp
+    /// acknowledges it). Without a binding (a wiring fault) what was asked: `listen`
+    /// then refuses the request.
     fn accepted_subscription_filter(
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        // The binding is known only with the request: accept what was asked, and let
-        // `listen` keep what the session may read.
-        Some(requested.clone())
+        match &self.request {
+            Some(b) => b.server.accepted_subscription_filter(requested),
+            None => Some(requested.clone()),
+        }
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {

@@ -43,7 +43,7 @@ use crate::mcp::server::CairnServer;
 use crate::mcp::wire::{self, Line};
 use crate::tokens::Check;
 
-use super::handler::{Bound, DaemonHandler};
+use super::handler::{Bound, DaemonHandler, with_binding};
 use super::peer::Process;
 
 /// The largest request body: the arguments cap of a call plus room for the envelope.
@@ -189,7 +189,10 @@ impl Mcp {
             || req.headers().contains_key(SESSION_ID)
             || req.method() != axum::http::Method::POST;
         if !in_session {
-            return self.stateless.handle(req).await.map(axum::body::Body::new);
+            let bound = req.extensions().get::<Arc<Bound>>().cloned();
+            return with_binding(bound, self.stateless.handle(req))
+                .await
+                .map(axum::body::Body::new);
         }
         if handshake && self.manager.sessions.read().await.len() >= MAX_SESSIONS {
             return refuse(
@@ -263,7 +266,7 @@ pub(crate) fn router(
         .with_cancellation_token(abandon);
     let handler = DaemonHandler::stateless(stopping.clone());
     let stateless = StreamableHttpService::new(
-        move || Ok(handler.clone()),
+        move || Ok(handler.for_request()),
         Arc::new(NeverSessionManager::default()),
         config.clone().with_legacy_session_mode(false),
     );
