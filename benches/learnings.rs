@@ -16,7 +16,11 @@
 //! seeded noise, normalised, so that learnings sharing words lie near each other as
 //! sentence embeddings do. Query vectors are the model's own. The hybrid search latency
 //! (query embedding by the real model, nearest vectors, BM25, blend) is representative;
-//! its ranking on these vectors is not. Hybrid latency is reported apart for never-seen
+//! its ranking on these vectors is not, and they are harder for the graph than the
+//! model's own (docs/perf/learnings.md). `LEARNINGS_BENCH_VECTORS=model` builds separate
+//! corpora whose learnings are embedded by the model, as Cairn embeds them (through
+//! `Cairn::reindex_learnings`): about 7 ms per learning on 2 cores, so two hours for a
+//! million. The embedding commits as it goes and an interrupted build resumes there. Hybrid latency is reported apart for never-seen
 //! queries (every text new, so the model runs) and repeated ones (answered by the
 //! query-vector cache). For a project past [`GRAPH_MIN`], the recall@10 of the graph
 //! against an exact scan over the same vectors, the time to read the vectors and build
@@ -341,14 +345,38 @@ impl Spec {
     }
 }
 
+/// Whether the corpus's vectors are the model's own (`LEARNINGS_BENCH_VECTORS=model`)
+/// rather than sums of word embeddings (the default, `words`).
+fn model_vectors() -> bool {
+    match std::env::var("LEARNINGS_BENCH_VECTORS").as_deref() {
+        Ok("model") => true,
+        Ok("words") | Err(_) => false,
+        Ok(other) => panic!("LEARNINGS_BENCH_VECTORS={other}: use words or model"),
+    }
+}
+
 /// The cached corpus (built on first use), with its FTS5 baseline table.
 fn corpus(spec: Spec) -> PathBuf {
     let Spec { n, projects } = spec;
     let dir = target_dir().join("bench-corpus");
-    let name = format!("learnings-{n}x{projects}-v{CORPUS_VERSION}");
+    let model = model_vectors();
+    let suffix = if model { "-model" } else { "" };
+    let name = format!("learnings-{n}x{projects}-v{CORPUS_VERSION}{suffix}");
     let db = dir.join(format!("{name}.db"));
     let done = dir.join(format!("{name}.done"));
     if done.exists() {
+        return db;
+    }
+    // The text and its FTS5 table are in place; the model's embedding was interrupted.
+    let texts = dir.join(format!("{name}.texts"));
+    if texts.exists() {
+        let t = Instant::now();
+        embed_by_model(&db, n);
+        std::fs::write(&done, "").unwrap();
+        println!(
+            "finished embedding the corpus of {n} learnings in {:.1}s",
+            t.elapsed().as_secs_f64()
+        );
         return db;
     }
     let _ = std::fs::remove_file(&db);
@@ -420,8 +448,14 @@ fn corpus(spec: Spec) -> PathBuf {
          CREATE VIRTUAL TABLE bench_fts_vocab USING fts5vocab('bench_fts', 'row');",
     )
     .unwrap();
-    word_vectors(&c);
-    drop(c);
+    if model {
+        drop(c);
+        std::fs::write(&texts, "").unwrap();
+        embed_by_model(&db, n);
+    } else {
+        word_vectors(&c);
+        drop(c);
+    }
     std::fs::write(&done, "").unwrap();
     println!(
         "built corpus of {n} learnings in {:.1}s",
@@ -483,6 +517,36 @@ fn word_vectors(c: &Connection) {
     }
     drop(st);
     c.execute_batch("COMMIT").unwrap();
+}
+
+/// Every learning embedded by the model, as Cairn embeds learnings that have no vector,
+/// with progress on stderr every 30 s.
+fn embed_by_model(db: &Path, n: usize) {
+    let t = Instant::now();
+    let count = |c: &Connection| -> i64 {
+        c.query_row("SELECT count(*) FROM learning_embeddings", [], |r| r.get(0))
+            .unwrap()
+    };
+    let counting = Connection::open(db).unwrap();
+    let from = count(&counting);
+    let finished = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let finished = &finished;
+        s.spawn(move || {
+            let mut next = Duration::from_secs(30);
+            while !finished.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(250));
+                if t.elapsed() >= next {
+                    next += Duration::from_secs(30);
+                    let now = count(&counting);
+                    let each = t.elapsed().as_secs_f64() * 1e3 / (now - from).max(1) as f64;
+                    eprintln!("embedding the corpus: {now} of {n} learnings ({each:.1} ms each)");
+                }
+            }
+        });
+        Cairn::open(db).unwrap().reindex_learnings().unwrap();
+        finished.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
 }
 
 /// The searched project's vectors, by learning id (the exact scan the graph is measured
