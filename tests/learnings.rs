@@ -1116,6 +1116,37 @@ fn cairn_eval_learnings_holds_on_held_out_queries() {
             }
         }
     }
+    // Every query's outcome is listed, and the parts' figures are their means.
+    for set in sets {
+        let rows = set["per_query"].as_array().unwrap();
+        assert_eq!(Some(rows.len() as u64), set["queries"].as_u64(), "{set:#}");
+        for sys in set["systems"].as_array().unwrap() {
+            let name = sys["system"].as_str().unwrap();
+            for (part, p) in sys["parts"].as_object().unwrap() {
+                let mine: Vec<&Value> = rows
+                    .iter()
+                    .filter(|q| q["part"] == part.as_str())
+                    .map(|q| &q["systems"][name])
+                    .collect();
+                for o in &mine {
+                    let mrr = o["mrr10"].as_f64().unwrap();
+                    let at = o["relevant_at"].as_f64().map_or(0.0, |r| 1.0 / r);
+                    assert!((mrr - at).abs() < 1e-9, "{name}: {o}");
+                    assert!(o["top"].as_array().unwrap().len() <= 3, "{o}");
+                }
+                let mean = mine
+                    .iter()
+                    .map(|o| o["mrr10"].as_f64().unwrap())
+                    .sum::<f64>()
+                    / mine.len() as f64;
+                let reported = p["overall"]["mrr10"].as_f64().unwrap();
+                assert!(
+                    (mean - reported).abs() < 1e-9,
+                    "{name} {part}: per-query mean {mean} against {reported}"
+                );
+            }
+        }
+    }
     // Floors on the held-out parts: MRR@10 overall and per kind.
     for (set, floors) in FLOORS {
         let cairn = system(set, "cairn");

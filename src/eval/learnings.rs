@@ -181,6 +181,29 @@ pub(crate) struct SystemReport {
     pub(crate) p50_ms: f64,
 }
 
+/// One query's outcome under one ranking.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Outcome {
+    /// The rank (from 1) of the first relevant learning (graded 1 or 2) in the top 10,
+    /// if any: what MRR@10 reads.
+    pub(crate) relevant_at: Option<usize>,
+    pub(crate) ndcg10: f64,
+    pub(crate) mrr10: f64,
+    /// The keys of the first three learnings, in order.
+    pub(crate) top: Vec<String>,
+}
+
+/// One query and its outcome under each ranking (`--json` only: which queries a
+/// ranking misses, and what it puts first instead).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct QueryReport {
+    pub(crate) key: String,
+    pub(crate) part: Part,
+    pub(crate) category: String,
+    /// By system name, as in [`EvalReport::systems`].
+    pub(crate) systems: BTreeMap<String, Outcome>,
+}
+
 /// The result of a run.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct EvalReport {
@@ -196,6 +219,8 @@ pub(crate) struct EvalReport {
     /// Seconds spent loading the set (adds, embeddings, ratings).
     pub(crate) load_seconds: f64,
     pub(crate) systems: Vec<SystemReport>,
+    /// Every query, in the set's order.
+    pub(crate) per_query: Vec<QueryReport>,
 }
 
 /// The rankings searched, in report order; `rrf` follows them, fusing [`BLEND`] and
@@ -229,6 +254,7 @@ pub(crate) fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> 
     let mut latency: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut semantic = true;
     let mut semantic_unavailable = None;
+    let mut per_query = Vec::with_capacity(set.queries.len());
     for (n, q) in set.queries.iter().enumerate() {
         if n % 25 == 0 {
             progress(&format!("query {}/{}", n + 1, set.queries.len()));
@@ -270,6 +296,31 @@ pub(crate) fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> 
             q,
             QueryScore::of(&fused[..fused.len().min(DEPTH)], &q.relevant),
         ));
+        ranked.push(fused);
+        per_query.push(QueryReport {
+            key: q.key.clone(),
+            part: q.part,
+            category: q.category.clone(),
+            systems: names
+                .iter()
+                .zip(&ranked)
+                .zip(&scored)
+                .map(|((name, ranking), scores)| {
+                    let score = scores.last().map(|(_, s)| *s);
+                    let top10 = &ranking[..ranking.len().min(DEPTH)];
+                    let outcome = Outcome {
+                        relevant_at: top10
+                            .iter()
+                            .position(|k| q.relevant.get(k).is_some_and(|&g| g > 0))
+                            .map(|i| i + 1),
+                        ndcg10: score.map_or(0.0, |s| s.ndcg10),
+                        mrr10: score.map_or(0.0, |s| s.mrr10),
+                        top: ranking.iter().take(3).cloned().collect(),
+                    };
+                    (name.to_string(), outcome)
+                })
+                .collect(),
+        });
         let both = latency[BLEND].last().unwrap_or(&0.0) + latency[DENSE].last().unwrap_or(&0.0);
         latency[f].push(both);
     }
@@ -315,6 +366,7 @@ pub(crate) fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> 
         semantic_unavailable,
         load_seconds,
         systems,
+        per_query,
     })
 }
 
