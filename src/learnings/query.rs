@@ -11,6 +11,13 @@
 //! - any other word is an **exact** slot on its English stem (`imports` → `import`);
 //! - stop words ([`STOP_WORDS`]) are dropped unless written with `*`.
 //!
+//! **Compound identifiers.** Words joined by `_`, `.` or `-` (`health_check_interval`,
+//! `enable.idempotence`, `producer.go`, `rds-v3.2.0`) are also indexed whole, lower-cased
+//! and unstemmed ([`compounds`]), beside their words. Each compound of a query is one
+//! more exact slot, searched only when some learning of the scope has it: a query
+//! naming an identifier finds the learnings that name it ahead of those that merely
+//! share its words.
+//!
 //! Slots are OR-ed (a learning matches when any slot matches, in any field), and scored
 //! by BM25 summed over the three fields. At most [`MAX_SLOTS`] distinct slots are used.
 //!
@@ -44,7 +51,9 @@ use tantivy::tokenizer::{
 use crate::error::{Error, Result};
 
 /// Name under which [`analyzer`] is registered on every learnings index.
-pub(crate) const TOKENIZER: &str = "cairn_en";
+/// (The name is the index format's version: an index written with another name has
+/// another schema, and is rebuilt.)
+pub(crate) const TOKENIZER: &str = "cairn_en_compounds";
 
 /// Tokens this long (bytes) or longer are not indexed (hashes, base64 blobs).
 const LONG_TOKEN: usize = 40;
@@ -113,6 +122,9 @@ pub(crate) enum Slot {
     Exact(String),
     /// Indexed terms starting with any of these strings.
     Prefix(Vec<String>),
+    /// A compound identifier, indexed whole ([`compounds`]); searched only when some
+    /// learning of the scope has it.
+    Compound(String),
 }
 
 /// A query cut into slots.
@@ -138,7 +150,13 @@ pub(crate) fn parse(text: &str) -> Result<ParsedQuery> {
              \"auto-import utils\"",
         ));
     }
-    let slots = slots_of(&words, true);
+    let mut slots = slots_of(&words, true);
+    for c in compounds(text) {
+        let slot = Slot::Compound(c);
+        if !slots.contains(&slot) && slots.len() < MAX_SLOTS {
+            slots.push(slot);
+        }
+    }
     if slots.is_empty() {
         return Err(Error::invalid(
             "query",
@@ -182,6 +200,43 @@ fn words_of(text: &str) -> Vec<(String, bool)> {
         words.push((word, starred));
     }
     words
+}
+
+/// The compound identifiers of `text`, lower-cased: runs of letters and digits joined by
+/// single `_`, `.` or `-` (`--health-interval` gives `health-interval`; a sentence's
+/// final `.` joins nothing). Those of [`LONG_TOKEN`] bytes or more are left out.
+pub(crate) fn compounds(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_alphanumeric() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut joined = false;
+        loop {
+            while i < chars.len() && chars[i].is_alphanumeric() {
+                i += 1;
+            }
+            let joins = i + 1 < chars.len()
+                && matches!(chars[i], '_' | '.' | '-')
+                && chars[i + 1].is_alphanumeric();
+            if !joins {
+                break;
+            }
+            joined = true;
+            i += 1;
+        }
+        if joined {
+            let c = chars[start..i].iter().collect::<String>().to_lowercase();
+            if c.len() < LONG_TOKEN {
+                out.push(c);
+            }
+        }
+    }
+    out
 }
 
 /// The slots of `words`: a starred word, and with `implicit_prefix` the last word, match
@@ -322,7 +377,11 @@ mod tests {
         );
         assert_eq!(
             slots("auto-imp"),
-            vec![Slot::Exact("auto".into()), Slot::Prefix(vec!["imp".into()])]
+            vec![
+                Slot::Exact("auto".into()),
+                Slot::Prefix(vec!["imp".into()]),
+                Slot::Compound("auto-imp".into())
+            ]
         );
         assert_eq!(
             slots("mig* schema"),
@@ -330,6 +389,41 @@ mod tests {
                 Slot::Prefix(vec!["mig".into()]),
                 Slot::Prefix(vec!["schema".into()])
             ]
+        );
+    }
+
+    #[test]
+    fn compound_identifiers_are_whole_terms_beside_their_words() {
+        assert_eq!(
+            compounds(
+                "Set health_check_interval=30 in producer.go; see --health-interval, \
+                 rds-v3.2.0 and sync.OnceValues. Done. a__b x- -y"
+            ),
+            [
+                "health_check_interval",
+                "producer.go",
+                "health-interval",
+                "rds-v3.2.0",
+                "sync.oncevalues"
+            ]
+        );
+        assert!(compounds("plain words, no identifier.").is_empty());
+        assert!(compounds(&format!("{}_b", "a".repeat(40))).is_empty());
+        assert_eq!(
+            slots("services/worker/kafka/producer.go"),
+            [
+                Slot::Exact("servic".into()),
+                Slot::Exact("worker".into()),
+                Slot::Exact("kafka".into()),
+                Slot::Exact("produc".into()),
+                Slot::Exact("go".into()),
+                Slot::Compound("producer.go".into()),
+            ]
+        );
+        // Cairn's own words (the duplicate check) stay words.
+        assert_eq!(
+            parse_words("enable.idempotence").unwrap().slots,
+            [Slot::Exact("enabl".into()), Slot::Exact("idempot".into())]
         );
     }
 

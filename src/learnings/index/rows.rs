@@ -125,6 +125,7 @@ impl Row {
             while let Some(t) = stream.next() {
                 words.push(t.text.clone());
             }
+            words.extend(super::super::query::compounds(text));
             // The scoped twin of field `i` is slot `i + 3`.
             out[i + 3] = Some(
                 words

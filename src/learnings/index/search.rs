@@ -137,7 +137,7 @@ pub(super) fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>>
         return Ok(Vec::new());
     }
     let lexicon = Lexicon::of(s.scope, fields);
-    let slots = expand(s.query, open, &lexicon)?;
+    let slots = expand(s.query, open, &lexicon, &stats)?;
     let clauses = Clauses::of(&slots, &stats, docs)?;
     let filter = Filter::new(open, s);
     let k = s.candidates.max(s.limit).max(1);
@@ -568,11 +568,27 @@ pub(super) fn expand(
     query: &ParsedQuery,
     open: &Open,
     lex: &Lexicon,
+    stats: &Combined<'_>,
 ) -> Result<Vec<Vec<(Term, bool)>>> {
     let mut out = Vec::with_capacity(query.slots.len());
     for slot in &query.slots {
         let words: Vec<(String, bool)> = match slot {
             Slot::Exact(t) => vec![(format!("{}{t}", lex.key), true)],
+            // Left out when no learning has it: it would lower every candidate's field
+            // priority alike.
+            Slot::Compound(c) => {
+                let w = format!("{}{c}", lex.key);
+                let mut df = 0;
+                for field in lex.fields {
+                    df += stats
+                        .doc_freq(&Term::from_field_text(field, &w))
+                        .map_err(index_err)?;
+                }
+                if df == 0 {
+                    continue;
+                }
+                vec![(w, true)]
+            }
             Slot::Prefix(prefixes) => {
                 let exact: Vec<String> =
                     prefixes.iter().map(|p| format!("{}{p}", lex.key)).collect();
