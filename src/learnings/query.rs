@@ -184,22 +184,13 @@ pub(crate) fn parse_words(text: &str) -> Option<ParsedQuery> {
 /// `*` follows it.
 fn words_of(text: &str) -> Vec<(String, bool)> {
     let chars: Vec<char> = text.chars().collect();
-    let mut words: Vec<(String, bool)> = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        if !chars[i].is_alphanumeric() {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < chars.len() && chars[i].is_alphanumeric() {
-            i += 1;
-        }
-        let word: String = chars[start..i].iter().collect::<String>().to_lowercase();
-        let starred = chars.get(i) == Some(&'*');
-        words.push((word, starred));
-    }
-    words
+    spans(&chars, &[])
+        .into_iter()
+        .map(|(start, end)| {
+            let word = chars[start..end].iter().collect::<String>().to_lowercase();
+            (word, chars.get(end) == Some(&'*'))
+        })
+        .collect()
 }
 
 /// The compound identifiers of `text`, lower-cased: runs of letters and digits joined by
@@ -207,6 +198,18 @@ fn words_of(text: &str) -> Vec<(String, bool)> {
 /// final `.` joins nothing). Those of [`LONG_TOKEN`] bytes or more are left out.
 pub(crate) fn compounds(text: &str) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
+    spans(&chars, &['_', '.', '-'])
+        .into_iter()
+        .map(|(start, end)| &chars[start..end])
+        .filter(|c| c.iter().any(|ch| !ch.is_alphanumeric()))
+        .map(|c| c.iter().collect::<String>().to_lowercase())
+        .filter(|c| c.len() < LONG_TOKEN)
+        .collect()
+}
+
+/// The `[start, end)` spans of `chars` that are runs of letters and digits, a run going
+/// on across one of `joiners` that has a letter or digit on both sides.
+fn spans(chars: &[char], joiners: &[char]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < chars.len() {
@@ -215,26 +218,19 @@ pub(crate) fn compounds(text: &str) -> Vec<String> {
             continue;
         }
         let start = i;
-        let mut joined = false;
         loop {
             while i < chars.len() && chars[i].is_alphanumeric() {
                 i += 1;
             }
             let joins = i + 1 < chars.len()
-                && matches!(chars[i], '_' | '.' | '-')
+                && joiners.contains(&chars[i])
                 && chars[i + 1].is_alphanumeric();
             if !joins {
                 break;
             }
-            joined = true;
             i += 1;
         }
-        if joined {
-            let c = chars[start..i].iter().collect::<String>().to_lowercase();
-            if c.len() < LONG_TOKEN {
-                out.push(c);
-            }
-        }
+        out.push((start, i));
     }
     out
 }
