@@ -20,9 +20,10 @@
 //! model's own (docs/perf/learnings.md). `LEARNINGS_BENCH_VECTORS=model` builds separate
 //! corpora whose learnings are embedded by the model, as Cairn embeds them (through
 //! `Cairn::reindex_learnings`): about 7 ms per learning on 2 cores, so two hours for a
-//! million. The embedding commits as it goes and an interrupted build resumes there. Hybrid latency is reported apart for never-seen
-//! queries (every text new, so the model runs) and repeated ones (answered by the
-//! query-vector cache). For a project past [`GRAPH_MIN`], the recall@10 of the graph
+//! million. The embedding commits as it goes and an interrupted build resumes there.
+//!
+//! Hybrid latency is reported apart for never-seen queries (every text new, so the
+//! model runs) and repeated ones (answered by the query-vector cache). For a project past [`GRAPH_MIN`], the recall@10 of the graph
 //! against an exact scan over the same vectors, the time to read the vectors and build
 //! the graph, and the memory they take are reported too.
 //!

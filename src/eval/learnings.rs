@@ -23,7 +23,7 @@ use crate::error::{Error, FieldError, Result};
 use crate::issues::{NewIssue, NewProject};
 use crate::learnings::{LearningSearch, LearningType, NewLearning, Ranking, SearchScope};
 
-use super::metrics::{QueryScore, Summary, by_category, p50, rrf};
+use super::metrics::{QueryScore, Summary, by_category, first_relevant, p50, rrf};
 
 /// The query categories of a set.
 pub(crate) const CATEGORIES: [&str; 4] = ["identifier", "keyword", "paraphrase", "symptom"];
@@ -271,7 +271,7 @@ pub(crate) fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> 
             include_superseded: false,
             include_archived: false,
         };
-        let mut ranked: Vec<Vec<String>> = Vec::with_capacity(SYSTEMS.len());
+        let mut ranked: Vec<Vec<String>> = Vec::with_capacity(names.len());
         for (i, (_, ranking)) in SYSTEMS.iter().enumerate() {
             let t = Instant::now();
             let r = cairn.search_learnings_ranked(&search, *ranking)?;
@@ -280,47 +280,35 @@ pub(crate) fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> 
                 semantic = false;
                 semantic_unavailable = r.semantic_unavailable.clone();
             }
-            let ranking: Vec<String> = r
-                .learnings()
-                .filter_map(|l| keys.get(l.id.as_str()).map(|k| k.to_string()))
-                .collect();
-            scored[i].push((
-                q,
-                QueryScore::of(&ranking[..ranking.len().min(DEPTH)], &q.relevant),
-            ));
-            ranked.push(ranking);
+            ranked.push(
+                r.learnings()
+                    .filter_map(|l| keys.get(l.id.as_str()).map(|k| k.to_string()))
+                    .collect(),
+            );
         }
-        let fused = rrf(&[&ranked[BLEND], &ranked[DENSE]], RRF_K);
-        let f = names.len() - 1;
-        scored[f].push((
-            q,
-            QueryScore::of(&fused[..fused.len().min(DEPTH)], &q.relevant),
-        ));
-        ranked.push(fused);
+        ranked.push(rrf(&[&ranked[BLEND], &ranked[DENSE]], RRF_K));
+        let mut outcomes = BTreeMap::new();
+        for (i, (name, ranking)) in names.iter().zip(&ranked).enumerate() {
+            let top10 = &ranking[..ranking.len().min(DEPTH)];
+            let score = QueryScore::of(top10, &q.relevant);
+            scored[i].push((q, score));
+            outcomes.insert(
+                name.to_string(),
+                Outcome {
+                    relevant_at: first_relevant(top10, &q.relevant, DEPTH),
+                    ndcg10: score.ndcg10,
+                    mrr10: score.mrr10,
+                    top: ranking.iter().take(3).cloned().collect(),
+                },
+            );
+        }
         per_query.push(QueryReport {
             key: q.key.clone(),
             part: q.part,
             category: q.category.clone(),
-            systems: names
-                .iter()
-                .zip(&ranked)
-                .zip(&scored)
-                .map(|((name, ranking), scores)| {
-                    let score = scores.last().map(|(_, s)| *s);
-                    let top10 = &ranking[..ranking.len().min(DEPTH)];
-                    let outcome = Outcome {
-                        relevant_at: top10
-                            .iter()
-                            .position(|k| q.relevant.get(k).is_some_and(|&g| g > 0))
-                            .map(|i| i + 1),
-                        ndcg10: score.map_or(0.0, |s| s.ndcg10),
-                        mrr10: score.map_or(0.0, |s| s.mrr10),
-                        top: ranking.iter().take(3).cloned().collect(),
-                    };
-                    (name.to_string(), outcome)
-                })
-                .collect(),
+            systems: outcomes,
         });
+        let f = names.len() - 1;
         let both = latency[BLEND].last().unwrap_or(&0.0) + latency[DENSE].last().unwrap_or(&0.0);
         latency[f].push(both);
     }

@@ -36,13 +36,18 @@ pub(crate) fn ndcg_at(ranking: &[String], qrels: &Qrels, k: usize) -> f64 {
     if idcg == 0.0 { 0.0 } else { dcg / idcg }
 }
 
-/// Reciprocal rank of the first relevant document within the first `k`.
-pub(crate) fn mrr_at(ranking: &[String], qrels: &Qrels, k: usize) -> f64 {
+/// The rank (from 1) of the first relevant document within the first `k`.
+pub(crate) fn first_relevant(ranking: &[String], qrels: &Qrels, k: usize) -> Option<usize> {
     ranking
         .iter()
         .take(k)
         .position(|key| qrels.get(key).is_some_and(|&g| g > 0))
-        .map_or(0.0, |i| 1.0 / (i as f64 + 1.0))
+        .map(|i| i + 1)
+}
+
+/// Reciprocal rank of the first relevant document within the first `k`.
+pub(crate) fn mrr_at(ranking: &[String], qrels: &Qrels, k: usize) -> f64 {
+    first_relevant(ranking, qrels, k).map_or(0.0, |r| 1.0 / r as f64)
 }
 
 /// Share of the relevant documents found within the first `k`; 0 when none is relevant.
