@@ -1451,11 +1451,11 @@ mod group_commit_tests {
                 .id
         }
 
-        /// The ids a search for `word` returns.
-        fn find(&self, word: &str) -> Vec<String> {
+        /// The first ten hits of a search for `query` over every project.
+        fn search(&self, query: &str) -> Vec<LearningHit> {
             self.learnings()
                 .search_learnings(&LearningSearch {
-                    query: word.into(),
+                    query: query.into(),
                     scope: SearchScope::All,
                     limit: Some(10),
                     min_quality_score: None,
@@ -1464,6 +1464,11 @@ mod group_commit_tests {
                 })
                 .unwrap()
                 .results
+        }
+
+        /// The ids a search for `word` returns.
+        fn find(&self, word: &str) -> Vec<String> {
+            self.search(word)
                 .into_iter()
                 .map(|h| h.learning.id)
                 .collect()
@@ -1478,6 +1483,25 @@ mod group_commit_tests {
     fn marker(t: usize, i: usize) -> String {
         // No marker is a prefix of another (a search expands prefixes).
         format!("zq{}x{}w", ["a", "b", "c", "d", "e", "f", "g", "h"][t], i)
+    }
+
+    #[test]
+    fn a_query_word_no_learning_has_weighs_nothing_in_field_priority() {
+        let f = fixture();
+        let id = f.add("zqaxw");
+        f.add("zqbxw");
+        let priority = |query: &str| {
+            let hits = f.search(query);
+            let hit = hits.iter().find(|h| h.learning.id == id).expect(query);
+            hit.score.field_priority
+        };
+        assert_eq!(priority("migration check"), 1.0);
+        // A misspelt word, and a compound whose words are all new: every query word
+        // the learnings have is still in its pattern.
+        assert_eq!(priority("migration check migrashun"), 1.0);
+        assert_eq!(priority("migration check deploy_window_qzms"), 1.0);
+        // A word another learning has still counts against this one.
+        assert!(priority("migration check zqbxw") < 0.7);
     }
 
     #[test]

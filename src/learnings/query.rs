@@ -38,6 +38,8 @@
 //!   prefix expansion × [`PREFIX_BOOST`]), weighted by the slot's idf, summed over
 //!   **all** query slots and divided by their total idf. Matching one common word in the
 //!   pattern therefore scores little; matching most of the query's rare words scores high.
+//!   A slot no learning of the scope has (a misspelt word, a word of another project)
+//!   weighs nothing: it would lower every candidate's field priority alike.
 //! - `quality = quality_score / 100 × relevance`: a rating decides between hits of about
 //!   the same relevance and cannot lift an unrelated learning over a relevant one.
 

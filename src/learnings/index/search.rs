@@ -137,7 +137,7 @@ pub(super) fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>>
         return Ok(Vec::new());
     }
     let lexicon = Lexicon::of(s.scope, fields);
-    let slots = expand(s.query, open, &lexicon, &stats)?;
+    let slots = expand(s.query, open, &lexicon)?;
     let clauses = Clauses::of(&slots, &stats, docs)?;
     let filter = Filter::new(open, s);
     let k = s.candidates.max(s.limit).max(1);
@@ -236,7 +236,10 @@ impl<'t> Clauses<'t> {
                 };
                 c.queries.push((Occur::Should, q));
             }
-            c.slot_idf.push(idf(max_df, docs));
+            // A slot no learning of the scope has weighs nothing: it would lower every
+            // candidate's field priority alike.
+            c.slot_idf
+                .push(if max_df == 0 { 0.0 } else { idf(max_df, docs) });
         }
         Ok(c)
     }
@@ -562,33 +565,18 @@ pub(super) fn group<'v>(
 }
 
 /// Each slot's index terms, one per (field, term), each marked exact (the word or its
-/// stem) or a prefix expansion. Exact slots keep their term even when absent (it still
-/// counts in the slot's idf).
+/// stem) or a prefix expansion. A slot keeps its terms even when no learning has them;
+/// [`Clauses::of`] then gives it no clause and no weight.
 pub(super) fn expand(
     query: &ParsedQuery,
     open: &Open,
     lex: &Lexicon,
-    stats: &Combined<'_>,
 ) -> Result<Vec<Vec<(Term, bool)>>> {
     let mut out = Vec::with_capacity(query.slots.len());
     for slot in &query.slots {
         let words: Vec<(String, bool)> = match slot {
             Slot::Exact(t) => vec![(format!("{}{t}", lex.key), true)],
-            // Left out when no learning has it: it would lower every candidate's field
-            // priority alike.
-            Slot::Compound(c) => {
-                let w = format!("{}{c}", lex.key);
-                let mut df = 0;
-                for field in lex.fields {
-                    df += stats
-                        .doc_freq(&Term::from_field_text(field, &w))
-                        .map_err(index_err)?;
-                }
-                if df == 0 {
-                    continue;
-                }
-                vec![(w, true)]
-            }
+            Slot::Compound(c) => vec![(format!("{}{c}", lex.key), true)],
             Slot::Prefix(prefixes) => {
                 let exact: Vec<String> =
                     prefixes.iter().map(|p| format!("{}{p}", lex.key)).collect();
