@@ -65,7 +65,8 @@ pub(crate) struct LearningFeedbackParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SearchLearningsParams {
-    /// Words to search for; stemmed, the last word also matches as a prefix, `word*` too.
+    /// Words to search for; stemmed, the last word also matches as a prefix, `word*` too;
+    /// identifiers such as `health_check_interval` also match whole.
     #[schemars(length(min = 1, max = limits::QUERY_MAX))]
     pub(crate) query: String,
     /// Max results (default 50, max 100).
@@ -160,7 +161,7 @@ pub(crate) fn tools() -> Vec<ToolDef> {
         .bound(),
         tool(
             "search_learnings",
-            "Search learnings of the current project (or the other projects with cross_project), ranked by 50% relevance (BM25 fused with embedding similarity, so paraphrases match) + 30% field priority (how much of the query matched, pattern > applies_to > context) + 20% quality (scaled by relevance; from feedback evidence unless a person rated it; halved for stale learnings). Stemmed words; the last word also matches as a prefix, counting less than an exact word. Superseded learnings are left out unless include_superseded.",
+            "Search learnings of the current project (or the other projects with cross_project), ranked by 50% relevance (BM25 fused with embedding similarity, so paraphrases match) + 30% field priority (how much of the query matched, pattern > applies_to > context) + 20% quality (scaled by relevance; from feedback evidence unless a person rated it; halved for stale learnings). Stemmed words; the last word also matches as a prefix, counting less than an exact word; identifiers joined by _ . or - (health_check_interval, producer.go) also match whole. Superseded learnings are left out unless include_superseded.",
             Effect::ReadOnly,
             json!({ "query": "auto-import", "min_quality_score": 40 }),
             search,
