@@ -23,9 +23,10 @@
 //! million. The embedding commits as it goes and an interrupted build resumes there.
 //!
 //! Hybrid latency is reported apart for never-seen queries (every text new, so the
-//! model runs) and repeated ones (answered by the query-vector cache). For a project past [`GRAPH_MIN`], the recall@10 of the graph
-//! against an exact scan over the same vectors, the time to read the vectors and build
-//! the graph, and the memory they take are reported too.
+//! model runs) and repeated ones (answered by the query-vector cache). For a project
+//! past [`GRAPH_MIN`], the recall@10 of the graph against an exact scan over the same
+//! vectors, the time to read the vectors and build the graph, and the memory they take
+//! are reported too.
 //!
 //! Run: `cargo bench --bench learnings`. Corpora are built once and cached under
 //! `target/bench-corpus/` (delete it to rebuild).
