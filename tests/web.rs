@@ -197,7 +197,7 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
     let key = path
         .strip_prefix("/ui/")
         .and_then(|p| p.strip_suffix('/'))
-        .unwrap_or_else(|| panic!("cookie path {path}"));
+        .unwrap_or_else(|| panic!("cookie path {path}: {seen:#}"));
     assert!(
         key.len() == 32 && key.bytes().all(|b| b.is_ascii_hexdigit()),
         "{path}"

@@ -10,7 +10,8 @@
 //!
 //! Every request passes, in order: one `Host`, `Origin` and `Authorization` header at most
 //! (400); the `Host` check (the listen address, `localhost`, or a name given with
-//! `--allow-host`) and the `Origin` check (absent, or a loopback origin), each refused
+//! `--allow-host`) and the `Origin` check (absent, a loopback origin, or the
+//! `--public-origin` of a TLS proxy in front), each refused
 //! with 403; then, on `/mcp`, the bearer token, looked up by its hash on every request
 //! (missing, unknown, expired or revoked: 401; a forwarder's own token from any
 //! connection but its forwarder's: 401), and the body: one JSON-RPC message (invalid

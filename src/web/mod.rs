@@ -242,7 +242,10 @@ async fn enter(State(w): State<Web>, mut req: Request, next: Next) -> Response {
     let (key, rest) = path.split_once('/').unwrap_or((path, ""));
     let login = w.logins.map().get(key).cloned();
     let Some(login) = login else {
-        return refused("You are not logged in.");
+        return refused(
+            "You are not logged in here: a login ends when its token expires or is revoked, \
+             and when the daemon restarts.",
+        );
     };
     let secret = cookies(req.headers()).find(|c| same(&sha256_hex(c), &login.browser_hash));
     let Some(secret) = secret.map(String::from) else {
@@ -435,4 +438,49 @@ fn page(title: &str, visitor: Option<&Visitor>, content: Markup) -> Html<String>
         }
     };
     Html(page.into_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_origins_are_a_scheme_and_an_authority() {
+        for (given, kept) in [
+            (
+                "https://cairn.example.internal",
+                "https://cairn.example.internal",
+            ),
+            ("https://Cairn.Example:8443/", "https://cairn.example:8443"),
+            ("http://[::1]:7411", "http://[::1]:7411"),
+        ] {
+            assert_eq!(parse_public_origin(given).as_deref(), Ok(kept), "{given}");
+        }
+        for bad in [
+            "cairn.example",
+            "https://",
+            "https://cairn.example/ui",
+            "https://user@cairn.example",
+            "https://cairn.example?x",
+            "ftp://cairn.example",
+            "https://cairn example",
+        ] {
+            assert!(parse_public_origin(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_login_cookie_of_a_request_is_seen_and_only_equal_strings_are_the_same() {
+        let mut h = HeaderMap::new();
+        h.append(
+            header::COOKIE,
+            HeaderValue::from_static("cairn_ui=a; other=b; cairn_uix=c"),
+        );
+        h.append(header::COOKIE, HeaderValue::from_static(" cairn_ui=d"));
+        assert_eq!(cookies(&h).collect::<Vec<_>>(), ["a", "d"]);
+        assert!(same("abc", "abc"));
+        assert!(!same("abc", "abd"));
+        assert!(!same("abc", "abcd"));
+        assert!(!same("", "a"));
+    }
 }
