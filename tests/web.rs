@@ -192,20 +192,24 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
     let login = &seen["login"];
     assert_eq!(login["http_only"], true, "{seen:#}");
     assert_eq!(login["same_site"], "Strict", "{seen:#}");
-    // Its path is the login's own, `/ui/<32 hex>/`, where the pages are.
-    let path = login["path"].as_str().unwrap();
-    let key = path
+    // Its path is the login's own place, `/ui/<32 hex>`, where the pages are.
+    let place = login["path"].as_str().unwrap();
+    let key = place
         .strip_prefix("/ui/")
-        .and_then(|p| p.strip_suffix('/'))
-        .unwrap_or_else(|| panic!("cookie path {path}: {seen:#}"));
+        .unwrap_or_else(|| panic!("cookie path {place}: {seen:#}"));
     assert!(
         key.len() == 32 && key.bytes().all(|b| b.is_ascii_hexdigit()),
-        "{path}"
+        "{place}"
     );
     let base = d.url().trim_end_matches("/mcp");
     assert_eq!(
         login["url"].as_str().unwrap(),
-        format!("{base}{path}learnings"),
+        format!("{base}{place}/learnings"),
+        "{seen:#}"
+    );
+    assert_eq!(
+        (&seen["place"]["url"], &seen["place"]["title"]),
+        (&login["url"], &json!("Learnings · Cairn")),
         "{seen:#}"
     );
     // A page of another loopback port that the logged-in person opens (an agent's dev
@@ -270,7 +274,7 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
     for href in hostile["links_in_hits"].as_array().unwrap() {
         let href = href.as_str().unwrap();
         let id = href
-            .strip_prefix(&format!("{base}{path}learnings/"))
+            .strip_prefix(&format!("{base}{place}/learnings/"))
             .unwrap_or_else(|| panic!("a link out of the page: {href}"));
         assert!(added.iter().any(|a| a == id), "{href}");
     }

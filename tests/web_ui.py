@@ -277,7 +277,9 @@ def main() -> None:
         # A page of another loopback port, opened by the logged-in person.
         out["other_port"] = other_port(driver, base, home)
         out["other_port"]["real"] = real
-        driver.get(f"{home}learnings")
+        # The place itself leads to the learnings.
+        driver.get(home.rstrip("/"))
+        out["place"] = {"url": driver.current_url, "title": driver.title}
         # Without a query: the pictures, drawn as SVG on the server.
         out["pictures"] = {
             f.get_attribute("class"): {

@@ -206,7 +206,7 @@ async fn login(State(w): State<Web>, Query(q): Query<LoginQuery>) -> Response {
                 .as_deref()
                 .is_some_and(|o| o.starts_with("https://"));
             let cookie = format!(
-                "{COOKIE}={secret}; Path=/ui/{key}/; HttpOnly; SameSite=Strict; Max-Age={max_age}{}",
+                "{COOKIE}={secret}; Path=/ui/{key}; HttpOnly; SameSite=Strict; Max-Age={max_age}{}",
                 if secure { "; Secure" } else { "" }
             );
             let mut r = Redirect::to(&format!("/ui/{key}/learnings")).into_response();
