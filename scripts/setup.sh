@@ -11,7 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # `--browser`: also what the web page's tests need (tests/web.rs): Debian's Chromium and
-# ChromeDriver, Selenium and Pillow. The demo (scripts/demo.sh) runs without it.
+# ChromeDriver, Selenium and Pillow, nginx and openssl (the TLS proxy in front). The demo
+# (scripts/demo.sh) runs without it.
 BROWSER=0
 for arg in "$@"; do
   case "$arg" in
@@ -84,6 +85,11 @@ if [ "$BROWSER" = 1 ]; then
   ensure chromedriver chromium-driver \
     "ChromeDriver not found (Debian: apt-get install chromium-driver)" \
     test -x /usr/bin/chromedriver
+  # The TLS-terminating proxy the web page is tested behind, and its certificate.
+  ensure nginx nginx-light "nginx not found (Debian: apt-get install nginx-light)" \
+    test -x /usr/sbin/nginx
+  ensure openssl openssl "openssl not found (Debian: apt-get install openssl)" \
+    test -x /usr/bin/openssl
   if python3 -c 'import selenium, PIL' 2>/dev/null; then
     say "selenium and pillow present"
   else

@@ -9,7 +9,7 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -38,6 +38,37 @@ fn ids(result: &Value) -> Vec<String> {
         .iter()
         .map(|h| h["id"].as_str().unwrap().to_string())
         .collect()
+}
+
+/// `tests/web_ui.py` running `plan` in Chromium.
+fn browse(plan: &Value) -> Child {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/web_ui.py");
+    let mut child = Command::new("python3")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(plan.to_string().as_bytes())
+        .unwrap();
+    child
+}
+
+/// What the browser saw: the script's JSON.
+fn seen(child: Child) -> Value {
+    let out = child.wait_with_output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "web_ui.py printed no JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
 }
 
 #[test]
@@ -127,20 +158,7 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
     plan["agent_id"] = json!(agent_id);
     plan["ready"] = json!(ready);
     plan["tampered"] = json!(tampered);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/web_ui.py");
-    let mut child = Command::new("python3")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(plan.to_string().as_bytes())
-        .unwrap();
+    let mut child = browse(&plan);
     // Once the browser has seen the trail verified, forge its second record.
     let deadline = Instant::now() + Duration::from_secs(180);
     while !ready.exists() && Instant::now() < deadline && child.try_wait().unwrap().is_none() {
@@ -154,14 +172,7 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
         );
         std::fs::write(&tampered, "tampered").unwrap();
     }
-    let out = child.wait_with_output().unwrap();
-    let seen: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "web_ui.py printed no JSON ({e}):\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let seen = seen(child);
 
     assert!(seen.get("error").is_none(), "{seen:#}");
     // Nobody logged in, an agent's token, the login URL a second time: refused.
@@ -179,12 +190,47 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
     assert_eq!(seen["second_login"]["cookie"], false);
     // The login: an HttpOnly, SameSite=Strict cookie, then the learnings page.
     let login = &seen["login"];
-    assert!(
-        login["url"].as_str().unwrap().ends_with("/ui/learnings"),
-        "{seen:#}"
-    );
     assert_eq!(login["http_only"], true, "{seen:#}");
     assert_eq!(login["same_site"], "Strict", "{seen:#}");
+    // Its path is the login's own place, `/ui/<32 hex>`, where the pages are.
+    let place = login["path"].as_str().unwrap();
+    let key = place
+        .strip_prefix("/ui/")
+        .unwrap_or_else(|| panic!("cookie path {place}: {seen:#}"));
+    assert!(
+        key.len() == 32 && key.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{place}"
+    );
+    let base = d.url().trim_end_matches("/mcp");
+    assert_eq!(
+        login["url"].as_str().unwrap(),
+        format!("{base}{place}/learnings"),
+        "{seen:#}"
+    );
+    assert_eq!(
+        (&seen["place"]["url"], &seen["place"]["title"]),
+        (&login["url"], &json!("Learnings · Cairn")),
+        "{seen:#}"
+    );
+    // A page of another loopback port that the logged-in person opens (an agent's dev
+    // server): its server gets no cookie of the person's, what it could replay opens
+    // nothing, and the cookies it tossed log nobody out (every curation page below
+    // works).
+    let other = &seen["other_port"];
+    assert_eq!(other["title"], "done", "the page's script ran: {seen:#}");
+    assert!(
+        other["received"].as_array().unwrap().len() >= 5,
+        "its fetches reached its server: {seen:#}"
+    );
+    let real = other["real"].as_str().unwrap();
+    assert_eq!(real.len(), 64, "{seen:#}");
+    assert!(
+        !other["values"].as_array().unwrap().contains(&json!(real)),
+        "the person's cookie went to another port: {seen:#}"
+    );
+    for (replay, status) in other["replays"].as_object().unwrap() {
+        assert_eq!(status, 401, "{replay}: {seen:#}");
+    }
     // The pictures: learnings over time (8 added today) and the quality distribution,
     // SVG with shapes and labels, no script.
     let pictures = &seen["pictures"];
@@ -225,11 +271,10 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
     }
     assert_eq!(hostile["images"], 0, "{seen:#}");
     // The only links are to the learnings' own pages, never one from stored text.
-    let base = d.url().trim_end_matches("/mcp");
     for href in hostile["links_in_hits"].as_array().unwrap() {
         let href = href.as_str().unwrap();
         let id = href
-            .strip_prefix(&format!("{base}/ui/learnings/"))
+            .strip_prefix(&format!("{base}{place}/learnings/"))
             .unwrap_or_else(|| panic!("a link out of the page: {href}"));
         assert!(added.iter().any(|a| a == id), "{href}");
     }
@@ -454,15 +499,212 @@ fn a_person_logs_in_searches_like_the_tool_and_hostile_text_stays_inert() {
         "{body}"
     );
 
-    // Cross-site requests change nothing.
+    // An error page's way back leads to a page.
+    assert_eq!(
+        seen["problem_page"]["title"], "Not done · Cairn",
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["problem_page"]["back"]["title"], "Learnings · Cairn",
+        "{seen:#}"
+    );
+    // Cross-site requests change nothing; the form token is no function of the cookie
+    // (one computed from it is refused), and the browser's cookie among tossed ones of
+    // the same name is the one used.
+    assert_eq!(seen["form_token"]["derived_from_cookie"], false, "{seen:#}");
     let cross = &seen["cross_site"];
-    for k in ["foreign_origin", "no_origin", "wrong_token", "no_token"] {
+    for k in [
+        "foreign_origin",
+        "no_origin",
+        "wrong_token",
+        "no_token",
+        "computed_token",
+    ] {
         assert_eq!(cross[k], 403, "{k}: {seen:#}");
     }
     assert_eq!(seen["quality_after_cross_site"], "50", "{seen:#}");
+    assert_eq!(seen["several_cookies"], 200, "{seen:#}");
 
     // A person's token opens no MCP session.
     let (status, body) = d.rpc(human["token"].as_str().unwrap(), "tools/list", json!({}));
     assert_eq!(status, 401, "{body}");
     assert_eq!(body["error"]["code"], "TOKEN_HUMAN", "{body}");
+}
+
+/// A command's stdout; panics with its stderr when it fails.
+fn output(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A TLS-terminating nginx in front of the daemon, configured as docs/deployment.md
+/// shows, with a self-signed certificate for `cairn.localhost` (Chromium resolves
+/// `*.localhost` to loopback). Stopped when dropped.
+struct Proxy {
+    child: Child,
+    /// `https://cairn.localhost:PORT`.
+    origin: String,
+    /// The base64 SHA-256 of the certificate's public key, for the browser to trust.
+    spki: String,
+}
+
+impl Proxy {
+    /// Its certificate and port, before the daemon it forwards to is known.
+    fn prepare(dir: &Path) -> (u16, String) {
+        std::fs::create_dir_all(dir).unwrap();
+        output(Command::new("openssl").current_dir(dir).args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=cairn.localhost",
+            "-addext",
+            "subjectAltName=DNS:cairn.localhost",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "cert.pem",
+        ]));
+        let spki = output(Command::new("sh").current_dir(dir).args([
+            "-c",
+            "openssl x509 -in cert.pem -pubkey -noout | openssl pkey -pubin -outform der \
+             | openssl dgst -sha256 -binary | base64",
+        ]));
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        (port, spki.trim().to_string())
+    }
+
+    fn start(dir: &Path, port: u16, spki: String, daemon: std::net::SocketAddr) -> Proxy {
+        let d = dir.display();
+        let conf = format!(
+            "daemon off; master_process off; pid {d}/nginx.pid; error_log {d}/error.log;
+events {{}}
+http {{
+    access_log off;
+    client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        server_name cairn.localhost;
+        ssl_certificate     {d}/cert.pem;
+        ssl_certificate_key {d}/key.pem;
+        location /mcp {{
+            proxy_pass http://{daemon};
+            proxy_set_header Host {daemon};
+            proxy_buffering off;
+        }}
+        location /ui/ {{
+            proxy_pass http://{daemon};
+            proxy_set_header Host {daemon};
+        }}
+    }}
+}}
+"
+        );
+        std::fs::write(dir.join("nginx.conf"), conf).unwrap();
+        let nginx = ["/usr/sbin/nginx", "nginx"]
+            .into_iter()
+            .find(|n| Command::new(n).arg("-v").output().is_ok())
+            .expect("nginx not found: scripts/setup.sh --browser installs it");
+        let mut child = Command::new(nginx)
+            .args(["-p", &d.to_string(), "-c", &format!("{d}/nginx.conf")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("nginx");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!(
+                    "nginx exited ({status}): {}",
+                    std::fs::read_to_string(dir.join("error.log")).unwrap_or_default()
+                );
+            }
+            assert!(Instant::now() < deadline, "nginx did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Proxy {
+            child,
+            origin: format!("https://cairn.localhost:{port}"),
+            spki,
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_person_curates_through_a_tls_proxy_in_front_of_the_daemon() {
+    let env = Env::new();
+    shop(&env);
+    let added = env.json(&[
+        "learnings",
+        "add",
+        "--issue",
+        "SHOP-1",
+        "--pattern",
+        LESSONS[0],
+    ]);
+    let id = added["id"].as_str().unwrap_or_else(|| panic!("{added}"));
+    let dir = env.path().join("proxy");
+    let (port, spki) = Proxy::prepare(&dir);
+    let origin = format!("https://cairn.localhost:{port}");
+    let d = Daemon::start(&env, &["--public-origin", &origin], &[]);
+    let proxy = Proxy::start(&dir, port, spki, d.addr);
+    assert_eq!(proxy.origin, origin);
+    // The login URL is the proxy's address.
+    let human = env.json(&["session", "new", "--human", "--name", "carol"]);
+    let login_url = human["login_url"].as_str().unwrap();
+    assert!(
+        login_url.starts_with(&format!("{origin}/ui/login?code=cairn_")),
+        "{login_url}"
+    );
+    let plan = json!({
+        "mode": "proxy",
+        "login_url": login_url,
+        "trust_spki": proxy.spki,
+        "verify": id,
+    });
+    let seen = seen(browse(&plan));
+    assert!(seen.get("error").is_none(), "{seen:#}");
+    assert!(
+        seen["login"]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{origin}/ui/")),
+        "{seen:#}"
+    );
+    // Behind https the cookie is Secure.
+    assert_eq!(seen["login"]["secure"], true, "{seen:#}");
+    // The curation POST, with the browser's `Origin: https://cairn.localhost:PORT`, is
+    // accepted and recorded as the person's.
+    assert_eq!(seen["verified"]["title"], "Learning · Cairn", "{seen:#}");
+    assert_eq!(seen["verified"]["verified"], "yes", "{seen:#}");
+    let history = env.json(&["learnings", "show", id]);
+    assert_eq!(history["verified"], true, "{history}");
+    assert!(
+        history.to_string().contains("person:carol"),
+        "the person is recorded: {history}"
+    );
 }

@@ -27,6 +27,11 @@ pub(crate) struct DaemonArgs {
     /// listen address (the name a reverse proxy forwards). Repeat for several.
     #[arg(long = "allow-host")]
     allow_hosts: Vec<String>,
+    /// The origin people's browsers see when a TLS-terminating proxy is in front
+    /// (`https://cairn.example.internal`): the web page's login URLs name it, its form
+    /// posts from it are accepted, and behind https its cookie is Secure (docs/web.md).
+    #[arg(long, env = "CAIRN_PUBLIC_ORIGIN", value_parser = crate::web::parse_public_origin)]
+    public_origin: Option<String>,
     /// Seconds a shutdown waits for calls in flight before it stops without them.
     #[arg(long, default_value_t = 30)]
     drain_seconds: u64,
@@ -57,6 +62,7 @@ pub(super) fn run(db: &crate::store::Location, args: DaemonArgs) -> anyhow::Resu
             listen: args.listen,
             allow_remote: args.allow_remote,
             allow_hosts: args.allow_hosts,
+            public_origin: args.public_origin,
             drain: Duration::from_secs(args.drain_seconds),
             lanes: Arc::new(match args.shared_lanes.map(NonZeroUsize::new) {
                 None => Lanes::new(default_width(), PATIENCE, args.lane_nice)?,

@@ -176,14 +176,18 @@ impl Socket {
     }
 }
 
-/// The address of the daemon of `cairn`'s database (`http://HOST:PORT`), asked of the
-/// daemon itself over its checked socket (the discovery file is only a hint anyone of
-/// this user can rewrite: a login URL must not send a person's token elsewhere).
+/// The address people open the daemon of `cairn`'s database at: its `--public-origin`
+/// (a TLS proxy in front) or its own (`http://HOST:PORT`), asked of the daemon itself
+/// over its checked socket (the discovery file is only a hint anyone of this user can
+/// rewrite: a login URL must not send a person's token elsewhere).
 pub(crate) async fn daemon_address(cairn: &Cairn) -> Result<String, String> {
     let socket = Socket {
         dir: RunDir::open(cairn.store().path())?,
     };
     let health = socket.health().await?;
+    if let Some(public) = health["public_origin"].as_str() {
+        return Ok(public.to_string());
+    }
     let url = health["url"].as_str().unwrap_or_default();
     url.strip_suffix("/mcp")
         .map(str::to_string)

@@ -10,7 +10,8 @@
 //!
 //! Every request passes, in order: one `Host`, `Origin` and `Authorization` header at most
 //! (400); the `Host` check (the listen address, `localhost`, or a name given with
-//! `--allow-host`) and the `Origin` check (absent, or a loopback origin), each refused
+//! `--allow-host`) and the `Origin` check (absent, a loopback origin, or the
+//! `--public-origin` of a TLS proxy in front), each refused
 //! with 403; then, on `/mcp`, the bearer token, looked up by its hash on every request
 //! (missing, unknown, expired or revoked: 401; a forwarder's own token from any
 //! connection but its forwarder's: 401), and the body: one JSON-RPC message (invalid
@@ -67,6 +68,9 @@ pub(crate) struct Shared {
     pub(crate) local: SocketAddr,
     /// Host names accepted besides the loopback names and the listen address.
     pub(crate) extra_hosts: Vec<String>,
+    /// The origin browsers see behind a TLS-terminating proxy (`--public-origin`):
+    /// accepted as an `Origin` besides loopback ones, and the web page's address.
+    pub(crate) public_origin: Option<String>,
     pub(crate) started: Instant,
     pub(crate) started_at: String,
     /// One server per token id: a token's binding never changes, so its server (the
@@ -94,6 +98,7 @@ impl Shared {
         cairn: Arc<Cairn>,
         local: SocketAddr,
         extra_hosts: Vec<String>,
+        public_origin: Option<String>,
         started_at: String,
         follower: Option<Arc<super::follow::Follower>>,
         lanes: Arc<Lanes>,
@@ -102,6 +107,7 @@ impl Shared {
             cairn,
             local,
             extra_hosts,
+            public_origin,
             started: Instant::now(),
             swept_at: Mutex::new(started_at.clone()),
             started_at,
@@ -301,7 +307,10 @@ pub(crate) fn router(
         routes = routes.route("/metrics", get(metrics));
     }
     routes
-        .nest("/ui", crate::web::routes(shared.cairn.clone()))
+        .nest(
+            "/ui",
+            crate::web::routes(shared.cairn.clone(), shared.public_origin.clone()),
+        )
         .route("/health", get(health))
         .layer(middleware::from_fn_with_state(
             shared.clone(),
@@ -322,6 +331,7 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
         "version": env!("CARGO_PKG_VERSION"),
         "db": s.cairn.store().location().to_string(),
         "url": format!("http://{}/mcp", s.local),
+        "public_origin": s.public_origin,
         "pid": std::process::id(),
         "started_at": s.started_at,
         "uptime_seconds": s.started.elapsed().as_secs(),
@@ -502,7 +512,7 @@ async fn check_host_and_origin(State(s): State<Arc<Shared>>, req: Request, next:
              with --allow-host NAME for a name a reverse proxy uses",
         );
     }
-    if let Err(msg) = origin_allowed(req.headers()) {
+    if let Err(msg) = origin_allowed(req.headers(), s.public_origin.as_deref()) {
         tracing::warn!(reason = %msg, "request refused: Origin");
         return refuse(
             StatusCode::FORBIDDEN,
@@ -574,14 +584,17 @@ fn split_host(host: &str) -> (&str, Option<&str>) {
 }
 
 /// An `Origin` header, when present, must be a loopback origin (`http://localhost:3000`,
-/// `http://127.0.0.1`, `http://[::1]:8080`, https alike).
-fn origin_allowed(headers: &HeaderMap) -> Result<(), String> {
+/// `http://127.0.0.1`, `http://[::1]:8080`, https alike) or the `--public-origin`.
+fn origin_allowed(headers: &HeaderMap, public: Option<&str>) -> Result<(), String> {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return Ok(());
     };
     let Ok(origin) = origin.to_str() else {
         return Err("the Origin header is not readable".into());
     };
+    if public == Some(origin) {
+        return Ok(());
+    }
     let rest = origin
         .strip_prefix("http://")
         .or_else(|| origin.strip_prefix("https://"));
@@ -778,8 +791,8 @@ mod tests {
     }
 
     #[test]
-    fn origins_must_be_absent_or_loopback() {
-        assert!(origin_allowed(&headers(&[])).is_ok());
+    fn origins_must_be_absent_loopback_or_the_public_one() {
+        assert!(origin_allowed(&headers(&[]), None).is_ok());
         for ok in [
             "http://localhost:3000",
             "http://127.0.0.1",
@@ -787,7 +800,7 @@ mod tests {
             "http://LOCALHOST",
         ] {
             assert!(
-                origin_allowed(&headers(&[(header::ORIGIN, ok)])).is_ok(),
+                origin_allowed(&headers(&[(header::ORIGIN, ok)]), None).is_ok(),
                 "{ok}"
             );
         }
@@ -801,9 +814,20 @@ mod tests {
             "ftp://localhost",
         ] {
             assert!(
-                origin_allowed(&headers(&[(header::ORIGIN, bad)])).is_err(),
+                origin_allowed(&headers(&[(header::ORIGIN, bad)]), None).is_err(),
                 "{bad}"
             );
+        }
+        // Behind a TLS proxy: its origin exactly, no other.
+        let public = Some("https://cairn.example.internal");
+        let origin = |o: &str| headers(&[(header::ORIGIN, o)]);
+        assert!(origin_allowed(&origin("https://cairn.example.internal"), public).is_ok());
+        for bad in [
+            "http://cairn.example.internal",
+            "https://cairn.example.internal:8443",
+            "https://evil.cairn.example.internal",
+        ] {
+            assert!(origin_allowed(&origin(bad), public).is_err(), "{bad}");
         }
     }
 

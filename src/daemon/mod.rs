@@ -50,6 +50,8 @@ pub(crate) struct Options {
     pub(crate) allow_remote: bool,
     /// Host names accepted besides the loopback names and the listen address.
     pub(crate) allow_hosts: Vec<String>,
+    /// The origin browsers see behind a TLS-terminating proxy (`--public-origin`).
+    pub(crate) public_origin: Option<String>,
     /// How long a shutdown waits for calls in flight.
     pub(crate) drain: Duration,
     /// Which tool handlers run at once, across every session.
@@ -160,6 +162,7 @@ pub(crate) async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()
         cairn,
         local,
         opts.allow_hosts.clone(),
+        opts.public_origin.clone(),
         started_at,
         follower.clone(),
         opts.lanes.clone(),

@@ -34,7 +34,7 @@ fn name(v: impl serde::Serialize) -> String {
     }
 }
 
-/// `GET /ui/issues`.
+/// `GET /ui/<key>/issues`.
 pub(super) async fn list(
     State(w): State<Web>,
     who: Visitor,
@@ -46,7 +46,7 @@ pub(super) async fn list(
             Ok(s) => Some(s),
             Err(_) => {
                 return problem(
-                    &who.person,
+                    &who,
                     StatusCode::BAD_REQUEST,
                     &format!("{s:?} is not an issue status"),
                 );
@@ -60,7 +60,7 @@ pub(super) async fn list(
         limit: Limit::At(500),
     };
     let cairn = w.cairn.clone();
-    let issues = match run(&who.person, StatusCode::BAD_REQUEST, move || {
+    let issues = match run(&who, StatusCode::BAD_REQUEST, move || {
         cairn.list_issues(&filter)
     })
     .await
@@ -70,7 +70,7 @@ pub(super) async fn list(
     };
     let body = html! {
         h1 { "Issues" }
-        form method="get" action="/ui/issues" {
+        form method="get" action="issues" {
             input type="text" name="project" value=(q.project) placeholder="project (all)";
             input type="text" name="status" value=(q.status) placeholder="status (any)";
             button type="submit" { "Filter" }
@@ -80,7 +80,7 @@ pub(super) async fn list(
             tr { th { "issue" } th { "title" } th { "status" } th { "priority" } th { "project" } th { "updated" } }
             @for i in &issues {
                 tr.issue data-id=(i.identifier) {
-                    td { a href=(format!("/ui/issues/{}", i.identifier)) { (i.identifier) } }
+                    td { a href=(format!("issues/{}", i.identifier)) { (i.identifier) } }
                     td { (i.title) }
                     td { (name(i.status)) }
                     td { (i.priority) }
@@ -90,26 +90,24 @@ pub(super) async fn list(
             }
         }
     };
-    page("Issues", Some(&who.person), body).into_response()
+    page("Issues", Some(&who), body).into_response()
 }
 
-/// `GET /ui/issues/{identifier}`: the issue, its trail, and whether the trail verifies.
+/// `GET /ui/<key>/issues/{identifier}`: the issue, its trail, and whether the trail verifies.
 pub(super) async fn issue(
     State(w): State<Web>,
     who: Visitor,
     Path(identifier): Path<String>,
 ) -> Response {
     let cairn = w.cairn.clone();
-    let read = run(&who.person, StatusCode::NOT_FOUND, move || {
+    let read = run(&who, StatusCode::NOT_FOUND, move || {
         let details = cairn.issue_details(&identifier)?;
         let verification = cairn.verify_trail(&details.issue.id)?;
         Ok((details, verification))
     })
     .await;
     match read {
-        Ok((d, v)) => {
-            page(&d.issue.identifier, Some(&who.person), issue_page(&d, &v)).into_response()
-        }
+        Ok((d, v)) => page(&d.issue.identifier, Some(&who), issue_page(&d, &v)).into_response(),
         Err(r) => r,
     }
 }
@@ -177,7 +175,7 @@ fn issue_page(d: &IssueDetails, v: &TrailVerification) -> Markup {
         h2 { "Learnings recorded here" }
         ul {
             @for l in &d.learnings {
-                li { a href=(format!("/ui/learnings/{}", l.id)) { (l.pattern) } }
+                li { a href=(format!("learnings/{}", l.id)) { (l.pattern) } }
             }
         }
     }

@@ -35,7 +35,7 @@ pub(super) struct LearningsQuery {
     archived: Option<String>,
 }
 
-/// `GET /ui/learnings`: the search box, ranked exactly as `search_learnings`; the
+/// `GET /ui/<key>/learnings`: the search box, ranked exactly as `search_learnings`; the
 /// filters only leave hits out, so the order is the tool's.
 pub(super) async fn learnings(
     State(w): State<Web>,
@@ -46,7 +46,7 @@ pub(super) async fn learnings(
     // Without a query, the pictures: what the learnings did over time, their quality.
     let pictures = if query.is_empty() {
         let cairn = w.cairn.clone();
-        match run(&who.person, StatusCode::INTERNAL_SERVER_ERROR, move || {
+        match run(&who, StatusCode::INTERNAL_SERVER_ERROR, move || {
             cairn.learnings_activity(30)
         })
         .await
@@ -67,7 +67,7 @@ pub(super) async fn learnings(
         let project = q.project.trim().to_string();
         let include_superseded = q.superseded.is_some();
         let include_archived = q.archived.is_some();
-        let found = run(&who.person, StatusCode::BAD_REQUEST, move || {
+        let found = run(&who, StatusCode::BAD_REQUEST, move || {
             let scope = if project.is_empty() {
                 SearchScope::All
             } else {
@@ -93,7 +93,7 @@ pub(super) async fn learnings(
         .map(|hs| hs.iter().filter(|h| keep(&h.learning, &q)).collect());
     let body = html! {
         h1 { "Learnings" }
-        form method="get" action="/ui/learnings" {
+        form method="get" action="learnings" {
             input type="search" name="q" value=(q.q) placeholder="What are you looking for?" autofocus;
             input type="text" name="project" value=(q.project) placeholder="project (all)";
             input type="text" name="type" value=(q.learning_type) placeholder="type (any)";
@@ -116,7 +116,7 @@ pub(super) async fn learnings(
             }
         }
     };
-    page("Learnings", Some(&who.person), body).into_response()
+    page("Learnings", Some(&who), body).into_response()
 }
 
 /// Whether a learning found passes the page's filters.
@@ -158,7 +158,7 @@ fn hit(h: &LearningHit, q: &LearningsQuery) -> Markup {
 fn found(l: &Learning, score: &ScoreBreakdown) -> Markup {
     let score = serde_json::to_value(score).unwrap_or(Value::Null);
     html! {
-            p.pattern { a href=(format!("/ui/learnings/{}", l.id)) { (l.pattern) } }
+            p.pattern { a href=(format!("learnings/{}", l.id)) { (l.pattern) } }
             @if let Some(c) = &l.context {
                 p.context { (c) }
             }
@@ -203,7 +203,7 @@ fn provenance(l: &Learning) -> Markup {
             @if l.stale { dt { "stale" } dd { "yes" } }
             @if let Some(s) = &l.superseded_by {
                 dt { "superseded by" }
-                dd.superseded { a href=(format!("/ui/learnings/{s}")) { (s) } }
+                dd.superseded { a href=(format!("learnings/{s}")) { (s) } }
             }
             @if let Some(at) = &l.archived_at { dt { "archived" } dd.archived { (at) } }
             @if !l.applies_to.is_empty() { dt { "applies to" } dd { (l.applies_to.join(", ")) } }
@@ -211,7 +211,7 @@ fn provenance(l: &Learning) -> Markup {
     }
 }
 
-/// `GET /ui/learnings/{id}`: one learning, its supersede chain, its history and what a
+/// `GET /ui/<key>/learnings/{id}`: one learning, its supersede chain, its history and what a
 /// person can do with it.
 pub(super) async fn learning(
     State(w): State<Web>,
@@ -219,19 +219,15 @@ pub(super) async fn learning(
     Path(id): Path<String>,
 ) -> Response {
     let cairn = w.cairn.clone();
-    match run(&who.person, StatusCode::NOT_FOUND, move || {
-        cairn.learning(&id)
-    })
-    .await
-    {
-        Ok(d) => page("Learning", Some(&who.person), detail_page(&d, &who)).into_response(),
+    match run(&who, StatusCode::NOT_FOUND, move || cairn.learning(&id)).await {
+        Ok(d) => page("Learning", Some(&who), detail_page(&d, &who)).into_response(),
         Err(r) => r,
     }
 }
 
 fn detail_page(d: &LearningDetail, who: &Visitor) -> Markup {
     let l = &d.learning;
-    let action = |a: &str| format!("/ui/learnings/{}/{a}", l.id);
+    let action = |a: &str| format!("learnings/{}/{a}", l.id);
     html! {
         h1 { "Learning" }
         article.learning data-id=(l.id) {
@@ -242,9 +238,9 @@ fn detail_page(d: &LearningDetail, who: &Visitor) -> Markup {
         @if !d.predecessors.is_empty() || !d.successors.is_empty() {
             h2 { "Supersede chain" }
             p.chain {
-                @for p in d.predecessors.iter().rev() { a href=(format!("/ui/learnings/{p}")) { (p) } " → " }
+                @for p in d.predecessors.iter().rev() { a href=(format!("learnings/{p}")) { (p) } " → " }
                 strong { (l.id) }
-                @for s in &d.successors { " → " a href=(format!("/ui/learnings/{s}")) { (s) } }
+                @for s in &d.successors { " → " a href=(format!("learnings/{s}")) { (s) } }
             }
         }
         h2 { "Curate" }
@@ -315,7 +311,7 @@ pub(super) struct ActForm {
     by: String,
 }
 
-/// `POST /ui/learnings/{id}/{verify|flag|rate|supersede|archive|restore}`: recorded like
+/// `POST /ui/<key>/learnings/{id}/{verify|flag|rate|supersede|archive|restore}`: recorded like
 /// any other write, attributed to the person (`person:NAME`).
 pub(super) async fn act(
     State(w): State<Web>,
@@ -331,7 +327,7 @@ pub(super) async fn act(
     let note = Some(f.note.trim().to_string()).filter(|n| !n.is_empty());
     let cairn = w.cairn.clone();
     let target = id;
-    let done = run(&who.person, StatusCode::BAD_REQUEST, move || {
+    let done = run(&who, StatusCode::BAD_REQUEST, move || {
         match action.as_str() {
             "verify" => cairn.verify_learning(&target, &actor, note.as_deref()),
             "flag" => cairn.flag_learning(&target, &actor, note.as_deref()),
@@ -363,7 +359,7 @@ pub(super) async fn act(
     })
     .await;
     match done {
-        Ok(l) => Redirect::to(&format!("/ui/learnings/{}", l.id)).into_response(),
+        Ok(l) => Redirect::to(&who.url(&format!("learnings/{}", l.id))).into_response(),
         Err(r) => r,
     }
 }

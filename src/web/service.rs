@@ -19,7 +19,7 @@ pub(super) struct VaultQuery {
     collection: String,
 }
 
-/// `GET /ui/vault`: each collection with its roots and their freshness; the search,
+/// `GET /ui/<key>/vault`: each collection with its roots and their freshness; the search,
 /// ranked as `search_knowledge`'s ranking of the vault.
 pub(super) async fn vault(
     State(w): State<Web>,
@@ -29,7 +29,7 @@ pub(super) async fn vault(
     let cairn = w.cairn.clone();
     let query = q.q.trim().to_string();
     let collection = q.collection.trim().to_string();
-    let read = run(&who.person, StatusCode::BAD_REQUEST, move || {
+    let read = run(&who, StatusCode::BAD_REQUEST, move || {
         let status = cairn.vault_status()?;
         let hits = if query.is_empty() {
             None
@@ -69,7 +69,7 @@ pub(super) async fn vault(
                 }
             }
         }
-        form method="get" action="/ui/vault" {
+        form method="get" action="vault" {
             input type="search" name="q" value=(q.q) placeholder="Search the vault";
             input type="text" name="collection" value=(q.collection) placeholder="collection (all)";
             button type="submit" { "Search" }
@@ -79,7 +79,7 @@ pub(super) async fn vault(
                 @for h in hits {
                     li.chunk data-path=(h.path) {
                         p.where {
-                            a href=(format!("/ui/vault/{}?path={}", h.metadata.collection, percent(&h.path))) { (h.path) }
+                            a href=(format!("vault/{}?path={}", h.metadata.collection, percent(&h.path))) { (h.path) }
                             " · " span.headings { (h.metadata.heading_path) }
                             " · lines " (h.metadata.line_start) "-" (h.metadata.line_end)
                             " · score " (format!("{:.3}", h.score))
@@ -91,7 +91,7 @@ pub(super) async fn vault(
             }
         }
     };
-    page("Vault", Some(&who.person), body).into_response()
+    page("Vault", Some(&who), body).into_response()
 }
 
 /// A query-string value, percent-encoded.
@@ -105,7 +105,7 @@ pub(super) struct DocQuery {
     path: String,
 }
 
-/// `GET /ui/vault/{collection}?path=...`: one document's chunks as indexed.
+/// `GET /ui/<key>/vault/{collection}?path=...`: one document's chunks as indexed.
 pub(super) async fn document(
     State(w): State<Web>,
     who: Visitor,
@@ -114,7 +114,7 @@ pub(super) async fn document(
 ) -> Response {
     let cairn = w.cairn.clone();
     let (c, p) = (collection.clone(), q.path.clone());
-    let chunks = match run(&who.person, StatusCode::NOT_FOUND, move || {
+    let chunks = match run(&who, StatusCode::NOT_FOUND, move || {
         cairn.vault_document_chunks(&c, &p)
     })
     .await
@@ -124,7 +124,7 @@ pub(super) async fn document(
     };
     if chunks.is_empty() {
         return problem(
-            &who.person,
+            &who,
             StatusCode::NOT_FOUND,
             &format!("{collection}/{} is not an indexed document", q.path),
         );
@@ -141,13 +141,13 @@ pub(super) async fn document(
             }
         }
     };
-    page("Document", Some(&who.person), body).into_response()
+    page("Document", Some(&who), body).into_response()
 }
 
-/// `GET /ui/service`: tokens, per-tool calls and latency, index sizes, embedding lag.
+/// `GET /ui/<key>/service`: tokens, per-tool calls and latency, index sizes, embedding lag.
 pub(super) async fn service(State(w): State<Web>, who: Visitor) -> Response {
     let cairn = w.cairn.clone();
-    let read = run(&who.person, StatusCode::BAD_REQUEST, move || {
+    let read = run(&who, StatusCode::BAD_REQUEST, move || {
         Ok((
             cairn.session_tokens()?,
             cairn.learnings_sizes()?,
@@ -207,7 +207,7 @@ pub(super) async fn service(State(w): State<Web>, who: Visitor) -> Response {
                     td.revoked-by { (t.revoked_by.as_deref().unwrap_or("")) }
                     td {
                         @if t.revoked_at.is_none() && t.id != who.person.id {
-                            form method="post" action=(format!("/ui/tokens/{}/revoke", t.id)) {
+                            form method="post" action=(format!("tokens/{}/revoke", t.id)) {
                                 input type="hidden" name="csrf" value=(who.csrf);
                                 button type="submit" name="go" value="revoke" { "Revoke" }
                             }
@@ -217,7 +217,7 @@ pub(super) async fn service(State(w): State<Web>, who: Visitor) -> Response {
             }
         }
     };
-    page("Service", Some(&who.person), body).into_response()
+    page("Service", Some(&who), body).into_response()
 }
 
 #[derive(Debug, Deserialize)]
@@ -226,7 +226,7 @@ pub(super) struct CsrfForm {
     csrf: String,
 }
 
-/// `POST /ui/tokens/{id}/revoke`: as `cairn session revoke`; its next request is refused.
+/// `POST /ui/<key>/tokens/{id}/revoke`: as `cairn session revoke`; its next request is refused.
 pub(super) async fn revoke(
     State(w): State<Web>,
     who: Visitor,
@@ -239,12 +239,12 @@ pub(super) async fn revoke(
     }
     let cairn = w.cairn.clone();
     let actor = who.person.actor.clone();
-    match run(&who.person, StatusCode::NOT_FOUND, move || {
+    match run(&who, StatusCode::NOT_FOUND, move || {
         cairn.revoke_session_token(&id, &actor)
     })
     .await
     {
-        Ok(_) => Redirect::to("/ui/service").into_response(),
+        Ok(_) => Redirect::to(&who.url("service")).into_response(),
         Err(r) => r,
     }
 }
