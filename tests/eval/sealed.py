@@ -15,6 +15,9 @@ BM25 alone, dense alone and their RRF); it never prints a query, a learning, a d
         Not a reading (nothing is decided but pass or fail), so nothing is logged.
     python3 tests/eval/sealed.py verify
         Check the archive against the manifest (hashes, members, counts); prints counts only.
+    python3 tests/eval/sealed.py unpack DEST --reader NAME [--note TEXT]
+        The sets' text into DEST, for a set writer adding or repairing a set (logged: reading the text
+        rules the reader out of ranking work for the release).
     python3 tests/eval/sealed.py seal SRC_DIR --writer NAME
         Pack SRC_DIR (learnings/*.jsonl, vault/NAME/{corpus/,queries.jsonl,qrels/test.tsv}) into the archive
         and rewrite the manifest. Used by a set writer; the sources are not committed.
@@ -47,9 +50,9 @@ LEARNINGS_NAMES = {"cairn": "cairn", "lexical": "bm25", "dense": "dense", "rrf":
 def vault_name(name):
     if name.startswith("cairn"):
         return "cairn"
-    if name == "lexical-only":
+    if name.startswith("lexical-only"):
         return "bm25"
-    if name == "dense-only":
+    if name.startswith("dense-only"):
         return "dense"
     if name.startswith("rrf"):
         return "rrf"
@@ -291,6 +294,14 @@ def commit():
     return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
+def log_reading(reader, note):
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    line = f"{when}\tcommit {commit()}\treader {reader}\t{note or '-'}\n"
+    with open(READS, "a", encoding="utf-8") as fh:
+        fh.write(line)
+    return line.strip()
+
+
 def read(reader, note):
     with tempfile.TemporaryDirectory(prefix="cairn-sealed-") as root:
         unpack(root)
@@ -304,11 +315,8 @@ def read(reader, note):
             print(table(n, sets[n]["systems"]))
         if len(names) > 1:
             print(table(f"{kind}: all {len(names)} sets pooled", pooled(sets, kind)))
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    line = f"{when}\tcommit {commit()}\treader {reader}\t{note or '-'}\n"
-    with open(READS, "a", encoding="utf-8") as fh:
-        fh.write(line)
-    print(f"\nrecorded in {os.path.relpath(READS, REPO)}: {line.strip()}")
+    line = log_reading(reader, note)
+    print(f"\nrecorded in {os.path.relpath(READS, REPO)}: {line}")
 
 
 def parse_floor(text):
@@ -388,15 +396,24 @@ def main():
     f.add_argument("--cairn", default=None)
     f.add_argument("floor", nargs="+")
     sub.add_parser("verify", help="check the archive against the manifest")
+    u = sub.add_parser("unpack", help="the sets' text, for a set writer (logged)")
+    u.add_argument("dest")
+    u.add_argument("--reader", required=True)
+    u.add_argument("--note", default="")
     s = sub.add_parser("seal", help="pack a source directory into the archive")
     s.add_argument("src")
     s.add_argument("--writer", required=True)
     a = ap.parse_args()
     CAIRN = getattr(a, "cairn", None) or default_cairn()
+    if a.cmd in ("read", "unpack") and any(c in a.reader + a.note for c in "\t\n"):
+        fail("--reader and --note are one line without tabs")
     if a.cmd == "read":
-        if "\t" in a.reader + a.note or "\n" in a.reader + a.note:
-            fail("--reader and --note are one line without tabs")
         read(a.reader, a.note)
+    elif a.cmd == "unpack":
+        if os.path.exists(a.dest) and os.listdir(a.dest):
+            fail(f"{a.dest}: not empty")
+        unpack(a.dest)
+        print(f"unpacked into {a.dest}; recorded: {log_reading(a.reader, 'unpacked the text: ' + (a.note or '-'))}")
     elif a.cmd == "floors":
         floors(a.floor)
     elif a.cmd == "verify":
