@@ -405,6 +405,8 @@ def main():
     s.add_argument("--writer", required=True)
     a = ap.parse_args()
     CAIRN = getattr(a, "cairn", None) or default_cairn()
+    if os.sep in CAIRN:
+        CAIRN = os.path.abspath(CAIRN)  # the evaluations run in the scratch directory
     if a.cmd in ("read", "unpack") and any(c in a.reader + a.note for c in "\t\n"):
         fail("--reader and --note are one line without tabs")
     if a.cmd == "read":
