@@ -4,7 +4,9 @@
 //! its success means the follower indexed the change).
 //!
 //! Readiness is a daemon's stderr line; waits are `vault sync` and `fresh: true`, each
-//! bounded. Nothing here sleeps except the swap race, which runs for a fixed time.
+//! bounded, and nothing here sleeps. The product's own bound on a `fresh` wait (3 s) is
+//! not asserted here, where it depends on the machine's load: a wait that gave up must say
+//! so, and the bound is measured in `benches/follow.rs`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -123,6 +125,26 @@ impl Foreground {
     }
 }
 
+/// Call `tool` with `args` (which ask for `fresh: true`) until its wait for pending
+/// changes completes, and return that answer. A wait that gave up must say so: it waited
+/// the whole bound (3 s, `vault::follow::FRESH_WAIT`), names what is pending and notes
+/// that the results may be stale. Whether the follower indexes within the bound depends
+/// on the machine's load; the benchmark measures it (`benches/follow.rs`).
+async fn fresh(client: &crate::common::Client, tool: &str, args: Value) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let r = client.ok(tool, args.clone()).await;
+        let f = &r["freshness"];
+        if f["complete"] == true {
+            return r;
+        }
+        assert!(f["waited_ms"].as_u64().unwrap() >= 3000, "{r}");
+        assert!(!f["pending"].as_array().unwrap().is_empty(), "{r}");
+        assert!(f["note"].as_str().unwrap().contains("may be stale"), "{r}");
+        assert!(Instant::now() < deadline, "never fresh: {r}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_daemon_follows_edits_atomic_saves_renames_moves_and_deletes() {
     let env = Env::new();
@@ -138,18 +160,17 @@ async fn the_daemon_follows_edits_atomic_saves_renames_moves_and_deletes() {
     assert_eq!(root["following"], "watching", "{health}");
     assert_eq!(health["vault"][0]["documents"], 3, "{health}");
 
-    // An edit: searchable at once with `fresh`, the old text gone.
+    // An edit: searchable once a `fresh` wait completes, the old text gone.
     write(
         &docs.join("retry.md"),
         "# Retry\n\nA circuit breaker opens after five consecutive failures.\n",
     );
-    let r = client
-        .ok(
-            "vault_retrieve",
-            json!({"query": "circuit breaker opens after failures", "fresh": true}),
-        )
-        .await;
-    assert_eq!(r["freshness"]["complete"], true, "{r}");
+    let r = fresh(
+        &client,
+        "vault_retrieve",
+        json!({"query": "circuit breaker opens after failures", "fresh": true}),
+    )
+    .await;
     assert_eq!(r["results"][0]["path"], "retry.md", "{r}");
     assert!(
         r["results"][0]["text"]
@@ -594,13 +615,12 @@ async fn search_knowledge_waits_with_fresh_and_vault_update_files_are_followed()
         &repo.join("docs/retry.md"),
         "# Retry\n\nA circuit breaker sheds load from a failing dependency.\n",
     );
-    let r = client
-        .ok(
-            "search_knowledge",
-            json!({"query": "circuit breaker sheds load", "fresh": true, "min_score": -1.0}),
-        )
-        .await;
-    assert_eq!(r["freshness"]["complete"], true, "{r}");
+    let r = fresh(
+        &client,
+        "search_knowledge",
+        json!({"query": "circuit breaker sheds load", "fresh": true, "min_score": -1.0}),
+    )
+    .await;
     assert!(
         r["results"][0]["text"]
             .as_str()
