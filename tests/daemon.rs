@@ -91,6 +91,11 @@ impl Daemon {
         }
     }
 
+    /// The stderr lines that arrived since the last read, without waiting.
+    pub(crate) fn new_lines(&self) -> Vec<String> {
+        self.lines.try_iter().collect()
+    }
+
     /// A JSON-RPC request to `/mcp` with `token`; the HTTP status and the JSON body.
     pub(crate) fn rpc(&self, token: &str, method: &str, params: Value) -> (u16, Value) {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
