@@ -338,7 +338,7 @@ fn indexed_texts(store: &cairn::store::Store) -> Vec<String> {
 #[test]
 fn links_created_in_a_followed_root_are_never_indexed_even_under_a_swap_race() {
     /// Races the attacker must win: the follower found race.md a regular file when it
-    /// walked the root and a symlink to the secret when it opened it.
+    /// walked the root and a symlink to raced.md when it opened it.
     const RACES_WON: usize = 3;
     let env = Env::new();
     let docs = indexed_docs(&env);
