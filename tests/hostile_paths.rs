@@ -176,216 +176,6 @@ fn setup(issue_flags: &[&str]) -> crate::work::Work {
     crate::work::Work::with(issue_flags)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn vault_update_and_delete_race_symlink_swaps() {
-    if sqlite_only(SQLITE_ONLY) {
-        return;
-    }
-    let s = setup(&[]);
-    let (out, before) = outside(&s.env, &["a.md", "docs/a.md"]);
-    write(&s.wt.join("docs/a.md"), &doc("Inside."));
-    let c = s.serve("worker").await;
-    let first = c.ok("vault_update", json!({"path": "docs/a.md"})).await;
-    assert_eq!(first["changed"], true);
-    let swapper = Swapper::start(vec![
-        pair(&s.wt.join("docs/a.md"), &out.join("a.md")),
-        pair(&s.wt.join("docs"), &out.join("docs")),
-    ]);
-    let (mut ok, mut refused) = (0, 0);
-    for i in 0..CALLS {
-        let r = c.call("vault_update", json!({"path": "docs/a.md"})).await;
-        assert_not_echoed(&r);
-        if r.is_error == Some(true) {
-            refused += 1;
-        } else {
-            ok += 1;
-            // The inside file is unchanged: reading the outside one would change it.
-            assert_eq!(r.structured_content.as_ref().unwrap()["changed"], false);
-        }
-        if i % 4 == 0 {
-            let r = c.call("vault_delete", json!({"path": "docs/b.md"})).await;
-            assert_not_echoed(&r);
-            assert_eq!(r.is_error, Some(true));
-        }
-    }
-    let swaps = swapper.stop();
-    eprintln!("vault_update: {ok} served, {refused} refused, {swaps} exchanges");
-    assert!(ok > 0, "the tool never succeeded during the race");
-    let r = c
-        .ok(
-            "vault_retrieve",
-            json!({"query": "token budgets", "top_k": 5}),
-        )
-        .await;
-    assert!(!r.to_string().contains(SECRET));
-    c.close().await;
-    assert_eq!(tree(&out), before, "the outside tree changed");
-    assert_not_stored(s.env.path(), &out);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn update_memory_races_symlink_swaps() {
-    if sqlite_only(SQLITE_ONLY) {
-        return;
-    }
-    let s = setup(&[]);
-    let mem = s.sym.join("data/memory/_global/planner");
-    write(&mem.join("m.md"), "old");
-    let (out, before) = outside(&s.env, &["m.md", "dir/m.md"]);
-    let c = s.serve("planner").await;
-    let swapper = Swapper::start(vec![
-        pair(&mem.join("m.md"), &out.join("m.md")),
-        pair(&mem, &out.join("dir")),
-        pair(&s.sym.join("data/memory/_global"), &out.join("dir")),
-    ]);
-    let mut ok = 0;
-    for i in 0..CALLS {
-        let r = c
-            .call(
-                "update_memory",
-                json!({"scope": "global", "filename": "m.md", "content": format!("note {i}")}),
-            )
-            .await;
-        assert_not_echoed(&r);
-        if r.is_error != Some(true) {
-            ok += 1;
-        }
-    }
-    let swaps = swapper.stop();
-    eprintln!("update_memory: {ok} written, {swaps} exchanges");
-    assert!(ok > 0);
-    c.close().await;
-    // Nothing written outside: same files, same bytes, no temp files.
-    assert_eq!(tree(&out), before, "the outside tree changed");
-    assert_eq!(
-        std::fs::read_dir(out.join("dir")).unwrap().count(),
-        1,
-        "a file was created outside"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn complete_phase_races_symlink_swaps() {
-    if sqlite_only(SQLITE_ONLY) {
-        return;
-    }
-    let s = setup(&[]);
-    let art = s.wt.join("docs/tickets").join(&s.issue).join("research.md");
-    let inside = doc("Inside.");
-    write(&art, &inside);
-    let (out, before) = outside(&s.env, &["research.md", "ticket/research.md"]);
-    let outside_hash = sha256(doc(SECRET).as_bytes());
-    let c = s.serve("worker").await;
-    let rel = format!("docs/tickets/{}/research.md", s.issue);
-    let claim = |hash: &str| {
-        json!({
-            "completed_phase": "research",
-            "contract_version": 1,
-            "artifact_path": rel,
-            "artifact_hash": hash,
-            "summary": "Budgets",
-            "open_questions": [],
-            "confidence": "high",
-            "recommended_next_phase": "architecture",
-            "project_path": s.wt.to_string_lossy(),
-        })
-    };
-    let swapper = Swapper::start(vec![
-        pair(&art, &out.join("research.md")),
-        pair(art.parent().unwrap(), &out.join("ticket")),
-    ]);
-    let mut accepted = 0;
-    for i in 0..CALLS {
-        // Half the claims name the outside file's hash: accepting one would mean the
-        // tool read the outside file.
-        let hash = if i % 2 == 0 {
-            sha256(inside.as_bytes())
-        } else {
-            outside_hash.clone()
-        };
-        let r = c.call("complete_phase", claim(&hash)).await;
-        assert_not_echoed(&r);
-        let text = serde_json::to_string(&r).unwrap();
-        if i % 2 == 1 {
-            assert_eq!(r.is_error, Some(true), "an outside artifact was accepted");
-        } else {
-            assert!(!text.contains(&outside_hash), "the outside hash was echoed");
-            if r.is_error != Some(true) {
-                accepted += 1;
-            }
-        }
-    }
-    let swaps = swapper.stop();
-    eprintln!("complete_phase: {accepted} inside claims accepted, {swaps} exchanges");
-    assert!(accepted > 0);
-    c.close().await;
-    assert_eq!(tree(&out), before);
-    assert_not_stored(s.env.path(), &out);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn skill_list_races_symlink_swaps() {
-    if sqlite_only(SQLITE_ONLY) {
-        return;
-    }
-    let s = setup(&[]);
-    let skill = s.wt.join(".agents/skills/s1");
-    write(&skill.join("SKILL.md"), "---\ndescription: inside\n---\n");
-    let dir = s.env.path().join("outside");
-    write(
-        &dir.join("SKILL.md"),
-        &format!("---\ndescription: {SECRET}\n---\n"),
-    );
-    write(
-        &dir.join("skill/SKILL.md"),
-        &format!("---\ndescription: {SECRET}\n---\n"),
-    );
-    let c = s.serve("worker").await;
-    let swapper = Swapper::start(vec![
-        pair(&skill.join("SKILL.md"), &dir.join("SKILL.md")),
-        pair(&skill, &dir.join("skill")),
-    ]);
-    let mut listed = 0;
-    for _ in 0..CALLS {
-        let r = c.call("skill_list", json!({})).await;
-        assert_not_echoed(&r);
-        assert_ne!(r.is_error, Some(true));
-        let body = r.structured_content.unwrap();
-        listed += body["skills"].as_array().unwrap().len();
-    }
-    let swaps = swapper.stop();
-    eprintln!("skill_list: inside skill listed {listed} times, {swaps} exchanges");
-    assert!(listed > 0);
-    c.close().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn verify_workspace_races_symlink_swaps() {
-    if sqlite_only(SQLITE_ONLY) {
-        return;
-    }
-    let s = setup(&[]);
-    let dir = s.env.path().join("outside");
-    write(&dir.join("marker"), &format!("{SECRET}\n"));
-    let c = s.serve("worker").await;
-    let swapper = Swapper::start(vec![pair(
-        &s.wt.join(".symphony-worktree"),
-        &dir.join("marker"),
-    )]);
-    let mut valid = 0;
-    for _ in 0..CALLS {
-        let r = c.call("verify_workspace", json!({})).await;
-        assert_not_echoed(&r);
-        if r.is_error != Some(true) {
-            valid += 1;
-        }
-    }
-    let swaps = swapper.stop();
-    eprintln!("verify_workspace: {valid} valid, {swaps} exchanges");
-    assert!(valid > 0);
-    c.close().await;
-}
-
 /// The standard layout of a ticket directory for the move race: a file, a
 /// subdirectory with a file, and the prepared symlinks for both.
 fn ticket_layout(dir: &Path, out: &Path) -> Vec<(PathBuf, PathBuf)> {
@@ -395,96 +185,6 @@ fn ticket_layout(dir: &Path, out: &Path) -> Vec<(PathBuf, PathBuf)> {
         pair(&dir.join("research.md"), &out.join("research.md")),
         pair(&dir.join("sub"), &out.join("sub")),
     ]
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn move_issue_races_symlink_swaps() {
-    if sqlite_only(SQLITE_ONLY) {
-        return;
-    }
-    let s = setup(&["--label", "phase:research"]);
-    let q = s.env.path().join("q");
-    std::fs::create_dir_all(&q).unwrap();
-    s.env.project("q", Some(&q));
-    let (out, before) = outside(&s.env, &["research.md", "sub/notes.md"]);
-    let c = s.serve("planner").await;
-    let mut ticket = s.wt.join("docs/tickets").join(&s.issue);
-    let swapper = Swapper::start(ticket_layout(&ticket, &out));
-    let mut copied = 0;
-    let mut skipped = 0;
-    let mut refused = 0;
-    let mut in_p = true;
-    for _ in 0..MOVE_CALLS {
-        let (target, root) = if in_p { ("q", &q) } else { ("p", &s.wt) };
-        let r = c
-            .call(
-                "move_issue",
-                json!({"target_project_id": target, "reason": "race"}),
-            )
-            .await;
-        assert_not_echoed(&r);
-        let body = crate::common::body(&r);
-        if r.is_error == Some(true) {
-            // A file swapped between listing and copying: refused, nothing moved.
-            assert_eq!(body["error"]["code"], "ERR_CONFLICT", "{body:#}");
-            refused += 1;
-            continue;
-        }
-        in_p = !in_p;
-        copied += body["copied_files"].as_array().unwrap().len();
-        skipped += body["skipped_entries"].as_array().unwrap().len();
-        let id = body["identifier"].as_str().unwrap();
-        // The copy holds only inside bytes; then the new ticket directory gets the
-        // standard layout again, and the swapper moves on to it.
-        let new_ticket = root.join("docs/tickets").join(id);
-        swapper.retarget(|| {
-            assert_not_stored(&new_ticket, &out);
-            // (A listing that raced a rename may have found nothing to copy.)
-            let _ = std::fs::remove_dir_all(&new_ticket);
-            std::fs::remove_dir_all(&ticket).unwrap();
-            ticket_layout(&new_ticket, &out)
-        });
-        ticket = new_ticket;
-    }
-    let swaps = swapper.stop();
-    eprintln!(
-        "move_issue: {copied} files copied, {skipped} entries skipped, {refused} moves \
-         refused, {swaps} exchanges"
-    );
-    assert!(copied > 0);
-    c.close().await;
-    assert_eq!(tree(&out), before);
-    assert_not_stored(s.env.path(), &out);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn reindex_races_symlink_swaps() {
-    if sqlite_only(SQLITE_ONLY) {
-        return;
-    }
-    let s = setup(&[]);
-    let (out, before) = outside(&s.env, &["a.md", "docs/a.md", "docs/sub/b.md"]);
-    write(&s.wt.join("docs/a.md"), &doc("Inside a."));
-    write(&s.wt.join("docs/sub/b.md"), &doc("Inside b."));
-    let swapper = Swapper::start(vec![
-        pair(&s.wt.join("docs/a.md"), &out.join("a.md")),
-        pair(&s.wt.join("docs/sub"), &out.join("docs/sub")),
-    ]);
-    let docs = s.wt.join("docs").to_string_lossy().into_owned();
-    let mut skipped = 0;
-    for _ in 0..REINDEX_RUNS {
-        let o = s.env.run(&["reindex", &docs, "--json"]);
-        let text =
-            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
-        assert!(o.status.success(), "{text}");
-        assert!(!text.contains(SECRET), "{text}");
-        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-        skipped += v["files_skipped"].as_u64().unwrap();
-    }
-    let swaps = swapper.stop();
-    eprintln!("reindex: {REINDEX_RUNS} runs, {skipped} files skipped, {swaps} exchanges");
-    assert_eq!(tree(&out), before);
-    assert_not_stored(s.env.path(), &out);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -634,4 +334,296 @@ fn scope_out_never_replaces_a_special_file() {
     let o = env.run(&["scope", "compute", "--profile", "worker", "--out", &d]);
     assert!(!o.status.success());
     assert!(dir.is_dir());
+}
+
+/// The tests the PostgreSQL pass skips (`-- --skip sqlite_only::`, README): each says why
+/// it would prove nothing there.
+mod sqlite_only {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn vault_update_and_delete_race_symlink_swaps() {
+        sqlite_only(SQLITE_ONLY);
+        let s = setup(&[]);
+        let (out, before) = outside(&s.env, &["a.md", "docs/a.md"]);
+        write(&s.wt.join("docs/a.md"), &doc("Inside."));
+        let c = s.serve("worker").await;
+        let first = c.ok("vault_update", json!({"path": "docs/a.md"})).await;
+        assert_eq!(first["changed"], true);
+        let swapper = Swapper::start(vec![
+            pair(&s.wt.join("docs/a.md"), &out.join("a.md")),
+            pair(&s.wt.join("docs"), &out.join("docs")),
+        ]);
+        let (mut ok, mut refused) = (0, 0);
+        for i in 0..CALLS {
+            let r = c.call("vault_update", json!({"path": "docs/a.md"})).await;
+            assert_not_echoed(&r);
+            if r.is_error == Some(true) {
+                refused += 1;
+            } else {
+                ok += 1;
+                // The inside file is unchanged: reading the outside one would change it.
+                assert_eq!(r.structured_content.as_ref().unwrap()["changed"], false);
+            }
+            if i % 4 == 0 {
+                let r = c.call("vault_delete", json!({"path": "docs/b.md"})).await;
+                assert_not_echoed(&r);
+                assert_eq!(r.is_error, Some(true));
+            }
+        }
+        let swaps = swapper.stop();
+        eprintln!("vault_update: {ok} served, {refused} refused, {swaps} exchanges");
+        assert!(ok > 0, "the tool never succeeded during the race");
+        let r = c
+            .ok(
+                "vault_retrieve",
+                json!({"query": "token budgets", "top_k": 5}),
+            )
+            .await;
+        assert!(!r.to_string().contains(SECRET));
+        c.close().await;
+        assert_eq!(tree(&out), before, "the outside tree changed");
+        assert_not_stored(s.env.path(), &out);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn update_memory_races_symlink_swaps() {
+        sqlite_only(SQLITE_ONLY);
+        let s = setup(&[]);
+        let mem = s.sym.join("data/memory/_global/planner");
+        write(&mem.join("m.md"), "old");
+        let (out, before) = outside(&s.env, &["m.md", "dir/m.md"]);
+        let c = s.serve("planner").await;
+        let swapper = Swapper::start(vec![
+            pair(&mem.join("m.md"), &out.join("m.md")),
+            pair(&mem, &out.join("dir")),
+            pair(&s.sym.join("data/memory/_global"), &out.join("dir")),
+        ]);
+        let mut ok = 0;
+        for i in 0..CALLS {
+            let r = c
+                .call(
+                    "update_memory",
+                    json!({"scope": "global", "filename": "m.md", "content": format!("note {i}")}),
+                )
+                .await;
+            assert_not_echoed(&r);
+            if r.is_error != Some(true) {
+                ok += 1;
+            }
+        }
+        let swaps = swapper.stop();
+        eprintln!("update_memory: {ok} written, {swaps} exchanges");
+        assert!(ok > 0);
+        c.close().await;
+        // Nothing written outside: same files, same bytes, no temp files.
+        assert_eq!(tree(&out), before, "the outside tree changed");
+        assert_eq!(
+            std::fs::read_dir(out.join("dir")).unwrap().count(),
+            1,
+            "a file was created outside"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn complete_phase_races_symlink_swaps() {
+        sqlite_only(SQLITE_ONLY);
+        let s = setup(&[]);
+        let art = s.wt.join("docs/tickets").join(&s.issue).join("research.md");
+        let inside = doc("Inside.");
+        write(&art, &inside);
+        let (out, before) = outside(&s.env, &["research.md", "ticket/research.md"]);
+        let outside_hash = sha256(doc(SECRET).as_bytes());
+        let c = s.serve("worker").await;
+        let rel = format!("docs/tickets/{}/research.md", s.issue);
+        let claim = |hash: &str| {
+            json!({
+                "completed_phase": "research",
+                "contract_version": 1,
+                "artifact_path": rel,
+                "artifact_hash": hash,
+                "summary": "Budgets",
+                "open_questions": [],
+                "confidence": "high",
+                "recommended_next_phase": "architecture",
+                "project_path": s.wt.to_string_lossy(),
+            })
+        };
+        let swapper = Swapper::start(vec![
+            pair(&art, &out.join("research.md")),
+            pair(art.parent().unwrap(), &out.join("ticket")),
+        ]);
+        let mut accepted = 0;
+        for i in 0..CALLS {
+            // Half the claims name the outside file's hash: accepting one would mean the
+            // tool read the outside file.
+            let hash = if i % 2 == 0 {
+                sha256(inside.as_bytes())
+            } else {
+                outside_hash.clone()
+            };
+            let r = c.call("complete_phase", claim(&hash)).await;
+            assert_not_echoed(&r);
+            let text = serde_json::to_string(&r).unwrap();
+            if i % 2 == 1 {
+                assert_eq!(r.is_error, Some(true), "an outside artifact was accepted");
+            } else {
+                assert!(!text.contains(&outside_hash), "the outside hash was echoed");
+                if r.is_error != Some(true) {
+                    accepted += 1;
+                }
+            }
+        }
+        let swaps = swapper.stop();
+        eprintln!("complete_phase: {accepted} inside claims accepted, {swaps} exchanges");
+        assert!(accepted > 0);
+        c.close().await;
+        assert_eq!(tree(&out), before);
+        assert_not_stored(s.env.path(), &out);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn skill_list_races_symlink_swaps() {
+        sqlite_only(SQLITE_ONLY);
+        let s = setup(&[]);
+        let skill = s.wt.join(".agents/skills/s1");
+        write(&skill.join("SKILL.md"), "---\ndescription: inside\n---\n");
+        let dir = s.env.path().join("outside");
+        write(
+            &dir.join("SKILL.md"),
+            &format!("---\ndescription: {SECRET}\n---\n"),
+        );
+        write(
+            &dir.join("skill/SKILL.md"),
+            &format!("---\ndescription: {SECRET}\n---\n"),
+        );
+        let c = s.serve("worker").await;
+        let swapper = Swapper::start(vec![
+            pair(&skill.join("SKILL.md"), &dir.join("SKILL.md")),
+            pair(&skill, &dir.join("skill")),
+        ]);
+        let mut listed = 0;
+        for _ in 0..CALLS {
+            let r = c.call("skill_list", json!({})).await;
+            assert_not_echoed(&r);
+            assert_ne!(r.is_error, Some(true));
+            let body = r.structured_content.unwrap();
+            listed += body["skills"].as_array().unwrap().len();
+        }
+        let swaps = swapper.stop();
+        eprintln!("skill_list: inside skill listed {listed} times, {swaps} exchanges");
+        assert!(listed > 0);
+        c.close().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn verify_workspace_races_symlink_swaps() {
+        sqlite_only(SQLITE_ONLY);
+        let s = setup(&[]);
+        let dir = s.env.path().join("outside");
+        write(&dir.join("marker"), &format!("{SECRET}\n"));
+        let c = s.serve("worker").await;
+        let swapper = Swapper::start(vec![pair(
+            &s.wt.join(".symphony-worktree"),
+            &dir.join("marker"),
+        )]);
+        let mut valid = 0;
+        for _ in 0..CALLS {
+            let r = c.call("verify_workspace", json!({})).await;
+            assert_not_echoed(&r);
+            if r.is_error != Some(true) {
+                valid += 1;
+            }
+        }
+        let swaps = swapper.stop();
+        eprintln!("verify_workspace: {valid} valid, {swaps} exchanges");
+        assert!(valid > 0);
+        c.close().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn move_issue_races_symlink_swaps() {
+        sqlite_only(SQLITE_ONLY);
+        let s = setup(&["--label", "phase:research"]);
+        let q = s.env.path().join("q");
+        std::fs::create_dir_all(&q).unwrap();
+        s.env.project("q", Some(&q));
+        let (out, before) = outside(&s.env, &["research.md", "sub/notes.md"]);
+        let c = s.serve("planner").await;
+        let mut ticket = s.wt.join("docs/tickets").join(&s.issue);
+        let swapper = Swapper::start(ticket_layout(&ticket, &out));
+        let mut copied = 0;
+        let mut skipped = 0;
+        let mut refused = 0;
+        let mut in_p = true;
+        for _ in 0..MOVE_CALLS {
+            let (target, root) = if in_p { ("q", &q) } else { ("p", &s.wt) };
+            let r = c
+                .call(
+                    "move_issue",
+                    json!({"target_project_id": target, "reason": "race"}),
+                )
+                .await;
+            assert_not_echoed(&r);
+            let body = crate::common::body(&r);
+            if r.is_error == Some(true) {
+                // A file swapped between listing and copying: refused, nothing moved.
+                assert_eq!(body["error"]["code"], "ERR_CONFLICT", "{body:#}");
+                refused += 1;
+                continue;
+            }
+            in_p = !in_p;
+            copied += body["copied_files"].as_array().unwrap().len();
+            skipped += body["skipped_entries"].as_array().unwrap().len();
+            let id = body["identifier"].as_str().unwrap();
+            // The copy holds only inside bytes; then the new ticket directory gets the
+            // standard layout again, and the swapper moves on to it.
+            let new_ticket = root.join("docs/tickets").join(id);
+            swapper.retarget(|| {
+                assert_not_stored(&new_ticket, &out);
+                // (A listing that raced a rename may have found nothing to copy.)
+                let _ = std::fs::remove_dir_all(&new_ticket);
+                std::fs::remove_dir_all(&ticket).unwrap();
+                ticket_layout(&new_ticket, &out)
+            });
+            ticket = new_ticket;
+        }
+        let swaps = swapper.stop();
+        eprintln!(
+            "move_issue: {copied} files copied, {skipped} entries skipped, {refused} moves \
+             refused, {swaps} exchanges"
+        );
+        assert!(copied > 0);
+        c.close().await;
+        assert_eq!(tree(&out), before);
+        assert_not_stored(s.env.path(), &out);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn reindex_races_symlink_swaps() {
+        sqlite_only(SQLITE_ONLY);
+        let s = setup(&[]);
+        let (out, before) = outside(&s.env, &["a.md", "docs/a.md", "docs/sub/b.md"]);
+        write(&s.wt.join("docs/a.md"), &doc("Inside a."));
+        write(&s.wt.join("docs/sub/b.md"), &doc("Inside b."));
+        let swapper = Swapper::start(vec![
+            pair(&s.wt.join("docs/a.md"), &out.join("a.md")),
+            pair(&s.wt.join("docs/sub"), &out.join("docs/sub")),
+        ]);
+        let docs = s.wt.join("docs").to_string_lossy().into_owned();
+        let mut skipped = 0;
+        for _ in 0..REINDEX_RUNS {
+            let o = s.env.run(&["reindex", &docs, "--json"]);
+            let text = String::from_utf8_lossy(&o.stdout).into_owned()
+                + &String::from_utf8_lossy(&o.stderr);
+            assert!(o.status.success(), "{text}");
+            assert!(!text.contains(SECRET), "{text}");
+            let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+            skipped += v["files_skipped"].as_u64().unwrap();
+        }
+        let swaps = swapper.stop();
+        eprintln!("reindex: {REINDEX_RUNS} runs, {skipped} files skipped, {swaps} exchanges");
+        assert_eq!(tree(&out), before);
+        assert_not_stored(s.env.path(), &out);
+    }
 }

@@ -365,16 +365,13 @@ fn another_user_cannot_hold_the_daemons_lock() {
     let d = Daemon::start(&env, &[], &[]);
     d.term();
     d.wait();
-    // Another user reaches the database's directory and holds every lock file of the
-    // daemon's that it can open, for as long as the test runs.
+    // Another user reaches the daemon's directory (the test's directories are opened to
+    // it, the database's directory is not writable by it) and tries to hold the daemon's
+    // lock for as long as the test runs (until its stdin closes).
     open_up(&env, false);
-    let candidates: Vec<String> = [
-        format!("{}.daemon.lock", env.db.display()),
-        format!("{}/lock", rundir(&env).display()),
-    ]
-    .into();
+    let lock = format!("{}/lock", rundir(&env).display());
     let hold = r#"
-import fcntl, sys, time
+import errno, fcntl, sys
 held = []
 for p in sys.argv[1:]:
     try:
@@ -383,14 +380,15 @@ for p in sys.argv[1:]:
         held.append(f)
         print("held " + p, flush=True)
     except OSError as e:
-        print("could not hold %s: %s" % (p, e), flush=True)
+        print("could not hold %s: %s" % (p, errno.errorcode[e.errno]), flush=True)
 print("ready", flush=True)
-time.sleep(600)
+sys.stdin.read()
 "#;
     let mut holder = as_attacker(SYSTEM_PYTHON)
         .arg("-c")
         .arg(hold)
-        .args(&candidates)
+        .arg(&lock)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -405,6 +403,9 @@ time.sleep(600)
     // The daemon starts all the same.
     let again = Daemon::start(&env, &[], &[]);
     assert_eq!(health(&again)["status"], "ok", "{said:?}");
-    let _ = holder.kill();
-    let _ = holder.wait();
+    // The attack reached the lock and what refused it was the daemon's directory, closed
+    // to other users (not a path that does not exist).
+    assert_eq!(said, [format!("could not hold {lock}: EACCES")]);
+    drop(holder.stdin.take());
+    assert!(holder.wait().unwrap().success());
 }

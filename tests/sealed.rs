@@ -4,11 +4,6 @@
 //! directory, runs `cairn eval learnings` and `cairn eval vault` with the binary under
 //! test, and answers only whether each floor holds (no per-query outcome, no set text).
 
-use std::path::Path;
-use std::process::Command;
-
-use crate::common::{bin, sqlite_only};
-
 /// Floors on the pooled figures of the sealed sets (`SCOPE:SYSTEM:METRIC[:KIND]=VALUE`),
 /// under the baseline reading of 2026-11-28 (commit 8ec953c, tests/eval/sealed/READS.log;
 /// the table is in tests/eval/README.md, "Sealed sets"): Cairn's learnings MRR@10 0.955,
@@ -30,28 +25,34 @@ const FLOORS: &[&str] = &[
     "vault:cairn:ndcg10=0.83",
 ];
 
-/// `tests/eval/sealed.py floors` with the binary under test: every floor holds. The
-/// script prints one line per floor (`holds`, or `FAILS at <figure>`) and nothing else
-/// about the sets.
-#[test]
-fn sealed_sets_hold_their_floors() {
-    if sqlite_only("store-free: `cairn eval` ranks the sealed sets in its own SQLite stores") {
-        return;
+mod sqlite_only {
+    use std::path::Path;
+    use std::process::Command;
+
+    use super::FLOORS;
+    use crate::common::{bin, sqlite_only};
+
+    /// `tests/eval/sealed.py floors` with the binary under test: every floor holds. The
+    /// script prints one line per floor (`holds`, or `FAILS at <figure>`) and nothing else
+    /// about the sets.
+    #[test]
+    fn sealed_sets_hold_their_floors() {
+        sqlite_only("store-free: `cairn eval` ranks the sealed sets in its own SQLite stores");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/eval/sealed.py");
+        let out = Command::new("python3")
+            .arg(&script)
+            .args(["floors", "--cairn"])
+            .arg(bin())
+            .args(FLOORS)
+            .output()
+            .expect("run python3 tests/eval/sealed.py");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "sealed floors: {}\n{stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(stdout.matches(": holds").count(), FLOORS.len(), "{stdout}");
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/eval/sealed.py");
-    let out = Command::new("python3")
-        .arg(&script)
-        .args(["floors", "--cairn"])
-        .arg(bin())
-        .args(FLOORS)
-        .output()
-        .expect("run python3 tests/eval/sealed.py");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "sealed floors: {}\n{stdout}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(stdout.matches(": holds").count(), FLOORS.len(), "{stdout}");
 }

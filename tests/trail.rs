@@ -1211,44 +1211,50 @@ async fn configure_project_sets_the_phase_pipeline_and_checks_it() {
 /// writer's: on a machine whose commits are slow, 60 checks can all run before the
 /// second append lands.
 fn check_while_the_trail_grows(check: impl Fn(&cairn::Cairn) -> (bool, u64, String)) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     const CHECKS: usize = 60;
     const APPENDS: u64 = 60;
     /// Stops the writer when dropped: at the end of the checks, or when one of them
-    /// fails (the scope joins the writer before the failure unwinds out of it).
-    struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+    /// fails (the scope joins the writer before the failure unwinds out of it). Dropping
+    /// its sender also wakes a writer waiting for the next check.
+    struct Stop<'a>(&'a AtomicBool, std::sync::mpsc::Sender<()>);
     impl Drop for Stop<'_> {
         fn drop(&mut self) {
-            self.0.store(true, std::sync::atomic::Ordering::Release);
+            self.0.store(true, Ordering::Release);
         }
     }
     let env = setup();
     let writer = env.open();
     let reader = env.open();
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let landed = std::sync::atomic::AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let landed = AtomicU64::new(0);
+    let (stop, landed) = (&stop, &landed);
+    // Each check done lets the writer append once more: paced by the checks, so that the
+    // chain stays short enough to check quickly, while each append lands during a check.
+    let (checked, pace) = std::sync::mpsc::channel::<()>();
     let (totals, appended) = std::thread::scope(|s| {
-        let appends = s.spawn(|| {
+        let appends = s.spawn(move || {
             let mut n = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+            while !stop.load(Ordering::Acquire) {
                 writer
                     .add_comment("WEB-1", &format!("note {n}"), "agent")
                     .unwrap();
                 n += 1;
-                landed.store(n, std::sync::atomic::Ordering::Release);
-                // Paced, so that the chain stays short enough to check quickly.
-                std::thread::sleep(std::time::Duration::from_micros(500));
+                landed.store(n, Ordering::Release);
+                if pace.recv().is_err() {
+                    break;
+                }
             }
             n
         });
-        let stopping = Stop(&stop);
+        let stopping = Stop(stop, checked);
         while check(&reader).1 == 0 {
             std::thread::yield_now();
         }
         let mut totals = Vec::new();
         // (A writer that failed ends the waiting for its appends; joining it shows why.)
         while totals.len() < CHECKS
-            || (landed.load(std::sync::atomic::Ordering::Acquire) < APPENDS
-                && !appends.is_finished())
+            || (landed.load(Ordering::Acquire) < APPENDS && !appends.is_finished())
         {
             let (intact, total, detail) = check(&reader);
             assert!(
@@ -1257,6 +1263,7 @@ fn check_while_the_trail_grows(check: impl Fn(&cairn::Cairn) -> (bool, u64, Stri
                 totals.len()
             );
             totals.push(total);
+            let _ = stopping.1.send(());
         }
         drop(stopping);
         (totals, appends.join().unwrap())

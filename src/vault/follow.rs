@@ -1014,8 +1014,9 @@ enum Outcome {
     Gone(String),
 }
 
-/// The longest `fresh: true` waits before searching.
-pub(crate) const FRESH_WAIT: Duration = Duration::from_secs(3);
+/// The longest `fresh: true` waits before searching (measured against the follower in
+/// `benches/follow.rs`).
+pub const FRESH_WAIT: Duration = Duration::from_secs(3);
 /// How often `cairn vault sync` (or a `fresh` search in a process that follows nothing)
 /// compares the files with the index while another process indexes them.
 const SYNC_POLL: Duration = Duration::from_millis(100);

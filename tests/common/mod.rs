@@ -85,18 +85,18 @@ pub fn on_postgres() -> bool {
     }
 }
 
-/// For a test that is inherently about SQLite files, or touches no shared store at all
-/// (the model, the evaluation sets: the PostgreSQL pass would only repeat it), listed
-/// with the reason in docs/postgres.md, "Tests on both stores":
-/// `if sqlite_only(why) { return; }`. False on
-/// the SQLite pass; on the PostgreSQL pass, true after saying on stderr why the test does
-/// not run there, so it ends visibly rather than passing silently.
-pub fn sqlite_only(why: &str) -> bool {
-    if on_postgres() {
-        eprintln!("sqlite-only: {why}");
-        return true;
-    }
-    false
+/// The first line of a test that is inherently about SQLite files, or touches no shared
+/// store at all (the model, the evaluation sets: the PostgreSQL pass would only repeat
+/// it), with the reason (listed in docs/postgres.md, "Tests on both stores"). Such tests
+/// live in a module named `sqlite_only`, which the PostgreSQL pass skips (`cargo test
+/// --test tests -- --skip sqlite_only::`, README), so its summary counts them as
+/// "filtered out". Run on the PostgreSQL pass anyway, the test fails here and says why,
+/// rather than passing without having run.
+pub fn sqlite_only(why: &str) {
+    assert!(
+        !on_postgres(),
+        "a SQLite-only test, which the PostgreSQL pass skips (`-- --skip sqlite_only::`): {why}"
+    );
 }
 
 /// A temp dir and a fresh database: a SQLite file in the temp dir, or a PostgreSQL

@@ -7,13 +7,16 @@ The plan: {"stdio": [binary, "--db", db, "serve", flags...]} or {"url", "token"}
 ("auto" probes server/discover and so speaks 2026-07-28, "legacy" forces initialize);
 "doc_uri" (a readable vault document), "doc_file" (its file, edited here), "doc_path"
 (its path for vault_update, or null when a daemon follows the file), "big_path" and
-"big2_path" (large documents for progress and cancellation), "learning_uri",
+"big2_path" (large documents for progress and cancellation; "big2_uri" the second's
+resource), "learning_uri",
 "issue_uri", "outside_uri" (a URI outside the session's scope), "issue_prefix".
 Prints one JSON object of what the SDK saw; the Rust test (tests/mcp_features.rs)
-asserts on it; this script asserts nothing itself.
+asserts on it; this script asserts nothing itself. Every wait is for an event (a
+notification, a document becoming readable), polled against a deadline.
 """
 
 import asyncio
+import inspect
 import json
 import sys
 
@@ -27,6 +30,20 @@ def describe(e: BaseException) -> str:
     if isinstance(e, BaseExceptionGroup):
         return "; ".join(describe(x) for x in e.exceptions)
     return f"{type(e).__name__}: {e}"
+
+
+async def until(ready, seconds: float) -> bool:
+    """Poll `ready` (a predicate, or a coroutine function) until it holds: whether it did
+    within `seconds` (a bound that only catches a hang)."""
+    with anyio.move_on_after(seconds):
+        while True:
+            held = ready()
+            if inspect.isawaitable(held):
+                held = await held
+            if held:
+                return True
+            await anyio.sleep(0.05)
+    return False
 
 
 async def attempt(coro):
@@ -83,7 +100,7 @@ async def drive(client: Client, plan: dict, logs: list, notes: list) -> dict:
     if out["lifecycle"] == "initialize":
         await client.set_logging_level("info")
     await client.call_tool("server_ping", {})
-    await anyio.sleep(0.3)
+    await until(lambda: any(isinstance(l, dict) and l.get("tool") == "server_ping" for l in logs), 15)
     out["logs"] = list(logs)
 
     # Progress on a long call.
@@ -96,13 +113,27 @@ async def drive(client: Client, plan: dict, logs: list, notes: list) -> dict:
     out["big_update"] = {"is_error": bool(r.is_error), "structured": r.structured_content}
     out["progress"] = progress
 
-    # Cancellation: the SDK sends notifications/cancelled when the call's scope is cancelled.
-    with anyio.move_on_after(0.4) as scope:
-        await client.call_tool("vault_update", {"path": plan["big2_path"]})
+    # Cancellation once the call is known to run: its first progress notification cancels
+    # the call's scope, and the SDK sends notifications/cancelled.
+    with anyio.CancelScope() as scope:
+
+        async def running(p, total, message):
+            scope.cancel()
+
+        await client.call_tool("vault_update", {"path": plan["big2_path"]}, progress_callback=running)
     out["cancelled"] = scope.cancelled_caught
-    # The cancelled call's work completes or rolls back whole; once it is over, the same
-    # update finds the document either fully indexed (changed: false) or not at all.
-    await anyio.sleep(0.5)
+
+    # The cancelled call's work runs on to its end and commits whole (or fails and leaves
+    # nothing): wait until the document is readable, then the same update finds it fully
+    # indexed (changed: false); had it never become readable, not indexed at all.
+    async def committed():
+        try:
+            await client.read_resource(plan["big2_uri"], cache_mode="bypass")
+            return True
+        except Exception:  # noqa: BLE001 - not indexed yet
+            return False
+
+    out["cancelled_committed"] = await until(committed, 300)
     r = await client.call_tool("vault_update", {"path": plan["big2_path"]})
     out["after_cancel"] = {"is_error": bool(r.is_error), "structured": r.structured_content}
 
@@ -128,9 +159,7 @@ async def drive(client: Client, plan: dict, logs: list, notes: list) -> dict:
         await client.subscribe_resource(plan["doc_uri"])
         out["subscribe_outside"] = await attempt(client.subscribe_resource(plan["outside_uri"]))
         await edit()
-        with anyio.move_on_after(15):
-            while plan["doc_uri"] not in notes:
-                await anyio.sleep(0.1)
+        await until(lambda: plan["doc_uri"] in notes, 15)
         updated = list(notes)
     out["updated"] = updated
     return out

@@ -7,12 +7,14 @@
 // The plan: {"stdio": [binary, "--db", db, "serve", flags...]} or {"url", "token"};
 // "doc_uri" (a readable vault document), "doc_file" (its file, edited here), "doc_path"
 // (its path for vault_update, or null when a daemon follows the file), "big_path" and
-// "big2_path" (large documents for progress and cancellation), "learning_uri",
+// "big2_path" (large documents for progress and cancellation; "big2_uri" the second's
+// resource), "learning_uri",
 // "issue_uri", "outside_uri" (a URI outside the session's scope), "issue_prefix". "mode"
 // is ignored: this SDK always speaks the `initialize` lifecycle (2025-11-25).
 // Prints one JSON object of what the SDK saw, the shape features.py prints for the
 // initialize lifecycle ({"error": "..."} when the session failed); the Rust test
-// asserts on it; this script asserts nothing itself.
+// asserts on it; this script asserts nothing itself. Every wait is for an event (a
+// notification, a document becoming readable), polled against a deadline.
 import { appendFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -25,7 +27,16 @@ import {
 // Long enough for vault_update embedding a large document with the real model.
 const LONG = { timeout: 600_000, resetTimeoutOnProgress: true };
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// Poll `ready` (a predicate, possibly async) until it holds: whether it did within `ms`
+// (a bound that only catches a hang).
+async function until(ready, ms) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await ready()) return true;
+    if (Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 
 function describe(e) {
   if (e instanceof AggregateError) return e.errors.map(describe).join("; ");
@@ -95,7 +106,7 @@ async function drive(client, plan, logs, notes) {
   // Logging: this session's own calls only.
   await client.setLoggingLevel("info");
   await client.callTool({ name: "server_ping", arguments: {} });
-  await sleep(300);
+  await until(() => logs.some((l) => l?.tool === "server_ping"), 15_000);
   out.logs = [...logs];
 
   // Progress on a long call.
@@ -109,24 +120,31 @@ async function drive(client, plan, logs, notes) {
   out.big_update = structured(r);
   out.progress = progress;
 
-  // Cancellation: aborting the request's signal sends notifications/cancelled.
+  // Cancellation once the call is known to run: its first progress notification aborts
+  // the request's signal, which sends notifications/cancelled.
   const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(new Error("cancelled by the driver after 400 ms")), 400);
   out.cancelled = false;
   try {
     await client.callTool({ name: "vault_update", arguments: { path: plan.big2_path } }, undefined, {
       ...LONG,
       signal: abort.signal,
+      onprogress: () => abort.abort(new Error("cancelled by the driver once the call ran")),
     });
   } catch (e) {
     if (!abort.signal.aborted) throw e;
     out.cancelled = true;
-  } finally {
-    clearTimeout(timer);
   }
-  // The cancelled call's work completes or rolls back whole; once it is over, the same
-  // update finds the document either fully indexed (changed: false) or not at all.
-  await sleep(500);
+  // The cancelled call's work runs on to its end and commits whole (or fails and leaves
+  // nothing): wait until the document is readable, then the same update finds it fully
+  // indexed (changed: false); had it never become readable, not indexed at all.
+  out.cancelled_committed = await until(
+    () =>
+      client.readResource({ uri: plan.big2_uri }).then(
+        () => true,
+        () => false,
+      ),
+    300_000,
+  );
   r = await client.callTool({ name: "vault_update", arguments: { path: plan.big2_path } }, undefined, LONG);
   out.after_cancel = structured(r);
 
@@ -137,8 +155,7 @@ async function drive(client, plan, logs, notes) {
   if (plan.doc_path) {
     await client.callTool({ name: "vault_update", arguments: { path: plan.doc_path } }, undefined, LONG);
   }
-  const deadline = Date.now() + 15_000;
-  while (!notes.includes(plan.doc_uri) && Date.now() < deadline) await sleep(100);
+  await until(() => notes.includes(plan.doc_uri), 15_000);
   out.updated = [...notes];
   return out;
 }
