@@ -16,6 +16,9 @@ use serde_json::{Value, json};
 use crate::common::{Env, bin, node, tree};
 use crate::daemon::Daemon;
 
+/// Files and their bytes (`common::tree`).
+type Files = Vec<(PathBuf, Vec<u8>)>;
+
 /// A database with the project `web`, a temp HOME and a project directory.
 struct Setup {
     env: Env,
@@ -122,7 +125,7 @@ impl Setup {
     }
 
     /// The project's and home's files, byte for byte.
-    fn snapshot(&self) -> (Vec<(PathBuf, Vec<u8>)>, Vec<(PathBuf, Vec<u8>)>) {
+    fn snapshot(&self) -> (Files, Files) {
         (tree(&self.proj), tree(self.home()))
     }
 
@@ -212,6 +215,11 @@ fn claude_code_project_scope_read_back_by_claude_mcp_get() {
         "{\"mcpServers\":{\"other\":{\"command\":\"true\"}}}",
     );
     s.write("CLAUDE.md", "# House rules\n\nRun the tests.\n");
+    // The team's own settings and hooks stay, before Cairn's.
+    s.write(
+        ".claude/settings.json",
+        "{\"permissions\": {\"allow\": [\"Bash(cargo test:*)\"]},\n \"hooks\": {\"SessionStart\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"echo hi\"}]}]}}\n",
+    );
     round_trip(&s, &["claude-code", "--project", "web", "--hooks"], |s| {
         let got = s.agent("claude", &["mcp", "get", "cairn"]);
         assert!(got.contains("Scope: Project config"), "{got}");
@@ -235,8 +243,14 @@ fn claude_code_project_scope_read_back_by_claude_mcp_get() {
             "{skill}"
         );
         let settings: Value = serde_json::from_str(&s.read(".claude/settings.json")).unwrap();
+        assert_eq!(settings["permissions"]["allow"][0], "Bash(cargo test:*)");
+        assert_eq!(
+            settings["hooks"]["SessionStart"][0]["hooks"][0]["command"],
+            "echo hi"
+        );
         for event in ["SessionStart", "UserPromptSubmit", "PreCompact", "Stop"] {
-            let hook = &settings["hooks"][event][0]["hooks"][0];
+            let items = settings["hooks"][event].as_array().unwrap();
+            let hook = &items[items.len() - 1]["hooks"][0];
             assert_eq!(hook["type"], "command", "{settings}");
             let cmd = hook["command"].as_str().unwrap();
             assert!(
@@ -540,6 +554,11 @@ fn http_connect_keeps_the_token_out_of_the_project_and_the_token_works() {
     // The daemon serves that token, bound to the project.
     let found = d.call(token, "search_learnings", json!({"query": "anything"}));
     assert_eq!(found["isError"], json!(false), "{found}");
+    // Connecting again reuses the active token: nothing changes.
+    let user_bytes = std::fs::read(&user_file).unwrap();
+    let again = s.ok(&["connect", "claude-code", "--project", "web", "--http"]);
+    assert!(again.contains("already connected"), "{again}");
+    assert_eq!(std::fs::read(&user_file).unwrap(), user_bytes);
     // Claude Code reads the entry for this project.
     let got = s.agent("claude", &["mcp", "get", "cairn"]);
     assert!(got.contains("Type: http") && got.contains(d.url()), "{got}");

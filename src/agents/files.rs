@@ -558,6 +558,21 @@ fn toml_remove(doc: &mut toml_edit::DocumentMut, at: &[String]) {
     go(doc.as_table_mut(), at);
 }
 
+/// What the file of `edit` holds now at the member or table the edit writes (`None`:
+/// nothing there, or the edit is not of a member or table). Refused as [`connect`]
+/// refuses the file.
+pub fn current_value(edit: &FileEdit) -> Result<Option<Json>, FileError> {
+    let Some((text, _)) = read(&edit.path, &edit.base)? else {
+        return Ok(None);
+    };
+    let doc = Doc::parse(&edit.path, format_of(&edit.edit), Some(&text))?;
+    Ok(match (&doc, &edit.edit) {
+        (Doc::Json(j), Edit::JsonMember { path, .. }) => j.at(path).cloned(),
+        (Doc::Toml(t), Edit::TomlTable { path, .. }) => toml_at(t, path),
+        _ => None,
+    })
+}
+
 /// The changes connecting `owner` makes (nothing is written: see [`apply`]).
 pub fn connect(ledger: &Ledger, owner: &str, edits: &[FileEdit]) -> Result<Vec<Change>, FileError> {
     let mut by_file: BTreeMap<&Path, Vec<&FileEdit>> = BTreeMap::new();

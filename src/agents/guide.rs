@@ -42,6 +42,7 @@ mod tests {
     /// vocabulary: it counts about as many tokens as the agents' own tokenizers on English
     /// prose); the figure is printed for docs/agents.md.
     #[test]
+    #[allow(clippy::print_stderr)] // the figure, for docs/agents.md
     fn the_guide_fits_its_token_budget() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("models/all-minilm-l6-v2-int8/tokenizer.json");

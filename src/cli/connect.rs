@@ -221,15 +221,7 @@ pub(super) fn connect(
             };
             let token = match a.place.dry_run {
                 true => "<a token minted when not a dry run>".to_string(),
-                false => {
-                    let ttl = crate::tokens::parse_ttl(&a.ttl)?;
-                    let scope =
-                        crate::mcp::server::Scope::resolve(None, bind.agent_type.as_deref())?;
-                    let scope = crate::daemon::tool_scope(&scope);
-                    let minted = cairn.mint_session_token(&bind, scope.as_ref(), ttl, None)?;
-                    tracing::warn!(token_id = %minted.info.id, "minted a session token for {}; `cairn session revoke {}` ends it", t.client.name(), minted.info.id);
-                    minted.token
-                }
+                false => http_token(cairn, &t, &bind, &url, &a.ttl)?,
             };
             Server::Http { url, token }
         }
@@ -267,6 +259,56 @@ pub(super) fn connect(
     let ledger = Ledger::for_home(&t.home);
     let changes = files::connect(&ledger, &t.owner(), &edits)?;
     finish(&ledger, &changes, &a.place, "connect")
+}
+
+/// The token for an HTTP entry: the one an earlier `connect --http` wrote there when it
+/// is still active, for the same URL and binding (so connecting twice changes nothing);
+/// else a new one.
+fn http_token(
+    cairn: &crate::Cairn,
+    t: &Target,
+    bind: &BindArgs,
+    url: &str,
+    ttl: &str,
+) -> anyhow::Result<String> {
+    let scope = crate::mcp::server::Scope::resolve(None, bind.agent_type.as_deref())?;
+    let scope = crate::daemon::tool_scope(&scope);
+    let probe = Server::Http {
+        url: url.to_string(),
+        token: String::new(),
+    };
+    let plan = clients::plan(t, &probe, &Extras::default()).map_err(anyhow::Error::msg)?;
+    let existing = match plan.first() {
+        Some(edit) => files::current_value(edit)?,
+        None => None,
+    };
+    let earlier = existing.as_ref().and_then(|entry| {
+        let v = serde_json::to_value(entry).ok()?;
+        let same_url = [&v["url"], &v["httpUrl"]]
+            .iter()
+            .any(|u| u.as_str() == Some(url));
+        let auth = v["headers"]["Authorization"]
+            .as_str()
+            .or(v["http_headers"]["Authorization"].as_str())?;
+        same_url.then(|| auth.strip_prefix("Bearer ").map(String::from))?
+    });
+    if let Some(token) = earlier {
+        let wanted = cairn.bind(bind)?;
+        if let Ok(crate::tokens::Check::Active(s)) = cairn.authenticate_session_token(&token) {
+            let same = s.work.issue.as_ref().map(|i| &i.id) == wanted.issue.as_ref().map(|i| &i.id)
+                && s.work.project_id == wanted.project_id
+                && s.work.worktree_path == wanted.worktree_path
+                && s.work.agent_type == wanted.agent_type
+                && s.scope == scope;
+            if same {
+                return Ok(token);
+            }
+        }
+    }
+    let ttl = crate::tokens::parse_ttl(ttl)?;
+    let minted = cairn.mint_session_token(bind, scope.as_ref(), ttl, None)?;
+    tracing::warn!(token_id = %minted.info.id, "minted a session token for {}; `cairn session revoke {}` ends it", t.client.name(), minted.info.id);
+    Ok(minted.token)
 }
 
 pub(super) fn disconnect(place: Place) -> anyhow::Result<Outcome> {
