@@ -149,6 +149,13 @@ fn hooks_give_the_projects_learnings_through_the_daemon_and_p95_is_measured() {
         &s.prompt("why does the login time out under load?"),
     );
     assert!(context(&out, "BeforeAgent").contains(PATTERN));
+    // After compaction: the reminder, then the learnings.
+    let (out, _) = s.hook("session-start", &[], &s.start("compact"));
+    let ctx = context(&out, "SessionStart");
+    assert!(
+        ctx.starts_with("Cairn: before this context is lost") && ctx.contains(PATTERN),
+        "{ctx}"
+    );
     // A prompt of one word searches nothing and says nothing.
     let (out, _) = s.hook("user-prompt-submit", &[], &s.prompt("yes"));
     silent(&out);
@@ -195,8 +202,16 @@ fn with_the_daemon_down_hooks_print_nothing_exit_0_and_log_why() {
             "{took:?}"
         );
     }
+    // After compaction the reminder to record comes anyway (the learnings could not).
+    let (out, _) = s.hook("session-start", &[], &s.start("compact"));
+    assert!(out.stderr.is_empty());
+    let ctx = context(&out, "SessionStart");
+    assert!(
+        ctx.starts_with("Cairn: before this context is lost") && !ctx.contains(PATTERN),
+        "{ctx}"
+    );
     let log = s.log();
-    assert_eq!(log.lines().count(), 2, "{log}");
+    assert_eq!(log.lines().count(), 3, "{log}");
     assert!(
         log.contains("session-start gave nothing") && log.contains("daemon.d"),
         "{log}"

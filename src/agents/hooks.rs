@@ -208,6 +208,15 @@ pub fn context(results: &Value, event: Event) -> Option<String> {
 /// The reminder to record before the context is compacted or the session ends.
 pub const RECORD_REMINDER: &str = "Cairn: before this context is lost, record what cost effort in this session with add_learning (a pattern that starts with its subject and says what to do, with the context where it applies), and give learning_feedback on the learnings you used.";
 
+/// The context of a session that starts again after compaction: the reminder to record,
+/// then the learnings found (if any).
+pub fn after_compaction(learnings: Option<&str>) -> String {
+    match learnings {
+        Some(l) => format!("{RECORD_REMINDER}\n\n{l}"),
+        None => RECORD_REMINDER.to_string(),
+    }
+}
+
 /// Whether the transcript's end shows a failed tool call and no learning recorded since:
 /// the session fixed something and may have a lesson to record.
 pub fn worth_a_learning(transcript: &Path) -> bool {

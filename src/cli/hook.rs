@@ -95,6 +95,16 @@ fn answer(db: &Location, a: &HookArgs) -> Result<Option<String>, String> {
                     .is_some_and(|p| hooks::worth_a_learning(std::path::Path::new(p)));
             Ok(hooks::output(a.client, a.event, None, remind))
         }
+        // After compaction the session starts again without what it learned: it gets
+        // the reminder to record, with the learnings if the daemon gives them.
+        Event::SessionStart if input.source.as_deref() == Some("compact") => {
+            let found = learnings(db, a, &input).unwrap_or_else(|why| {
+                log(a.event, &why, Duration::ZERO);
+                None
+            });
+            let context = hooks::after_compaction(found.as_deref());
+            Ok(hooks::output(a.client, a.event, Some(&context), false))
+        }
         Event::SessionStart | Event::UserPromptSubmit => {
             let context = learnings(db, a, &input)?;
             Ok(context.and_then(|c| hooks::output(a.client, a.event, Some(&c), false)))
