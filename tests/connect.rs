@@ -411,6 +411,25 @@ fn dry_run_shows_the_diff_and_writes_nothing() {
         "{diff}"
     );
     assert_eq!(s.snapshot(), before);
+    let planned: Value = serde_json::from_str(&s.ok(&[
+        "connect",
+        "codex",
+        "--project",
+        "web",
+        "--dry-run",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(planned["action"], "connect");
+    assert_eq!(planned["dry_run"], true);
+    let files = planned["files"].as_array().unwrap();
+    assert_eq!(files.len(), 2, "{planned}");
+    assert!(
+        files
+            .iter()
+            .all(|f| f["changed"] == true && f["diff"].is_string())
+    );
+    assert_eq!(s.snapshot(), before);
     s.ok(&["connect", "codex", "--project", "web"]);
     let undo = s.ok(&["disconnect", "codex", "--dry-run"]);
     assert!(undo.contains("-[mcp_servers.cairn]"), "{undo}");
