@@ -337,12 +337,26 @@ fn codex_read_back_by_codex_mcp_list() {
 fn gemini_cli_read_back_by_gemini_mcp_list() {
     let s = Setup::new();
     s.write(".gemini/settings.json", "{\n  \"theme\": \"GitHub\"\n}\n");
-    round_trip(&s, &["gemini-cli", "--project", "web"], |s| {
+    round_trip(&s, &["gemini-cli", "--project", "web", "--hooks"], |s| {
         let got = s.agent("gemini", &["mcp", "list"]);
         let expected = format!("cairn: {} {} (stdio)", bin_str(), s.serve_args().join(" "));
         assert!(got.contains(&expected), "{expected:?} not in:\n{got}");
         let settings: Value = serde_json::from_str(&s.read(".gemini/settings.json")).unwrap();
         assert_eq!(settings["theme"], "GitHub");
+        // The hooks, in the form Gemini CLI 0.61's hook registry reads (its bundle:
+        // `hooks.<Event>` arrays of `{hooks: [{type: "command", command, timeout}]}`,
+        // timeout in milliseconds; Claude Code's Stop is its AfterAgent).
+        for event in ["SessionStart", "BeforeAgent", "PreCompress", "AfterAgent"] {
+            let hook = &settings["hooks"][event][0]["hooks"][0];
+            assert_eq!(hook["type"], "command", "{settings}");
+            assert_eq!(hook["timeout"], 10_000);
+            assert!(
+                hook["command"]
+                    .as_str()
+                    .unwrap()
+                    .contains("--client gemini-cli")
+            );
+        }
         assert!(s.read("GEMINI.md").contains(cairn::agents::GUIDE.trim()));
     });
 }
@@ -539,6 +553,10 @@ fn hostile_configuration_files_are_refused_and_left_alone() {
             "project not found",
         ),
         (vec!["connect", "emacs"], "not a client Cairn connects"),
+        (
+            vec!["connect", "codex", "--hooks"],
+            "takes `cairn hook` in its own",
+        ),
     ] {
         let err = s.refused(&args);
         assert!(err.contains(why), "{args:?}: {err}");

@@ -294,14 +294,15 @@ fn pre_compact_and_stop_remind_the_agent_to_record_once() {
     .unwrap();
     let (out, _) = s.hook("stop", &[], &stop(false, &transcript));
     silent(&out);
-    // Gemini CLI's SessionEnd cannot send the agent back: nothing.
+    // Gemini CLI continues the agent with an AfterAgent block's reason, the same way.
     std::fs::write(&transcript, "{\"is_error\":true}\n").unwrap();
     let (out, _) = s.hook(
         "stop",
         &["--client", "gemini-cli"],
         &stop(false, &transcript),
     );
-    silent(&out);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["decision"], "block", "{v}");
     // Garbage on stdin is no reason to fail.
     let mut child = s
         .env

@@ -8,7 +8,7 @@
 //! | Claude Code | `.mcp.json` / `~/.claude.json` `mcpServers` (HTTP: `~/.claude.json` `projects.<dir>.mcpServers`, the private "local" scope) | CLAUDE.md section, skill `.claude/skills/cairn/SKILL.md`, hooks `.claude/settings.json` |
 //! | Codex | `~/.codex/config.toml` `[mcp_servers.NAME]` (user scope only: a project's `.codex/config.toml` is read only in projects marked trusted) | AGENTS.md section |
 //! | Cursor | `.cursor/mcp.json` / `~/.cursor/mcp.json` `mcpServers` | rule `.cursor/rules/cairn.mdc` |
-//! | Gemini CLI | `.gemini/settings.json` / `~/.gemini/settings.json` `mcpServers` (HTTP: `httpUrl`) | GEMINI.md section |
+//! | Gemini CLI | `.gemini/settings.json` / `~/.gemini/settings.json` `mcpServers` (HTTP: `httpUrl`) | GEMINI.md section, hooks in the same settings |
 //! | VS Code | `.vscode/mcp.json` / `~/.config/Code/User/mcp.json` `servers` with `type` | `.github/copilot-instructions.md` section |
 //!
 //! A server reached over HTTP carries its token, so its entry always goes to the user's
@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::guide;
+use super::hooks::HookClient;
 use super::json::Json;
 
 /// An agent client `cairn connect` knows.
@@ -43,6 +44,20 @@ impl Client {
         Client::Vscode,
         Client::Generic,
     ];
+
+    /// Whose hook contract `cairn hook` speaks for this client; `Err` when connect does
+    /// not install this client's hooks.
+    pub fn hook_client(self) -> Result<HookClient, String> {
+        match self {
+            Client::ClaudeCode => Ok(HookClient::ClaudeCode),
+            Client::GeminiCli => Ok(HookClient::GeminiCli),
+            _ => Err(format!(
+                "--hooks installs Claude Code's and Gemini CLI's hooks; {} takes `cairn hook` \
+                 in its own hook configuration, by hand (docs/agents.md, \"Hooks\")",
+                self.name()
+            )),
+        }
+    }
 
     /// The name on the command line.
     pub fn name(self) -> &'static str {
@@ -164,7 +179,8 @@ pub struct FileEdit {
 pub struct Extras {
     /// The guide, in the forms the client reads.
     pub guide: bool,
-    /// Claude Code's hooks: the `cairn hook` command line of each event.
+    /// The hooks (Claude Code, Gemini CLI): each event's name in the client's settings
+    /// and its `cairn hook` command line.
     pub hooks: Vec<(&'static str, String)>,
 }
 
@@ -302,21 +318,12 @@ pub fn plan(target: &Target, server: &Server, extras: &Extras) -> Result<Vec<Fil
                     false,
                 );
             }
-            for (event, command) in &extras.hooks {
-                let handler = object(vec![
-                    ("type", Json::String("command".into())),
-                    ("command", Json::String(command.clone())),
-                    ("timeout", Json::Number(HOOK_TIMEOUT_SECONDS.into())),
-                ]);
-                push(
-                    at(t.base(), ".claude/settings.json"),
-                    Edit::JsonItem {
-                        path: path(&["hooks", event]),
-                        value: object(vec![("hooks", Json::Array(vec![handler]))]),
-                    },
-                    false,
-                );
-            }
+            hook_items(
+                &mut push,
+                at(t.base(), ".claude/settings.json"),
+                extras,
+                HOOK_TIMEOUT_SECONDS,
+            );
         }
         Client::Codex => {
             let home = t.codex_home();
@@ -357,6 +364,11 @@ pub fn plan(target: &Target, server: &Server, extras: &Extras) -> Result<Vec<Fil
                 },
                 http,
             );
+            if t.client == Client::GeminiCli {
+                // Gemini CLI's hooks sit in its settings, with a timeout in milliseconds.
+                let settings = at(t.base(), ".gemini/settings.json");
+                hook_items(&mut push, settings, extras, HOOK_TIMEOUT_SECONDS * 1000);
+            }
             if extras.guide {
                 match (t.client, project) {
                     (Client::Cursor, true) => push(
@@ -390,16 +402,34 @@ pub fn plan(target: &Target, server: &Server, extras: &Extras) -> Result<Vec<Fil
             );
         }
     }
-    if !extras.hooks.is_empty() && t.client != Client::ClaudeCode {
-        return Err(format!(
-            "--hooks installs Claude Code's hooks; {} reads hooks from its own \
-             configuration (docs/agents.md, \"Hooks\")",
-            t.client.name()
-        ));
-    }
     Ok(edits)
 }
 
-/// The timeout written with each Claude Code hook (seconds); `cairn hook` itself gives
+/// One item per hook in `settings` (`hooks.<Event>[]`, the form Claude Code and Gemini
+/// CLI share): `{"hooks": [{"type": "command", "command", "timeout"}]}`.
+fn hook_items(
+    push: &mut impl FnMut((PathBuf, PathBuf), Edit, bool),
+    settings: (PathBuf, PathBuf),
+    extras: &Extras,
+    timeout: u64,
+) {
+    for (event, command) in &extras.hooks {
+        let handler = object(vec![
+            ("type", Json::String("command".into())),
+            ("command", Json::String(command.clone())),
+            ("timeout", Json::Number(timeout.into())),
+        ]);
+        push(
+            settings.clone(),
+            Edit::JsonItem {
+                path: path(&["hooks", event]),
+                value: object(vec![("hooks", Json::Array(vec![handler]))]),
+            },
+            false,
+        );
+    }
+}
+
+/// The timeout written with each hook (seconds); `cairn hook` itself gives
 /// up well before ([`super::hooks::BUDGET`]).
 pub const HOOK_TIMEOUT_SECONDS: u64 = 10;

@@ -6,8 +6,10 @@
 //! SessionStart and UserPromptSubmit, `{"hookSpecificOutput": {"hookEventName",
 //! "additionalContext"}}`, which the client adds to the model's context; for Stop,
 //! `{"decision": "block", "reason"}`, which sends the reason back to the model once.
-//! Gemini CLI names its events SessionStart, BeforeAgent, PreCompress and SessionEnd and
-//! reads the same `hookSpecificOutput.additionalContext`.
+//! Gemini CLI names its events SessionStart, BeforeAgent, PreCompress and AfterAgent (its
+//! `hooks migrate` maps Claude Code's Stop there), reads the same
+//! `hookSpecificOutput.additionalContext`, and continues the agent with the reason of an
+//! AfterAgent `decision: block`.
 //!
 //! A hook never breaks a session: whatever fails, it prints nothing and exits 0
 //! (`cli/hook.rs` logs why).
@@ -89,7 +91,8 @@ impl Event {
         match (client, self) {
             (HookClient::GeminiCli, Event::UserPromptSubmit) => "BeforeAgent",
             (HookClient::GeminiCli, Event::PreCompact) => "PreCompress",
-            (HookClient::GeminiCli, Event::Stop) => "SessionEnd",
+            // Gemini CLI's own `hooks migrate` maps Claude Code's Stop to AfterAgent.
+            (HookClient::GeminiCli, Event::Stop) => "AfterAgent",
             (_, Event::SessionStart) => "SessionStart",
             (_, Event::UserPromptSubmit) => "UserPromptSubmit",
             (_, Event::PreCompact) => "PreCompact",
@@ -267,12 +270,8 @@ pub fn output(
         // Shown to the person; the model gets the reminder from the next SessionStart
         // (source "compact") and from Stop.
         Event::PreCompact => json!({"systemMessage": RECORD_REMINDER}),
-        Event::Stop => match (client, remind) {
-            (HookClient::ClaudeCode | HookClient::Codex, true) => {
-                json!({"decision": "block", "reason": RECORD_REMINDER})
-            }
-            _ => return None,
-        },
+        Event::Stop if remind => json!({"decision": "block", "reason": RECORD_REMINDER}),
+        Event::Stop => return None,
     };
     Some(v.to_string())
 }

@@ -80,8 +80,9 @@ pub(crate) struct ConnectArgs {
     /// Claude Code skill, the Cursor rule).
     #[arg(long)]
     no_guide: bool,
-    /// Claude Code: also install `cairn hook` for SessionStart, UserPromptSubmit,
-    /// PreCompact and Stop in `.claude/settings.json`.
+    /// Claude Code and Gemini CLI: also install `cairn hook` for the session's start,
+    /// each prompt, compaction and the agent's stop in the client's settings
+    /// (`.claude/settings.json`, `.gemini/settings.json`).
     #[arg(long)]
     hooks: bool,
 }
@@ -200,6 +201,27 @@ pub(super) fn connect(
     if let Some(c) = &cairn {
         c.bind(&bind).context("checking the binding flags")?;
     }
+    let hooks = match a.hooks {
+        false => Vec::new(),
+        true => {
+            let client = t.client.hook_client().map_err(anyhow::Error::msg)?;
+            Event::ALL
+                .iter()
+                .map(|e| {
+                    let mut words = vec![
+                        exe.clone(),
+                        "hook".into(),
+                        e.command().into(),
+                        "--client".into(),
+                        t.client.name().into(),
+                    ];
+                    words.extend(flags.iter().cloned());
+                    let line: Vec<String> = words.iter().map(|w| shell_quote(w)).collect();
+                    (e.client_name(client), line.join(" "))
+                })
+                .collect()
+        }
+    };
     let server = match a.http {
         false => Server::Stdio {
             command: exe.clone(),
@@ -230,27 +252,6 @@ pub(super) fn connect(
         let text = clients::generic(&t.name, &server);
         return print_text(&text).map(|()| Outcome::Done);
     }
-    let hooks = match a.hooks {
-        false => Vec::new(),
-        true => Event::ALL
-            .iter()
-            .map(|e| {
-                let mut words = vec![
-                    exe.clone(),
-                    "hook".into(),
-                    e.command().into(),
-                    "--client".into(),
-                    "claude-code".into(),
-                ];
-                words.extend(flags.iter().cloned());
-                let line: Vec<String> = words.iter().map(|w| shell_quote(w)).collect();
-                (
-                    e.client_name(crate::agents::hooks::HookClient::ClaudeCode),
-                    line.join(" "),
-                )
-            })
-            .collect(),
-    };
     let extras = Extras {
         guide: !a.no_guide,
         hooks,
@@ -330,17 +331,12 @@ pub(super) fn disconnect(place: Place) -> anyhow::Result<Outcome> {
             token: String::new(),
         },
     ] {
-        let hooks = match t.client {
-            Client::ClaudeCode => Event::ALL
+        let hooks = match t.client.hook_client() {
+            Ok(client) => Event::ALL
                 .iter()
-                .map(|e| {
-                    (
-                        e.client_name(crate::agents::hooks::HookClient::ClaudeCode),
-                        String::new(),
-                    )
-                })
+                .map(|e| (e.client_name(client), String::new()))
                 .collect(),
-            _ => Vec::new(),
+            Err(_) => Vec::new(),
         };
         let extras = Extras { guide: true, hooks };
         for e in clients::plan(&t, &server, &extras).map_err(anyhow::Error::msg)? {
