@@ -100,7 +100,7 @@ enum Command {
     #[command(subcommand)]
     Eval(eval::EvalCmd),
     /// Connect an agent client (claude-code, codex, cursor, gemini-cli, vscode, generic):
-    /// write its MCP configuration, the guide for agents and, for Claude Code, hooks.
+    /// write its MCP configuration, the guide for agents and (Claude Code, Gemini CLI) hooks.
     Connect(connect::ConnectArgs),
     /// Take back exactly what `cairn connect` wrote for a client.
     Disconnect(connect::Place),
