@@ -466,6 +466,12 @@ fn disconnect_after_someone_else_edited_the_file_takes_out_only_its_own_entry() 
     let left: Value = serde_json::from_str(&s.read(".cursor/mcp.json")).unwrap();
     assert_eq!(left, json!({"mcpServers": {"mine": {"command": "mine"}}}));
     assert!(!s.proj.join(".cursor/rules/cairn.mdc").exists());
+    // A file deleted after connect stays deleted at disconnect, and the ledger forgets it.
+    s.ok(&["connect", "cursor", "--project", "web"]);
+    std::fs::remove_file(s.proj.join(".cursor/mcp.json")).unwrap();
+    s.ok(&["disconnect", "cursor"]);
+    assert!(!s.proj.join(".cursor/mcp.json").exists());
+    assert!(tree(&s.home().join(".local/state/cairn/connect")).is_empty());
 }
 
 #[test]

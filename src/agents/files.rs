@@ -583,7 +583,8 @@ pub fn connect(ledger: &Ledger, owner: &str, edits: &[FileEdit]) -> Result<Vec<C
     for (path, edits) in by_file {
         let base = &edits[0].base;
         let current = read(path, base)?;
-        let record = ledger.load(path)?;
+        // A file deleted since Cairn wrote it took Cairn's edits with it: start afresh.
+        let record = ledger.load(path)?.filter(|_| current.is_some());
         let before = current.as_ref().map(|(t, _)| t.clone());
         let format = format_of(&edits[0].edit);
         let mut doc = Doc::parse(path, format, before.as_deref())?;
@@ -749,6 +750,10 @@ pub fn disconnect(
         }
         record.edits.retain(|o| o.owner != owner);
         let mut after = doc.render();
+        // A file deleted since stays deleted.
+        if before.is_none() {
+            after = None;
+        }
         // A JSON file left as `{}` that Cairn created goes away.
         if !record.existed
             && record.edits.is_empty()
