@@ -47,8 +47,10 @@ pub(crate) struct HookArgs {
     /// The issue the session works on (its title joins the session's search).
     #[arg(long, visible_alias = "issue")]
     issue_id: Option<String>,
+    /// The agent profile the session's token is bound to (`cairn serve --agent-type`).
     #[arg(long)]
     agent_type: Option<String>,
+    /// The agent's worktree (`cairn serve --worktree-path`).
     #[arg(long)]
     worktree_path: Option<PathBuf>,
     /// How long to wait for the daemon before giving up, in milliseconds.
