@@ -645,3 +645,25 @@ fn the_guide_is_the_initialize_instructions_the_official_sdks_see() {
     let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(seen["instructions"], cairn::agents::GUIDE, "TypeScript SDK");
 }
+
+#[test]
+fn the_guide_names_only_tools_that_exist() {
+    let names: Vec<&str> = cairn::mcp::registry::all_tools()
+        .iter()
+        .map(|t| t.name)
+        .collect();
+    let guide = cairn::agents::GUIDE;
+    let mut named = 0;
+    for word in guide.split('`').skip(1).step_by(2) {
+        // Words in backquotes that look like tool names (the field and value names the
+        // guide also quotes are listed).
+        if word.contains('_')
+            && !word.contains(' ')
+            && !["applies_to", "help_prompt", "not_relevant"].contains(&word)
+        {
+            assert!(names.contains(&word), "the guide names {word}, not a tool");
+            named += 1;
+        }
+    }
+    assert!(named >= 4, "the guide names {named} tools");
+}
