@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::Env;
-use crate::daemon::{Daemon, http};
+use crate::daemon::Daemon;
 
 const PATTERN: &str = "Login timeouts in the session service come from the Redis pool size: raise pool_size before touching the timeout";
 
@@ -118,12 +118,10 @@ fn silent(out: &Output) {
     );
 }
 
+/// Wait for the daemon's warm-up line (model and indexes loaded, or its failure): the
+/// first search must not pay for loading the model inside the hook's budget.
 fn wait_warm(d: &Daemon) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while http(d.addr, "GET", "/health", &[], None).json()["warm"] != true {
-        assert!(Instant::now() < deadline, "the daemon never got warm");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    d.wait_for("warm");
 }
 
 #[test]
