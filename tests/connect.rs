@@ -615,6 +615,55 @@ fn http_connect_keeps_the_token_out_of_the_project_and_the_token_works() {
     let got = s.agent("claude", &["mcp", "get", "cairn"]);
     assert!(got.contains("Type: http") && got.contains(d.url()), "{got}");
     s.ok(&["disconnect", "claude-code"]);
+    // Codex and Gemini CLI read their HTTP entries (the token in the user's files only).
+    s.ok(&[
+        "connect",
+        "codex",
+        "--project",
+        "web",
+        "--http",
+        "--no-guide",
+    ]);
+    s.ok(&[
+        "connect",
+        "gemini-cli",
+        "--project",
+        "web",
+        "--http",
+        "--no-guide",
+    ]);
+    let listed = s.agent("codex", &["mcp", "list", "--json"]);
+    let stdout = listed.split("\n--- stderr ---\n").next().unwrap();
+    let codex: Value = serde_json::from_str(stdout).unwrap_or_else(|e| panic!("{e}: {listed}"));
+    let entry = &codex[0];
+    assert_eq!(entry["name"], "cairn", "{codex}");
+    assert_eq!(entry["transport"]["url"], d.url(), "{codex}");
+    let gemini = s.agent("gemini", &["mcp", "list"]);
+    assert!(
+        gemini.contains(&format!("cairn: {} (http)", d.url())),
+        "{gemini}"
+    );
+    for file in [".codex/config.toml", ".gemini/settings.json"] {
+        let p = s.home().join(file);
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600,
+            "{file}"
+        );
+        assert!(
+            std::fs::read_to_string(&p)
+                .unwrap()
+                .contains("Bearer cairn_"),
+            "{file}"
+        );
+    }
+    for (path, bytes) in tree(&s.proj) {
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("cairn_"),
+            "a token is in {}",
+            path.display()
+        );
+    }
     assert!(
         !s.home().join(".claude.json").exists()
             || !std::fs::read_to_string(&user_file).unwrap().contains(token)
