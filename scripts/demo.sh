@@ -27,3 +27,20 @@ ISSUE=$("$CAIRN" issue create --project larder --title "Flaky checkout test")
   --context "Seen in the checkout suite: two tests reserving the same basket id raced on the shared Redis database and failed one run in ten. Key prefixes per test fixed it." \
   --applies-to tests/checkout/ >/dev/null
 "$CAIRN" learnings search "redis flaky tests" --project larder
+
+say "Connect an agent client to Cairn in a scratch project (Claude Code, with its hooks)"
+SCRATCH=target/demo/scratch
+rm -rf "$SCRATCH" && mkdir -p "$SCRATCH"
+printf '# Scratch project\n\nRun the tests before pushing.\n' > "$SCRATCH/CLAUDE.md"
+# A HOME of its own, so the demo leaves your own client configuration and ledger alone.
+DEMO_HOME=$PWD/target/demo/home
+mkdir -p "$DEMO_HOME"
+(cd "$SCRATCH" && HOME=$DEMO_HOME "$OLDPWD/$CAIRN" connect claude-code --project larder --hooks --dry-run | head -20)
+(cd "$SCRATCH" && HOME=$DEMO_HOME "$OLDPWD/$CAIRN" connect claude-code --project larder --hooks)
+(cd "$SCRATCH" && HOME=$DEMO_HOME "$OLDPWD/$CAIRN" connect claude-code --project larder --hooks)
+say "The session-start hook, as Claude Code runs it (no daemon here: it says nothing and exits 0)"
+echo "{\"hook_event_name\":\"SessionStart\",\"cwd\":\"$PWD/$SCRATCH\",\"source\":\"startup\"}" \
+  | HOME=$DEMO_HOME "$CAIRN" hook session-start --project larder; echo "exit $?"
+say "Disconnect: CLAUDE.md is back byte for byte"
+(cd "$SCRATCH" && HOME=$DEMO_HOME "$OLDPWD/$CAIRN" disconnect claude-code)
+cat "$SCRATCH/CLAUDE.md"

@@ -2,7 +2,9 @@
 # Set up a fresh machine for Cairn: Rust toolchain check, Python packages used by the
 # tests (the official MCP SDK as a real client; ONNX Runtime + tokenizers for the
 # independent embedding reference), the official TypeScript SDK and the MCP Inspector
-# (pinned in tests/mcp_ts/package-lock.json, installed with `npm ci`; Node 20+),
+# (pinned in tests/mcp_ts/package-lock.json, installed with `npm ci`; Node 20+), the
+# agent CLIs whose own commands read back what `cairn connect` writes (Claude Code, Codex,
+# Gemini CLI: pinned in tests/agents/package-lock.json, `npm ci`),
 # PostgreSQL's server binaries (the tests start a throwaway cluster; Debian's
 # `postgresql` package, installed with apt-get when missing and running as root), and
 # the embedding model under models/.
@@ -46,6 +48,16 @@ else
   say "installing node packages (npm ci in tests/mcp_ts)"
   (cd tests/mcp_ts && npm ci --no-audit --no-fund --loglevel=error >&2)
   cp tests/mcp_ts/package-lock.json tests/mcp_ts/node_modules/.package-lock.json.src
+fi
+
+# The agent CLIs (tests/connect.rs runs them offline with HOME in a temp dir).
+if [ -f tests/agents/node_modules/.package-lock.json ] \
+   && cmp -s tests/agents/package-lock.json tests/agents/node_modules/.package-lock.json.src 2>/dev/null; then
+  say "agent CLIs present"
+else
+  say "installing the agent CLIs (npm ci in tests/agents)"
+  (cd tests/agents && npm ci --no-audit --no-fund --loglevel=error >&2)
+  cp tests/agents/package-lock.json tests/agents/node_modules/.package-lock.json.src
 fi
 
 # `ensure WHAT PACKAGE HINT TEST...`: run TEST; when it fails, install the Debian PACKAGE

@@ -8,10 +8,12 @@ mod common;
 
 mod cli_basics;
 mod colibri;
+mod connect;
 mod daemon;
 mod e2e;
 mod follow;
 mod forward;
+mod hooks;
 mod hostile_paths;
 mod impostor;
 mod learnings;

@@ -5,7 +5,8 @@ Usage: python3 drive.py CAIRN_BIN DB [serve flags...] < calls.json
 stdin holds a JSON array of calls: [{"tool": name, "arguments": {...}}, ...]. The script
 connects with the SDK's default client (mode "auto": it probes `server/discover` first),
 lists tools, makes each call in order, and prints one JSON object on stdout:
-{"tools": [names], "calls": [{"tool", "is_error", "structured", "text", "envelope"}...]}.
+{"tools": [names], "instructions": the server's instructions as the SDK holds them,
+ "calls": [{"tool", "is_error", "structured", "text", "envelope"}...]}.
 "envelope" is the error envelope parsed from the text content of a failed call (what an
 agent reading the SDK's result sees), null for a success.
 The Rust test asserts on it; this script asserts nothing itself.
@@ -36,6 +37,7 @@ async def main() -> None:
         out["tools"] = [t.name for t in listed.tools]
         # Which lifecycle the SDK settled on: "discover" (2026-07-28+) or "initialize".
         out["lifecycle"] = "discover" if client.session.discover_result is not None else "initialize"
+        out["instructions"] = client.instructions
         out["calls"] = await run_calls(client, calls)
     json.dump(out, sys.stdout)
 

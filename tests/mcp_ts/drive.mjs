@@ -7,7 +7,8 @@
 // lists tools, makes each call in order through `client.callTool` (which validates a
 // result's structuredContent against the tool's outputSchema with ajv and throws when
 // it does not match), and prints one JSON object on stdout:
-// {"server": name, "tools": [names], "warnings": [console output of the SDK],
+// {"server": name, "instructions": the server's instructions as the SDK holds them,
+//  "tools": [names], "warnings": [console output of the SDK],
 //  "calls": [{"tool", "threw", "is_error", "structured", "envelope"}...]}.
 // "threw" is the SDK's exception message (null when the call reached the caller);
 // "envelope" is the error envelope parsed from a failed call's text content. The Rust
@@ -38,6 +39,7 @@ const client = new Client({ name: "cairn-ts-driver", version: "1.0.0" });
 await client.connect(transport);
 const out = {
   server: client.getServerVersion()?.name ?? null,
+  instructions: client.getInstructions() ?? null,
   tools: [],
   warnings,
   calls: [],
