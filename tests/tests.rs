@@ -23,6 +23,7 @@ mod multihost;
 mod pg_schema;
 mod pg_store;
 mod security;
+mod starvation;
 mod store_copy;
 mod trail;
 mod vault;
