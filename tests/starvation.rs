@@ -404,7 +404,11 @@ fn vault_update_of_a_large_file_starves_no_search_and_a_file_over_the_budget_is_
     assert_eq!(refused["isError"], true, "{refused}");
     let envelope: Value =
         serde_json::from_str(refused["content"][0]["text"].as_str().unwrap()).unwrap();
-    assert_eq!(envelope["error"]["code"], "invalid_input", "{envelope}");
+    assert_eq!(envelope["error"]["code"], "ERR_INVALID_INPUT", "{envelope}");
+    assert_eq!(
+        envelope["error"]["details"]["errors"][0]["field"], "path",
+        "{envelope}"
+    );
     let text = envelope.to_string();
     assert!(
         text.contains(&format!("{huge} chunks")) && text.contains(&format!("budget of {BUDGET}")),
