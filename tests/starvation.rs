@@ -97,7 +97,7 @@ fn large_markdown(path: &Path, bytes: usize, seed: u64) -> usize {
     let mut i = 0usize;
     while written < bytes {
         let mut para = String::new();
-        if i % 20 == 0 {
+        if i.is_multiple_of(20) {
             para.push_str(&format!("## Section {seed}-{}\n\n", i / 20));
         }
         para.push_str(&format!("Paragraph {seed}-{i}:"));

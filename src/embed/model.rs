@@ -730,7 +730,7 @@ fn model_of<'a>(guard: &'a MutexGuard<'_, Option<Loaded>>) -> &'a TextEmbedding 
         .model
 }
 
-fn model_of_mut<'a>(guard: &'a mut Option<Loaded>) -> &'a mut TextEmbedding {
+fn model_of_mut(guard: &mut Option<Loaded>) -> &mut TextEmbedding {
     &mut guard
         .as_mut()
         .expect("loaded() returns a guard holding the model")
