@@ -475,3 +475,48 @@ fn vault_update_of_a_large_file_starves_no_search_and_a_file_over_the_budget_is_
     assert_eq!(stored(&env, "docs/big.md"), 0);
     assert_eq!(stored_chunks(&env, "docs/big.md"), 0);
 }
+
+/// A run told to stop (a follower stopping, or the process) ends between model runs with
+/// an error that says so, storing nothing of the files it had not embedded whole; the
+/// next run stores each file whole. In process, with the test embedder.
+#[test]
+fn a_stopped_reindex_stores_nothing_of_its_files_and_the_next_run_stores_them_whole() {
+    use cairn::vault::reindex::ReindexOptions;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("cairn.db");
+    let docs = tmp.path().join("docs");
+    let chunks = large_markdown(&docs.join("big.md"), 256 << 10, 3);
+    std::fs::write(docs.join("small.md"), "# Small\n\nOne chunk.\n").unwrap();
+    let cairn =
+        cairn::Cairn::open_with_embedder(&db, Box::new(cairn::embed::HashEmbedder::new())).unwrap();
+    let stop = Arc::new(AtomicBool::new(true));
+    let opts = ReindexOptions {
+        dir: docs.clone(),
+        stop: Some(stop.clone()),
+        ..Default::default()
+    };
+    let err = cairn.vault_reindex(&opts, &|_| {}).unwrap_err();
+    assert!(err.to_string().contains("stopping"), "{err}");
+    let count = |sql: &str| -> i64 {
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .query_row(sql, [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(count("SELECT count(*) FROM vault_documents"), 0);
+    assert_eq!(count("SELECT count(*) FROM vault_chunks"), 0);
+
+    stop.store(false, Ordering::SeqCst);
+    let s = cairn.vault_reindex(&opts, &|_| {}).unwrap();
+    assert_eq!(s.files_changed, 2, "{s:?}");
+    assert_eq!(s.chunks_embedded, chunks + 1, "{s:?}");
+    assert_eq!(
+        count(
+            "SELECT count(*) FROM vault_chunks c JOIN vault_documents d ON c.document_id = d.id WHERE d.path = 'big.md'"
+        ),
+        chunks as i64
+    );
+}
