@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::Env;
-use crate::daemon::{Daemon, http, mint};
+use crate::daemon::{Daemon, http, http_within, mint};
 
 /// A deadline that only catches a hang.
 const HANG: Duration = Duration::from_secs(120);
@@ -422,12 +422,14 @@ fn vault_update_of_a_large_file_starves_no_search_and_a_file_over_the_budget_is_
             let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                 "params": {"name": "vault_update", "arguments": {"path": "docs/big.md"}}});
             let auth = format!("Bearer {agent}");
-            http(
+            // It runs until SIGTERM, however long the searches before it take.
+            http_within(
                 d.addr,
                 "POST",
                 "/mcp",
                 &[("Authorization", &auth)],
                 Some(&body.to_string()),
+                Duration::from_secs(1800),
             )
         });
         wait_until("vault_update's embedding to start", || {
