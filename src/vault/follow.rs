@@ -12,9 +12,16 @@
 //!   special files, the size cap) and removes the documents under them whose file is
 //!   gone. An event on `.gitignore` or `.ignore` asks for a whole rescan.
 //! - **Batches**: a root's batch starts once its events have been quiet for [`DEBOUNCE`],
-//!   or [`MAX_DELAY`] after the first of them during a storm; one batch at a time, on one
-//!   thread, so a storm costs at most one pipeline run in flight. More than
+//!   or [`MAX_DELAY`] after the first of them during a storm; one batch at a time per
+//!   root, each root's on a thread of its own, so a storm costs at most one pipeline run
+//!   in flight per root, and a root busy with a large file delays neither another root
+//!   nor the follower's own thread (housekeeping, the leases' heartbeat). More than
 //!   [`MAX_TARGETS`] paths pending become one rescan of the root.
+//! - **Stopping**: a stopped follower's batches give up at their next model run
+//!   ([`super::reindex::ReindexOptions::stop`]), storing nothing of a file not embedded
+//!   whole; the next claim rescans.
+//! - **Per-file budget**: a file over [`super::ingest::MAX_FILE_CHUNKS`] is skipped, and
+//!   the root's report says so (`watching`, with the reason).
 //! - **Never silently stale.** A queue overflow (the kernel dropped events) switches every
 //!   root to `rescanning` and rescans it; it returns to `watching` after a rescan no
 //!   overflow interrupted. A refused watch (`fs.inotify.max_user_watches`) leaves the
@@ -756,6 +763,7 @@ impl Worker {
             }
         }
     }
+
     /// Re-read the recorded roots, claim or renew them, look at roots not followed, and
     /// report.
     fn housekeeping(&mut self) -> Result<()> {

@@ -7,6 +7,10 @@
 //! chunked; each chunk whose heading path and text hash match a stored chunk of the
 //! same document reuses that chunk's vector (and keeps its row and id), the others are
 //! embedded.
+//!
+//! A file with more chunks than [`MAX_FILE_CHUNKS`] is refused ([`check_budget`]), and
+//! embedding gives up between two model runs when the process or the run stops
+//! ([`Vault::embed_missing`]): a file is committed whole or not at all.
 
 use std::path::Path;
 
