@@ -190,8 +190,20 @@ pub(crate) fn http(
     headers: &[(&str, &str)],
     body: Option<&str>,
 ) -> Reply {
+    http_within(addr, method, path, headers, body, HANG)
+}
+
+/// [`http`] waiting at most `timeout` for the reply (a call meant to run long).
+pub(crate) fn http_within(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+    timeout: Duration,
+) -> Reply {
     let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(HANG)).unwrap();
+    s.set_read_timeout(Some(timeout)).unwrap();
     let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         req.push_str(&format!("Host: {addr}\r\n"));

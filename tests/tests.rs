@@ -26,6 +26,7 @@ mod pg_schema;
 mod pg_store;
 mod sealed;
 mod security;
+mod starvation;
 mod store_copy;
 mod trail;
 mod vault;

@@ -442,6 +442,16 @@ fn scrape(s: &Shared, open: usize) -> String {
         "Queries whose vector came from the query cache, without the model.",
         model.query_cache_hits,
     );
+    m.gauge(
+        "cairn_model_documents_running",
+        "Document batches (chunks, learnings) the embedding model runs now.",
+        model.documents_running as f64,
+    );
+    m.counter(
+        "cairn_model_queries_beside_documents_total",
+        "Query runs the embedding model ran while a document batch was running (queries have a session of their own).",
+        model.queries_beside_documents,
+    );
     match s.cairn.vault_status() {
         Ok(collections) => {
             let by = |f: &dyn Fn(&crate::vault::roots::CollectionStatus) -> f64| -> Vec<(Vec<String>, f64)> {

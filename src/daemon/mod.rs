@@ -187,12 +187,17 @@ pub(crate) async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()
 
     {
         let stopping = stopping.clone();
+        let shared = shared.clone();
         tokio::spawn(async move {
             let s = crate::mcp::server::shutdown_signal().await;
             tracing::info!(
                 signal = s,
                 "stopping: refusing new connections, finishing calls in flight"
             );
+            // A file being embedded (a `vault_update`, a followed root's batch) gives up
+            // at its next model run, storing nothing of itself (docs/vault.md, "No
+            // document starves the others").
+            shared.cairn.vault.stop_indexing();
             stopping.cancel();
         });
     }

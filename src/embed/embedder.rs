@@ -34,6 +34,19 @@ pub trait Embed: Send + Sync + std::fmt::Debug {
         })
     }
 
+    /// [`Embed::embed_batch`] for work that may be abandoned (a document being
+    /// indexed): asks `stop` between two model runs, and gives up with
+    /// [`EmbedError::Stopped`] once it says so.
+    fn embed_batch_until(&self, texts: &[&str], stop: &dyn Fn() -> bool) -> Result<Vec<Vec<f32>>> {
+        if stop() {
+            return Err(EmbedError::Stopped {
+                done: 0,
+                of: texts.len(),
+            });
+        }
+        self.embed_batch(texts)
+    }
+
     /// Embeds for work nobody waits on (a learning's vector after its write was
     /// acknowledged): runs once no foreground call ([`Embed::embed_batch`],
     /// [`Embed::embed_query`]) is using or waiting for the model, or once `patience`
@@ -76,4 +89,9 @@ pub struct EmbedStats {
     pub padding: u64,
     /// Queries answered from the query cache, without the model.
     pub(crate) query_cache_hits: u64,
+    /// Document batches running now (0 or 1: they take turns).
+    pub documents_running: u64,
+    /// Query runs that ran while a document batch was running (queries have a session
+    /// of their own: they never wait for one).
+    pub queries_beside_documents: u64,
 }

@@ -71,6 +71,15 @@ pub enum EmbedError {
         message: String,
     },
 
+    /// A document run was asked to stop ([`super::Embed::embed_batch_until`]).
+    #[error("embedding stopped after {done} of {of} texts")]
+    Stopped {
+        /// Texts embedded before it stopped.
+        done: usize,
+        /// Texts asked for.
+        of: usize,
+    },
+
     /// Reading a model file failed.
     #[error("{op} {path}: {source}")]
     Io {
@@ -115,6 +124,9 @@ impl From<EmbedError> for crate::error::Error {
             | EmbedError::ModelManifest { .. }
             | EmbedError::RuntimeInit { .. }
             | EmbedError::ModelLoad { .. } => Error::ModelUnavailable(e.to_string()),
+            EmbedError::Stopped { .. } => Error::FailedPrecondition(format!(
+                "{e}: the server is stopping; nothing of this file was stored, so call again once it runs"
+            )),
             EmbedError::Batch { .. } | EmbedError::Io { .. } | EmbedError::Json { .. } => {
                 Error::Internal(e.to_string())
             }

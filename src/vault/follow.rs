@@ -12,9 +12,16 @@
 //!   special files, the size cap) and removes the documents under them whose file is
 //!   gone. An event on `.gitignore` or `.ignore` asks for a whole rescan.
 //! - **Batches**: a root's batch starts once its events have been quiet for [`DEBOUNCE`],
-//!   or [`MAX_DELAY`] after the first of them during a storm; one batch at a time, on one
-//!   thread, so a storm costs at most one pipeline run in flight. More than
+//!   or [`MAX_DELAY`] after the first of them during a storm; one batch at a time per
+//!   root, each root's on a thread of its own, so a storm costs at most one pipeline run
+//!   in flight per root, and a root busy with a large file delays neither another root
+//!   nor the follower's own thread (housekeeping, the leases' heartbeat). More than
 //!   [`MAX_TARGETS`] paths pending become one rescan of the root.
+//! - **Stopping**: a stopped follower's batches give up at their next model run
+//!   ([`super::reindex::ReindexOptions::stop`]), storing nothing of a file not embedded
+//!   whole; the next claim rescans.
+//! - **Per-file budget**: a file over [`super::ingest::MAX_FILE_CHUNKS`] is skipped, and
+//!   the root's report says so (`watching`, with the reason).
 //! - **Never silently stale.** A queue overflow (the kernel dropped events) switches every
 //!   root to `rescanning` and rescans it; it returns to `watching` after a rescan no
 //!   overflow interrupted. A refused watch (`fs.inotify.max_user_watches`) leaves the
@@ -27,7 +34,7 @@
 //!   number it started from. [`Shared::wait_fresh`] waits until the batches have caught
 //!   up with the numbers seen when it was called.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -107,6 +114,9 @@ struct Root {
     last_sync: Option<String>,
     reported: Option<Report>,
     reported_at: Option<Instant>,
+    /// Files skipped for being over the per-file budget, relative to the root, with the
+    /// reason (status shows them).
+    over_budget: BTreeMap<String, String>,
 }
 
 impl Root {
@@ -126,6 +136,7 @@ impl Root {
             last_sync: None,
             reported: None,
             reported_at: None,
+            over_budget: BTreeMap::new(),
         }
     }
 
@@ -174,6 +185,17 @@ impl Root {
         let (state, reason) = match &self.mode {
             Mode::Rescanning(r) => ("rescanning", Some(r.clone())),
             Mode::NotFollowed(r) => ("not followed", Some(r.clone())),
+            _ if !self.over_budget.is_empty() => (
+                "watching",
+                Some(format!(
+                    "not indexed: {}",
+                    self.over_budget
+                        .values()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )),
+            ),
             _ => ("watching", None),
         };
         Report {
@@ -200,6 +222,8 @@ pub(crate) struct Shared {
     settled: Condvar,
     /// This follower's name in the leases: `host:pid:started`.
     me: String,
+    /// Set when the follower stops: its batches give up at their next model run.
+    halt: Arc<std::sync::atomic::AtomicBool>,
     /// The store's own files (database, index directory): never events, even inside a
     /// followed root, or each batch's writes would wake the next.
     own: Vec<PathBuf>,
@@ -587,6 +611,7 @@ impl Follower {
             wake: Condvar::new(),
             settled: Condvar::new(),
             me: follower_name(),
+            halt: Default::default(),
             own: {
                 let vault = host.vault();
                 vec![vault.store.path().to_path_buf(), vault.store.index_dir()]
@@ -605,10 +630,13 @@ impl Follower {
         };
         host.set_follower(Some(&shared));
         let mut worker = Worker {
-            host: host.clone(),
-            shared: shared.clone(),
-            watches,
+            roots: Roots {
+                host: host.clone(),
+                shared: shared.clone(),
+                watches: Arc::new(Mutex::new(watches)),
+            },
             scope,
+            batches: HashMap::new(),
         };
         // The roots are claimed before this returns: a change made from now on is seen.
         if let Err(e) = worker.housekeeping() {
@@ -629,6 +657,9 @@ impl Follower {
 impl Drop for Follower {
     fn drop(&mut self) {
         self.shared.lock().stop = true;
+        self.shared
+            .halt
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.shared.wake.notify_all();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -646,21 +677,38 @@ enum Job {
     Batch(i64),
 }
 
-struct Worker {
+/// What the worker and the batches share: the process, the follower's state, the kernel
+/// watches.
+#[derive(Clone)]
+struct Roots {
     host: Arc<dyn FollowHost>,
     shared: Arc<Shared>,
-    watches: Watches,
+    watches: Arc<Mutex<Watches>>,
+}
+
+/// The follower's thread: housekeeping (leases, reports) on its own schedule, and each
+/// root's batch on a thread of its own, so that a root busy with a large file neither
+/// delays another root's batch nor stops the heartbeat of the leases.
+struct Worker {
+    roots: Roots,
     scope: FollowScope,
+    /// The batch running for each root.
+    batches: HashMap<i64, JoinHandle<()>>,
 }
 
 impl Worker {
     fn run(mut self) {
         let mut next_house = Instant::now() + HOUSEKEEPING;
         loop {
+            self.batches.retain(|_, t| !t.is_finished());
             let job = {
-                let mut g = self.shared.lock();
+                let mut g = self.roots.shared.lock();
                 loop {
                     if g.stop {
+                        drop(g);
+                        for (_, t) in self.batches.drain() {
+                            let _ = t.join();
+                        }
                         return;
                     }
                     let now = Instant::now();
@@ -679,6 +727,7 @@ impl Worker {
                     }
                     let until = due.map_or(next_house, |(at, _)| at.min(next_house));
                     g = self
+                        .roots
                         .shared
                         .wake
                         .wait_timeout(g, until - now)
@@ -694,14 +743,21 @@ impl Worker {
                     next_house = Instant::now() + HOUSEKEEPING;
                 }
                 Job::Batch(id) => {
-                    let notice = self.batch(id);
-                    // Status in other processes shows the batch at once, and before the
-                    // log line that announces a change of state.
-                    if let Err(e) = self.report(false) {
-                        tracing::warn!(error = %e, "following: reporting failed; retrying");
-                    }
-                    if let Some((notice, spec)) = notice {
-                        notice.log(&spec);
+                    let Some(taken) = self.roots.take_batch(id) else {
+                        continue;
+                    };
+                    let roots = self.roots.clone();
+                    let spawned = std::thread::Builder::new()
+                        .name("cairn-index".into())
+                        .spawn(move || roots.batch(id, taken));
+                    match spawned {
+                        Ok(t) => {
+                            self.batches.insert(id, t);
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "following: could not start a batch; retrying");
+                            self.roots.requeue(id, None);
+                        }
                     }
                 }
             }
@@ -711,7 +767,7 @@ impl Worker {
     /// Re-read the recorded roots, claim or renew them, look at roots not followed, and
     /// report.
     fn housekeeping(&mut self) -> Result<()> {
-        let host = self.host.clone();
+        let host = self.roots.host.clone();
         let vault = host.vault();
         let recorded: Vec<FollowedRoot> = vault
             .followed_roots()?
@@ -723,7 +779,7 @@ impl Worker {
             .collect();
         let mut gone = Vec::new();
         {
-            let mut g = self.shared.lock();
+            let mut g = self.roots.shared.lock();
             g.roots.retain(|id, _| {
                 let keep = recorded.iter().any(|r| r.id == *id);
                 if !keep {
@@ -736,17 +792,23 @@ impl Worker {
             }
         }
         for id in gone {
-            self.watches.forget(id);
+            self.roots.watches().forget(id);
         }
         // Claim what is free; look again at what is not followed.
         for r in &recorded {
-            let mode = self.shared.lock().roots.get(&r.id).map(|x| x.mode.clone());
+            let mode = self
+                .roots
+                .shared
+                .lock()
+                .roots
+                .get(&r.id)
+                .map(|x| x.mode.clone());
             match mode {
                 // A root whose directory is not here (another host's path) is left to
                 // a follower where it is.
                 Some(Mode::Unclaimed | Mode::Elsewhere) if health(r).is_err() => {}
                 Some(Mode::Unclaimed | Mode::Elsewhere) => {
-                    if vault.claim_root(r.id, &self.shared.me)? {
+                    if vault.claim_root(r.id, &self.roots.shared.me)? {
                         self.begin(r);
                     } else {
                         self.set_mode(r.id, Mode::Elsewhere);
@@ -756,17 +818,78 @@ impl Worker {
                 // Gone without an event on the root itself (a parent renamed or replaced):
                 // a batch finds it and stops following it.
                 Some(Mode::Watching | Mode::Rescanning(_)) if health(r).is_err() => {
-                    self.shared.push(r.id, r.watched_dir(), false);
+                    self.roots.shared.push(r.id, r.watched_dir(), false);
                 }
                 _ => {}
             }
         }
-        self.report(false)
+        self.roots.report(false)
     }
 
+    /// Start following a root just claimed (or back): watch it and rescan it, or mark
+    /// it not followed.
+    fn begin(&mut self, spec: &FollowedRoot) {
+        let mode = match health(spec) {
+            // Watched before anything is read: a change from now on is an event, and
+            // the rescan below finds what changed before.
+            Ok(()) => match self.roots.watches().sync(spec.id, &wanted_dirs(spec)) {
+                Ok(()) => {
+                    tracing::info!(root = %spec.path().display(), collection = %spec.collection, "following");
+                    Mode::Watching
+                }
+                Err(reason) => {
+                    tracing::warn!(root = %spec.path().display(), %reason, "following by a rescan every {} s", RESCAN_EVERY.as_secs());
+                    Mode::Rescanning(reason)
+                }
+            },
+            Err(reason) => {
+                tracing::warn!(root = %spec.path().display(), collection = %spec.collection, %reason, "not following this root");
+                Mode::NotFollowed(reason)
+            }
+        };
+        let follows = !matches!(mode, Mode::NotFollowed(_));
+        if let Some(r) = self.roots.shared.lock().roots.get_mut(&spec.id) {
+            r.mode = mode;
+            r.reported = None;
+        }
+        if follows {
+            self.roots.shared.push(spec.id, PathBuf::new(), true);
+        }
+    }
+
+    fn set_mode(&self, id: i64, mode: Mode) {
+        if let Some(r) = self.roots.shared.lock().roots.get_mut(&id) {
+            r.mode = mode;
+        }
+    }
+}
+
+/// A batch's work, taken from its root ([`Roots::take_batch`]).
+struct Taken {
+    spec: FollowedRoot,
+    only: Option<Vec<PathBuf>>,
+    mark: u64,
+}
+
+/// Record the files a batch skipped for being over the per-file budget, forgetting
+/// those of the paths it covered (all of them after a rescan).
+fn note_over_budget(r: &mut Root, only: Option<&[PathBuf]>, summary: &ReindexSummary) {
+    let dir = r.spec.dir.clone();
+    match only {
+        None => r.over_budget.clear(),
+        Some(paths) => r
+            .over_budget
+            .retain(|rel, _| !paths.iter().any(|p| dir.join(rel).starts_with(p))),
+    }
+    for f in summary.skipped.iter().filter(|f| f.over_budget) {
+        r.over_budget.insert(f.path.clone(), f.reason.clone());
+    }
+}
+
+impl Roots {
     /// Write the reports that changed (all of them, renewing the leases, when a
     /// heartbeat is due or `all`).
-    fn report(&mut self, all: bool) -> Result<()> {
+    fn report(&self, all: bool) -> Result<()> {
         let host = self.host.clone();
         let vault = host.vault();
         let now = Instant::now();
@@ -802,75 +925,76 @@ impl Worker {
             }
             drop(g);
             for id in lost {
-                self.watches.forget(id);
+                self.watches().forget(id);
             }
         }
         Ok(())
     }
 
-    /// Start following a root just claimed (or back): watch it and rescan it, or mark
-    /// it not followed.
-    fn begin(&mut self, spec: &FollowedRoot) {
-        let mode = match health(spec) {
-            // Watched before anything is read: a change from now on is an event, and
-            // the rescan below finds what changed before.
-            Ok(()) => match self.watches.sync(spec.id, &wanted_dirs(spec)) {
-                Ok(()) => {
-                    tracing::info!(root = %spec.path().display(), collection = %spec.collection, "following");
-                    Mode::Watching
-                }
-                Err(reason) => {
-                    tracing::warn!(root = %spec.path().display(), %reason, "following by a rescan every {} s", RESCAN_EVERY.as_secs());
-                    Mode::Rescanning(reason)
-                }
-            },
-            Err(reason) => {
-                tracing::warn!(root = %spec.path().display(), collection = %spec.collection, %reason, "not following this root");
-                Mode::NotFollowed(reason)
+    /// Take root `id`'s pending work for a batch and mark it running: its paths (`None`:
+    /// a whole rescan) and the event number it covers. `None` when the root is gone.
+    fn take_batch(&self, id: i64) -> Option<Taken> {
+        let mut g = self.shared.lock();
+        let r = g.roots.get_mut(&id)?;
+        let only = if r.full {
+            None
+        } else {
+            Some(
+                std::mem::take(&mut r.targets)
+                    .into_iter()
+                    .collect::<Vec<_>>(),
+            )
+        };
+        r.targets.clear();
+        r.full = false;
+        r.first = None;
+        r.last = None;
+        r.not_before = None;
+        r.running = true;
+        r.overflowed = false;
+        Some(Taken {
+            spec: r.spec.clone(),
+            only,
+            mark: r.seen,
+        })
+    }
+
+    /// Put a batch's work back (`only`: its paths; `None`: a rescan), retried after
+    /// [`RETRY_AFTER`].
+    fn requeue(&self, id: i64, only: Option<Vec<PathBuf>>) {
+        let mut g = self.shared.lock();
+        if let Some(r) = g.roots.get_mut(&id) {
+            r.running = false;
+            match only {
+                Some(paths) if !r.full => r.targets.extend(paths),
+                _ => r.full = true,
             }
-        };
-        let follows = !matches!(mode, Mode::NotFollowed(_));
-        if let Some(r) = self.shared.lock().roots.get_mut(&spec.id) {
-            r.mode = mode;
-            r.reported = None;
-        }
-        if follows {
-            self.shared.push(spec.id, PathBuf::new(), true);
+            r.first.get_or_insert_with(Instant::now);
+            r.last.get_or_insert_with(Instant::now);
+            r.not_before = Some(Instant::now() + RETRY_AFTER);
         }
     }
 
-    fn set_mode(&self, id: i64, mode: Mode) {
-        if let Some(r) = self.shared.lock().roots.get_mut(&id) {
-            r.mode = mode;
+    fn watches(&self) -> MutexGuard<'_, Watches> {
+        self.watches.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Run one root's batch (on its own thread), then report, then announce what changed
+    /// in the root's state (so that status shows it by the time the log says it).
+    fn batch(&self, id: i64, taken: Taken) {
+        let notice = self.run_and_record(id, taken);
+        if let Err(e) = self.report(false) {
+            tracing::warn!(error = %e, "following: reporting failed; retrying");
+        }
+        if let Some((notice, spec)) = notice {
+            notice.log(&spec);
         }
     }
 
-    /// Run one root's batch.
-    /// Run one root's batch; what changed in the root's state, to announce once the
-    /// report is written (so that status shows it by the time the log says it).
-    fn batch(&mut self, id: i64) -> Option<(Notice, FollowedRoot)> {
+    /// Run one root's batch and record its outcome; what changed in the root's state.
+    fn run_and_record(&self, id: i64, taken: Taken) -> Option<(Notice, FollowedRoot)> {
+        let Taken { spec, only, mark } = taken;
         let mut notice = None;
-        let (spec, only, mark) = {
-            let mut g = self.shared.lock();
-            let r = g.roots.get_mut(&id)?;
-            let only = if r.full {
-                None
-            } else {
-                Some(
-                    std::mem::take(&mut r.targets)
-                        .into_iter()
-                        .collect::<Vec<_>>(),
-                )
-            };
-            r.targets.clear();
-            r.full = false;
-            r.first = None;
-            r.last = None;
-            r.not_before = None;
-            r.running = true;
-            r.overflowed = false;
-            (r.spec.clone(), only, r.seen)
-        };
         let outcome = self.run_batch(&spec, only.clone());
         let mut g = self.shared.lock();
         if let Some(r) = g.roots.get_mut(&id) {
@@ -879,6 +1003,7 @@ impl Worker {
                 Ok(Outcome::Indexed(summary)) => {
                     r.done = r.done.max(mark);
                     r.last_sync = Some(now_iso());
+                    note_over_budget(r, only.as_deref(), &summary);
                     if summary.files_changed + summary.files_removed > 0 {
                         tracing::info!(
                             root = %spec.path().display(),
@@ -917,14 +1042,14 @@ impl Worker {
                     r.full = false;
                 }
                 Err(e) => {
-                    tracing::warn!(root = %spec.path().display(), error = %e, "indexing followed changes failed; retrying in {} s", RETRY_AFTER.as_secs());
-                    match only {
-                        Some(paths) if !r.full => r.targets.extend(paths),
-                        _ => r.full = true,
+                    drop(g);
+                    if self.halted() {
+                        tracing::info!(root = %spec.path().display(), "stopped in the middle of a batch; nothing of its unfinished files was stored, and the next start indexes them");
+                    } else {
+                        tracing::warn!(root = %spec.path().display(), error = %e, "indexing followed changes failed; retrying in {} s", RETRY_AFTER.as_secs());
                     }
-                    r.first.get_or_insert_with(Instant::now);
-                    r.last.get_or_insert_with(Instant::now);
-                    r.not_before = Some(Instant::now() + RETRY_AFTER);
+                    self.requeue(id, only);
+                    g = self.shared.lock();
                 }
             }
         }
@@ -934,17 +1059,24 @@ impl Worker {
             .is_some_and(|r| matches!(r.mode, Mode::NotFollowed(_)));
         drop(g);
         if gone {
-            self.watches.forget(id);
+            self.watches().forget(id);
         }
         self.shared.settled.notify_all();
         notice.map(|n| (n, spec))
     }
 
-    fn run_batch(&mut self, spec: &FollowedRoot, only: Option<Vec<PathBuf>>) -> Result<Outcome> {
+    /// Whether this follower or the process is stopping.
+    fn halted(&self) -> bool {
+        self.shared.halt.load(std::sync::atomic::Ordering::SeqCst)
+            || self.host.vault().state.stopping()
+    }
+
+    fn run_batch(&self, spec: &FollowedRoot, only: Option<Vec<PathBuf>>) -> Result<Outcome> {
         if let Err(reason) = health(spec) {
             return Ok(Outcome::Gone(reason));
         }
-        let limit = self.watches.sync(spec.id, &wanted_dirs(spec)).err();
+        let wanted = wanted_dirs(spec);
+        let limit = self.watches().sync(spec.id, &wanted).err();
         let only = match (spec.kind, only) {
             (RootKind::File, _) => Some(vec![spec.path()]),
             (RootKind::Dir, only) if limit.is_none() => only,
@@ -957,6 +1089,7 @@ impl Worker {
                 project: spec.project().map(String::from),
                 only,
                 follower: true,
+                stop: Some(self.shared.halt.clone()),
                 ..Default::default()
             },
             &|_| {},

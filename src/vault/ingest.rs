@@ -7,6 +7,10 @@
 //! chunked; each chunk whose heading path and text hash match a stored chunk of the
 //! same document reuses that chunk's vector (and keeps its row and id), the others are
 //! embedded.
+//!
+//! A file with more chunks than [`MAX_FILE_CHUNKS`] is refused ([`check_budget`]), and
+//! embedding gives up between two model runs when the process or the run stops
+//! ([`Vault::embed_missing`]): a file is committed whole or not at all.
 
 use std::path::Path;
 
@@ -22,6 +26,13 @@ use super::handle::Vault;
 
 /// Largest Markdown file the vault reads, in bytes.
 pub(crate) const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+/// Most chunks one file may have: the per-file budget of every indexing path
+/// (`vault_update`, a follower's batch, `cairn reindex`). The model's time grows with the
+/// chunks (0.03-0.1 CPU-second each), so the budget bounds what one file (an agent's, in
+/// a root it may write) costs: about 3.6 MiB of prose, 4-14 CPU-minutes. A file over it
+/// is refused by `vault_update` and skipped, with the reason, by the others
+/// (docs/vault.md, "A per-file budget").
+pub(crate) const MAX_FILE_CHUNKS: usize = 8_192;
 
 /// Whether `path` names a Markdown file by its extension (`.md`, `.markdown`).
 pub(crate) fn is_markdown(path: &Path) -> bool {
@@ -94,6 +105,7 @@ impl Pending {
         existing: Option<&StoredDoc>,
     ) -> Result<Pending> {
         let doc = chunk_markdown(&file.bytes);
+        check_budget(path, &doc)?;
         let reusable = match existing {
             Some(d) if d.embed_model == model => store.read(|c| chunk_embeddings(c, d.id))?,
             _ => Default::default(),
@@ -117,6 +129,27 @@ impl Pending {
     pub(crate) fn missing(&self) -> usize {
         self.vectors.iter().filter(|v| v.is_none()).count()
     }
+}
+
+/// Refuse a file with more than [`MAX_FILE_CHUNKS`] chunks ([`Error::InvalidInput`] on
+/// `path`, saying how many it has and what to do).
+pub(crate) fn check_budget(path: &str, doc: &ChunkedDoc) -> Result<()> {
+    let n = doc.chunks.len();
+    if n > MAX_FILE_CHUNKS {
+        return Err(Error::invalid(
+            "path",
+            format!(
+                "{path} has {n} chunks, over the per-file budget of {MAX_FILE_CHUNKS}; \
+                 split it into smaller files (nothing of it is indexed)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the file `bytes` has more chunks than [`MAX_FILE_CHUNKS`] (it chunks them).
+pub(crate) fn over_budget(path: &str, bytes: &[u8]) -> bool {
+    check_budget(path, &chunk_markdown(bytes)).is_err()
 }
 
 /// What committing one file did.
@@ -144,13 +177,19 @@ impl Vault<'_> {
     /// token count and runs in batches across cores), then commit each file in its own
     /// transaction.
     pub(crate) fn embed_and_commit(&self, batch: Vec<Pending>) -> Result<Vec<Committed>> {
-        let fresh = self.embed_missing(&batch)?;
+        let fresh = self.embed_missing(&batch, None)?;
         self.commit_files(batch, fresh)
     }
 
     /// The vectors of every chunk of `batch` that has none yet, in order, from one call
-    /// to the model.
-    pub(crate) fn embed_missing(&self, batch: &[Pending]) -> Result<Vec<Vec<f32>>> {
+    /// to the model. It gives up between two model runs when the process stops indexing
+    /// ([`super::VaultState::stop_indexing`]) or `stop` is set: nothing is committed
+    /// before every vector is there, so a file is stored whole or not at all.
+    pub(crate) fn embed_missing(
+        &self,
+        batch: &[Pending],
+        stop: Option<&std::sync::atomic::AtomicBool>,
+    ) -> Result<Vec<Vec<f32>>> {
         let texts: Vec<String> = batch
             .iter()
             .flat_map(|p| {
@@ -163,7 +202,14 @@ impl Vault<'_> {
             })
             .collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        self.state.embedder.embed_batch(&refs).map_err(Error::from)
+        let stopping = || {
+            self.state.stopping()
+                || stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst))
+        };
+        self.state
+            .embedder
+            .embed_batch_until(&refs, &stopping)
+            .map_err(Error::from)
     }
 
     /// Commit each file of `batch` in its own transaction, its missing vectors taken in

@@ -61,6 +61,8 @@ pub(crate) struct VaultState {
     live: Mutex<Option<Live>>,
     /// The BM25 index of chunks (the lexical half of the ranking).
     pub(crate) lexical: super::lexical::LexicalState,
+    /// Set once the process stops: indexing gives up between two model runs.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug)]
@@ -132,7 +134,20 @@ impl VaultState {
             embedder: Arc::from(embedder),
             live: Mutex::new(None),
             lexical: Default::default(),
+            stopping: Default::default(),
         }
+    }
+
+    /// The process is stopping (SIGTERM): every file being embedded gives up at its next
+    /// model run, storing nothing of itself; a restart indexes it again.
+    pub(crate) fn stop_indexing(&self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether [`VaultState::stop_indexing`] was called.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Live>> {

@@ -48,7 +48,7 @@ use crate::paths::{DirHandle, canonical_root};
 use super::documents::{delete_document, doc_paths};
 use super::handle::Vault;
 use super::identity::relative_path;
-use super::ingest::{Committed, Pending, is_current, is_markdown, read_file};
+use super::ingest::{Committed, Pending, is_current, is_markdown, over_budget, read_file};
 use super::live::vault_dir;
 use super::roots::{FollowedRoot, RootKind, covers};
 use crate::embed::{Spin, Threading};
@@ -87,6 +87,10 @@ pub struct ReindexOptions {
     /// process's searches share them), the graph is saved only once enough changed, and
     /// the root is not recorded again.
     pub follower: bool,
+    /// Set by a follower that stops: the run gives up at its next model run (besides the
+    /// process stopping, [`super::VaultState::stop_indexing`]), committing no file it has
+    /// not embedded whole.
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// What the reader hands the model thread, file by file in walk order.
@@ -150,6 +154,10 @@ pub struct ReindexSummary {
 pub(crate) struct SkippedFile {
     pub(crate) path: String,
     pub(crate) reason: String,
+    /// Skipped for having more chunks than the per-file budget
+    /// ([`super::ingest::MAX_FILE_CHUNKS`]).
+    #[serde(skip)]
+    pub(crate) over_budget: bool,
 }
 
 /// Validate a collection name: 1-64 characters, no NUL, no surrounding whitespace.
@@ -210,6 +218,7 @@ impl Vault<'_> {
                 s.skipped.push(SkippedFile {
                     path: rel,
                     reason: "a symlink or special file; only regular files are indexed".into(),
+                    over_budget: false,
                 });
             }
         }
@@ -225,7 +234,6 @@ impl Vault<'_> {
             );
         }
         let stats_before = embedder.stats();
-        let group = opts.embed_group.filter(|&n| n > 0).unwrap_or(EMBED_GROUP);
         let mut seen = HashSet::new();
         let piped = std::thread::scope(|scope| -> Result<()> {
             let (read_tx, read_rx) = sync_channel::<Result<Read>>(READ_AHEAD);
@@ -240,7 +248,7 @@ impl Vault<'_> {
             let files = &files;
             scope.spawn(move || self.read_ahead(&job, files, read_tx));
             let writer = scope.spawn(move || self.write_behind(write_rx));
-            let embedded = self.embed_loop(read_rx, write_tx, group, &mut seen, &mut s, progress);
+            let embedded = self.embed_loop(read_rx, write_tx, opts, &mut seen, &mut s, progress);
             let written = writer
                 .join()
                 .unwrap_or_else(|_| Err(Error::Internal("the reindex writer panicked".into())));
@@ -323,12 +331,17 @@ impl Vault<'_> {
                 return Ok(Read::Skipped(Some(SkippedFile {
                     path: rel,
                     reason: "removed while the directory was walked".into(),
+                    over_budget: false,
                 })));
             }
             Err(e @ Error::InvalidInput(_)) => {
                 let reason = crate::paths::refusal_text(&e);
                 tracing::warn!(file = %rel, %reason, "skipped");
-                return Ok(Read::Skipped(Some(SkippedFile { path: rel, reason })));
+                return Ok(Read::Skipped(Some(SkippedFile {
+                    path: rel,
+                    reason,
+                    over_budget: false,
+                })));
             }
             Err(e) => return Err(e),
         };
@@ -339,7 +352,7 @@ impl Vault<'_> {
         {
             return Ok(Read::Unchanged(rel));
         }
-        let p = Pending::prepare(
+        match Pending::prepare(
             self.store,
             self.model_id(),
             job.root_key,
@@ -347,8 +360,20 @@ impl Vault<'_> {
             job.collection,
             read,
             existing.as_ref(),
-        )?;
-        Ok(Read::Changed(rel, Box::new(p)))
+        ) {
+            Ok(p) => Ok(Read::Changed(rel, Box::new(p))),
+            // Over the per-file budget: skipped (and its stale document removed).
+            Err(e @ Error::InvalidInput(_)) => {
+                let reason = crate::paths::refusal_text(&e);
+                tracing::warn!(file = %rel, %reason, "skipped");
+                Ok(Read::Skipped(Some(SkippedFile {
+                    path: rel,
+                    reason,
+                    over_budget: true,
+                })))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The model thread: gather changed files into groups of `group` chunks, embed each
@@ -357,11 +382,13 @@ impl Vault<'_> {
         &self,
         rx: Receiver<Result<Read>>,
         write_tx: SyncSender<Batch>,
-        group: usize,
+        opts: &ReindexOptions,
         seen: &mut HashSet<String>,
         s: &mut ReindexSummary,
         progress: &dyn Fn(ReindexProgress),
     ) -> Result<()> {
+        let group = opts.embed_group.filter(|&n| n > 0).unwrap_or(EMBED_GROUP);
+        let stop = opts.stop.as_deref();
         let mut pending: Vec<Pending> = Vec::new();
         let mut missing = 0;
         // Embeds and hands over a group; `false` when the writer has stopped (it failed,
@@ -372,7 +399,7 @@ impl Vault<'_> {
             }
             let batch = std::mem::take(pending);
             let n = batch.len();
-            let fresh = self.embed_missing(&batch)?;
+            let fresh = self.embed_missing(&batch, stop)?;
             if write_tx.send((batch, fresh)).is_err() {
                 return Ok(false);
             }
@@ -464,6 +491,8 @@ impl Vault<'_> {
                     Some(_) => Some("changed"),
                     None => Some("new"),
                 };
+                // A file over the per-file budget is skipped, not pending.
+                let change = change.filter(|_| !over_budget(&rel, &read.bytes));
                 if let Some(change) = change {
                     out.push(PendingChange {
                         path: rel.clone(),
