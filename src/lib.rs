@@ -17,6 +17,7 @@
 //!   work root, profile, actor).
 //! - [`mcp`]: the MCP protocol layer; nothing else knows JSON-RPC.
 //! - [`cli`]: the command line; glue over the facade.
+//! - [`agents`]: the agent clients' files (`cairn connect`), the guide for agents, hooks.
 //!
 //! Derived indexes (tantivy for learnings, HNSW for the vault) live beside the
 //! database in [`store::Store::index_dir`] and are rebuilt or caught up from SQLite.
@@ -25,6 +26,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub(crate) mod activity;
+pub mod agents;
 pub mod api;
 pub(crate) mod base;
 pub mod cli;

@@ -17,8 +17,10 @@ use crate::error::{Error, ErrorKind};
 use crate::store::Location;
 
 mod audit;
+mod connect;
 mod daemon;
 mod eval;
+mod hook;
 mod issue;
 mod learnings;
 mod project;
@@ -97,6 +99,13 @@ enum Command {
     /// Measure ranking quality on a graded set, with baselines from the same run.
     #[command(subcommand)]
     Eval(eval::EvalCmd),
+    /// Connect an agent client (claude-code, codex, cursor, gemini-cli, vscode, generic):
+    /// write its MCP configuration, the guide for agents and, for Claude Code, hooks.
+    Connect(connect::ConnectArgs),
+    /// Take back exactly what `cairn connect` wrote for a client.
+    Disconnect(connect::Place),
+    /// A session hook for an agent client: reads its JSON on stdin, prints its answer.
+    Hook(hook::HookArgs),
 }
 
 /// What a command that ran to the end found.
@@ -118,6 +127,8 @@ pub fn main() -> ExitCode {
         Command::Daemon(_) => "info,rmcp=warn",
         // Following in the foreground reports each batch.
         Command::Reindex(ref a) if a.watch => "info",
+        // A hook's stderr may reach the person's screen: it says nothing (it logs to a file).
+        Command::Hook(_) => "off",
         _ => "warn",
     });
     let result = run(cli);
@@ -205,6 +216,9 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Vault(cmd) => vault::run(&open(&db)?, cmd),
         Command::Search(a) => vault::search(&open(&db)?, a),
         Command::Eval(cmd) => eval::run(cmd),
+        Command::Connect(a) => connect::connect(&db, cli.cache_dir.as_deref(), a),
+        Command::Disconnect(place) => connect::disconnect(place),
+        Command::Hook(a) => hook::run(&db, a),
     }
 }
 

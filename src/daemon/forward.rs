@@ -796,3 +796,47 @@ mod tests {
         );
     }
 }
+
+/// One tool call through the daemon of `cairn`'s database, for a short-lived command
+/// (`cairn hook`): authenticate the daemon as [`connect`] does, mint a token bound to
+/// `bind` and this process, send the call, revoke the token. The call's
+/// `structuredContent` when the tool succeeded and the answer passes [`check_answer`];
+/// `Err` says why not. The caller bounds the time it waits.
+pub(crate) async fn call_once(
+    cairn: &Arc<Cairn>,
+    bind: &BindArgs,
+    name: &str,
+    arguments: Value,
+) -> Result<Value, String> {
+    let remote = connect(
+        cairn,
+        bind,
+        &Scope::resolve(None, None).map_err(|e| e.to_string())?,
+    )
+    .await?;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": name, "arguments": arguments}});
+    let sent = remote
+        .socket
+        .request(
+            Method::POST,
+            "/mcp",
+            Some(&remote.token.0),
+            Some(serde_json::to_vec(&body).unwrap_or_default()),
+        )
+        .await;
+    revoke(cairn, &remote.token.1).await;
+    let (status, answer) = sent.map_err(|(Failure::NotConnected(why) | Failure::Lost(why))| why)?;
+    if status != StatusCode::OK {
+        return Err(format!("the daemon answered {status}"));
+    }
+    let answer: Value = serde_json::from_slice(&answer).map_err(|e| e.to_string())?;
+    let result = answer
+        .get("result")
+        .ok_or_else(|| format!("not a JSON-RPC result: {answer}"))?;
+    check_answer(name, result)?;
+    if result["isError"] == json!(true) {
+        return Err(format!("{name} failed: {}", result["content"]));
+    }
+    Ok(result["structuredContent"].clone())
+}

@@ -525,10 +525,9 @@ pub(crate) fn server_config() -> ServerConfig {
         Implementation::new("cairn", env!("CARGO_PKG_VERSION"))
             .with_title("Cairn knowledge service"),
     )
-    .with_instructions(
-        "Cairn: learnings, the Knowledge Vault and the work trail of your issue. \
-             A failed call returns a structured error with a help_prompt showing a valid call.",
-    )
+    // The guide for agents (src/agents/guide.md), the same text `cairn connect` writes
+    // into the clients' instruction files.
+    .with_instructions(crate::agents::GUIDE)
 }
 
 impl ServerHandler for CairnServer {
