@@ -13,6 +13,7 @@ mod e2e;
 mod follow;
 mod forward;
 mod hostile_paths;
+mod import;
 mod impostor;
 mod learnings;
 mod lifecycle;
