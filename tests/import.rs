@@ -243,7 +243,31 @@ fn a_rule_removed_from_its_file_is_archived_with_a_note_and_restored_when_it_com
     let agents = root.join("AGENTS.md");
     let claude = root.join("CLAUDE.md");
     let paths = [agents.to_str().unwrap(), claude.to_str().unwrap()];
-    import(&env, &home, &codex, &paths);
+    // In a git work tree, each file's provenance names its last commit.
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    git(&["init", "-q"]);
+    git(&["add", "AGENTS.md", "CLAUDE.md"]);
+    git(&["commit", "-qm", "rules"]);
+    let head = git(&["rev-parse", "HEAD"]);
+    let first = import(&env, &home, &codex, &paths);
+    let f = file(&first, "shop/AGENTS.md");
+    assert_eq!(f["commit"], head.as_str());
+    assert_eq!(f["client"], "agents-md");
+    assert_eq!(f["items"][0]["line"], 5, "{f:#}");
     let migration = search(&env, "database migrations append-only numbered file", false);
     let id = migration[0]["id"].as_str().unwrap().to_string();
 
@@ -255,6 +279,11 @@ fn a_rule_removed_from_its_file_is_archived_with_a_note_and_restored_when_it_com
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(&agents, kept).unwrap();
+    // A dry run says what would leave and changes nothing.
+    let dry = import(&env, &home, &codex, &[paths[0], paths[1], "--dry-run"]);
+    assert_eq!(file(&dry, "shop/AGENTS.md")["removed"], 2, "{dry:#}");
+    assert_eq!(dry["archived"], 0);
+    assert!(env.learning_json(&id)["archived_at"].is_null());
     let r = import(&env, &home, &codex, &paths);
     let f = file(&r, "shop/AGENTS.md");
     // The migrations rule only AGENTS.md held: archived, with a note in its history.

@@ -278,7 +278,10 @@ fn import_file(
             .iter()
             .filter(|x| !x.removed && !r.items.iter().any(|(_, n)| *n == x.norm))
             .count();
-        file.issue = source.map(|s| s.issue_id);
+        file.issue = match source {
+            Some(s) => Some(issue_identifier(l, &s.issue_id)?),
+            None => None,
+        };
         return Ok(());
     }
     let source = match source {
