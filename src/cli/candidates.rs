@@ -32,6 +32,7 @@ enum CandidatesCmd {
     /// Record a candidate as a learning of its run's issue (the learnings' gates and
     /// merge rule apply).
     Accept {
+        /// The candidate's id (`cand_...`).
         id: String,
         /// Record this text instead of the candidate's (a person's correction).
         #[arg(long)]
@@ -42,6 +43,7 @@ enum CandidatesCmd {
     },
     /// Mark a candidate rejected: it is never recorded.
     Reject {
+        /// The candidate's id (`cand_...`).
         id: String,
         /// Print the result as JSON, for scripts.
         #[arg(long)]
