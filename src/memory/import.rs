@@ -4,8 +4,8 @@
 //!
 //! - Each file is read as the vault reads a document ([`crate::vault::ingest::read_file`]:
 //!   a regular file with one link, not a symlink, at most
-//!   [`crate::vault::ingest::MAX_FILE_BYTES`]) and must be UTF-8; a refused file is
-//!   reported and the others are imported.
+//!   [`crate::vault::ingest::MAX_FILE_BYTES`]) and must be UTF-8 with at most
+//!   [`ITEMS_MAX`] items; a refused file is reported and the others are imported.
 //! - Each file of a project gets its own issue (`memory_sources.issue_id`, created done,
 //!   labelled `imported`): its items are recorded on it, so a rule that three files
 //!   repeat is one learning with two confirmations, as three agents' issues would give.
@@ -31,6 +31,10 @@ use crate::paths::DirHandle;
 use crate::store::db::params;
 
 use super::split::{Client, Item, split};
+
+/// The most items one file may hold: each is a learning recorded on its own, and a
+/// rule file is a page or two of them.
+pub const ITEMS_MAX: usize = 2_000;
 
 /// The actor recorded for what an import does.
 pub const ACTOR: &str = "import";
@@ -123,6 +127,16 @@ fn read(path: &Path) -> Result<Read> {
     let text = String::from_utf8(file.bytes)
         .map_err(|_| Error::invalid("path", format!("{shown} is not UTF-8 text")))?;
     let s = split(&text);
+    if s.items.len() > ITEMS_MAX {
+        return Err(Error::invalid(
+            "path",
+            format!(
+                "{shown} holds {} items; at most {ITEMS_MAX} are imported from one file \
+                 (a file that long is reference: index it in the vault)",
+                s.items.len()
+            ),
+        ));
+    }
     let mut seen = std::collections::HashSet::new();
     let items = s
         .items
