@@ -18,6 +18,8 @@
 //! - [`mcp`]: the MCP protocol layer; nothing else knows JSON-RPC.
 //! - [`cli`]: the command line; glue over the facade.
 //! - [`agents`]: the agent clients' files (`cairn connect`), the guide for agents, hooks.
+//! - [`memory`]: what agents already keep, brought in and out (`cairn import`, `cairn
+//!   export`), and candidate learnings found in run logs.
 //!
 //! Derived indexes (tantivy for learnings, HNSW for the vault) live beside the
 //! database in [`store::Store::index_dir`] and are rebuilt or caught up from SQLite.
@@ -42,6 +44,7 @@ mod failpoint;
 pub mod issues;
 pub mod learnings;
 pub mod mcp;
+pub mod memory;
 pub(crate) mod metrics;
 pub(crate) mod paths;
 pub mod rng;

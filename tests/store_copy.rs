@@ -342,6 +342,29 @@ fn build(dir: &Path, db: &Path) -> Cairn {
             Some("1000:4242:987654"),
         )
         .unwrap();
+    // An imported rules file (memory_sources, memory_items) and a candidate lesson from
+    // a run log (learning_candidates).
+    let rules = dir.join("AGENTS.md");
+    std::fs::write(
+        &rules,
+        "- Card payments are retried by the queue worker; never retry them inline in the request.\n",
+    )
+    .unwrap();
+    cairn
+        .import_memory(&cairn::memory::import::ImportRequest {
+            project: "shop".into(),
+            paths: vec![rules],
+            dry_run: false,
+        })
+        .unwrap();
+    let fixed = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/agents/runs/rust-explained-before-fix.jsonl");
+    // The run's id is the log's session_id.
+    cairn.ingest_run(&two, None, &fixed, false).unwrap();
+    assert_eq!(
+        cairn.propose_candidates("run-rust-borrow").unwrap().len(),
+        1
+    );
     cairn
 }
 
@@ -530,8 +553,8 @@ fn sqlite_to_postgres_to_sqlite_keeps_every_row_id_and_chain() {
                 ..Default::default()
             })
             .unwrap();
-        // SHOP-4 is the issue moved in from ops.
-        assert_eq!(next.identifier, "SHOP-5");
+        // SHOP-4 is the issue moved in from ops, SHOP-5 the imported AGENTS.md's.
+        assert_eq!(next.identifier, "SHOP-6");
         let orchestrator = WorkContext {
             actor: "agent".into(),
             ..WorkContext::default()
@@ -636,7 +659,7 @@ fn a_destination_with_rows_is_refused_and_left_as_it_was() {
         .unwrap()
         .read(|c| c.query_row("SELECT count(*) FROM issues", [], |r| r.get(0)))
         .unwrap();
-    assert_eq!(issues, 4);
+    assert_eq!(issues, 5);
 
     // The source itself, and a source that does not exist, are refused as input.
     let out = copy_with_binary(tmp.path(), first.to_str().unwrap(), first.to_str().unwrap());

@@ -15,6 +15,7 @@ mod follow;
 mod forward;
 mod hooks;
 mod hostile_paths;
+mod import;
 mod impostor;
 mod learnings;
 mod lifecycle;

@@ -10,7 +10,7 @@ use super::Cairn;
 
 impl Cairn {
     /// The learnings operations over this store, its index and the embedding model.
-    fn learnings(&self) -> Learnings<'_> {
+    pub(super) fn learnings(&self) -> Learnings<'_> {
         Learnings {
             store: &self.store,
             index: &self.learnings,

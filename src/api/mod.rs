@@ -8,13 +8,15 @@
 //!
 //! - `issues`: projects and issues; `work`: binding, workspace, phases, memory;
 //!   `trail`: the work trail; `colibri`: the Colibri vocabulary; `system`: profiles;
-//!   `learnings` and `vault`: the two searchable stores.
+//!   `learnings` and `vault`: the two searchable stores; `memory`: the agents' files
+//!   imported and exported, candidate learnings from run logs.
 
 use std::path::Path;
 
 mod colibri;
 mod issues;
 mod learnings;
+mod memory;
 mod sessions;
 mod system;
 mod trail;

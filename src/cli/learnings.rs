@@ -169,6 +169,9 @@ pub(crate) enum LearningsCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Candidate learnings found in run logs (`cairn run ingest --propose`), held for a
+    /// person: list them (pending by default), accept or reject one.
+    Candidates(super::candidates::CandidatesArgs),
 }
 
 fn parse_type(s: &str) -> Result<LearningType, String> {
@@ -422,6 +425,7 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
             &cairn.rate_learning(&id, score, ACTOR, note.as_deref())?,
             json,
         )?,
+        LearningsCmd::Candidates(a) => return super::candidates::run(cairn, a),
         LearningsCmd::Reindex { json } => {
             let r = cairn.reindex_learnings()?;
             if json {

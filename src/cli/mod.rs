@@ -17,10 +17,13 @@ use crate::error::{Error, ErrorKind};
 use crate::store::Location;
 
 mod audit;
+mod candidates;
 mod connect;
 mod daemon;
 mod eval;
+mod export;
 mod hook;
+mod import;
 mod issue;
 mod learnings;
 mod project;
@@ -106,6 +109,11 @@ enum Command {
     Disconnect(connect::Place),
     /// A session hook for an agent client: reads its JSON on stdin, prints its answer.
     Hook(hook::HookArgs),
+    /// Record the items of agents' memory and rule files (CLAUDE.md, AGENTS.md, ...) as
+    /// learnings of a project; idempotent, a rule removed from its file is archived.
+    Import(import::ImportArgs),
+    /// Write a project's trusted learnings as a managed section of AGENTS.md (or any file).
+    Export(export::ExportArgs),
 }
 
 /// What a command that ran to the end found.
@@ -219,6 +227,8 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Connect(a) => connect::connect(&db, cli.cache_dir.as_deref(), a),
         Command::Disconnect(place) => connect::disconnect(place),
         Command::Hook(a) => hook::run(&db, a),
+        Command::Import(a) => import::run(&open(&db)?, a),
+        Command::Export(a) => export::run(&open(&db)?, a),
     }
 }
 

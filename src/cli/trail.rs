@@ -176,6 +176,11 @@ pub(crate) enum RunCmd {
         replace: bool,
         /// The log file.
         file: PathBuf,
+        /// Also find the lessons the log shows (an error, then the change that fixed
+        /// it, explained by the agent) and hold them for a person:
+        /// `cairn learnings candidates`.
+        #[arg(long)]
+        propose: bool,
         /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
@@ -189,11 +194,21 @@ pub(super) fn run(cairn: &Cairn, cmd: RunCmd) -> anyhow::Result<Outcome> {
             run_id,
             replace,
             file,
+            propose,
             json,
         } => {
             let r = cairn.ingest_run(&issue, run_id.as_deref(), &file, replace)?;
+            let candidates = if propose {
+                Some(cairn.propose_candidates(&r.run.id)?)
+            } else {
+                None
+            };
             if json {
-                print_json(&r)?;
+                let mut v = serde_json::to_value(&r)?;
+                if let Some(c) = &candidates {
+                    v["candidates"] = serde_json::to_value(c)?;
+                }
+                print_json(&v)?;
             } else {
                 print_text(&format!(
                     "{}\t{}\t{}\t{} events\t{} malformed lines{}",
@@ -204,6 +219,9 @@ pub(super) fn run(cairn: &Cairn, cmd: RunCmd) -> anyhow::Result<Outcome> {
                     r.run.malformed_lines,
                     if r.replaced { "\t(replaced)" } else { "" }
                 ))?;
+                for c in candidates.iter().flatten() {
+                    print_text(&format!("candidate\t{}\t{}", c.id, c.pattern))?;
+                }
             }
         }
     }

@@ -43,6 +43,7 @@ pub(crate) use lifecycle::{CodeSignature, issue_approved, restates};
 pub use lifecycle::{DUPLICATE_COSINE, FeedbackCounts, Outcome, same_lesson, word_overlap};
 pub use query::{STOP_WORDS, ScoreBreakdown};
 pub(crate) use sizes::{Activity, Day, Sizes};
+pub(crate) use text::normalize_pattern;
 
 use crate::base::{new_id, now_iso};
 use crate::embed::Embed;

@@ -106,6 +106,12 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0014_archive.sql",
         include_str!("../../migrations/0014_archive.sql"),
     ),
+    // 15 is the learnings' trust levels (issue 56, merged separately).
+    (
+        16,
+        "0016_memory_imports.sql",
+        include_str!("../../migrations/0016_memory_imports.sql"),
+    ),
 ];
 
 /// The PostgreSQL dialect of the same migrations, same numbers.
@@ -179,6 +185,11 @@ const PG_MIGRATIONS: &[(u32, &str, &str)] = &[
         14,
         "postgres/0014_archive.sql",
         include_str!("../../migrations/postgres/0014_archive.sql"),
+    ),
+    (
+        16,
+        "postgres/0016_memory_imports.sql",
+        include_str!("../../migrations/postgres/0016_memory_imports.sql"),
     ),
 ];
 
