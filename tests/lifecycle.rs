@@ -229,6 +229,7 @@ fn a_summary_sharing_the_code_of_a_long_account_is_listed_under_it() {
                     min_quality_score: None,
                     include_superseded: false,
                     include_archived: false,
+                    min_trust: None,
                 })
                 .unwrap(),
         )
@@ -665,6 +666,7 @@ fn an_archived_learning_leaves_every_search_and_takes_no_merge_until_restored() 
                 agent_type: "worker".into(),
                 merge: true,
                 supersedes: vec![],
+                person: false,
             })
             .unwrap()
     };
@@ -677,6 +679,7 @@ fn an_archived_learning_leaves_every_search_and_takes_no_merge_until_restored() 
                 min_quality_score: None,
                 include_superseded: true,
                 include_archived,
+                min_trust: None,
             })
             .unwrap()
             .learnings()

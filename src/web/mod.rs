@@ -13,6 +13,7 @@
 mod charts;
 mod issues;
 mod pages;
+mod review;
 mod service;
 
 use std::sync::Arc;
@@ -47,6 +48,7 @@ pub(crate) fn routes<S: Clone + Send + Sync + 'static>(cairn: Arc<Cairn>) -> Rou
         .route("/learnings", get(pages::learnings))
         .route("/learnings/{id}", get(pages::learning))
         .route("/learnings/{id}/{action}", post(pages::act))
+        .route("/review", get(review::review))
         .route("/issues", get(issues::list))
         .route("/issues/{identifier}", get(issues::issue))
         .route("/vault", get(service::vault))
@@ -266,6 +268,7 @@ fn page(title: &str, person: Option<&Person>, content: Markup) -> Html<String> {
                     @if let Some(p) = person {
                         nav {
                             a href="/ui/learnings" { "Learnings" }
+                            a href="/ui/review" { "Review" }
                             a href="/ui/issues" { "Issues" }
                             a href="/ui/vault" { "Vault" }
                             a href="/ui/service" { "Service" }
