@@ -22,6 +22,7 @@ mod mcp_table;
 mod multihost;
 mod pg_schema;
 mod pg_store;
+mod poisoning;
 mod security;
 mod store_copy;
 mod trail;

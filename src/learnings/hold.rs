@@ -48,7 +48,7 @@ const RULES: &[Rule] = &[
     Rule {
         name: "fetch_and_run",
         reading: Reading::Directive,
-        pattern: r"\b(?:curl|wget|iwr|invoke-webrequest|fetch)\b[^|\n]{0,200}\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b|\b(?:curl|wget|iwr|invoke-webrequest)\b[^|\n]{0,200}\|\s*(?:sudo\s+)?(?:python3?|perl|ruby|node|iex|invoke-expression)\b|\b(?:ba|z)?sh\s+<\(\s*(?:curl|wget)|\b(?:iex|invoke-expression)\s*\(?\s*(?:iwr|invoke-webrequest|\(?new-object\s+net\.webclient)|\beval\s+\x22?\$\(\s*(?:curl|wget)|\bpipe\s+(?:the\s+)?(?:output\s+of\s+)?(?:curl|wget)\b[^.\n]{0,60}\b(?:in)?to\s+(?:a\s+)?(?:ba|z)?sh(?:ell)?\b|\b(?:download|fetch)\s+(?:and\s+(?:then\s+)?)?(?:run|execute)\b|\b(?:run|execute)\s+(?:the\s+)?(?:script|installer|binary)\s+(?:from|at)\s+https?://",
+        pattern: r"\b(?:curl|wget|iwr|invoke-webrequest|fetch)\b[^|\n]{0,200}\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b|\b(?:curl|wget|iwr|invoke-webrequest)\b[^|\n]{0,200}\|\s*(?:sudo\s+)?(?:python3?|perl|ruby|node|iex|invoke-expression)\b|\b(?:ba|z)?sh\s+<\(\s*(?:curl|wget)|\b(?:iex|invoke-expression)\s*\(?\s*(?:iwr|invoke-webrequest|\(?new-object\s+net\.webclient)|\beval\s+\x22?\$\(\s*(?:curl|wget)|\bpipe\s+(?:the\s+)?(?:output\s+of\s+)?(?:curl|wget)\b[^\n]{0,120}?\b(?:in)?to\s+(?:a\s+)?(?:ba|z)?sh(?:ell)?\b|\b(?:download|fetch)\s+(?:and\s+(?:then\s+)?)?(?:run|execute)\b|\b(?:run|execute)\s+(?:the\s+)?(?:script|installer|binary)\s+(?:from|at)\s+https?://",
     },
     // A live secret in the text itself: cloud keys, API tokens, private keys.
     Rule {
@@ -61,25 +61,25 @@ const RULES: &[Rule] = &[
     Rule {
         name: "credentials",
         reading: Reading::Directive,
-        pattern: r"\b(?:use|using|switch(?:ed)?\s+to|swap\s+in|set|put|paste|copy|export|try)\s+(?:\S+\s+){0,3}?(?:the\s+|a\s+|our\s+)?(?:live|prod(?:uction)?|real|admin|root)\s+(?:api\s+|stripe\s+|aws\s+|secret\s+|access\s+|service\s+)?(?:keys?|tokens?|credentials?|secrets?|passwords?)\b|\b(?:cat|print|echo|dump|log|read|paste|commit|push|share|send)\s+(?:\S+\s+){0,3}?(?:the\s+)?(?:\.env\b|~/\.aws/credentials|~/\.ssh/id_\w+|id_rsa\b|(?:api\s+|private\s+|secret\s+)?(?:keys?|tokens?|credentials?|secrets?|passwords?)\s+(?:in(?:to)?|to)\s+(?:the\s+)?(?:repo|chat|issue|logs?|commit|pr|pull request|output|answer))",
+        pattern: r"\b(?:use|using|switch(?:ed)?\s+to|swap\s+in|set|put|paste|copy|export|try)\s+(?:\S+\s+){0,3}?(?:the\s+|a\s+|our\s+)?(?:live|prod(?:uction)?|real|admin|root)\s+(?:[a-z]+\s+){0,2}?(?:keys?|tokens?|credentials?|secrets?|passwords?)\b|\b(?:cat|print|echo|dump|log|paste|commit|push|share|send)\s+(?:\S+\s+){0,3}?(?:the\s+)?(?:\.env\b|~/\.aws/credentials|~/\.ssh/id_\w+|id_rsa\b|(?:api\s+|private\s+|secret\s+)?(?:keys?|tokens?|credentials?|secrets?|passwords?)\s+(?:in(?:to)?|to)\s+(?:the\s+)?(?:repo|chat|issue|logs?|commit|pr|pull request|output|answer))",
     },
     // Disabling checks or tests: skip flags, ignoring failures, turning off verification.
     Rule {
         name: "disable_checks",
         reading: Reading::Directive,
-        pattern: r"--no-verify\b|--skip[-_][a-z][a-z-]*\b|--insecure\b|--no-check-certificate\b|--disable[-_](?:checks?|tests?|verification|ssl|tls)\b|\bverify\s*=\s*false\b|\bsslverify\s*=?\s*false\b|\bstricthostkeychecking\s*=?\s*no\b|\bnode_tls_reject_unauthorized\s*=\s*0\b|\b(?:ignore|skip|disable|delete|remove|comment\s+out|mark\s+\S+\s+as\s+skipped|xfail|silence|mute)\s+(?:\S+\s+){0,2}?(?:the\s+|any\s+|all\s+|these\s+|those\s+)?(?:failing\s+|flaky\s+|broken\s+|red\s+)?(?:tests?|specs?|checks?|ci|linters?|lint(?:ing)?|hooks?|pre-commit|assertions?|type\s*checks?|security\s+scans?|scans?|(?:ssl|tls|certificate)\s+(?:verification|checks?|errors?))\b(?:\s+(?:fail(?:s|ing|ures?)?|errors?))?|\b(?:tests?|checks?|ci|the\s+linter)\s+(?:can|may)\s+be\s+(?:ignored|skipped|disabled)\b|\bset\s+\+e\b",
+        pattern: r"--no-verify\b|--skip[-_][a-z][a-z-]*\b|--insecure\b|--no-check-certificate\b|--disable[-_](?:checks?|tests?|verification|ssl|tls)\b|\bverify\s*=\s*false\b|\bsslverify\s*=?\s*false\b|\bstricthostkeychecking\s*=?\s*no\b|\bnode_tls_reject_unauthorized\s*=\s*0\b|\b(?:ignore|skip|disable|delete|remove|comment\s+out|mark\s+\S+\s+as\s+skipped|xfail|silence|mute)\s+(?:\S+\s+){0,2}?(?:the\s+|any\s+|all\s+|these\s+|those\s+)?(?:failing\s+|flaky\s+|broken\s+|red\s+)?(?:tests?|specs?|checks?|ci|linters?|lint(?:ing)?|hooks?|pre-commit|assertions?|type\s*checks?|security\s+scans?|scans?|(?:ssl|tls|certificate)\s+(?:verification|checks?|errors?))\b(?:\s+(?:fail(?:s|ing|ures?)?|errors?))?|\b(?:tests?|checks?|ci|the\s+linter)\s+(?:can|may)\s+be\s+(?:ignored|skipped|disabled)\b|\bset\s+\+e\b|@pytest\.mark\.skip\b|\bmark\s+(?:\S+\s+){0,4}?as\s+skipped\b",
     },
     // Changing targets: run against, point at or deploy straight to production.
     Rule {
         name: "production_target",
         reading: Reading::Directive,
-        pattern: r"\b(?:run|runs|running|point|pointing|connect|connecting|deploy|deploying|push|pushing|migrate|test|testing|drop|truncate|write)\s+(?:\S+\s+){0,4}?(?:against|at|to|on|in(?:to)?)\s+(?:the\s+)?(?:live|prod(?:uction)?)\b(?:\s+(?:db|database|cluster|env(?:ironment)?|server|data|branch|keys?|account))?|\b(?:force[- ]push|push\s+--force|push\s+-f)\b[^.\n]{0,40}\b(?:main|master|prod(?:uction)?|release)\b|\b(?:tests?|ci|staging|dev)\s+(?:may|can|should)\s+(?:now\s+)?(?:use|hit|talk\s+to|run\s+against)\s+(?:the\s+)?(?:live|prod(?:uction)?)\b",
+        pattern: r"(?:^|[.;:!?\n(]\s*|,\s*|\b(?:just|always|simply|please|then|and|or|you\s+(?:can|should|must|may)|we\s+(?:can|should|must))\s+)(?P<v>(?:run|point|connect|deploy|push|migrate|test|testing|drop|truncate|write|load|seed|send)\b)(?:\s+and\s+\w+)?\s+(?:\S+\s+){0,5}?(?:against|at|to|on|in(?:to)?)\s+(?:the\s+)?(?:live|prod(?:uction)?)\b(?:\s+(?:db|database|cluster|env(?:ironment)?|server|data|branch|keys?|account))?|\b(?:force[- ]push|push\s+--force|push\s+-f)\b[^.\n]{0,40}\b(?:main|master|prod(?:uction)?|release)\b|\b(?:tests?|ci|staging|dev)\s+(?:may|can|should)\s+(?:now\s+)?(?:use|hit|talk\s+to|run\s+against)\s+(?:the\s+)?(?:live|prod(?:uction)?)\b",
     },
     // Text addressed at the model reading it rather than at the work.
     Rule {
         name: "model_instructions",
         reading: Reading::Always,
-        pattern: r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier|preceding|system|original)\s+(?:instructions?|prompts?|rules|messages?|guidelines)\b|\bsystem\s+prompt\b|\byou\s+are\s+(?:now\s+)?(?:an?\s+)?(?:ai|assistant|language\s+model|llm|chatbot|claude|gpt)\b|\bas\s+an\s+(?:ai|llm|ai\s+model|language\s+model)\b|\b(?:ai|llm)\s+(?:agents?|assistants?|models?)\s+(?:reading|that\s+read|must|should)\b|\bnew\s+instructions\s*:|<\|im_start\|>|\[/?inst\]|<\s*/?\s*system\s*>|\bdo\s+not\s+(?:tell|inform|mention\s+(?:this\s+)?to)\s+the\s+(?:user|human|person|reviewer)\b|\bwithout\s+(?:telling|asking)\s+the\s+(?:user|human|person|reviewer)\b",
+        pattern: r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier|preceding|system|original)\s+(?:instructions?|prompts?|rules|messages?|guidelines)\b|\byou\s+are\s+(?:now\s+)?(?:an?\s+)?(?:ai|assistant|language\s+model|llm|chatbot|claude|gpt)\b|\bas\s+an\s+(?:ai|llm|ai\s+model|language\s+model)\b|\b(?:ai|llm)\s+(?:agents?|assistants?|models?)\s+(?:reading|that\s+read|must|should)\b|\bnew\s+instructions\s*:|<\|im_start\|>|\[/?inst\]|<\s*/?\s*system\s*>|\bdo\s+not\s+(?:tell|inform|mention\s+(?:this\s+)?to)\s+the\s+(?:user|human|person|reviewer)\b|\bwithout\s+(?:telling|asking)\s+the\s+(?:user|human|person|reviewer)\b",
     },
 ];
 
@@ -124,9 +124,14 @@ pub(crate) fn held_rules(text: &str) -> Vec<&'static str> {
     COMPILED
         .iter()
         .filter(|(rule, re)| {
-            re.find_iter(&lower).any(|m| match rule.reading {
+            re.captures_iter(&lower).any(|c| match rule.reading {
                 Reading::Always => true,
-                Reading::Directive => !negated(&lower, m.start()),
+                // A rule whose match starts before its directive (the clause start that
+                // makes a verb imperative) names the directive `v`.
+                Reading::Directive => {
+                    let at = c.name("v").or_else(|| c.get(0)).map_or(0, |m| m.start());
+                    !negated(&lower, at)
+                }
             })
         })
         .map(|(rule, _)| rule.name)

@@ -9,8 +9,12 @@
 //!   `tests/eval/learning-pairs.jsonl` for precision ≥ 0.97 (`cairn eval learnings`
 //!   reports the held-out half).
 //! - **Superseding.** A newer learning replaces older ones of its project; they leave
-//!   default results and point to it.
-//! - **Quality from evidence.** Feedback verdicts (one standing verdict per issue),
+//!   default results and point to it. An agent's supersession of another issue's or a
+//!   verified learning is a proposal ([`propose`]) a person or independent evidence
+//!   ([`accept_by_evidence`]) accepts; every supersession can be undone
+//!   ([`unsupersede`]).
+//! - **Quality from evidence.** Feedback verdicts (one standing verdict per issue, never
+//!   the learning's own issue's),
 //!   confirmations, and whether the issues that said `helped` were approved or done,
 //!   make a Beta posterior mean ([`evidence_quality`]) unless a person rated it.
 //! - **Age.** An unverified learning nobody confirmed or found helpful for
@@ -340,8 +344,12 @@ pub(crate) const W_HELPED_APPROVED: f64 = 3.0;
 pub(crate) const W_CONFIRMED: f64 = 1.0;
 /// Weight (against) of `not_relevant`: it did not apply, which says little of its truth.
 pub(crate) const W_NOT_RELEVANT: f64 = 0.5;
-/// Weight (against) of `wrong`.
-pub(crate) const W_WRONG: f64 = 2.0;
+/// Weight (against) of `wrong`: as much as a `helped`, so that one verdict moves a new
+/// learning by 10 points either way (50 → 40), not a third of its standing (it was 2.0:
+/// 50 → 33, one agent's word against a lesson). Two issues' `wrong` (33) still flag it
+/// for review; the lifecycle set's MRR and nDCG are the same as with 2.0 on both parts
+/// (docs/learnings.md, "Quality from evidence").
+pub(crate) const W_WRONG: f64 = 1.0;
 
 /// The quality (0-100) the evidence supports: the posterior mean of a Beta(PRIOR,
 /// PRIOR) prior after weighted successes `s` and failures `f`,
@@ -1176,7 +1184,12 @@ mod tests {
             wrong: 2,
             ..Default::default()
         };
-        assert_eq!(evidence_quality(&wrong), 25); // 2/(4+4)
+        assert_eq!(evidence_quality(&wrong), 33); // 2/(4+2)
+        let one_wrong = Evidence {
+            wrong: 1,
+            ..Default::default()
+        };
+        assert_eq!(evidence_quality(&one_wrong), 40); // 2/(4+1): one verdict moves it 10
         let not_relevant = Evidence {
             not_relevant: 1,
             ..Default::default()

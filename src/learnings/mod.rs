@@ -492,6 +492,12 @@ fn with_proposals<'l>(
     Ok(())
 }
 
+/// The rules of [`hold`] a learning's text (pattern and context, as embedded) matches:
+/// empty when an agent's learning of this text may be served.
+pub(crate) fn held_rules(pattern: &str, context: Option<&str>) -> Vec<&'static str> {
+    hold::held_rules(&semantic::embedding_text(pattern, context))
+}
+
 /// Who reads a learning: a person (the CLI, the page: everything, marked), or an agent
 /// bound to an issue (or to none), who never sees an archived learning nor a held one
 /// of another issue.
@@ -874,7 +880,7 @@ impl Learnings<'_> {
                 let held = if new.person {
                     Vec::new()
                 } else {
-                    hold::held_rules(&texts[n])
+                    held_rules(&pattern, context.as_deref())
                 };
                 let held_rules = (!held.is_empty()).then(|| held.join(","));
                 tx.prepare(

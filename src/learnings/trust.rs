@@ -23,7 +23,7 @@ pub enum Trust {
     /// One agent's word: nobody else has confirmed it yet.
     #[default]
     Agent,
-    /// Confirmed by independent evidence: at least `CONFIRMED_MIN` other issues
+    /// Confirmed by independent evidence: at least 2 issues other than its own
     /// recorded the same lesson or found it helpful.
     Confirmed,
     /// Verified by a person.

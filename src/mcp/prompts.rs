@@ -252,11 +252,11 @@ impl CairnServer {
                     let l = &h.learning;
                     let _ = write!(
                         m,
-                        "- {} ({}, quality {}{}): {}",
+                        "- {} ({}, quality {}, trust {}): {}",
                         l.id,
                         l.learning_type.as_str(),
                         l.quality_score,
-                        if l.verified { ", verified" } else { "" },
+                        l.trust.as_str(),
                         excerpt(&l.pattern)
                     );
                     let similar: Vec<&str> =
