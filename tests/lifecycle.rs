@@ -571,8 +571,9 @@ fn the_migration_runs_on_a_database_created_before_it() {
         "INSERT INTO projects(id, slug, name, prefix, created_at, updated_at)
          VALUES ('proj_1', 'web', 'web', 'WEB', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
          INSERT INTO issues(id, project_id, seq, identifier, title, created_at, updated_at)
-         VALUES ('iss_1', 'proj_1', 1, 'WEB-1', 'Old work', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
-         UPDATE projects SET next_seq = 2;
+         VALUES ('iss_1', 'proj_1', 1, 'WEB-1', 'Old work', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z'),
+                ('iss_2', 'proj_1', 2, 'WEB-2', 'Later work', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+         UPDATE projects SET next_seq = 3;
          INSERT INTO learnings(id, issue_id, project_id, pattern, pattern_norm, created_by, created_at, updated_at, quality_score)
          VALUES ('lrn_old1', 'iss_1', 'proj_1', 'Old lesson one about the build cache keyed on the lock file hash', 'old lesson one', 'cli', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 80),
                 ('lrn_old2', 'iss_1', 'proj_1', 'Old lesson two about retrying the flaky upload test once', 'old lesson two', 'cli', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 50);
@@ -583,6 +584,7 @@ fn the_migration_runs_on_a_database_created_before_it() {
     )
     .unwrap();
     // The new binary migrates it: the rating stays a person's, history keeps its rows.
+    // (Verdicts come from WEB-2: a learning's own issue's verdict counts for nothing.)
     let shown = env.json(&["learnings", "show", "lrn_old1"]);
     assert_eq!(shown["quality_score"], 80);
     assert_eq!(shown["confirmations"], 0);
@@ -598,7 +600,7 @@ fn the_migration_runs_on_a_database_created_before_it() {
         "feedback",
         "lrn_old1",
         "--issue",
-        "WEB-1",
+        "WEB-2",
         "wrong",
     ]);
     assert_eq!(
@@ -611,7 +613,7 @@ fn the_migration_runs_on_a_database_created_before_it() {
         "feedback",
         "lrn_old2",
         "--issue",
-        "WEB-1",
+        "WEB-2",
         "helped",
     ]);
     assert_eq!(

@@ -611,3 +611,148 @@ async fn archived_learnings_leave_get_issue_and_resources() {
         .expect("the person's view keeps it");
     assert!(shown["archived_at"].is_string());
 }
+
+/// One HTTP/1.1 request to the daemon's page with `Connection: close`: the status, the
+/// head and the body.
+fn page(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    form: Option<&str>,
+) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nHost: {addr}\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if let Some(b) = form {
+        req.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+        req.push_str(&format!("Content-Length: {}\r\n", b.len()));
+    }
+    req.push_str("\r\n");
+    req.push_str(form.unwrap_or(""));
+    s.write_all(req.as_bytes()).expect("write");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read");
+    let raw = String::from_utf8(raw).expect("utf-8 reply");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("HTTP reply");
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap();
+    (status, head.to_string(), body.to_string())
+}
+
+/// The value of the first `name="NAME" value="…"` input of an HTML page.
+fn input(html: &str, name: &str) -> String {
+    let at = html
+        .find(&format!("name=\"{name}\" value=\""))
+        .unwrap_or_else(|| panic!("no input {name}: {html}"));
+    let rest = &html[at + name.len() + 15..];
+    rest[..rest.find('"').unwrap()].to_string()
+}
+
+#[test]
+fn the_review_queue_releases_and_accepts_for_agents_at_once() {
+    use crate::daemon::{Daemon, mint, shop};
+    let env = Env::new();
+    shop(&env);
+    let (author, _) = mint(&env, &["--issue", "SHOP-1", "--agent-type", "worker"]);
+    let (other, _) = mint(&env, &["--issue", "SHOP-2", "--agent-type", "worker"]);
+    let d = Daemon::start(&env, &[], &[]);
+    let add = |token: &str, args: Value| {
+        let r = d.call(token, "add_learning", args);
+        assert_eq!(r["isError"], false, "{r:#}");
+        r["structuredContent"].clone()
+    };
+    let search = |query: &str| -> Vec<String> {
+        let r = d.call(&other, "search_learnings", json!({"query": query}));
+        reading(&r["structuredContent"])
+            .iter()
+            .map(|h| h["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let held = id(&add(&author, json!({"pattern": LIVE_KEY})));
+    let old = id(&add(&author, json!({"pattern": ZEBRA})));
+    let new = id(&add(
+        &other,
+        json!({"pattern": ZEBRA_NEWER, "supersedes": [old]}),
+    ));
+    assert!(!search("live key payment sandbox checkout").contains(&held));
+    let zebra = "zebra migrations cart tests";
+    assert!(search(zebra).contains(&old) && search(zebra).contains(&new));
+
+    // A person logs in and opens the review queue: the held learning with its rules,
+    // the proposal with both sides and the evidence.
+    let human = env.json(&["session", "new", "--human", "--name", "alice"]);
+    let login = human["login_url"].as_str().unwrap();
+    let login_path = &login[login.find("/ui/login").unwrap()..];
+    let (status, head, _) = page(d.addr, "GET", login_path, &[], None);
+    assert!(status < 400, "{status} {head}");
+    let cookie = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .starts_with("set-cookie:")
+                .then(|| l[11..].trim())
+        })
+        .and_then(|c| c.split(';').next())
+        .unwrap_or_else(|| panic!("no cookie: {head}"))
+        .to_string();
+    let (status, _, queue) = page(d.addr, "GET", "/ui/review", &[("Cookie", &cookie)], None);
+    assert_eq!(status, 200, "{queue}");
+    for want in [
+        held.as_str(),
+        "credentials",
+        old.as_str(),
+        new.as_str(),
+        "Evidence for the successor",
+        "Release to agents",
+        "Accept",
+    ] {
+        assert!(
+            queue.contains(want),
+            "{want} not on the review queue: {queue}"
+        );
+    }
+    let csrf = input(&queue, "csrf");
+    let origin = format!("http://{}", d.addr);
+    let post = |path: &str, form: &str| {
+        page(
+            d.addr,
+            "POST",
+            path,
+            &[("Cookie", &cookie), ("Origin", &origin)],
+            Some(form),
+        )
+    };
+    // Release: the other agent's next search finds it.
+    let (status, head, body) = post(
+        &format!("/ui/learnings/{held}/release"),
+        &format!("csrf={csrf}&back=review&note=checked"),
+    );
+    assert_eq!(status, 303, "{head}\n{body}");
+    assert!(head.contains("/ui/review"), "{head}");
+    assert!(search("live key payment sandbox checkout").contains(&held));
+    // Accept: the old learning leaves the agents' results at once.
+    let (status, head, body) = post(
+        &format!("/ui/learnings/{old}/supersede"),
+        &format!("csrf={csrf}&by={new}&back=review"),
+    );
+    assert_eq!(status, 303, "{head}\n{body}");
+    let found = search(zebra);
+    assert!(found.contains(&new) && !found.contains(&old), "{found:?}");
+    // Undo on the learning's page: back at once.
+    let (status, head, body) = post(
+        &format!("/ui/learnings/{old}/unsupersede"),
+        &format!("csrf={csrf}&note=reverted"),
+    );
+    assert_eq!(status, 303, "{head}\n{body}");
+    assert!(search(zebra).contains(&old));
+    let (_, _, queue) = page(d.addr, "GET", "/ui/review", &[("Cookie", &cookie)], None);
+    assert!(
+        queue.contains("No learning is held.") && queue.contains("No supersession waits."),
+        "{queue}"
+    );
+}

@@ -297,15 +297,22 @@ impl<'a> Filter<'a> {
         self.meta.get(seq).is_some_and(|m| self.accepts(&m))
     }
 
-    /// The quality the blend weighs: the standing one, times AGE_FACTOR once aged; 50
-    /// for every learning under `FixedQuality`.
+    /// The quality the blend weighs: the standing one, times AGE_FACTOR once aged, plus
+    /// [`lifecycle::VERIFIED_BONUS`] for a learning a person verified (trust `verified`);
+    /// 50 for every learning under `FixedQuality`.
     fn blend_quality(&self, m: &Meta) -> u8 {
         if self.s.ranking == Ranking::FixedQuality {
-            50
-        } else if self.meta.stale(m, self.now) {
+            return 50;
+        }
+        let q = if self.meta.stale(m, self.now) {
             (f32::from(m.quality) * lifecycle::AGE_FACTOR).round() as u8
         } else {
             m.quality
+        };
+        if m.trust == Trust::Verified {
+            q.saturating_add(lifecycle::VERIFIED_BONUS).min(100)
+        } else {
+            q
         }
     }
 }
