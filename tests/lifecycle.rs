@@ -446,7 +446,7 @@ async fn feedback_moves_the_ranking_and_two_wrong_verdicts_flag_for_review() {
     assert_eq!(r["needs_review"], false);
     assert_eq!(r["quality_score"], 50, "verified keeps at least the prior");
     let a = env
-        .serve_local(&["--issue-id", &is[0], "--agent-type", "worker"])
+        .serve_local(&["--issue-id", &is[1], "--agent-type", "worker"])
         .await;
     let r = a
         .ok(

@@ -12,9 +12,9 @@
 //! mention. An *always* rule holds whatever surrounds it: a live credential in the text,
 //! or text addressed at a model's instructions.
 //!
-//! Chosen on the tune part of `tests/eval/instructions.jsonl`; `cairn eval learnings
-//! --instructions` reports precision and recall on the held-out part and the share of
-//! the other evaluation sets' learnings that would be held. The trade: false positives
+//! Chosen on the tune part of `tests/eval/instructions.jsonl`; `cairn eval holds`
+//! reports precision and recall on the held-out part and the share of the other
+//! evaluation sets' learnings that would be held. The trade: false positives
 //! cost a person one click on the review queue, false negatives an incident, so the
 //! rules lean to holding (recall first), with the negation window keeping real lessons
 //! about these dangers out.

@@ -859,13 +859,17 @@ pub(crate) const FLAG_AFTER_WRONG: u32 = 2;
 /// of an issue replaces its earlier one); requalify; flag it after
 /// [`FLAG_AFTER_WRONG`] `wrong` verdicts.
 pub(crate) fn give_feedback(tx: &Conn<'_>, v: &Verdict<'_>) -> Result<()> {
-    let (learning_project, own_issue): (String, String) = tx
+    let (learning_project, own_issue, held): (String, String, bool) = tx
         .query_opt(
-            "SELECT project_id, issue_id FROM learnings WHERE id = ?1",
+            "SELECT project_id, issue_id, held_at IS NOT NULL FROM learnings WHERE id = ?1",
             [v.learning_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )?
         .ok_or_else(|| Error::not_found("learning", v.learning_id))?;
+    // A held learning is served to no other issue, not even as the answer to a verdict.
+    if held && own_issue != v.issue_id {
+        return Err(Error::not_found("learning", v.learning_id));
+    }
     let issue_project: String = tx.query_row(
         "SELECT project_id FROM issues WHERE id = ?1",
         [v.issue_id],
@@ -881,55 +885,43 @@ pub(crate) fn give_feedback(tx: &Conn<'_>, v: &Verdict<'_>) -> Result<()> {
         ));
     }
     let at = now_iso();
-    if own_issue == v.issue_id {
-        // A learning's own issue vouches for nothing: its verdict is kept in the history
-        // for the people who read it, and moves neither quality, trust nor acceptance.
-        let before = standing(tx, v.learning_id)?;
-        let note = format!(
-            "{} (from the learning's own issue: counts for nothing)",
-            v.outcome.as_str()
-        );
-        return record(
-            tx,
-            v.learning_id,
-            &Change {
-                event: "feedback",
-                actor: v.actor,
-                note: Some(&note),
-                issue_id: Some(v.issue_id),
-                related_id: None,
-                before: Some(before),
-                at: &at,
-            },
-        );
-    }
-    tx.execute(
-        "INSERT INTO learning_feedback(learning_id, issue_id, outcome, note, agent_type, actor, at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT (learning_id, issue_id) DO UPDATE SET outcome = excluded.outcome,
-             note = excluded.note, agent_type = excluded.agent_type, actor = excluded.actor,
-             at = excluded.at",
-        params![
-            v.learning_id,
-            v.issue_id,
-            v.outcome.as_str(),
-            v.note,
-            v.agent_type,
-            v.actor,
-            at
-        ],
-    )?;
-    if v.outcome == Outcome::Helped {
+    // A learning's own issue vouches for nothing: its verdict is kept in the history for
+    // the people who read it, and moves neither quality, trust nor acceptance.
+    let own = own_issue == v.issue_id;
+    let before = if own {
+        standing(tx, v.learning_id)?
+    } else {
         tx.execute(
-            "UPDATE learnings SET fresh_at = ?2 WHERE id = ?1",
-            params![v.learning_id, at],
+            "INSERT INTO learning_feedback(learning_id, issue_id, outcome, note, agent_type, actor, at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (learning_id, issue_id) DO UPDATE SET outcome = excluded.outcome,
+                 note = excluded.note, agent_type = excluded.agent_type, actor = excluded.actor,
+                 at = excluded.at",
+            params![
+                v.learning_id,
+                v.issue_id,
+                v.outcome.as_str(),
+                v.note,
+                v.agent_type,
+                v.actor,
+                at
+            ],
         )?;
-    }
-    let before = requalify(tx, v.learning_id, &at)?;
-    let note = match v.note {
+        if v.outcome == Outcome::Helped {
+            tx.execute(
+                "UPDATE learnings SET fresh_at = ?2 WHERE id = ?1",
+                params![v.learning_id, at],
+            )?;
+        }
+        requalify(tx, v.learning_id, &at)?
+    };
+    let mut note = match v.note {
         Some(n) => format!("{}: {n}", v.outcome.as_str()),
         None => v.outcome.as_str().to_string(),
     };
+    if own {
+        note.push_str(" (from the learning's own issue: counts for nothing)");
+    }
     record(
         tx,
         v.learning_id,
@@ -943,6 +935,9 @@ pub(crate) fn give_feedback(tx: &Conn<'_>, v: &Verdict<'_>) -> Result<()> {
             at: &at,
         },
     )?;
+    if own {
+        return Ok(());
+    }
     if v.outcome == Outcome::Wrong {
         let (wrong, flagged): (u32, bool) = tx.query_row(
             "SELECT (SELECT count(*) FROM learning_feedback

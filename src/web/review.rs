@@ -34,15 +34,10 @@ fn queue(q: &ReviewQueue, who: &Visitor) -> Markup {
         h2 { "Held (" (q.held.len()) ")" }
         @if q.held.is_empty() { p.empty { "No learning is held." } }
         ol.review.held {
-            @for l in &q.held {
-                li.entry data-id=(l.id) {
-                    (text(l))
-                    div.actions {
-                        (act(l, who, "release", "Release to agents", "why it is safe (optional)"))
-                        (act(l, who, "archive", "Archive", "why it is out (optional)"))
-                    }
-                }
-            }
+            (entries(&q.held, who, &[
+                ("release", "Release to agents", "why it is safe (optional)"),
+                ("archive", "Archive", "why it is out (optional)"),
+            ]))
         }
         h2 { "Proposed supersessions (" (q.proposals.len()) ")" }
         @if q.proposals.is_empty() { p.empty { "No supersession waits." } }
@@ -56,12 +51,23 @@ fn queue(q: &ReviewQueue, who: &Visitor) -> Markup {
         h2 { "Flagged (" (q.flagged.len()) ")" }
         @if q.flagged.is_empty() { p.empty { "No learning is flagged." } }
         ol.review.flagged {
-            @for l in &q.flagged {
-                li.entry data-id=(l.id) {
-                    (text(l))
-                    div.actions {
-                        (act(l, who, "verify", "Verify (it is right)", "note (optional)"))
-                        (act(l, who, "archive", "Archive", "why it is out (optional)"))
+            (entries(&q.flagged, who, &[
+                ("verify", "Verify (it is right)", "note (optional)"),
+                ("archive", "Archive", "why it is out (optional)"),
+            ]))
+        }
+    }
+}
+
+/// Learnings, each with its text and `actions` (action, button, note hint).
+fn entries(list: &[Learning], who: &Visitor, actions: &[(&str, &str, &str)]) -> Markup {
+    html! {
+        @for l in list {
+            li.entry data-id=(l.id) {
+                (text(l))
+                div.actions {
+                    @for (action, label, hint) in actions {
+                        (act(l, who, action, label, hint))
                     }
                 }
             }
