@@ -432,6 +432,7 @@ fn corpus(spec: Spec) -> PathBuf {
             agent_type: "bench".into(),
             merge: false,
             supersedes: Vec::new(),
+            person: false,
         });
         if batch.len() == 5_000 {
             cairn.add_learnings(&batch).unwrap();
@@ -621,6 +622,7 @@ fn search_in(
                 min_quality_score: None,
                 include_superseded: false,
                 include_archived: false,
+                min_trust: None,
             },
             ranking,
         )
@@ -874,6 +876,7 @@ fn bench(c: &mut Criterion) {
                         agent_type: "bench".into(),
                         merge: false,
                         supersedes: Vec::new(),
+                        person: false,
                     })
                     .unwrap()
             })

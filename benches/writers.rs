@@ -625,6 +625,7 @@ fn search(cairn: &Cairn, q: usize) -> cairn::error::Result<usize> {
             min_quality_score: None,
             include_superseded: false,
             include_archived: false,
+            min_trust: None,
         })
         .map(|r| r.count)
 }
@@ -687,6 +688,7 @@ fn learning(issue: &str, w: usize, n: usize) -> NewLearning {
         agent_type: "test".into(),
         merge: false,
         supersedes: Vec::new(),
+        person: false,
     }
 }
 

@@ -166,7 +166,7 @@ fn envelope(result: &Value) -> Value {
 
 pub(crate) struct Reply {
     pub(crate) status: u16,
-    head: String,
+    pub(crate) head: String,
     pub(crate) body: String,
 }
 
@@ -182,7 +182,8 @@ impl Reply {
 }
 
 /// One HTTP/1.1 request with `Connection: close`. `Host` is the daemon's address unless
-/// `headers` names one; a POST gets the content types MCP asks for.
+/// `headers` names one; a POST gets the content types MCP asks for unless `headers`
+/// names a `Content-Type` (a form).
 pub(crate) fn http(
     addr: SocketAddr,
     method: &str,
@@ -212,7 +213,12 @@ pub(crate) fn http_within(
         req.push_str(&format!("{k}: {v}\r\n"));
     }
     if let Some(b) = body {
-        req.push_str("Content-Type: application/json\r\n");
+        if !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        {
+            req.push_str("Content-Type: application/json\r\n");
+        }
         req.push_str("Accept: application/json, text/event-stream\r\n");
         req.push_str(&format!("Content-Length: {}\r\n", b.len()));
     }

@@ -229,6 +229,7 @@ fn a_summary_sharing_the_code_of_a_long_account_is_listed_under_it() {
                     min_quality_score: None,
                     include_superseded: false,
                     include_archived: false,
+                    min_trust: None,
                 })
                 .unwrap(),
         )
@@ -304,8 +305,12 @@ async fn supersedes_hides_the_old_learning_and_include_superseded_shows_it() {
         )
         .await;
     assert_eq!(new["merged"], false);
-    assert_eq!(new["superseded"], json!([old]));
+    // Another issue's learning: a proposal until a person accepts it (the attacks are
+    // replayed in tests/poisoning.rs).
+    assert_eq!(new["superseded"], json!([]));
+    assert_eq!(new["proposed"], json!([old]));
     let new_id = new["id"].as_str().unwrap().to_string();
+    env.ok(&["learnings", "supersede", &old, "--by", &new_id]);
     let find = |include: bool| json!({"query": "node version deploys dockerfile", "include_superseded": include});
     let hits = reading(&c.ok("search_learnings", find(false)).await);
     let ids: Vec<&str> = hits.iter().map(|h| h["id"].as_str().unwrap()).collect();
@@ -416,7 +421,7 @@ async fn feedback_moves_the_ranking_and_two_wrong_verdicts_flag_for_review() {
         )
         .await;
     assert_eq!(r["needs_review"], true);
-    assert_eq!(r["quality_score"], 25);
+    assert_eq!(r["quality_score"], 33);
     c.close().await;
     // `helped` from an issue whose work is then done counts more than the word alone.
     let d = env
@@ -441,7 +446,7 @@ async fn feedback_moves_the_ranking_and_two_wrong_verdicts_flag_for_review() {
     assert_eq!(r["needs_review"], false);
     assert_eq!(r["quality_score"], 50, "verified keeps at least the prior");
     let a = env
-        .serve_local(&["--issue-id", &is[0], "--agent-type", "worker"])
+        .serve_local(&["--issue-id", &is[1], "--agent-type", "worker"])
         .await;
     let r = a
         .ok(
@@ -566,8 +571,9 @@ fn the_migration_runs_on_a_database_created_before_it() {
         "INSERT INTO projects(id, slug, name, prefix, created_at, updated_at)
          VALUES ('proj_1', 'web', 'web', 'WEB', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
          INSERT INTO issues(id, project_id, seq, identifier, title, created_at, updated_at)
-         VALUES ('iss_1', 'proj_1', 1, 'WEB-1', 'Old work', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
-         UPDATE projects SET next_seq = 2;
+         VALUES ('iss_1', 'proj_1', 1, 'WEB-1', 'Old work', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z'),
+                ('iss_2', 'proj_1', 2, 'WEB-2', 'Later work', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+         UPDATE projects SET next_seq = 3;
          INSERT INTO learnings(id, issue_id, project_id, pattern, pattern_norm, created_by, created_at, updated_at, quality_score)
          VALUES ('lrn_old1', 'iss_1', 'proj_1', 'Old lesson one about the build cache keyed on the lock file hash', 'old lesson one', 'cli', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 80),
                 ('lrn_old2', 'iss_1', 'proj_1', 'Old lesson two about retrying the flaky upload test once', 'old lesson two', 'cli', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 50);
@@ -578,6 +584,7 @@ fn the_migration_runs_on_a_database_created_before_it() {
     )
     .unwrap();
     // The new binary migrates it: the rating stays a person's, history keeps its rows.
+    // (Verdicts come from WEB-2: a learning's own issue's verdict counts for nothing.)
     let shown = env.json(&["learnings", "show", "lrn_old1"]);
     assert_eq!(shown["quality_score"], 80);
     assert_eq!(shown["confirmations"], 0);
@@ -593,7 +600,7 @@ fn the_migration_runs_on_a_database_created_before_it() {
         "feedback",
         "lrn_old1",
         "--issue",
-        "WEB-1",
+        "WEB-2",
         "wrong",
     ]);
     assert_eq!(
@@ -606,7 +613,7 @@ fn the_migration_runs_on_a_database_created_before_it() {
         "feedback",
         "lrn_old2",
         "--issue",
-        "WEB-1",
+        "WEB-2",
         "helped",
     ]);
     assert_eq!(
@@ -665,6 +672,7 @@ fn an_archived_learning_leaves_every_search_and_takes_no_merge_until_restored() 
                 agent_type: "worker".into(),
                 merge: true,
                 supersedes: vec![],
+                person: false,
             })
             .unwrap()
     };
@@ -677,6 +685,7 @@ fn an_archived_learning_leaves_every_search_and_takes_no_merge_until_restored() 
                 min_quality_score: None,
                 include_superseded: true,
                 include_archived,
+                min_trust: None,
             })
             .unwrap()
             .learnings()

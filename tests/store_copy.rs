@@ -172,6 +172,7 @@ fn build(dir: &Path, db: &Path) -> Cairn {
                 agent_type: "test".into(),
                 merge: false,
                 supersedes: Vec::new(),
+                person: false,
             })
             .unwrap();
     }
@@ -189,6 +190,7 @@ fn build(dir: &Path, db: &Path) -> Cairn {
             agent_type: "worker".into(),
             merge: true,
             supersedes: Vec::new(),
+            person: false,
         })
         .unwrap();
     assert!(merged.merged);
@@ -213,6 +215,7 @@ fn build(dir: &Path, db: &Path) -> Cairn {
             agent_type: "worker".into(),
             merge: false,
             supersedes: search_ids(&cairn, "cargo locked lock file").into_iter().take(1).collect(),
+            person: false,
         })
         .unwrap();
     cairn
@@ -377,6 +380,7 @@ fn search_ids(cairn: &Cairn, query: &str) -> Vec<String> {
             min_quality_score: None,
             include_superseded: false,
             include_archived: false,
+            min_trust: None,
         })
         .unwrap()
         .learnings()

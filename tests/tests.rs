@@ -26,6 +26,7 @@ mod multihost;
 mod pg_schema;
 mod pg_store;
 mod sealed;
+mod poisoning;
 mod security;
 mod starvation;
 mod store_copy;

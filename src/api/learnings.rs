@@ -3,7 +3,7 @@
 use crate::error::Result;
 use crate::learnings::{
     Activity, Added, IndexerStats, Learning, LearningDetail, LearningSearch, Learnings,
-    NewFeedback, NewLearning, Ranking, ReindexReport, SearchResults, Sizes,
+    NewFeedback, NewLearning, Ranking, Reader, ReindexReport, ReviewQueue, SearchResults, Sizes,
 };
 
 use super::Cairn;
@@ -72,9 +72,47 @@ impl Cairn {
         self.learnings().add_learning(new)
     }
 
-    /// `old` is replaced by `new` (same project).
-    pub(crate) fn supersede_learning(&self, old: &str, new: &str, actor: &str) -> Result<Learning> {
+    /// A person replaces `old` by `new` (same project) at once, accepting an agent's
+    /// proposal of the pair if there is one.
+    pub fn supersede_learning(&self, old: &str, new: &str, actor: &str) -> Result<Learning> {
         self.learnings().supersede_learning(old, new, actor)
+    }
+
+    /// A person rejects an agent's proposal that `new` supersede `old`.
+    pub fn reject_supersession(
+        &self,
+        old: &str,
+        new: &str,
+        actor: &str,
+        note: Option<&str>,
+    ) -> Result<Learning> {
+        self.learnings().reject_supersession(old, new, actor, note)
+    }
+
+    /// A person undoes the supersession of `old`: back in circulation with its history.
+    pub fn unsupersede_learning(
+        &self,
+        old: &str,
+        actor: &str,
+        note: Option<&str>,
+    ) -> Result<Learning> {
+        self.learnings().unsupersede_learning(old, actor, note)
+    }
+
+    /// A person releases a held learning: served to every agent from now on.
+    pub fn release_learning(&self, id: &str, actor: &str, note: Option<&str>) -> Result<Learning> {
+        self.learnings().release_learning(id, actor, note)
+    }
+
+    /// What waits for a person: held learnings, supersession proposals, flagged ones.
+    pub fn review_queue(&self) -> Result<ReviewQueue> {
+        self.learnings().review_queue()
+    }
+
+    /// One learning as `reader` may see it (an agent: not archived, not another issue's
+    /// held one).
+    pub(crate) fn learning_as(&self, id: &str, reader: Reader<'_>) -> Result<LearningDetail> {
+        self.learnings().learning_as(id, reader)
     }
 
     /// Record an issue's verdict on a learning of its project.

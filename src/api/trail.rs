@@ -71,9 +71,19 @@ impl Cairn {
         crate::trail::runs::query_run_events(&self.store, q)
     }
 
-    /// The full issue with its trail (id or identifier).
+    /// The full issue with its trail (id or identifier), as a person sees it.
     pub fn issue_details(&self, issue: &str) -> Result<IssueDetails> {
-        crate::compose::board::issue_details(&self.store, issue)
+        self.issue_details_as(issue, crate::learnings::Reader::Person)
+    }
+
+    /// The full issue with its trail, its learnings as `reader` may see them (an agent
+    /// sees no archived learning, nor another issue's held one).
+    pub(crate) fn issue_details_as(
+        &self,
+        issue: &str,
+        reader: crate::learnings::Reader<'_>,
+    ) -> Result<IssueDetails> {
+        crate::compose::board::issue_details(&self.store, issue, reader)
     }
 
     /// The slim status of an issue (id or identifier).

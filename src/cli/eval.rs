@@ -41,6 +41,21 @@ pub(crate) enum EvalCmd {
         #[arg(long)]
         json: bool,
     },
+    /// The rule set that holds a learning's text for a person (docs/security.md, "Memory
+    /// poisoning") on a labelled set (tests/eval/instructions.jsonl): precision and
+    /// recall per part (tuned on `tune`, `heldout` unseen), and the share of the
+    /// learnings of the sets given with --learnings it would hold. Needs no model.
+    Holds {
+        /// The labelled set (JSONL: id, text, held, part).
+        set: PathBuf,
+        /// Evaluation sets whose learnings should be served (learnings sets, the
+        /// lifecycle set, the pairs set).
+        #[arg(long, num_args = 1..)]
+        learnings: Vec<PathBuf>,
+        /// Print the result as JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// The Knowledge Vault's ranking on a BEIR-format set (or a Markdown directory),
     /// indexed into a temporary database: nDCG@10, MRR@10, Recall@5 per category, p50
     /// latency, against lexical-only and dense-only rankings.
@@ -109,6 +124,19 @@ pub(super) fn run(cmd: EvalCmd) -> anyhow::Result<Outcome> {
                 print_json(&report)?;
             } else {
                 print_text(&full_table(&report))?;
+            }
+        }
+        EvalCmd::Holds {
+            set,
+            learnings,
+            json,
+        } => {
+            let paths: Vec<&std::path::Path> = learnings.iter().map(|p| p.as_path()).collect();
+            let report = crate::eval::holds::run(&set, &paths)?;
+            if json {
+                print_json(&report)?;
+            } else {
+                print_text(&crate::eval::holds::render(&report))?;
             }
         }
         EvalCmd::Vault(a) => {

@@ -1,12 +1,14 @@
-//! `cairn learnings ...`: record, search, inspect, supersede, give feedback, verify,
-//! rate, reindex.
+//! `cairn learnings ...`: record, search, inspect, supersede (and undo), give feedback,
+//! verify, rate, review what waits for a person (held learnings, supersession
+//! proposals, flagged ones), release, reindex. The CLI is a person's tool: its
+//! supersessions take effect at once and its text is not held.
 
 use clap::Subcommand;
 
 use crate::Cairn;
 use crate::learnings::{
     Learning, LearningDetail, LearningSearch, LearningType, NewFeedback, NewLearning,
-    Outcome as Verdict, SearchScope,
+    Outcome as Verdict, ReviewQueue, SearchScope, Trust,
 };
 
 use super::{Outcome, print_json, print_text};
@@ -62,9 +64,14 @@ pub(crate) enum LearningsCmd {
         /// Include superseded learnings (marked with their successor).
         #[arg(long)]
         include_superseded: bool,
-        /// Include archived learnings (marked with when they were archived).
+        /// Include archived and held learnings (marked with when they were archived, or
+        /// trust held).
         #[arg(long)]
         include_archived: bool,
+        /// Leave out learnings below this trust level: held, flagged, agent, confirmed,
+        /// verified.
+        #[arg(long, value_parser = parse_trust)]
+        min_trust: Option<Trust>,
         /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
@@ -83,12 +90,54 @@ pub(crate) enum LearningsCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Mark learning OLD as replaced by NEW (same project): OLD leaves default results.
+    /// Mark learning OLD as replaced by NEW (same project): OLD leaves default results at
+    /// once. Accepts an agent's proposal of the same pair.
     Supersede {
         old: String,
         /// The learning that replaces it.
         #[arg(long)]
         by: String,
+        /// Print the result as JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reject an agent's proposal that NEW supersede OLD: both stay as they are.
+    Reject {
+        old: String,
+        /// The proposed successor.
+        #[arg(long)]
+        by: String,
+        /// Why, recorded in both learnings' history.
+        #[arg(long)]
+        note: Option<String>,
+        /// Print the result as JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Undo the supersession of OLD: it is back in default results with its history,
+    /// confirmations and verdicts; its former successor stays as it is.
+    Unsupersede {
+        old: String,
+        /// Why, recorded in both learnings' history.
+        #[arg(long)]
+        note: Option<String>,
+        /// Print the result as JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Release a held learning: every agent is served it from now on.
+    Release {
+        id: String,
+        /// Why, recorded in the learning's history.
+        #[arg(long)]
+        note: Option<String>,
+        /// Print the result as JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What waits for a person: held learnings (with the rules they matched),
+    /// supersession proposals (both sides and the evidence), flagged learnings.
+    Review {
         /// Print the result as JSON, for scripts.
         #[arg(long)]
         json: bool,
@@ -183,6 +232,15 @@ fn parse_type(s: &str) -> Result<LearningType, String> {
     })
 }
 
+fn parse_trust(s: &str) -> Result<Trust, String> {
+    Trust::parse(s).ok_or_else(|| {
+        format!(
+            "unknown trust level {s:?}; one of: {}",
+            Trust::ALL.map(|t| t.as_str()).join(", ")
+        )
+    })
+}
+
 fn parse_outcome(s: &str) -> Result<Verdict, String> {
     Verdict::parse(s).ok_or_else(|| {
         format!(
@@ -192,14 +250,11 @@ fn parse_outcome(s: &str) -> Result<Verdict, String> {
     })
 }
 
-/// The marks of a learning's state: verified, review, stale, superseded, archived.
+/// The marks of a learning's state: trust, stale, superseded, archived, proposals.
 fn marks(l: &Learning) -> String {
-    let mut m = String::new();
-    if l.verified {
-        m.push_str(" verified");
-    }
-    if l.needs_review {
-        m.push_str(" needs-review");
+    let mut m = format!(" {}", l.trust.as_str());
+    if !l.held_rules.is_empty() {
+        m.push_str(&format!(":{}", l.held_rules.join(",")));
     }
     if l.stale {
         m.push_str(" stale");
@@ -210,7 +265,44 @@ fn marks(l: &Learning) -> String {
     if l.archived_at.is_some() {
         m.push_str(" archived");
     }
+    for old in &l.proposed_supersedes {
+        m.push_str(&format!(" proposes-to-supersede:{old}"));
+    }
+    for new in &l.proposed_successors {
+        m.push_str(&format!(" proposed-successor:{new}"));
+    }
     m
+}
+
+/// The review queue as text: one line per entry, a proposal as its two sides.
+fn review(q: &ReviewQueue) -> String {
+    let mut s = format!("held ({}):\n", q.held.len());
+    for l in &q.held {
+        s.push_str(&format!("  {}\n", summary(l)));
+    }
+    s.push_str(&format!(
+        "proposed supersessions ({}):\n",
+        q.proposals.len()
+    ));
+    for p in &q.proposals {
+        s.push_str(&format!(
+            "  {} by {} ({}, {})\n    old  {}\n    new  {}  (helped {}, confirmations {}, wrong {})\n",
+            p.old.id,
+            p.new.id,
+            p.issue,
+            p.at,
+            summary(&p.old),
+            summary(&p.new),
+            p.new.feedback.helped,
+            p.new.confirmations,
+            p.new.feedback.wrong
+        ));
+    }
+    s.push_str(&format!("flagged ({}):\n", q.flagged.len()));
+    for l in &q.flagged {
+        s.push_str(&format!("  {}\n", summary(l)));
+    }
+    s
 }
 
 fn summary(l: &Learning) -> String {
@@ -315,6 +407,7 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
                 agent_type: ACTOR.to_string(),
                 merge: !no_merge,
                 supersedes,
+                person: true,
             })?;
             if json {
                 print_json(&l)?;
@@ -332,6 +425,7 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
             min_quality,
             include_superseded,
             include_archived,
+            min_trust,
             json,
         } => {
             let scope = match project {
@@ -346,6 +440,7 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
                 min_quality_score: min_quality,
                 include_superseded,
                 include_archived,
+                min_trust,
             })?;
             if json {
                 print_json(&r)?;
@@ -386,6 +481,30 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
         }
         LearningsCmd::Supersede { old, by, json } => {
             show(&cairn.supersede_learning(&old, &by, ACTOR)?, json)?
+        }
+        LearningsCmd::Reject {
+            old,
+            by,
+            note,
+            json,
+        } => show(
+            &cairn.reject_supersession(&old, &by, ACTOR, note.as_deref())?,
+            json,
+        )?,
+        LearningsCmd::Unsupersede { old, note, json } => show(
+            &cairn.unsupersede_learning(&old, ACTOR, note.as_deref())?,
+            json,
+        )?,
+        LearningsCmd::Release { id, note, json } => {
+            show(&cairn.release_learning(&id, ACTOR, note.as_deref())?, json)?
+        }
+        LearningsCmd::Review { json } => {
+            let q = cairn.review_queue()?;
+            if json {
+                print_json(&q)?;
+            } else {
+                print_text(review(&q).trim_end())?;
+            }
         }
         LearningsCmd::Feedback {
             id,

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::issues::{Issue, NewIssue, Status, insert_issue, load_issue};
-use crate::learnings::{Learning, learnings_of_issue};
+use crate::learnings::{Learning, Reader, learnings_of_issue};
 use crate::store::Store;
 
 use crate::trail::findings::{Comment, Finding, comments_in, findings_in, recent_findings_in};
@@ -72,15 +72,20 @@ fn load(c: &Conn<'_>, id: &str) -> Result<Issue> {
     load_issue(c, id)?.ok_or_else(|| Error::not_found("issue", id))
 }
 
-/// The full issue with its trail (id or identifier).
-pub(crate) fn issue_details(store: &Store, issue: &str) -> Result<IssueDetails> {
+/// The full issue with its trail (id or identifier), its learnings as `reader` may see
+/// them.
+pub(crate) fn issue_details(
+    store: &Store,
+    issue: &str,
+    reader: Reader<'_>,
+) -> Result<IssueDetails> {
     store.read(|c| {
         let (id, _) = crate::trail::resolve(c, issue)?;
         Ok(IssueDetails {
             issue: load(c, &id)?,
             subtasks: subtasks_in(c, &id)?,
             findings: findings_in(c, &id)?,
-            learnings: learnings_of_issue(c, &id)?,
+            learnings: learnings_of_issue(c, &id, reader)?,
             comments: comments_in(c, &id)?,
             status_history: history_in(c, &id)?,
             pull_requests: prs_of(c, &id)?,

@@ -101,6 +101,7 @@ pub const TABLES: &[Table] = &[
     with_identity(table("learning_history", "id"), "id"),
     with_identity(table("learning_confirmations", "id"), "id"),
     table("learning_feedback", "learning_id, issue_id"),
+    table("learning_proposals", "old_id, new_id"),
     with_identity(table("memory_sources", "id"), "id"),
     with_identity(table("memory_items", "id"), "id"),
     table("learning_candidates", "created_at, id"),

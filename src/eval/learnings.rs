@@ -270,6 +270,7 @@ pub(crate) fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> 
             min_quality_score: None,
             include_superseded: false,
             include_archived: false,
+            min_trust: None,
         };
         let mut ranked: Vec<Vec<String>> = Vec::with_capacity(names.len());
         for (i, (_, ranking)) in SYSTEMS.iter().enumerate() {
@@ -409,6 +410,7 @@ fn load(
                 // measured on the lifecycle set.
                 merge: false,
                 supersedes: Vec::new(),
+                person: false,
             })
             .collect();
         let added = cairn.add_learnings(&new).map_err(|e| in_set(e, batch))?;

@@ -297,8 +297,14 @@ pub(crate) fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<
                     agent_type: ACTOR.into(),
                     merge: true,
                     supersedes: supersedes.clone(),
+                    person: false,
                 })?;
                 let id = added.learning.id.clone();
+                // The timeline's supersessions are the world changing: a person accepts
+                // each proposal the agent made (docs/learnings.md, "Supersession").
+                for old in &added.proposed {
+                    cairn.supersede_learning(old, &id, ACTOR)?;
+                }
                 let right = match &duplicate_of {
                     Some(target) => {
                         same.push((key.clone(), target.clone()));
@@ -405,6 +411,7 @@ pub(crate) fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<
                     min_quality_score: None,
                     include_superseded,
                     include_archived: false,
+                    min_trust: None,
                 },
                 ranking,
             )?;

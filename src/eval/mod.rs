@@ -6,8 +6,11 @@
 //! - [`learnings`]: `cairn eval learnings SET`, the learnings search on a JSONL set.
 //! - [`lifecycle`]: `cairn eval learnings --pairs P --lifecycle L`, the duplicate rule on
 //!   labelled pairs and the learnings lifecycle replayed on a timeline set.
+//! - [`holds`]: `cairn eval holds`, the rule set that holds instructions for a person,
+//!   on a labelled set per part, and its share of other sets' learnings.
 //! - [`vault`]: `cairn eval vault`, the Knowledge Vault's ranking on a BEIR-format set.
 
+pub(crate) mod holds;
 pub(crate) mod learnings;
 pub(crate) mod lifecycle;
 pub(crate) mod metrics;

@@ -13,6 +13,7 @@ use crate::store::Store;
 use crate::store::db::params;
 
 use super::lifecycle;
+use super::trust::{self, Trust};
 
 /// Quality, verified flag, project and lifecycle state of one learning, as the search
 /// needs them.
@@ -25,6 +26,8 @@ pub(super) struct Meta {
     pub(super) superseded: bool,
     /// A person archived it.
     pub(super) archived: bool,
+    /// Its trust level (held, flagged, agent, confirmed, verified).
+    pub(super) trust: Trust,
     /// When it was last recorded, confirmed or found helpful (Unix seconds).
     pub(super) fresh_at: i64,
 }
@@ -46,18 +49,29 @@ pub(super) struct MetaCache {
 }
 
 /// One `learnings` row as the cache reads it.
-type MetaRow = (u64, String, u8, bool, Option<String>, String, bool);
+struct MetaRow {
+    seq: u64,
+    project: String,
+    quality: u8,
+    verified: bool,
+    superseded_by: Option<String>,
+    fresh: String,
+    archived: bool,
+    trust: Trust,
+}
 
 fn meta_row(r: &crate::store::db::Row) -> crate::error::Result<MetaRow> {
-    Ok((
-        r.get::<_, i64>(0)? as u64,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-    ))
+    let verified = r.get(3)?;
+    Ok(MetaRow {
+        seq: r.get::<_, i64>(0)? as u64,
+        project: r.get(1)?,
+        quality: r.get(2)?,
+        verified,
+        superseded_by: r.get(4)?,
+        fresh: r.get(5)?,
+        archived: r.get(6)?,
+        trust: Trust::of(r.get(7)?, r.get(8)?, verified, r.get(9)?),
+    })
 }
 
 impl MetaCache {
@@ -89,21 +103,19 @@ impl MetaCache {
         self.limits_at.is_some_and(|at| at.elapsed() < LIMITS_TTL)
     }
 
-    fn store_row(
-        &mut self,
-        (seq, project, quality, verified, superseded_by, fresh, archived): MetaRow,
-    ) {
-        let project = self.intern(project);
+    fn store_row(&mut self, row: MetaRow) {
+        let project = self.intern(row.project);
         self.set(
-            seq,
+            row.seq,
             Meta {
                 known: true,
                 project,
-                quality,
-                verified,
-                superseded: superseded_by.is_some(),
-                archived,
-                fresh_at: crate::base::unix_of(&fresh).unwrap_or(0),
+                quality: row.quality,
+                verified: row.verified,
+                superseded: row.superseded_by.is_some(),
+                archived: row.archived,
+                trust: row.trust,
+                fresh_at: crate::base::unix_of(&row.fresh).unwrap_or(0),
             },
         );
     }
@@ -118,12 +130,16 @@ impl MetaCache {
 
     /// Bring the cache up to `(max_seq, max_history)`, and the age limits up to date.
     pub(super) fn refresh(&mut self, store: &Store, max_seq: u64, max_history: u64) -> Result<()> {
-        const COLUMNS: &str = "l.seq, l.project_id, l.quality_score, l.verified,
-            l.superseded_by, coalesce(l.fresh_at, l.created_at), l.archived_at IS NOT NULL";
+        let columns = format!(
+            "l.seq, l.project_id, l.quality_score, l.verified, l.superseded_by,
+             coalesce(l.fresh_at, l.created_at), l.archived_at IS NOT NULL,
+             l.held_at IS NOT NULL, l.flagged, {}",
+            trust::INDEPENDENT
+        );
         if max_seq > self.seq_upto {
             let fresh: Vec<MetaRow> = store.read(|c| {
                 let mut st = c.prepare(&format!(
-                    "SELECT {COLUMNS} FROM learnings l WHERE l.seq > ?1 AND l.seq <= ?2"
+                    "SELECT {columns} FROM learnings l WHERE l.seq > ?1 AND l.seq <= ?2"
                 ))?;
                 let rows = st.query_map(params![self.seq_upto as i64, max_seq as i64], meta_row)?;
                 rows.collect::<crate::error::Result<Vec<_>>>()
@@ -137,7 +153,7 @@ impl MetaCache {
             // Every change of a learning's standing or lifecycle writes a history row.
             let changed: Vec<MetaRow> = store.read(|c| {
                 let mut st = c.prepare(&format!(
-                    "SELECT {COLUMNS} FROM learnings l WHERE l.seq <= ?3 AND l.id IN
+                    "SELECT {columns} FROM learnings l WHERE l.seq <= ?3 AND l.id IN
                        (SELECT h.learning_id FROM learning_history h
                         WHERE h.id > ?1 AND h.id <= ?2)"
                 ))?;

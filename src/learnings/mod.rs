@@ -20,6 +20,7 @@
 //! (no absolute paths, no `..`, no `~`).
 
 mod graph;
+mod hold;
 mod index;
 mod lifecycle;
 mod meta;
@@ -28,6 +29,7 @@ mod semantic;
 mod sizes;
 mod tail;
 mod text;
+mod trust;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -43,6 +45,7 @@ pub(crate) use lifecycle::{CodeSignature, issue_approved, restates};
 pub use lifecycle::{DUPLICATE_COSINE, FeedbackCounts, Outcome, same_lesson, word_overlap};
 pub use query::{STOP_WORDS, ScoreBreakdown};
 pub(crate) use sizes::{Activity, Day, Sizes};
+pub use trust::Trust;
 pub(crate) use text::normalize_pattern;
 
 use crate::base::{new_id, now_iso};
@@ -64,8 +67,11 @@ pub(crate) mod limits {
     pub(crate) const LIMIT_MAX: usize = 100;
     pub(crate) const NOTE_MAX: usize = 1_000;
     pub(crate) const ID_MAX: usize = 64;
-    /// Learnings one new learning may supersede.
+    /// Learnings one new learning may supersede (an agent may propose at most
+    /// [`super::lifecycle::PROPOSALS_PER_CALL`] of them).
     pub(crate) const SUPERSEDES_MAX: usize = 20;
+    /// Entries of each kind the review queue lists.
+    pub(crate) const REVIEW_MAX: usize = 200;
     /// Quality scores run from 0 to this.
     pub(crate) const QUALITY_MAX: u8 = 100;
     /// Candidates taken by BM25 before the blend: `max(2 × limit, 100)`.
@@ -136,6 +142,22 @@ pub struct Learning {
     /// Unverified and nobody confirmed it or found it helpful for the project's age
     /// limit: its quality counts less in the ranking.
     pub(crate) stale: bool,
+    /// How far to trust it: `held` (its text directs the reader to act dangerously:
+    /// waiting for a person), `flagged` (said to be wrong), `agent` (one agent's word),
+    /// `confirmed` (other issues recorded or used it), `verified` (by a person).
+    pub trust: Trust,
+    /// Held: the rules its text matched (docs/security.md, "Memory poisoning"). Absent
+    /// otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_rules: Vec<String>,
+    /// Learnings this one proposes to supersede, waiting for a person or independent
+    /// evidence; until then both stay in results. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub proposed_supersedes: Vec<String>,
+    /// Learnings proposed to supersede this one (it stays in results until a proposal is
+    /// accepted). Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub proposed_successors: Vec<String>,
 }
 
 /// A learning as `add_learning` answers: the one recorded, or the existing learning the
@@ -151,8 +173,12 @@ pub struct Added {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-format" = "float"))]
     pub(crate) similarity: Option<f32>,
-    /// Learnings this one superseded.
+    /// Learnings this one superseded (at once: they were this issue's own, unverified).
     pub(crate) superseded: Vec<String>,
+    /// Learnings this one proposes to supersede (another issue's, or verified): they
+    /// stay in results until a person or independent evidence accepts. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) proposed: Vec<String>,
 }
 
 /// What a new learning needs.
@@ -173,6 +199,10 @@ pub struct NewLearning {
     /// Learnings (of the same project) this one replaces; a learning that supersedes
     /// others is never merged.
     pub supersedes: Vec<String>,
+    /// A person records it (the CLI, the page): its supersessions take effect at once.
+    /// An agent's supersession of another issue's learning, or of a verified one, is a
+    /// proposal (see [`lifecycle::propose`]).
+    pub person: bool,
 }
 
 /// One search request.
@@ -187,9 +217,11 @@ pub struct LearningSearch {
     pub min_quality_score: Option<u8>,
     /// Return superseded learnings too (marked with `superseded_by`).
     pub include_superseded: bool,
-    /// Return archived learnings too (marked with `archived_at`); only a person's page
-    /// asks for them.
+    /// Return archived and held learnings too (marked with `archived_at`, `trust:
+    /// held`): a person's view; no agent argument sets it.
     pub include_archived: bool,
+    /// Leave out learnings below this trust level.
+    pub min_trust: Option<Trust>,
 }
 
 /// What a person changes of a learning's standing.
@@ -200,6 +232,7 @@ enum Standing {
     Flag,
     Archive,
     Restore,
+    Release,
 }
 
 /// One issue's verdict on a learning (`learning_feedback`).
@@ -319,6 +352,25 @@ pub struct LearningDetail {
     pub history: Vec<HistoryEntry>,
 }
 
+/// A pending proposal that `new` supersede `old`, with both sides as they stand.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Proposal {
+    pub old: Learning,
+    pub new: Learning,
+    /// The proposer's issue (identifier).
+    pub issue: String,
+    pub actor: String,
+    pub at: String,
+}
+
+/// What waits for a person: held learnings, supersession proposals, flagged learnings.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ReviewQueue {
+    pub held: Vec<Learning>,
+    pub proposals: Vec<Proposal>,
+    pub flagged: Vec<Learning>,
+}
+
 /// What a rebuild did.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ReindexReport {
@@ -334,14 +386,18 @@ pub struct ReindexReport {
     pub(crate) millis: u64,
 }
 
-const SELECT_LEARNING: &str = "SELECT l.id, l.pattern, l.context, l.applies_to, l.learning_type,
+static SELECT_LEARNING: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    SELECT_LEARNING_TEMPLATE.replace("{independent}", trust::INDEPENDENT)
+});
+
+const SELECT_LEARNING_TEMPLATE: &str = "SELECT l.id, l.pattern, l.context, l.applies_to, l.learning_type,
         l.quality_score, l.verified, i.identifier, p.slug, l.created_by, l.created_at,
         l.updated_at, l.superseded_by, l.flagged, coalesce(l.fresh_at, l.created_at), p.settings,
         (SELECT count(*) FROM learning_confirmations c WHERE c.learning_id = l.id),
         (SELECT count(*) FROM learning_feedback f WHERE f.learning_id = l.id AND f.outcome = 'helped'),
         (SELECT count(*) FROM learning_feedback f WHERE f.learning_id = l.id AND f.outcome = 'not_relevant'),
         (SELECT count(*) FROM learning_feedback f WHERE f.learning_id = l.id AND f.outcome = 'wrong'),
-        l.archived_at, l.seq
+        l.archived_at, l.seq, l.held_at IS NOT NULL, l.held_rules, {independent}
     FROM learnings l JOIN issues i ON i.id = l.issue_id JOIN projects p ON p.id = l.project_id";
 
 fn learning_from_row(r: &Row) -> crate::error::Result<Learning> {
@@ -350,6 +406,9 @@ fn learning_from_row(r: &Row) -> crate::error::Result<Learning> {
     let verified: bool = r.get(6)?;
     let fresh: String = r.get(14)?;
     let settings: String = r.get(15)?;
+    let needs_review: bool = r.get(13)?;
+    let held: bool = r.get(22)?;
+    let held_rules: Option<String> = r.get(23)?;
     let stale = crate::base::unix_of(&fresh).is_some_and(|f| {
         lifecycle::is_stale(
             verified,
@@ -373,8 +432,15 @@ fn learning_from_row(r: &Row) -> crate::error::Result<Learning> {
         updated_at: r.get(11)?,
         superseded_by: r.get(12)?,
         archived_at: r.get(20)?,
-        needs_review: r.get(13)?,
+        needs_review,
         stale,
+        trust: Trust::of(held, needs_review, verified, r.get(24)?),
+        held_rules: held_rules
+            .filter(|_| held)
+            .map(|h| h.split(',').map(String::from).collect())
+            .unwrap_or_default(),
+        proposed_supersedes: Vec::new(),
+        proposed_successors: Vec::new(),
         confirmations: r.get(16)?,
         feedback: FeedbackCounts {
             helped: r.get(17)?,
@@ -385,19 +451,95 @@ fn learning_from_row(r: &Row) -> crate::error::Result<Learning> {
 }
 
 fn load_by_id(c: &Conn<'_>, id: &str) -> Result<Learning> {
-    let mut st = c.prepare(&format!("{SELECT_LEARNING} WHERE l.id = ?1"))?;
-    st.query_opt([id], learning_from_row)?
-        .ok_or_else(|| Error::not_found("learning", id))
+    let select = &*SELECT_LEARNING;
+    let mut st = c.prepare(&format!("{select} WHERE l.id = ?1"))?;
+    let mut l = st
+        .query_opt([id], learning_from_row)?
+        .ok_or_else(|| Error::not_found("learning", id))?;
+    with_proposals(c, std::iter::once(&mut l))?;
+    Ok(l)
 }
 
-/// The learnings recorded on one issue (by id), oldest first: part of `get_issue`.
-pub(crate) fn learnings_of_issue(c: &Conn<'_>, issue_id: &str) -> Result<Vec<Learning>> {
-    let mut st = c.prepare(&format!(
-        "{SELECT_LEARNING} WHERE l.issue_id = ?1 ORDER BY l.seq"
-    ))?;
-    let rows = st
+/// Fill in the pending supersession proposals each learning makes or is named by, read
+/// by one statement.
+fn with_proposals<'l>(
+    c: &Conn<'_>,
+    learnings: impl IntoIterator<Item = &'l mut Learning>,
+) -> Result<()> {
+    let mut by_id: HashMap<String, &'l mut Learning> =
+        learnings.into_iter().map(|l| (l.id.clone(), l)).collect();
+    if by_id.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&String> = by_id.keys().collect();
+    let ids = serde_json::to_string(&ids)?;
+    let among = c.dialect().json_elements("?1", false);
+    let pairs: Vec<(String, String)> = c.query_map(
+        &format!(
+            "SELECT old_id, new_id FROM learning_proposals
+             WHERE old_id IN ({among}) OR new_id IN ({among}) ORDER BY at, old_id, new_id"
+        ),
+        [&ids],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    for (old, new) in pairs {
+        if let Some(l) = by_id.get_mut(&old) {
+            l.proposed_successors.push(new.clone());
+        }
+        if let Some(l) = by_id.get_mut(&new) {
+            l.proposed_supersedes.push(old);
+        }
+    }
+    Ok(())
+}
+
+/// The rules of [`hold`] a learning's text (pattern and context, as embedded) matches:
+/// empty when an agent's learning of this text may be served.
+pub(crate) fn held_rules(pattern: &str, context: Option<&str>) -> Vec<&'static str> {
+    hold::held_rules(&semantic::embedding_text(pattern, context))
+}
+
+/// Who reads a learning: a person (the CLI, the page: everything, marked), or an agent
+/// bound to an issue (or to none), who never sees an archived learning nor a held one
+/// of another issue.
+#[derive(Debug, Clone, Copy)]
+pub enum Reader<'a> {
+    Person,
+    /// The agent's bound issue id, if any.
+    Agent(Option<&'a str>),
+}
+
+impl Reader<'_> {
+    /// The agent of a session, bound to its issue if it has one.
+    pub(crate) fn agent(work: &crate::context::WorkContext) -> Reader<'_> {
+        Reader::Agent(work.issue.as_ref().map(|i| i.id.as_str()))
+    }
+
+    /// Whether this reader may see `l`, recorded on issue `issue_id`.
+    fn sees(&self, l: &Learning, issue_id: &str) -> bool {
+        match self {
+            Reader::Person => true,
+            Reader::Agent(bound) => {
+                l.archived_at.is_none() && (l.trust != Trust::Held || *bound == Some(issue_id))
+            }
+        }
+    }
+}
+
+/// The learnings recorded on one issue (by id), oldest first, as `reader` may see them:
+/// part of `get_issue`.
+pub(crate) fn learnings_of_issue(
+    c: &Conn<'_>,
+    issue_id: &str,
+    reader: Reader<'_>,
+) -> Result<Vec<Learning>> {
+    let select = &*SELECT_LEARNING;
+    let mut st = c.prepare(&format!("{select} WHERE l.issue_id = ?1 ORDER BY l.seq"))?;
+    let mut rows: Vec<Learning> = st
         .query_map([issue_id], learning_from_row)?
         .collect::<crate::error::Result<_>>()?;
+    rows.retain(|l| reader.sees(l, issue_id));
+    with_proposals(c, rows.iter_mut())?;
     Ok(rows)
 }
 
@@ -405,12 +547,17 @@ pub(crate) fn learnings_of_issue(c: &Conn<'_>, issue_id: &str) -> Result<Vec<Lea
 fn load_by_seqs(c: &Conn<'_>, seqs: &[u64]) -> Result<HashMap<u64, Learning>> {
     let among = c.dialect().json_elements("?1", true);
     let seqs = serde_json::to_string(seqs)?;
-    let rows = c.query_map(
-        &format!("{SELECT_LEARNING} WHERE l.seq IN ({among})"),
-        [&seqs],
-        |r| Ok((r.get::<_, i64>("seq")? as u64, learning_from_row(r)?)),
-    )?;
-    Ok(rows.into_iter().collect())
+    let select = &*SELECT_LEARNING;
+    let mut rows: HashMap<u64, Learning> = c
+        .query_map(
+            &format!("{select} WHERE l.seq IN ({among})"),
+            [&seqs],
+            |r| Ok((r.get::<_, i64>("seq")? as u64, learning_from_row(r)?)),
+        )?
+        .into_iter()
+        .collect();
+    with_proposals(c, rows.values_mut())?;
+    Ok(rows)
 }
 
 fn trimmed_len(
@@ -575,6 +722,18 @@ fn merges(new: &NewLearning) -> bool {
 /// only learnings a new one may merge into).
 const IN_CIRCULATION: &str = "superseded_by IS NULL AND archived_at IS NULL";
 
+/// Whether learning `old` was recorded on `issue_id` and is not verified: an agent of
+/// that issue replaces it at once (it corrects its own issue's word). Not found: the
+/// supersession's own check names it.
+fn own_unverified(c: &Conn<'_>, old: &str, issue_id: &str) -> Result<bool> {
+    Ok(c.query_opt(
+        "SELECT issue_id, verified FROM learnings WHERE id = ?1",
+        [old],
+        |r| Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?)),
+    )?
+    .is_some_and(|(issue, verified)| issue == issue_id && !verified))
+}
+
 /// Whether learning `id` exists and is in circulation.
 fn is_current(c: &Conn<'_>, id: &str) -> Result<bool> {
     Ok(c.query_opt(
@@ -710,17 +869,26 @@ impl Learnings<'_> {
                                 similarity,
                             },
                         )?;
-                        added.push((id, true, Some(similarity)));
+                        added.push((id, true, Some(similarity), Vec::new(), Vec::new()));
                         continue;
                     }
                 }
                 let id = new_id("lrn");
                 let now = now_iso();
                 let kind = new.learning_type.unwrap_or(LearningType::Pattern);
+                // A person's text is theirs to judge; an agent's that directs the reader
+                // to act dangerously waits for one.
+                let held = if new.person {
+                    Vec::new()
+                } else {
+                    held_rules(&pattern, context.as_deref())
+                };
+                let held_rules = (!held.is_empty()).then(|| held.join(","));
                 tx.prepare(
                     "INSERT INTO learnings(id, issue_id, project_id, pattern, pattern_norm, context,
-                        applies_to, learning_type, created_by, created_at, updated_at, fresh_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10)",
+                        applies_to, learning_type, created_by, created_at, updated_at, fresh_at,
+                        held_at, held_rules)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10, ?11, ?12)",
                 )?
                 .execute(params![
                     id,
@@ -732,7 +900,9 @@ impl Learnings<'_> {
                     serde_json::to_string(&applies_to)?,
                     kind.as_str(),
                     new.created_by,
-                    now
+                    now,
+                    held_rules.as_ref().map(|_| now.as_str()),
+                    held_rules
                 ])?;
                 lifecycle::record(
                     tx,
@@ -747,8 +917,47 @@ impl Learnings<'_> {
                         at: &now,
                     },
                 )?;
+                if let Some(rules) = &held_rules {
+                    let note = format!(
+                        "held for a person: its text matched {rules} (docs/security.md, \
+                         \"Memory poisoning\")"
+                    );
+                    lifecycle::record(
+                        tx,
+                        &id,
+                        &lifecycle::Change {
+                            event: "held",
+                            actor: "cairn",
+                            note: Some(&note),
+                            issue_id: Some(&issue_id),
+                            related_id: None,
+                            before: Some((50, false)),
+                            at: &now,
+                        },
+                    )?;
+                }
+                let (mut superseded, mut proposed) = (Vec::new(), Vec::new());
                 for old in &new.supersedes {
-                    lifecycle::supersede(tx, old, &id, &new.created_by)?;
+                    if new.person || own_unverified(tx, old, &issue_id)? {
+                        lifecycle::supersede(tx, old, &id, &new.created_by, None)?;
+                        superseded.push(old.clone());
+                    } else {
+                        proposed.push(old.clone());
+                    }
+                }
+                if proposed.len() > lifecycle::PROPOSALS_PER_CALL {
+                    return Err(Error::invalid(
+                        "supersedes",
+                        format!(
+                            "an agent may propose to supersede at most {} learnings of other \
+                             issues (or verified ones) per call; {} given",
+                            lifecycle::PROPOSALS_PER_CALL,
+                            proposed.len()
+                        ),
+                    ));
+                }
+                for old in &proposed {
+                    lifecycle::propose(tx, old, &id, &issue_id, &new.created_by)?;
                 }
                 if let Some(v) = &vectors[n] {
                     let seq: i64 =
@@ -757,7 +966,7 @@ impl Learnings<'_> {
                         })?;
                     semantic::insert(tx, seq as u64, self.embedder.model_id(), v)?;
                 }
-                added.push((id, false, None));
+                added.push((id, false, None, superseded, proposed));
             }
             Ok(added)
         })?;
@@ -765,17 +974,13 @@ impl Learnings<'_> {
         self.store.read(|c| {
             added
                 .iter()
-                .zip(items)
-                .map(|((id, merged, similarity), new)| {
+                .map(|(id, merged, similarity, superseded, proposed)| {
                     Ok(Added {
                         learning: load_by_id(c, id)?,
                         merged: *merged,
                         similarity: *similarity,
-                        superseded: if *merged {
-                            Vec::new()
-                        } else {
-                            new.supersedes.clone()
-                        },
+                        superseded: superseded.clone(),
+                        proposed: proposed.clone(),
                     })
                 })
                 .collect()
@@ -813,6 +1018,7 @@ impl Learnings<'_> {
                 ranking: Ranking::Lexical,
                 include_superseded: false,
                 include_archived: false,
+                min_trust: None,
                 // A lexical ranking groups nothing.
                 signature: &|_| None,
             },
@@ -957,6 +1163,7 @@ impl Learnings<'_> {
                 ranking,
                 include_superseded: s.include_superseded,
                 include_archived: s.include_archived,
+                min_trust: s.min_trust,
                 signature: &|seq| self.signature(seq),
             },
         )?;
@@ -1163,6 +1370,17 @@ impl Learnings<'_> {
         self.change_standing(id, Standing::Archive, actor, note)
     }
 
+    /// A person releases a held learning: it is served to every agent from now on.
+    /// Recorded in its history.
+    pub(crate) fn release_learning(
+        &self,
+        id: &str,
+        actor: &str,
+        note: Option<&str>,
+    ) -> Result<Learning> {
+        self.change_standing(id, Standing::Release, actor, note)
+    }
+
     /// Bring an archived learning back into circulation. Recorded in its history.
     pub(crate) fn restore_learning(
         &self,
@@ -1205,13 +1423,15 @@ impl Learnings<'_> {
             Standing::Flag => "flagged",
             Standing::Archive => "archived",
             Standing::Restore => "restored",
+            Standing::Release => "released",
         };
         self.store.write(|tx| {
-            let (quality, verified, archived): (u8, bool, Option<String>) = tx
+            let (quality, verified, archived, held): (u8, bool, Option<String>, bool) = tx
                 .query_opt(
-                    "SELECT quality_score, verified, archived_at FROM learnings WHERE id = ?1",
+                    "SELECT quality_score, verified, archived_at, held_at IS NOT NULL
+                     FROM learnings WHERE id = ?1",
                     [id],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
                 )?
                 .ok_or_else(|| Error::not_found("learning", id))?;
             let now = now_iso();
@@ -1224,8 +1444,10 @@ impl Learnings<'_> {
                     )?;
                 }
                 Standing::Verify => {
+                    // A person who verifies a held learning has read it: it is released.
                     tx.execute(
-                        "UPDATE learnings SET verified = 1, flagged = 0, updated_at = ?2
+                        "UPDATE learnings SET verified = 1, flagged = 0, held_at = NULL,
+                             updated_at = ?2
                          WHERE id = ?1",
                         params![id, now],
                     )?;
@@ -1236,6 +1458,20 @@ impl Learnings<'_> {
                     tx.execute(
                         "UPDATE learnings SET flagged = 1, verified = 0, updated_at = ?2
                          WHERE id = ?1",
+                        params![id, now],
+                    )?;
+                }
+                Standing::Release => {
+                    if !held {
+                        return Err(Error::Conflict {
+                            message: format!(
+                                "learning {id} is not held: there is nothing to release"
+                            ),
+                            existing_id: None,
+                        });
+                    }
+                    tx.execute(
+                        "UPDATE learnings SET held_at = NULL, updated_at = ?2 WHERE id = ?1",
                         params![id, now],
                     )?;
                 }
@@ -1279,18 +1515,121 @@ impl Learnings<'_> {
         })
     }
 
-    /// `old` is replaced by `new` (same project): it leaves default results and points
-    /// to `new`. Returns `old` as it is now.
+    /// A person replaces `old` by `new` (same project) at once, accepting an agent's
+    /// proposal of the pair if there is one: `old` leaves default results and points to
+    /// `new`. Returns `old` as it is now.
     pub(crate) fn supersede_learning(&self, old: &str, new: &str, actor: &str) -> Result<Learning> {
         for (field, id) in [("old", old), ("by", new)] {
             check_id(field, id).map_err(|e| Error::InvalidInput(vec![e]))?;
         }
         let out = self.store.write(|tx| {
-            lifecycle::supersede(tx, old, new, actor)?;
+            lifecycle::supersede(tx, old, new, actor, None)?;
             load_by_id(tx, old)
         })?;
         self.index.after_insert(self.store);
         Ok(out)
+    }
+
+    /// A person rejects an agent's proposal that `new` supersede `old`: both stay as
+    /// they are, unlinked. Returns `old` as it is now.
+    pub(crate) fn reject_supersession(
+        &self,
+        old: &str,
+        new: &str,
+        actor: &str,
+        note: Option<&str>,
+    ) -> Result<Learning> {
+        for (field, id) in [("old", old), ("by", new)] {
+            check_id(field, id).map_err(|e| Error::InvalidInput(vec![e]))?;
+        }
+        let note = check_note(note)?;
+        let out = self.store.write(|tx| {
+            lifecycle::reject(tx, old, new, actor, note.as_deref())?;
+            load_by_id(tx, old)
+        })?;
+        self.index.after_insert(self.store);
+        Ok(out)
+    }
+
+    /// A person undoes the supersession of `old`: it is back in every default result
+    /// with its history, confirmations and verdicts; its former successor stays as it
+    /// is (archive it if it should go). Returns `old` as it is now.
+    pub(crate) fn unsupersede_learning(
+        &self,
+        old: &str,
+        actor: &str,
+        note: Option<&str>,
+    ) -> Result<Learning> {
+        check_id("id", old).map_err(|e| Error::InvalidInput(vec![e]))?;
+        let note = check_note(note)?;
+        let out = self.store.write(|tx| {
+            lifecycle::unsupersede(tx, old, actor, note.as_deref())?;
+            load_by_id(tx, old)
+        })?;
+        self.index.after_insert(self.store);
+        Ok(out)
+    }
+
+    /// What waits for a person: held learnings, pending supersession proposals (with
+    /// both sides), flagged learnings; oldest first, at most [`limits::REVIEW_MAX`] of
+    /// each.
+    pub(crate) fn review_queue(&self) -> Result<ReviewQueue> {
+        self.store.snapshot(|c| {
+            let select = &*SELECT_LEARNING;
+            let list = |cond: &str| -> Result<Vec<Learning>> {
+                let mut rows: Vec<Learning> = c.query_map(
+                    &format!(
+                        "{select} WHERE {cond} AND l.archived_at IS NULL ORDER BY l.seq LIMIT {}",
+                        limits::REVIEW_MAX
+                    ),
+                    [],
+                    learning_from_row,
+                )?;
+                with_proposals(c, rows.iter_mut())?;
+                Ok(rows)
+            };
+            let held = list("l.held_at IS NOT NULL")?;
+            let flagged = list("l.flagged = 1 AND l.held_at IS NULL")?;
+            let pairs: Vec<(String, String, String, String, String)> = c.query_map(
+                &format!(
+                    "SELECT p.old_id, p.new_id, i.identifier, p.actor, p.at
+                     FROM learning_proposals p JOIN issues i ON i.id = p.issue_id
+                     ORDER BY p.at, p.old_id, p.new_id LIMIT {}",
+                    limits::REVIEW_MAX
+                ),
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )?;
+            let mut proposals = Vec::with_capacity(pairs.len());
+            for (old, new, issue, actor, at) in pairs {
+                proposals.push(Proposal {
+                    old: load_by_id(c, &old)?,
+                    new: load_by_id(c, &new)?,
+                    issue,
+                    actor,
+                    at,
+                });
+            }
+            Ok(ReviewQueue {
+                held,
+                proposals,
+                flagged,
+            })
+        })
+    }
+
+    /// One learning as `reader` may see it (see [`Reader`]); not found otherwise.
+    pub(crate) fn learning_as(&self, id: &str, reader: Reader<'_>) -> Result<LearningDetail> {
+        let detail = self.learning(id)?;
+        let issue_id: Option<String> = self.store.read(|c| {
+            c.query_opt("SELECT issue_id FROM learnings WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+        })?;
+        match issue_id {
+            Some(issue) if reader.sees(&detail.learning, &issue) => Ok(detail),
+            _ => Err(Error::not_found("learning", id)),
+        }
     }
 
     /// Record an issue's verdict on a learning of its project (the issue's latest verdict
@@ -1446,6 +1785,7 @@ mod group_commit_tests {
                     agent_type: "test".into(),
                     merge: false,
                     supersedes: Vec::new(),
+                    person: false,
                 })
                 .unwrap()
                 .learning
@@ -1462,6 +1802,7 @@ mod group_commit_tests {
                     min_quality_score: None,
                     include_superseded: false,
                     include_archived: false,
+                    min_trust: None,
                 })
                 .unwrap()
                 .results

@@ -41,7 +41,9 @@
 //!   A slot no learning of the scope has (a misspelt word, a word of another project)
 //!   weighs nothing: it would lower every candidate's field priority alike.
 //! - `quality = quality_score / 100 × relevance`: a rating decides between hits of about
-//!   the same relevance and cannot lift an unrelated learning over a relevant one.
+//!   the same relevance and cannot lift an unrelated learning over a relevant one. The
+//!   quality weighed is the standing one, halved once aged, plus
+//!   [`super::lifecycle::VERIFIED_BONUS`] for a verified learning (`index/search.rs`).
 
 use std::sync::LazyLock;
 

@@ -148,7 +148,7 @@ impl CairnServer {
         };
         let details = self
             .cairn()
-            .issue_details(&reference)
+            .issue_details_as(&reference, crate::learnings::Reader::agent(self.work()))
             .map_err(|e| match e {
                 Error::NotFound { .. } | Error::TaskNotFound(_) => bad_argument(format!(
                     "no issue {reference:?}; pass an existing identifier"
@@ -241,6 +241,7 @@ impl CairnServer {
             min_quality_score: None,
             include_superseded: false,
             include_archived: false,
+            min_trust: None,
         });
         match found {
             Ok(r) if r.results.is_empty() => {
@@ -251,11 +252,11 @@ impl CairnServer {
                     let l = &h.learning;
                     let _ = write!(
                         m,
-                        "- {} ({}, quality {}{}): {}",
+                        "- {} ({}, quality {}, trust {}): {}",
                         l.id,
                         l.learning_type.as_str(),
                         l.quality_score,
-                        if l.verified { ", verified" } else { "" },
+                        l.trust.as_str(),
                         excerpt(&l.pattern)
                     );
                     let similar: Vec<&str> =

@@ -260,7 +260,10 @@ impl CairnServer {
                 if !self.allows("search_learnings") || self.work().project_id.is_none() {
                     return Err(outside());
                 }
-                let detail = self.cairn().learning(&id).map_err(failed)?;
+                let detail = self
+                    .cairn()
+                    .learning_as(&id, crate::learnings::Reader::agent(self.work()))
+                    .map_err(failed)?;
                 Ok(json_contents(
                     serde_json::to_value(detail).unwrap_or_default(),
                 ))
@@ -269,7 +272,10 @@ impl CairnServer {
                 if !self.allows("get_issue") {
                     return Err(outside());
                 }
-                let details = self.cairn().issue_details(&identifier).map_err(failed)?;
+                let details = self
+                    .cairn()
+                    .issue_details_as(&identifier, crate::learnings::Reader::agent(self.work()))
+                    .map_err(failed)?;
                 Ok(json_contents(
                     serde_json::to_value(details).unwrap_or_default(),
                 ))

@@ -106,7 +106,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0014_archive.sql",
         include_str!("../../migrations/0014_archive.sql"),
     ),
-    // 15 is the learnings' trust levels (issue 56, merged separately).
+    (
+        15,
+        "0015_learning_trust.sql",
+        include_str!("../../migrations/0015_learning_trust.sql"),
+    ),
     (
         16,
         "0016_memory_imports.sql",
@@ -185,6 +189,11 @@ const PG_MIGRATIONS: &[(u32, &str, &str)] = &[
         14,
         "postgres/0014_archive.sql",
         include_str!("../../migrations/postgres/0014_archive.sql"),
+    ),
+    (
+        15,
+        "postgres/0015_learning_trust.sql",
+        include_str!("../../migrations/postgres/0015_learning_trust.sql"),
     ),
     (
         16,

@@ -16,6 +16,7 @@
 mod charts;
 mod issues;
 mod pages;
+mod review;
 mod service;
 
 use std::collections::HashMap;
@@ -132,6 +133,7 @@ pub(crate) fn routes<S: Clone + Send + Sync + 'static>(
         .route("/learnings", get(pages::learnings))
         .route("/learnings/{id}", get(pages::learning))
         .route("/learnings/{id}/{action}", post(pages::act))
+        .route("/review", get(review::review))
         .route("/issues", get(issues::list))
         .route("/issues/{identifier}", get(issues::issue))
         .route("/vault", get(service::vault))
@@ -426,6 +428,7 @@ fn page(title: &str, visitor: Option<&Visitor>, content: Markup) -> Html<String>
                     @if let Some(v) = visitor {
                         nav {
                             a href="learnings" { "Learnings" }
+                            a href="review" { "Review" }
                             a href="issues" { "Issues" }
                             a href="vault" { "Vault" }
                             a href="service" { "Service" }

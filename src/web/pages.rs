@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::learnings::{
     Learning, LearningDetail, LearningHit, LearningSearch, ScoreBreakdown, SearchScope, SimilarHit,
+    Trust,
 };
 
 use super::{Visitor, Web, cross_site, page, run};
@@ -33,6 +34,10 @@ pub(super) struct LearningsQuery {
     superseded: Option<String>,
     #[serde(default)]
     archived: Option<String>,
+    /// The lowest trust level shown (`held`, `flagged`, `agent`, `confirmed`,
+    /// `verified`); empty: any.
+    #[serde(default)]
+    trust: String,
 }
 
 /// `GET /ui/<key>/learnings`: the search box, ranked exactly as `search_learnings`; the
@@ -67,7 +72,17 @@ pub(super) async fn learnings(
         let project = q.project.trim().to_string();
         let include_superseded = q.superseded.is_some();
         let include_archived = q.archived.is_some();
+        let trust = q.trust.trim().to_string();
         let found = run(&who, StatusCode::BAD_REQUEST, move || {
+            let min_trust = match trust.as_str() {
+                "" => None,
+                t => Some(Trust::parse(t).ok_or_else(|| {
+                    crate::Error::invalid(
+                        "trust",
+                        "one of held, flagged, agent, confirmed, verified, or empty",
+                    )
+                })?),
+            };
             let scope = if project.is_empty() {
                 SearchScope::All
             } else {
@@ -80,6 +95,7 @@ pub(super) async fn learnings(
                 min_quality_score: None,
                 include_superseded,
                 include_archived,
+                min_trust,
             })
         })
         .await;
@@ -100,7 +116,13 @@ pub(super) async fn learnings(
             label { input type="checkbox" name="verified" checked[q.verified.is_some()]; " verified" }
             label { input type="checkbox" name="flagged" checked[q.flagged.is_some()]; " flagged wrong" }
             label { input type="checkbox" name="superseded" checked[q.superseded.is_some()]; " with superseded" }
-            label { input type="checkbox" name="archived" checked[q.archived.is_some()]; " with archived" }
+            label { input type="checkbox" name="archived" checked[q.archived.is_some()]; " with archived and held" }
+            select name="trust" {
+                option value="" selected[q.trust.is_empty()] { "any trust" }
+                @for t in Trust::ALL {
+                    option value=(t.as_str()) selected[q.trust == t.as_str()] { "trust ≥ " (t.as_str()) }
+                }
+            }
             button type="submit" { "Search" }
         }
         @if let Some((over_time, quality)) = &pictures {
@@ -186,10 +208,22 @@ fn kind(l: &Learning) -> String {
 }
 
 /// Where a learning comes from and where it stands.
-fn provenance(l: &Learning) -> Markup {
+pub(super) fn provenance(l: &Learning) -> Markup {
     html! {
         dl.provenance {
             dt { "id" } dd.id { (l.id) }
+            dt { "trust" } dd.trust data-trust=(l.trust.as_str()) { (l.trust.as_str()) }
+            @if !l.held_rules.is_empty() {
+                dt { "held for" } dd.held { (l.held_rules.join(", ")) }
+            }
+            @for old in &l.proposed_supersedes {
+                dt { "proposes to supersede" }
+                dd.proposed { a href=(format!("learnings/{old}")) { (old) } }
+            }
+            @for new in &l.proposed_successors {
+                dt { "proposed successor" }
+                dd.proposed-successor { a href=(format!("learnings/{new}")) { (new) } }
+            }
             dt { "type" } dd { (kind(l)) }
             dt { "quality" } dd.quality { (l.quality_score) }
             dt { "project" } dd { (l.project) }
@@ -258,6 +292,25 @@ fn detail_page(d: &LearningDetail, who: &Visitor) -> Markup {
             (curate(&action("supersede"), &who.csrf, "supersede", "Supersede", html! {
                 input type="text" name="by" placeholder="replaced by (learning id)";
             }))
+            @if l.superseded_by.is_some() {
+                (curate(&action("unsupersede"), &who.csrf, "unsupersede", "Undo supersession", html! {
+                    input type="text" name="note" placeholder="why it is back (optional)";
+                }))
+            }
+            @if l.trust == Trust::Held {
+                (curate(&action("release"), &who.csrf, "release", "Release to agents", html! {
+                    input type="text" name="note" placeholder="why it is safe (optional)";
+                }))
+            }
+            @for new in &l.proposed_successors {
+                (curate(&action("supersede"), &who.csrf, "supersede", &format!("Accept {new}"), html! {
+                    input type="hidden" name="by" value=(new);
+                }))
+                (curate(&action("reject"), &who.csrf, "reject", &format!("Reject {new}"), html! {
+                    input type="hidden" name="by" value=(new);
+                    input type="text" name="note" placeholder="why (optional)";
+                }))
+            }
             @if l.archived_at.is_some() {
                 (curate(&action("restore"), &who.csrf, "restore", "Restore", html! {
                     input type="text" name="note" placeholder="why it is back (optional)";
@@ -288,7 +341,7 @@ fn detail_page(d: &LearningDetail, who: &Visitor) -> Markup {
 }
 
 /// One curation form: a POST to `action` with the form token, `fields` and a button.
-fn curate(action: &str, csrf: &str, value: &str, label: &str, fields: Markup) -> Markup {
+pub(super) fn curate(action: &str, csrf: &str, value: &str, label: &str, fields: Markup) -> Markup {
     html! {
         form method="post" action=(action) {
             input type="hidden" name="csrf" value=(csrf);
@@ -309,10 +362,14 @@ pub(super) struct ActForm {
     score: String,
     #[serde(default)]
     by: String,
+    /// Where to go after the action: `review` (the review queue), else the learning.
+    #[serde(default)]
+    back: String,
 }
 
-/// `POST /ui/<key>/learnings/{id}/{verify|flag|rate|supersede|archive|restore}`: recorded like
-/// any other write, attributed to the person (`person:NAME`).
+/// `POST /ui/<key>/learnings/{id}/{verify|flag|rate|supersede|reject|unsupersede|release|archive|restore}`:
+/// recorded like any other write, attributed to the person (`person:NAME`); it takes
+/// effect for agents at once (their next search reads the new standing).
 pub(super) async fn act(
     State(w): State<Web>,
     who: Visitor,
@@ -349,16 +406,21 @@ pub(super) async fn act(
                 cairn.rate_learning(&target, score, &actor, note.as_deref())
             }
             "supersede" => cairn.supersede_learning(&target, f.by.trim(), &actor),
+            "reject" => cairn.reject_supersession(&target, f.by.trim(), &actor, note.as_deref()),
+            "unsupersede" => cairn.unsupersede_learning(&target, &actor, note.as_deref()),
+            "release" => cairn.release_learning(&target, &actor, note.as_deref()),
             other => Err(crate::Error::invalid(
                 "action",
                 format!(
-                    "{other:?} is not an action: verify, flag, rate, supersede, archive or restore"
+                    "{other:?} is not an action: verify, flag, rate, supersede, reject, \
+                     unsupersede, release, archive or restore"
                 ),
             )),
         }
     })
     .await;
     match done {
+        Ok(_) if f.back == "review" => Redirect::to(&who.url("review")).into_response(),
         Ok(l) => Redirect::to(&who.url(&format!("learnings/{}", l.id))).into_response(),
         Err(r) => r,
     }

@@ -344,6 +344,7 @@ impl Env {
                 agent_type: "cli".to_string(),
                 merge,
                 supersedes: Vec::new(),
+                person: true,
             })
             .expect("record the learning");
         to_json(&added)

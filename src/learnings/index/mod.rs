@@ -683,6 +683,7 @@ mod tests {
                         agent_type: "test".into(),
                         merge: false,
                         supersedes: Vec::new(),
+                        person: false,
                     })
                     .unwrap();
             }
@@ -777,6 +778,7 @@ mod tests {
                     ranking: Ranking::Lexical,
                     include_superseded: false,
                     include_archived: false,
+                    min_trust: None,
                     signature: &|_| None,
                 };
                 let a = search_in(&all, &search).unwrap();
@@ -846,6 +848,7 @@ mod tests {
                     min_quality_score: None,
                     include_superseded: false,
                     include_archived: false,
+                    min_trust: None,
                 })
                 .unwrap()
         };
@@ -883,6 +886,7 @@ mod tests {
                 agent_type: "test".into(),
                 merge: false,
                 supersedes: Vec::new(),
+                person: false,
             })
             .unwrap();
         assert_eq!(search("zeppelin").count, 1);

@@ -21,6 +21,7 @@ use super::super::query::{
     Evidence, FIELD_WEIGHTS, MAX_EXPANSIONS, PREFIX_BOOST, ParsedQuery, SEMANTIC_FLOOR, Slot,
 };
 use super::super::tail::Tail;
+use super::super::trust::Trust;
 
 use super::*;
 
@@ -113,8 +114,10 @@ pub(crate) struct IndexSearch<'a> {
     pub(crate) ranking: Ranking,
     /// Superseded learnings are candidates too.
     pub(crate) include_superseded: bool,
-    /// Archived learnings are candidates too.
+    /// Archived and held learnings are candidates too (a person's view).
     pub(crate) include_archived: bool,
+    /// Learnings below this trust level are not candidates.
+    pub(crate) min_trust: Option<Trust>,
     /// A learning's [`CodeSignature`] (of its pattern and context, as embedded), read when
     /// grouping restatements needs it ([`group`]).
     pub(crate) signature: &'a dyn Fn(u64) -> Option<CodeSignature>,
@@ -284,7 +287,8 @@ impl<'a> Filter<'a> {
         let s = self.s;
         self.project_ok(m.project)
             && (s.include_superseded || !m.superseded)
-            && (s.include_archived || !m.archived)
+            && (s.include_archived || !(m.archived || m.trust == Trust::Held))
+            && s.min_trust.is_none_or(|t| m.trust >= t)
             && (m.verified || s.min_quality.is_none_or(|q| m.quality >= q))
     }
 
@@ -293,15 +297,22 @@ impl<'a> Filter<'a> {
         self.meta.get(seq).is_some_and(|m| self.accepts(&m))
     }
 
-    /// The quality the blend weighs: the standing one, times AGE_FACTOR once aged; 50
-    /// for every learning under `FixedQuality`.
+    /// The quality the blend weighs: the standing one, times AGE_FACTOR once aged, plus
+    /// [`lifecycle::VERIFIED_BONUS`] for a learning a person verified (trust `verified`);
+    /// 50 for every learning under `FixedQuality`.
     fn blend_quality(&self, m: &Meta) -> u8 {
         if self.s.ranking == Ranking::FixedQuality {
-            50
-        } else if self.meta.stale(m, self.now) {
+            return 50;
+        }
+        let q = if self.meta.stale(m, self.now) {
             (f32::from(m.quality) * lifecycle::AGE_FACTOR).round() as u8
         } else {
             m.quality
+        };
+        if m.trust == Trust::Verified {
+            q.saturating_add(lifecycle::VERIFIED_BONUS).min(100)
+        } else {
+            q
         }
     }
 }

@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::error::Result;
 use crate::learnings::{
     Added, Learning, LearningSearch, LearningType, NewFeedback, NewLearning, Outcome,
-    SearchResults, SearchScope, limits,
+    SearchResults, SearchScope, Trust, limits,
 };
 use crate::mcp::lanes::Lane;
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
@@ -38,8 +38,11 @@ pub(crate) struct AddLearningParams {
     /// Merge into a learning of this project that already says the same (default true):
     /// the answer is then that learning, with `merged: true`. false stores a second one.
     pub(crate) merge: Option<bool>,
-    /// Ids of learnings of this project that this one replaces (they leave default
-    /// search results and point to it). A learning that supersedes others is not merged.
+    /// Ids of learnings of this project that this one replaces. Your own issue's
+    /// unverified learnings leave default results at once (`superseded`); another
+    /// issue's, or a verified one, stay beside yours until a person or independent
+    /// evidence accepts (`proposed`; at most 3 per call, 10 pending per issue). A learning
+    /// that supersedes others is not merged.
     #[serde(default)]
     #[schemars(
         length(max = limits::SUPERSEDES_MAX),
@@ -83,6 +86,9 @@ pub(crate) struct SearchLearningsParams {
     /// (default false).
     #[serde(default)]
     pub(crate) include_superseded: bool,
+    /// Leave out learnings below this trust level: flagged < agent (one agent's word) <
+    /// confirmed (other issues recorded it or found it helpful) < verified (by a person).
+    pub(crate) min_trust: Option<Trust>,
 }
 
 fn add(cx: &ToolCtx<'_>, p: AddLearningParams) -> Result<Cleaned<Added>> {
@@ -98,6 +104,7 @@ fn add(cx: &ToolCtx<'_>, p: AddLearningParams) -> Result<Cleaned<Added>> {
             agent_type: agent_type(cx),
             merge: p.merge.unwrap_or(true),
             supersedes: p.supersedes,
+            person: false,
         })
     })
 }
@@ -138,8 +145,10 @@ fn search(cx: &ToolCtx<'_>, p: SearchLearningsParams) -> Result<SearchResults> {
         // bounds the value to 0..=100, so the cast cannot truncate.
         min_quality_score: p.min_quality_score.map(|q| q.ceil() as u8),
         include_superseded: p.include_superseded,
-        // Archiving is a person's decision: no agent argument brings them back.
+        // Archiving and holding are a person's decisions: no agent argument brings
+        // those learnings back.
         include_archived: false,
+        min_trust: p.min_trust,
     })
 }
 
@@ -147,7 +156,7 @@ pub(crate) fn tools() -> Vec<ToolDef> {
     vec![
         tool(
             "add_learning",
-            "Record a reusable pattern or gotcha on the current issue for future agents. Pattern at least 50 characters, context at least 100 when given; a duplicate pattern on the same issue is refused with the existing id. A lesson this project already has (said another way) is merged: the answer is the existing learning with merged: true, and your issue counts as a confirmation (merge: false stores a second one). supersedes: [ids] replaces outdated learnings of this project.",
+            "Record a reusable pattern or gotcha on the current issue for future agents. Pattern at least 50 characters, context at least 100 when given; a duplicate pattern on the same issue is refused with the existing id. A lesson this project already has (said another way) is merged: the answer is the existing learning with merged: true, and your issue counts as a confirmation (merge: false stores a second one). supersedes: [ids] replaces outdated learnings of this project: your own issue's at once, another issue's or a verified one only as a proposal a person or independent evidence accepts (both stay in results until then). A text that tells the reader to act dangerously (fetch and run code, credentials, disabling checks, production targets, instructions to a model) is held for a person: only your issue sees it until released.",
             Effect::Additive { idempotent: false },
             json!({
                 "pattern": "Nuxt auto-imports files in app/utils/ — don't add explicit imports or you'll get already-defined errors",
@@ -161,7 +170,7 @@ pub(crate) fn tools() -> Vec<ToolDef> {
         .bound(),
         tool(
             "search_learnings",
-            "Search learnings of the current project (or the other projects with cross_project), ranked by 50% relevance (BM25 fused with embedding similarity, so paraphrases match) + 30% field priority (how much of the query matched, pattern > applies_to > context) + 20% quality (scaled by relevance; from feedback evidence unless a person rated it; halved for stale learnings). Stemmed words; the last word also matches as a prefix, counting less than an exact word; identifiers joined by _ . or - (health_check_interval, producer.go) also match whole. Superseded learnings are left out unless include_superseded.",
+            "Search learnings of the current project (or the other projects with cross_project), ranked by 50% relevance (BM25 fused with embedding similarity, so paraphrases match) + 30% field priority (how much of the query matched, pattern > applies_to > context) + 20% quality (scaled by relevance; from feedback evidence unless a person rated it; halved for stale learnings; +15 for learnings a person verified). Stemmed words; the last word also matches as a prefix, counting less than an exact word; identifiers joined by _ . or - (health_check_interval, producer.go) also match whole. Every hit has trust: flagged, agent (one agent's word), confirmed (other issues recorded it or found it helpful) or verified (by a person); min_trust leaves out those below. Superseded learnings are left out unless include_superseded; a proposed successor and the learning it would replace are both shown, linked by proposed_supersedes / proposed_successors.",
             Effect::ReadOnly,
             json!({ "query": "auto-import", "min_quality_score": 40 }),
             search,
@@ -171,7 +180,7 @@ pub(crate) fn tools() -> Vec<ToolDef> {
         .lane(Lane::Reserved),
         tool(
             "learning_feedback",
-            "Say how a learning did for the current issue: helped, not_relevant or wrong (with an optional note). One standing verdict per learning per issue (the latest wins). Quality follows the evidence (helped from an issue later approved or done counts more); wrong from two issues flags the learning for review.",
+            "Say how a learning did for the current issue: helped, not_relevant or wrong (with an optional note). One standing verdict per learning per issue (the latest wins); a verdict from the learning's own issue counts for nothing. Quality follows the evidence (helped from an issue later approved or done counts more); wrong from two issues flags the learning for review.",
             Effect::Additive { idempotent: true },
             json!({ "learning_id": "lrn_0123456789abcdef", "outcome": "helped", "note": "the retry rule fixed the flaky upload test" }),
             feedback,

@@ -49,7 +49,10 @@ pub(crate) struct IssueParams {
 }
 
 fn get_issue(cx: &ToolCtx<'_>, p: IssueParams) -> Result<IssueDetails> {
-    cx.cairn.issue_details(&issue_or_bound(cx, p.issue_id)?)
+    cx.cairn.issue_details_as(
+        &issue_or_bound(cx, p.issue_id)?,
+        crate::learnings::Reader::agent(cx.work),
+    )
 }
 
 fn get_issue_status(cx: &ToolCtx<'_>, p: IssueParams) -> Result<IssueStatus> {
