@@ -29,7 +29,7 @@ mod semantic;
 mod sizes;
 mod tail;
 mod text;
-mod trust;
+pub(crate) mod trust;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::agents::managed::upsert_managed_section;
 use crate::error::{Error, Result};
+use crate::learnings::trust::{INDEPENDENT, Trust};
 use crate::store::Store;
 use crate::store::db::params;
 
@@ -23,9 +24,6 @@ pub const MAX_BYTES_DEFAULT: usize = 8 * 1024;
 pub const MIN_QUALITY_DEFAULT: u8 = 50;
 /// The largest file an export rewrites.
 const FILE_MAX_BYTES: u64 = 16 * 1024 * 1024;
-/// Issues other than its own that must have recorded a learning or found it helpful
-/// before it leaves Cairn unverified (the `confirmed` trust level of issue 56).
-const CONFIRMED_MIN: u32 = 2;
 
 /// What to export.
 #[derive(Debug, Clone)]
@@ -66,31 +64,24 @@ pub struct ExportReport {
     pub body: String,
 }
 
-/// Whether a learning is trusted enough to leave Cairn: verified by a person, or
-/// confirmed by [`CONFIRMED_MIN`] issues other than its own; never one flagged wrong.
-///
-/// LEAD, after merging `poison` (issue 56): replace the body with
-/// `Trust::of(held, flagged, verified, independent) >= Trust::Confirmed` (so a held
-/// learning is never exported) and read `held` in [`candidates`]'s query.
-fn trusted(verified: bool, flagged: bool, independent: u32) -> bool {
-    !flagged && (verified || independent >= CONFIRMED_MIN)
+/// Whether a learning is trusted enough to leave Cairn: its trust level (issue 56) is
+/// `confirmed` or `verified`, so a held or flagged learning never leaves.
+fn trusted(held: bool, flagged: bool, verified: bool, independent: u32) -> bool {
+    Trust::of(held, flagged, verified, independent) >= Trust::Confirmed
 }
 
 /// The project's learnings in circulation above the floor, trusted, ranked.
 fn candidates(store: &Store, project_id: &str, min_quality: u8) -> Result<Vec<Exported>> {
     let rows = store.read(|c| {
         c.query_map(
-            "SELECT l.id, l.pattern, l.verified, l.flagged, l.quality_score,
-                (SELECT count(*) FROM (
-                    SELECT issue_id FROM learning_confirmations WHERE learning_id = l.id
-                    UNION
-                    SELECT issue_id FROM learning_feedback
-                    WHERE learning_id = l.id AND outcome = 'helped' AND issue_id <> l.issue_id
-                ) AS others)
-             FROM learnings l
-             WHERE l.project_id = ?1 AND l.superseded_by IS NULL AND l.archived_at IS NULL
-               AND l.quality_score >= ?2
-             ORDER BY l.seq",
+            &format!(
+                "SELECT l.id, l.pattern, l.verified, l.flagged, l.quality_score, {INDEPENDENT},
+                    l.held_at IS NOT NULL
+                 FROM learnings l
+                 WHERE l.project_id = ?1 AND l.superseded_by IS NULL AND l.archived_at IS NULL
+                   AND l.quality_score >= ?2
+                 ORDER BY l.seq"
+            ),
             params![project_id, i64::from(min_quality)],
             |r| {
                 Ok((
@@ -101,14 +92,14 @@ fn candidates(store: &Store, project_id: &str, min_quality: u8) -> Result<Vec<Ex
                         quality: r.get(4)?,
                         independent: r.get(5)?,
                     },
-                    r.get::<_, bool>(3)?,
+                    (r.get::<_, bool>(3)?, r.get::<_, bool>(6)?),
                 ))
             },
         )
     })?;
     let mut out: Vec<Exported> = rows
         .into_iter()
-        .filter(|(e, flagged)| trusted(e.verified, *flagged, e.independent))
+        .filter(|(e, (flagged, held))| trusted(*held, *flagged, e.verified, e.independent))
         .map(|(e, _)| e)
         .collect();
     // Stable: oldest first among equals.
