@@ -11,6 +11,7 @@ mod colibri;
 mod daemon;
 mod e2e;
 mod follow;
+mod formats;
 mod forward;
 mod hostile_paths;
 mod impostor;

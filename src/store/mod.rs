@@ -106,6 +106,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0014_archive.sql",
         include_str!("../../migrations/0014_archive.sql"),
     ),
+    (
+        16,
+        "0016_vault_root_files.sql",
+        include_str!("../../migrations/0016_vault_root_files.sql"),
+    ),
 ];
 
 /// The PostgreSQL dialect of the same migrations, same numbers.
@@ -179,6 +184,11 @@ const PG_MIGRATIONS: &[(u32, &str, &str)] = &[
         14,
         "postgres/0014_archive.sql",
         include_str!("../../migrations/postgres/0014_archive.sql"),
+    ),
+    (
+        16,
+        "postgres/0016_vault_root_files.sql",
+        include_str!("../../migrations/postgres/0016_vault_root_files.sql"),
     ),
 ];
 

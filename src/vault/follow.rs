@@ -957,6 +957,7 @@ impl Worker {
                 project: spec.project().map(String::from),
                 only,
                 follower: true,
+                files: spec.files.clone(),
                 ..Default::default()
             },
             &|_| {},

@@ -8,27 +8,19 @@
 //! same document reuses that chunk's vector (and keeps its row and id), the others are
 //! embedded.
 
-use std::path::Path;
-
 use crate::base::sha256_hex;
 use crate::error::{Error, Result};
 use crate::paths::DirHandle;
 
-use super::chunk::{CHUNKER_VERSION, Chunk, ChunkedDoc, chunk_markdown};
+use super::chunk::{CHUNKER_VERSION, Chunk, ChunkedDoc};
+use super::formats::chunk_file;
 use crate::store::Store;
 
 use super::documents::{DocWrite, StoredDoc, WriteStats, chunk_embeddings, chunk_key, find_doc};
 use super::handle::Vault;
 
-/// Largest Markdown file the vault reads, in bytes.
+/// Largest file the vault reads, in bytes.
 pub(crate) const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
-
-/// Whether `path` names a Markdown file by its extension (`.md`, `.markdown`).
-pub(crate) fn is_markdown(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("md") || e.eq_ignore_ascii_case("markdown"))
-}
 
 /// One file read from disk.
 #[derive(Debug)]
@@ -82,8 +74,9 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    /// Chunk the file and look up reusable vectors (a read of the stored chunks; only
-    /// vectors of the embedder `model` are reused).
+    /// Chunk the file by its format ([`super::formats`]; a file its format refuses is an
+    /// [`Error::InvalidInput`] naming why) and look up reusable vectors (a read of the
+    /// stored chunks; only vectors of the embedder `model` are reused).
     pub(crate) fn prepare(
         store: &Store,
         model: &str,
@@ -93,7 +86,7 @@ impl Pending {
         file: FileRead,
         existing: Option<&StoredDoc>,
     ) -> Result<Pending> {
-        let doc = chunk_markdown(&file.bytes);
+        let doc = chunk_file(path, &file.bytes)?;
         let reusable = match existing {
             Some(d) if d.embed_model == model => store.read(|c| chunk_embeddings(c, d.id))?,
             _ => Default::default(),

@@ -1,6 +1,7 @@
-//! `cairn reindex DIR`: bring the vault in line with a directory of Markdown files.
+//! `cairn reindex DIR`: bring the vault in line with a directory of documents.
 //!
-//! - **Walk**: `.md` / `.markdown` files under DIR, respecting `.gitignore` files (in DIR,
+//! - **Walk**: the files under DIR that the collection reads ([`super::formats`]:
+//!   documentation formats, source code with `--code`, include and exclude globs), respecting `.gitignore` files (in DIR,
 //!   its subdirectories and its parents, also outside a git repository), `.ignore` files
 //!   and `.git/info/exclude`; hidden files and directories are skipped, files are visited
 //!   in path order. Each file is then opened beneath a handle on the root
@@ -46,9 +47,10 @@ use crate::issues::settings::limits::COLLECTION_MAX;
 use crate::paths::{DirHandle, canonical_root};
 
 use super::documents::{delete_document, doc_paths};
+use super::formats::{Admit, FileFilter};
 use super::handle::Vault;
 use super::identity::relative_path;
-use super::ingest::{Committed, Pending, is_current, is_markdown, read_file};
+use super::ingest::{Committed, Pending, is_current, read_file};
 use super::live::vault_dir;
 use super::roots::{FollowedRoot, RootKind, covers};
 use crate::embed::{Spin, Threading};
@@ -87,6 +89,9 @@ pub struct ReindexOptions {
     /// process's searches share them), the graph is saved only once enough changed, and
     /// the root is not recorded again.
     pub follower: bool,
+    /// Which files are indexed ([`super::formats`]): documentation formats, code with
+    /// `--code`, include and exclude globs. Recorded with the root for its follower.
+    pub files: FileFilter,
 }
 
 /// What the reader hands the model thread, file by file in walk order.
@@ -196,7 +201,8 @@ impl Vault<'_> {
             Some(paths) => Some(Targets::new(&root.dir, paths)),
             None => None,
         };
-        let (files, walk_skipped) = walk(&dir, only.as_ref())?;
+        let admit = opts.files.compile()?;
+        let (files, walk_skipped) = walk(&dir, &admit, only.as_ref())?;
         progress(ReindexProgress::Found(files.len()));
         let mut s = ReindexSummary {
             root: root.key.clone(),
@@ -284,7 +290,14 @@ impl Vault<'_> {
             s.files_removed = gone.len();
         }
         if !opts.follower {
-            self.record_root(&root.key, &prefix, RootKind::Dir, &collection, &root.dir)?;
+            self.record_root(
+                &root.key,
+                &prefix,
+                RootKind::Dir,
+                &collection,
+                &root.dir,
+                &opts.files,
+            )?;
         }
         s.index_points = if opts.rebuild {
             self.state.rebuild(self.store, &index_dir)?
@@ -339,7 +352,7 @@ impl Vault<'_> {
         {
             return Ok(Read::Unchanged(rel));
         }
-        let p = Pending::prepare(
+        let p = match Pending::prepare(
             self.store,
             self.model_id(),
             job.root_key,
@@ -347,7 +360,16 @@ impl Vault<'_> {
             job.collection,
             read,
             existing.as_ref(),
-        )?;
+        ) {
+            Ok(p) => p,
+            // Its format refused it (a notebook of too many cells, a minified file).
+            Err(e @ Error::InvalidInput(_)) => {
+                let reason = crate::paths::refusal_text(&e);
+                tracing::warn!(file = %rel, %reason, "skipped");
+                return Ok(Read::Skipped(Some(SkippedFile { path: rel, reason })));
+            }
+            Err(e) => return Err(e),
+        };
         Ok(Read::Changed(rel, Box::new(p)))
     }
 
@@ -446,7 +468,8 @@ impl Vault<'_> {
         let mut seen = HashSet::new();
         let watched = root.watched_dir();
         if watched.is_dir() {
-            for file in walk(&watched, only.as_ref())?.0 {
+            let admit = root.files.compile()?;
+            for file in walk(&watched, &admit, only.as_ref())?.0 {
                 let Ok(rel) = relative_path(&root.dir, &file) else {
                     continue;
                 };
@@ -535,10 +558,10 @@ impl Targets {
     }
 }
 
-/// The Markdown files under `dir` (canonical), in path order, ignore files respected
-/// (only those `only` visits, when given); and the Markdown-named entries that are not
-/// regular files (symlinks, FIFOs, ...).
-fn walk(dir: &Path, only: Option<&Targets>) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+/// The files under `dir` (canonical) that `admit` admits (by their path relative to
+/// `dir`), in path order, ignore files respected (only those `only` visits, when given);
+/// and the admitted entries that are not regular files (symlinks, FIFOs, ...).
+fn walk(dir: &Path, admit: &Admit, only: Option<&Targets>) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     let mut builder = ignore::WalkBuilder::new(dir);
@@ -558,7 +581,11 @@ fn walk(dir: &Path, only: Option<&Targets>) -> Result<(Vec<PathBuf>, Vec<PathBuf
                 continue;
             }
         };
-        if !is_markdown(entry.path()) || entry.depth() == 0 {
+        if entry.depth() == 0 {
+            continue;
+        }
+        let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
+        if !admit.admits(&rel.to_string_lossy().replace('\\', "/")) {
             continue;
         }
         match entry.file_type() {
@@ -592,10 +619,11 @@ mod tests {
         std::fs::write(root.join("docs/drafts/x.md"), "# x").unwrap();
         std::fs::write(root.join("docs/guide/b.markdown"), "# b").unwrap();
         std::fs::write(root.join("docs/a.md"), "# a").unwrap();
-        std::fs::write(root.join("docs/notes.txt"), "n").unwrap();
+        std::fs::write(root.join("docs/notes.bin"), "n").unwrap();
+        std::fs::write(root.join("docs/lib.rs"), "fn f() {}").unwrap();
         std::fs::write(root.join("docs/.hidden.md"), "# h").unwrap();
         let canon = canonical_root(root).unwrap();
-        let got: Vec<String> = walk(&canon.join("docs"), None)
+        let got: Vec<String> = walk(&canon.join("docs"), &Admit::default(), None)
             .unwrap()
             .0
             .iter()
