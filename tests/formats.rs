@@ -138,7 +138,7 @@ fn the_same_document_in_four_formats_gives_the_same_heading_paths() {
         "Guide > Usage",
     ];
     for ext in ["md", "rst", "adoc", "html"] {
-        let rows = &all[&format!("same/guide.{ext}")];
+        let rows = &all[&format!("guide.{ext}")];
         assert_eq!(headings(rows), expected, "guide.{ext}: {rows:#?}");
         // Each chunk's span holds its words in the source file.
         for (heading, first, last, text) in rows {
@@ -150,14 +150,14 @@ fn the_same_document_in_four_formats_gives_the_same_heading_paths() {
             );
         }
         assert_eq!(
-            titles(&env)[&format!("same/guide.{ext}")].as_deref(),
+            titles(&env)[&format!("guide.{ext}")].as_deref(),
             Some("Guide")
         );
     }
     // Text formats are cut verbatim from their lines.
-    let md = &all["same/guide.md"];
+    let md = &all["guide.md"];
     assert_eq!((md[1].1, md[1].2), (7, 7));
-    let rst = &all["same/guide.rst"];
+    let rst = &all["guide.rst"];
     assert_eq!(
         (rst[2].1, rst[2].2),
         (15, 19),
@@ -168,19 +168,19 @@ fn the_same_document_in_four_formats_gives_the_same_heading_paths() {
         !rst.iter().any(|r| r.3.contains("usage-target")),
         "a target is no text"
     );
-    let adoc = &all["same/guide.adoc"];
+    let adoc = &all["guide.adoc"];
     assert!(adoc[2].3.contains("== not a heading inside a listing"));
     assert!(
         !adoc.iter().any(|r| r.3.contains("Docs Team")),
         "attributes are metadata"
     );
     // HTML: the main content only, whitespace collapsed, spans in the source.
-    let html = &all["same/guide.html"];
+    let html = &all["guide.html"];
     assert_eq!(
         html[0].3,
         "The retry budget limits how many requests a client may repeat."
     );
-    assert_eq!((html[0].1, html[0].2), (13, 14));
+    assert_eq!((html[0].1, html[0].2), (12, 13));
     assert!(
         html[2].3.contains("cargo build --release\ncargo test"),
         "{html:#?}"
@@ -219,7 +219,7 @@ fn text_notebooks_and_mdx_give_their_expected_chunks() {
     assert_eq!(s["files_seen"], 3, "{s:#}");
     let all = chunks(&env);
     // Plain text: paragraphs, no headings, exact lines.
-    let txt = &all["docs/notes.txt"];
+    let txt = &all["notes.txt"];
     assert_eq!(
         txt.len(),
         1,
@@ -228,7 +228,7 @@ fn text_notebooks_and_mdx_give_their_expected_chunks() {
     assert_eq!((txt[0].0.as_str(), txt[0].1, txt[0].2), ("", 1, 6));
     // Notebook: Markdown cells' headings head the cells after them; spans are cells;
     // outputs and raw cells are not indexed.
-    let nb = &all["docs/runbook.ipynb"];
+    let nb = &all["runbook.ipynb"];
     assert_eq!(headings(nb), ["Runbook", "Runbook > Verify"], "{nb:#?}");
     assert_eq!((nb[0].1, nb[0].2), (1, 2));
     assert!(nb[0].3.contains("Steps to drain a node.") && nb[0].3.contains("```python"));
@@ -236,15 +236,12 @@ fn text_notebooks_and_mdx_give_their_expected_chunks() {
     assert_eq!((nb[1].1, nb[1].2), (3, 5));
     let nb_text: String = nb.iter().map(|r| r.3.as_str()).collect();
     assert!(!nb_text.contains("output text") && !nb_text.contains("raw cell"));
-    assert_eq!(
-        titles(&env)["docs/runbook.ipynb"].as_deref(),
-        Some("Runbook")
-    );
+    assert_eq!(titles(&env)["runbook.ipynb"].as_deref(), Some("Runbook"));
     // MDX is read as Markdown.
-    let mdx = &all["docs/page.mdx"];
+    let mdx = &all["page.mdx"];
     assert_eq!(headings(mdx), ["", "Page"]);
     let hits = search_paths(&env, "how do I drain a node of the cluster");
-    assert_eq!(hits[0].0, "docs/runbook.ipynb", "{hits:?}");
+    assert_eq!(hits[0].0, "runbook.ipynb", "{hits:?}");
 }
 
 #[test]
@@ -254,7 +251,7 @@ fn code_is_opt_in_chunked_by_item_and_remembered_for_the_root() {
     // Without --code: the README only.
     let s = reindex(&env, &dir, &[]);
     assert_eq!(s["files_seen"], 1, "{s:#}");
-    assert_eq!(chunks(&env).keys().collect::<Vec<_>>(), ["code/README.md"]);
+    assert_eq!(chunks(&env).keys().collect::<Vec<_>>(), ["README.md"]);
 
     let s = reindex(&env, &dir, &["--code"]);
     let all = chunks(&env);
@@ -263,21 +260,21 @@ fn code_is_opt_in_chunked_by_item_and_remembered_for_the_root() {
     assert_eq!(
         paths,
         [
-            "code/README.md",
-            "code/src/Scheduler.java",
-            "code/src/limiter.py",
-            "code/src/net/budget.go",
-            "code/src/net/retry.rs",
-            "code/web/app.js",
-            "code/web/client.ts",
+            "README.md",
+            "src/Scheduler.java",
+            "src/limiter.py",
+            "src/net/budget.go",
+            "src/net/retry.rs",
+            "web/app.js",
+            "web/client.ts",
         ],
         "vendored and minified files are skipped by default"
     );
     assert!(
-        skipped(&s)["code/src/generated.rs"].contains("generated"),
+        skipped(&s)["src/generated.rs"].contains("generated"),
         "{s:#}"
     );
-    let rs = &all["code/src/net/retry.rs"];
+    let rs = &all["src/net/retry.rs"];
     assert_eq!(
         rs.iter()
             .map(|r| (r.0.as_str(), r.1, r.2))
@@ -295,7 +292,7 @@ fn code_is_opt_in_chunked_by_item_and_remembered_for_the_root() {
             .starts_with("    /// Whether the issue was approved"),
         "doc comment attached"
     );
-    let py = &all["code/src/limiter.py"];
+    let py = &all["src/limiter.py"];
     assert_eq!(
         headings(py),
         [
@@ -310,7 +307,7 @@ fn code_is_opt_in_chunked_by_item_and_remembered_for_the_root() {
         py[3].3.starts_with("    @staticmethod"),
         "decorator attached: {py:#?}"
     );
-    let ts = &all["code/web/client.ts"];
+    let ts = &all["web/client.ts"];
     assert_eq!(
         headings(ts),
         [
@@ -323,12 +320,12 @@ fn code_is_opt_in_chunked_by_item_and_remembered_for_the_root() {
         ],
         "{ts:#?}"
     );
-    let go = &all["code/src/net/budget.go"];
+    let go = &all["src/net/budget.go"];
     assert_eq!(
         headings(go),
         ["budget", "budget > Budget", "budget > Budget > Allow"]
     );
-    let java = &all["code/src/Scheduler.java"];
+    let java = &all["src/Scheduler.java"];
     assert_eq!(
         headings(java),
         [
@@ -343,7 +340,7 @@ fn code_is_opt_in_chunked_by_item_and_remembered_for_the_root() {
     for query in ["issue approved", "issue_approved", "issueApproved"] {
         let hits = search_paths(&env, query);
         assert!(
-            hits.iter().any(|(p, h)| p == "code/src/net/retry.rs"
+            hits.iter().any(|(p, h)| p == "src/net/retry.rs"
                 && h == "net::retry > RetryBudget > issue_approved"),
             "{query}: {hits:?}"
         );
@@ -372,11 +369,7 @@ fn code_is_opt_in_chunked_by_item_and_remembered_for_the_root() {
     assert_eq!(s["files_removed"], 4, "{s:#}");
     assert_eq!(
         chunks(&env).keys().collect::<Vec<_>>(),
-        [
-            "code/src/limiter.py",
-            "code/src/net/budget.go",
-            "code/src/net/retry.rs"
-        ]
+        ["src/limiter.py", "src/net/budget.go", "src/net/retry.rs"]
     );
     let bad = env.run(&[
         "reindex",
@@ -429,20 +422,17 @@ fn hostile_files_are_refused_or_bounded_with_their_reason() {
     );
     let why = skipped(&s);
     assert!(
-        why["hostile/huge.ipynb"].contains("10000 cells, more than the 5000"),
+        why["huge.ipynb"].contains("10000 cells, more than the 5000"),
         "{s:#}"
     );
-    assert!(
-        why["hostile/broken.ipynb"].contains("invalid JSON"),
-        "{s:#}"
-    );
-    assert!(why["hostile/bundle.js"].contains("minified"), "{s:#}");
+    assert!(why["broken.ipynb"].contains("invalid JSON"), "{s:#}");
+    assert!(why["bundle.js"].contains("minified"), "{s:#}");
     let all = chunks(&env);
-    let deep = &all["hostile/deep.html"];
+    let deep = &all["deep.html"];
     assert_eq!(deep.len(), 1, "{deep:#?}");
     assert_eq!(deep[0].0, "Deep");
     assert!(deep[0].3.contains("deep text survives"));
-    let long = &all["hostile/long.txt"];
+    let long = &all["long.txt"];
     assert!(long.len() > 100, "{} chunks", long.len());
     assert!(long.iter().all(|r| r.1 == 1 && r.2 == 1));
 }

@@ -47,7 +47,7 @@ use crate::issues::settings::limits::COLLECTION_MAX;
 use crate::paths::{DirHandle, canonical_root};
 
 use super::documents::{delete_document, doc_paths};
-use super::formats::{Admit, FileFilter};
+use super::formats::{Admit, FileFilter, chunk_file};
 use super::handle::Vault;
 use super::identity::relative_path;
 use super::ingest::{Committed, Pending, is_current, read_file};
@@ -487,6 +487,12 @@ impl Vault<'_> {
                     Some(_) => Some("changed"),
                     None => Some("new"),
                 };
+                // A file its format refuses is not indexed (a stored one would be removed).
+                if change.is_some()
+                    && let Err(Error::InvalidInput(_)) = chunk_file(&rel, &read.bytes)
+                {
+                    continue;
+                }
                 if let Some(change) = change {
                     out.push(PendingChange {
                         path: rel.clone(),

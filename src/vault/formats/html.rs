@@ -418,3 +418,37 @@ impl TokenSink for Sink {
         TokenSinkResult::Continue
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vault::chunk::chunk_outline;
+
+    fn chunks(src: &str) -> Vec<(String, usize, usize, String)> {
+        chunk_outline(outline(src), 200)
+            .chunks
+            .into_iter()
+            .map(|c| (c.heading_path.join(" > "), c.line_start, c.line_end, c.text))
+            .collect()
+    }
+
+    #[test]
+    fn without_main_the_body_is_read_and_furniture_dropped() {
+        let src = "<body>\n<header>Site name</header>\n<h1>T&amp;C</h1>\n<ul><li>one</li>\n<li>two</li></ul>\n<table><tr><th>k</th><th>v</th></tr>\n<tr><td>a</td><td>1</td></tr></table>\n<div hidden>secret</div><div role=\"navigation\">menu</div>\n<p>last<br>line</p>\n</body>";
+        let got = chunks(src);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].0, "T&C");
+        assert_eq!(got[0].3, "one\ntwo\n\nk | v\na | 1\n\nlast\nline");
+        assert_eq!((got[0].1, got[0].2), (4, 9));
+        let o = outline(src);
+        assert_eq!(o.title.as_deref(), Some("T&C"));
+    }
+
+    #[test]
+    fn the_title_element_is_the_title_without_h1() {
+        let o = outline(
+            "<html><head><title> My\n page </title></head><body><h2>Sub</h2><p>x</p></body></html>",
+        );
+        assert_eq!(o.title.as_deref(), Some("My page"));
+    }
+}

@@ -66,27 +66,31 @@ impl Format {
     }
 }
 
+/// The media type of a document's file as it is served (MCP resources).
+pub fn mime_type(path: &str) -> &'static str {
+    match Format::of(Path::new(path)) {
+        Some(Format::Markdown) | None => "text/markdown",
+        Some(Format::Html) => "text/html",
+        Some(Format::Text) => "text/plain",
+        Some(Format::Rst) => "text/x-rst",
+        Some(Format::AsciiDoc) => "text/asciidoc",
+        Some(Format::Notebook) => "application/x-ipynb+json",
+        Some(Format::Code(_)) => "text/plain",
+    }
+}
+
 /// Chunk the file `path` (relative, `/`-separated) by its format with the default
 /// token budget. A file its format refuses is an [`Error::InvalidInput`] naming why.
 pub(crate) fn chunk_file(path: &str, bytes: &[u8]) -> Result<ChunkedDoc> {
-    chunk_file_with_budget(path, bytes, TOKEN_BUDGET)
-}
-
-/// [`chunk_file`] with a token budget.
-pub(crate) fn chunk_file_with_budget(
-    path: &str,
-    bytes: &[u8],
-    budget: usize,
-) -> Result<ChunkedDoc> {
     let format = Format::of(Path::new(path)).ok_or_else(|| {
         Error::invalid(
             "path",
-            format!("{path} is not a format the vault reads ({})", EXTENSIONS),
+            format!("{path} is not a format the vault reads ({EXTENSIONS})"),
         )
     })?;
     let outline = outline(format, path, bytes)
         .map_err(|reason| Error::invalid("path", format!("{path} was not indexed: {reason}")))?;
-    Ok(chunk::chunk_outline(outline, budget))
+    Ok(chunk::chunk_outline(outline, TOKEN_BUDGET))
 }
 
 /// The extensions read, for messages.
