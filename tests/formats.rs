@@ -436,3 +436,79 @@ fn hostile_files_are_refused_or_bounded_with_their_reason() {
     assert!(long.len() > 100, "{} chunks", long.len());
     assert!(long.iter().all(|r| r.1 == 1 && r.2 == 1));
 }
+
+#[test]
+fn vault_update_reads_code_only_where_a_collection_indexes_code() {
+    use cairn::Cairn;
+    use cairn::context::BindArgs;
+    use cairn::embed::HashEmbedder;
+    use cairn::error::ErrorKind;
+    use cairn::issues::NewProject;
+    use cairn::vault::formats::FileFilter;
+    use cairn::vault::reindex::ReindexOptions;
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cairn.db");
+    let proj = dir.path().join("proj");
+    let write = |rel: &str, text: &str| {
+        let p = proj.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "src/lib.rs",
+        "/// Whether it was approved.\npub fn issue_approved() -> bool {\n    true\n}\n",
+    );
+    write(
+        "docs/guide.html",
+        "<h1>Guide</h1>\n<p>Text of the guide.</p>\n",
+    );
+    let cairn = Cairn::open_with_embedder(&db, Box::new(HashEmbedder::new())).unwrap();
+    cairn
+        .create_project(&NewProject {
+            slug: "proj".into(),
+            name: "proj".into(),
+            prefix: None,
+            path: Some(proj.to_string_lossy().into_owned()),
+        })
+        .unwrap();
+    let work = cairn
+        .bind(&BindArgs {
+            project: Some("proj".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    // A documentation format needs no opting in.
+    let r = cairn.vault_update(&work, "docs/guide.html").unwrap();
+    assert_eq!((r.changed, r.chunks), (true, 1));
+    // Code does: no collection following this root indexes code yet.
+    let e = cairn.vault_update(&work, "src/lib.rs").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("--code"), "{e}");
+    let e = cairn.vault_update(&work, "src/data.bin").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(
+        e.to_string().contains("not a format the vault reads"),
+        "{e}"
+    );
+    // Once the project's directory is reindexed with --code, its code is read.
+    cairn
+        .vault_reindex(
+            &ReindexOptions {
+                dir: proj.clone(),
+                files: FileFilter {
+                    code: true,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            &|_| {},
+        )
+        .unwrap();
+    write(
+        "src/lib.rs",
+        "/// Whether it was approved, twice.\npub fn issue_approved() -> bool {\n    true\n}\n",
+    );
+    let r = cairn.vault_update(&work, "src/lib.rs").unwrap();
+    assert_eq!((r.changed, r.chunks), (true, 1));
+}
