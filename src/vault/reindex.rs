@@ -110,7 +110,7 @@ type Batch = (Vec<Pending>, Vec<Vec<f32>>);
 /// Progress of a reindex, for a progress bar.
 #[derive(Debug, Clone, Copy)]
 pub enum ReindexProgress {
-    /// The walk found this many Markdown files.
+    /// The walk found this many files to read.
     Found(usize),
     /// This many more files were handled.
     Done(usize),
