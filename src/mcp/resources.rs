@@ -105,7 +105,7 @@ fn templates() -> ListResourceTemplatesResult {
             "cairn://vault/{collection}/{+path}",
             "vault-document",
             "Knowledge Vault document",
-            "A Markdown document of the vault, by collection and path relative to its root.",
+            "A document of the vault (Markdown, HTML, reST, AsciiDoc, text, notebook or code), by collection and path relative to its root.",
             "text/markdown",
         ),
         t(
