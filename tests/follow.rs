@@ -33,7 +33,7 @@ fn indexed_docs(env: &Env) -> PathBuf {
         &docs.join("guide/deep/queue.md"),
         "# Queue\n\nThe worker acknowledges a message only after the commit.\n",
     );
-    write(&docs.join("notes.txt"), "not markdown");
+    write(&docs.join("notes.bin"), "not a format the vault reads");
     write(&docs.join(".hidden.md"), "# Hidden\n\nnever indexed\n");
     let d = docs.to_string_lossy().into_owned();
     env.json(&["reindex", &d]);
@@ -494,7 +494,7 @@ fn a_queue_overflow_falls_back_to_rescanning_and_converges() {
             .success()
     );
     for i in 0..queue / 2 {
-        std::fs::write(docs.join(format!("noise{i}.txt")), "x").unwrap();
+        std::fs::write(docs.join(format!("noise{i}.bin")), "x").unwrap();
     }
     write(
         &docs.join("retry.md"),

@@ -12,6 +12,7 @@ mod connect;
 mod daemon;
 mod e2e;
 mod follow;
+mod formats;
 mod forward;
 mod hooks;
 mod hostile_paths;

@@ -129,7 +129,7 @@ fn reindex_is_incremental_and_removes_deleted_files() {
     write(&docs, "a.md", &guide("Alpha", CONFIGURE));
     write(&docs, "b.md", &guide("Beta", CONFIGURE));
     write(&docs, "sub/c.markdown", &guide("Gamma", CONFIGURE));
-    write(&docs, "notes.txt", "not markdown");
+    write(&docs, "notes.bin", "not a format the vault reads");
     let first = reindex(&cairn, &docs);
     assert_eq!(
         first.collection, "docs",
@@ -284,7 +284,7 @@ fn vault_update_and_delete_of_one_document() {
     let missing = cairn.vault_update(&work, "docs/gone.md").unwrap_err();
     assert_eq!(missing.kind(), ErrorKind::NotFound);
     assert!(missing.to_string().contains("vault_delete"), "{missing}");
-    let not_md = cairn.vault_update(&work, "docs/a.txt").unwrap_err();
+    let not_md = cairn.vault_update(&work, "docs/a.bin").unwrap_err();
     assert_eq!(not_md.kind(), ErrorKind::InvalidInput);
     for bad in ["../outside.md", "/etc/passwd.md", "docs/../docs/a.md"] {
         for e in [

@@ -64,8 +64,8 @@ pub(crate) enum EvalCmd {
 
 #[derive(Debug, Args)]
 pub(crate) struct VaultEvalArgs {
-    /// BEIR `corpus.jsonl` (or a directory holding it), or a directory of Markdown files
-    /// (document id = path relative to it).
+    /// BEIR `corpus.jsonl` (or a directory holding it), or a directory of documents in
+    /// the formats the vault reads (document id = path relative to it).
     #[arg(long)]
     pub(crate) corpus: PathBuf,
     /// BEIR `queries.jsonl` (`_id`, `text`, optional `metadata.category` or `category`).
@@ -77,6 +77,9 @@ pub(crate) struct VaultEvalArgs {
     /// Also run the fused ranking over a grid of lexical weights and caps.
     #[arg(long)]
     pub(crate) sweep: bool,
+    /// Index source code in a corpus directory too, as `cairn reindex --code` does.
+    #[arg(long)]
+    pub(crate) code: bool,
     /// Print the result as JSON, for scripts.
     #[arg(long)]
     pub(crate) json: bool,
@@ -146,6 +149,7 @@ pub(super) fn run(cmd: EvalCmd) -> anyhow::Result<Outcome> {
                     queries: a.queries,
                     qrels: a.qrels,
                     sweep: a.sweep,
+                    code: a.code,
                 },
                 &|m: &str| eprintln!("eval vault: {m}"),
             )?;

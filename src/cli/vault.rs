@@ -17,8 +17,21 @@ use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Args)]
 pub(crate) struct ReindexArgs {
-    /// Directory of Markdown files (`.md`, `.markdown`); `.gitignore` files are respected.
+    /// Directory of documents (Markdown, MDX, HTML, reStructuredText, AsciiDoc, plain text,
+    /// notebooks; source code with --code); `.gitignore` files are respected.
     pub(crate) dir: PathBuf,
+    /// Index source code too (Rust, Python, JavaScript, TypeScript, Go, Java), chunked by
+    /// item; vendored, build, generated and minified files are skipped. Remembered for
+    /// the directory: its follower indexes the same files.
+    #[arg(long)]
+    pub(crate) code: bool,
+    /// Only files whose path under DIR matches this glob (`**` crosses directories);
+    /// repeat for more.
+    #[arg(long = "include", value_name = "GLOB")]
+    pub(crate) include: Vec<String>,
+    /// Never files whose path under DIR matches this glob; repeat for more.
+    #[arg(long = "exclude", value_name = "GLOB")]
+    pub(crate) exclude: Vec<String>,
     /// Collection name; default: the directory's name.
     #[arg(long)]
     pub(crate) collection: Option<String>,
@@ -188,6 +201,11 @@ pub(super) fn reindex(cairn: Arc<Cairn>, a: ReindexArgs) -> anyhow::Result<Outco
             embed_group: a.embed_group,
             threads: a.threads,
             spin: Some(a.spin),
+            files: crate::vault::formats::FileFilter {
+                code: a.code,
+                include: a.include,
+                exclude: a.exclude,
+            },
             ..Default::default()
         },
         &on_progress,

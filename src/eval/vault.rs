@@ -3,8 +3,8 @@
 //! ranking's variants in the same run.
 //!
 //! - **Corpus**: a BEIR `corpus.jsonl` (`_id`, `title`, `text`; given as the file or a
-//!   directory holding it), or a directory of Markdown files (document id = path
-//!   relative to the directory). It is indexed into a temporary database through the
+//!   directory holding it), or a directory of documents in any format the vault reads
+//!   (source code too with `--code`; document id = path relative to the directory). It is indexed into a temporary database through the
 //!   real ingest path (`cairn reindex`): each BEIR document becomes one Markdown file
 //!   (`# title`, then the text), chunked as usual.
 //! - **Queries**: BEIR `queries.jsonl` (`_id`, `text`); the category is
@@ -53,6 +53,8 @@ pub(crate) struct VaultEvalOptions {
     pub(crate) qrels: PathBuf,
     /// Also run a grid of lexical weights × caps (for choosing the defaults).
     pub(crate) sweep: bool,
+    /// Index source code in a corpus directory too (`cairn reindex --code`).
+    pub(crate) code: bool,
 }
 
 /// One system's figures.
@@ -366,6 +368,10 @@ pub(crate) fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<Va
         &ReindexOptions {
             dir: prepared.dir.clone(),
             collection: Some(COLLECTION.into()),
+            files: crate::vault::formats::FileFilter {
+                code: opts.code,
+                ..Default::default()
+            },
             ..Default::default()
         },
         &|_| {},

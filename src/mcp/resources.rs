@@ -3,7 +3,7 @@
 //!
 //! | URI | what | readable when the session may call |
 //! | --- | --- | --- |
-//! | `cairn://vault/{collection}/{+path}` | the document's Markdown (`text/markdown`), read now from its root | `vault_retrieve` (every collection) or `search_knowledge` (the bound project's collections) |
+//! | `cairn://vault/{collection}/{+path}` | the document (`text/markdown`, `text/html`, ... by its format), read now from its root | `vault_retrieve` (every collection) or `search_knowledge` (the bound project's collections) |
 //! | `cairn://learnings/{id}` | the learning with its history and chain (JSON), as `cairn learnings show` | `search_learnings` |
 //! | `cairn://issues/{identifier}` | the issue with its findings and comments (JSON), as `get_issue` | `get_issue` |
 //!
@@ -22,6 +22,7 @@ use rmcp::model::{
 use serde_json::json;
 
 use crate::error::Error;
+use crate::vault::formats::mime_type;
 
 use super::server::CairnServer;
 
@@ -104,7 +105,7 @@ fn templates() -> ListResourceTemplatesResult {
             "cairn://vault/{collection}/{+path}",
             "vault-document",
             "Knowledge Vault document",
-            "A Markdown document of the vault, by collection and path relative to its root.",
+            "A document of the vault (Markdown, HTML, reST, AsciiDoc, text, notebook or code), by collection and path relative to its root.",
             "text/markdown",
         ),
         t(
@@ -200,7 +201,7 @@ impl CairnServer {
             resources.extend(page.documents.into_iter().map(|d| {
                 let r = Resource::new(vault_uri(&d.collection, &d.path), d.path.clone())
                     .with_description(format!("{} (collection {})", d.path, d.collection))
-                    .with_mime_type("text/markdown");
+                    .with_mime_type(mime_type(&d.path));
                 match d.title {
                     Some(t) => r.with_title(t),
                     None => r,
@@ -253,7 +254,7 @@ impl CairnServer {
                     .vault_document(self.work(), collections.as_deref(), &collection, &path)
                     .map_err(failed)?;
                 Ok(ReadResourceResult::new(vec![
-                    ResourceContents::text(doc.text, uri).with_mime_type("text/markdown"),
+                    ResourceContents::text(doc.text, uri).with_mime_type(mime_type(&path)),
                 ]))
             }
             Target::Learning(id) => {

@@ -116,6 +116,11 @@ const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0016_memory_imports.sql",
         include_str!("../../migrations/0016_memory_imports.sql"),
     ),
+    (
+        17,
+        "0017_vault_root_files.sql",
+        include_str!("../../migrations/0017_vault_root_files.sql"),
+    ),
 ];
 
 /// The PostgreSQL dialect of the same migrations, same numbers.
@@ -199,6 +204,11 @@ const PG_MIGRATIONS: &[(u32, &str, &str)] = &[
         16,
         "postgres/0016_memory_imports.sql",
         include_str!("../../migrations/postgres/0016_memory_imports.sql"),
+    ),
+    (
+        17,
+        "postgres/0017_vault_root_files.sql",
+        include_str!("../../migrations/postgres/0017_vault_root_files.sql"),
     ),
 ];
 

@@ -181,43 +181,106 @@ pub fn chunk_markdown(source: &[u8]) -> ChunkedDoc {
 /// Chunks a Markdown file keeping every chunk's [`Chunk::embedding_text`]
 /// within `budget` approximate tokens (at least 16).
 pub(crate) fn chunk_markdown_with_budget(source: &[u8], budget: usize) -> ChunkedDoc {
-    let budget = budget.max(16);
     // The one text policy, before anything is split: chunks, headings, title and front
     // matter are all read by agents. Newlines are kept, so line numbers stay exact.
     let (text, removed) = crate::text::clean_document(&String::from_utf8_lossy(source));
+    let mut outline = markdown_outline(text);
+    outline.removed = removed;
+    chunk_outline(outline, budget)
+}
+
+/// The outline of a (cleaned) Markdown text: front matter, title, headings and
+/// top-level blocks.
+pub(crate) fn markdown_outline(text: String) -> Outline {
     let lines = LineIndex::new(&text);
     let (front_matter, body_start) = split_front_matter(&lines);
     let items = top_level_items(&lines, body_start);
-
-    let mut title = front_matter
+    let title = front_matter
         .as_ref()
         .and_then(|fm| fm.get("title"))
         .filter(|t| !t.is_empty())
-        .cloned();
+        .cloned()
+        .or_else(|| first_title(&items));
+    Outline {
+        title,
+        front_matter,
+        items,
+        ..Outline::new(text)
+    }
+}
+
+/// The text of the first level-1 heading among `items`.
+pub(crate) fn first_title(items: &[Item]) -> Option<String> {
+    items.iter().find_map(|i| match i {
+        Item::Heading { level: 1, text } if !text.is_empty() => Some(text.clone()),
+        _ => None,
+    })
+}
+
+/// A document as the chunker sees it, whatever its format ([`super::formats`]): a text
+/// whose lines the chunks are cut from, and its headings and blocks in order.
+#[derive(Debug, Default)]
+pub(crate) struct Outline {
+    /// The text chunks are cut from (for Markdown, reST, AsciiDoc, plain text and code
+    /// the cleaned file itself; for HTML and notebooks the text rendered from it).
+    pub(crate) text: String,
+    /// Headings, blocks (line spans of [`Self::text`]) and section ends, in order.
+    pub(crate) items: Vec<Item>,
+    pub(crate) title: Option<String>,
+    pub(crate) front_matter: Option<BTreeMap<String, String>>,
+    pub(crate) removed: crate::text::Removed,
+    /// When [`Self::text`] is rendered: for each of its lines, the first and last line
+    /// of the source it came from (a cell for notebooks). `None`: the text is the source.
+    pub(crate) source_lines: Option<Vec<(usize, usize)>>,
+}
+
+impl Outline {
+    pub(crate) fn new(text: String) -> Outline {
+        Outline {
+            text,
+            ..Outline::default()
+        }
+    }
+}
+
+/// Chunks an [`Outline`] keeping every chunk's [`Chunk::embedding_text`] within
+/// `budget` approximate tokens (at least 16); spans are mapped back to the source.
+pub(crate) fn chunk_outline(outline: Outline, budget: usize) -> ChunkedDoc {
+    let budget = budget.max(16);
+    let lines = LineIndex::new(&outline.text);
     let mut chunks = Vec::new();
     let mut stack: Vec<(u8, String)> = Vec::new();
     let mut blocks: Vec<Block> = Vec::new();
-    for item in items {
+    for item in outline.items {
         match item {
             Item::Heading { level, text } => {
                 flush_section(&lines, &stack, &mut blocks, budget, &mut chunks);
-                if title.is_none() && level == 1 && !text.is_empty() {
-                    title = Some(text.clone());
-                }
                 while stack.last().is_some_and(|(l, _)| *l >= level) {
                     stack.pop();
                 }
                 stack.push((level, text));
             }
+            Item::Leave { level } => {
+                flush_section(&lines, &stack, &mut blocks, budget, &mut chunks);
+                while stack.last().is_some_and(|(l, _)| *l >= level) {
+                    stack.pop();
+                }
+            }
             Item::Block(b) => blocks.push(b),
         }
     }
     flush_section(&lines, &stack, &mut blocks, budget, &mut chunks);
+    if let Some(map) = &outline.source_lines {
+        for c in &mut chunks {
+            c.line_start = map.get(c.line_start - 1).map_or(c.line_start, |m| m.0);
+            c.line_end = map.get(c.line_end - 1).map_or(c.line_end, |m| m.1);
+        }
+    }
     ChunkedDoc {
-        title,
-        front_matter,
+        title: outline.title,
+        front_matter: outline.front_matter,
         chunks,
-        removed,
+        removed: outline.removed,
     }
 }
 
@@ -322,16 +385,22 @@ fn unquote(v: &str) -> &str {
     v
 }
 
-/// A top-level Markdown block: 1-based inclusive line span.
-#[derive(Debug, Clone, Copy)]
-struct Block {
-    first: usize,
-    last: usize,
+/// A block of an [`Outline`]: a 1-based inclusive line span of its text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Block {
+    pub(crate) first: usize,
+    pub(crate) last: usize,
 }
 
-enum Item {
+/// One entry of an [`Outline`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Item {
+    /// A heading: it ends every open heading of this level or deeper, then opens.
     Heading { level: u8, text: String },
+    /// A block of the current section.
     Block(Block),
+    /// The end of every open heading of this level or deeper (code: an item's body ends).
+    Leave { level: u8 },
 }
 
 /// The top-level headings and blocks of the body, in order.

@@ -114,8 +114,8 @@ struct Root {
     last_sync: Option<String>,
     reported: Option<Report>,
     reported_at: Option<Instant>,
-    /// Files skipped for being over the per-file budget, relative to the root, with the
-    /// reason (status shows them).
+    /// Files skipped, refused by their format or over the per-file budget, relative to
+    /// the root, with the reason (status shows them).
     over_budget: BTreeMap<String, String>,
 }
 
@@ -871,7 +871,7 @@ struct Taken {
     mark: u64,
 }
 
-/// Record the files a batch skipped for being over the per-file budget, forgetting
+/// Record the files a batch skipped, refused by their format or over the per-file budget, forgetting
 /// those of the paths it covered (all of them after a rescan).
 fn note_over_budget(r: &mut Root, only: Option<&[PathBuf]>, summary: &ReindexSummary) {
     let dir = r.spec.dir.clone();
@@ -881,7 +881,7 @@ fn note_over_budget(r: &mut Root, only: Option<&[PathBuf]>, summary: &ReindexSum
             .over_budget
             .retain(|rel, _| !paths.iter().any(|p| dir.join(rel).starts_with(p))),
     }
-    for f in summary.skipped.iter().filter(|f| f.over_budget) {
+    for f in summary.skipped.iter().filter(|f| f.refused) {
         r.over_budget.insert(f.path.clone(), f.reason.clone());
     }
 }
@@ -1090,6 +1090,7 @@ impl Roots {
                 only,
                 follower: true,
                 stop: Some(self.shared.halt.clone()),
+                files: spec.files.clone(),
                 ..Default::default()
             },
             &|_| {},

@@ -12,19 +12,18 @@
 //! embedding gives up between two model runs when the process or the run stops
 //! ([`Vault::embed_missing`]): a file is committed whole or not at all.
 
-use std::path::Path;
-
 use crate::base::sha256_hex;
 use crate::error::{Error, Result};
 use crate::paths::DirHandle;
 
-use super::chunk::{CHUNKER_VERSION, Chunk, ChunkedDoc, chunk_markdown};
+use super::chunk::{CHUNKER_VERSION, Chunk, ChunkedDoc};
+use super::formats::chunk_file;
 use crate::store::Store;
 
 use super::documents::{DocWrite, StoredDoc, WriteStats, chunk_embeddings, chunk_key, find_doc};
 use super::handle::Vault;
 
-/// Largest Markdown file the vault reads, in bytes.
+/// Largest file the vault reads, in bytes.
 pub(crate) const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 /// Most chunks one file may have: the per-file budget of every indexing path
 /// (`vault_update`, a follower's batch, `cairn reindex`). The model's time grows with the
@@ -33,13 +32,6 @@ pub(crate) const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 /// is refused by `vault_update` and skipped, with the reason, by the others
 /// (docs/vault.md, "A per-file budget").
 pub(crate) const MAX_FILE_CHUNKS: usize = 8_192;
-
-/// Whether `path` names a Markdown file by its extension (`.md`, `.markdown`).
-pub(crate) fn is_markdown(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("md") || e.eq_ignore_ascii_case("markdown"))
-}
 
 /// One file read from disk.
 #[derive(Debug)]
@@ -93,8 +85,9 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    /// Chunk the file and look up reusable vectors (a read of the stored chunks; only
-    /// vectors of the embedder `model` are reused).
+    /// Chunk the file by its format ([`super::formats`]; a file its format refuses is an
+    /// [`Error::InvalidInput`] naming why) and look up reusable vectors (a read of the
+    /// stored chunks; only vectors of the embedder `model` are reused).
     pub(crate) fn prepare(
         store: &Store,
         model: &str,
@@ -104,7 +97,7 @@ impl Pending {
         file: FileRead,
         existing: Option<&StoredDoc>,
     ) -> Result<Pending> {
-        let doc = chunk_markdown(&file.bytes);
+        let doc = chunk_file(path, &file.bytes)?;
         check_budget(path, &doc)?;
         let reusable = match existing {
             Some(d) if d.embed_model == model => store.read(|c| chunk_embeddings(c, d.id))?,
@@ -147,9 +140,10 @@ pub(crate) fn check_budget(path: &str, doc: &ChunkedDoc) -> Result<()> {
     Ok(())
 }
 
-/// Whether the file `bytes` has more chunks than [`MAX_FILE_CHUNKS`] (it chunks them).
-pub(crate) fn over_budget(path: &str, bytes: &[u8]) -> bool {
-    check_budget(path, &chunk_markdown(bytes)).is_err()
+/// Whether the file `bytes` is refused by its format or has more chunks than
+/// [`MAX_FILE_CHUNKS`] (it chunks them).
+pub(crate) fn refused(path: &str, bytes: &[u8]) -> bool {
+    chunk_file(path, bytes).and_then(|doc| check_budget(path, &doc)).is_err()
 }
 
 /// What committing one file did.

@@ -33,7 +33,8 @@ use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+    Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter, TextAnalyzer, Token,
+    TokenStream, Tokenizer,
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 
@@ -63,14 +64,15 @@ const LONG_TOKEN: usize = 40;
 /// [`super::rerank::STOP_WORDS`].
 const SHORT_STOP_WORDS: &[&str] = &["do", "i", "we", "my", "me", "so"];
 
-/// Words, ≤ 40 bytes, lower-cased, without stop words (Lucene's English list,
-/// [`super::rerank::STOP_WORDS`] and [`SHORT_STOP_WORDS`]), English (Snowball) stems.
+/// Words ([`IdentTokenizer`]), ≤ 40 bytes, lower-cased, without stop words (Lucene's
+/// English list, [`super::rerank::STOP_WORDS`] and [`SHORT_STOP_WORDS`]), English
+/// (Snowball) stems.
 pub(crate) fn analyzer() -> TextAnalyzer {
     let extra = super::rerank::STOP_WORDS
         .iter()
         .chain(SHORT_STOP_WORDS)
         .map(|w| w.to_string());
-    TextAnalyzer::builder(SimpleTokenizer::default())
+    TextAnalyzer::builder(IdentTokenizer)
         .filter(RemoveLongFilter::limit(LONG_TOKEN))
         .filter(LowerCaser)
         .filter(
@@ -79,6 +81,99 @@ pub(crate) fn analyzer() -> TextAnalyzer {
         .filter(StopWordFilter::remove(extra))
         .filter(Stemmer::new(Language::English))
         .build()
+}
+
+/// Runs of letters and digits (what tantivy's `SimpleTokenizer` yields, so `issue_approved`
+/// is `issue` and `approved`), and for a run in camel case its humps too:
+/// `issueApproved` yields `issueApproved`, `issue` and `Approved`; `HTTPServer` yields
+/// `HTTPServer`, `HTTP` and `Server`. So an identifier and the words it is made of meet
+/// in code and in prose ([`super::formats::code`]).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct IdentTokenizer;
+
+/// The tokens of one text, computed when the stream is made.
+pub(crate) struct IdentTokens {
+    tokens: Vec<Token>,
+    at: usize,
+}
+
+impl Tokenizer for IdentTokenizer {
+    type TokenStream<'a> = IdentTokens;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> IdentTokens {
+        let mut tokens = Vec::new();
+        let mut push = |from: usize, to: usize| {
+            let position = tokens.len();
+            tokens.push(Token {
+                offset_from: from,
+                offset_to: to,
+                position,
+                text: text[from..to].to_string(),
+                position_length: 1,
+            });
+        };
+        let mut run: Option<usize> = None;
+        let mut chars = text.char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            if c.is_alphanumeric() {
+                run.get_or_insert(i);
+            }
+            let ends =
+                !c.is_alphanumeric() || chars.peek().is_none_or(|(_, n)| !n.is_alphanumeric());
+            if let (true, Some(start)) = (ends, run) {
+                let end = if c.is_alphanumeric() {
+                    i + c.len_utf8()
+                } else {
+                    i
+                };
+                run = None;
+                push(start, end);
+                let humps = humps(&text[start..end]);
+                if humps.len() > 1 {
+                    for (a, b) in humps {
+                        push(start + a, start + b);
+                    }
+                }
+            }
+        }
+        IdentTokens { tokens, at: 0 }
+    }
+}
+
+/// The byte ranges of the camel-case humps of a word (`issueApproved` → `issue`,
+/// `Approved`; `HTTPServer` → `HTTP`, `Server`); one range when there is none.
+fn humps(word: &str) -> Vec<(usize, usize)> {
+    let chars: Vec<(usize, char)> = word.char_indices().collect();
+    let mut out = Vec::new();
+    let mut start = 0;
+    for k in 1..chars.len() {
+        let (i, c) = chars[k];
+        let prev = chars[k - 1].1;
+        let next_lower = chars.get(k + 1).is_some_and(|(_, n)| n.is_lowercase());
+        let boundary = c.is_uppercase()
+            && (prev.is_lowercase() || prev.is_numeric() || (prev.is_uppercase() && next_lower));
+        if boundary {
+            out.push((start, i));
+            start = i;
+        }
+    }
+    out.push((start, word.len()));
+    out
+}
+
+impl TokenStream for IdentTokens {
+    fn advance(&mut self) -> bool {
+        self.at += 1;
+        self.at <= self.tokens.len()
+    }
+
+    fn token(&self) -> &Token {
+        &self.tokens[self.at - 1]
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        &mut self.tokens[self.at - 1]
+    }
 }
 
 /// The index directory under a database's index directory.
@@ -395,6 +490,28 @@ impl LexicalState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn terms(text: &str) -> Vec<String> {
+        let mut a = analyzer();
+        let mut stream = a.token_stream(text);
+        let mut out = Vec::new();
+        while stream.advance() {
+            out.push(stream.token().text.clone());
+        }
+        out
+    }
+
+    #[test]
+    fn identifiers_meet_their_words() {
+        assert_eq!(terms("issueApproved"), ["issueapprov", "issu", "approv"]);
+        assert_eq!(terms("issue_approved"), ["issu", "approv"]);
+        assert_eq!(terms("issue approved"), ["issu", "approv"]);
+        assert_eq!(
+            terms("HTTPServer v2Retry"),
+            ["httpserver", "http", "server", "v2retri", "v2", "retri"]
+        );
+        assert_eq!(terms("naïveCafé"), ["naïvecafé", "naïv", "café"]);
+    }
     use crate::embed::DIMENSION;
     use crate::vault::chunk::chunk_markdown;
     use crate::vault::documents::{delete_document, write_test_document};

@@ -1,4 +1,5 @@
-//! The Knowledge Vault: Markdown documents split into heading-aware chunks, embedded
+//! The Knowledge Vault: documents (Markdown, HTML, reST, AsciiDoc, text, notebooks and, by
+//! choice, source code) split into heading-aware chunks, embedded
 //! locally ([`crate::embed`]), searched by cosine similarity through a persistent HNSW graph.
 //!
 //! Two layers. The **core** is pure computation or files under a directory the caller
@@ -6,7 +7,8 @@
 //!
 //! | module | owns |
 //! | --- | --- |
-//! | [`chunk`] | heading-aware Markdown chunking: front matter, title, heading paths, exact 1-based line spans, content hashes, the token budget ([`chunk::CHUNKER_VERSION`]) |
+//! | [`chunk`] | heading-aware chunking of an outline (Markdown's own): front matter, title, heading paths, exact 1-based line spans, content hashes, the token budget ([`chunk::CHUNKER_VERSION`]) |
+//! | [`formats`] | which files a collection reads and how each format (Markdown, HTML, text, reST, AsciiDoc, notebooks, code through tree-sitter) becomes an outline |
 //! | [`hnsw`] | the vector index over `hnsw_rs` (cosine similarity on unit vectors), filtered search, crash-safe generational persistence and the [`hnsw::IndexManifest`] that ties an index to its model and chunker |
 //! | [`error`] | [`VaultError`], the one error type of the core |
 //!
@@ -26,7 +28,7 @@
 //! | [`browse`] | the documents as a list to page through and one document's Markdown read beneath its root (MCP resources), the vault's change mark |
 //! | [`service`] | search (`vault_retrieve`, `search_knowledge`, `cairn search`) with its defaults, `vault_update`, `vault_delete` |
 //!
-//! Typical flow: [`chunk::chunk_markdown`] → [`chunk::Chunk::embedding_text`] →
+//! Typical flow: [`formats::chunk_file`] → [`chunk::Chunk::embedding_text`] →
 //! [`crate::embed::Embed::embed_batch`] → SQLite → [`hnsw::VectorIndex::insert_batch`] →
 //! [`hnsw::VectorIndex::save`]; at query time [`crate::embed::Embed::embed_query`]
 //! → [`hnsw::VectorIndex::search`] → rows joined from SQLite.
@@ -36,6 +38,7 @@ pub mod chunk;
 pub mod documents;
 pub mod error;
 pub mod follow;
+pub mod formats;
 pub(crate) mod handle;
 pub mod hnsw;
 pub(crate) mod identity;

@@ -1,6 +1,7 @@
-//! `cairn reindex DIR`: bring the vault in line with a directory of Markdown files.
+//! `cairn reindex DIR`: bring the vault in line with a directory of documents.
 //!
-//! - **Walk**: `.md` / `.markdown` files under DIR, respecting `.gitignore` files (in DIR,
+//! - **Walk**: the files under DIR that the collection reads ([`super::formats`]:
+//!   documentation formats, source code with `--code`, include and exclude globs), respecting `.gitignore` files (in DIR,
 //!   its subdirectories and its parents, also outside a git repository), `.ignore` files
 //!   and `.git/info/exclude`; hidden files and directories are skipped, files are visited
 //!   in path order. Each file is then opened beneath a handle on the root
@@ -46,9 +47,10 @@ use crate::issues::settings::limits::COLLECTION_MAX;
 use crate::paths::{DirHandle, canonical_root};
 
 use super::documents::{delete_document, doc_paths};
+use super::formats::{Admit, FileFilter, chunk_file};
 use super::handle::Vault;
 use super::identity::relative_path;
-use super::ingest::{Committed, Pending, is_current, is_markdown, over_budget, read_file};
+use super::ingest::{Committed, Pending, is_current, read_file, refused};
 use super::live::vault_dir;
 use super::roots::{FollowedRoot, RootKind, covers};
 use crate::embed::{Spin, Threading};
@@ -91,6 +93,9 @@ pub struct ReindexOptions {
     /// process stopping, [`super::VaultState::stop_indexing`]), committing no file it has
     /// not embedded whole.
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Which files are indexed ([`super::formats`]): documentation formats, code with
+    /// `--code`, include and exclude globs. Recorded with the root for its follower.
+    pub files: FileFilter,
 }
 
 /// What the reader hands the model thread, file by file in walk order.
@@ -109,7 +114,7 @@ type Batch = (Vec<Pending>, Vec<Vec<f32>>);
 /// Progress of a reindex, for a progress bar.
 #[derive(Debug, Clone, Copy)]
 pub enum ReindexProgress {
-    /// The walk found this many Markdown files.
+    /// The walk found this many files to read.
     Found(usize),
     /// This many more files were handled.
     Done(usize),
@@ -154,10 +159,10 @@ pub struct ReindexSummary {
 pub(crate) struct SkippedFile {
     pub(crate) path: String,
     pub(crate) reason: String,
-    /// Skipped for having more chunks than the per-file budget
-    /// ([`super::ingest::MAX_FILE_CHUNKS`]).
+    /// Refused by its format or for having more chunks than the per-file budget
+    /// ([`super::ingest::MAX_FILE_CHUNKS`]): `vault status` names it.
     #[serde(skip)]
-    pub(crate) over_budget: bool,
+    pub(crate) refused: bool,
 }
 
 /// Validate a collection name: 1-64 characters, no NUL, no surrounding whitespace.
@@ -204,7 +209,8 @@ impl Vault<'_> {
             Some(paths) => Some(Targets::new(&root.dir, paths)),
             None => None,
         };
-        let (files, walk_skipped) = walk(&dir, only.as_ref())?;
+        let admit = opts.files.compile()?;
+        let (files, walk_skipped) = walk(&dir, &admit, only.as_ref())?;
         progress(ReindexProgress::Found(files.len()));
         let mut s = ReindexSummary {
             root: root.key.clone(),
@@ -218,7 +224,7 @@ impl Vault<'_> {
                 s.skipped.push(SkippedFile {
                     path: rel,
                     reason: "a symlink or special file; only regular files are indexed".into(),
-                    over_budget: false,
+                    refused: false,
                 });
             }
         }
@@ -292,7 +298,14 @@ impl Vault<'_> {
             s.files_removed = gone.len();
         }
         if !opts.follower {
-            self.record_root(&root.key, &prefix, RootKind::Dir, &collection, &root.dir)?;
+            self.record_root(
+                &root.key,
+                &prefix,
+                RootKind::Dir,
+                &collection,
+                &root.dir,
+                &opts.files,
+            )?;
         }
         s.index_points = if opts.rebuild {
             self.state.rebuild(self.store, &index_dir)?
@@ -331,7 +344,7 @@ impl Vault<'_> {
                 return Ok(Read::Skipped(Some(SkippedFile {
                     path: rel,
                     reason: "removed while the directory was walked".into(),
-                    over_budget: false,
+                    refused: false,
                 })));
             }
             Err(e @ Error::InvalidInput(_)) => {
@@ -340,7 +353,7 @@ impl Vault<'_> {
                 return Ok(Read::Skipped(Some(SkippedFile {
                     path: rel,
                     reason,
-                    over_budget: false,
+                    refused: false,
                 })));
             }
             Err(e) => return Err(e),
@@ -362,14 +375,15 @@ impl Vault<'_> {
             existing.as_ref(),
         ) {
             Ok(p) => Ok(Read::Changed(rel, Box::new(p))),
-            // Over the per-file budget: skipped (and its stale document removed).
+            // Refused by its format or over the per-file budget: skipped (and its stale
+            // document removed).
             Err(e @ Error::InvalidInput(_)) => {
                 let reason = crate::paths::refusal_text(&e);
                 tracing::warn!(file = %rel, %reason, "skipped");
                 Ok(Read::Skipped(Some(SkippedFile {
                     path: rel,
                     reason,
-                    over_budget: true,
+                    refused: true,
                 })))
             }
             Err(e) => Err(e),
@@ -473,7 +487,8 @@ impl Vault<'_> {
         let mut seen = HashSet::new();
         let watched = root.watched_dir();
         if watched.is_dir() {
-            for file in walk(&watched, only.as_ref())?.0 {
+            let admit = root.files.compile()?;
+            for file in walk(&watched, &admit, only.as_ref())?.0 {
                 let Ok(rel) = relative_path(&root.dir, &file) else {
                     continue;
                 };
@@ -491,8 +506,8 @@ impl Vault<'_> {
                     Some(_) => Some("changed"),
                     None => Some("new"),
                 };
-                // A file over the per-file budget is skipped, not pending.
-                let change = change.filter(|_| !over_budget(&rel, &read.bytes));
+                // A file its format or the per-file budget refuses is skipped, not pending.
+                let change = change.filter(|_| !refused(&rel, &read.bytes));
                 if let Some(change) = change {
                     out.push(PendingChange {
                         path: rel.clone(),
@@ -564,10 +579,10 @@ impl Targets {
     }
 }
 
-/// The Markdown files under `dir` (canonical), in path order, ignore files respected
-/// (only those `only` visits, when given); and the Markdown-named entries that are not
-/// regular files (symlinks, FIFOs, ...).
-fn walk(dir: &Path, only: Option<&Targets>) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+/// The files under `dir` (canonical) that `admit` admits (by their path relative to
+/// `dir`), in path order, ignore files respected (only those `only` visits, when given);
+/// and the admitted entries that are not regular files (symlinks, FIFOs, ...).
+fn walk(dir: &Path, admit: &Admit, only: Option<&Targets>) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     let mut builder = ignore::WalkBuilder::new(dir);
@@ -587,7 +602,11 @@ fn walk(dir: &Path, only: Option<&Targets>) -> Result<(Vec<PathBuf>, Vec<PathBuf
                 continue;
             }
         };
-        if !is_markdown(entry.path()) || entry.depth() == 0 {
+        if entry.depth() == 0 {
+            continue;
+        }
+        let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
+        if !admit.admits(&rel.to_string_lossy().replace('\\', "/")) {
             continue;
         }
         match entry.file_type() {
@@ -621,10 +640,11 @@ mod tests {
         std::fs::write(root.join("docs/drafts/x.md"), "# x").unwrap();
         std::fs::write(root.join("docs/guide/b.markdown"), "# b").unwrap();
         std::fs::write(root.join("docs/a.md"), "# a").unwrap();
-        std::fs::write(root.join("docs/notes.txt"), "n").unwrap();
+        std::fs::write(root.join("docs/notes.bin"), "n").unwrap();
+        std::fs::write(root.join("docs/lib.rs"), "fn f() {}").unwrap();
         std::fs::write(root.join("docs/.hidden.md"), "# h").unwrap();
         let canon = canonical_root(root).unwrap();
-        let got: Vec<String> = walk(&canon.join("docs"), None)
+        let got: Vec<String> = walk(&canon.join("docs"), &Admit::default(), None)
             .unwrap()
             .0
             .iter()

@@ -18,6 +18,7 @@ use crate::base::{iso, now_iso};
 use crate::error::Result;
 use crate::store::db::{Conn, params};
 
+use super::formats::FileFilter;
 use super::handle::Vault;
 
 /// How often a follower renews its leases (and reports its state).
@@ -54,6 +55,8 @@ pub struct FollowedRoot {
     pub(crate) collection: String,
     /// The root's canonical directory where it was recorded.
     pub(crate) dir: PathBuf,
+    /// Which files it indexes ([`FileFilter`], stored as JSON).
+    pub(crate) files: FileFilter,
 }
 
 impl FollowedRoot {
@@ -109,13 +112,28 @@ fn record(
     kind: RootKind,
     collection: &str,
     dir: &Path,
+    files: &FileFilter,
 ) -> Result<()> {
-    if is_recorded(&list(tx)?, root_key, prefix, collection) {
+    let roots = list(tx)?;
+    let files_json = serde_json::to_string(files).unwrap_or_else(|_| "{}".into());
+    if let Some(same) = roots
+        .iter()
+        .find(|r| r.root_key == root_key && r.prefix == prefix && r.collection == collection)
+    {
+        if &same.files != files {
+            tx.execute(
+                "UPDATE vault_roots SET files = ?2 WHERE id = ?1",
+                params![same.id, files_json],
+            )?;
+        }
+        return Ok(());
+    }
+    if is_recorded(&roots, root_key, prefix, collection) {
         return Ok(());
     }
     tx.execute(
-        "INSERT INTO vault_roots (root_key, prefix, kind, collection, dir, added_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+        "INSERT INTO vault_roots (root_key, prefix, kind, collection, dir, added_at, files)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
          ON CONFLICT (root_key, prefix, collection) DO NOTHING",
         params![
             root_key,
@@ -123,7 +141,8 @@ fn record(
             kind.as_str(),
             collection,
             dir.to_string_lossy().into_owned(),
-            now_iso()
+            now_iso(),
+            files_json
         ],
     )?;
     Ok(())
@@ -138,7 +157,7 @@ pub(crate) fn list(c: &Conn<'_>) -> Result<Vec<FollowedRoot>> {
 fn with_leases(c: &Conn<'_>) -> Result<Vec<(FollowedRoot, Lease)>> {
     c.query_map(
         "SELECT id, root_key, prefix, kind, collection, dir,
-                follower, state, reason, pending, last_sync_at, heartbeat_at
+                follower, state, reason, pending, last_sync_at, heartbeat_at, files
          FROM vault_roots ORDER BY id",
         params![],
         |r| {
@@ -155,6 +174,8 @@ fn with_leases(c: &Conn<'_>) -> Result<Vec<(FollowedRoot, Lease)>> {
                 },
                 collection: r.get(4)?,
                 dir: PathBuf::from(dir),
+                // An unreadable filter is the default one (documentation formats).
+                files: serde_json::from_str(&r.get::<_, String>(12)?).unwrap_or_default(),
             };
             let lease = Lease {
                 follower: r.get(6)?,
@@ -371,7 +392,7 @@ impl Vault<'_> {
     }
 
     /// Record a followed root (`cairn reindex`, `vault_update`): a read, and a write
-    /// only the first time.
+    /// only the first time or when its file filter changed.
     pub(crate) fn record_root(
         &self,
         root_key: &str,
@@ -379,12 +400,19 @@ impl Vault<'_> {
         kind: RootKind,
         collection: &str,
         dir: &Path,
+        files: &FileFilter,
     ) -> Result<()> {
-        if is_recorded(&self.followed_roots()?, root_key, prefix, collection) {
+        let roots = self.followed_roots()?;
+        let same = roots
+            .iter()
+            .find(|r| r.root_key == root_key && r.prefix == prefix && r.collection == collection);
+        if same.is_some_and(|r| &r.files == files)
+            || (same.is_none() && is_recorded(&roots, root_key, prefix, collection))
+        {
             return Ok(());
         }
         self.store
-            .write(|tx| record(tx, root_key, prefix, kind, collection, dir))
+            .write(|tx| record(tx, root_key, prefix, kind, collection, dir, files))
     }
 
     /// Claim or renew root `id` for the follower `me`.

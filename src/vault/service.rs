@@ -34,13 +34,14 @@ use crate::error::{Error, Result};
 use crate::paths::{DirHandle, relative_components, shown};
 
 use super::documents::{VaultHit, chunk_collection, chunk_vector, delete_document, load_hit};
+use super::formats::{EXTENSIONS, FileFilter, Format};
 use super::handle::Vault;
 use super::identity::DocRoot;
-use super::ingest::{Pending, is_current, is_markdown, read_file};
+use super::ingest::{Pending, is_current, read_file};
 use super::lexical::lexical_dir;
 use super::live::vault_dir;
 use super::rerank::{self, Candidate, Ranking};
-use super::roots::RootKind;
+use super::roots::{RootKind, covers};
 
 /// Largest `top_k` of a vault search.
 pub(crate) const MAX_TOP_K: usize = 50;
@@ -401,15 +402,7 @@ impl Vault<'_> {
     pub(crate) fn update(&self, session: &WorkContext, path: &str) -> Result<UpdateResult> {
         let root = self.tool_root(session)?;
         let (handle, rel) = self.tool_path(&root, path)?;
-        if !is_markdown(std::path::Path::new(&rel)) {
-            return Err(Error::invalid(
-                "path",
-                format!(
-                    "{} is not a Markdown file; the vault indexes .md and .markdown files",
-                    shown(path)
-                ),
-            ));
-        }
+        let files = self.update_filter(&root, &rel, path)?;
         let Some(read) = read_file(&handle, &rel)? else {
             return Err(Error::not_found(
                 "file",
@@ -434,7 +427,7 @@ impl Vault<'_> {
                     |r| r.get::<_, i64>(0),
                 )? as usize)
             })?;
-            self.follow_file(&root, &rel, &collection)?;
+            self.follow_file(&root, &rel, &collection, &files)?;
             return Ok(UpdateResult {
                 path: rel,
                 collection,
@@ -461,7 +454,7 @@ impl Vault<'_> {
             .ok_or_else(|| Error::Internal("no commit result".into()))?;
         self.state
             .after_write(self.store, &vault_dir(&self.store.index_dir()), false)?;
-        self.follow_file(&root, &rel, &collection)?;
+        self.follow_file(&root, &rel, &collection, &files)?;
         Ok(UpdateResult {
             path: rel,
             collection,
@@ -475,10 +468,63 @@ impl Vault<'_> {
     }
 
     /// A file `vault_update` indexed in a project is followed from then on.
-    fn follow_file(&self, root: &DocRoot, rel: &str, collection: &str) -> Result<()> {
+    fn follow_file(
+        &self,
+        root: &DocRoot,
+        rel: &str,
+        collection: &str,
+        files: &FileFilter,
+    ) -> Result<()> {
         match root.project {
-            Some(_) => self.record_root(&root.key, rel, RootKind::File, collection, &root.dir),
+            Some(_) => {
+                self.record_root(&root.key, rel, RootKind::File, collection, &root.dir, files)
+            }
             None => Ok(()),
+        }
+    }
+
+    /// Whether `vault_update` reads `rel`: a documentation format always; source code
+    /// only when a followed directory of this root that indexes code admits it (code is
+    /// opt-in per collection). The filter the file is followed with.
+    fn update_filter(&self, root: &DocRoot, rel: &str, path: &str) -> Result<FileFilter> {
+        match Format::of(std::path::Path::new(rel)) {
+            None => Err(Error::invalid(
+                "path",
+                format!(
+                    "{} is not a format the vault reads ({EXTENSIONS})",
+                    shown(path)
+                ),
+            )),
+            Some(f) if !f.is_code() => Ok(FileFilter::default()),
+            Some(_) => {
+                let admitted = self.followed_roots()?.iter().any(|r| {
+                    r.root_key == root.key
+                        && r.kind == RootKind::Dir
+                        && r.files.code
+                        && covers(&r.prefix, rel)
+                        && r.files.compile().is_ok_and(|a| {
+                            let under = rel
+                                .strip_prefix(&r.prefix)
+                                .map_or(rel, |x| x.trim_start_matches('/'));
+                            a.admits(under)
+                        })
+                });
+                if admitted {
+                    Ok(FileFilter {
+                        code: true,
+                        ..FileFilter::default()
+                    })
+                } else {
+                    Err(Error::invalid(
+                        "path",
+                        format!(
+                            "{} is source code, and no collection following it indexes code \
+                             (`cairn reindex DIR --code` opts a directory in)",
+                            shown(path)
+                        ),
+                    ))
+                }
+            }
         }
     }
 

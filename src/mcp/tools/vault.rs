@@ -54,7 +54,7 @@ pub(crate) struct KnowledgeParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PathParams {
-    /// Markdown file path relative to the project root (e.g. docs/guide.md).
+    /// Document path relative to the project root (e.g. docs/guide.md).
     #[schemars(length(min = 1, max = crate::paths::PATH_MAX))]
     pub(crate) path: String,
 }
@@ -133,7 +133,7 @@ pub(crate) fn tools() -> Vec<ToolDef> {
         .prepare(embed_query),
         tool(
             "vault_update",
-            "Re-read, re-chunk and re-embed one Markdown file (path relative to the project root); only changed chunks are re-embedded.",
+            "Re-read, re-chunk and re-embed one document (Markdown, HTML, reST, AsciiDoc, text or notebook; source code where a collection indexes code; path relative to the project root); only changed chunks are re-embedded.",
             Effect::Destructive { idempotent: true },
             json!({"path": "docs/patterns/retry-with-backoff.md"}),
             update,
