@@ -1315,6 +1315,233 @@ fn an_mcp_session_belongs_to_the_token_that_opened_it_and_ends_on_delete() {
     );
 }
 
+/// `initialize` (protocol 2025-11-25) with `auth`: the reply and the session id it opened.
+fn open_session(d: &Daemon, auth: &str) -> (Reply, Option<String>) {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let r = http(
+        d.addr,
+        "POST",
+        "/mcp",
+        &[("Authorization", auth)],
+        Some(&init.to_string()),
+    );
+    let sid = r.head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| v.trim().to_string())
+    });
+    if let Some(sid) = &sid {
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let r = in_session(d, auth, sid, &initialized);
+        assert_eq!(r.status, 202, "{} {}", r.head, r.body);
+    }
+    (r, sid)
+}
+
+/// A POST of `body` on session `sid` with `auth`.
+fn in_session(d: &Daemon, auth: &str, sid: &str, body: &Value) -> Reply {
+    http(
+        d.addr,
+        "POST",
+        "/mcp",
+        &[
+            ("Authorization", auth),
+            ("Mcp-Session-Id", sid),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        Some(&body.to_string()),
+    )
+}
+
+/// The status line and headers of a request whose body may never end (a session's
+/// notification stream): read up to the blank line only.
+fn head_only(addr: SocketAddr, method: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(HANG)).unwrap();
+    let mut req = format!("{method} /mcp HTTP/1.1\r\nHost: {addr}\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).expect("write");
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            s.read(&mut byte).expect("read the head"),
+            1,
+            "closed mid-head"
+        );
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).expect("utf-8 head");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    (status, head)
+}
+
+#[test]
+fn another_tokens_stream_and_delete_of_a_session_are_refused_and_the_owner_keeps_it() {
+    let env = Env::new();
+    shop(&env);
+    let (a, _) = mint(&env, &["--issue", "SHOP-1", "--agent-type", "worker"]);
+    let (b, _) = mint(&env, &["--issue", "SHOP-2", "--agent-type", "worker"]);
+    let d = Daemon::start(&env, &[], &[]);
+    let (auth_a, auth_b) = (format!("Bearer {a}"), format!("Bearer {b}"));
+    let (r, sid) = open_session(&d, &auth_a);
+    let sid = sid.unwrap_or_else(|| panic!("an initialize opens a session: {}", r.head));
+    let stream = |auth: &str| {
+        head_only(
+            d.addr,
+            "GET",
+            &[
+                ("Authorization", auth),
+                ("Mcp-Session-Id", &sid),
+                ("Accept", "text/event-stream"),
+                ("MCP-Protocol-Version", "2025-11-25"),
+            ],
+        )
+    };
+    // B's token on A's session: no notification stream, no end of it.
+    let (status, head) = stream(&auth_b);
+    assert_eq!(status, 403, "another token's GET of the stream: {head}");
+    let r = http(
+        d.addr,
+        "DELETE",
+        "/mcp",
+        &[("Authorization", &auth_b), ("Mcp-Session-Id", &sid)],
+        None,
+    );
+    assert_eq!(r.status, 403, "another token's DELETE: {}", r.body);
+    assert_eq!(
+        r.json()["error"]["code"],
+        "SESSION_OF_ANOTHER_TOKEN",
+        "{}",
+        r.body
+    );
+    // A's session is intact: its calls, its stream, its end.
+    let issue = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "get_issue", "arguments": {}}});
+    let got = answer(&in_session(&d, &auth_a, &sid, &issue));
+    assert_eq!(
+        got["result"]["structuredContent"]["identifier"], "SHOP-1",
+        "{got}"
+    );
+    let (status, head) = stream(&auth_a);
+    assert_eq!(status, 200, "the owner's stream: {head}");
+    assert!(
+        head.to_ascii_lowercase().contains("text/event-stream"),
+        "{head}"
+    );
+    let r = http(
+        d.addr,
+        "DELETE",
+        "/mcp",
+        &[("Authorization", &auth_a), ("Mcp-Session-Id", &sid)],
+        None,
+    );
+    assert!(r.status < 300, "{} {}", r.status, r.body);
+    assert_eq!(in_session(&d, &auth_a, &sid, &issue).status, 404);
+}
+
+#[test]
+fn one_token_opening_sessions_until_refused_leaves_room_for_another() {
+    let env = Env::new();
+    shop(&env);
+    let (a, _) = mint(&env, &["--issue", "SHOP-1", "--agent-type", "worker"]);
+    let (b, _) = mint(&env, &["--issue", "SHOP-2", "--agent-type", "worker"]);
+    let d = Daemon::start(&env, &[], &[]);
+    let (auth_a, auth_b) = (format!("Bearer {a}"), format!("Bearer {b}"));
+    // The documented default (docs/deployment.md): 32 sessions per token.
+    let mut opened = Vec::new();
+    let refused = loop {
+        let (r, sid) = open_session(&d, &auth_a);
+        match sid {
+            Some(sid) => opened.push(sid),
+            None => break r,
+        }
+        assert!(
+            opened.len() <= 64,
+            "one token opened {} sessions",
+            opened.len()
+        );
+    };
+    assert_eq!(opened.len(), 32, "{} {}", refused.status, refused.body);
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    let e = refused.json();
+    assert_eq!(e["error"]["code"], "TOO_MANY_SESSIONS_FOR_TOKEN", "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the most one token may have (32)"),
+        "{e}"
+    );
+    // Another token still initializes, and is served in its session.
+    let (r, sid) = open_session(&d, &auth_b);
+    let sid = sid.unwrap_or_else(|| panic!("B refused: {} {}", r.status, r.body));
+    let issue = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "get_issue", "arguments": {}}});
+    let got = answer(&in_session(&d, &auth_b, &sid, &issue));
+    assert_eq!(
+        got["result"]["structuredContent"]["identifier"], "SHOP-2",
+        "{got}"
+    );
+    // A session A ends gives A its share back.
+    let r = http(
+        d.addr,
+        "DELETE",
+        "/mcp",
+        &[("Authorization", &auth_a), ("Mcp-Session-Id", &opened[0])],
+        None,
+    );
+    assert!(r.status < 300, "{} {}", r.status, r.body);
+    let (r, sid) = open_session(&d, &auth_a);
+    assert!(sid.is_some(), "{} {}", r.status, r.body);
+}
+
+#[test]
+fn subscriptions_of_one_session_are_refused_past_the_limit() {
+    let env = Env::new();
+    shop(&env);
+    let (a, _) = mint(&env, &["--issue", "SHOP-1"]);
+    let d = Daemon::start(&env, &[], &[]);
+    let auth = format!("Bearer {a}");
+    let (r, sid) = open_session(&d, &auth);
+    let sid = sid.unwrap_or_else(|| panic!("{} {}", r.status, r.body));
+    let subscribe = |i: usize, method: &str| {
+        let body = json!({"jsonrpc": "2.0", "id": i + 10, "method": method,
+            "params": {"uri": format!("cairn://vault/docs/d{i}.md")}});
+        answer(&in_session(&d, &auth, &sid, &body))
+    };
+    // The documented limit (docs/deployment.md): 256 documents per session.
+    let mut accepted = 0;
+    let refusal = loop {
+        let got = subscribe(accepted, "resources/subscribe");
+        if got.get("error").is_some() {
+            break got;
+        }
+        accepted += 1;
+        assert!(accepted <= 1000, "{accepted} subscriptions accepted");
+    };
+    assert_eq!(accepted, 256, "{refusal}");
+    assert_eq!(refusal["error"]["code"], -32602, "{refusal}");
+    let msg = refusal["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("the 256 documents one session may watch"),
+        "{msg}"
+    );
+    // Subscribing again to a watched document is no new subscription; one freed is.
+    assert!(subscribe(0, "resources/subscribe").get("error").is_none());
+    assert!(subscribe(0, "resources/unsubscribe").get("error").is_none());
+    assert!(subscribe(256, "resources/subscribe").get("error").is_none());
+}
+
 /// `GET /metrics` parsed by the official Prometheus client's parser
 /// (`tests/metrics_parse.py`): `{family: {type, help, samples: [[name, labels, value]]}}`.
 fn scrape(d: &Daemon) -> Value {

@@ -696,8 +696,7 @@ impl ServerHandler for CairnServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> std::result::Result<(), McpError> {
-        self.listen_until_cancelled(context).await;
-        Ok(())
+        self.listen_until_cancelled(context).await
     }
 }
 

@@ -23,6 +23,23 @@ use super::server::{CairnServer, Seen};
 /// How often a session looks for changes.
 pub(crate) const POLL: Duration = Duration::from_secs(1);
 
+/// The most documents one session (or one `subscriptions/listen`) watches: each costs a
+/// look every [`POLL`], so more are refused (`-32602`) rather than let one client's
+/// watch take a core (20,000 took 0.3 of one).
+pub(crate) const MAX_SUBSCRIPTIONS: usize = 256;
+
+/// The refusal of a subscription beyond [`MAX_SUBSCRIPTIONS`].
+fn too_many(asked: usize) -> McpError {
+    McpError::invalid_params(
+        format!(
+            "{asked} subscriptions would be more than the {MAX_SUBSCRIPTIONS} documents one \
+             session may watch: unsubscribe from documents you no longer need, or watch the \
+             list (notifications/resources/list_changed) instead"
+        ),
+        Some(serde_json::json!({"limit": MAX_SUBSCRIPTIONS})),
+    )
+}
+
 /// The `(collection, path)` of `uri` when it names a vault document within `readable`
 /// (a session's [`CairnServer::readable_collections`]).
 fn in_reach(readable: &Option<Option<Vec<String>>>, uri: &str) -> Option<(String, String)> {
@@ -127,11 +144,15 @@ impl CairnServer {
             .vault_document_hashes(std::slice::from_ref(&doc))
             .map_err(|e| McpError::internal_error(e.to_string(), None))?
             .remove(&doc);
-        self.subscriptions()
+        let mut uris = self
+            .subscriptions()
             .uris
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(uri, now);
+            .unwrap_or_else(PoisonError::into_inner);
+        if uris.len() >= MAX_SUBSCRIPTIONS && !uris.contains_key(&uri) {
+            return Err(too_many(uris.len() + 1));
+        }
+        uris.insert(uri, now);
         Ok(())
     }
 
@@ -251,13 +272,20 @@ impl CairnServer {
         accepted
     }
 
-    /// Serve one `subscriptions/listen` until it is cancelled.
-    pub(super) async fn listen_until_cancelled(&self, context: SubscriptionContext) {
+    /// Serve one `subscriptions/listen` until it is cancelled; one that asks for more
+    /// than [`MAX_SUBSCRIPTIONS`] documents is refused.
+    pub(super) async fn listen_until_cancelled(
+        &self,
+        context: SubscriptionContext,
+    ) -> Result<(), McpError> {
         let uris: Vec<String> = context
             .accepted()
             .resource_subscriptions
             .clone()
             .unwrap_or_default();
+        if uris.len() > MAX_SUBSCRIPTIONS {
+            return Err(too_many(uris.len()));
+        }
         let lists = context.accepted().resources_list_changed == Some(true);
         if crate::failpoint::is_set(LISTEN_LATE) {
             tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -286,7 +314,7 @@ impl CairnServer {
         let mut tick = tokio::time::interval(POLL);
         loop {
             tokio::select! {
-                _ = context.cancelled() => return,
+                _ = context.cancelled() => return Ok(()),
                 _ = tick.tick() => {}
             }
             let Some((updated, list_changed)) = self.poll(&mut seen, uris.clone()).await else {
@@ -294,12 +322,12 @@ impl CairnServer {
             };
             for uri in updated {
                 if context.sink().notify_resource_updated(uri).await.is_err() {
-                    return;
+                    return Ok(());
                 }
             }
             if lists && list_changed && context.sink().notify_resource_list_changed().await.is_err()
             {
-                return;
+                return Ok(());
             }
         }
     }
