@@ -25,6 +25,8 @@ pub(crate) struct Daemon {
     pub(crate) child: Child,
     pub(crate) addr: SocketAddr,
     url: String,
+    /// The daemon's Unix socket (in its private directory).
+    socket: std::path::PathBuf,
     lines: Receiver<String>,
 }
 
@@ -53,6 +55,7 @@ impl Daemon {
             child,
             addr: "127.0.0.1:1".parse().unwrap(),
             url: String::new(),
+            socket: Default::default(),
             lines,
         };
         d.wait_for("listening");
@@ -61,6 +64,7 @@ impl Daemon {
         )
         .expect("discovery JSON");
         d.url = disc["url"].as_str().expect("url").to_string();
+        d.socket = disc["socket"].as_str().expect("socket").into();
         assert_eq!(disc["pid"], d.child.id(), "{disc}");
         assert_eq!(disc["version"], env!("CARGO_PKG_VERSION"));
         assert!(disc["started_at"].is_string());
@@ -114,6 +118,29 @@ impl Daemon {
             .iter()
             .map(|t| t["name"].as_str().unwrap().to_string())
             .collect()
+    }
+
+    /// `GET /health` with its details, asked over the daemon's socket (where only its own
+    /// user connects: over TCP, details need a token).
+    pub(crate) fn health(&self) -> Value {
+        let mut s = std::os::unix::net::UnixStream::connect(&self.socket)
+            .expect("connect to the daemon's socket");
+        s.set_read_timeout(Some(HANG)).unwrap();
+        s.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").expect("HTTP reply");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}\n{body}");
+        let body = if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            dechunk(body)
+        } else {
+            body.to_string()
+        };
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
     }
 
     /// `tools/call`; the result object (`isError`, `structuredContent`, `content`).
@@ -550,9 +577,33 @@ fn wrong_host_or_origin_gets_403_and_health_answers() {
         assert_eq!(r.status, 200, "{headers:?}: {}", r.body);
     }
 
-    let h = http(d.addr, "GET", "/health", &[], None);
-    assert_eq!(h.status, 200, "{}", h.body);
-    let h = h.json();
+    // Without a token, over TCP: liveness only, no path of the database or of a root.
+    let r = http(d.addr, "GET", "/health", &[], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let open = r.json();
+    let keys: Vec<&str> = open
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["details", "status", "version", "warm"], "{open}");
+    assert!(!r.body.contains(env.path().to_str().unwrap()), "{}", r.body);
+    // A token that does not open a session gets its refusal, not the details.
+    let r = http(
+        d.addr,
+        "GET",
+        "/health",
+        &[("Authorization", "Bearer cairn_nope")],
+        None,
+    );
+    assert_eq!(r.status, 401, "{}", r.body);
+    assert_eq!(r.json()["error"]["code"], "TOKEN_UNKNOWN", "{}", r.body);
+    // With a session token over TCP, and over the daemon's socket: the details.
+    let r = http(d.addr, "GET", "/health", &[("Authorization", &auth)], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["db"], d.health()["db"], "{}", r.body);
+    let h = d.health();
     assert_eq!(h["status"], "ok");
     assert_eq!(h["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(h["url"], d.url);
@@ -567,7 +618,7 @@ fn wrong_host_or_origin_gets_403_and_health_answers() {
     // says so: poll the condition (bounded only to catch a hang).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     loop {
-        let h = http(d.addr, "GET", "/health", &[], None).json();
+        let h = d.health();
         if h["warm"] == true {
             break;
         }
@@ -781,7 +832,7 @@ fn one_daemon_per_database_loopback_only_and_a_clean_exit_removes_the_discovery_
     let env = Env::new();
     let d = Daemon::start(&env, &["--shared-lanes", "3", "--lane-nice", "4"], &[]);
     // The lanes asked for (the default is checked with /health elsewhere).
-    let h = http(d.addr, "GET", "/health", &[], None).json();
+    let h = d.health();
     assert_eq!(h["shared_lanes"], 3, "{h}");
     assert_eq!(h["lane_nice"], 4, "{h}");
     assert_eq!(h["calls_waiting_for_a_lane"], 0, "{h}");
@@ -1090,7 +1141,7 @@ pub(crate) fn ping() -> Value {
 fn wait_for_live_sessions(d: &Daemon, n: u64) {
     let deadline = std::time::Instant::now() + HANG;
     loop {
-        let h = http(d.addr, "GET", "/health", &[], None).json();
+        let h = d.health();
         if h["sessions_live"] == n {
             return;
         }

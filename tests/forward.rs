@@ -9,7 +9,7 @@ use std::process::Stdio;
 
 use crate::common::pg::PgCluster;
 use crate::common::{Client, Env, body, reading};
-use crate::daemon::{Daemon, http};
+use crate::daemon::Daemon;
 
 /// A generous bound that only catches a hang.
 const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
@@ -19,14 +19,8 @@ fn setup(env: &Env) -> String {
     env.issue("web", "Forwarded work")
 }
 
-fn health(d: &Daemon) -> Value {
-    let r = http(d.addr, "GET", "/health", &[], None);
-    assert_eq!(r.status, 200);
-    r.json()
-}
-
 fn served(d: &Daemon) -> (u64, u64) {
-    let h = health(d);
+    let h = d.health();
     (
         h["sessions_served"].as_u64().unwrap(),
         h["requests_served"].as_u64().unwrap(),

@@ -166,10 +166,6 @@ fn findings(env: &Env, issue: &str) -> Vec<String> {
         .collect()
 }
 
-fn health(d: &Daemon) -> Value {
-    http(d.addr, "GET", "/health", &[], None).json()
-}
-
 #[tokio::test]
 async fn a_port_squatted_after_kill_9_gets_no_token_and_the_forwarder_serves_alone() {
     let env = Env::new();
@@ -218,7 +214,7 @@ async fn a_forged_discovery_file_is_never_followed_while_the_daemon_runs() {
     c.close().await;
     impostor.assert_untouched();
     // The real daemon served the call.
-    assert_eq!(health(&d)["sessions_served"], 1);
+    assert_eq!(d.health()["sessions_served"], 1);
     assert_eq!(findings(&env, &issue), ["forged discovery"]);
 }
 
@@ -404,7 +400,7 @@ time.sleep(600)
     }
     // The daemon starts all the same.
     let again = Daemon::start(&env, &[], &[]);
-    assert_eq!(health(&again)["status"], "ok", "{said:?}");
+    assert_eq!(again.health()["status"], "ok", "{said:?}");
     let _ = holder.kill();
     let _ = holder.wait();
 }

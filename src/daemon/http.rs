@@ -447,7 +447,27 @@ pub(crate) fn router(
         .with_state(shared)
 }
 
-async fn health(State(s): State<Arc<Shared>>) -> Response {
+/// `GET /health`: liveness (`status`, `version`, `warm`) to anyone who may reach the
+/// daemon; the details (the database, the followed roots' paths, sessions, lanes) only to
+/// a request with a valid session token, or over the daemon's socket (only its own user
+/// can enter that directory, and that user reads the database anyway).
+async fn health(State(s): State<Arc<Shared>>, req: Request) -> Response {
+    let over_socket = req.extensions().get::<ConnectInfo<SocketPeer>>().is_some();
+    if !over_socket {
+        if !req.headers().contains_key(header::AUTHORIZATION) {
+            return axum::Json(json!({
+                "status": "ok",
+                "version": env!("CARGO_PKG_VERSION"),
+                "warm": s.warm.load(Ordering::Relaxed),
+                "details": "send a session token (Authorization: Bearer) for the database, \
+                            the followed roots, sessions and lanes",
+            }))
+            .into_response();
+        }
+        if let Err(refused) = authenticate(&s, &req).await {
+            return refused;
+        }
+    }
     let cairn = s.clone();
     let vault = match tokio::task::spawn_blocking(move || cairn.cairn.vault_status()).await {
         Ok(Ok(v)) => json!(v),
@@ -786,101 +806,10 @@ const TOKEN_HELP: &str = "send `Authorization: Bearer <token>` with a token from
                           orchestrator against this daemon's database)";
 
 async fn require_token(State(s): State<Arc<Shared>>, mut req: Request, next: Next) -> Response {
-    let token = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|h| h.to_str().ok())
-        .and_then(|h| {
-            let (scheme, value) = h.trim().split_once(' ')?;
-            scheme
-                .eq_ignore_ascii_case("bearer")
-                .then(|| value.trim().to_string())
-        });
-    let Some(token) = token else {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            "TOKEN_MISSING",
-            "this request carries no bearer token".into(),
-            TOKEN_HELP,
-        );
+    let session = match authenticate(&s, &req).await {
+        Ok(session) => session,
+        Err(refused) => return refused,
     };
-    let cairn = s.cairn.clone();
-    // The lookup waits for the store's connection; keep it off the async workers.
-    let check = tokio::task::spawn_blocking(move || cairn.authenticate_session_token(&token))
-        .await
-        .unwrap_or_else(|join| {
-            Err(crate::Error::Internal(format!(
-                "token lookup panicked: {join}"
-            )))
-        });
-    let session = match check {
-        Ok(Check::Active(session)) => session,
-        Ok(Check::Unknown) => {
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "TOKEN_UNKNOWN",
-                "this token is not a session token of this daemon's database".into(),
-                TOKEN_HELP,
-            );
-        }
-        Ok(Check::Expired { id, expires_at }) => {
-            s.servers().remove(&id);
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "TOKEN_EXPIRED",
-                format!("session token {id} expired at {expires_at}"),
-                "mint a new one with `cairn session new` (`--ttl` sets its lifetime)",
-            );
-        }
-        Ok(Check::Revoked { id, revoked_at }) => {
-            s.servers().remove(&id);
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "TOKEN_REVOKED",
-                format!("session token {id} was revoked at {revoked_at}"),
-                "ask the orchestrator for a new session token",
-            );
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "session token lookup failed");
-            return refuse(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "INTERNAL",
-                "the session token could not be checked".into(),
-                "retry; the daemon's log on stderr has the cause",
-            );
-        }
-    };
-    if session.human {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            "TOKEN_HUMAN",
-            format!(
-                "session token {} is a person's: it opens the web page (/ui/), not MCP",
-                session.id
-            ),
-            TOKEN_HELP,
-        );
-    }
-    if let Some(bound) = &session.peer {
-        let peer = req
-            .extensions()
-            .get::<ConnectInfo<SocketPeer>>()
-            .map(|c| c.0.0);
-        if let Err(why) = same_process(bound, peer) {
-            tracing::warn!(token = %session.id, why, "a forwarder's token refused from another connection");
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "TOKEN_WRONG_PEER",
-                format!(
-                    "session token {} belongs to the `cairn serve` that minted it for itself \
-                     and is served only to that process, over the daemon's socket ({why})",
-                    session.id
-                ),
-                TOKEN_HELP,
-            );
-        }
-    }
     let bound = {
         let mut servers = s.servers();
         servers
@@ -906,6 +835,121 @@ async fn require_token(State(s): State<Arc<Shared>>, mut req: Request, next: Nex
     s.requests.fetch_add(1, Ordering::Relaxed);
     req.extensions_mut().insert(bound);
     next.run(req).await
+}
+
+/// The session a request's bearer token opens, or the refusal (401, or 500 when the
+/// lookup fails): missing, unknown, expired, revoked, a person's, or a forwarder's own
+/// token from another connection than its process's.
+fn authenticate<'a>(
+    s: &'a Shared,
+    req: &Request,
+) -> impl Future<Output = Result<Box<crate::tokens::Session>, Response>> + Send + 'a {
+    // What the checks need, read before any wait (a request is not `Sync`).
+    let token = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| {
+            let (scheme, value) = h.trim().split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| value.trim().to_string())
+        });
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketPeer>>()
+        .map(|c| c.0.0);
+    check_token(s, token, peer)
+}
+
+/// [`authenticate`] of a bearer `token` that came over `peer` (`None`: over TCP).
+async fn check_token(
+    s: &Shared,
+    token: Option<String>,
+    peer: Option<Option<Process>>,
+) -> Result<Box<crate::tokens::Session>, Response> {
+    let Some(token) = token else {
+        return Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "TOKEN_MISSING",
+            "this request carries no bearer token".into(),
+            TOKEN_HELP,
+        ));
+    };
+    let cairn = s.cairn.clone();
+    // The lookup waits for the store's connection; keep it off the async workers.
+    let check = tokio::task::spawn_blocking(move || cairn.authenticate_session_token(&token))
+        .await
+        .unwrap_or_else(|join| {
+            Err(crate::Error::Internal(format!(
+                "token lookup panicked: {join}"
+            )))
+        });
+    let session = match check {
+        Ok(Check::Active(session)) => session,
+        Ok(Check::Unknown) => {
+            return Err(refuse(
+                StatusCode::UNAUTHORIZED,
+                "TOKEN_UNKNOWN",
+                "this token is not a session token of this daemon's database".into(),
+                TOKEN_HELP,
+            ));
+        }
+        Ok(Check::Expired { id, expires_at }) => {
+            s.servers().remove(&id);
+            return Err(refuse(
+                StatusCode::UNAUTHORIZED,
+                "TOKEN_EXPIRED",
+                format!("session token {id} expired at {expires_at}"),
+                "mint a new one with `cairn session new` (`--ttl` sets its lifetime)",
+            ));
+        }
+        Ok(Check::Revoked { id, revoked_at }) => {
+            s.servers().remove(&id);
+            return Err(refuse(
+                StatusCode::UNAUTHORIZED,
+                "TOKEN_REVOKED",
+                format!("session token {id} was revoked at {revoked_at}"),
+                "ask the orchestrator for a new session token",
+            ));
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "session token lookup failed");
+            return Err(refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "INTERNAL",
+                "the session token could not be checked".into(),
+                "retry; the daemon's log on stderr has the cause",
+            ));
+        }
+    };
+    if session.human {
+        return Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "TOKEN_HUMAN",
+            format!(
+                "session token {} is a person's: it opens the web page (/ui/), not MCP",
+                session.id
+            ),
+            TOKEN_HELP,
+        ));
+    }
+    if let Some(bound) = &session.peer {
+        if let Err(why) = same_process(bound, peer) {
+            tracing::warn!(token = %session.id, why, "a forwarder's token refused from another connection");
+            return Err(refuse(
+                StatusCode::UNAUTHORIZED,
+                "TOKEN_WRONG_PEER",
+                format!(
+                    "session token {} belongs to the `cairn serve` that minted it for itself \
+                     and is served only to that process, over the daemon's socket ({why})",
+                    session.id
+                ),
+                TOKEN_HELP,
+            ));
+        }
+    }
+    Ok(session)
 }
 
 #[cfg(test)]
