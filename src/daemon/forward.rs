@@ -22,7 +22,12 @@
 //!   forwarding.
 //! - **Staying**: a call the daemon refused before any handler ran (401, 403, 413, a
 //!   JSON-RPC error, a 5xx from its own checks) is answered here and forwarding goes on;
-//!   an expired or revoked token is replaced once. Only a connection that cannot be made
+//!   an expired token (or one the database no longer knows) is replaced once.
+//! - **Ending**: a token revoked by someone else (`cairn session revoke`, the web page's
+//!   button) ends the session: from the next request on, every request (a tool call, a
+//!   resource, a prompt) is refused with a message saying so, whether the daemon or this
+//!   process would have answered it. Serving alone instead would make a revocation
+//!   worthless ([`Forwarder::check_revoked`]). Only a connection that cannot be made
 //!   sends the session to serve alone, and a health check every [`RETRY_EVERY`] (made at a
 //!   call) brings it back. When a connection breaks *during* a call, a repeatable call is
 //!   answered here; one that changes state and is not idempotent gets a
@@ -58,7 +63,7 @@ use crate::mcp::registry::all_tools;
 use crate::mcp::schema;
 use crate::mcp::server::{CairnServer, Scope, error_result};
 use crate::mcp::tool::Effect;
-use crate::tokens::ToolScope;
+use crate::tokens::{Check, ToolScope};
 
 use super::peer::Process;
 use super::rundir::{RunDir, SOCKET};
@@ -290,6 +295,8 @@ struct State {
     /// The local background indexer runs (started the first time the session serves
     /// alone).
     indexing: bool,
+    /// Why the session ended, once its token was revoked.
+    revoked: Option<String>,
 }
 
 /// What to do with one call after trying the daemon.
@@ -320,6 +327,7 @@ impl Forwarder {
                     minted: vec![token.1.clone()],
                     token,
                     indexing: false,
+                    revoked: None,
                 }),
             }),
         }
@@ -383,7 +391,50 @@ impl Forwarder {
         Some(self.state().token.0.clone())
     }
 
-    /// Replace a token the daemon no longer accepts (expired, revoked, unknown).
+    /// `Err` with the reason once the session's token was revoked: the session is over,
+    /// and every request is refused. Looked up in the database on every request (the
+    /// daemon may be away, and this process answers some requests itself); a lookup that
+    /// fails refuses nothing (the daemon checks the token too, and a local answer needs
+    /// the database).
+    async fn check_revoked(&self) -> Result<(), String> {
+        let token = {
+            let s = self.state();
+            if let Some(why) = &s.revoked {
+                return Err(why.clone());
+            }
+            s.token.0.clone()
+        };
+        let cairn = self.inner.cairn.clone();
+        let check =
+            tokio::task::spawn_blocking(move || cairn.authenticate_session_token(&token)).await;
+        let Ok(Ok(Check::Revoked {
+            id,
+            revoked_at,
+            revoked_by,
+        })) = check
+        else {
+            return Ok(());
+        };
+        let by = revoked_by.map(|b| format!(" by {b}")).unwrap_or_default();
+        let why = format!(
+            "this session's token {id} was revoked{by} at {revoked_at}, which ends the \
+             session: no tool, resource or prompt is served to it any more. Ask whoever \
+             started this agent for a new session if the work should go on"
+        );
+        tracing::warn!(token = %id, "the session's token was revoked: the session is ended");
+        self.state().revoked = Some(why.clone());
+        Err(why)
+    }
+
+    /// The local server, while the session's token is not revoked.
+    async fn open(&self) -> Result<&CairnServer, McpError> {
+        match self.check_revoked().await {
+            Ok(()) => Ok(&self.inner.local),
+            Err(why) => Err(McpError::invalid_request(why, None)),
+        }
+    }
+
+    /// Replace a token the daemon no longer accepts (expired, unknown).
     async fn remint(&self) -> Option<String> {
         match mint(
             &self.inner.cairn,
@@ -419,6 +470,9 @@ impl Forwarder {
     }
 
     async fn forward(&self, request: &CallToolRequestParams) -> Outcome {
+        if let Err(why) = self.check_revoked().await {
+            return Outcome::Answer(ended(request, why));
+        }
         let Some(mut token) = self.route().await else {
             return Outcome::Local;
         };
@@ -446,12 +500,15 @@ impl Forwarder {
                 return self.relay(request, &answer);
             }
             let refusal = refusal_code(&answer);
+            if status == StatusCode::UNAUTHORIZED
+                && refusal.as_deref() == Some("TOKEN_REVOKED")
+                && let Err(why) = self.check_revoked().await
+            {
+                return Outcome::Answer(ended(request, why));
+            }
             if attempt == 0
                 && status == StatusCode::UNAUTHORIZED
-                && matches!(
-                    refusal.as_deref(),
-                    Some("TOKEN_EXPIRED" | "TOKEN_REVOKED" | "TOKEN_UNKNOWN")
-                )
+                && matches!(refusal.as_deref(), Some("TOKEN_EXPIRED" | "TOKEN_UNKNOWN"))
             {
                 match self.remint().await {
                     Some(t) => {
@@ -532,6 +589,17 @@ impl Forwarder {
                 })
             }
         }
+    }
+}
+
+/// The answer to a call of a session whose token was revoked: `PERMISSION_DENIED`, `why`.
+fn ended(request: &CallToolRequestParams, why: String) -> CallToolResult {
+    let err = Error::PermissionDenied(why);
+    match all_tools().iter().find(|t| t.name == request.name) {
+        Some(def) => error_result(envelope::domain_error(def, &err)),
+        None => error_result(
+            json!({"status": "ERROR", "error": {"code": "PERMISSION_DENIED", "message": err.to_string()}}),
+        ),
     }
 }
 
@@ -629,7 +697,7 @@ impl ServerHandler for Forwarder {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListToolsResult, McpError> {
-        self.inner.local.list_tools(request, context).await
+        self.open().await?.list_tools(request, context).await
     }
 
     async fn call_tool(
@@ -651,7 +719,7 @@ impl ServerHandler for Forwarder {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListResourcesResult, McpError> {
-        self.inner.local.list_resources(request, context).await
+        self.open().await?.list_resources(request, context).await
     }
 
     async fn list_resource_templates(
@@ -659,8 +727,8 @@ impl ServerHandler for Forwarder {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListResourceTemplatesResult, McpError> {
-        self.inner
-            .local
+        self.open()
+            .await?
             .list_resource_templates(request, context)
             .await
     }
@@ -670,7 +738,7 @@ impl ServerHandler for Forwarder {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<ReadResourceResponse, McpError> {
-        self.inner.local.read_resource(request, context).await
+        self.open().await?.read_resource(request, context).await
     }
 
     async fn list_prompts(
@@ -678,7 +746,7 @@ impl ServerHandler for Forwarder {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListPromptsResult, McpError> {
-        self.inner.local.list_prompts(request, context).await
+        self.open().await?.list_prompts(request, context).await
     }
 
     async fn get_prompt(
@@ -686,7 +754,7 @@ impl ServerHandler for Forwarder {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<GetPromptResponse, McpError> {
-        self.inner.local.get_prompt(request, context).await
+        self.open().await?.get_prompt(request, context).await
     }
 
     async fn complete(
@@ -694,7 +762,7 @@ impl ServerHandler for Forwarder {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<CompleteResult, McpError> {
-        self.inner.local.complete(request, context).await
+        self.open().await?.complete(request, context).await
     }
 
     #[allow(deprecated)]
@@ -703,7 +771,7 @@ impl ServerHandler for Forwarder {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<(), McpError> {
-        self.inner.local.set_level(request, context).await
+        self.open().await?.set_level(request, context).await
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -716,7 +784,7 @@ impl ServerHandler for Forwarder {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<(), McpError> {
-        self.inner.local.subscribe(request, context).await
+        self.open().await?.subscribe(request, context).await
     }
 
     #[allow(deprecated)]
@@ -725,7 +793,7 @@ impl ServerHandler for Forwarder {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<(), McpError> {
-        self.inner.local.unsubscribe(request, context).await
+        self.open().await?.unsubscribe(request, context).await
     }
 
     fn accepted_subscription_filter(
@@ -736,7 +804,7 @@ impl ServerHandler for Forwarder {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> std::result::Result<(), McpError> {
-        self.inner.local.listen(context).await
+        self.open().await?.listen(context).await
     }
 }
 

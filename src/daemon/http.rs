@@ -904,7 +904,7 @@ async fn check_token(
                 "mint a new one with `cairn session new` (`--ttl` sets its lifetime)",
             ));
         }
-        Ok(Check::Revoked { id, revoked_at }) => {
+        Ok(Check::Revoked { id, revoked_at, .. }) => {
             s.servers().remove(&id);
             return Err(refuse(
                 StatusCode::UNAUTHORIZED,
