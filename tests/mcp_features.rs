@@ -485,3 +485,37 @@ async fn resource_refusals_say_why_prompts_echo_nothing_hidden_and_completion_re
     }
     c.close().await;
 }
+
+/// Issue 62: a `vault_update` cancelled by the client (`notifications/cancelled` from the
+/// official Python SDK, sent once the call reports progress, so it is running) runs on and
+/// commits whole; the same call retried at once used to embed the whole document again
+/// beside it. The retry waits for the cancelled call and finds the work done.
+#[test]
+fn a_retry_of_a_cancelled_vault_update_waits_for_it_and_does_not_redo_the_work() {
+    let env = Env::new();
+    let s = setup(&env);
+    let mut cmd: Vec<Value> = vec![json!(bin())];
+    cmd.extend(env.db_args().iter().map(|a| json!(a.to_string_lossy())));
+    cmd.extend(["serve", "--no-daemon", "--issue-id", &s.issue].map(|a| json!(a)));
+    let plan = json!({"stdio": cmd, "path": "big/big2.md"});
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_sdk/cancel_retry.py");
+    let out = piped(
+        Command::new("python3").arg(script),
+        plan.to_string().as_bytes(),
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "cancel_retry.py printed no JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(seen["cancelled"], true, "{seen:#}");
+    assert_eq!(seen["retry"]["is_error"], false, "{seen:#}");
+    let retry = &seen["retry"]["structured"];
+    let chunks = retry["chunks"].as_u64().unwrap();
+    assert!(chunks > 100, "{retry}");
+    assert_eq!(retry["changed"], false, "the retry redid the work: {retry}");
+    assert_eq!(retry["embedded"], 0, "the retry redid the work: {retry}");
+    assert_eq!(retry["reused"], chunks, "{retry}");
+}
