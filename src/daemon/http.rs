@@ -255,7 +255,7 @@ impl Mcp {
                 Err(refused) => return refused,
             }
         } else {
-            if let Err(refused) = self.owned(&token, req.headers()) {
+            if let Some(refused) = self.not_owned(&token, req.headers()) {
                 return refused;
             }
             None
@@ -323,12 +323,10 @@ impl Mcp {
         })
     }
 
-    /// A request naming a session (`POST`, `GET`, `DELETE`) is served only with the
-    /// token that opened it; an id no session has is left to rmcp (404).
-    fn owned(&self, token: &str, headers: &HeaderMap) -> Result<(), Response> {
-        let Some(id) = headers.get(SESSION_ID).and_then(|v| v.to_str().ok()) else {
-            return Ok(());
-        };
+    /// The refusal of a request naming a session (`POST`, `GET`, `DELETE`) with another
+    /// token than the one that opened it; an id no session has is left to rmcp (404).
+    fn not_owned(&self, token: &str, headers: &HeaderMap) -> Option<Response> {
+        let id = headers.get(SESSION_ID).and_then(|v| v.to_str().ok())?;
         let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         match owners.by_session.get(id) {
             Some(owner) if owner != token => {
@@ -337,7 +335,7 @@ impl Mcp {
                     owner,
                     "a request on another token's MCP session refused"
                 );
-                Err(refuse(
+                Some(refuse(
                     StatusCode::FORBIDDEN,
                     "SESSION_OF_ANOTHER_TOKEN",
                     "this MCP session was opened with another token: its requests, its \
@@ -347,7 +345,7 @@ impl Mcp {
                      your own",
                 ))
             }
-            _ => Ok(()),
+            _ => None,
         }
     }
 }
@@ -934,20 +932,20 @@ async fn check_token(
             TOKEN_HELP,
         ));
     }
-    if let Some(bound) = &session.peer {
-        if let Err(why) = same_process(bound, peer) {
-            tracing::warn!(token = %session.id, why, "a forwarder's token refused from another connection");
-            return Err(refuse(
-                StatusCode::UNAUTHORIZED,
-                "TOKEN_WRONG_PEER",
-                format!(
-                    "session token {} belongs to the `cairn serve` that minted it for itself \
+    if let Some(bound) = &session.peer
+        && let Err(why) = same_process(bound, peer)
+    {
+        tracing::warn!(token = %session.id, why, "a forwarder's token refused from another connection");
+        return Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "TOKEN_WRONG_PEER",
+            format!(
+                "session token {} belongs to the `cairn serve` that minted it for itself \
                      and is served only to that process, over the daemon's socket ({why})",
-                    session.id
-                ),
-                TOKEN_HELP,
-            ));
-        }
+                session.id
+            ),
+            TOKEN_HELP,
+        ));
     }
     Ok(session)
 }
