@@ -519,3 +519,36 @@ fn a_retry_of_a_cancelled_vault_update_waits_for_it_and_does_not_redo_the_work()
     assert_eq!(retry["embedded"], 0, "the retry redid the work: {retry}");
     assert_eq!(retry["reused"], chunks, "{retry}");
 }
+
+/// Issue 62: a `subscriptions/listen` (protocol 2026-07-28, the official Python SDK) that
+/// names more documents than a session may watch is acknowledged for the first 256 only
+/// (the acknowledgment says which); the 20,000 of the probe were all watched.
+#[test]
+fn a_listen_for_more_documents_than_the_limit_watches_the_first_256() {
+    let env = Env::new();
+    let s = setup(&env);
+    let mut cmd: Vec<Value> = vec![json!(bin())];
+    cmd.extend(env.db_args().iter().map(|a| json!(a.to_string_lossy())));
+    cmd.extend(["serve", "--no-daemon", "--issue-id", &s.issue].map(|a| json!(a)));
+    let uris: Vec<String> = (0..257)
+        .map(|i| format!("cairn://vault/proj/docs/d{i}.md"))
+        .collect();
+    let plan = json!({"stdio": cmd, "uris": uris});
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_sdk/listen_limit.py");
+    let out = piped(
+        Command::new("python3").arg(script),
+        plan.to_string().as_bytes(),
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "listen_limit.py printed no JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let honored = seen["honored"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{seen:#}"));
+    assert_eq!(honored.len(), 256, "{seen:#}");
+    assert_eq!(*honored, json!(uris[..256]).as_array().unwrap().clone());
+}

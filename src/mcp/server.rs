@@ -706,7 +706,8 @@ impl ServerHandler for CairnServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> std::result::Result<(), McpError> {
-        self.listen_until_cancelled(context).await
+        self.listen_until_cancelled(context).await;
+        Ok(())
     }
 }
 

@@ -24,8 +24,9 @@ use super::server::{CairnServer, Seen};
 pub(crate) const POLL: Duration = Duration::from_secs(1);
 
 /// The most documents one session (or one `subscriptions/listen`) watches: each costs a
-/// look every [`POLL`], so more are refused (`-32602`) rather than let one client's
-/// watch take a core (20,000 took 0.3 of one).
+/// look every [`POLL`], so more are refused (`-32602`; a listen's acknowledgment honors
+/// the first ones only) rather than let one client's watch take a core (20,000 took 0.3
+/// of one).
 pub(crate) const MAX_SUBSCRIPTIONS: usize = 256;
 
 /// The refusal of a subscription beyond [`MAX_SUBSCRIPTIONS`].
@@ -63,8 +64,8 @@ const LISTEN_LATE: &str = "listen-late-start";
 /// acknowledgment): the oldest go beyond this many.
 const STARTS_KEPT: usize = 16;
 
-/// The documents of `requested` within `readable` (a session's reach), and the resource
-/// list.
+/// The documents of `requested` within `readable` (a session's reach), the first
+/// [`MAX_SUBSCRIPTIONS`] of them (the acknowledgment says which), and the resource list.
 fn filter_within_reach(
     readable: &Option<Option<Vec<String>>>,
     requested: &SubscriptionFilter,
@@ -74,6 +75,7 @@ fn filter_within_reach(
     accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
         uris.iter()
             .filter(|u| in_reach(readable, u).is_some())
+            .take(MAX_SUBSCRIPTIONS)
             .cloned()
             .collect()
     });
@@ -272,20 +274,13 @@ impl CairnServer {
         accepted
     }
 
-    /// Serve one `subscriptions/listen` until it is cancelled; one that asks for more
-    /// than [`MAX_SUBSCRIPTIONS`] documents is refused.
-    pub(super) async fn listen_until_cancelled(
-        &self,
-        context: SubscriptionContext,
-    ) -> Result<(), McpError> {
+    /// Serve one `subscriptions/listen` until it is cancelled.
+    pub(super) async fn listen_until_cancelled(&self, context: SubscriptionContext) {
         let uris: Vec<String> = context
             .accepted()
             .resource_subscriptions
             .clone()
             .unwrap_or_default();
-        if uris.len() > MAX_SUBSCRIPTIONS {
-            return Err(too_many(uris.len()));
-        }
         let lists = context.accepted().resources_list_changed == Some(true);
         if crate::failpoint::is_set(LISTEN_LATE) {
             tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -314,7 +309,7 @@ impl CairnServer {
         let mut tick = tokio::time::interval(POLL);
         loop {
             tokio::select! {
-                _ = context.cancelled() => return Ok(()),
+                _ = context.cancelled() => return,
                 _ = tick.tick() => {}
             }
             let Some((updated, list_changed)) = self.poll(&mut seen, uris.clone()).await else {
@@ -322,12 +317,12 @@ impl CairnServer {
             };
             for uri in updated {
                 if context.sink().notify_resource_updated(uri).await.is_err() {
-                    return Ok(());
+                    return;
                 }
             }
             if lists && list_changed && context.sink().notify_resource_list_changed().await.is_err()
             {
-                return Ok(());
+                return;
             }
         }
     }
