@@ -211,8 +211,8 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    /// Every kind, for the transports' mapping tests.
-    #[cfg(test)]
+    /// Every kind: the transports' mapping tests, and a forwarder's check that an error
+    /// envelope is one Cairn sends (`daemon::forward`).
     pub(crate) const ALL: [ErrorKind; 16] = [
         ErrorKind::InvalidInput,
         ErrorKind::NotFound,

@@ -114,10 +114,12 @@ pub(crate) enum Check {
         id: String,
         expires_at: String,
     },
-    /// Known, revoked.
+    /// Known, revoked (`revoked_by`: `cli`, `person:NAME`, `forwarder`; absent for an
+    /// older revocation).
     Revoked {
         id: String,
         revoked_at: String,
+        revoked_by: Option<String>,
     },
     /// Not a token of this database (or not a token at all).
     Unknown,
@@ -235,6 +237,7 @@ pub(crate) fn authenticate(store: &Store, token: &str) -> Result<Check> {
         TokenState::Revoked => Check::Revoked {
             id: row.id,
             revoked_at: row.revoked_at.unwrap_or_default(),
+            revoked_by: row.revoked_by,
         },
         TokenState::Expired => Check::Expired {
             id: row.id,

@@ -25,6 +25,8 @@ pub(crate) struct Daemon {
     pub(crate) child: Child,
     pub(crate) addr: SocketAddr,
     url: String,
+    /// The daemon's Unix socket (in its private directory).
+    socket: std::path::PathBuf,
     lines: Receiver<String>,
 }
 
@@ -53,6 +55,7 @@ impl Daemon {
             child,
             addr: "127.0.0.1:1".parse().unwrap(),
             url: String::new(),
+            socket: Default::default(),
             lines,
         };
         d.wait_for("listening");
@@ -61,6 +64,7 @@ impl Daemon {
         )
         .expect("discovery JSON");
         d.url = disc["url"].as_str().expect("url").to_string();
+        d.socket = disc["socket"].as_str().expect("socket").into();
         assert_eq!(disc["pid"], d.child.id(), "{disc}");
         assert_eq!(disc["version"], env!("CARGO_PKG_VERSION"));
         assert!(disc["started_at"].is_string());
@@ -119,6 +123,29 @@ impl Daemon {
             .iter()
             .map(|t| t["name"].as_str().unwrap().to_string())
             .collect()
+    }
+
+    /// `GET /health` with its details, asked over the daemon's socket (where only its own
+    /// user connects: over TCP, details need a token).
+    pub(crate) fn health(&self) -> Value {
+        let mut s = std::os::unix::net::UnixStream::connect(&self.socket)
+            .expect("connect to the daemon's socket");
+        s.set_read_timeout(Some(HANG)).unwrap();
+        s.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").expect("HTTP reply");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}\n{body}");
+        let body = if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            dechunk(body)
+        } else {
+            body.to_string()
+        };
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
     }
 
     /// `tools/call`; the result object (`isError`, `structuredContent`, `content`).
@@ -573,9 +600,33 @@ fn wrong_host_or_origin_gets_403_and_health_answers() {
         assert_eq!(r.status, 200, "{headers:?}: {}", r.body);
     }
 
-    let h = http(d.addr, "GET", "/health", &[], None);
-    assert_eq!(h.status, 200, "{}", h.body);
-    let h = h.json();
+    // Without a token, over TCP: liveness only, no path of the database or of a root.
+    let r = http(d.addr, "GET", "/health", &[], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let open = r.json();
+    let keys: Vec<&str> = open
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["details", "status", "version", "warm"], "{open}");
+    assert!(!r.body.contains(env.path().to_str().unwrap()), "{}", r.body);
+    // A token that does not open a session gets its refusal, not the details.
+    let r = http(
+        d.addr,
+        "GET",
+        "/health",
+        &[("Authorization", "Bearer cairn_nope")],
+        None,
+    );
+    assert_eq!(r.status, 401, "{}", r.body);
+    assert_eq!(r.json()["error"]["code"], "TOKEN_UNKNOWN", "{}", r.body);
+    // With a session token over TCP, and over the daemon's socket: the details.
+    let r = http(d.addr, "GET", "/health", &[("Authorization", &auth)], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["db"], d.health()["db"], "{}", r.body);
+    let h = d.health();
     assert_eq!(h["status"], "ok");
     assert_eq!(h["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(h["url"], d.url);
@@ -590,7 +641,7 @@ fn wrong_host_or_origin_gets_403_and_health_answers() {
     // says so: poll the condition (bounded only to catch a hang).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     loop {
-        let h = http(d.addr, "GET", "/health", &[], None).json();
+        let h = d.health();
         if h["warm"] == true {
             break;
         }
@@ -804,7 +855,7 @@ fn one_daemon_per_database_loopback_only_and_a_clean_exit_removes_the_discovery_
     let env = Env::new();
     let d = Daemon::start(&env, &["--shared-lanes", "3", "--lane-nice", "4"], &[]);
     // The lanes asked for (the default is checked with /health elsewhere).
-    let h = http(d.addr, "GET", "/health", &[], None).json();
+    let h = d.health();
     assert_eq!(h["shared_lanes"], 3, "{h}");
     assert_eq!(h["lane_nice"], 4, "{h}");
     assert_eq!(h["calls_waiting_for_a_lane"], 0, "{h}");
@@ -1113,7 +1164,7 @@ pub(crate) fn ping() -> Value {
 fn wait_for_live_sessions(d: &Daemon, n: u64) {
     let deadline = std::time::Instant::now() + HANG;
     loop {
-        let h = http(d.addr, "GET", "/health", &[], None).json();
+        let h = d.health();
         if h["sessions_live"] == n {
             return;
         }
@@ -1336,6 +1387,233 @@ fn an_mcp_session_belongs_to_the_token_that_opened_it_and_ends_on_delete() {
             .contains("use portable, openai-strict or gemini"),
         "{bad}"
     );
+}
+
+/// `initialize` (protocol 2025-11-25) with `auth`: the reply and the session id it opened.
+fn open_session(d: &Daemon, auth: &str) -> (Reply, Option<String>) {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let r = http(
+        d.addr,
+        "POST",
+        "/mcp",
+        &[("Authorization", auth)],
+        Some(&init.to_string()),
+    );
+    let sid = r.head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| v.trim().to_string())
+    });
+    if let Some(sid) = &sid {
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let r = in_session(d, auth, sid, &initialized);
+        assert_eq!(r.status, 202, "{} {}", r.head, r.body);
+    }
+    (r, sid)
+}
+
+/// A POST of `body` on session `sid` with `auth`.
+fn in_session(d: &Daemon, auth: &str, sid: &str, body: &Value) -> Reply {
+    http(
+        d.addr,
+        "POST",
+        "/mcp",
+        &[
+            ("Authorization", auth),
+            ("Mcp-Session-Id", sid),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        Some(&body.to_string()),
+    )
+}
+
+/// The status line and headers of a request whose body may never end (a session's
+/// notification stream): read up to the blank line only.
+fn head_only(addr: SocketAddr, method: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(HANG)).unwrap();
+    let mut req = format!("{method} /mcp HTTP/1.1\r\nHost: {addr}\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).expect("write");
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            s.read(&mut byte).expect("read the head"),
+            1,
+            "closed mid-head"
+        );
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).expect("utf-8 head");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    (status, head)
+}
+
+#[test]
+fn another_tokens_stream_and_delete_of_a_session_are_refused_and_the_owner_keeps_it() {
+    let env = Env::new();
+    shop(&env);
+    let (a, _) = mint(&env, &["--issue", "SHOP-1", "--agent-type", "worker"]);
+    let (b, _) = mint(&env, &["--issue", "SHOP-2", "--agent-type", "worker"]);
+    let d = Daemon::start(&env, &[], &[]);
+    let (auth_a, auth_b) = (format!("Bearer {a}"), format!("Bearer {b}"));
+    let (r, sid) = open_session(&d, &auth_a);
+    let sid = sid.unwrap_or_else(|| panic!("an initialize opens a session: {}", r.head));
+    let stream = |auth: &str| {
+        head_only(
+            d.addr,
+            "GET",
+            &[
+                ("Authorization", auth),
+                ("Mcp-Session-Id", &sid),
+                ("Accept", "text/event-stream"),
+                ("MCP-Protocol-Version", "2025-11-25"),
+            ],
+        )
+    };
+    // B's token on A's session: no notification stream, no end of it.
+    let (status, head) = stream(&auth_b);
+    assert_eq!(status, 403, "another token's GET of the stream: {head}");
+    let r = http(
+        d.addr,
+        "DELETE",
+        "/mcp",
+        &[("Authorization", &auth_b), ("Mcp-Session-Id", &sid)],
+        None,
+    );
+    assert_eq!(r.status, 403, "another token's DELETE: {}", r.body);
+    assert_eq!(
+        r.json()["error"]["code"],
+        "SESSION_OF_ANOTHER_TOKEN",
+        "{}",
+        r.body
+    );
+    // A's session is intact: its calls, its stream, its end.
+    let issue = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "get_issue", "arguments": {}}});
+    let got = answer(&in_session(&d, &auth_a, &sid, &issue));
+    assert_eq!(
+        got["result"]["structuredContent"]["identifier"], "SHOP-1",
+        "{got}"
+    );
+    let (status, head) = stream(&auth_a);
+    assert_eq!(status, 200, "the owner's stream: {head}");
+    assert!(
+        head.to_ascii_lowercase().contains("text/event-stream"),
+        "{head}"
+    );
+    let r = http(
+        d.addr,
+        "DELETE",
+        "/mcp",
+        &[("Authorization", &auth_a), ("Mcp-Session-Id", &sid)],
+        None,
+    );
+    assert!(r.status < 300, "{} {}", r.status, r.body);
+    assert_eq!(in_session(&d, &auth_a, &sid, &issue).status, 404);
+}
+
+#[test]
+fn one_token_opening_sessions_until_refused_leaves_room_for_another() {
+    let env = Env::new();
+    shop(&env);
+    let (a, _) = mint(&env, &["--issue", "SHOP-1", "--agent-type", "worker"]);
+    let (b, _) = mint(&env, &["--issue", "SHOP-2", "--agent-type", "worker"]);
+    let d = Daemon::start(&env, &[], &[]);
+    let (auth_a, auth_b) = (format!("Bearer {a}"), format!("Bearer {b}"));
+    // The documented default (docs/deployment.md): 32 sessions per token.
+    let mut opened = Vec::new();
+    let refused = loop {
+        let (r, sid) = open_session(&d, &auth_a);
+        match sid {
+            Some(sid) => opened.push(sid),
+            None => break r,
+        }
+        assert!(
+            opened.len() <= 64,
+            "one token opened {} sessions",
+            opened.len()
+        );
+    };
+    assert_eq!(opened.len(), 32, "{} {}", refused.status, refused.body);
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    let e = refused.json();
+    assert_eq!(e["error"]["code"], "TOO_MANY_SESSIONS_FOR_TOKEN", "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the most one token may have (32)"),
+        "{e}"
+    );
+    // Another token still initializes, and is served in its session.
+    let (r, sid) = open_session(&d, &auth_b);
+    let sid = sid.unwrap_or_else(|| panic!("B refused: {} {}", r.status, r.body));
+    let issue = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "get_issue", "arguments": {}}});
+    let got = answer(&in_session(&d, &auth_b, &sid, &issue));
+    assert_eq!(
+        got["result"]["structuredContent"]["identifier"], "SHOP-2",
+        "{got}"
+    );
+    // A session A ends gives A its share back.
+    let r = http(
+        d.addr,
+        "DELETE",
+        "/mcp",
+        &[("Authorization", &auth_a), ("Mcp-Session-Id", &opened[0])],
+        None,
+    );
+    assert!(r.status < 300, "{} {}", r.status, r.body);
+    let (r, sid) = open_session(&d, &auth_a);
+    assert!(sid.is_some(), "{} {}", r.status, r.body);
+}
+
+#[test]
+fn subscriptions_of_one_session_are_refused_past_the_limit() {
+    let env = Env::new();
+    shop(&env);
+    let (a, _) = mint(&env, &["--issue", "SHOP-1"]);
+    let d = Daemon::start(&env, &[], &[]);
+    let auth = format!("Bearer {a}");
+    let (r, sid) = open_session(&d, &auth);
+    let sid = sid.unwrap_or_else(|| panic!("{} {}", r.status, r.body));
+    let subscribe = |i: usize, method: &str| {
+        let body = json!({"jsonrpc": "2.0", "id": i + 10, "method": method,
+            "params": {"uri": format!("cairn://vault/docs/d{i}.md")}});
+        answer(&in_session(&d, &auth, &sid, &body))
+    };
+    // The documented limit (docs/deployment.md): 256 documents per session.
+    let mut accepted = 0;
+    let refusal = loop {
+        let got = subscribe(accepted, "resources/subscribe");
+        if got.get("error").is_some() {
+            break got;
+        }
+        accepted += 1;
+        assert!(accepted <= 1000, "{accepted} subscriptions accepted");
+    };
+    assert_eq!(accepted, 256, "{refusal}");
+    assert_eq!(refusal["error"]["code"], -32602, "{refusal}");
+    let msg = refusal["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("the 256 documents one session may watch"),
+        "{msg}"
+    );
+    // Subscribing again to a watched document is no new subscription; one freed is.
+    assert!(subscribe(0, "resources/subscribe").get("error").is_none());
+    assert!(subscribe(0, "resources/unsubscribe").get("error").is_none());
+    assert!(subscribe(256, "resources/subscribe").get("error").is_none());
 }
 
 /// `GET /metrics` parsed by the official Prometheus client's parser

@@ -594,7 +594,7 @@ async fn two_hosts_follow_a_root_once_and_the_other_host_finds_the_change() {
     let db = Daemon::start(&b, &[], &[]);
     let holder = root_status(&b)["follower"].as_str().unwrap().to_string();
     assert!(holder.contains(&format!(":{}:", da.child.id())), "{holder}");
-    let h = crate::daemon::http(db.addr, "GET", "/health", &[], None).json();
+    let h = db.health();
     assert_eq!(
         h["vault"][0]["roots"][0]["follower"],
         holder.as_str(),

@@ -9,7 +9,7 @@ use std::process::Stdio;
 
 use crate::common::pg::PgCluster;
 use crate::common::{Client, Env, body, reading};
-use crate::daemon::{Daemon, http};
+use crate::daemon::Daemon;
 
 /// A generous bound that only catches a hang.
 const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
@@ -19,14 +19,8 @@ fn setup(env: &Env) -> String {
     env.issue("web", "Forwarded work")
 }
 
-fn health(d: &Daemon) -> Value {
-    let r = http(d.addr, "GET", "/health", &[], None);
-    assert_eq!(r.status, 200);
-    r.json()
-}
-
 fn served(d: &Daemon) -> (u64, u64) {
-    let h = health(d);
+    let h = d.health();
     (
         h["sessions_served"].as_u64().unwrap(),
         h["requests_served"].as_u64().unwrap(),
@@ -329,18 +323,22 @@ fn token_ids(env: &Env, state: &str) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn a_forwarder_replaces_a_revoked_token_and_comes_back_when_the_daemon_does() {
+async fn a_forwarder_replaces_a_token_the_database_lost_and_comes_back_when_the_daemon_does() {
     let env = Env::new();
     let issue = setup(&env);
     let mut d = Daemon::start(&env, &[], &[]);
     let c = env.serve(&["--issue-id", &issue]).await;
     let mut acked = vec![add(&c, "first", 0).await];
     assert_eq!(served(&d).0, 1);
-    // Its token revoked: the daemon refuses the next call before running it, and the
-    // forwarder mints another and stays.
+    // Its token gone from the database (as after a restore): the daemon refuses the next
+    // call before running it, and the forwarder mints another and stays.
     let active = token_ids(&env, "active");
     assert_eq!(active.len(), 1);
-    env.ok(&["session", "revoke", &active[0]]);
+    env.sql(&format!(
+        "DELETE FROM session_tokens WHERE id = '{}'",
+        active[0]
+    ))
+    .unwrap();
     let (_, before) = served(&d);
     acked.push(add(&c, "second", 1).await);
     let (sessions, after) = served(&d);
@@ -368,6 +366,46 @@ async fn a_forwarder_replaces_a_revoked_token_and_comes_back_when_the_daemon_doe
     assert_eq!(found(&c).await, acked);
     c.close().await;
     assert_eq!(found_by_cli(&env), acked);
+    assert!(token_ids(&env, "active").is_empty(), "{:?}", tokens(&env));
+}
+
+/// Issue 62: revoking a forwarder's token (`cairn session revoke`, or the web page's
+/// button) used to be undone by the forwarder, which minted another and went on. A
+/// revocation ends the session: every later request is refused, saying so, whether the
+/// daemon is there or not, and nothing more is written.
+#[tokio::test]
+async fn a_revoked_forwarder_token_ends_the_session_with_or_without_the_daemon() {
+    let env = Env::new();
+    let issue = setup(&env);
+    let mut d = Daemon::start(&env, &[], &[]);
+    let c = env.serve(&["--issue-id", &issue]).await;
+    let first = add(&c, "first", 0).await;
+    assert_eq!(served(&d).0, 1);
+    let active = token_ids(&env, "active");
+    assert_eq!(active.len(), 1);
+    env.ok(&["session", "revoke", &active[0]]);
+    let refused = |b: &Value| {
+        assert_eq!(b["error"]["code"], "PERMISSION_DENIED", "{b}");
+        let m = b["error"]["message"].as_str().unwrap();
+        assert!(
+            m.contains(&format!("token {} was revoked by cli", active[0])),
+            "{m}"
+        );
+        assert!(m.contains("ends the session"), "{m}");
+    };
+    let json_pattern = json!({"pattern": pattern("revoked", 1), "merge": false});
+    refused(&c.err("add_learning", json_pattern.clone()).await);
+    refused(&c.err("server_ping", json!({})).await);
+    let listed = c.service.list_resources(None).await;
+    let e = listed.expect_err("resources of an ended session");
+    assert!(e.to_string().contains("was revoked by cli"), "{e}");
+    assert!(token_ids(&env, "active").is_empty(), "{:?}", tokens(&env));
+    // Without the daemon, the session does not serve alone either.
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+    refused(&c.err("add_learning", json_pattern).await);
+    c.close().await;
+    assert_eq!(found_by_cli(&env), [first]);
     assert!(token_ids(&env, "active").is_empty(), "{:?}", tokens(&env));
 }
 

@@ -346,3 +346,218 @@ fn resources_prompts_logging_progress_and_subscriptions_over_the_daemon() {
         check(&seen, &s, lifecycle);
     }
 }
+
+/// The JSON-RPC error of a failed request from the rmcp client: (code, message).
+fn rpc_error<T: std::fmt::Debug>(r: Result<T, rmcp::ServiceError>) -> (i32, String) {
+    match r {
+        Err(rmcp::ServiceError::McpError(e)) => (e.code.0, e.message.into_owned()),
+        other => panic!("expected a JSON-RPC error, got {other:?}"),
+    }
+}
+
+/// Issue 62, through `cairn serve` and the rmcp client: a resource read that fails says
+/// why with the code that fits (`-32002` for what is not there, with the reason when a
+/// listed document is no longer a file in the worktree; `-32602` for what Cairn refuses to
+/// read), never `-32603`; the `record_learning` prompt never echoes hidden characters; and
+/// `completion/complete` refuses a prompt, template or argument the server does not have.
+#[tokio::test]
+async fn resource_refusals_say_why_prompts_echo_nothing_hidden_and_completion_refuses_the_unknown()
+{
+    use rmcp::model::{
+        ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, ReadResourceRequestParams,
+        Reference,
+    };
+    let env = Env::new();
+    let proj = env.path().join("proj");
+    std::fs::create_dir_all(proj.join("docs")).unwrap();
+    for (name, text) in [
+        (
+            "guide",
+            "# Guide\n\nRoll back by redeploying the previous tag.\n",
+        ),
+        ("gone", "# Gone\n\nA page that is deleted after indexing.\n"),
+        (
+            "link",
+            "# Link\n\nA page replaced by a symlink after indexing.\n",
+        ),
+    ] {
+        std::fs::write(proj.join(format!("docs/{name}.md")), text).unwrap();
+    }
+    env.project("proj", Some(&proj));
+    env.ok(&["project", "configure", "proj", "--vault-collection", "proj"]);
+    let docs = proj.join("docs").to_string_lossy().into_owned();
+    env.json(&[
+        "reindex",
+        &docs,
+        "--project",
+        "proj",
+        "--collection",
+        "proj",
+    ]);
+    let issue = env.issue("proj", "Roll back cleanly");
+    // After indexing: one file deleted, one a symlink to a file outside the root.
+    std::fs::remove_file(proj.join("docs/gone.md")).unwrap();
+    let secret = env.path().join("secret.md");
+    std::fs::write(&secret, "# Secret\n\nNot the vault's.\n").unwrap();
+    std::fs::remove_file(proj.join("docs/link.md")).unwrap();
+    std::os::unix::fs::symlink(&secret, proj.join("docs/link.md")).unwrap();
+
+    let c = env.serve(&["--issue-id", &issue]).await;
+    let read = |uri: &str| {
+        c.service
+            .read_resource(ReadResourceRequestParams::new(uri.to_string()))
+    };
+    let ok = read("cairn://vault/proj/docs/guide.md").await.unwrap();
+    assert!(format!("{ok:?}").contains("previous tag"), "{ok:?}");
+    let (code, message) = rpc_error(read("cairn://vault/proj/docs/gone.md").await);
+    assert_eq!(code, -32002, "{message}");
+    assert!(message.contains("is no longer a file in"), "{message}");
+    let (code, message) = rpc_error(read("cairn://vault/proj/docs/link.md").await);
+    assert_eq!(code, -32602, "{message}");
+    assert!(!message.contains("Not the vault's"), "{message}");
+    for unknown in ["cairn://vault/proj/docs/none.md", "file:///etc/passwd"] {
+        let (code, message) = rpc_error(read(unknown).await);
+        assert_eq!(code, -32002, "{unknown}: {message}");
+        assert!(message.contains("no such resource") || message.contains("not a Cairn resource"));
+    }
+
+    // The prompt quotes the lesson: a lesson that hides text is refused as add_learning
+    // would refuse it; invisible formatting is removed.
+    let prompt = |lesson: &str| {
+        let mut args = serde_json::Map::new();
+        args.insert("lesson".into(), json!(lesson));
+        c.service
+            .get_prompt(GetPromptRequestParams::new("record_learning").with_arguments(args))
+    };
+    let (code, message) = rpc_error(prompt("Deploys \u{202E}kcab llor\u{1b}[2J").await);
+    assert_eq!(code, -32602, "{message}");
+    assert!(
+        message.contains("lesson") && message.contains("U+202E"),
+        "{message}"
+    );
+    let (code, message) = rpc_error(prompt("Deploys \u{1b}[2Jroll back").await);
+    assert_eq!(code, -32602, "{message}");
+    assert!(message.contains("U+001B"), "{message}");
+    let got = prompt("Deploys roll\u{200B} back to the previous tag")
+        .await
+        .unwrap();
+    let text = serde_json::to_string(&got).unwrap();
+    assert!(
+        text.contains("Deploys roll back to the previous tag"),
+        "{text}"
+    );
+    assert!(
+        !text.contains('\u{200B}') && !text.contains("\\u200b"),
+        "{text}"
+    );
+
+    // Completion: what exists completes; what does not is refused, naming what there is.
+    let complete = |r: Reference, name: &str, value: &str| {
+        c.service.complete(CompleteRequestParams::new(
+            r,
+            ArgumentInfo::new(name, value),
+        ))
+    };
+    let issues = complete(Reference::for_prompt("start_work"), "issue", "")
+        .await
+        .unwrap();
+    assert!(issues.completion.values.contains(&issue), "{issues:?}");
+    let lesson = complete(Reference::for_prompt("record_learning"), "lesson", "x")
+        .await
+        .unwrap();
+    assert!(lesson.completion.values.is_empty(), "{lesson:?}");
+    for (r, name, says) in [
+        (
+            Reference::for_prompt("nope"),
+            "issue",
+            "no prompt named \"nope\"",
+        ),
+        (
+            Reference::for_prompt("start_work"),
+            "nope",
+            "prompt start_work has no argument \"nope\"; its arguments: issue",
+        ),
+        (
+            Reference::for_resource("cairn://nope/{x}"),
+            "x",
+            "no resource template",
+        ),
+        (
+            Reference::for_resource("cairn://vault/{collection}/{+path}"),
+            "nope",
+            "its arguments: collection, path",
+        ),
+    ] {
+        let (code, message) = rpc_error(complete(r, name, "").await);
+        assert_eq!(code, -32602, "{message}");
+        assert!(message.contains(says), "{message}");
+    }
+    c.close().await;
+}
+
+/// Issue 62: a `vault_update` cancelled by the client (`notifications/cancelled` from the
+/// official Python SDK, sent once the call reports progress, so it is running) runs on and
+/// commits whole; the same call retried at once used to embed the whole document again
+/// beside it. The retry waits for the cancelled call and finds the work done.
+#[test]
+fn a_retry_of_a_cancelled_vault_update_waits_for_it_and_does_not_redo_the_work() {
+    let env = Env::new();
+    let s = setup(&env);
+    let mut cmd: Vec<Value> = vec![json!(bin())];
+    cmd.extend(env.db_args().iter().map(|a| json!(a.to_string_lossy())));
+    cmd.extend(["serve", "--no-daemon", "--issue-id", &s.issue].map(|a| json!(a)));
+    let plan = json!({"stdio": cmd, "path": "big/big2.md"});
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_sdk/cancel_retry.py");
+    let out = piped(
+        Command::new("python3").arg(script),
+        plan.to_string().as_bytes(),
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "cancel_retry.py printed no JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(seen["cancelled"], true, "{seen:#}");
+    assert_eq!(seen["retry"]["is_error"], false, "{seen:#}");
+    let retry = &seen["retry"]["structured"];
+    let chunks = retry["chunks"].as_u64().unwrap();
+    assert!(chunks > 100, "{retry}");
+    assert_eq!(retry["changed"], false, "the retry redid the work: {retry}");
+    assert_eq!(retry["embedded"], 0, "the retry redid the work: {retry}");
+    assert_eq!(retry["reused"], chunks, "{retry}");
+}
+
+/// Issue 62: a `subscriptions/listen` (protocol 2026-07-28, the official Python SDK) that
+/// names more documents than a session may watch is acknowledged for the first 256 only
+/// (the acknowledgment says which); the 20,000 of the probe were all watched.
+#[test]
+fn a_listen_for_more_documents_than_the_limit_watches_the_first_256() {
+    let env = Env::new();
+    let s = setup(&env);
+    let mut cmd: Vec<Value> = vec![json!(bin())];
+    cmd.extend(env.db_args().iter().map(|a| json!(a.to_string_lossy())));
+    cmd.extend(["serve", "--no-daemon", "--issue-id", &s.issue].map(|a| json!(a)));
+    let uris: Vec<String> = (0..257)
+        .map(|i| format!("cairn://vault/proj/docs/d{i}.md"))
+        .collect();
+    let plan = json!({"stdio": cmd, "uris": uris});
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_sdk/listen_limit.py");
+    let out = piped(
+        Command::new("python3").arg(script),
+        plan.to_string().as_bytes(),
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "listen_limit.py printed no JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let honored = seen["honored"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{seen:#}"));
+    assert_eq!(honored.len(), 256, "{seen:#}");
+    assert_eq!(*honored, json!(uris[..256]).as_array().unwrap().clone());
+}

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::common::pg::PgCluster;
 use crate::common::{Client, Env};
-use crate::daemon::{Daemon, http};
+use crate::daemon::Daemon;
 
 /// A generous bound that only catches a hang.
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -47,12 +47,6 @@ fn project(a: &Env) -> (PathBuf, String) {
     std::fs::write(wt.join(".symphony-worktree"), format!("{issue}\n")).unwrap();
     std::fs::write(wt.join("docs/harbour.md"), DOC).unwrap();
     (wt, issue)
-}
-
-fn health(d: &Daemon) -> Value {
-    let r = http(d.addr, "GET", "/health", &[], None);
-    assert_eq!(r.status, 200);
-    r.json()
 }
 
 /// `cairn serve` on `host`, bound to `issue`, forwarding to that host's daemon (checked
@@ -111,7 +105,7 @@ async fn seen(c: &Client) -> Seen {
 }
 
 fn requests(d: &Daemon) -> u64 {
-    health(d)["requests_served"].as_u64().unwrap()
+    d.health()["requests_served"].as_u64().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -121,8 +115,8 @@ async fn what_one_host_writes_the_other_finds_and_a_deleted_cache_is_rebuilt() {
     let (wt, issue) = project(&a);
     let da = Daemon::start(&a, &[], &[]);
     let db = Daemon::start(&b, &[], &[]);
-    assert_eq!(health(&da)["following_changes"], true);
-    assert_eq!(health(&db)["following_changes"], true);
+    assert_eq!(da.health()["following_changes"], true);
+    assert_eq!(db.health()["following_changes"], true);
 
     // Host A writes a learning, a finding and a vault document.
     let before_a = requests(&da);
@@ -232,13 +226,13 @@ async fn a_write_on_one_host_wakes_the_other_hosts_daemon_which_catches_up_befor
     // B's listener is up (it says so once its LISTEN is in place), its warm-up (which
     // searches the vault) is over, and so is the catch-up its listener runs on
     // connecting: from here on only a notification (or a call) makes B index anything.
-    assert_eq!(health(&db)["following_changes"], true);
+    assert_eq!(db.health()["following_changes"], true);
     eventually("host B warm and caught up once", || {
-        let h = health(&db);
+        let h = db.health();
         h["warm"] == true && h["background_catch_ups"].as_u64().unwrap() >= 1
     });
     let served_b = requests(&db);
-    let catch_ups = health(&db)["background_catch_ups"].as_u64().unwrap();
+    let catch_ups = db.health()["background_catch_ups"].as_u64().unwrap();
     assert_eq!(learnings_on_disk(&b), 0);
     assert_eq!(chunks_on_disk(&b), 0);
 
@@ -255,7 +249,7 @@ async fn a_write_on_one_host_wakes_the_other_hosts_daemon_which_catches_up_befor
     eventually("host B indexed the chunk in the background", || {
         chunks_on_disk(&b) >= 1
     });
-    let h = health(&db);
+    let h = db.health();
     assert!(
         h["background_catch_ups"].as_u64().unwrap() > catch_ups,
         "{h}"

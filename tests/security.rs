@@ -664,4 +664,52 @@ mod sqlite_only {
             "files written outside the database: {left:?}"
         );
     }
+
+    /// The mode bits of `path` (permissions only).
+    fn mode(path: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    }
+
+    /// Issue 62: a database Cairn creates, its WAL and shared-memory files, the directory it
+    /// creates for it and its index directory are the owner's alone (the probe read every
+    /// project's issues and learnings from a 0644 file as another user).
+    #[test]
+    fn a_new_database_its_wal_and_its_indexes_are_owner_only() {
+        crate::common::sqlite_only("the modes of a SQLite file and its WAL");
+        let env = Env::new();
+        let db = env.path().join("fresh/cairn.db");
+        let db_arg = db.to_string_lossy().into_owned();
+        let out = Command::new(crate::common::bin())
+            .args([
+                "--db", &db_arg, "project", "create", "--slug", "shop", "--name", "Shop",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Open while the files of an open database exist (SQLite removes the WAL when the
+        // last connection closes).
+        let store = cairn::store::Store::open(&db).unwrap();
+        let wal = PathBuf::from(format!("{db_arg}-wal"));
+        let shm = PathBuf::from(format!("{db_arg}-shm"));
+        let index = PathBuf::from(format!("{db_arg}.index"));
+        for (path, want) in [
+            (db.clone(), 0o600),
+            (wal, 0o600),
+            (shm, 0o600),
+            (db.parent().unwrap().to_path_buf(), 0o700),
+            (index, 0o700),
+        ] {
+            assert_eq!(mode(&path), want, "{} is {:o}", path.display(), mode(&path));
+        }
+        drop(store);
+    }
 }

@@ -6,9 +6,13 @@
 //! names the process at the other end of each connection ([`SocketPeer`]).
 //!
 //! `/mcp` is served statelessly, except for the sessions of the 2025-11-25 handshake
-//! ([`Mcp`]: an `initialize` opens one, its `Mcp-Session-Id` names it afterwards).
+//! ([`Mcp`]: an `initialize` opens one, its `Mcp-Session-Id` names it afterwards). A
+//! session is served only to the token that opened it, for every method (`POST`, the
+//! notification stream `GET`, `DELETE`: 403), and a token may have
+//! [`MAX_SESSIONS_PER_TOKEN`] open at once (429).
 //!
-//! Every request passes, in order: one `Host`, `Origin` and `Authorization` header at most
+//! Every request passes, in order: one `Host`, `Origin`, `Authorization` and
+//! `Mcp-Session-Id` header at most
 //! (400); the `Host` check (the listen address, `localhost`, or a name given with
 //! `--allow-host`) and the `Origin` check (absent, a loopback origin, or the
 //! `--public-origin` of a TLS proxy in front), each refused
@@ -173,6 +177,41 @@ impl Shared {
 /// without a request (rmcp's keep-alive).
 pub(crate) const MAX_SESSIONS: usize = 1024;
 
+/// The most MCP sessions one token has open at once; its `initialize` beyond them is
+/// answered 429, so that one token cannot take [`MAX_SESSIONS`] and leave none to the
+/// others. An agent needs one; a client that reconnects without `DELETE` leaves its old
+/// ones open until they expire (5 minutes).
+pub(crate) const MAX_SESSIONS_PER_TOKEN: usize = 32;
+
+/// Which token opened each MCP session, and the handshakes under way: every request
+/// naming a session (`POST`, the notification stream `GET`, `DELETE`) must present the
+/// token that opened it.
+#[derive(Default)]
+struct Owners {
+    /// The token id of each session, by session id.
+    by_session: HashMap<String, String>,
+    /// Handshakes under way, by token id (counted against the token's limit).
+    opening: HashMap<String, usize>,
+}
+
+/// A handshake counted in [`Owners::opening`] until it ends, however it ends.
+struct Opening {
+    owners: Arc<Mutex<Owners>>,
+    token: String,
+}
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = owners.opening.get_mut(&self.token) {
+            *n -= 1;
+            if *n == 0 {
+                owners.opening.remove(&self.token);
+            }
+        }
+    }
+}
+
 /// Marks a POST whose message is `initialize` (set by [`require_one_message`]).
 #[derive(Clone, Copy)]
 struct Handshake;
@@ -185,8 +224,14 @@ struct Mcp {
     stateless: StreamableHttpService<DaemonHandler, NeverSessionManager>,
     sessions: StreamableHttpService<DaemonHandler, LocalSessionManager>,
     manager: Arc<LocalSessionManager>,
+    owners: Arc<Mutex<Owners>>,
     stopping: CancellationToken,
 }
+
+/// What to tell a client whose sessions are all in use.
+const SESSIONS_HELP: &str = "end sessions you no longer use (DELETE /mcp with their \
+                             Mcp-Session-Id), wait for idle ones to expire (5 minutes), or \
+                             send requests without a session (protocol 2026-07-28)";
 
 impl Mcp {
     async fn serve(self, req: Request) -> Response {
@@ -194,24 +239,44 @@ impl Mcp {
         let in_session = handshake
             || req.headers().contains_key(SESSION_ID)
             || req.method() != axum::http::Method::POST;
+        let bound = req.extensions().get::<Arc<Bound>>().cloned();
         if !in_session {
-            let bound = req.extensions().get::<Arc<Bound>>().cloned();
             return with_binding(bound, self.stateless.handle(req))
                 .await
                 .map(axum::body::Body::new);
         }
-        if handshake && self.manager.sessions.read().await.len() >= MAX_SESSIONS {
+        let Some(token) = bound.map(|b| b.id.clone()) else {
+            // The token check runs before every /mcp request; this is a wiring fault.
+            tracing::error!("an MCP session request reached the router without a binding");
             return refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "TOO_MANY_SESSIONS",
-                format!("{MAX_SESSIONS} MCP sessions are open on this daemon"),
-                "end sessions you no longer use (DELETE /mcp with their Mcp-Session-Id), \
-                 wait for idle ones to expire (5 minutes), or send requests without a \
-                 session (protocol 2026-07-28)",
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "INTERNAL",
+                "the request's session token was not checked".into(),
+                "retry; the daemon's log on stderr has the cause",
             );
-        }
+        };
+        let opening = if handshake {
+            match self.open(&token).await {
+                Ok(o) => Some(o),
+                Err(refused) => return refused,
+            }
+        } else {
+            if let Some(refused) = self.not_owned(&token, req.headers()) {
+                return refused;
+            }
+            None
+        };
         let notifications = req.method() == axum::http::Method::GET;
         let response = self.sessions.handle(req).await;
+        if let Some(opening) = opening
+            && let Some(id) = response
+                .headers()
+                .get(SESSION_ID)
+                .and_then(|v| v.to_str().ok())
+        {
+            let mut owners = opening.owners.lock().unwrap_or_else(|p| p.into_inner());
+            owners.by_session.insert(id.to_string(), token);
+        }
         if !notifications {
             return response.map(axum::body::Body::new);
         }
@@ -219,6 +284,75 @@ impl Mcp {
         // daemon begins to stop, so that calls in flight, not idle streams, are what a
         // shutdown waits for.
         response.map(|body| axum::body::Body::new(UntilStopping::new(body, self.stopping.clone())))
+    }
+
+    /// Count a handshake of `token` against the limits ([`MAX_SESSIONS`] on the daemon,
+    /// [`MAX_SESSIONS_PER_TOKEN`] per token), or the refusal that says which is reached.
+    async fn open(&self, token: &str) -> Result<Opening, Response> {
+        let live: std::collections::HashSet<String> = {
+            let sessions = self.manager.sessions.read().await;
+            if sessions.len() >= MAX_SESSIONS {
+                return Err(refuse(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "TOO_MANY_SESSIONS",
+                    format!("{MAX_SESSIONS} MCP sessions are open on this daemon (its limit)"),
+                    SESSIONS_HELP,
+                ));
+            }
+            sessions.keys().map(|id| id.to_string()).collect()
+        };
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        // Sessions that ended (deleted, expired) free their token's share.
+        owners.by_session.retain(|id, _| live.contains(id));
+        let open = owners.by_session.values().filter(|t| *t == token).count()
+            + owners.opening.get(token).copied().unwrap_or(0);
+        if open >= MAX_SESSIONS_PER_TOKEN {
+            tracing::warn!(
+                token,
+                open,
+                "initialize refused: the token's sessions are all open"
+            );
+            return Err(refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                "TOO_MANY_SESSIONS_FOR_TOKEN",
+                format!(
+                    "session token {token} has {open} MCP sessions open, the most one token \
+                     may have ({MAX_SESSIONS_PER_TOKEN})"
+                ),
+                SESSIONS_HELP,
+            ));
+        }
+        *owners.opening.entry(token.to_string()).or_default() += 1;
+        Ok(Opening {
+            owners: self.owners.clone(),
+            token: token.to_string(),
+        })
+    }
+
+    /// The refusal of a request naming a session (`POST`, `GET`, `DELETE`) with another
+    /// token than the one that opened it; an id no session has is left to rmcp (404).
+    fn not_owned(&self, token: &str, headers: &HeaderMap) -> Option<Response> {
+        let id = headers.get(SESSION_ID).and_then(|v| v.to_str().ok())?;
+        let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        match owners.by_session.get(id) {
+            Some(owner) if owner != token => {
+                tracing::warn!(
+                    token,
+                    owner,
+                    "a request on another token's MCP session refused"
+                );
+                Some(refuse(
+                    StatusCode::FORBIDDEN,
+                    "SESSION_OF_ANOTHER_TOKEN",
+                    "this MCP session was opened with another token: its requests, its \
+                     notification stream and its end belong to that token"
+                        .into(),
+                    "send the token that initialized the session, or initialize a session of \
+                     your own",
+                ))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -287,6 +421,7 @@ pub(crate) fn router(
         stateless,
         sessions,
         manager,
+        owners: Arc::default(),
         stopping,
     };
     // `/metrics` is open on a loopback listener (like `/health`); on another address
@@ -319,7 +454,27 @@ pub(crate) fn router(
         .with_state(shared)
 }
 
-async fn health(State(s): State<Arc<Shared>>) -> Response {
+/// `GET /health`: liveness (`status`, `version`, `warm`) to anyone who may reach the
+/// daemon; the details (the database, the followed roots' paths, sessions, lanes) only to
+/// a request with a valid session token, or over the daemon's socket (only its own user
+/// can enter that directory, and that user reads the database anyway).
+async fn health(State(s): State<Arc<Shared>>, req: Request) -> Response {
+    let over_socket = req.extensions().get::<ConnectInfo<SocketPeer>>().is_some();
+    if !over_socket {
+        if !req.headers().contains_key(header::AUTHORIZATION) {
+            return axum::Json(json!({
+                "status": "ok",
+                "version": env!("CARGO_PKG_VERSION"),
+                "warm": s.warm.load(Ordering::Relaxed),
+                "details": "send a session token (Authorization: Bearer) for the database, \
+                            the followed roots, sessions and lanes",
+            }))
+            .into_response();
+        }
+        if let Err(refused) = authenticate(&s, &req).await {
+            return refused;
+        }
+    }
     let cairn = s.clone();
     let vault = match tokio::task::spawn_blocking(move || cairn.cairn.vault_status()).await {
         Ok(Ok(v)) => json!(v),
@@ -501,14 +656,20 @@ fn refuse(status: StatusCode, code: &str, message: String, help: &str) -> Respon
 }
 
 async fn check_host_and_origin(State(s): State<Arc<Shared>>, req: Request, next: Next) -> Response {
-    for name in [header::HOST, header::ORIGIN, header::AUTHORIZATION] {
+    let session_id = header::HeaderName::from_static(SESSION_ID);
+    for name in [
+        header::HOST,
+        header::ORIGIN,
+        header::AUTHORIZATION,
+        session_id,
+    ] {
         if req.headers().get_all(&name).iter().nth(1).is_some() {
             tracing::warn!(header = %name, "request refused: the header is repeated");
             return refuse(
                 StatusCode::BAD_REQUEST,
                 "HEADER_REPEATED",
                 format!("the request has more than one {name} header"),
-                "send each of Host, Origin and Authorization once at most",
+                "send each of Host, Origin, Authorization and Mcp-Session-Id once at most",
             );
         }
     }
@@ -666,101 +827,10 @@ const TOKEN_HELP: &str = "send `Authorization: Bearer <token>` with a token from
                           orchestrator against this daemon's database)";
 
 async fn require_token(State(s): State<Arc<Shared>>, mut req: Request, next: Next) -> Response {
-    let token = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|h| h.to_str().ok())
-        .and_then(|h| {
-            let (scheme, value) = h.trim().split_once(' ')?;
-            scheme
-                .eq_ignore_ascii_case("bearer")
-                .then(|| value.trim().to_string())
-        });
-    let Some(token) = token else {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            "TOKEN_MISSING",
-            "this request carries no bearer token".into(),
-            TOKEN_HELP,
-        );
+    let session = match authenticate(&s, &req).await {
+        Ok(session) => session,
+        Err(refused) => return refused,
     };
-    let cairn = s.cairn.clone();
-    // The lookup waits for the store's connection; keep it off the async workers.
-    let check = tokio::task::spawn_blocking(move || cairn.authenticate_session_token(&token))
-        .await
-        .unwrap_or_else(|join| {
-            Err(crate::Error::Internal(format!(
-                "token lookup panicked: {join}"
-            )))
-        });
-    let session = match check {
-        Ok(Check::Active(session)) => session,
-        Ok(Check::Unknown) => {
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "TOKEN_UNKNOWN",
-                "this token is not a session token of this daemon's database".into(),
-                TOKEN_HELP,
-            );
-        }
-        Ok(Check::Expired { id, expires_at }) => {
-            s.servers().remove(&id);
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "TOKEN_EXPIRED",
-                format!("session token {id} expired at {expires_at}"),
-                "mint a new one with `cairn session new` (`--ttl` sets its lifetime)",
-            );
-        }
-        Ok(Check::Revoked { id, revoked_at }) => {
-            s.servers().remove(&id);
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "TOKEN_REVOKED",
-                format!("session token {id} was revoked at {revoked_at}"),
-                "ask the orchestrator for a new session token",
-            );
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "session token lookup failed");
-            return refuse(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "INTERNAL",
-                "the session token could not be checked".into(),
-                "retry; the daemon's log on stderr has the cause",
-            );
-        }
-    };
-    if session.human {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            "TOKEN_HUMAN",
-            format!(
-                "session token {} is a person's: it opens the web page (/ui/), not MCP",
-                session.id
-            ),
-            TOKEN_HELP,
-        );
-    }
-    if let Some(bound) = &session.peer {
-        let peer = req
-            .extensions()
-            .get::<ConnectInfo<SocketPeer>>()
-            .map(|c| c.0.0);
-        if let Err(why) = same_process(bound, peer) {
-            tracing::warn!(token = %session.id, why, "a forwarder's token refused from another connection");
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "TOKEN_WRONG_PEER",
-                format!(
-                    "session token {} belongs to the `cairn serve` that minted it for itself \
-                     and is served only to that process, over the daemon's socket ({why})",
-                    session.id
-                ),
-                TOKEN_HELP,
-            );
-        }
-    }
     let bound = {
         let mut servers = s.servers();
         servers
@@ -786,6 +856,121 @@ async fn require_token(State(s): State<Arc<Shared>>, mut req: Request, next: Nex
     s.requests.fetch_add(1, Ordering::Relaxed);
     req.extensions_mut().insert(bound);
     next.run(req).await
+}
+
+/// The session a request's bearer token opens, or the refusal (401, or 500 when the
+/// lookup fails): missing, unknown, expired, revoked, a person's, or a forwarder's own
+/// token from another connection than its process's.
+fn authenticate<'a>(
+    s: &'a Shared,
+    req: &Request,
+) -> impl Future<Output = Result<Box<crate::tokens::Session>, Response>> + Send + 'a {
+    // What the checks need, read before any wait (a request is not `Sync`).
+    let token = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| {
+            let (scheme, value) = h.trim().split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| value.trim().to_string())
+        });
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketPeer>>()
+        .map(|c| c.0.0);
+    check_token(s, token, peer)
+}
+
+/// [`authenticate`] of a bearer `token` that came over `peer` (`None`: over TCP).
+async fn check_token(
+    s: &Shared,
+    token: Option<String>,
+    peer: Option<Option<Process>>,
+) -> Result<Box<crate::tokens::Session>, Response> {
+    let Some(token) = token else {
+        return Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "TOKEN_MISSING",
+            "this request carries no bearer token".into(),
+            TOKEN_HELP,
+        ));
+    };
+    let cairn = s.cairn.clone();
+    // The lookup waits for the store's connection; keep it off the async workers.
+    let check = tokio::task::spawn_blocking(move || cairn.authenticate_session_token(&token))
+        .await
+        .unwrap_or_else(|join| {
+            Err(crate::Error::Internal(format!(
+                "token lookup panicked: {join}"
+            )))
+        });
+    let session = match check {
+        Ok(Check::Active(session)) => session,
+        Ok(Check::Unknown) => {
+            return Err(refuse(
+                StatusCode::UNAUTHORIZED,
+                "TOKEN_UNKNOWN",
+                "this token is not a session token of this daemon's database".into(),
+                TOKEN_HELP,
+            ));
+        }
+        Ok(Check::Expired { id, expires_at }) => {
+            s.servers().remove(&id);
+            return Err(refuse(
+                StatusCode::UNAUTHORIZED,
+                "TOKEN_EXPIRED",
+                format!("session token {id} expired at {expires_at}"),
+                "mint a new one with `cairn session new` (`--ttl` sets its lifetime)",
+            ));
+        }
+        Ok(Check::Revoked { id, revoked_at, .. }) => {
+            s.servers().remove(&id);
+            return Err(refuse(
+                StatusCode::UNAUTHORIZED,
+                "TOKEN_REVOKED",
+                format!("session token {id} was revoked at {revoked_at}"),
+                "ask the orchestrator for a new session token",
+            ));
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "session token lookup failed");
+            return Err(refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "INTERNAL",
+                "the session token could not be checked".into(),
+                "retry; the daemon's log on stderr has the cause",
+            ));
+        }
+    };
+    if session.human {
+        return Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "TOKEN_HUMAN",
+            format!(
+                "session token {} is a person's: it opens the web page (/ui/), not MCP",
+                session.id
+            ),
+            TOKEN_HELP,
+        ));
+    }
+    if let Some(bound) = &session.peer
+        && let Err(why) = same_process(bound, peer)
+    {
+        tracing::warn!(token = %session.id, why, "a forwarder's token refused from another connection");
+        return Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "TOKEN_WRONG_PEER",
+            format!(
+                "session token {} belongs to the `cairn serve` that minted it for itself \
+                     and is served only to that process, over the daemon's socket ({why})",
+                session.id
+            ),
+            TOKEN_HELP,
+        ));
+    }
+    Ok(session)
 }
 
 #[cfg(test)]

@@ -123,6 +123,7 @@ pub(crate) async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()
         );
     }
     let db = cairn.store().path().to_path_buf();
+    warn_if_readable_by_others(&cairn);
     let rundir = rundir::RunDir::create(&db)?;
     let _lock = lock(&db, &rundir)?;
     let listener = tokio::net::TcpListener::bind(opts.listen)
@@ -248,6 +249,26 @@ pub(crate) async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()
         ),
     }
     Ok(())
+}
+
+/// A SQLite database an older Cairn created `0644` stays so (Cairn creates new ones
+/// `0600`): say so, with the fix, once at start-up.
+fn warn_if_readable_by_others(cairn: &Cairn) {
+    use std::os::unix::fs::PermissionsExt;
+    let crate::store::Location::File(path) = cairn.store().location() else {
+        return;
+    };
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        tracing::warn!(
+            db = %path.display(),
+            mode = format!("{:o}", meta.permissions().mode() & 0o777),
+            "the database is readable by other users of this host: chmod 600 it and its \
+             -wal and -shm files, chmod 700 its .index directory (docs/security.md, \
+             \"Files on disk\")"
+        );
+    }
 }
 
 /// `<db><suffix>`.

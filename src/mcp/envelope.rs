@@ -57,7 +57,7 @@ pub(crate) fn validation_failed(tool: &ToolDef, errors: &[FieldError]) -> Value 
         .join("; ");
     let mut out = envelope(
         ErrorKind::InvalidInput,
-        format!("invalid arguments for {}: {summary}", tool.name),
+        format!("{}{summary}", invalid_arguments_prefix(tool.name)),
         json!({ "errors": errors }),
     );
     out["help_prompt"] = json!(help_prompt(tool));
@@ -65,13 +65,34 @@ pub(crate) fn validation_failed(tool: &ToolDef, errors: &[FieldError]) -> Value 
 }
 
 /// The tool name is not one this caller may use.
-pub(crate) fn unknown_tool(name: &str, available: &[&str]) -> Value {
+/// The message of [`unknown_tool`].
+pub(crate) fn unknown_tool_message(name: &str) -> String {
     let shown: String = name.chars().take(100).collect();
-    let message = format!("Unknown tool: {shown}");
+    format!("Unknown tool: {shown}")
+}
+
+/// How [`unknown_tool`]'s help prompt begins (the tools listed follow).
+pub(crate) const UNKNOWN_TOOL_HELP: &str = "Unknown tool name. Available tools:\n";
+
+/// How the message of [`validation_failed`] begins for `tool` (the problems follow).
+pub(crate) fn invalid_arguments_prefix(tool: &str) -> String {
+    format!("invalid arguments for {tool}: ")
+}
+
+/// The message of an internal error of `tool` (its details stay in the log).
+pub(crate) fn internal_message(tool: &str) -> String {
+    format!(
+        "{tool} failed with an internal error; the server logged the details and keeps serving. \
+         Retry once; if it persists, report it."
+    )
+}
+
+pub(crate) fn unknown_tool(name: &str, available: &[&str]) -> Value {
+    let message = unknown_tool_message(name);
     let details = json!({ "errors": [FieldError::new("tool_name", message.clone())] });
     let mut out = envelope(ErrorKind::InvalidInput, message, details);
     out["help_prompt"] = json!(format!(
-        "Unknown tool name. Available tools:\n{}",
+        "{UNKNOWN_TOOL_HELP}{}",
         available
             .iter()
             .map(|t| format!("- {t}"))
@@ -88,11 +109,7 @@ pub(crate) fn domain_error(tool: &ToolDef, err: &Error) -> Value {
         return validation_failed(tool, fields);
     }
     let message = if err.is_internal() {
-        format!(
-            "{} failed with an internal error; the server logged the details and keeps serving. \
-             Retry once; if it persists, report it.",
-            tool.name
-        )
+        internal_message(tool.name)
     } else {
         err.to_string()
     };

@@ -7,6 +7,7 @@
 //!   function-calling dialects accept.
 //! - [`envelope`]: the structured error body and the help prompt.
 //! - [`lanes`]: which tool handlers run at once on a server many sessions share.
+//! - [`in_flight`]: a retry of an idempotent write waits for the call it repeats.
 //! - [`prompts`]: the prompts (`start_work`, `record_learning`) and argument completion.
 //! - [`resources`]: vault documents, learnings and the bound issue as MCP resources,
 //!   read through the tools' scope.
@@ -18,6 +19,7 @@
 
 pub(crate) mod dialect;
 pub(crate) mod envelope;
+pub(crate) mod in_flight;
 pub mod lanes;
 pub(crate) mod prompts;
 pub mod registry;

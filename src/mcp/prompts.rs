@@ -132,7 +132,13 @@ impl CairnServer {
         })
         .await
         .map_err(|e| McpError::internal_error(format!("prompt failed: {e}"), None))??;
-        Ok(built)
+        // What the prompt quotes (the arguments, stored text) reaches the client as every
+        // answer does: without a character the text policy removes.
+        let mut v = serde_json::to_value(&built)
+            .map_err(|e| McpError::internal_error(format!("prompt failed: {e}"), None))?;
+        crate::text::clean_json(&mut v);
+        serde_json::from_value(v)
+            .map_err(|e| McpError::internal_error(format!("prompt failed: {e}"), None))
     }
 
     fn start_work(&self, issue: Option<String>) -> Result<GetPromptResult, McpError> {
@@ -286,6 +292,10 @@ impl CairnServer {
         let project = self.work().project_id.clone().ok_or_else(|| {
             bad_argument("no project is bound to this session; start it with --issue-id".into())
         })?;
+        // Checked as add_learning checks the pattern it becomes: a lesson that hides text
+        // is refused, naming the character, and invisible formatting is removed.
+        let lesson = crate::text::strict("lesson", &lesson)
+            .map_err(|e| bad_argument(format!("{}: {}", e.field, e.message)))?;
         let lesson: String = lesson.chars().take(limits::QUERY_MAX).collect();
         let mut m = String::new();
         let _ = writeln!(
@@ -328,11 +338,14 @@ impl CairnServer {
     }
 
     /// `completion/complete`: issue identifiers for `start_work`'s `issue`, collections
-    /// and document paths for the vault template (only what the session could read).
+    /// and document paths for the vault template (only what the session could read). A
+    /// prompt or template this server does not have, or an argument it does not take, is
+    /// refused (`-32602`), naming what there is.
     pub(super) async fn completion(
         &self,
         request: CompleteRequestParams,
     ) -> Result<CompleteResult, McpError> {
+        self.check_completion(&request)?;
         let this = self.clone();
         let values = tokio::task::spawn_blocking(move || this.complete_values(&request))
             .await
@@ -350,6 +363,61 @@ impl CairnServer {
         )
         .map_err(|e| McpError::internal_error(e, None))?;
         Ok(CompleteResult::new(info))
+    }
+
+    /// Whether `request` names a prompt this session has and one of its arguments, or one
+    /// of the resource templates and one of its variables.
+    fn check_completion(&self, request: &CompleteRequestParams) -> Result<(), McpError> {
+        let argument = request.argument.name.as_str();
+        let (what, arguments): (String, Vec<String>) = match &request.r#ref {
+            Reference::Prompt(p) => {
+                let listed = self.prompt_list().prompts;
+                let Some(prompt) = listed.iter().find(|l| l.name == p.name) else {
+                    let names: Vec<&str> = listed.iter().map(|l| l.name.as_str()).collect();
+                    return Err(bad_argument(format!(
+                        "no prompt named {:?} in this session; prompts/list shows: {}",
+                        p.name,
+                        names.join(", ")
+                    )));
+                };
+                let arguments = prompt.arguments.iter().flatten().map(|a| a.name.clone());
+                (format!("prompt {}", p.name), arguments.collect())
+            }
+            Reference::Resource(r) => {
+                let templates = self.resource_templates().resource_templates;
+                let Some(t) = templates.iter().find(|t| t.uri_template == r.uri) else {
+                    let uris: Vec<&str> =
+                        templates.iter().map(|t| t.uri_template.as_str()).collect();
+                    return Err(bad_argument(format!(
+                        "no resource template {:?}; resources/templates/list shows: {}",
+                        r.uri,
+                        uris.join(", ")
+                    )));
+                };
+                let variables = t
+                    .uri_template
+                    .split('{')
+                    .skip(1)
+                    .filter_map(|v| v.split_once('}'))
+                    .map(|(v, _)| v.trim_start_matches('+').to_string());
+                (format!("template {}", t.uri_template), variables.collect())
+            }
+            // `Reference` is open to later protocol versions.
+            _ => {
+                return Err(bad_argument(
+                    "completion/complete completes a prompt's argument (ref/prompt) or a \
+                     resource template's variable (ref/resource)"
+                        .into(),
+                ));
+            }
+        };
+        if arguments.iter().any(|a| a == argument) {
+            return Ok(());
+        }
+        Err(bad_argument(format!(
+            "{what} has no argument {argument:?}; its arguments: {}",
+            arguments.join(", ")
+        )))
     }
 
     fn complete_values(

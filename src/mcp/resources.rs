@@ -233,12 +233,7 @@ impl CairnServer {
 
     fn read_target(&self, uri: &str, target: Target) -> Result<ReadResourceResult, McpError> {
         let outside = || unreadable(uri, "no such resource within this session's scope");
-        let failed = |e: Error| match e {
-            Error::NotFound { .. } | Error::TaskNotFound(_) | Error::ProjectNotFound(_) => {
-                outside()
-            }
-            other => McpError::internal_error(format!("{uri}: {other}"), None),
-        };
+        let failed = |e: Error| read_error(uri, e);
         let json_contents = |mut v: serde_json::Value| {
             crate::text::clean_json(&mut v);
             let text = serde_json::to_string_pretty(&v).unwrap_or_default();
@@ -281,6 +276,39 @@ impl CairnServer {
                     serde_json::to_value(details).unwrap_or_default(),
                 ))
             }
+        }
+    }
+}
+
+/// The JSON-RPC error of a read that failed with `e`: what does not exist (or is out of
+/// reach) `-32002` like an unknown URI, what exists but cannot be read now `-32002` with
+/// the reason (a listed document no longer a file in the worktree), what the URI names
+/// but Cairn refuses to read `-32602` with the reason (a symlink out of the root, not a
+/// regular file, too large), and only a fault of Cairn's `-32603`, without details (they
+/// are logged).
+fn read_error(uri: &str, e: Error) -> McpError {
+    use crate::error::ErrorKind as K;
+    match e.kind() {
+        K::NotFound | K::TaskNotFound | K::ProjectNotFound | K::SessionNotFound => {
+            unreadable(uri, "no such resource within this session's scope")
+        }
+        K::FailedPrecondition | K::WorkspaceInvalid | K::ModelUnavailable => {
+            McpError::resource_not_found(format!("{uri}: {e}"), Some(json!({"uri": uri})))
+        }
+        K::InvalidInput
+        | K::InvalidTransition
+        | K::PermissionDenied
+        | K::NoBoundIssue
+        | K::Conflict
+        | K::AlreadyFinalized => {
+            McpError::invalid_params(format!("{uri}: {e}"), Some(json!({"uri": uri})))
+        }
+        K::Index | K::StorageFull | K::Internal => {
+            tracing::error!(uri, error = %e, "resource read failed");
+            McpError::internal_error(
+                format!("{uri}: the read failed inside Cairn; the server's log has the cause"),
+                None,
+            )
         }
     }
 }

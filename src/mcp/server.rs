@@ -453,6 +453,13 @@ impl CairnServer {
             })
             .await;
         }
+        // A retry of an idempotent write waits for the call it repeats (`in_flight`).
+        let claim = match def.effect {
+            Effect::Additive { idempotent: true } | Effect::Destructive { idempotent: true } => {
+                Some(super::in_flight::claim(name, &inner.work, &args).await)
+            }
+            _ => None,
+        };
         let arrived = Instant::now();
         let admitted = inner.lanes.admit(def.lane).await;
         let started = Instant::now();
@@ -461,6 +468,8 @@ impl CairnServer {
         let outcome = inner
             .lanes
             .run(admitted, move || {
+                // Held until the handler ends, whether or not its caller still waits.
+                let _claim = claim;
                 let inner = &this.inner;
                 let _serving = inner.cairn.serving();
                 let def = &inner.tools[index];
@@ -593,7 +602,8 @@ impl ServerHandler for CairnServer {
 
     /// A call runs to its end on the blocking pool, one transaction, whatever the client
     /// does meanwhile: `notifications/cancelled` ends the wait for it (no answer is sent,
-    /// as the protocol says) and the call commits whole or not at all. With a
+    /// as the protocol says) and the call commits whole or not at all; a retry of an
+    /// idempotent write waits for it rather than doing the work again (`in_flight`). With a
     /// `progressToken`, a notification every [`PROGRESS_EVERY`] says it still runs.
     #[allow(deprecated)]
     async fn call_tool(

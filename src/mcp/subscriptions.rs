@@ -23,6 +23,24 @@ use super::server::{CairnServer, Seen};
 /// How often a session looks for changes.
 pub(crate) const POLL: Duration = Duration::from_secs(1);
 
+/// The most documents one session (or one `subscriptions/listen`) watches: each costs a
+/// look every [`POLL`], so more are refused (`-32602`; a listen's acknowledgment honors
+/// the first ones only) rather than let one client's watch take a core (20,000 took 0.3
+/// of one).
+pub(crate) const MAX_SUBSCRIPTIONS: usize = 256;
+
+/// The refusal of a subscription beyond [`MAX_SUBSCRIPTIONS`].
+fn too_many(asked: usize) -> McpError {
+    McpError::invalid_params(
+        format!(
+            "{asked} subscriptions would be more than the {MAX_SUBSCRIPTIONS} documents one \
+             session may watch: unsubscribe from documents you no longer need, or watch the \
+             list (notifications/resources/list_changed) instead"
+        ),
+        Some(serde_json::json!({"limit": MAX_SUBSCRIPTIONS})),
+    )
+}
+
 /// The `(collection, path)` of `uri` when it names a vault document within `readable`
 /// (a session's [`CairnServer::readable_collections`]).
 fn in_reach(readable: &Option<Option<Vec<String>>>, uri: &str) -> Option<(String, String)> {
@@ -46,8 +64,8 @@ const LISTEN_LATE: &str = "listen-late-start";
 /// acknowledgment): the oldest go beyond this many.
 const STARTS_KEPT: usize = 16;
 
-/// The documents of `requested` within `readable` (a session's reach), and the resource
-/// list.
+/// The documents of `requested` within `readable` (a session's reach), the first
+/// [`MAX_SUBSCRIPTIONS`] of them (the acknowledgment says which), and the resource list.
 fn filter_within_reach(
     readable: &Option<Option<Vec<String>>>,
     requested: &SubscriptionFilter,
@@ -57,6 +75,7 @@ fn filter_within_reach(
     accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
         uris.iter()
             .filter(|u| in_reach(readable, u).is_some())
+            .take(MAX_SUBSCRIPTIONS)
             .cloned()
             .collect()
     });
@@ -127,11 +146,15 @@ impl CairnServer {
             .vault_document_hashes(std::slice::from_ref(&doc))
             .map_err(|e| McpError::internal_error(e.to_string(), None))?
             .remove(&doc);
-        self.subscriptions()
+        let mut uris = self
+            .subscriptions()
             .uris
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(uri, now);
+            .unwrap_or_else(PoisonError::into_inner);
+        if uris.len() >= MAX_SUBSCRIPTIONS && !uris.contains_key(&uri) {
+            return Err(too_many(uris.len() + 1));
+        }
+        uris.insert(uri, now);
         Ok(())
     }
 

@@ -331,7 +331,7 @@ impl Store {
                 }
             }
             Location::Postgres { url, cache } => {
-                std::fs::create_dir_all(cache).map_err(|e| Error::io(cache, e))?;
+                private_dir(cache)?;
                 let connector = PgConnector::new(url)?;
                 let writer = connector.connect()?;
                 migrate_pg(&writer, latest_version())?;
@@ -343,6 +343,9 @@ impl Store {
                 }
             }
         };
+        // The indexes hold the learnings' and documents' text: owner-only, like the
+        // database.
+        private_dir(&index_dir_for(&location.anchor()))?;
         Ok(Store {
             backend,
             anchor: location.anchor(),
@@ -744,10 +747,40 @@ impl Drop for PgTransaction<'_> {
     }
 }
 
+/// Create `dir` (and its missing parents) owner-only (0700); one that exists keeps its
+/// mode.
+fn private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io(dir, e))
+}
+
+/// Create the SQLite file owner-only (0600) when it does not exist: SQLite would create it
+/// 0644 (less the umask), and gives its `-wal` and `-shm` files the database's mode, so
+/// every local user could read every project's issues and learnings. A file that exists
+/// keeps its mode (docs/security.md, "Files on disk").
+fn create_private_file(path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
 fn open_sqlite(path: &Path) -> Result<Connection> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        private_dir(parent)?;
     }
+    create_private_file(path)?;
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE

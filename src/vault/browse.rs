@@ -185,13 +185,14 @@ impl Vault<'_> {
         let dir = self.root_dir(session, &root_key)?;
         let handle = DirHandle::open_root(&dir)?;
         let Some(read) = read_file(&handle, &entry.path)? else {
-            return Err(Error::not_found(
-                "vault document",
-                format!(
-                    "{collection}/{path}: indexed, but no longer a file under {}",
-                    dir.display()
-                ),
-            ));
+            // Indexed, so within reach: say why it cannot be read (a `NotFound` is what
+            // a document out of reach gets).
+            return Err(Error::FailedPrecondition(format!(
+                "{collection}/{path} is indexed, but is no longer a file in {} (deleted or \
+                 renamed since it was indexed, or not in this worktree): list the resources \
+                 again",
+                dir.display()
+            )));
         };
         let (text, _) = crate::text::clean_document(&String::from_utf8_lossy(&read.bytes));
         Ok(DocumentText { text })
