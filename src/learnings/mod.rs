@@ -45,8 +45,8 @@ pub(crate) use lifecycle::{CodeSignature, issue_approved, restates};
 pub use lifecycle::{DUPLICATE_COSINE, FeedbackCounts, Outcome, same_lesson, word_overlap};
 pub use query::{STOP_WORDS, ScoreBreakdown};
 pub(crate) use sizes::{Activity, Day, Sizes};
-pub use trust::Trust;
 pub(crate) use text::normalize_pattern;
+pub use trust::Trust;
 
 use crate::base::{new_id, now_iso};
 use crate::embed::Embed;

@@ -455,6 +455,8 @@ pub(crate) fn accept(
         agent_type: "cli".into(),
         merge: true,
         supersedes: Vec::new(),
+        // A person accepted this text on the CLI: it is not held for one.
+        person: true,
     })?;
     decide(l.store, id, "accepted", Some(&added.learning.id), actor)?;
     Ok((load(l.store, id)?, added))

@@ -343,6 +343,9 @@ fn import_file(
             agent_type: client.as_str().into(),
             merge: true,
             supersedes: Vec::new(),
+            // Rule files are written by agents as well as people: their text meets the
+            // hold rules like any agent's.
+            person: false,
         };
         let (learning_id, outcome) = match l.add_learning(&new) {
             Ok(a) => (a.learning.id, if a.merged { "merged" } else { "added" }),

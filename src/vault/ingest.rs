@@ -143,7 +143,9 @@ pub(crate) fn check_budget(path: &str, doc: &ChunkedDoc) -> Result<()> {
 /// Whether the file `bytes` is refused by its format or has more chunks than
 /// [`MAX_FILE_CHUNKS`] (it chunks them).
 pub(crate) fn refused(path: &str, bytes: &[u8]) -> bool {
-    chunk_file(path, bytes).and_then(|doc| check_budget(path, &doc)).is_err()
+    chunk_file(path, bytes)
+        .and_then(|doc| check_budget(path, &doc))
+        .is_err()
 }
 
 /// What committing one file did.

@@ -47,7 +47,7 @@ use crate::issues::settings::limits::COLLECTION_MAX;
 use crate::paths::{DirHandle, canonical_root};
 
 use super::documents::{delete_document, doc_paths};
-use super::formats::{Admit, FileFilter, chunk_file};
+use super::formats::{Admit, FileFilter};
 use super::handle::Vault;
 use super::identity::relative_path;
 use super::ingest::{Committed, Pending, is_current, read_file, refused};
