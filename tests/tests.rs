@@ -8,6 +8,7 @@ mod common;
 
 mod cli_basics;
 mod colibri;
+mod cost;
 mod daemon;
 mod e2e;
 mod follow;
