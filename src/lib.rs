@@ -16,6 +16,8 @@
 //! - [`context`]: the [`context::WorkContext`] a server process is bound to (issue, project,
 //!   work root, profile, actor).
 //! - [`mcp`]: the MCP protocol layer; nothing else knows JSON-RPC.
+//! - [`cost`]: the work a call does, counted in deterministic units (budgets in tests,
+//!   `/metrics`).
 //! - [`cli`]: the command line; glue over the facade.
 //! - [`agents`]: the agent clients' files (`cairn connect`), the guide for agents, hooks.
 //! - [`memory`]: what agents already keep, brought in and out (`cairn import`, `cairn
@@ -35,6 +37,7 @@ pub mod cli;
 pub mod colibri;
 pub mod compose;
 pub mod context;
+pub mod cost;
 pub mod daemon;
 mod disk_index;
 pub mod embed;

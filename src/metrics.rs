@@ -24,6 +24,7 @@ struct Counted {
     calls: IntCounterVec,
     errors: IntCounterVec,
     latency: HistogramVec,
+    work: IntCounterVec,
 }
 
 static COUNTED: LazyLock<Counted> = LazyLock::new(|| {
@@ -53,10 +54,20 @@ static COUNTED: LazyLock<Counted> = LazyLock::new(|| {
         &["tool"],
     )
     .expect("valid metric");
+    let work = IntCounterVec::new(
+        Opts::new(
+            "cairn_tool_work_total",
+            "Work tool calls did, by tool and unit (documents_scored, rows_read, texts_read, \
+             vectors_compared, model_runs, candidates_grouped, bytes_serialized).",
+        ),
+        &["tool", "unit"],
+    )
+    .expect("valid metric");
     for m in [
         Box::new(calls.clone()) as Box<dyn prometheus::core::Collector>,
         Box::new(errors.clone()),
         Box::new(latency.clone()),
+        Box::new(work.clone()),
     ] {
         registry.register(m).expect("metric names are unique");
     }
@@ -65,6 +76,7 @@ static COUNTED: LazyLock<Counted> = LazyLock::new(|| {
         calls,
         errors,
         latency,
+        work,
     }
 });
 
@@ -75,8 +87,14 @@ fn tool_label(name: &str, known: bool) -> &str {
 }
 
 /// Count one answered call of tool `name` (`known`: a registered tool), `None` when it
-/// succeeded or the error code it failed with, and how long it took.
-pub(crate) fn record_call(name: &str, known: bool, error: Option<&str>, seconds: f64) {
+/// succeeded or the error code it failed with, how long it took and the work it did.
+pub(crate) fn record_call(
+    name: &str,
+    known: bool,
+    error: Option<&str>,
+    seconds: f64,
+    work: &crate::cost::Work,
+) {
     let tool = tool_label(name, known);
     let c = &*COUNTED;
     let outcome = if error.is_some() { "error" } else { "ok" };
@@ -85,6 +103,13 @@ pub(crate) fn record_call(name: &str, known: bool, error: Option<&str>, seconds:
         c.errors.with_label_values(&[tool, code]).inc();
     }
     c.latency.with_label_values(&[tool]).observe(seconds);
+    for unit in crate::cost::Unit::ALL {
+        // A unit the call did none of adds no sample (a `server_ping` adds one).
+        let n = work.get(unit);
+        if n > 0 {
+            c.work.with_label_values(&[tool, unit.name()]).inc_by(n);
+        }
+    }
 }
 
 /// One tool's calls as counted so far (the web page's service view).
@@ -241,13 +266,24 @@ mod tests {
 
     #[test]
     fn calls_are_counted_by_known_tool_and_made_up_names_share_one_label() {
-        record_call("metrics_test_tool", true, None, 0.002);
-        record_call("metrics_test_tool", true, Some("ERR_NOT_FOUND"), 0.004);
+        let work = crate::cost::Work {
+            texts_read: 3,
+            ..Default::default()
+        };
+        record_call("metrics_test_tool", true, None, 0.002, &work);
+        record_call(
+            "metrics_test_tool",
+            true,
+            Some("ERR_NOT_FOUND"),
+            0.004,
+            &Default::default(),
+        );
         record_call(
             "no such tool <script>",
             false,
             Some("ERR_UNKNOWN_TOOL"),
             0.0001,
+            &Default::default(),
         );
         let scrape = Scrape::default();
         scrape.gauge_by(
@@ -265,6 +301,11 @@ mod tests {
             r#"cairn_tool_call_errors_total{code="ERR_NOT_FOUND",tool="metrics_test_tool"} 1"#
         ));
         assert!(text.contains(r#"tool="(unknown)""#) && !text.contains("<script>"));
+        assert!(
+            text.contains(r#"cairn_tool_work_total{tool="metrics_test_tool",unit="texts_read"} 3"#),
+            "{text}"
+        );
+        assert!(!text.contains(r#"tool="metrics_test_tool",unit="rows_read""#));
         assert!(text.contains(r#"cairn_test_documents{collection="docs"} 3"#));
         assert!(text.contains(
             r#"cairn_tool_call_duration_seconds_bucket{tool="metrics_test_tool",le="0.004"} 2"#

@@ -169,6 +169,13 @@ pub(crate) fn clean_document(text: &str) -> (String, Removed) {
 
 /// Whether cleaning `text` might change it (false for most text: nothing to remove).
 fn may_change(text: &str) -> bool {
+    // ASCII text (most answers' strings) can only hold a control byte to remove; this
+    // byte scan spares every answer a char-by-char class lookup (issue 59).
+    if text.is_ascii() {
+        return text
+            .bytes()
+            .any(|b| (b < 0x20 && b != b'\t' && b != b'\n') || b == 0x7f);
+    }
     text.chars()
         .any(|c| c == '\r' || is_joiner(c) || class_of(c).is_some())
 }

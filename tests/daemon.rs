@@ -1756,6 +1756,20 @@ fn metrics_parse_as_prometheus_text_and_move_with_calls() {
         model(&twice, "cairn_query_cache_hits"),
         model(&once, "cairn_query_cache_hits") + 1.0
     );
+    // The work each search did, by unit (src/cost.rs): the first ran the model, the
+    // second did not; both serialized an answer.
+    let work = |m: &Value, unit: &str| {
+        sample(
+            m,
+            "cairn_tool_work",
+            "cairn_tool_work_total",
+            json!({"tool": "search_learnings", "unit": unit}),
+        )
+    };
+    assert!(work(&once, "model_runs") >= 1.0, "{once}");
+    assert_eq!(work(&twice, "model_runs"), work(&once, "model_runs"));
+    assert!(work(&twice, "bytes_serialized") > work(&once, "bytes_serialized"));
+    assert!(work(&once, "bytes_serialized") > 0.0);
 }
 
 /// Resident memory of process `pid`, in KiB.

@@ -9,6 +9,7 @@ mod common;
 mod cli_basics;
 mod colibri;
 mod connect;
+mod cost;
 mod daemon;
 mod e2e;
 mod follow;

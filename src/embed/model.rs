@@ -724,6 +724,7 @@ impl ModelEmbedder {
         let real: usize = idxs.iter().map(|&i| tokens[i]).sum();
         let longest = idxs.iter().map(|&i| tokens[i]).max().unwrap_or(0);
         self.batches.fetch_add(1, Ordering::Relaxed);
+        crate::cost::count(crate::cost::Unit::ModelRuns, 1);
         self.texts.fetch_add(batch.len() as u64, Ordering::Relaxed);
         self.tokens.fetch_add(real as u64, Ordering::Relaxed);
         self.padding

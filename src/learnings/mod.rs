@@ -556,6 +556,7 @@ fn load_by_seqs(c: &Conn<'_>, seqs: &[u64]) -> Result<HashMap<u64, Learning>> {
         )?
         .into_iter()
         .collect();
+    crate::cost::count(crate::cost::Unit::RowsRead, rows.len() as u64);
     with_proposals(c, rows.values_mut())?;
     Ok(rows)
 }
@@ -1215,29 +1216,25 @@ impl Learnings<'_> {
     }
 
     /// The [`lifecycle::CodeSignature`] of learning `seq`'s text as embedded (pattern and
-    /// context), for grouping restatements; `None` when it cannot be read (it then
-    /// restates nothing by its code).
-    fn signature(&self, seq: u64) -> Option<lifecycle::CodeSignature> {
-        let text = self.store.read(|c| {
-            c.query_opt(
-                "SELECT pattern, context FROM learnings WHERE seq = ?1",
-                [seq as i64],
-                |r| {
-                    let context: Option<String> = r.get(1)?;
-                    Ok(semantic::embedding_text(
-                        &r.get::<_, String>(0)?,
-                        context.as_deref(),
-                    ))
-                },
-            )
-        });
-        match text {
-            Ok(text) => text.map(|t| lifecycle::CodeSignature::of(&t)),
-            Err(e) => {
-                tracing::warn!(seq, "reading a learning to group restatements failed ({e})");
-                None
-            }
-        }
+    /// context), for grouping restatements: kept by the index, or read now; `None` when
+    /// it cannot be read (it then restates nothing by its code).
+    fn signature(&self, seq: u64) -> Option<std::sync::Arc<lifecycle::CodeSignature>> {
+        self.index.signature(seq, || {
+            crate::cost::count(crate::cost::Unit::TextsRead, 1);
+            self.store.read(|c| {
+                c.query_opt(
+                    "SELECT pattern, context FROM learnings WHERE seq = ?1",
+                    [seq as i64],
+                    |r| {
+                        let context: Option<String> = r.get(1)?;
+                        Ok(semantic::embedding_text(
+                            &r.get::<_, String>(0)?,
+                            context.as_deref(),
+                        ))
+                    },
+                )
+            })
+        })
     }
 
     /// Embed up to `max` learnings that have no embedding yet (see [`semantic`]), of

@@ -333,6 +333,7 @@ impl Vectors {
         // (no large buffer allocated and faulted in per search) and the cost linear.
         let cap = 2 * k.max(1);
         let mut hits: Vec<(u64, f32)> = Vec::with_capacity(cap);
+        let mut compared = 0;
         let keep = |hits: &mut Vec<(u64, f32)>| {
             if hits.len() > k && k > 0 {
                 hits.select_nth_unstable_by(k - 1, by_score);
@@ -351,6 +352,7 @@ impl Vectors {
                 if let Some(seqs) = g.nearest(query, k, |seq| in_graph(seq) && accept(seq)) {
                     for seq in seqs {
                         if let Some(v) = self.vector(seq) {
+                            compared += 1;
                             hits.push((seq, dot(query, v)));
                         }
                     }
@@ -362,6 +364,7 @@ impl Vectors {
                 .zip(b.data[from * DIMENSION..].chunks_exact(DIMENSION));
             for (seq, v) in rest {
                 if accept(*seq) {
+                    compared += 1;
                     hits.push((*seq, dot(query, v)));
                     if hits.len() >= cap {
                         keep(&mut hits);
@@ -370,6 +373,7 @@ impl Vectors {
             }
         }
         keep(&mut hits);
+        crate::cost::count(crate::cost::Unit::VectorsCompared, compared);
         hits.sort_by(by_score);
         hits
     }

@@ -376,7 +376,8 @@ impl CairnServer {
         args: Option<serde_json::Map<String, Value>>,
     ) -> CallToolResult {
         let started = Instant::now();
-        let (result, outcome) = match self.answer(name, args).await {
+        let (answer, mut work) = self.answer(name, args).await;
+        let (result, outcome) = match answer {
             Ok(value) => (CallToolResult::structured(value), "ok".to_string()),
             Err(envelope) => {
                 let code = envelope["error"]["code"].as_str().unwrap_or("error");
@@ -394,15 +395,36 @@ impl CairnServer {
         );
         let known = self.inner.tools.iter().any(|t| t.name == name);
         let error = (outcome != "ok").then_some(outcome.as_str());
-        crate::metrics::record_call(name, known, error, seconds);
+        // The answer's JSON text, as serialized once for the wire's text content.
+        work.bytes_serialized = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text())
+            .map(|t| t.text.len() as u64)
+            .sum();
+        crate::metrics::record_call(name, known, error, seconds, &work);
         result
     }
 
-    /// The call's result, or the error envelope it is refused with.
+    /// The call's result, or the error envelope it is refused with, and the work its
+    /// handler counted ([`crate::cost`]); with [`WORK_DEBUG`] set, an object answer
+    /// carries that work in `debug.work`.
     async fn answer(
         &self,
         name: &str,
         args: Option<serde_json::Map<String, Value>>,
+    ) -> (std::result::Result<Value, Value>, crate::cost::Work) {
+        let mut work = crate::cost::Work::default();
+        let answer = self.handle(name, args, &mut work).await;
+        (answer, work)
+    }
+
+    /// [`CairnServer::answer`]'s answer, its handler's work added to `work`.
+    async fn handle(
+        &self,
+        name: &str,
+        args: Option<serde_json::Map<String, Value>>,
+        work: &mut crate::cost::Work,
     ) -> std::result::Result<Value, Value> {
         let inner = &self.inner;
         let Some(index) = inner.tools.iter().position(|t| t.name == name) else {
@@ -446,12 +468,16 @@ impl CairnServer {
         {
             let cairn = inner.cairn.clone();
             let args = args.clone();
-            // Errors are the handler's to report, with the same arguments.
-            let _ = tokio::task::spawn_blocking(move || {
+            // Errors are the handler's to report, with the same arguments; the work is
+            // the call's.
+            if let Ok((_, prepared)) = tokio::task::spawn_blocking(move || {
                 let _serving = cairn.serving();
-                prepare(&cairn, &args)
+                crate::cost::measure(|| prepare(&cairn, &args))
             })
-            .await;
+            .await
+            {
+                work.absorb(&prepared);
+            }
         }
         // A retry of an idempotent write waits for the call it repeats (`in_flight`).
         let claim = match def.effect {
@@ -479,15 +505,27 @@ impl CairnServer {
                     started: inner.started,
                     tools_registered: inner.tools.len(),
                 };
-                def.run(&cx, args)
+                crate::cost::measure(|| def.run(&cx, args))
             })
-            .await;
+            .await
+            .map(|(out, counted)| {
+                work.absorb(&counted);
+                out
+            });
         let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
         match outcome {
             Ok(Ok(mut value)) => {
                 let hidden = crate::text::clean_json(&mut value);
                 if !hidden.is_empty() {
                     tracing::info!(tool = name, removed = %hidden.describe(), "hidden characters removed from an answer (text stored before the text policy, or ingested as logged)");
+                }
+                if *WORK_DEBUG && let Value::Object(answer) = &mut value {
+                    // The bytes of the answer without this field: one more serialization,
+                    // made only for someone tuning.
+                    let mut shown = *work;
+                    shown.bytes_serialized =
+                        serde_json::to_string(&answer).map_or(0, |t| t.len() as u64);
+                    answer.insert("debug".into(), serde_json::json!({ "work": shown }));
                 }
                 tracing::debug!(
                     tool = name,
@@ -514,6 +552,12 @@ impl CairnServer {
         }
     }
 }
+
+/// `CAIRN_WORK_DEBUG=1` in a server's environment (`cairn serve`, `cairn daemon`): every
+/// object answer carries the work its call counted in `debug.work` ([`crate::cost::Work`];
+/// for people who tune searches: docs/metrics.md). Read once.
+pub(crate) static WORK_DEBUG: LazyLock<bool> =
+    LazyLock::new(|| std::env::var("CAIRN_WORK_DEBUG").is_ok_and(|v| v == "1"));
 
 /// What the server says of itself at `initialize` / `server/discover` (stdio and the
 /// daemon alike).

@@ -58,9 +58,10 @@
 //! `CAIRN_FAILPOINT=learnings-index-commit` aborts the process
 //! after the segment files are written and before the commit is published.
 
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use tantivy::{Index, IndexReader, ReloadPolicy, Searcher};
@@ -70,6 +71,7 @@ use crate::embed::Embed;
 use crate::error::{Error, Result};
 use crate::store::{Location, Store};
 
+use super::lifecycle::CodeSignature;
 use super::meta::MetaCache;
 use super::query::ScoreBreakdown;
 use super::semantic::Vectors;
@@ -284,7 +286,14 @@ pub struct LearningIndex {
     deferred_from: AtomicU64,
     /// The background indexer, once started.
     indexer: OnceLock<Arc<Indexer>>,
+    /// The [`CodeSignature`]s grouping restatements read lately, by learning `seq` (a
+    /// learning's pattern and context never change, and a `seq` is never reused): a
+    /// search over learnings earlier searches grouped reads no text (issue 59).
+    signatures: Mutex<lru::LruCache<u64, Option<Arc<CodeSignature>>>>,
 }
+
+/// Code signatures kept by [`LearningIndex::signature`]: a few hundred bytes each.
+pub(crate) const SIGNATURES_KEPT: usize = 16_384;
 
 /// `Open` is not `Debug` (tantivy readers are not); this wrapper is.
 struct OpenSlot(Open);
@@ -303,7 +312,37 @@ impl LearningIndex {
             embedded_upto: Default::default(),
             deferred_from: AtomicU64::new(u64::MAX),
             indexer: OnceLock::new(),
+            signatures: Mutex::new(lru::LruCache::new(
+                NonZeroUsize::new(SIGNATURES_KEPT).expect("not zero"),
+            )),
         }
+    }
+
+    /// Learning `seq`'s [`CodeSignature`]: kept from an earlier search, or computed from
+    /// its text as `read` reads it (`Err` when it cannot be read: then nothing is kept,
+    /// and it restates nothing by its code this time).
+    pub(crate) fn signature(
+        &self,
+        seq: u64,
+        read: impl FnOnce() -> Result<Option<String>>,
+    ) -> Option<Arc<CodeSignature>> {
+        let kept = || {
+            self.signatures
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some(known) = kept().get(&seq) {
+            return known.clone();
+        }
+        let sig = match read() {
+            Ok(text) => text.map(|t| Arc::new(CodeSignature::of(&t))),
+            Err(e) => {
+                tracing::warn!(seq, "reading a learning to group restatements failed ({e})");
+                return None;
+            }
+        };
+        kept().put(seq, sig.clone());
+        sig
     }
 
     /// Index and embed new learnings in the background from now on (long-lived

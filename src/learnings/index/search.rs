@@ -12,6 +12,7 @@ use tantivy::query::{
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocId, DocSet, Score, Searcher, Term};
 
+use crate::cost::{Unit, count};
 use crate::embed::dot;
 use crate::error::Result;
 
@@ -120,7 +121,7 @@ pub(crate) struct IndexSearch<'a> {
     pub(crate) min_trust: Option<Trust>,
     /// A learning's [`CodeSignature`] (of its pattern and context, as embedded), read when
     /// grouping restatements needs it ([`group`]).
-    pub(crate) signature: &'a dyn Fn(u64) -> Option<CodeSignature>,
+    pub(crate) signature: &'a dyn Fn(u64) -> Option<Arc<CodeSignature>>,
 }
 
 /// A search on one view (see [`LearningIndex::search`]), in stages: the query's terms and
@@ -361,6 +362,7 @@ fn lexical_candidates(
         ))
         .map_err(index_err)?;
     let mut threshold: Score = 0.0;
+    let mut offered = 0u64;
     for (ord, seg) in open.disk.segment_readers().iter().enumerate() {
         if seg.num_docs() == 0 {
             continue;
@@ -368,6 +370,7 @@ fn lexical_candidates(
         let seqs = seg.fast_fields().u64("seq").map_err(index_err)?;
         weight
             .for_each_pruning(threshold, seg, &mut |doc, score| {
+                offered += 1;
                 let seq = seqs.first(doc).unwrap_or(0);
                 if filter.accepts_seq(seq) {
                     let at = Hit::Disk {
@@ -382,6 +385,7 @@ fn lexical_candidates(
             })
             .map_err(index_err)?;
     }
+    count(Unit::DocumentsScored, offered);
     let Some(tail) = &open.tail else {
         return Ok(());
     };
@@ -400,6 +404,7 @@ fn lexical_candidates(
     }
     for (doc, score) in scores.into_iter().enumerate() {
         let Some(score) = score else { continue };
+        count(Unit::DocumentsScored, 1);
         let doc = doc as u32;
         let seq = tail.seq(doc);
         if filter.accepts_seq(seq) {
@@ -463,11 +468,14 @@ impl Gathered {
                 );
             }
         }
+        let mut compared = 0;
         for (seq, e) in self.seqs.iter().zip(self.evidence.iter_mut()) {
             if e.cosine.is_none() {
                 e.cosine = open.vectors.cosine(v, *seq);
+                compared += u64::from(e.cosine.is_some());
             }
         }
+        count(Unit::VectorsCompared, compared);
     }
 
     /// The blend's scores, sorted by the ranking's key (newer first among equals), cut to
@@ -520,25 +528,29 @@ pub(super) fn group<'v>(
     ranked: Vec<Ranked>,
     limit: usize,
     vector: impl Fn(u64) -> Option<&'v [f32]>,
-    signature: impl Fn(u64) -> Option<CodeSignature>,
+    signature: impl Fn(u64) -> Option<Arc<CodeSignature>>,
 ) -> Vec<Ranked> {
     /// A group's head: its vector, its place in `out` and its code, read at most once.
     struct Head<'v> {
         vector: Option<&'v [f32]>,
         at: usize,
-        code: OnceCell<Option<CodeSignature>>,
+        code: OnceCell<Option<Arc<CodeSignature>>>,
     }
     let mut listed = 0;
     let mut out: Vec<Ranked> = Vec::with_capacity(ranked.len().min(2 * limit));
     let mut heads: Vec<Head<'v>> = Vec::with_capacity(limit);
+    let mut walked = 0;
+    let mut compared = 0;
     for mut r in ranked {
+        walked += 1;
         let own = vector(r.seq);
-        let code: OnceCell<Option<CodeSignature>> = OnceCell::new();
+        let code: OnceCell<Option<Arc<CodeSignature>>> = OnceCell::new();
         let mut closest: Option<(usize, f32)> = None;
         if let Some(v) = own {
             for (i, head) in heads.iter().enumerate() {
                 let Some(h) = head.vector else { continue };
                 let cos = dot(v, h);
+                compared += 1;
                 // The most similar head wins (the later one among equals).
                 if closest.is_some_and(|(_, best)| best > cos) {
                     continue;
@@ -546,8 +558,8 @@ pub(super) fn group<'v>(
                 let head_seq = out[head.at].seq;
                 if lifecycle::restates(cos, || {
                     Some((
-                        code.get_or_init(|| signature(r.seq)).as_ref()?,
-                        head.code.get_or_init(|| signature(head_seq)).as_ref()?,
+                        code.get_or_init(|| signature(r.seq)).as_deref()?,
+                        head.code.get_or_init(|| signature(head_seq)).as_deref()?,
                     ))
                 }) {
                     closest = Some((i, cos));
@@ -572,6 +584,8 @@ pub(super) fn group<'v>(
         }
         out.push(r);
     }
+    count(Unit::CandidatesGrouped, walked);
+    count(Unit::VectorsCompared, compared);
     out
 }
 
@@ -861,7 +875,7 @@ mod tests {
             |seq| vectors.get(&seq).map(Vec::as_slice),
             |seq| {
                 read.set(read.get() + 1);
-                texts.get(&seq).map(|t| CodeSignature::of(t))
+                texts.get(&seq).map(|t| Arc::new(CodeSignature::of(t)))
             },
         );
         let got: Vec<(u64, Option<u64>)> = out

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Count the instructions a `search_learnings` costs, under callgrind (issue 59).
+
+Instruction counts are repeatable on a loaded machine where wall time is not. The
+script seeds a database with 300 learnings that resemble each other (the corpus of
+tests/cost.rs), then runs `cairn serve` under `valgrind --tool=callgrind` twice: once
+answering only `initialize` and one `server_ping`, once answering N never-seen searches
+more. The difference over N is the instructions of one search, the server's start-up
+and the model's load cancelled out. With `--repeat`, the N searches send one query (the
+first runs the model, the others take its vector from the cache).
+
+    scripts/profile_search.py --bin target/debug/cairn --out /tmp/prof [--seed-bin B]
+        [--db seeded.db] [--searches 20] [--repeat]
+
+`--get-issue` counts N `get_issue` calls instead (the per-call work without a search).
+`--seed-bin` seeds with another binary (an older one whose database the newer one
+migrates: both then search the same learnings); `--db` reuses a seeded database (copied
+first). ONNX Runtime runs on one thread without spinning (`CAIRN_EMBED_THREADS=1`,
+`CAIRN_EMBED_SPIN=off`): its spinning workers would make the counts vary.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SUBJECTS = [
+    "billing", "checkout", "search index", "session cache", "image upload", "email queue",
+    "auth tokens", "feature flags", "rate limiter", "audit log", "export job", "webhooks",
+]
+
+
+def learning(i):
+    """tests/cost.rs's `learning(i)`."""
+    subject = SUBJECTS[i % len(SUBJECTS)]
+    slug = subject.replace(" ", "_")
+    step = i // len(SUBJECTS)
+    pattern = (f"When changing the {subject} code, run `make check-{slug}` and the step {step} "
+               f"migration before release, or {subject} breaks in production")
+    context = (f"Seen on the {subject} service: `src/{slug}/mod.rs` changed without "
+               f"`make check-{slug}`, the release went out and failed at step {step} with a "
+               f"timeout of {30 + step % 5} seconds; the fix was to run the checks first.")
+    return pattern, context
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ, CAIRN_EMBED_THREADS="1", CAIRN_EMBED_SPIN="off", CAIRN_LOG="warn")
+ENV.setdefault("CAIRN_MODEL_DIR", os.path.join(REPO, "models/all-minilm-l6-v2-int8"))
+ENV.setdefault("CAIRN_ORT_LIB", os.path.join(REPO, "models/onnxruntime/libonnxruntime.so"))
+
+
+def cli(binary, db, *args):
+    out = subprocess.run([binary, "--db", db, *args], env=ENV, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{' '.join(args)}: {out.stderr}")
+    return out.stdout.strip()
+
+
+def rpc(n, method, params):
+    return json.dumps({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
+
+
+def session(calls):
+    """The lines of one stdio session: the handshake, then `calls` (name, arguments)."""
+    lines = [
+        rpc(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                              "clientInfo": {"name": "profile", "version": "0"}}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ]
+    for n, (name, args) in enumerate(calls, start=1):
+        lines.append(rpc(n, "tools/call", {"name": name, "arguments": args}))
+    return lines
+
+
+def serve(cmd, db, issue, calls):
+    """Run one session, each call after the previous answer; the answers."""
+    p = subprocess.Popen(cmd + ["--db", db, "serve", "--no-daemon", "--issue-id", issue], env=ENV,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    answers = []
+    lines = session(calls)
+    for line in lines:
+        p.stdin.write(line + "\n")
+        p.stdin.flush()
+        if '"id"' in line:
+            answer = json.loads(p.stdout.readline())
+            if "error" in answer or answer.get("result", {}).get("isError"):
+                sys.exit(f"call failed: {answer}")
+            answers.append(answer)
+    p.stdin.close()
+    p.wait()
+    return answers
+
+
+def seed(binary, db):
+    cli(binary, db, "project", "create", "--slug", "shop", "--name", "shop")
+    issue = cli(binary, db, "issue", "create", "--project", "shop", "--title", "corpus")
+    calls = []
+    for i in range(300):
+        pattern, context = learning(i)
+        calls.append(("add_learning", {"pattern": pattern, "context": context,
+                                       "applies_to": ["src/"]}))
+    serve([binary], db, issue, calls)
+    return issue
+
+
+def instructions(out):
+    total = 0
+    for f in os.listdir(os.path.dirname(out)):
+        if f.startswith(os.path.basename(out)):
+            with open(os.path.join(os.path.dirname(out), f)) as fh:
+                m = re.search(r"^summary: (\d+)", fh.read(), re.M)
+                total += int(m.group(1)) if m else 0
+    return total
+
+
+def main():
+    a = argparse.ArgumentParser()
+    a.add_argument("--bin", required=True)
+    a.add_argument("--seed-bin")
+    a.add_argument("--db")
+    a.add_argument("--out", required=True)
+    a.add_argument("--searches", type=int, default=20)
+    a.add_argument("--repeat", action="store_true")
+    a.add_argument("--get-issue", action="store_true",
+                   help="N get_issue calls instead of searches (a call without a search)")
+    o = a.parse_args()
+    os.makedirs(o.out, exist_ok=True)
+    work = tempfile.mkdtemp()
+    db = os.path.join(work, "cairn.db")
+    if o.db:
+        shutil.copy(o.db, db)
+        issue = cli(o.bin, db, "issue", "create", "--project", "shop", "--title", "profile")
+    else:
+        seed(o.seed_bin or o.bin, db)
+        issue = cli(o.bin, db, "issue", "create", "--project", "shop", "--title", "profile")
+    # Every learning embedded and the index built by this binary before counting.
+    cli(o.bin, db, "learnings", "reindex")
+    searches = [("search_learnings", {
+        "query": "why does checkout break in production" if o.repeat
+        else f"why does {SUBJECTS[i % 12]} break in production after release {i}",
+        "limit": 10}) for i in range(o.searches)]
+    if o.get_issue:
+        searches = [("get_issue", {"issue_id": issue})] * o.searches
+    # The model loads at the first query: one search of its own in both runs.
+    ping = [("server_ping", {}), ("search_learnings", {"query": "warm up the model"})]
+    counts = {}
+    for label, calls in [("base", ping), ("searches", ping + searches)]:
+        out = os.path.join(o.out, f"callgrind.{label}")
+        for f in os.listdir(o.out):
+            if f.startswith(f"callgrind.{label}"):
+                os.remove(os.path.join(o.out, f))
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}.%p"]
+        answers = serve(cmd + [o.bin], db, issue, calls)
+        counts[label] = instructions(out)
+        if label == "searches" and not o.get_issue:
+            last = answers[-1]["result"]["structuredContent"]
+            print(f"last search: semantic {last['semantic']}, {last['count']} hits, "
+                  f"{sum(len(h.get('similar', [])) for h in last['results'])} listed under them",
+                  file=sys.stderr)
+    per = (counts["searches"] - counts["base"]) / o.searches
+    print(json.dumps({"bin": o.bin, "base": counts["base"], "searches": counts["searches"],
+                      "n": o.searches, "per_search": round(per)}))
+    shutil.copy(db, os.path.join(o.out, "seeded.db"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+//! Work budgets (issue 59): what a search does, counted in deterministic units
+//! ([`cairn::cost::Work`]), held under fixed ceilings on fixed corpora. A count is the
+//! same on a loaded machine and an idle one, so a change that makes a search read every
+//! similar learning's text, or run the model for a query it has seen, fails here
+//! wherever it runs. The corpus is 300 learnings of one project that resemble each
+//! other (twelve subjects, the same sentence shapes, shared commands): the case where
+//! grouping restatements has the most to compare.
+
+use std::sync::OnceLock;
+
+use cairn::cost::{Work, measure};
+use cairn::learnings::{LearningSearch, NewLearning, SearchScope};
+use serde_json::{Value, json};
+
+use crate::common::{Env, body};
+
+const SUBJECTS: [&str; 12] = [
+    "billing",
+    "checkout",
+    "search index",
+    "session cache",
+    "image upload",
+    "email queue",
+    "auth tokens",
+    "feature flags",
+    "rate limiter",
+    "audit log",
+    "export job",
+    "webhooks",
+];
+
+/// The `i`-th learning of the corpus: similar to its neighbours by subject and shape,
+/// with code (commands, paths, numbers) some of them share.
+fn learning(i: usize) -> (String, String) {
+    let subject = SUBJECTS[i % SUBJECTS.len()];
+    let slug = subject.replace(' ', "_");
+    let step = i / SUBJECTS.len();
+    let pattern = format!(
+        "When changing the {subject} code, run `make check-{slug}` and the step {step} \
+         migration before release, or {subject} breaks in production"
+    );
+    let context = format!(
+        "Seen on the {subject} service: `src/{slug}/mod.rs` changed without \
+         `make check-{slug}`, the release went out and failed at step {step} with a \
+         timeout of {} seconds; the fix was to run the checks first.",
+        30 + step % 5
+    );
+    (pattern, context)
+}
+
+/// A database with the corpus, every learning embedded, and the library open on it
+/// (one query cache for every test: each test's queries are its own).
+struct Corpus {
+    env: Env,
+    cairn: cairn::Cairn,
+}
+
+const PROJECT: &str = "shop";
+
+const LEARNINGS: usize = 300;
+
+fn corpus() -> &'static Corpus {
+    static CORPUS: OnceLock<Corpus> = OnceLock::new();
+    CORPUS.get_or_init(|| {
+        let env = Env::new();
+        env.project(PROJECT, None);
+        let issue = env.issue(PROJECT, "Cost corpus");
+        let cairn = env.open();
+        let items: Vec<NewLearning> = (0..LEARNINGS)
+            .map(|i| {
+                let (pattern, context) = learning(i);
+                NewLearning {
+                    issue: issue.clone(),
+                    pattern,
+                    context: Some(context),
+                    applies_to: vec!["src/".into()],
+                    learning_type: None,
+                    created_by: "corpus".into(),
+                    agent_type: "worker".into(),
+                    merge: false,
+                    supersedes: Vec::new(),
+                }
+            })
+            .collect();
+        let added = cairn.add_learnings(&items).expect("add the corpus");
+        assert_eq!(added.len(), LEARNINGS);
+        let report = cairn.reindex_learnings().expect("embed the corpus");
+        assert_eq!(report.learnings, LEARNINGS as u64, "{report:?}");
+        let c = Corpus { env, cairn };
+        // The process's first search groups these learnings cold: it reads the text of
+        // a candidate whose grouping needs its code, each at most once, and keeps their
+        // code signatures for the searches after it.
+        let (_, cold) = search_in(&c.cairn, "a first search after the start of the process");
+        eprintln!("cold search: {cold:?}");
+        assert!(
+            cold.texts_read > 0,
+            "the corpus makes grouping read texts: {cold:?}"
+        );
+        assert!(cold.texts_read <= cold.candidates_grouped, "{cold:?}");
+        c
+    })
+}
+
+fn search(query: &str) -> (usize, Work) {
+    search_in(&corpus().cairn, query)
+}
+
+fn search_in(cairn: &cairn::Cairn, query: &str) -> (usize, Work) {
+    let (results, work) = measure(|| {
+        cairn.search_learnings(&LearningSearch {
+            query: query.into(),
+            scope: SearchScope::Project(PROJECT.into()),
+            limit: Some(LIMIT as usize),
+            min_quality_score: None,
+            include_superseded: false,
+            include_archived: false,
+        })
+    });
+    let results = results.expect("search");
+    let answer = serde_json::to_value(&results).unwrap();
+    assert_eq!(
+        answer["semantic"], true,
+        "the model must be available: {answer}"
+    );
+    let listed = results.learnings().count();
+    (listed, work)
+}
+
+/// Never-seen queries over 300 similar learnings, in a process of their own: one model
+/// run each; the code signatures grouping needs are read once per learning and kept, so
+/// a second round of never-seen queries on the same subjects reads (nearly) no text,
+/// where reading each search's candidates again would read as many as the first round;
+/// and the rows, vectors and documents each search touches are bounded by the answer's
+/// size or the corpus's, never by pairs of similar learnings.
+#[test]
+fn never_seen_searches_over_similar_learnings_stay_within_their_budget() {
+    let c = corpus();
+    let cairn = c.env.open();
+    let rounds = [
+        "why does the {} release break in production",
+        "{} checks failing before the migration step",
+    ];
+    let mut texts = [0; 2];
+    for (round, shape) in rounds.iter().enumerate() {
+        for (n, subject) in SUBJECTS.iter().enumerate() {
+            let query = format!("{}, case {n}", shape.replace("{}", subject));
+            let (listed, work) = search_in(&cairn, &query);
+            eprintln!("round {round}, never-seen search {n}: {listed} listed, {work:?}");
+            assert!(
+                listed > 10,
+                "the corpus groups restatements: {listed} listed"
+            );
+            assert_eq!(work.model_runs, 1, "one model run for the query: {work:?}");
+            assert!(work.rows_read <= 2 * LIMIT, "{work:?}");
+            assert!(work.documents_scored <= LEARNINGS as u64, "{work:?}");
+            assert!(work.candidates_grouped <= 2 * CANDIDATES, "{work:?}");
+            assert!(work.texts_read <= work.candidates_grouped, "{work:?}");
+            // The nearest search's scan, the cosine of each lexical candidate, and each
+            // candidate walked against at most `limit` heads.
+            let vectors = LEARNINGS as u64 + CANDIDATES + LIMIT * work.candidates_grouped;
+            assert!(work.vectors_compared <= vectors, "{work:?}");
+            texts[round] += work.texts_read;
+        }
+    }
+    assert!(texts[0] > 0, "the first round groups by code: {texts:?}");
+    assert!(
+        texts[1] <= TEXTS_SECOND_ROUND,
+        "texts read by each round of {} never-seen searches: {texts:?}",
+        SUBJECTS.len()
+    );
+}
+
+/// Texts the second round may read in all (learnings no search of the first round
+/// grouped by their code).
+const TEXTS_SECOND_ROUND: u64 = 12;
+
+/// The search's limit, and the candidates each half takes (`CANDIDATES_MIN`).
+const LIMIT: u64 = 10;
+const CANDIDATES: u64 = 100;
+
+/// The same query again: its vector comes from the cache, so no model run.
+#[test]
+fn a_repeated_search_runs_the_model_zero_times() {
+    let query = "the rate limiter release failed in production";
+    let (_, first) = search(query);
+    assert_eq!(first.model_runs, 1, "{first:?}");
+    let (_, again) = search(query);
+    assert_eq!(again.model_runs, 0, "{again:?}");
+    assert_eq!(
+        again.texts_read, 0,
+        "the same candidates' code is kept: {again:?}"
+    );
+}
+
+/// Through `cairn serve` with `CAIRN_WORK_DEBUG=1`: the answer carries the call's work
+/// in `debug.work`, its bytes those of the answer; without it, no such field.
+#[tokio::test]
+async fn a_search_answer_shows_its_work_when_asked() {
+    let c = corpus();
+    let issue = c.env.issue(PROJECT, "Tuning");
+    let query = json!({"query": "why is the session cache stale after a deploy", "limit": 5});
+    let plain = c.env.serve(&["--issue-id", &issue]).await;
+    let answer = plain.ok("search_learnings", query.clone()).await;
+    assert!(answer.get("debug").is_none(), "{answer}");
+    plain.close().await;
+    let tuned = c
+        .env
+        .serve_env(&["--issue-id", &issue], &[("CAIRN_WORK_DEBUG", "1")])
+        .await;
+    // Past the client's strict output check: `debug` is outside the declared schema.
+    let call = rmcp::model::CallToolRequestParams::new("search_learnings")
+        .with_arguments(query.as_object().cloned().unwrap());
+    let r = tuned.service.call_tool(call).await.expect("call");
+    let mut answer = body(&r);
+    let work: Value = answer
+        .as_object_mut()
+        .and_then(|a| a.remove("debug"))
+        .map(|d| d["work"].clone())
+        .unwrap_or_else(|| panic!("no debug.work: {answer}"));
+    assert_eq!(work["model_runs"], 1, "{work}");
+    assert!(work["documents_scored"].as_u64() > Some(0), "{work}");
+    assert!(work["rows_read"].as_u64() > Some(0), "{work}");
+    let bytes = serde_json::to_string(&answer).unwrap().len() as u64;
+    assert_eq!(work["bytes_serialized"].as_u64(), Some(bytes), "{work}");
+    tuned.close().await;
+}
