@@ -25,7 +25,7 @@
 //! prefix (or its stem) counts fully, every longer term it expands to counts
 //! [`PREFIX_BOOST`] in BM25 and in field priority.
 //!
-//! **Blend.** `score = 0.5·relevance + 0.3·field_priority + 0.05·quality`, each in
+//! **Blend.** `score = 0.5·relevance + 0.3·field_priority + 0.2·quality`, each in
 //! `[0, 1]`, computed over one query's candidates (the best lexical ones and, with the
 //! model, the nearest ones by embedding):
 //! - `relevance` fuses `lexical = bm25 / best bm25 among the candidates` and, when the
@@ -46,9 +46,8 @@
 //!   pattern therefore scores little; matching most of the query's rare words scores high.
 //!   A slot no learning of the scope has (a misspelt word, a word of another project)
 //!   weighs nothing: it would lower every candidate's field priority alike.
-//! - `quality = quality_score / 100 × relevance`, weighed 0.05: a tie-breaker, that
-//!   decides between hits of about the same relevance and cannot lift an unrelated
-//!   learning over a relevant one.
+//! - `quality = quality_score / 100 × relevance`: a rating decides between hits of about
+//!   the same relevance and cannot lift an unrelated learning over a relevant one.
 
 use std::sync::LazyLock;
 
@@ -86,7 +85,7 @@ pub(crate) const MAX_SLOTS: usize = 32;
 /// Blend weights.
 pub(crate) const W_RELEVANCE: f32 = 0.5;
 pub(crate) const W_FIELD: f32 = 0.3;
-pub(crate) const W_QUALITY: f32 = 0.05;
+pub(crate) const W_QUALITY: f32 = 0.2;
 
 /// Field-priority weight of a match in the pattern, applies_to and context fields.
 pub(crate) const FIELD_WEIGHTS: [f32; 3] = [1.0, 0.6, 0.3];
@@ -287,7 +286,7 @@ fn slots_of(words: &[(String, bool)], implicit_prefix: bool) -> Vec<Slot> {
 /// its relevance.
 #[derive(Debug, Clone, Copy, Serialize, schemars::JsonSchema)]
 pub struct ScoreBreakdown {
-    /// `0.5·relevance + 0.3·field_priority + 0.05·quality`.
+    /// `0.5·relevance + 0.3·field_priority + 0.2·quality`.
     pub(crate) total: f32,
     /// Lexical and semantic relevance fused; 1 = the best candidate of this query on both.
     pub(crate) relevance: f32,
@@ -504,7 +503,7 @@ mod tests {
             "half the BM25, half the relevance"
         );
         for x in &s {
-            let want = 0.5 * x.relevance + 0.3 * x.field_priority + 0.05 * x.quality;
+            let want = 0.5 * x.relevance + 0.3 * x.field_priority + 0.2 * x.quality;
             assert!((x.total - want).abs() < 1e-6);
             assert!(x.semantic.is_none());
         }
