@@ -17,9 +17,9 @@ use super::{Outcome, print_json, print_text};
 pub(crate) enum EvalCmd {
     /// Measure `search_learnings` on JSONL sets of learnings and graded queries:
     /// nDCG@10, MRR@10, Recall@5 overall and per category, p50 latency, for Cairn's
-    /// blend, BM25 alone, cosine alone and the reciprocal-rank fusion of the blend and
-    /// cosine; for each set, whole and per part (tuning, held out). Each set gets its own
-    /// temporary database (not --db).
+    /// blend, BM25 alone, cosine alone and two reciprocal-rank fusions (the blend with
+    /// cosine, BM25 with cosine); for each set, whole and per part (tuning, held out). Each
+    /// set gets its own temporary database (not --db).
     ///
     /// With --pairs, also the duplicate rule on labelled pairs (precision and recall per
     /// split, beside word-Jaccard and cosine-only rules); with --lifecycle, a timeline set

@@ -6,8 +6,9 @@
 //! `verified` through the domain API (`rate_learning`, `verify_learning`), then runs
 //! every query through the real search, bound to the query's project (or
 //! `cross_project`), three times: the blend, BM25 alone and cosine alone
-//! ([`Ranking`]), on the same filters, and a fourth baseline fused from two of them: the
-//! reciprocal-rank fusion of the blend and cosine ([`super::metrics::rrf`]). Each query
+//! ([`Ranking`]), on the same filters, and two baselines fused from them
+//! ([`super::metrics::rrf`]): the reciprocal-rank fusion of the blend and cosine
+//! (`rrf`), and that of BM25 and cosine (`rrf-lexical-dense`). Each query
 //! belongs to the set's tuning part or its held-out part (`part`, written by
 //! `tests/eval/split.py` by topic cluster); the figures are reported for the whole set
 //! and for each part. Latency is per query, end to end (query embedding included).
@@ -169,15 +170,16 @@ pub(crate) struct Figures {
 /// The figures of one ranking.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct SystemReport {
-    /// `cairn`, `lexical`, `dense` or `rrf` (of `cairn` and `dense`).
+    /// `cairn`, `lexical`, `dense`, `rrf` (of `cairn` and `dense`) or
+    /// `rrf-lexical-dense` (of `lexical` and `dense`).
     pub(crate) system: String,
     /// On the whole set.
     pub(crate) overall: Summary,
     pub(crate) categories: BTreeMap<String, Summary>,
     /// On each part the set has (`tune`, `heldout`).
     pub(crate) parts: BTreeMap<Part, Figures>,
-    /// Median search latency in milliseconds (query embedding included; for `rrf`, both
-    /// searches it fuses).
+    /// Median search latency in milliseconds (query embedding included; for a fusion,
+    /// both searches it fuses).
     pub(crate) p50_ms: f64,
 }
 
@@ -223,21 +225,29 @@ pub(crate) struct EvalReport {
     pub(crate) per_query: Vec<QueryReport>,
 }
 
-/// The rankings searched, in report order; `rrf` follows them, fusing [`BLEND`] and
-/// [`DENSE`].
+/// The rankings searched, in report order; [`FUSIONS`] follow them.
 const SYSTEMS: [(&str, Ranking); 3] = [
     ("cairn", Ranking::Blend),
     ("lexical", Ranking::Lexical),
     ("dense", Ranking::Dense),
 ];
 const BLEND: usize = 0;
+const LEXICAL: usize = 1;
 const DENSE: usize = 2;
 const _: () = assert!(
-    matches!(SYSTEMS[BLEND].1, Ranking::Blend) && matches!(SYSTEMS[DENSE].1, Ranking::Dense)
+    matches!(SYSTEMS[BLEND].1, Ranking::Blend)
+        && matches!(SYSTEMS[LEXICAL].1, Ranking::Lexical)
+        && matches!(SYSTEMS[DENSE].1, Ranking::Dense)
 );
+/// The reciprocal-rank fusions reported after [`SYSTEMS`]: name and the two systems
+/// fused (indexes into [`SYSTEMS`]).
+const FUSIONS: [(&str, [usize; 2]); 2] = [
+    ("rrf", [BLEND, DENSE]),
+    ("rrf-lexical-dense", [LEXICAL, DENSE]),
+];
 
 /// Load `set` (named `name` in the report) into a temporary database and measure the
-/// three rankings and the fusion. `progress` receives one line per step (for stderr).
+/// three rankings and the fusions. `progress` receives one line per step (for stderr).
 pub(crate) fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> Result<EvalReport> {
     let dir = tempfile::tempdir().map_err(|e| Error::io(Path::new("tempdir"), e))?;
     let cairn = Cairn::open(&dir.path().join("eval.db"))?;
@@ -249,7 +259,11 @@ pub(crate) fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> 
         .map(|(k, id)| (id.as_str(), k.as_str()))
         .collect();
 
-    let names: Vec<&str> = SYSTEMS.iter().map(|(n, _)| *n).chain(["rrf"]).collect();
+    let names: Vec<&str> = SYSTEMS
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(FUSIONS.iter().map(|(n, _)| *n))
+        .collect();
     let mut scored: Vec<Vec<(&SetQuery, QueryScore)>> = vec![Vec::new(); names.len()];
     let mut latency: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut semantic = true;
@@ -287,7 +301,10 @@ pub(crate) fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> 
                     .collect(),
             );
         }
-        ranked.push(rrf(&[&ranked[BLEND], &ranked[DENSE]], RRF_K));
+        for (_, [a, b]) in FUSIONS {
+            let fused = rrf(&[&ranked[a], &ranked[b]], RRF_K);
+            ranked.push(fused);
+        }
         let mut outcomes = BTreeMap::new();
         for (i, (name, ranking)) in names.iter().zip(&ranked).enumerate() {
             let top10 = &ranking[..ranking.len().min(DEPTH)];
@@ -309,9 +326,10 @@ pub(crate) fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> 
             category: q.category.clone(),
             systems: outcomes,
         });
-        let f = names.len() - 1;
-        let both = latency[BLEND].last().unwrap_or(&0.0) + latency[DENSE].last().unwrap_or(&0.0);
-        latency[f].push(both);
+        for (f, (_, [a, b])) in FUSIONS.iter().enumerate() {
+            let both = latency[*a].last().unwrap_or(&0.0) + latency[*b].last().unwrap_or(&0.0);
+            latency[SYSTEMS.len() + f].push(both);
+        }
     }
     let systems = names
         .iter()

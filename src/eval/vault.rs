@@ -245,6 +245,13 @@ fn systems(sweep: bool) -> Vec<(String, Ranking)> {
             },
         ),
         (
+            "cairn, cap 3".to_string(),
+            Ranking {
+                max_per_document: Some(3),
+                ..d
+            },
+        ),
+        (
             "cairn, no BM25 (dense + overlap, cap)".to_string(),
             Ranking {
                 sources: Sources::Dense,

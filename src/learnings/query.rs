@@ -30,9 +30,15 @@
 //! model, the nearest ones by embedding):
 //! - `relevance` fuses `lexical = bm25 / best bm25 among the candidates` and, when the
 //!   model is available, `semantic = (cos − floor) / (best cos − floor)` (clamped at 0,
-//!   `floor` = [`SEMANTIC_FLOOR`]) as `LEXICAL_SHARE·lexical + (1 − LEXICAL_SHARE)·semantic`.
-//!   Both are normalised by the query's best candidate, so the spread within one query is
-//!   kept whole (the top hit has relevance near 1, a hit half as good near 0.5).
+//!   `floor` = [`SEMANTIC_FLOOR`]) as `share·lexical + (1 − share)·semantic`. Both are
+//!   normalised by the query's best candidate, so the spread within one query is kept
+//!   whole (the top hit has relevance near 1, a hit half as good near 0.5).
+//! - The lexical `share` follows the query ([`lexical_share`]): it grows from
+//!   [`LEXICAL_SHARE_MIN`] to [`LEXICAL_SHARE_MAX`] with the best field priority among
+//!   the candidates, i.e. with how much of the query's distinctive words one learning
+//!   matches. A query whose words barely occur, or match only generic terms, is ranked
+//!   mostly by the embedding; one whose rare words (an identifier, an error string) one
+//!   learning names is ranked mostly by BM25.
 //! - `field_priority` says *how much* of the query matched *where*: each query slot
 //!   counts the best field it occurs in (pattern 1.0, applies_to 0.6, context 0.3; a
 //!   prefix expansion × [`PREFIX_BOOST`]), weighted by the slot's idf, summed over
@@ -88,8 +94,11 @@ pub(crate) const FIELD_WEIGHTS: [f32; 3] = [1.0, 0.6, 0.3];
 /// Weight of a prefix expansion (an indexed term longer than the prefix) relative to an
 /// exact match, in BM25 and in field priority.
 pub(crate) const PREFIX_BOOST: f32 = 0.3;
-/// Share of the lexical part in `relevance` when semantic recall is on.
-pub(crate) const LEXICAL_SHARE: f32 = 0.5;
+/// Share of the lexical part in `relevance` when semantic recall is on, for a query
+/// no candidate matches on any distinctive word ([`lexical_share`]).
+pub(crate) const LEXICAL_SHARE_MIN: f32 = 0.3;
+/// The same, for a query whose every word one candidate has in its pattern.
+pub(crate) const LEXICAL_SHARE_MAX: f32 = 0.7;
 /// Cosine similarity at which the semantic part is 0; a learning matching no query word
 /// joins the candidates only above it.
 pub(crate) const SEMANTIC_FLOOR: f32 = 0.25;
@@ -317,9 +326,22 @@ pub(crate) fn field_priority(slot_weights: &[f32], slot_idf: &[f32]) -> f32 {
     (matched / total).clamp(0.0, 1.0)
 }
 
+/// The lexical share of `relevance` for one query: from [`LEXICAL_SHARE_MIN`] to
+/// [`LEXICAL_SHARE_MAX`], linear in the best field priority among its candidates (how
+/// much of the query's idf, and in which field, the best-matching learning has).
+pub(crate) fn lexical_share(candidates: &[Evidence]) -> f32 {
+    let coverage = candidates
+        .iter()
+        .map(|c| c.field_priority)
+        .fold(0.0f32, f32::max)
+        .clamp(0.0, 1.0);
+    LEXICAL_SHARE_MIN + (LEXICAL_SHARE_MAX - LEXICAL_SHARE_MIN) * coverage
+}
+
 /// Blend one query's candidates (see the module docs). `semantic` says whether the
 /// query was embedded (a candidate without `cosine` then counts 0 there).
 pub(crate) fn blend(candidates: &[Evidence], semantic: bool) -> Vec<ScoreBreakdown> {
+    let share = lexical_share(candidates);
     let best_bm25 = candidates.iter().map(|c| c.bm25).fold(0.0f32, f32::max);
     let best_cos = candidates
         .iter()
@@ -340,7 +362,7 @@ pub(crate) fn blend(candidates: &[Evidence], semantic: bool) -> Vec<ScoreBreakdo
                     }
                     _ => 0.0,
                 };
-                LEXICAL_SHARE * lexical + (1.0 - LEXICAL_SHARE) * sem
+                share * lexical + (1.0 - share) * sem
             } else {
                 lexical
             };
@@ -527,9 +549,50 @@ mod tests {
             quality: 50,
         };
         let s = blend(&[with(5.0, SEMANTIC_FLOOR), with(0.0, 0.75)], true);
-        assert!((s[0].relevance - LEXICAL_SHARE).abs() < 1e-6);
-        assert!((s[1].relevance - (1.0 - LEXICAL_SHARE)).abs() < 1e-6);
+        // No candidate matches a distinctive word in a field: the embedding leads.
+        assert!((s[0].relevance - LEXICAL_SHARE_MIN).abs() < 1e-6);
+        assert!((s[1].relevance - (1.0 - LEXICAL_SHARE_MIN)).abs() < 1e-6);
         assert_eq!(s[1].semantic, Some(0.75));
         assert_eq!(s[1].lexical, 0.0);
+    }
+
+    #[test]
+    fn the_lexical_share_follows_how_much_of_the_query_one_learning_matches() {
+        let fp = |field_priority| Evidence {
+            bm25: 1.0,
+            field_priority,
+            cosine: Some(0.5),
+            quality: 50,
+        };
+        assert_eq!(lexical_share(&[]), LEXICAL_SHARE_MIN);
+        assert_eq!(lexical_share(&[fp(0.0), fp(0.0)]), LEXICAL_SHARE_MIN);
+        assert_eq!(lexical_share(&[fp(0.2), fp(1.0)]), LEXICAL_SHARE_MAX);
+        let half = lexical_share(&[fp(0.5), fp(0.1)]);
+        assert!((half - (LEXICAL_SHARE_MIN + LEXICAL_SHARE_MAX) / 2.0).abs() < 1e-6);
+        // An exact identifier in one learning's pattern: BM25 leads, and that learning
+        // ranks first though another is nearer by embedding.
+        let id = Evidence {
+            bm25: 8.0,
+            field_priority: 1.0,
+            cosine: Some(0.45),
+            quality: 50,
+        };
+        let near = Evidence {
+            bm25: 1.0,
+            field_priority: 0.1,
+            cosine: Some(0.6),
+            quality: 50,
+        };
+        let s = blend(&[id, near], true);
+        assert!(s[0].total > s[1].total, "{s:?}");
+        // Generic words only (low field priority everywhere): the nearer one wins.
+        let generic = |bm25, cosine| Evidence {
+            bm25,
+            field_priority: 0.1,
+            cosine: Some(cosine),
+            quality: 50,
+        };
+        let s = blend(&[generic(8.0, 0.35), generic(2.0, 0.6)], true);
+        assert!(s[1].total > s[0].total, "{s:?}");
     }
 }

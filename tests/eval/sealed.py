@@ -41,10 +41,16 @@ ARCHIVE = os.path.join(SEALED, "sets.tar.xz")
 MANIFEST = os.path.join(SEALED, "MANIFEST.json")
 READS = os.path.join(SEALED, "READS.log")
 
-SYSTEMS = ("cairn", "bm25", "dense", "rrf")
+SYSTEMS = ("cairn", "bm25", "dense", "rrf", "rrf-bm25-dense")
 METRICS = ("mrr10", "ndcg10")
 # The report's system names, per kind of set, mapped to the names printed here.
-LEARNINGS_NAMES = {"cairn": "cairn", "lexical": "bm25", "dense": "dense", "rrf": "rrf"}
+LEARNINGS_NAMES = {
+    "cairn": "cairn",
+    "lexical": "bm25",
+    "dense": "dense",
+    "rrf": "rrf",
+    "rrf-lexical-dense": "rrf-bm25-dense",
+}
 
 
 def vault_name(name):
