@@ -79,6 +79,7 @@ fn corpus() -> &'static Corpus {
                     agent_type: "worker".into(),
                     merge: false,
                     supersedes: Vec::new(),
+                    person: false,
                 }
             })
             .collect();
@@ -114,6 +115,7 @@ fn search_in(cairn: &cairn::Cairn, query: &str) -> (usize, Work) {
             min_quality_score: None,
             include_superseded: false,
             include_archived: false,
+            min_trust: None,
         })
     });
     let results = results.expect("search");
