@@ -390,7 +390,11 @@ fn hostile_files_are_refused_or_cleaned_as_add_learning_and_the_vault_do() {
     assert_eq!(again["unchanged"], 1, "{again:#}");
 
     // The injection item: the same outcome as the same text given to the add path on
-    // an issue of another project (stored or held alike; never more lenient).
+    // an issue of another project, but never more lenient. Rule files are written by
+    // agents as well as people, so an imported item meets the hold rules as an agent's
+    // `add_learning` does (docs/security.md, "Memory poisoning"), while the CLI's add is a
+    // person's and is never held: this text directs the reader at the model's
+    // instructions, so the import holds it and the CLI's copy is served.
     let imported = file(&r, "INJECT.md")["items"][0].clone();
     env.project("other", None);
     let issue = env.issue("other", "compare");
@@ -412,7 +416,9 @@ fn hostile_files_are_refused_or_cleaned_as_add_learning_and_the_vault_do() {
     if out.status.success() {
         let added: Value = serde_json::from_slice(&out.stdout).unwrap();
         let mine = env.learning_json(imported["learning"].as_str().unwrap());
-        for key in ["trust", "needs_review", "quality_score", "verified"] {
+        assert_eq!(mine["trust"], "held", "{mine:#}");
+        assert_eq!(added["trust"], "agent", "{added:#}");
+        for key in ["needs_review", "quality_score", "verified"] {
             assert_eq!(mine[key], added[key], "{key}");
         }
     }

@@ -693,7 +693,19 @@ fn the_review_queue_releases_and_accepts_for_agents_at_once() {
         .and_then(|c| c.split(';').next())
         .unwrap_or_else(|| panic!("no cookie: {head}"))
         .to_string();
-    let (status, _, queue) = page(d.addr, "GET", "/ui/review", &[("Cookie", &cookie)], None);
+    // The login's own place, `/ui/<key>/` (docs/web.md): every page of it lives there.
+    let place = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .starts_with("location:")
+                .then(|| l[9..].trim())
+        })
+        .and_then(|to| to.strip_suffix("learnings"))
+        .unwrap_or_else(|| panic!("no redirect to the login's place: {head}"))
+        .to_string();
+    let at = |path: &str| format!("{place}{path}");
+    let (status, _, queue) = page(d.addr, "GET", &at("review"), &[("Cookie", &cookie)], None);
     assert_eq!(status, 200, "{queue}");
     for want in [
         held.as_str(),
@@ -722,15 +734,15 @@ fn the_review_queue_releases_and_accepts_for_agents_at_once() {
     };
     // Release: the other agent's next search finds it.
     let (status, head, body) = post(
-        &format!("/ui/learnings/{held}/release"),
+        &at(&format!("learnings/{held}/release")),
         &format!("csrf={csrf}&back=review&note=checked"),
     );
     assert_eq!(status, 303, "{head}\n{body}");
-    assert!(head.contains("/ui/review"), "{head}");
+    assert!(head.contains(&at("review")), "{head}");
     assert!(search("live key payment sandbox checkout").contains(&held));
     // Accept: the old learning leaves the agents' results at once.
     let (status, head, body) = post(
-        &format!("/ui/learnings/{old}/supersede"),
+        &at(&format!("learnings/{old}/supersede")),
         &format!("csrf={csrf}&by={new}&back=review"),
     );
     assert_eq!(status, 303, "{head}\n{body}");
@@ -738,12 +750,12 @@ fn the_review_queue_releases_and_accepts_for_agents_at_once() {
     assert!(found.contains(&new) && !found.contains(&old), "{found:?}");
     // Undo on the learning's page: back at once.
     let (status, head, body) = post(
-        &format!("/ui/learnings/{old}/unsupersede"),
+        &at(&format!("learnings/{old}/unsupersede")),
         &format!("csrf={csrf}&note=reverted"),
     );
     assert_eq!(status, 303, "{head}\n{body}");
     assert!(search(zebra).contains(&old));
-    let (_, _, queue) = page(d.addr, "GET", "/ui/review", &[("Cookie", &cookie)], None);
+    let (_, _, queue) = page(d.addr, "GET", &at("review"), &[("Cookie", &cookie)], None);
     assert!(
         queue.contains("No learning is held.") && queue.contains("No supersession waits."),
         "{queue}"
