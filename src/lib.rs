@@ -1,15 +1,22 @@
 //! # Cairn
 //!
 //! A knowledge service for AI coding agents. Agents talk to `cairn serve` over MCP
-//! (stdio); people and orchestrators use the `cairn` CLI. Both call one domain facade,
+//! (stdio), which forwards to the shared `cairn daemon` (HTTP, a page for people) when one
+//! runs; people and orchestrators use the `cairn` CLI. All of them call one domain facade,
 //! [`api::Cairn`].
 //!
 //! Bird's-eye view:
-//! - [`store`]: SQLite, the source of truth (WAL, migrations, `BEGIN IMMEDIATE` writes).
+//! - [`store`]: the source of truth, SQLite (WAL, `BEGIN IMMEDIATE` writes) or PostgreSQL
+//!   for many hosts, with migrations numbered for both dialects.
 //! - [`issues`]: projects and issues (a Colibri task is an issue), and project settings.
 //! - [`work`]: phases, the worktree check, PRs, moves and agent memory of the bound issue.
 //! - [`compose`]: compositions over several domains (the issue board, trail verification,
 //!   the store copy).
+//! - [`learnings`]: lessons agents record and search (the BM25 and embedding blend,
+//!   merging, supersession proposals, trust levels, instructions held for a person).
+//! - [`vault`]: documents of every format a docs tree holds (and code, opt-in), chunked by
+//!   their headings or items, embedded and searched through HNSW, followed as they change.
+//! - [`trail`] and [`colibri`]: the work trail and the same data in Colibri's vocabulary.
 //! - [`embed`]: the local embedding model (texts → unit vectors), shared by the vault and
 //!   the learnings.
 //! - [`scope`]: which agent profile may use which tool.
@@ -19,12 +26,14 @@
 //! - [`cost`]: the work a call does, counted in deterministic units (budgets in tests,
 //!   `/metrics`).
 //! - [`cli`]: the command line; glue over the facade.
+//! - [`daemon`]: one process serving every session of a database: MCP over HTTP, the
+//!   forwarders' private socket, and the page for people (`web`).
 //! - [`agents`]: the agent clients' files (`cairn connect`), the guide for agents, hooks.
 //! - [`memory`]: what agents already keep, brought in and out (`cairn import`, `cairn
 //!   export`), and candidate learnings found in run logs.
 //!
 //! Derived indexes (tantivy for learnings, HNSW for the vault) live beside the
-//! database in [`store::Store::index_dir`] and are rebuilt or caught up from SQLite.
+//! database in [`store::Store::index_dir`] and are rebuilt or caught up from the database.
 
 #![forbid(unsafe_code)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
