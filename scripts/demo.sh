@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cargo build --release --quiet
 CAIRN=target/release/cairn
-export CAIRN_DB=target/demo/cairn.db
-mkdir -p target/demo
+export CAIRN_DB=$PWD/target/demo/cairn.db
+rm -rf target/demo && mkdir -p target/demo
 
 say() { printf '\n== %s\n' "$*" >&2; }
 
