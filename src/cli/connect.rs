@@ -15,6 +15,7 @@ use crate::agents::hooks::Event;
 use crate::context::BindArgs;
 use crate::store::Location;
 
+use super::serve::SessionFlags;
 use super::{Outcome, print_json, print_text};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -54,18 +55,9 @@ pub(crate) struct Place {
 pub(crate) struct ConnectArgs {
     #[command(flatten)]
     place: Place,
-    /// The project the agent works in (id or slug): `cairn serve --project-id`.
-    #[arg(long, visible_alias = "project")]
-    project_id: Option<String>,
-    /// The issue the agent works on: `cairn serve --issue-id`.
-    #[arg(long, visible_alias = "issue")]
-    issue_id: Option<String>,
-    /// The agent profile: `cairn serve --agent-type`.
-    #[arg(long)]
-    agent_type: Option<String>,
-    /// The agent's worktree: `cairn serve --worktree-path`.
-    #[arg(long)]
-    worktree_path: Option<PathBuf>,
+    /// The binding flags `cairn serve` gets.
+    #[command(flatten)]
+    session: SessionFlags,
     /// Reach the running daemon over HTTP, with a session token minted for this client,
     /// instead of starting `cairn serve` over stdio.
     #[arg(long)]
@@ -158,18 +150,8 @@ pub(super) fn connect(
     a: ConnectArgs,
 ) -> anyhow::Result<Outcome> {
     let t = target(&a.place)?;
-    let bind = BindArgs {
-        issue: a.issue_id.clone(),
-        project: a.project_id.clone(),
-        worktree_path: a
-            .worktree_path
-            .clone()
-            .map(std::path::absolute)
-            .transpose()?,
-        agent_type: a.agent_type.clone(),
-        project_slug: None,
-        symphony_dir: None,
-    };
+    let mut bind = a.session.bind_args();
+    bind.worktree_path = bind.worktree_path.map(std::path::absolute).transpose()?;
     let exe = std::env::current_exe()
         .context("finding this cairn binary")?
         .to_string_lossy()

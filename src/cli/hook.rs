@@ -14,9 +14,9 @@ use clap::Args;
 use serde_json::json;
 
 use crate::agents::hooks::{self, Event, HookClient, Input};
-use crate::context::BindArgs;
 use crate::store::Location;
 
+use super::serve::SessionFlags;
 use super::{Outcome, print_text};
 
 /// The largest the hooks' log grows before it is started afresh (the old one kept as
@@ -41,18 +41,10 @@ pub(crate) struct HookArgs {
     /// Whose contract to speak: claude-code, codex or gemini-cli.
     #[arg(long, default_value = "claude-code", value_parser = HookClient::parse)]
     client: HookClient,
-    /// The project whose learnings to search (id or slug).
-    #[arg(long, visible_alias = "project")]
-    project_id: Option<String>,
-    /// The issue the session works on (its title joins the session's search).
-    #[arg(long, visible_alias = "issue")]
-    issue_id: Option<String>,
-    /// The agent profile the session's token is bound to (`cairn serve --agent-type`).
-    #[arg(long)]
-    agent_type: Option<String>,
-    /// The agent's worktree (`cairn serve --worktree-path`).
-    #[arg(long)]
-    worktree_path: Option<PathBuf>,
+    /// The session's binding, as `cairn serve` takes it: the project's learnings are
+    /// searched, and the issue's title joins the search.
+    #[command(flatten)]
+    session: SessionFlags,
     /// How long to wait for the daemon before giving up, in milliseconds.
     #[arg(long, default_value_t = hooks::BUDGET.as_millis() as u64)]
     budget_ms: u64,
@@ -116,25 +108,18 @@ fn answer(db: &Location, a: &HookArgs) -> Result<Option<String>, String> {
 
 /// The learnings that bear on the session or prompt, as context lines.
 fn learnings(db: &Location, a: &HookArgs, input: &Input) -> Result<Option<String>, String> {
-    if a.project_id.is_none() && a.issue_id.is_none() {
+    if a.session.project_id.is_none() && a.session.issue_id.is_none() {
         return Err("no --project-id or --issue-id: no project to search".into());
     }
     let cairn = Arc::new(crate::Cairn::open_at(db).map_err(|e| format!("opening {db}: {e}"))?);
-    let title = match &a.issue_id {
+    let title = match &a.session.issue_id {
         Some(i) => Some(cairn.issue(i).map_err(|e| e.to_string())?.title.clone()),
         None => None,
     };
     let Some(query) = hooks::query(a.event, input, title.as_deref()) else {
         return Ok(None);
     };
-    let bind = BindArgs {
-        issue: a.issue_id.clone(),
-        project: a.project_id.clone(),
-        worktree_path: a.worktree_path.clone(),
-        agent_type: a.agent_type.clone(),
-        project_slug: None,
-        symphony_dir: None,
-    };
+    let bind = a.session.bind_args();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

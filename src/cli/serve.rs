@@ -15,9 +15,10 @@ use crate::mcp::server::{CairnServer, Scope, serve_stdio};
 
 use super::Outcome;
 
-/// Start-up flags of the spec ("Server Initialization").
-#[derive(Debug, Args)]
-pub(crate) struct ServeArgs {
+/// The flags that bind an agent session (spec, "Server Initialization"): one definition
+/// for `cairn serve`, `cairn session new`, `cairn connect` and `cairn hook`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct SessionFlags {
     /// The issue this session works on (identifier or id). Without it, issue-bound tools
     /// answer with an error saying so.
     #[arg(long, visible_alias = "issue")]
@@ -31,6 +32,27 @@ pub(crate) struct ServeArgs {
     /// Agent profile: worker, researcher, judge, scanner, architect, planner, intake.
     #[arg(long)]
     pub(crate) agent_type: Option<String>,
+}
+
+impl SessionFlags {
+    /// What these flags bind, without agent memory's paths.
+    pub(crate) fn bind_args(&self) -> BindArgs {
+        BindArgs {
+            issue: self.issue_id.clone(),
+            project: self.project_id.clone(),
+            worktree_path: self.worktree_path.clone(),
+            agent_type: self.agent_type.clone(),
+            project_slug: None,
+            symphony_dir: None,
+        }
+    }
+}
+
+/// Start-up flags of the spec ("Server Initialization").
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    pub(crate) session: SessionFlags,
     /// JSON array of tool names; wins over --agent-type.
     #[arg(long)]
     pub(crate) tool_scope_file: Option<PathBuf>,
@@ -46,15 +68,15 @@ impl ServeArgs {
     /// What these flags bind and the tool scope they resolve to (the scope file is read
     /// here; the binding is checked against the database by `Cairn::bind`).
     pub(super) fn binding(self) -> anyhow::Result<(BindArgs, Scope)> {
-        let scope = Scope::resolve(self.tool_scope_file.as_deref(), self.agent_type.as_deref())
-            .context("reading the tool scope")?;
+        let scope = Scope::resolve(
+            self.tool_scope_file.as_deref(),
+            self.session.agent_type.as_deref(),
+        )
+        .context("reading the tool scope")?;
         let args = BindArgs {
-            issue: self.issue_id,
-            project: self.project_id,
-            worktree_path: self.worktree_path,
-            agent_type: self.agent_type,
             project_slug: self.project_slug,
             symphony_dir: self.symphony_dir,
+            ..self.session.bind_args()
         };
         Ok((args, scope))
     }
