@@ -520,6 +520,15 @@ async fn metrics(State(s): State<Arc<Shared>>) -> Response {
 /// What a scrape reads now; `open` MCP sessions.
 fn scrape(s: &Shared, open: usize) -> String {
     let m = crate::metrics::Scrape::default();
+    scrape_daemon(&m, s, open);
+    scrape_learnings(&m, &s.cairn);
+    scrape_model(&m, &s.cairn);
+    scrape_vault(&m, &s.cairn);
+    m.render()
+}
+
+/// The daemon's own counts: uptime, requests, sessions, calls waiting for a lane.
+fn scrape_daemon(m: &crate::metrics::Scrape, s: &Shared, open: usize) {
     m.gauge(
         "cairn_uptime_seconds",
         "Seconds since the daemon started.",
@@ -550,7 +559,11 @@ fn scrape(s: &Shared, open: usize) -> String {
         "Tool calls waiting for a shared lane now.",
         s.lanes.waiting() as f64,
     );
-    match s.cairn.learnings_sizes() {
+}
+
+/// The learnings: how many, waiting for an embedding, indexed by this process, in its graphs.
+fn scrape_learnings(m: &crate::metrics::Scrape, cairn: &Cairn) {
+    match cairn.learnings_sizes() {
         Ok(sizes) => {
             m.gauge(
                 "cairn_learnings",
@@ -565,7 +578,7 @@ fn scrape(s: &Shared, open: usize) -> String {
         }
         Err(e) => tracing::warn!(error = %e, "metrics: learnings sizes not read"),
     }
-    let indexer = s.cairn.learnings_indexer_stats();
+    let indexer = cairn.learnings_indexer_stats();
     m.counter(
         "cairn_learnings_indexed_total",
         "Learnings this process's background indexer indexed.",
@@ -579,9 +592,13 @@ fn scrape(s: &Shared, open: usize) -> String {
     m.gauge(
         "cairn_learnings_graph_points",
         "Learnings in this process's HNSW graphs (projects with GRAPH_MIN learnings or more).",
-        s.cairn.learnings_graph_points() as f64,
+        cairn.learnings_graph_points() as f64,
     );
-    let model = s.cairn.model_stats();
+}
+
+/// The embedding model's runs and the query cache.
+fn scrape_model(m: &crate::metrics::Scrape, cairn: &Cairn) {
+    let model = cairn.model_stats();
     m.counter(
         "cairn_model_runs_total",
         "Runs of the embedding model (a run embeds a batch of texts).",
@@ -607,7 +624,11 @@ fn scrape(s: &Shared, open: usize) -> String {
         "Query runs the embedding model ran while a document batch was running (queries have a session of their own).",
         model.queries_beside_documents,
     );
-    match s.cairn.vault_status() {
+}
+
+/// The vault, by collection: documents, chunks, changes waiting.
+fn scrape_vault(m: &crate::metrics::Scrape, cairn: &Cairn) {
+    match cairn.vault_status() {
         Ok(collections) => {
             let by = |f: &dyn Fn(&crate::vault::roots::CollectionStatus) -> f64| -> Vec<(Vec<String>, f64)> {
                 collections
@@ -636,7 +657,6 @@ fn scrape(s: &Shared, open: usize) -> String {
         }
         Err(e) => tracing::warn!(error = %e, "metrics: vault status not read"),
     }
-    m.render()
 }
 
 /// A refusal: `status` with `{"error": {"code", "message", "help"}}`.

@@ -427,6 +427,14 @@ fn skill_list(cx: &ToolCtx<'_>, p: SkillListParams) -> Result<SkillList> {
 }
 
 pub(crate) fn tools() -> Vec<ToolDef> {
+    [task_tools(), thought_tools(), audit_and_skill_tools()]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Tasks: create, read, update, list, and what to do next.
+fn task_tools() -> Vec<ToolDef> {
     vec![
         tool(
             "task_create",
@@ -474,6 +482,12 @@ pub(crate) fn tools() -> Vec<ToolDef> {
             task_next_actions,
         )
         .profiles(ISSUE_LISTERS),
+    ]
+}
+
+/// A task's thought chain: record and list.
+fn thought_tools() -> Vec<ToolDef> {
+    vec![
         tool(
             "thought_record",
             "Append a hash-chained decision record to a task's thought chain.",
@@ -494,6 +508,12 @@ pub(crate) fn tools() -> Vec<ToolDef> {
             thought_record_list,
         )
         .profiles(ISSUE_READERS),
+    ]
+}
+
+/// Audit sessions and their Merkle roots; the skills of the project.
+fn audit_and_skill_tools() -> Vec<ToolDef> {
+    vec![
         tool(
             "audit_session_start",
             "Open an audit session on a task (shallow: the task; deep: with its sub-tasks).",

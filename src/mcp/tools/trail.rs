@@ -592,6 +592,14 @@ pub(super) const ISSUE_LISTERS: &[Profile] =
 pub(super) const JUDGE: &[Profile] = &[Judge];
 
 pub(crate) fn tools() -> Vec<ToolDef> {
+    [issue_tools(), pr_tools(), project_tools()]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// The issue: read it, change its status, findings and comments, new issues and sub-tasks.
+fn issue_tools() -> Vec<ToolDef> {
     let add = Effect::Additive { idempotent: false };
     let change = Effect::Destructive { idempotent: false };
     vec![
@@ -663,6 +671,14 @@ pub(crate) fn tools() -> Vec<ToolDef> {
             list_issues,
         )
         .profiles(ISSUE_LISTERS),
+    ]
+}
+
+/// The issue's PR: create it, and the judge's verdict.
+fn pr_tools() -> Vec<ToolDef> {
+    let add = Effect::Additive { idempotent: false };
+    let change = Effect::Destructive { idempotent: false };
+    vec![
         tool(
             "create_pr",
             "Create a local PR record from a diff with gate results; computes per-file stats and a risk score and moves the issue from in_progress to review. Verifies the worktree when the server has one (result.worktree.verified).",
@@ -690,6 +706,14 @@ pub(crate) fn tools() -> Vec<ToolDef> {
         )
         .profiles(JUDGE)
         .bound(),
+    ]
+}
+
+/// The project's configuration, its research coverage and test health, the agents' run events.
+fn project_tools() -> Vec<ToolDef> {
+    let add = Effect::Additive { idempotent: false };
+    let change = Effect::Destructive { idempotent: false };
+    vec![
         tool(
             "configure_project",
             "Configure the current project: gates, sensitive paths, risk thresholds, instructions, vault collections. Named sections replace stored ones.",
