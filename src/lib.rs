@@ -38,32 +38,25 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-pub(crate) mod activity;
+pub mod access;
 pub mod agents;
 pub mod api;
-pub(crate) mod base;
+pub mod base;
 pub mod cli;
 pub mod colibri;
 pub mod compose;
-pub mod context;
-pub mod cost;
 pub mod daemon;
-mod disk_index;
 pub mod embed;
 pub mod error;
 pub(crate) mod eval;
-mod failpoint;
 pub mod issues;
 pub mod learnings;
 pub mod mcp;
 pub mod memory;
-pub(crate) mod metrics;
+pub mod metrics;
 pub(crate) mod paths;
-pub mod rng;
-pub mod scope;
 pub mod store;
 pub(crate) mod text;
-pub(crate) mod tokens;
 pub mod trail;
 pub mod vault;
 pub(crate) mod web;

@@ -1,7 +1,7 @@
 //! The work trail: findings, comments, status, board views, PRs, metrics, runs, verification.
 
+use crate::access::context::WorkContext;
 use crate::compose::board::{IssueDetails, IssueStatus};
-use crate::context::WorkContext;
 use crate::error::Result;
 use crate::issues::settings::SettingsUpdate;
 use crate::issues::{Issue, NewIssue, Project, Status};

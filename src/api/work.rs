@@ -1,6 +1,6 @@
 //! Work in a bound work: start-up binding, workspace check, phases, memory files.
 
-use crate::context::{BindArgs, WorkContext};
+use crate::access::context::{BindArgs, WorkContext};
 use crate::error::Result;
 use crate::work::memory::{MemoryScope, MemoryWritten};
 use crate::work::phases::{Phase, PhaseClaim, PhaseCompletion, PhaseVerdict};
@@ -58,6 +58,6 @@ impl Cairn {
 
     /// Check start-up arguments against the database and build the binding.
     pub fn bind(&self, args: &BindArgs) -> Result<WorkContext> {
-        crate::context::bind(&self.store, args)
+        crate::access::context::bind(&self.store, args)
     }
 }

@@ -1,5 +1,9 @@
 //! Below the domain: ids, the clock and hashing, used by every module that writes.
 
+pub(crate) mod failpoint;
+pub mod rng;
+pub(crate) mod tantivy_dir;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The current time as ISO-8601 UTC with second precision (`2026-04-08T22:15:30Z`).
