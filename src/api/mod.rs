@@ -2,12 +2,12 @@
 //!
 //! The facade sits on top of the domain. Domain modules (`issues`, `learnings`, `vault`,
 //! `trail`, `colibri`, ...) expose plain functions over what they need (the [`Store`], an
-//! index handle, a [`crate::access::context::WorkContext`]) and never name `Cairn`; the files of this
-//! folder list the whole API, one file per area, each method a short delegation. Nothing
-//! here knows about JSON-RPC or the command line.
+//! index handle, a [`crate::access::context::WorkContext`]) and never name `Cairn`; the
+//! files of this folder list the whole API, one file per area, each method a short
+//! delegation. Nothing here knows about JSON-RPC or the command line.
 //!
-//! - `issues`: projects and issues; `work`: binding, workspace, phases, memory;
-//!   `trail`: the work trail; `colibri`: the Colibri vocabulary; `system`: profiles;
+//! - `issues`: projects, issues and project settings; `work`: binding, workspace, phases,
+//!   memory, PRs; `trail`: the work trail and the board; `colibri`: the Colibri vocabulary; `system`: profiles;
 //!   `learnings` and `vault`: the two searchable stores; `memory`: the agents' files
 //!   imported and exported, candidate learnings from run logs.
 

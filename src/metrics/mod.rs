@@ -6,6 +6,9 @@
 //! sizes, pending work: [`Scrape`], filled by the daemon from the database).
 //! Label values are bounded: a tool name is one of the registered tools (anything else
 //! is `(unknown)`), an outcome is `ok` or an error code of the envelope table.
+//!
+//! The work a call does, counted in deterministic units, is [`cost`]'s: shown here
+//! (`cairn_tool_work_total`) and held to budgets by the tests.
 
 pub mod cost;
 
