@@ -61,7 +61,7 @@ const PER_ISSUE: usize = 40;
 const LIMIT: usize = 50;
 
 /// Corpus choices over the crate's seeded PRNG.
-struct Rng(cairn::rng::SplitMix64);
+struct Rng(cairn::base::rng::SplitMix64);
 
 impl Rng {
     fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
@@ -264,7 +264,7 @@ fn generate(rng: &mut Rng) -> Gen {
 
 /// Natural-language queries of the kind agents send.
 fn queries() -> Vec<String> {
-    let mut rng = Rng(cairn::rng::SplitMix64::new(0xC0FFEE));
+    let mut rng = Rng(cairn::base::rng::SplitMix64::new(0xC0FFEE));
     let shapes: [fn(&mut Rng) -> String; 5] = [
         |r| {
             format!(
@@ -390,7 +390,7 @@ fn corpus(spec: Spec) -> PathBuf {
         ..Default::default()
     });
     let cairn = Cairn::open_with_embedder(&db, Box::new(no_model)).unwrap();
-    let mut rng = Rng(cairn::rng::SplitMix64::new(42));
+    let mut rng = Rng(cairn::base::rng::SplitMix64::new(42));
     let mut seen = HashSet::new();
     let mut batch = Vec::new();
     let mut issue = String::new();
@@ -498,7 +498,7 @@ fn word_vectors(c: &Connection) {
         .copied()
         .zip(vectors.iter().map(Vec::as_slice))
         .collect();
-    let mut rng = cairn::rng::SplitMix64::new(99);
+    let mut rng = cairn::base::rng::SplitMix64::new(99);
     c.execute_batch("BEGIN").unwrap();
     let mut st = c
         .prepare(
@@ -857,7 +857,7 @@ fn bench(c: &mut Criterion) {
             })
             .unwrap()
             .id;
-        let mut rng = Rng(cairn::rng::SplitMix64::new(7));
+        let mut rng = Rng(cairn::base::rng::SplitMix64::new(7));
         let mut k = 0u64;
         let mut g = c.benchmark_group("learnings/add");
         g.sample_size(20);

@@ -1,5 +1,5 @@
 //! Work budgets (issue 59): what a search does, counted in deterministic units
-//! ([`cairn::cost::Work`]), held under fixed ceilings on fixed corpora. A count is the
+//! ([`cairn::metrics::cost::Work`]), held under fixed ceilings on fixed corpora. A count is the
 //! same on a loaded machine and an idle one, so a change that makes a search read every
 //! similar learning's text, or run the model for a query it has seen, fails here
 //! wherever it runs. The corpus is 300 learnings of one project that resemble each
@@ -8,8 +8,8 @@
 
 use std::sync::OnceLock;
 
-use cairn::cost::{Work, measure};
 use cairn::learnings::{LearningSearch, NewLearning, SearchScope};
+use cairn::metrics::cost::{Work, measure};
 use serde_json::{Value, json};
 
 use crate::common::{Env, body};

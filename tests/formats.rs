@@ -440,7 +440,7 @@ fn hostile_files_are_refused_or_bounded_with_their_reason() {
 #[test]
 fn vault_update_reads_code_only_where_a_collection_indexes_code() {
     use cairn::Cairn;
-    use cairn::context::BindArgs;
+    use cairn::access::context::BindArgs;
     use cairn::embed::HashEmbedder;
     use cairn::error::ErrorKind;
     use cairn::issues::NewProject;

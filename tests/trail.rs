@@ -1295,7 +1295,7 @@ fn auditing_a_task_while_its_trail_grows_never_reports_a_false_break() {
     check_while_the_trail_grows(|c| {
         let v = c
             .audit_verify(
-                &cairn::context::WorkContext::default(),
+                &cairn::access::context::WorkContext::default(),
                 &cairn::colibri::audit::VerifyTarget {
                     session: None,
                     task: Some("WEB-1".into()),

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use cairn::Cairn;
-use cairn::context::{BindArgs, WorkContext};
+use cairn::access::context::{BindArgs, WorkContext};
 use cairn::embed::Embed;
 use cairn::embed::HashEmbedder;
 use cairn::error::ErrorKind;

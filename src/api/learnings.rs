@@ -24,7 +24,7 @@ impl Cairn {
         self.learnings.start_indexer(
             self.store.location(),
             self.vault.embedder.clone(),
-            self.activity.clone(),
+            self.foreground.clone(),
         )
     }
 

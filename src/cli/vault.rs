@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::Cairn;
 use crate::embed::Spin;
 use crate::error::Error;
-use crate::vault::follow::FollowScope;
+use crate::vault::follow_files::FollowScope;
 use crate::vault::reindex::{ReindexOptions, ReindexProgress, ReindexSummary};
 use crate::vault::roots::covers;
 use std::sync::Arc;

@@ -42,11 +42,11 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::Cairn;
+use crate::access::tokens::Check;
 use crate::mcp::lanes::Lanes;
 use crate::mcp::registry::MAX_ARGUMENT_BYTES;
 use crate::mcp::server::CairnServer;
 use crate::mcp::wire::{self, Line};
-use crate::tokens::Check;
 
 use super::handler::{Bound, DaemonHandler, with_binding};
 use super::peer::Process;
@@ -90,7 +90,7 @@ pub(crate) struct Shared {
     /// Set once the model and the vault's indexes are loaded ([`Shared::warm_up`]).
     warm: AtomicBool,
     /// On PostgreSQL: what catches this host's caches up with every host's writes.
-    follower: Option<Arc<super::follow::Follower>>,
+    follower: Option<Arc<super::follow_writes::WriteFollower>>,
     /// Which tool handlers run at once, across every token's server.
     lanes: Arc<Lanes>,
     /// The MCP sessions of the 2025-11-25 handshake ([`Mcp`]).
@@ -104,7 +104,7 @@ impl Shared {
         extra_hosts: Vec<String>,
         public_origin: Option<String>,
         started_at: String,
-        follower: Option<Arc<super::follow::Follower>>,
+        follower: Option<Arc<super::follow_writes::WriteFollower>>,
         lanes: Arc<Lanes>,
     ) -> Shared {
         Shared {
@@ -884,7 +884,7 @@ async fn require_token(State(s): State<Arc<Shared>>, mut req: Request, next: Nex
 fn authenticate<'a>(
     s: &'a Shared,
     req: &Request,
-) -> impl Future<Output = Result<Box<crate::tokens::Session>, Response>> + Send + 'a {
+) -> impl Future<Output = Result<Box<crate::access::tokens::Session>, Response>> + Send + 'a {
     // What the checks need, read before any wait (a request is not `Sync`).
     let token = req
         .headers()
@@ -908,7 +908,7 @@ async fn check_token(
     s: &Shared,
     token: Option<String>,
     peer: Option<Option<Process>>,
-) -> Result<Box<crate::tokens::Session>, Response> {
+) -> Result<Box<crate::access::tokens::Session>, Response> {
     let Some(token) = token else {
         return Err(refuse(
             StatusCode::UNAUTHORIZED,

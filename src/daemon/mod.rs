@@ -1,5 +1,5 @@
 //! `cairn daemon`: one warm Cairn per host and database, serving MCP over Streamable
-//! HTTP to every session that presents a session token ([`crate::tokens`]).
+//! HTTP to every session that presents a session token ([`crate::access::tokens`]).
 //!
 //! - [`http`]: the routes (`POST /mcp`, `GET /health`), the Host/Origin checks and the
 //!   per-request token check.
@@ -14,12 +14,12 @@
 //!   `<db>.daemon.json` that orchestrators and people read, the sweep of ended sessions,
 //!   and shutdown on SIGTERM/SIGINT (stop accepting, finish the calls in flight within
 //!   [`Options::drain`], remove the discovery file and the socket).
-//! - [`follow`]: on PostgreSQL, a connection `LISTEN`ing for every host's commits and a
+//! - [`follow_writes`]: on PostgreSQL, a connection `LISTEN`ing for every host's commits and a
 //!   thread that catches this host's caches up in the background when woken.
-//! - The vault's follower ([`crate::vault::follow`]): the recorded roots are watched and
+//! - The vault's follower ([`crate::vault::follow_files`]): the recorded roots are watched and
 //!   their changes indexed while the daemon runs (`GET /health` lists them, `vault`).
 
-pub(crate) mod follow;
+pub(crate) mod follow_writes;
 pub(crate) mod forward;
 pub(crate) mod handler;
 pub(crate) mod http;
@@ -38,8 +38,8 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::Cairn;
+use crate::access::tokens::ToolScope;
 use crate::mcp::server::Scope;
-use crate::tokens::ToolScope;
 
 /// How the daemon listens and stops.
 #[derive(Debug, Clone)]
@@ -135,11 +135,11 @@ pub(crate) async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()
         started_at: started_at.clone(),
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
-    let follower = follow::Follower::start(cairn.clone())
+    let follower = follow_writes::WriteFollower::start(cairn.clone())
         .context("following changes made on other hosts")?
         .map(Arc::new);
     // Following the vault's roots is best effort: without it the daemon serves as before.
-    let vault_follower = match cairn.follow_vault(crate::vault::follow::FollowScope::All) {
+    let vault_follower = match cairn.follow_vault(crate::vault::follow_files::FollowScope::All) {
         Ok(f) => Some(f),
         Err(e) => {
             tracing::warn!(error = %e, "not following the vault's directories");

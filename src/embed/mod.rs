@@ -6,12 +6,14 @@
 //! | [`embedder`] | the [`Embed`] trait (texts → unit vectors, the identity stored with them), [`DIMENSION`], [`EmbedStats`] |
 //! | [`model`] | [`ModelEmbedder`], the local embedding model (all-MiniLM-L6-v2, int8 ONNX) run through ONNX Runtime: locating the files, one-time runtime initialisation, lazy loading, batched L2-normalised embeddings, the query cache |
 //! | [`threading`] | ONNX Runtime's thread settings ([`Threading`], [`Spin`]) from flags or the environment |
+//! | [`foreground`] | [`foreground::Foreground`], the calls a server has in flight: background embedding waits for a quiet moment between them |
 //! | [`hash`] | [`HashEmbedder`], a deterministic [`Embed`] for tests and benchmarks (hashed words and word pairs); never selected by a command or tool |
 //! | [`vector`] | the dot product, L2 normalisation and the stored form of a vector |
 //! | [`error`] | [`EmbedError`], the one error type of the embedders |
 
 pub mod embedder;
 pub mod error;
+pub(crate) mod foreground;
 pub mod hash;
 pub mod model;
 pub mod threading;

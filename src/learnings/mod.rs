@@ -511,7 +511,7 @@ pub enum Reader<'a> {
 
 impl Reader<'_> {
     /// The agent of a session, bound to its issue if it has one.
-    pub(crate) fn agent(work: &crate::context::WorkContext) -> Reader<'_> {
+    pub(crate) fn agent(work: &crate::access::context::WorkContext) -> Reader<'_> {
         Reader::Agent(work.issue.as_ref().map(|i| i.id.as_str()))
     }
 
@@ -556,7 +556,7 @@ fn load_by_seqs(c: &Conn<'_>, seqs: &[u64]) -> Result<HashMap<u64, Learning>> {
         )?
         .into_iter()
         .collect();
-    crate::cost::count(crate::cost::Unit::RowsRead, rows.len() as u64);
+    crate::metrics::cost::count(crate::metrics::cost::Unit::RowsRead, rows.len() as u64);
     with_proposals(c, rows.values_mut())?;
     Ok(rows)
 }
@@ -1220,7 +1220,7 @@ impl Learnings<'_> {
     /// it cannot be read (it then restates nothing by its code).
     fn signature(&self, seq: u64) -> Option<std::sync::Arc<lifecycle::CodeSignature>> {
         self.index.signature(seq, || {
-            crate::cost::count(crate::cost::Unit::TextsRead, 1);
+            crate::metrics::cost::count(crate::metrics::cost::Unit::TextsRead, 1);
             self.store.read(|c| {
                 c.query_opt(
                     "SELECT pattern, context FROM learnings WHERE seq = ?1",
@@ -1692,8 +1692,8 @@ mod group_commit_tests {
     //! write is found by the next search, and commits are grouped.
 
     use super::*;
-    use crate::activity::Activity;
     use crate::embed::HashEmbedder;
+    use crate::embed::foreground::Foreground;
     use crate::embed::{EmbedderConfig, ModelEmbedder};
     use crate::issues::{NewIssue, NewProject, create_issue, create_project};
     use std::sync::Arc;
@@ -1704,7 +1704,7 @@ mod group_commit_tests {
         store: Store,
         index: LearningIndex,
         embedder: Arc<dyn Embed>,
-        activity: Arc<Activity>,
+        foreground: Arc<Foreground>,
         issue: String,
     }
 
@@ -1743,16 +1743,16 @@ mod group_commit_tests {
         .unwrap()
         .identifier;
         let index = LearningIndex::new(store.index_dir().join("learnings"));
-        let activity = Arc::new(Activity::default());
+        let foreground = Arc::new(Foreground::default());
         index
-            .start_indexer(store.location(), embedder.clone(), activity.clone())
+            .start_indexer(store.location(), embedder.clone(), foreground.clone())
             .unwrap();
         Fixture {
             _dir: dir,
             store,
             index,
             embedder,
-            activity,
+            foreground,
             issue,
         }
     }
@@ -1971,7 +1971,7 @@ mod group_commit_tests {
     fn background_embedding_waits_for_a_quiet_moment_or_its_patience() {
         let embedder = Arc::new(HashEmbedder::new());
         let f = fixture_with(embedder.clone());
-        let call = f.activity.begin();
+        let call = f.foreground.begin();
         let started = Instant::now();
         let m = marker(0, 0);
         let id = f.add(&m);

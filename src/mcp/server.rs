@@ -32,7 +32,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
 use crate::Cairn;
-use crate::context::WorkContext;
+use crate::access::context::WorkContext;
 use crate::error::{Error, Result};
 
 use super::dialect::Dialect;
@@ -407,14 +407,17 @@ impl CairnServer {
     }
 
     /// The call's result, or the error envelope it is refused with, and the work its
-    /// handler counted ([`crate::cost`]); with [`WORK_DEBUG`] set, an object answer
+    /// handler counted ([`crate::metrics::cost`]); with [`WORK_DEBUG`] set, an object answer
     /// carries that work in `debug.work`.
     async fn answer(
         &self,
         name: &str,
         args: Option<serde_json::Map<String, Value>>,
-    ) -> (std::result::Result<Value, Value>, crate::cost::Work) {
-        let mut work = crate::cost::Work::default();
+    ) -> (
+        std::result::Result<Value, Value>,
+        crate::metrics::cost::Work,
+    ) {
+        let mut work = crate::metrics::cost::Work::default();
         let answer = self.handle(name, args, &mut work).await;
         (answer, work)
     }
@@ -424,7 +427,7 @@ impl CairnServer {
         &self,
         name: &str,
         args: Option<serde_json::Map<String, Value>>,
-        work: &mut crate::cost::Work,
+        work: &mut crate::metrics::cost::Work,
     ) -> std::result::Result<Value, Value> {
         let inner = &self.inner;
         let Some(index) = inner.tools.iter().position(|t| t.name == name) else {
@@ -472,7 +475,7 @@ impl CairnServer {
             // the call's.
             if let Ok((_, prepared)) = tokio::task::spawn_blocking(move || {
                 let _serving = cairn.serving();
-                crate::cost::measure(|| prepare(&cairn, &args))
+                crate::metrics::cost::measure(|| prepare(&cairn, &args))
             })
             .await
             {
@@ -505,7 +508,7 @@ impl CairnServer {
                     started: inner.started,
                     tools_registered: inner.tools.len(),
                 };
-                crate::cost::measure(|| def.run(&cx, args))
+                crate::metrics::cost::measure(|| def.run(&cx, args))
             })
             .await
             .map(|(out, counted)| {
@@ -554,7 +557,7 @@ impl CairnServer {
 }
 
 /// `CAIRN_WORK_DEBUG=1` in a server's environment (`cairn serve`, `cairn daemon`): every
-/// object answer carries the work its call counted in `debug.work` ([`crate::cost::Work`];
+/// object answer carries the work its call counted in `debug.work` ([`crate::metrics::cost::Work`];
 /// for people who tune searches: docs/metrics.md). Read once.
 pub(crate) static WORK_DEBUG: LazyLock<bool> =
     LazyLock::new(|| std::env::var("CAIRN_WORK_DEBUG").is_ok_and(|v| v == "1"));

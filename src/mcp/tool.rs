@@ -11,9 +11,9 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Map, Value};
 
 use crate::Cairn;
-use crate::context::WorkContext;
+use crate::access::context::WorkContext;
+use crate::access::scope::Profile;
 use crate::error::{Error, FieldError, Result};
-use crate::scope::Profile;
 
 use super::lanes::Lane;
 use super::schema::{coerce_integers, output_schema_for, schema_for, validate};

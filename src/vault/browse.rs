@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use crate::context::WorkContext;
+use crate::access::context::WorkContext;
 use crate::error::{Error, Result};
 use crate::paths::DirHandle;
 use crate::store::db::{Conn, params};

@@ -621,7 +621,7 @@ fn sync_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::SplitMix64;
+    use crate::base::rng::SplitMix64;
     use std::time::Instant;
 
     const DIM: usize = 384;

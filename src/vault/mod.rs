@@ -37,7 +37,7 @@ pub(crate) mod browse;
 pub mod chunk;
 pub mod documents;
 pub mod error;
-pub mod follow;
+pub mod follow_files;
 pub mod formats;
 pub(crate) mod handle;
 pub mod hnsw;

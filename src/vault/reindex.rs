@@ -81,7 +81,7 @@ pub struct ReindexOptions {
     pub threads: Option<usize>,
     /// Whether ONNX Runtime's idle workers spin during this run; default [`Spin::Auto`].
     pub spin: Option<Spin>,
-    /// A follower's batch ([`super::follow`]): only these paths under `dir` (files or
+    /// A follower's batch ([`super::follow_files`]): only these paths under `dir` (files or
     /// directories, absolute; present or gone); `None` with [`Self::follower`]: the
     /// whole directory.
     pub only: Option<Vec<PathBuf>>,

@@ -1,6 +1,6 @@
 //! The roots the vault follows (migration `0011_vault_roots.sql`): what `cairn reindex
 //! DIR` and `vault_update` indexed, the lease of the one process that follows each, and
-//! what that process last reported. [`super::follow`] keeps them; `cairn vault status`
+//! what that process last reported. [`super::follow_files`] keeps them; `cairn vault status`
 //! reads them ([`Vault::status`]).
 //!
 //! The lease: a follower writes its name (`host:pid:start`) and a heartbeat into a row
@@ -217,7 +217,7 @@ pub(crate) struct Report {
 
 /// A follower's live view: its name and its report on each root it holds.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Live {
+pub(crate) struct FollowerReports {
     pub(crate) follower: String,
     pub(crate) reports: std::collections::HashMap<i64, Report>,
 }
@@ -311,7 +311,7 @@ impl Lease {
 impl Vault<'_> {
     /// Every collection with its documents and followed roots.
     /// `here`: what the follower of this process reports now, fresher than its rows.
-    pub(crate) fn status(&self, here: Option<&Live>) -> Result<Vec<CollectionStatus>> {
+    pub(crate) fn status(&self, here: Option<&FollowerReports>) -> Result<Vec<CollectionStatus>> {
         self.store.snapshot(|c| {
             let counts: Vec<(String, i64, i64)> = c.query_map(
                 "SELECT d.collection, count(DISTINCT d.id), count(c.id)

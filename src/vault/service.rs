@@ -29,7 +29,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::context::WorkContext;
+use crate::access::context::WorkContext;
 use crate::error::{Error, Result};
 use crate::paths::{DirHandle, relative_components, shown};
 
@@ -71,14 +71,14 @@ pub struct KnowledgeResults {
     pub note: Option<String>,
     /// With `fresh: true`: whether the wait for pending changes completed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "super::follow::Freshness")]
-    pub(crate) freshness: Option<super::follow::Freshness>,
+    #[schemars(with = "super::follow_files::Freshness")]
+    pub(crate) freshness: Option<super::follow_files::Freshness>,
 }
 
 /// `fresh: true` on a search: wait for pending changes first, through this process's
 /// follower when it has one ([`Vault::wait_fresh`]).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Fresh<'a>(pub Option<&'a super::follow::Shared>);
+pub(crate) struct Fresh<'a>(pub Option<&'a super::follow_files::Shared>);
 
 /// The result of `vault_update`.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -358,9 +358,11 @@ impl Vault<'_> {
             )));
         }
         let freshness = match fresh {
-            Some(Fresh(follower)) => {
-                Some(self.wait_fresh(Some(&collections), super::follow::FRESH_WAIT, follower)?)
-            }
+            Some(Fresh(follower)) => Some(self.wait_fresh(
+                Some(&collections),
+                super::follow_files::FRESH_WAIT,
+                follower,
+            )?),
             None => None,
         };
         let hits = self.search(query, top_k, Some(&collections), max_per_document)?;

@@ -65,8 +65,8 @@ use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::access::context::WorkContext;
 use crate::base::sha256_hex;
-use crate::context::WorkContext;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::Project;
 use crate::paths::{DirHandle, relative_components, shown, starts_with_parts};

@@ -24,8 +24,8 @@ use crate::store::db::{Conn, Row, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::access::context::WorkContext;
 use crate::base::{new_id, now_iso};
-use crate::context::WorkContext;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::Status;
 use crate::store::Store;

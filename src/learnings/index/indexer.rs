@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::activity::Activity;
 use crate::embed::Embed;
+use crate::embed::foreground::Foreground;
 use crate::store::Store;
 
 use super::super::semantic::{self};
@@ -152,7 +152,7 @@ impl Indexer {
 
     /// The embedding thread: embed the learnings that have no vector, a few per model
     /// run, each once no call is in flight ([`semantic::Urgency::Idle`]).
-    pub(super) fn run_embed(&self, store: &Store, embedder: &dyn Embed, activity: &Activity) {
+    pub(super) fn run_embed(&self, store: &Store, embedder: &dyn Embed, foreground: &Foreground) {
         let mut embedded_upto = 0;
         let mut warned = false;
         // No spacing: each run already waits for a quiet moment.
@@ -163,7 +163,7 @@ impl Indexer {
                     embedder,
                     semantic::Span::after(embedded_upto),
                     semantic::BACKGROUND_BATCH,
-                    semantic::Urgency::Idle(activity),
+                    semantic::Urgency::Idle(foreground),
                 ) {
                     Ok((n, reached)) => {
                         embedded_upto = reached;

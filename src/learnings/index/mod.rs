@@ -54,7 +54,7 @@
 //! made by another process counts on the next search. Filters (project, quality) run
 //! inside the top-k collection, which keeps block-WAND pruning.
 //!
-//! Failpoint for tests (`crate::failpoint`, `testing` builds only):
+//! Failpoint for tests (`crate::base::failpoint`, `testing` builds only):
 //! `CAIRN_FAILPOINT=learnings-index-commit` aborts the process
 //! after the segment files are written and before the commit is published.
 
@@ -66,8 +66,8 @@ use std::time::{Duration, Instant};
 
 use tantivy::{Index, IndexReader, ReloadPolicy, Searcher};
 
-use crate::activity::Activity;
 use crate::embed::Embed;
+use crate::embed::foreground::Foreground;
 use crate::error::{Error, Result};
 use crate::store::{Location, Store};
 
@@ -355,7 +355,7 @@ impl LearningIndex {
         &self,
         db: &Location,
         embedder: Arc<dyn Embed>,
-        activity: Arc<Activity>,
+        foreground: Arc<Foreground>,
     ) -> Result<()> {
         if self.indexer.get().is_some() {
             return Ok(());
@@ -381,7 +381,7 @@ impl LearningIndex {
         let worker = indexer.clone();
         std::thread::Builder::new()
             .name("learnings-embedder".into())
-            .spawn(move || worker.run_embed(&embed_store, &*embedder, &activity))
+            .spawn(move || worker.run_embed(&embed_store, &*embedder, &foreground))
             .map_err(|e| Error::Internal(format!("starting the learnings embedder: {e}")))?;
         indexer.nudge();
         Ok(())

@@ -12,9 +12,9 @@ use tantivy::query::{
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocId, DocSet, Score, Searcher, Term};
 
-use crate::cost::{Unit, count};
 use crate::embed::dot;
 use crate::error::Result;
+use crate::metrics::cost::{Unit, count};
 
 use super::super::lifecycle::{self, CodeSignature};
 use super::super::meta::Meta;

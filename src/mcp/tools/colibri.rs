@@ -1,6 +1,6 @@
 //! The Colibri phase-0 tools (besides `server_ping`/`server_health`): `task_*`,
 //! `thought_record*`, `audit_*`, `merkle_*`, `skill_list`. Wire parameters with the
-//! document's limits, converted to facade calls with the session's [`crate::context::WorkContext`];
+//! document's limits, converted to facade calls with the session's [`crate::access::context::WorkContext`];
 //! what a session may name and change is [`crate::colibri::binding`]'s to decide.
 
 use std::borrow::Cow;
@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::access::scope::Profile;
 use crate::colibri::audit::{
     AuditScope, AuditSessionStarted, ChainVerification, MerkleFinalized, MerkleRootView,
     VerifyTarget,
@@ -25,7 +26,6 @@ use crate::colibri::{Priority, limits};
 use crate::error::Result;
 use crate::issues::Status;
 use crate::issues::limits as issue_limits;
-use crate::scope::Profile;
 use crate::work::prs::limits as prs_limits;
 
 use super::trail::{ISSUE_CREATORS, ISSUE_LISTERS, ISSUE_READERS, JUDGE, STATUS_CHANGERS};

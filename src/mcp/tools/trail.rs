@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::access::scope::Profile::{self, *};
 use crate::compose::board::{IssueDetails, IssueStatus};
 use crate::error::Result;
 use crate::issues::limits as issue_limits;
@@ -12,7 +13,6 @@ use crate::issues::settings::limits as settings_limits;
 use crate::issues::settings::{Gate, RiskThresholds, SettingsUpdate};
 use crate::issues::{Issue, IssueFilter, Limit, NewIssue, Project, Status};
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
-use crate::scope::Profile::{self, *};
 use crate::text::{Cleaned, cleaned};
 use crate::trail::chain::FindingCategory;
 use crate::trail::findings::limits as finding_limits;
@@ -577,7 +577,7 @@ fn query_run_events(cx: &ToolCtx<'_>, p: QueryRunEventsParams) -> Result<RunEven
 }
 
 // Rows of the scope matrix that several tools share; the Colibri tools take the row of
-// their Symphony counterpart (`crate::scope`, docs/colibri.md).
+// their Symphony counterpart (`crate::access::scope`, docs/colibri.md).
 
 /// `get_issue`: the profiles that read and discuss an issue.
 pub(super) const ISSUE_READERS: &[Profile] = &[Worker, Researcher, Judge, Architect, Planner];

@@ -6,11 +6,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::Cairn;
+use crate::access::scope::Profile::{self, *};
 use crate::error::Result;
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
-use crate::scope::Profile::{self, *};
 use crate::vault::documents::VaultHit;
-use crate::vault::follow::{FRESH_WAIT, Freshness};
+use crate::vault::follow_files::{FRESH_WAIT, Freshness};
 use crate::vault::service::{
     DeleteResult, KnowledgeResults, MAX_KNOWLEDGE_TOP_K, MAX_PER_DOCUMENT_LIMIT, MAX_QUERY_CHARS,
     MAX_TOP_K, UpdateResult,
