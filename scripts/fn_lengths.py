@@ -23,6 +23,7 @@ Usage: python3 scripts/fn_lengths.py [--max N] [--top K] [src-dir]
 import argparse
 import os
 import re
+import signal
 import sys
 
 IDENT_START = re.compile(r"[A-Za-z_]")
@@ -211,4 +212,5 @@ def main():
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the listing quietly
     sys.exit(main())
