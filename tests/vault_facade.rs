@@ -273,6 +273,74 @@ fn reindex_and_vault_update_from_a_worktree_address_one_document() {
 }
 
 #[test]
+fn a_directory_indexed_before_its_project_existed_keeps_one_key_per_file() {
+    // On either store (the rows move in SQL of both dialects).
+    let env = crate::common::Env::new();
+    let cairn =
+        Cairn::open_at_with_embedder(&env.store_location(), Box::new(HashEmbedder::new())).unwrap();
+    let rows = |sql: &str| -> Vec<(String, String)> {
+        (env.store())
+            .read(|c| c.query_map(sql, [], |r| Ok((r.get(0)?, r.get(1)?))))
+            .unwrap()
+    };
+    let chunk_ids = || -> Vec<i64> {
+        (env.store())
+            .read(|c| c.query_map("SELECT id FROM vault_chunks ORDER BY id", [], |r| r.get(0)))
+            .unwrap()
+    };
+    let samples = env.path().join("samples");
+    write(
+        &samples,
+        "docs/patterns/retry.md",
+        &guide("Retry", CONFIGURE),
+    );
+    write(
+        &samples,
+        "docs/errors.md",
+        &guide("Errors", "Errors carry a code."),
+    );
+    // Indexed before a project covers it: keyed by the directory.
+    let first = reindex(&cairn, &samples.join("docs"));
+    assert!(first.root.starts_with("dir:"), "{first:?}");
+    let ids = chunk_ids();
+    // A project is created over it, and an agent updates one file under the project's
+    // key: that file is stored under both keys for now.
+    project(&cairn, "larder", &samples);
+    let work = bind(&cairn, Some("larder"), None);
+    cairn.vault_update(&work, "docs/errors.md").unwrap();
+    assert_eq!(rows("SELECT root_key, path FROM vault_documents").len(), 3);
+    // Reindexing the directory again: one document per file, under the project, each
+    // moved with its vectors (nothing embedded again), the duplicate dropped.
+    let again = reindex(&cairn, &samples.join("docs"));
+    assert!(again.root.starts_with("project:"), "{again:?}");
+    assert_eq!(again.chunks_embedded, 0, "{again:?}");
+    let project_key = again.root.clone();
+    assert_eq!(
+        rows("SELECT root_key, path FROM vault_documents ORDER BY path"),
+        [
+            (project_key.clone(), "docs/errors.md".to_string()),
+            (project_key.clone(), "docs/patterns/retry.md".to_string())
+        ]
+    );
+    let kept = chunk_ids();
+    assert!(
+        ids.iter().filter(|i| kept.contains(i)).count() >= 3,
+        "retry.md's chunks keep their ids: {ids:?} {kept:?}"
+    );
+    // The directory's followed root is the project's now: a follower indexes under it.
+    assert_eq!(
+        rows("SELECT root_key, prefix FROM vault_roots WHERE kind = 'dir'"),
+        [(project_key.clone(), "docs".to_string())]
+    );
+    let hits = search(&cairn, "configure the port", 10);
+    assert!(!hits.is_empty());
+    assert!(
+        hits.iter().all(|h| h.metadata.root == project_key),
+        "{hits:?}"
+    );
+}
+
+#[test]
 fn vault_update_and_delete_of_one_document() {
     let t = Tmp::new();
     let cairn = t.open();
