@@ -19,7 +19,7 @@ use cairn::issues::NewProject;
 use cairn::issues::settings::SettingsUpdate;
 use cairn::vault::documents::VaultHit;
 use cairn::vault::reindex::{ReindexOptions, ReindexSummary};
-use cairn::vault::rerank::{LEXICAL_WEIGHT, OVERLAP_WEIGHT};
+use cairn::vault::rerank::PROSE;
 use cairn::vault::service::{
     DEFAULT_MIN_SCORE, DEFAULT_TOP_K, MAX_KNOWLEDGE_TOP_K, MAX_PER_DOCUMENT_LIMIT,
 };
@@ -220,9 +220,8 @@ fn cairn_lexical_only(cairn: &Cairn, query: &str) -> Vec<VaultHit> {
     use cairn::vault::rerank::{Ranking, Sources};
     let ranking = Ranking {
         sources: Sources::Lexical,
-        lexical_weight: 1.0,
-        overlap_weight: 0.0,
         max_per_document: None,
+        ..Ranking::default()
     };
     cairn.vault_rank(query, None, 5, None, &ranking).unwrap()
 }
@@ -468,7 +467,7 @@ fn cut_after(scores: &[f32], from: usize) -> (usize, f32) {
 /// `min_score` keeps exactly the prefix at or above it.
 #[test]
 fn scores_are_in_rank_order_and_min_score_filters_on_them() {
-    let (a, b) = (LEXICAL_WEIGHT, OVERLAP_WEIGHT);
+    let (a, b) = (PROSE.lexical, PROSE.overlap);
     let t = Tmp::new();
     let cairn = t.open();
     let samples = corpus::repo().join("samples/docs");

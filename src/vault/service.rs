@@ -26,6 +26,7 @@
 //!   has a symlink, the same way.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use serde::Serialize;
 
@@ -259,9 +260,15 @@ impl Vault<'_> {
                     },
                     (None, None) => 0.0,
                 };
+                let code = Format::of(Path::new(&h.path)).is_some_and(Format::is_code);
+                let document = format!("{}\0{}", h.metadata.root, h.path);
                 candidates.push(Candidate {
                     chunk: id,
-                    document: format!("{}\0{}", h.metadata.root, h.path),
+                    unit: match code {
+                        true => format!("{document}\0{}", h.metadata.heading_path),
+                        false => document,
+                    },
+                    code,
                     cosine,
                     bm25,
                     overlap: 0.0,
@@ -270,7 +277,7 @@ impl Vault<'_> {
             }
             Ok((hits, candidates))
         })?;
-        if ranking.overlap_weight != 0.0 {
+        if ranking.overlap() {
             let texts: Vec<String> = hits
                 .iter()
                 .map(|h| format!("{}\n{}", h.metadata.heading_path, h.text))
