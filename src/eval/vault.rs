@@ -15,7 +15,7 @@
 //!   judged by sections is scored on the ranking of distinct sections.
 //! - **Figures**: each system returns its top [`TOP_K`] chunks (what an agent sees);
 //!   the document ranking is their distinct documents in order of first appearance;
-//!   nDCG@10, MRR@10 and Recall@5 over it ([`super::metrics`]), per category; p50
+//!   nDCG@10, MRR@10, Recall@5 and Hit@10 over it ([`super::metrics`]), per category; p50
 //!   latency of one search (query embedding included for the systems that embed); and
 //!   the mean number of distinct documents among the [`TOP_K`] chunks.
 
