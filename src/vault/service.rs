@@ -226,13 +226,49 @@ impl Vault<'_> {
             true => self.lexical_candidates(query, n, &accept)?,
             false => Vec::new(),
         };
+        let (mut hits, mut candidates) = self.load_candidates(&dense, &lexical, vector, &accept)?;
+        if ranking.overlap() {
+            let texts: Vec<String> = hits
+                .iter()
+                .map(|h| format!("{}\n{}", h.metadata.heading_path, h.text))
+                .collect();
+            for (c, o) in candidates.iter_mut().zip(rerank::overlaps(query, &texts)) {
+                c.overlap = o;
+            }
+        }
+        let ranked = rerank::rank(&candidates, &ranking, top_k);
+        let mut slots: Vec<Option<VaultHit>> = hits.drain(..).map(Some).collect();
+        Ok(ranked
+            .into_iter()
+            .filter_map(|r| {
+                let mut h = slots[r.index].take()?;
+                h.score = r.score;
+                h.cosine = candidates[r.index].cosine;
+                h.lexical = r.lexical;
+                h.overlap = candidates[r.index].overlap;
+                Some(h)
+            })
+            .collect())
+    }
+
+    /// The rows of the dense and lexical candidates (each once, dense first) in the
+    /// accepted collections, read in one transaction: the hits, and the candidates to
+    /// rank, index for index. A chunk only BM25 found gets its stored vector dotted with
+    /// `vector`; a chunk deleted since it was indexed is skipped.
+    fn load_candidates(
+        &self,
+        dense: &[(u64, f32)],
+        lexical: &[(u64, f32)],
+        vector: Option<&[f32]>,
+        accept: &dyn Fn(&str) -> bool,
+    ) -> Result<(Vec<VaultHit>, Vec<Candidate>)> {
         let mut order: Vec<u64> = Vec::with_capacity(dense.len() + lexical.len());
         let mut found: HashMap<u64, (Option<f32>, f32)> = HashMap::new();
-        for &(id, cos) in &dense {
+        for &(id, cos) in dense {
             order.push(id);
             found.insert(id, (Some(cos), 0.0));
         }
-        for &(id, bm25) in &lexical {
+        for &(id, bm25) in lexical {
             found
                 .entry(id)
                 .and_modify(|e| e.1 = bm25)
@@ -241,12 +277,10 @@ impl Vault<'_> {
                     (None, bm25)
                 });
         }
-        // One read transaction for every candidate's row, not one each.
-        let (mut hits, mut candidates) = self.store.snapshot(|c| {
+        self.store.snapshot(|c| {
             let mut hits = Vec::with_capacity(order.len());
             let mut candidates = Vec::with_capacity(order.len());
             for &id in &order {
-                // A chunk deleted since it was indexed is simply skipped.
                 let Some(h) = load_hit(c, id)? else { continue };
                 if !accept(&h.metadata.collection) {
                     continue;
@@ -276,29 +310,7 @@ impl Vault<'_> {
                 hits.push(h);
             }
             Ok((hits, candidates))
-        })?;
-        if ranking.overlap() {
-            let texts: Vec<String> = hits
-                .iter()
-                .map(|h| format!("{}\n{}", h.metadata.heading_path, h.text))
-                .collect();
-            for (c, o) in candidates.iter_mut().zip(rerank::overlaps(query, &texts)) {
-                c.overlap = o;
-            }
-        }
-        let ranked = rerank::rank(&candidates, &ranking, top_k);
-        let mut slots: Vec<Option<VaultHit>> = hits.drain(..).map(Some).collect();
-        Ok(ranked
-            .into_iter()
-            .filter_map(|r| {
-                let mut h = slots[r.index].take()?;
-                h.score = r.score;
-                h.cosine = candidates[r.index].cosine;
-                h.lexical = r.lexical;
-                h.overlap = candidates[r.index].overlap;
-                Some(h)
-            })
-            .collect())
+        })
     }
 
     /// The `n` best BM25 chunks in the accepted collections. BM25 does not filter by
