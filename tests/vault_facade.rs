@@ -19,7 +19,7 @@ use cairn::issues::NewProject;
 use cairn::issues::settings::SettingsUpdate;
 use cairn::vault::documents::VaultHit;
 use cairn::vault::reindex::{ReindexOptions, ReindexSummary};
-use cairn::vault::rerank::{LEXICAL_WEIGHT, OVERLAP_WEIGHT};
+use cairn::vault::rerank::PROSE;
 use cairn::vault::service::{
     DEFAULT_MIN_SCORE, DEFAULT_TOP_K, MAX_KNOWLEDGE_TOP_K, MAX_PER_DOCUMENT_LIMIT,
 };
@@ -220,9 +220,8 @@ fn cairn_lexical_only(cairn: &Cairn, query: &str) -> Vec<VaultHit> {
     use cairn::vault::rerank::{Ranking, Sources};
     let ranking = Ranking {
         sources: Sources::Lexical,
-        lexical_weight: 1.0,
-        overlap_weight: 0.0,
         max_per_document: None,
+        ..Ranking::default()
     };
     cairn.vault_rank(query, None, 5, None, &ranking).unwrap()
 }
@@ -536,7 +535,7 @@ fn cut_after(scores: &[f32], from: usize) -> (usize, f32) {
 /// `min_score` keeps exactly the prefix at or above it.
 #[test]
 fn scores_are_in_rank_order_and_min_score_filters_on_them() {
-    let (a, b) = (LEXICAL_WEIGHT, OVERLAP_WEIGHT);
+    let (a, b) = (PROSE.lexical, PROSE.overlap);
     let t = Tmp::new();
     let cairn = t.open();
     let samples = corpus::repo().join("samples/docs");
@@ -625,6 +624,63 @@ fn the_per_document_cap_limits_chunks_of_one_document() {
     let got = paths(&one);
     assert_eq!(got.len(), 4, "four documents, one chunk each: {got:?}");
     assert_eq!(got.iter().collect::<HashSet<_>>().len(), 4);
+}
+
+/// In source code the cap counts per item, not per file: every function of one file
+/// that matches is a separate answer. A Markdown file with as many matching sections
+/// beside it is still capped at two; each hit is scored by its kind's weights.
+#[test]
+fn the_cap_counts_items_in_code_and_code_has_its_own_weights() {
+    use cairn::vault::formats::FileFilter;
+    use cairn::vault::rerank::CODE;
+    let t = Tmp::new();
+    let cairn = t.open();
+    let dir = t.path().join("repo");
+    let functions: String = (1..=5)
+        .map(|i| {
+            format!(
+                "pub fn retry_backoff_{i}(attempt: u32) -> u64 {{\n    // retry the failed \
+                 request with exponential backoff, step {i}\n    u64::from(attempt) * {i}\n}}\n\n"
+            )
+        })
+        .collect();
+    write(&dir, "src/retry.rs", &functions);
+    let sections: String = (1..=5)
+        .map(|i| {
+            format!(
+                "## Step {i}\n\nRetry the failed request with exponential backoff, step {i}.\n\n"
+            )
+        })
+        .collect();
+    write(&dir, "notes.md", &format!("# Retries\n\n{sections}"));
+    reindex_with(&cairn, &dir, |o| {
+        o.files = FileFilter {
+            code: true,
+            ..Default::default()
+        }
+    });
+    let q = "retry the failed request with exponential backoff";
+    let hits = cairn.vault_search(q, Some(10), None, None).unwrap();
+    let of = |path: &str| hits.iter().filter(|h| h.path == path).collect::<Vec<_>>();
+    let (code, prose) = (of("src/retry.rs"), of("notes.md"));
+    assert_eq!(code.len(), 5, "one per function: {hits:?}");
+    let items: HashSet<u32> = code.iter().map(|h| h.metadata.line_start).collect();
+    assert_eq!(items.len(), 5, "five functions: {items:?}");
+    assert_eq!(prose.len(), 2, "the document is capped: {hits:?}");
+    for (h, w) in code
+        .iter()
+        .map(|h| (h, CODE))
+        .chain(prose.iter().map(|h| (h, PROSE)))
+    {
+        let fused = (1.0 - w.lexical - w.overlap) * h.cosine
+            + w.lexical * h.lexical
+            + w.overlap * h.overlap;
+        assert!((h.score - fused).abs() < 1e-4, "{h:?}");
+    }
+    // One chunk per item: each function once.
+    let one = cairn.vault_search(q, Some(10), None, Some(1)).unwrap();
+    assert_eq!(one.iter().filter(|h| h.path == "src/retry.rs").count(), 5);
+    assert_eq!(one.iter().filter(|h| h.path == "notes.md").count(), 1);
 }
 
 /// A graph built by another chunker (or embedder) is refused, with the way out, until

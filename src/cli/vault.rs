@@ -174,7 +174,7 @@ pub(crate) struct SearchArgs {
     /// Search only this collection; repeat for more.
     #[arg(long = "collection")]
     pub(crate) collections: Vec<String>,
-    /// At most this many chunks of one document (default 2; 0 = no cap).
+    /// At most this many chunks of one document, or of one item (function, type) in source code (default 2; 0 = no cap).
     #[arg(long)]
     pub(crate) max_per_document: Option<usize>,
     /// Print the result as JSON, for scripts.
