@@ -57,7 +57,7 @@ pub use lifecycle::{DUPLICATE_COSINE, FeedbackCounts, Outcome, same_lesson, word
 pub use load::Reader;
 pub(crate) use load::learnings_of_issue;
 pub use query::{STOP_WORDS, ScoreBreakdown};
-pub(crate) use sizes::{Activity, Day, Sizes};
+pub(crate) use sizes::{Day, LearningTrends, Sizes};
 pub(crate) use text::normalize_pattern;
 pub use trust::Trust;
 pub use types::{

@@ -1,6 +1,6 @@
 //! One search on one view of the index, in stages: the query's clauses
 //! ([`terms`](super::terms)), the learnings it may return ([`Filter`]), BM25's top k over
-//! the disk index and the tail, each candidate's evidence with its cosine and the
+//! the disk index and the tail, each candidate's signals with its cosine and the
 //! nearest vectors added, and the blend's order, restatements grouped
 //! ([`group`](super::group)).
 
@@ -16,7 +16,7 @@ use crate::error::Result;
 
 use super::super::lifecycle::{self, CodeSignature};
 use super::super::meta::Meta;
-use super::super::query::{Evidence, ParsedQuery, SEMANTIC_FLOOR};
+use super::super::query::{CandidateSignals, ParsedQuery, SEMANTIC_FLOOR};
 use super::super::trust::Trust;
 
 use super::*;
@@ -81,7 +81,7 @@ pub(crate) struct IndexSearch<'a> {
 /// A search on one view (see [`LearningIndex::search`]), in stages: the query's terms and
 /// their BM25 clauses ([`Clauses::of`]), the learnings it may return ([`Filter`]), the
 /// BM25 top k over the disk index and the tail ([`TopK`], [`lexical_candidates`]), each
-/// candidate's evidence with its cosine and the nearest vectors added
+/// candidate's signals with its cosine and the nearest vectors added
 /// ([`Gathered`]), and the blend's order ([`Gathered::rank`]).
 pub(super) fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
     let (_, fields) = schema();
@@ -122,7 +122,7 @@ pub(super) fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>>
         if let Some(m) = open.meta.get(c.seq) {
             gathered.push(
                 c.seq,
-                Evidence {
+                CandidateSignals {
                     bm25: c.score,
                     field_priority: weights.as_ref().map_or(0.0, |w| {
                         super::super::query::field_priority(&w[n], &clauses.slot_idf)
@@ -309,19 +309,19 @@ fn lexical_candidates(
     Ok(())
 }
 
-/// The candidates with their evidence, in the order they were found.
+/// The candidates with their signals, in the order they were found.
 #[derive(Default)]
 struct Gathered {
     seqs: Vec<u64>,
-    evidence: Vec<Evidence>,
+    signals: Vec<CandidateSignals>,
     position: HashMap<u64, usize>,
 }
 
 impl Gathered {
-    fn push(&mut self, seq: u64, e: Evidence) {
+    fn push(&mut self, seq: u64, e: CandidateSignals) {
         self.position.insert(seq, self.seqs.len());
         self.seqs.push(seq);
-        self.evidence.push(e);
+        self.signals.push(e);
     }
 
     /// The `k` nearest vectors: their cosine for the candidates BM25 found, new
@@ -343,14 +343,14 @@ impl Gathered {
         );
         for (seq, cos) in nearest {
             if let Some(&i) = self.position.get(&seq) {
-                self.evidence[i].cosine = Some(cos);
+                self.signals[i].cosine = Some(cos);
             } else if ranking == Ranking::Dense || cos >= SEMANTIC_FLOOR {
                 let Some(m) = open.meta.get(seq) else {
                     continue;
                 };
                 self.push(
                     seq,
-                    Evidence {
+                    CandidateSignals {
                         bm25: 0.0,
                         field_priority: 0.0,
                         cosine: Some(cos),
@@ -360,7 +360,7 @@ impl Gathered {
             }
         }
         let mut compared = 0;
-        for (seq, e) in self.seqs.iter().zip(self.evidence.iter_mut()) {
+        for (seq, e) in self.seqs.iter().zip(self.signals.iter_mut()) {
             if e.cosine.is_none() {
                 e.cosine = open.vectors.cosine(v, *seq);
                 compared += u64::from(e.cosine.is_some());
@@ -372,11 +372,11 @@ impl Gathered {
     /// The blend's scores, sorted by the ranking's key (newer first among equals), cut to
     /// the search's limit.
     fn rank(self, open: &Open, s: &IndexSearch<'_>, semantic: bool) -> Vec<Ranked> {
-        let scores = super::super::query::blend(&self.evidence, semantic);
+        let scores = super::super::query::blend(&self.signals, semantic);
         let mut ranked: Vec<Ranked> = self
             .seqs
             .iter()
-            .zip(&self.evidence)
+            .zip(&self.signals)
             .zip(scores)
             .filter_map(|((seq, e), score)| {
                 let m = open.meta.get(*seq)?;

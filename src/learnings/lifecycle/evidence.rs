@@ -53,7 +53,7 @@ pub struct FeedbackCounts {
 
 /// The evidence quality is derived from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Evidence {
+pub(crate) struct QualityEvidence {
     /// `helped` verdicts of issues not (yet) approved or done.
     pub(crate) helped: u32,
     /// `helped` verdicts of issues whose work was approved (a phase or PR) or done.
@@ -84,7 +84,7 @@ pub(crate) const W_WRONG: f64 = 1.0;
 /// The quality (0-100) the evidence supports: the posterior mean of a Beta(PRIOR,
 /// PRIOR) prior after weighted successes `s` and failures `f`,
 /// `100 · (PRIOR + s) / (2·PRIOR + s + f)`, rounded.
-pub(crate) fn evidence_quality(e: &Evidence) -> u8 {
+pub(crate) fn evidence_quality(e: &QualityEvidence) -> u8 {
     let s = W_HELPED * f64::from(e.helped)
         + W_HELPED_APPROVED * f64::from(e.helped_approved)
         + W_CONFIRMED * f64::from(e.confirmations);
@@ -104,7 +104,7 @@ const APPROVED: &str = "(i.status = 'done'
 const OTHERS: &str =
     "f.issue_id <> (SELECT own.issue_id FROM learnings own WHERE own.id = f.learning_id)";
 
-fn evidence_of(c: &Conn<'_>, learning_id: &str) -> Result<Evidence> {
+fn evidence_of(c: &Conn<'_>, learning_id: &str) -> Result<QualityEvidence> {
     let sql = format!(
         "SELECT
            (SELECT count(*) FROM learning_feedback f JOIN issues i ON i.id = f.issue_id
@@ -118,7 +118,7 @@ fn evidence_of(c: &Conn<'_>, learning_id: &str) -> Result<Evidence> {
             WHERE f.learning_id = ?1 AND f.outcome = 'wrong' AND {OTHERS})"
     );
     c.query_row(&sql, [learning_id], |r| {
-        Ok(Evidence {
+        Ok(QualityEvidence {
             helped: r.get(0)?,
             helped_approved: r.get(1)?,
             confirmations: r.get(2)?,
@@ -434,28 +434,28 @@ mod tests {
 
     #[test]
     fn quality_is_a_beta_posterior_mean() {
-        assert_eq!(evidence_quality(&Evidence::default()), 50);
-        let helped = Evidence {
+        assert_eq!(evidence_quality(&QualityEvidence::default()), 50);
+        let helped = QualityEvidence {
             helped: 1,
             ..Default::default()
         };
         assert_eq!(evidence_quality(&helped), 60); // (2+1)/(4+1)
-        let approved = Evidence {
+        let approved = QualityEvidence {
             helped_approved: 1,
             ..Default::default()
         };
         assert_eq!(evidence_quality(&approved), 71); // (2+3)/(4+3)
-        let wrong = Evidence {
+        let wrong = QualityEvidence {
             wrong: 2,
             ..Default::default()
         };
         assert_eq!(evidence_quality(&wrong), 33); // 2/(4+2)
-        let one_wrong = Evidence {
+        let one_wrong = QualityEvidence {
             wrong: 1,
             ..Default::default()
         };
         assert_eq!(evidence_quality(&one_wrong), 40); // 2/(4+1): one verdict moves it 10
-        let not_relevant = Evidence {
+        let not_relevant = QualityEvidence {
             not_relevant: 1,
             ..Default::default()
         };
