@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use crate::learnings::{
-    Activity, Added, IndexerStats, Learning, LearningDetail, LearningSearch, Learnings,
+    Added, IndexerStats, Learning, LearningDetail, LearningSearch, LearningTrends, Learnings,
     NewFeedback, NewLearning, Ranking, Reader, ReindexReport, ReviewQueue, SearchResults, Sizes,
 };
 
@@ -46,8 +46,8 @@ impl Cairn {
 
     /// Learnings added, confirmed and superseded per day over the last `days` days that
     /// saw any, and the quality scores' distribution.
-    pub(crate) fn learnings_activity(&self, days: usize) -> Result<Activity> {
-        self.learnings().activity(days)
+    pub(crate) fn learnings_activity(&self, days: usize) -> Result<LearningTrends> {
+        self.learnings().trends(days)
     }
 
     /// What the background indexer has done.

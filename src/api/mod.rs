@@ -48,6 +48,9 @@ impl Cairn {
 
     /// Open (creating and migrating if needed) the database at `location`.
     pub fn open_at(location: &Location) -> Result<Cairn> {
+        // An approved or finished issue weighs the `helped` verdicts it gave more: the
+        // learnings' step, run by the trail and the work through their hook.
+        crate::trail::approval::register(crate::learnings::issue_approved);
         let store = Store::open_at(location)?;
         let learnings = crate::learnings::LearningIndex::new(store.index_dir().join("learnings"));
         Ok(Cairn {

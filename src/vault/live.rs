@@ -40,8 +40,8 @@ use crate::store::Store;
 
 use super::chunk::CHUNKER_VERSION;
 use super::documents::{chunk_count, max_chunk_id, vectors_between};
-use super::hnsw::{IndexManifest, VectorIndex};
-use crate::embed::{Embed, ModelEmbedder};
+use crate::embed::hnsw::{IndexManifest, VectorIndex};
+use crate::embed::{Embed, IndexError, ModelEmbedder};
 
 /// Rebuild the graph when more than this share of its points are dead.
 pub(crate) const COMPACT_DEAD_SHARE: f64 = 0.2;
@@ -257,7 +257,7 @@ fn lexical_dir_of(dir: &Path) -> PathBuf {
     super::lexical::lexical_dir(dir.parent().unwrap_or(dir))
 }
 
-fn vault_err(e: super::VaultError) -> Error {
+fn vault_err(e: IndexError) -> Error {
     e.into()
 }
 

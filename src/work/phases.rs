@@ -764,7 +764,7 @@ pub(crate) fn judge_phase(
             &work.actor,
         )?;
         let comment = if approved {
-            crate::learnings::issue_approved(tx, &issue_id, &work.actor)?;
+            crate::trail::approval::issue_approved(tx, &issue_id, &work.actor)?;
             None
         } else {
             let text = format!(

@@ -609,7 +609,7 @@ pub(crate) fn review_pr(
         }
         add_comment_in(tx, &issue_id, &comment, actor)?;
         if review == Review::Approve {
-            crate::learnings::issue_approved(tx, &issue_id, actor)?;
+            crate::trail::approval::issue_approved(tx, &issue_id, actor)?;
         }
         if review == Review::Reject {
             change_status_in(
