@@ -435,7 +435,6 @@ impl Learnings<'_> {
                 min_quality: None,
                 candidates: lifecycle::DUPLICATE_CANDIDATES,
                 limit: lifecycle::DUPLICATE_CANDIDATES,
-                vector: None,
                 ranking: Ranking::Lexical,
                 include_superseded: false,
                 include_archived: false,
@@ -443,6 +442,7 @@ impl Learnings<'_> {
                 // A lexical ranking groups nothing.
                 signature: &|_| None,
             },
+            None,
         )?;
         let lesson = lifecycle::Lesson::of(text);
         self.store.read(|c| {

@@ -11,6 +11,12 @@ use crate::store::db::Conn;
 use super::load::load_by_seqs;
 use super::*;
 
+/// The query's embedding, or why there is none (the search is then lexical).
+struct QueryVector {
+    vector: Option<Vec<f32>>,
+    unavailable: Option<String>,
+}
+
 impl Learnings<'_> {
     /// Search learnings: BM25 over pattern, applies_to and context fused with embedding
     /// similarity, blended with field priority and quality (see [`query`]).
@@ -32,23 +38,26 @@ impl Learnings<'_> {
             SearchScope::OtherProjects(r) => SearchScope::OtherProjects(self.project_id(r)?),
             SearchScope::All => SearchScope::All,
         };
-        let (vector, semantic_unavailable) = self.query_vector(&s.query, ranking);
-        let ranked = self.index.search(
-            self.store,
-            &index::IndexSearch {
-                query: &parsed,
-                scope: &scope,
-                min_quality: s.min_quality_score,
-                candidates: (2 * limit).max(limits::CANDIDATES_MIN),
-                limit,
-                vector: vector.as_deref(),
-                ranking,
-                include_superseded: s.include_superseded,
-                include_archived: s.include_archived,
-                min_trust: s.min_trust,
-                signature: &|seq| self.signature(seq),
-            },
-        )?;
+        let search = index::IndexSearch {
+            query: &parsed,
+            scope: &scope,
+            min_quality: s.min_quality_score,
+            candidates: (2 * limit).max(limits::CANDIDATES_MIN),
+            limit,
+            ranking,
+            include_superseded: s.include_superseded,
+            include_archived: s.include_archived,
+            min_trust: s.min_trust,
+            signature: &|seq| self.signature(seq),
+        };
+        let (query_vector, lexical) = self.embed_beside_lexical(&s.query, ranking, &search)?;
+        let QueryVector {
+            vector,
+            unavailable: semantic_unavailable,
+        } = query_vector;
+        let ranked = self
+            .index
+            .rank(self.store, &search, lexical, vector.as_deref())?;
         // One snapshot and one lock round-trip for all rows.
         let results = self.store.snapshot(|c| hits(c, &ranked, limit))?;
         Ok(SearchResults {
@@ -59,11 +68,50 @@ impl Learnings<'_> {
         })
     }
 
+    /// The query's vector ([`Self::query_vector`]) and the lexical half of the index's
+    /// search, side by side (issue 59): neither needs the other, and a query the model has
+    /// not seen costs a model run about as long as the lexical half. The embedding runs on
+    /// a thread of its own, and its work is counted in this call ([`crate::cost`]); should
+    /// the thread not start, it runs here after the lexical half.
+    fn embed_beside_lexical(
+        &self,
+        text: &str,
+        ranking: Ranking,
+        search: &index::IndexSearch<'_>,
+    ) -> Result<(QueryVector, index::LexicalHalf)> {
+        if ranking == Ranking::Lexical {
+            let lexical = self.index.lexical(self.store, search)?;
+            return Ok((self.query_vector(text, ranking), lexical));
+        }
+        std::thread::scope(|scope| {
+            let embedding = std::thread::Builder::new()
+                .name("learnings-query".into())
+                .spawn_scoped(scope, || {
+                    crate::cost::measure(|| self.query_vector(text, ranking))
+                });
+            let lexical = self.index.lexical(self.store, search);
+            let vector = match embedding {
+                Ok(thread) => {
+                    let (vector, work) = thread
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                    crate::cost::count_all(&work);
+                    vector
+                }
+                Err(e) => {
+                    tracing::warn!("no thread to embed the query on ({e}); embedding it here");
+                    self.query_vector(text, ranking)
+                }
+            };
+            Ok((vector, lexical?))
+        })
+    }
+
     /// The query's embedding when the ranking uses one, or why there is none. Embedding
     /// a query also embeds a few learnings that had no embedding yet
     /// ([`semantic::BACKFILL_PER_SEARCH`]).
-    fn query_vector(&self, text: &str, ranking: Ranking) -> (Option<Vec<f32>>, Option<String>) {
-        match ranking {
+    fn query_vector(&self, text: &str, ranking: Ranking) -> QueryVector {
+        let (vector, unavailable) = match ranking {
             Ranking::Lexical => (None, Some("lexical ranking requested".to_string())),
             Ranking::Blend | Ranking::FixedQuality | Ranking::Dense => {
                 match self.embedder.embed_query(text) {
@@ -78,6 +126,10 @@ impl Learnings<'_> {
                     Err(e) => (None, Some(e.to_string())),
                 }
             }
+        };
+        QueryVector {
+            vector,
+            unavailable,
         }
     }
 

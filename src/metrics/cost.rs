@@ -154,6 +154,14 @@ pub fn count(unit: Unit, n: u64) {
     });
 }
 
+/// Count every unit of `work` in the scope open on this thread: the work of this call
+/// done on another thread, measured there by [`measure`].
+pub(crate) fn count_all(work: &Work) {
+    for unit in Unit::ALL {
+        count(unit, work.get(unit));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -97,7 +97,7 @@ use terms::*;
 use view::*;
 
 pub use indexer::IndexerStats;
-pub(crate) use search::IndexSearch;
+pub(crate) use search::{IndexSearch, LexicalHalf};
 
 /// How long `add_learning` waits for the writer lock before leaving the rows to the
 /// next search.
@@ -446,12 +446,37 @@ impl LearningIndex {
         Ok(open)
     }
 
-    /// Run a search: BM25 top candidates under the filters, then the blend. The view is
-    /// shared with concurrent searches; only a search that finds it behind the
-    /// database's watermarks (read first, so it sees every write acknowledged before
-    /// it began) takes the write lock to bring it up to date.
-    pub(crate) fn search(&self, store: &Store, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
-        self.with_view(store, |open| search_in(open, s))
+    /// Run a search on one view: BM25 top candidates under the filters, the nearest
+    /// vectors of `vector` (when there is one), then the blend. The view is shared with
+    /// concurrent searches; only a search that finds it behind the database's watermarks
+    /// (read first, so it sees every write acknowledged before it began) takes the write
+    /// lock to bring it up to date.
+    pub(crate) fn search(
+        &self,
+        store: &Store,
+        s: &IndexSearch<'_>,
+        vector: Option<&[f32]>,
+    ) -> Result<Vec<Ranked>> {
+        self.with_view(store, |open| search_in(open, s, vector))
+    }
+
+    /// The lexical half of [`Self::search`], which needs no vector: a search runs it
+    /// while its query is embedded, then [`Self::rank`].
+    pub(crate) fn lexical(&self, store: &Store, s: &IndexSearch<'_>) -> Result<LexicalHalf> {
+        self.with_view(store, |open| lexical_in(open, s))
+    }
+
+    /// The rest of [`Self::search`] after [`Self::lexical`]: the nearest vectors of
+    /// `vector` and the blend, on a view that covers the database now (so it holds the
+    /// vectors embedded since the lexical half, as a search's backfill does).
+    pub(crate) fn rank(
+        &self,
+        store: &Store,
+        s: &IndexSearch<'_>,
+        lexical: LexicalHalf,
+        vector: Option<&[f32]>,
+    ) -> Result<Vec<Ranked>> {
+        self.with_view(store, |open| Ok(rank_in(open, s, lexical, vector)))
     }
 
     /// The cosine similarity of `vector` with each learning of `seqs` that has an
@@ -474,7 +499,7 @@ impl LearningIndex {
     /// with concurrent readers; only a caller that finds it behind the watermarks (read
     /// first, so it sees every write acknowledged before it began) takes the write lock
     /// to bring it up to date.
-    fn with_view<T>(&self, store: &Store, f: impl Fn(&Open) -> Result<T>) -> Result<T> {
+    fn with_view<T>(&self, store: &Store, f: impl FnOnce(&Open) -> Result<T>) -> Result<T> {
         let marks = watermarks(store)?;
         {
             let view = self.read();

@@ -1,8 +1,10 @@
-//! One search on one view of the index, in stages: the query's clauses
-//! ([`terms`](super::terms)), the learnings it may return ([`Filter`]), BM25's top k over
-//! the disk index and the tail, each candidate's signals with its cosine and the
-//! nearest vectors added, and the blend's order, restatements grouped
-//! ([`group`](super::group)).
+//! One search on a view of the index, in two halves. The lexical half ([`lexical_in`]):
+//! the query's clauses ([`terms`](super::terms)), the learnings it may return
+//! ([`Filter`]), BM25's top k over the disk index and the tail, each candidate's signals.
+//! The dense half and the order ([`rank_in`]): each candidate's cosine with the query's
+//! vector and the nearest vectors added, the blend's order, restatements grouped
+//! ([`group`](super::group)). The lexical half needs no vector, so a search of the
+//! learnings runs it while the query is embedded.
 
 use std::collections::{BinaryHeap, HashMap};
 
@@ -64,8 +66,6 @@ pub(crate) struct IndexSearch<'a> {
     /// Candidates taken by BM25 (and by cosine) before the blend re-ranks them.
     pub(crate) candidates: usize,
     pub(crate) limit: usize,
-    /// The query's embedding, when the model is available (and the ranking uses it).
-    pub(crate) vector: Option<&'a [f32]>,
     pub(crate) ranking: Ranking,
     /// Superseded learnings are candidates too.
     pub(crate) include_superseded: bool,
@@ -78,12 +78,35 @@ pub(crate) struct IndexSearch<'a> {
     pub(crate) signature: &'a dyn Fn(u64) -> Option<Arc<CodeSignature>>,
 }
 
-/// A search on one view (see [`LearningIndex::search`]), in stages: the query's terms and
-/// their BM25 clauses ([`Clauses::of`]), the learnings it may return ([`Filter`]), the
-/// BM25 top k over the disk index and the tail ([`TopK`], [`lexical_candidates`]), each
-/// candidate's signals with its cosine and the nearest vectors added
-/// ([`Gathered`]), and the blend's order ([`Gathered::rank`]).
-pub(super) fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
+/// A search on one view (see [`LearningIndex::search`]): its lexical half, then the
+/// dense half and the order ([`lexical_in`], [`rank_in`]).
+pub(super) fn search_in(
+    open: &Open,
+    s: &IndexSearch<'_>,
+    vector: Option<&[f32]>,
+) -> Result<Vec<Ranked>> {
+    let lexical = lexical_in(open, s)?;
+    Ok(rank_in(open, s, lexical, vector))
+}
+
+/// The lexical half of a search, done on one view: BM25's candidates with their field
+/// priority and quality, and the time their quality was judged at (the dense half judges
+/// its own candidates at the same time). `None` when the view holds no learning.
+pub(crate) struct LexicalHalf {
+    gathered: Option<Gathered>,
+    now: i64,
+}
+
+/// The lexical half on one view, in stages: the query's terms and their BM25 clauses
+/// ([`Clauses::of`]), the learnings it may return ([`Filter`]), the BM25 top k over the
+/// disk index and the tail ([`TopK`], [`lexical_candidates`]), and each candidate's
+/// signals ([`Gathered`]).
+pub(super) fn lexical_in(open: &Open, s: &IndexSearch<'_>) -> Result<LexicalHalf> {
+    let filter = Filter::new(open, s, lifecycle::now_secs());
+    let nothing = LexicalHalf {
+        gathered: None,
+        now: filter.now,
+    };
     let (_, fields) = schema();
     let stats = Combined {
         disk: &open.disk,
@@ -92,14 +115,12 @@ pub(super) fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>>
     };
     let docs = stats.total_num_docs().map_err(index_err)?;
     if docs == 0 {
-        return Ok(Vec::new());
+        return Ok(nothing);
     }
     let lexicon = Lexicon::of(s.scope, fields);
     let slots = expand(s.query, open, &lexicon)?;
     let clauses = Clauses::of(&slots, &stats, docs)?;
-    let filter = Filter::new(open, s);
-    let k = s.candidates.max(s.limit).max(1);
-    let mut top = TopK::new(k);
+    let mut top = TopK::new(candidates_taken(s));
     if s.ranking != Ranking::Dense && !clauses.queries.is_empty() {
         lexical_candidates(
             open,
@@ -133,11 +154,36 @@ pub(super) fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>>
             );
         }
     }
-    let semantic = s.ranking != Ranking::Lexical && s.vector.is_some();
-    if let Some(v) = s.vector.filter(|_| semantic) {
-        gathered.add_nearest(open, v, k, &filter, s.ranking);
+    Ok(LexicalHalf {
+        gathered: Some(gathered),
+        ..nothing
+    })
+}
+
+/// The dense half and the order, on one view: the cosine of the query's `vector` (when
+/// there is one and the ranking uses it) with each candidate, and the nearest vectors
+/// added as candidates ([`Gathered::add_nearest`]); then the blend's order
+/// ([`Gathered::rank`]).
+pub(super) fn rank_in(
+    open: &Open,
+    s: &IndexSearch<'_>,
+    lexical: LexicalHalf,
+    vector: Option<&[f32]>,
+) -> Vec<Ranked> {
+    let Some(mut gathered) = lexical.gathered else {
+        return Vec::new();
+    };
+    let semantic = s.ranking != Ranking::Lexical && vector.is_some();
+    if let Some(v) = vector.filter(|_| semantic) {
+        let filter = Filter::new(open, s, lexical.now);
+        gathered.add_nearest(open, v, candidates_taken(s), &filter, s.ranking);
     }
-    Ok(gathered.rank(open, s, semantic))
+    gathered.rank(open, s, semantic)
+}
+
+/// Candidates each half takes: the search's, at least its limit, at least one.
+fn candidates_taken(s: &IndexSearch<'_>) -> usize {
+    s.candidates.max(s.limit).max(1)
 }
 
 /// Which learnings a search may return, and the quality the blend weighs for each.
@@ -151,7 +197,8 @@ struct Filter<'a> {
 }
 
 impl<'a> Filter<'a> {
-    fn new(open: &'a Open, s: &'a IndexSearch<'a>) -> Self {
+    /// The filter of search `s` on `open`, judging age at `now` (seconds).
+    fn new(open: &'a Open, s: &'a IndexSearch<'a>, now: i64) -> Self {
         let meta = &open.meta;
         let project = match s.scope {
             SearchScope::Project(p) | SearchScope::OtherProjects(p) => {
@@ -163,7 +210,7 @@ impl<'a> Filter<'a> {
             meta,
             s,
             project,
-            now: lifecycle::now_secs(),
+            now,
         }
     }
 

@@ -321,15 +321,14 @@ mod tests {
                     // Every match: a cut inside a tie could keep either learning.
                     candidates: 100,
                     limit: 100,
-                    vector: None,
                     ranking: Ranking::Lexical,
                     include_superseded: false,
                     include_archived: false,
                     min_trust: None,
                     signature: &|_| None,
                 };
-                let a = search_in(&all, &search).unwrap();
-                let b = search_in(&split, &search).unwrap();
+                let a = search_in(&all, &search, None).unwrap();
+                let b = search_in(&split, &search, None).unwrap();
                 assert!(!a.is_empty(), "{q} {scope:?} found nothing");
                 // The same learnings with the same scores. Only the order of learnings
                 // whose scores tie (the two projects hold texts alike but for the slug)
