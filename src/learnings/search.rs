@@ -71,7 +71,7 @@ impl Learnings<'_> {
     /// The query's vector ([`Self::query_vector`]) and the lexical half of the index's
     /// search, side by side (issue 59): neither needs the other, and a query the model has
     /// not seen costs a model run about as long as the lexical half. The embedding runs on
-    /// a thread of its own, and its work is counted in this call ([`crate::cost`]); should
+    /// a thread of its own, and its work is counted in this call ([`crate::metrics::cost`]); should
     /// the thread not start, it runs here after the lexical half.
     fn embed_beside_lexical(
         &self,
@@ -87,7 +87,7 @@ impl Learnings<'_> {
             let embedding = std::thread::Builder::new()
                 .name("learnings-query".into())
                 .spawn_scoped(scope, || {
-                    crate::cost::measure(|| self.query_vector(text, ranking))
+                    crate::metrics::cost::measure(|| self.query_vector(text, ranking))
                 });
             let lexical = self.index.lexical(self.store, search);
             let vector = match embedding {
@@ -95,7 +95,7 @@ impl Learnings<'_> {
                     let (vector, work) = thread
                         .join()
                         .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                    crate::cost::count_all(&work);
+                    crate::metrics::cost::count_all(&work);
                     vector
                 }
                 Err(e) => {
