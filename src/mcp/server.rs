@@ -433,19 +433,11 @@ impl CairnServer {
         let def = &self.inner.tools[index];
         let received = Instant::now();
         self.prepare(def, &args, work).await;
-        let prepare_ms = received.elapsed().as_secs_f64() * 1000.0;
-        match self.run(index, args, wire, work).await {
-            Ok(Ok((mut answer, lane_wait_ms, elapsed_ms))) => {
+        match self.run(index, args, wire, received, work).await {
+            Ok(Ok(mut answer)) => {
                 if *WORK_DEBUG {
                     answer.show_work(work);
                 }
-                tracing::debug!(
-                    tool = name,
-                    elapsed_ms,
-                    lane_wait_ms,
-                    prepare_ms,
-                    "tool call ok"
-                );
                 Ok(answer)
             }
             Ok(Err(err)) => {
@@ -531,15 +523,16 @@ impl CairnServer {
     }
 
     /// Run the handler of the tool at `index` in its lane, its answer serialized for
-    /// `wire` there; its work added to `work`. The answer comes with the milliseconds it
-    /// waited for its lane and then took.
+    /// `wire` there; its work added to `work`. A success logs at debug the milliseconds
+    /// from `received` to the lane, waiting for the lane, and in it.
     async fn run(
         &self,
         index: usize,
         args: Value,
         wire: Wire,
+        received: Instant,
         work: &mut Work,
-    ) -> std::result::Result<Result<(Answer, f64, f64)>, Panicked> {
+    ) -> std::result::Result<Result<Answer>, Panicked> {
         let inner = &self.inner;
         let def = &inner.tools[index];
         // A retry of an idempotent write waits for the call it repeats (`in_flight`).
@@ -552,7 +545,6 @@ impl CairnServer {
         let arrived = Instant::now();
         let admitted = inner.lanes.admit(def.lane).await;
         let started = Instant::now();
-        let lane_wait_ms = (started - arrived).as_secs_f64() * 1000.0;
         let this = self.clone();
         let (outcome, counted) = inner
             .lanes
@@ -571,8 +563,17 @@ impl CairnServer {
             })
             .await?;
         work.absorb(&counted);
-        let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
-        Ok(outcome.map(|answer| (answer, lane_wait_ms, elapsed_ms)))
+        if outcome.is_ok() {
+            let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+            tracing::debug!(
+                tool = def.name,
+                elapsed_ms = ms(started.elapsed()),
+                lane_wait_ms = ms(started - arrived),
+                prepare_ms = ms(arrived - received),
+                "tool call ok"
+            );
+        }
+        Ok(outcome)
     }
 }
 
