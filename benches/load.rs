@@ -28,17 +28,28 @@
 //!   `search_learnings` and `add_learning` (searches while learnings are added); one line
 //!   each. It tells the mix's cost apart by tool: a closed loop's latency is set by the
 //!   mean cost of every call in it, not by the call being timed.
-//! - **N, never-seen searches beside the model** (not in the default list; issue 39): B
-//!   with every session calling only `search_learnings` with U's never-sent texts, once
-//!   with one session (a lone query's latency) and once with all K (CPU per search and
-//!   searches per second under load); beside them, the same texts embedded by the model
-//!   alone, raw ONNX Runtime in Python on the same model files
-//!   (`tests/reference_embed.py --single`: tokenize, run at batch 1, pool, one text at a
-//!   time): per-text p50 with one intra-op thread and with two, CPU per text with one,
-//!   and texts per second with one one-thread process per core at once. One table puts
-//!   each daemon figure beside the model's, with the goals, and the texts per run of the
-//!   daemon's model (`cairn_model_texts_total` over `cairn_model_runs_total` on its
-//!   `/metrics`, read before and after; every topology with a daemon prints it).
+//! - **N, never-seen searches beside the model** (not in the default list; issues 39 and
+//!   59): the search figures of issue 59's table, each a daemon on its own copy of a
+//!   database that the binary seeded itself, every session calling one tool only:
+//!   never-seen `search_learnings` (U's never-sent texts) with one session (a lone
+//!   query's latency) and with all K (CPU per search and searches per second under load),
+//!   and repeated queries (the twelve subjects: vectors from the query cache) with all K,
+//!   all three on 300 learnings that resemble each other (the corpus of `tests/cost.rs`);
+//!   repeated queries alone on the learnings of `tests/eval/learnings.jsonl` (about 200)
+//!   and on `CAIRN_LOAD_BIG` (10,000) learnings of the bench's realistic corpus
+//!   (`benches/learning_corpus.rs`, Zipf); `get_issue` and `server_ping` alone. Beside
+//!   them, the same never-seen texts embedded by the model alone, raw ONNX Runtime in
+//!   Python on the same model files (`tests/reference_embed.py --single`: tokenize, run at
+//!   batch 1, pool, one text at a time): per-text p50 with one intra-op thread and with
+//!   two, CPU per text with one, and texts per second with one one-thread process per
+//!   core at once. `CAIRN_LOAD_ROUNDS` (1) repeats the whole in rounds, the binaries
+//!   alternating within each workload, the model once per round; one table gives each
+//!   figure for every binary (the range over the rounds), the model's, each binary against
+//!   the model and the current binary against each baseline (ratios taken within a round),
+//!   with the goals, and the load average at the start of every run. The texts per run of
+//!   the daemon's model come from `cairn_model_texts_total` over `cairn_model_runs_total`
+//!   on its `/metrics`, read before and after (every topology with a daemon prints it;
+//!   none for a binary without `/metrics`).
 //! - **P, paced**: B again, but each session pauses `CAIRN_LOAD_THINK_MS` (20) between
 //!   calls, as an agent thinks between tool calls (for seconds, not milliseconds: 20 ms
 //!   is still a hundred times a real agent's rate). A, B, C and U are closed loops: each
@@ -58,13 +69,30 @@
 //! SDKs' clients (httpx, fetch) and Cairn's forwarders do; rmcp's default client would
 //! connect anew for every call (`CAIRN_LOAD_KEEPALIVE=0` measures that).
 //!
+//! **A previous build beside this one.** `CAIRN_BENCH_BASELINE=/path/to/old/cairn` (a
+//! binary, `label=path`, or a commit that the bench builds in release in a worktree under
+//! `target/baselines/`; several, comma-separated) runs every topology for each binary in
+//! turn, each on a database it seeded itself, and prints each baseline beside the current
+//! binary with the ratio current / baseline (`benches/binaries.rs`). For example, this
+//! build against the commit before issue 59's round and that round's start, three rounds
+//! of N:
+//!
+//! ```text
+//! CAIRN_BENCH_BASELINE=4d0619d,23a9a57 CAIRN_LOAD_TOPOLOGIES=n CAIRN_LOAD_ROUNDS=3 \
+//!     cargo bench --bench load
+//! ```
+//!
 //! Knobs: `CAIRN_LOAD_SESSIONS` (8), `CAIRN_LOAD_CALLS` (300), `CAIRN_LOAD_TOPOLOGIES`
-//! (`a,b,l,c,u,p,m`; add `t` for T, `n` for N), `CAIRN_LOAD_THINK_MS` (20, P's pause), `CAIRN_LOAD_KEEPALIVE` (1),
+//! (`a,b,l,c,u,p,m`; add `t` for T, `n` for N), `CAIRN_LOAD_ROUNDS` (1, N's rounds),
+//! `CAIRN_LOAD_BIG` (10,000, N's large seed), `CAIRN_BENCH_BASELINE` (none),
+//! `CAIRN_LOAD_THINK_MS` (20, P's pause), `CAIRN_LOAD_KEEPALIVE` (1),
 //! `CAIRN_LOAD_DAEMON_LOG` (`warn`: the daemon's `CAIRN_LOG`; `cairn::mcp::server=debug`
 //! logs each call's time in its handler, to tell it from the transport's).
 
 #![allow(clippy::print_stderr, clippy::print_stdout)]
 
+mod binaries;
+mod learning_corpus;
 mod reference;
 
 use std::path::{Path, PathBuf};
@@ -73,11 +101,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::RunningService;
+use binaries::{Binary, Client, call, load_average};
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 /// The mixed workload: each session calls these in turn.
@@ -104,12 +131,6 @@ const SUBJECTS: [&str; 12] = [
     "rate limiting",
 ];
 
-type Client = RunningService<RoleClient, ()>;
-
-fn cairn() -> &'static str {
-    env!("CARGO_BIN_EXE_cairn")
-}
-
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -121,27 +142,12 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// Run the CLI on `db`; its stdout, or a panic with its stderr.
-fn cli(db: &Path, args: &[&str]) -> String {
-    let out = Command::new(cairn())
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env("CAIRN_LOG", "warn")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cairn {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 /// A seeded database directory.
 struct Seed {
     dir: tempfile::TempDir,
     issues: Vec<String>,
+    /// The binary that seeded it, and the only one that runs on it and its copies.
+    bin: Binary,
 }
 
 impl Seed {
@@ -156,7 +162,43 @@ impl Seed {
         Seed {
             dir,
             issues: self.issues.clone(),
+            bin: self.bin.clone(),
         }
+    }
+
+    /// A new database of `bin` with one project (`slug`, its files at `path` if given)
+    /// and `issues` issues in it.
+    fn project(bin: &Binary, slug: &str, path: Option<&str>, issues: usize) -> Seed {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("cairn.db");
+        let mut create = vec!["project", "create", "--slug", slug, "--name", slug];
+        if let Some(path) = path {
+            create.extend(["--path", path]);
+        }
+        bin.cli(&db, &create);
+        let issues = (0..issues)
+            .map(|i| {
+                let title = format!("Session {i}");
+                let args = ["issue", "create", "--project", slug, "--title", &title];
+                bin.cli(&db, &args).trim().to_string()
+            })
+            .collect();
+        Seed {
+            dir,
+            issues,
+            bin: bin.clone(),
+        }
+    }
+
+    /// Add `learnings` (`add_learning`'s arguments) on the first issue through a stdio
+    /// server, then have the CLI embed every one of them, so that a daemon started on the
+    /// seed has no embedding left to do.
+    async fn add_learnings(&self, learnings: Vec<Value>) {
+        let db = self.db();
+        let (c, _) = self.bin.stdio(&db, &self.issues[0], &[], &[]).await;
+        binaries::add_learnings(&c, learnings, 4).await;
+        let _ = c.cancel().await;
+        self.bin.cli(&db, &["learnings", "reindex"]);
     }
 }
 
@@ -172,41 +214,19 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-async fn seed(sessions: usize) -> Seed {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("cairn.db");
+/// The mixed workload's seed: samples/docs in the vault, `sessions` issues, 100
+/// learnings.
+async fn seed(bin: &Binary, sessions: usize) -> Seed {
     let docs = repo().join("samples/docs");
     let docs = docs.to_string_lossy();
-    cli(
-        &db,
-        &[
-            "project", "create", "--slug", "web", "--name", "web", "--path", &docs,
-        ],
-    );
-    cli(&db, &["reindex", &docs, "--project", "web"]);
-    let issues: Vec<String> = (0..sessions)
-        .map(|i| {
-            cli(
-                &db,
-                &[
-                    "issue",
-                    "create",
-                    "--project",
-                    "web",
-                    "--title",
-                    &format!("Session {i}"),
-                ],
-            )
-            .trim()
-            .to_string()
-        })
-        .collect();
-    let (c, _) = stdio(&db, &issues[0], &[]).await;
+    let seed = Seed::project(bin, "web", Some(&docs), sessions);
+    bin.cli(&seed.db(), &["reindex", &docs, "--project", "web"]);
+    let (c, _) = bin.stdio(&seed.db(), &seed.issues[0], &[], &[]).await;
     for i in 0..100 {
         call(&c, "add_learning", add_learning_args(usize::MAX, i)).await;
     }
     let _ = c.cancel().await;
-    Seed { dir, issues }
+    seed
 }
 
 /// M: every `add_learning` sends `merge: false`, so no duplicate check runs (issue 35's
@@ -254,40 +274,9 @@ fn args(tool: &str, session: usize, i: usize, queries: Queries) -> Value {
             "category": "bug",
             "summary": format!("Session {session} finding {i}: {subject} fails under load"),
         }),
-        "server_ping" => json!({}),
+        "server_ping" | "get_issue" => json!({}),
         _ => unreachable!(),
     }
-}
-
-/// Call a tool; whether it succeeded.
-async fn call(c: &Client, tool: &str, args: Value) -> bool {
-    let Value::Object(map) = args else {
-        unreachable!()
-    };
-    let p = CallToolRequestParams::new(tool.to_string()).with_arguments(map);
-    match c.call_tool(p).await {
-        Ok(r) => r.is_error != Some(true),
-        Err(_) => false,
-    }
-}
-
-/// Start `cairn serve` bound to `issue`; the client and the server's pid.
-async fn stdio(db: &Path, issue: &str, extra: &[&str]) -> (Client, u32) {
-    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-    let (transport, _) =
-        TokioChildProcess::builder(tokio::process::Command::new(cairn()).configure(|c| {
-            c.arg("--db")
-                .arg(db)
-                .arg("serve")
-                .args(["--issue-id", issue])
-                .args(&extra);
-            c.env("CAIRN_LOG", "warn");
-        }))
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = transport.id().unwrap();
-    (().serve(transport).await.unwrap(), pid)
 }
 
 /// Sums VmRSS of a set of processes every 100 ms; keeps the peak.
@@ -377,8 +366,11 @@ struct Figures {
     /// server took from then to embed them all (background embedding waits for quiet).
     lag: Lag,
     /// Texts per run of the daemon's embedding model while the sessions ran (its
-    /// `/metrics`): how far concurrent queries shared runs. NaN without a daemon.
+    /// `/metrics`): how far concurrent queries shared runs. NaN without a daemon (or
+    /// with a binary whose daemon has no `/metrics`).
     texts_per_model_run: f64,
+    /// The machine's load average (1 minute) when the sessions started.
+    load: f64,
 }
 
 struct Lag {
@@ -447,6 +439,7 @@ async fn drive(
     queries: Queries,
     think: Duration,
 ) -> Figures {
+    let load = load_average();
     let cpu_before: u64 = pids.iter().map(|p| cpu_ticks(*p)).sum();
     let rss = RssSampler::start(pids.clone());
     let started = Instant::now();
@@ -509,6 +502,7 @@ async fn drive(
         cpu_ms_per_call: cpu_after.saturating_sub(cpu_before) as f64 * 10.0 / total as f64,
         lag,
         texts_per_model_run: f64::NAN,
+        load,
     }
 }
 
@@ -517,7 +511,7 @@ async fn topology_a(seed: &Seed, calls: usize) -> Figures {
     let mut clients = Vec::new();
     let mut pids = Vec::new();
     for issue in &seed.issues {
-        let (c, pid) = stdio(&db, issue, &["--no-daemon"]).await;
+        let (c, pid) = seed.bin.stdio(&db, issue, &["--no-daemon"], &[]).await;
         clients.push(c);
         pids.push(pid);
     }
@@ -542,8 +536,9 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn start(db: &Path, args: &[&str]) -> Daemon {
-        let mut child = Command::new(cairn())
+    fn start(bin: &Binary, db: &Path, args: &[&str]) -> Daemon {
+        let mut child = bin
+            .command()
             .arg("--db")
             .arg(db)
             .arg("daemon")
@@ -657,11 +652,13 @@ async fn topology_b(
     daemon_args: &[&str],
 ) -> Figures {
     let db = seed.db();
-    let mut daemon = Daemon::start(&db, daemon_args);
+    let mut daemon = Daemon::start(&seed.bin, &db, daemon_args);
     wait_warm(&mut daemon).await;
     let mut clients = Vec::new();
     for issue in &seed.issues {
-        let token = cli(&db, &["session", "new", "--issue", issue])
+        let token = seed
+            .bin
+            .cli(&db, &["session", "new", "--issue", issue])
             .trim()
             .to_string();
         let config =
@@ -706,12 +703,12 @@ async fn topology_b(
 
 async fn topology_c(seed: &Seed, calls: usize) -> Figures {
     let db = seed.db();
-    let mut daemon = Daemon::start(&db, &[]);
+    let mut daemon = Daemon::start(&seed.bin, &db, &[]);
     wait_warm(&mut daemon).await;
     let mut clients = Vec::new();
     let mut pids = vec![daemon.pid()];
     for issue in &seed.issues {
-        let (c, pid) = stdio(&db, issue, &[]).await;
+        let (c, pid) = seed.bin.stdio(&db, issue, &[], &[]).await;
         clients.push(c);
         pids.push(pid);
     }
@@ -761,7 +758,9 @@ async fn tools_alone(seed: &Seed, calls: usize) {
         runs.push(f);
     }
     println!(
-        "\nT: B with each tool alone (every session calls only that tool, or those tools in turn)\n"
+        "\nT: B with each tool alone (every session calls only that tool, or those tools in \
+         turn), {}\n",
+        seed.bin.label
     );
     println!(
         "| tools | calls/s | first tool's p50 ms | its p99 ms | Cairn CPU ms per call | CPU / server_ping's | errors |"
@@ -803,51 +802,29 @@ fn model_single(texts: &[String], threads: usize, spin: &str) -> Model {
     }
 }
 
-/// N: never-seen searches through the daemon, alone and from every session, beside the
-/// model alone on the same texts (see the module's documentation).
-async fn never_seen(seed: &Seed, calls: usize) {
-    // B with `sessions` of the seed's sessions, each calling only `search_learnings` with
-    // never-sent texts.
-    let searches = async |sessions: usize| {
-        let mut copy = seed.copy();
-        copy.issues.truncate(sessions);
-        let mut f = topology_b(
-            &copy,
-            calls,
-            &["search_learnings"],
-            Queries::Unique,
-            Duration::ZERO,
-            &[],
-        )
-        .await;
-        f.name = format!("N{sessions}: {sessions} session(s), never-seen searches only");
-        print(&f);
-        f
-    };
-    let k = seed.issues.len();
-    let lone = searches(1).await;
-    let loaded = searches(k).await;
-    let texts: Vec<String> = (0..k)
-        .flat_map(|s| {
-            (0..calls).map(move |i| {
-                args("search_learnings", s, i, Queries::Unique)["query"]
-                    .as_str()
-                    .unwrap()
-                    .to_string()
-            })
-        })
-        .collect();
-    eprintln!(
-        "[load] N: the model alone on the same {} texts",
-        texts.len()
-    );
-    let one = model_single(&texts, 1, "off");
-    let two = model_single(&texts, 2, "default");
+/// The model alone on N's never-seen texts, measured once per round.
+struct ModelFigures {
+    /// p50 per text, the best of one thread (not spinning) and two (ONNX Runtime's
+    /// default, spinning).
+    p50_ms: f64,
+    p50_one_thread: f64,
+    p50_two_threads: f64,
+    /// CPU per text, one thread.
+    cpu_ms: f64,
+    /// Texts per second, one one-thread process per core at once.
+    per_second: f64,
+    load: f64,
+}
+
+fn model_alone(texts: &[String]) -> ModelFigures {
+    let load = load_average();
+    let one = model_single(texts, 1, "off");
+    let two = model_single(texts, 2, "default");
     // One one-thread process per core, all at once: what the model alone embeds per
     // second on this machine.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let parts: Vec<&[String]> = texts.chunks(texts.len().div_ceil(cores)).collect();
-    let model_qps: f64 = std::thread::scope(|sc| {
+    let per_second: f64 = std::thread::scope(|sc| {
         let running: Vec<_> = parts
             .iter()
             .map(|part| sc.spawn(move || model_single(part, 1, "off")))
@@ -857,57 +834,466 @@ async fn never_seen(seed: &Seed, calls: usize) {
             .map(|h| 1e3 / h.join().unwrap().mean_ms)
             .sum()
     });
-    let lone_p50 = pct(&lone.per_tool[0], 0.5);
-    let model_p50 = one.p50_ms.min(two.p50_ms);
-    let qps = loaded.calls as f64 / loaded.wall.as_secs_f64();
-    println!(
-        "\nN: never-seen searches beside the model alone (the same texts; model: raw ONNX \
-         Runtime, one text at a time: p50 {:.2} ms with 1 thread, {:.2} ms with 2; CPU {:.2} \
-         ms per text with 1 thread)\n",
-        one.p50_ms, two.p50_ms, one.cpu_ms
+    ModelFigures {
+        p50_ms: one.p50_ms.min(two.p50_ms),
+        p50_one_thread: one.p50_ms,
+        p50_two_threads: two.p50_ms,
+        cpu_ms: one.cpu_ms,
+        per_second,
+        load,
+    }
+}
+
+/// The `i`-th of 300 learnings that resemble each other (`tests/cost.rs`'s corpus: twelve
+/// subjects in the same sentence shapes, with commands and paths some of them share).
+fn similar_learning(i: usize) -> Value {
+    const SUBJECTS: [&str; 12] = [
+        "billing",
+        "checkout",
+        "search index",
+        "session cache",
+        "image upload",
+        "email queue",
+        "auth tokens",
+        "feature flags",
+        "rate limiter",
+        "audit log",
+        "export job",
+        "webhooks",
+    ];
+    let subject = SUBJECTS[i % SUBJECTS.len()];
+    let slug = subject.replace(' ', "_");
+    let step = i / SUBJECTS.len();
+    json!({
+        "pattern": format!(
+            "When changing the {subject} code, run `make check-{slug}` and the step {step} \
+             migration before release, or {subject} breaks in production"
+        ),
+        "context": format!(
+            "Seen on the {subject} service: `src/{slug}/mod.rs` changed without \
+             `make check-{slug}`, the release went out and failed at step {step} with a \
+             timeout of {} seconds; the fix was to run the checks first.",
+            30 + step % 5
+        ),
+        "applies_to": ["src/"],
+    })
+}
+
+/// The learnings of `tests/eval/learnings.jsonl` (a realistic set of about 200), as
+/// `add_learning`'s arguments.
+fn eval_learnings() -> Vec<Value> {
+    let text = std::fs::read_to_string(repo().join("tests/eval/learnings.jsonl")).unwrap();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "learning")
+        .map(|v| {
+            let mut args = json!({"pattern": v["pattern"]});
+            for key in ["context", "applies_to", "learning_type"] {
+                if !v[key].is_null() {
+                    args[key] = v[key].clone();
+                }
+            }
+            args
+        })
+        .collect()
+}
+
+/// `n` learnings of the bench's realistic corpus (`learning_corpus::Corpus::Zipf`).
+fn zipf_learnings(n: usize) -> Vec<Value> {
+    let mut g = learning_corpus::Generator::new(learning_corpus::Corpus::Zipf, 42);
+    (0..n)
+        .map(|_| {
+            let l = g.next();
+            let mut args = json!({"pattern": l.pattern, "applies_to": l.applies_to});
+            if let Some(c) = l.context {
+                args["context"] = json!(c);
+            }
+            args
+        })
+        .collect()
+}
+
+/// N's databases for one binary, each seeded by it.
+struct NSeeds {
+    /// 300 similar learnings ([`similar_learning`]) on an issue of their own, and one
+    /// issue per session.
+    similar: Seed,
+    /// `tests/eval/learnings.jsonl`'s learnings.
+    eval: Seed,
+    /// `CAIRN_LOAD_BIG` (10,000) learnings of the realistic corpus.
+    big: Seed,
+}
+
+async fn n_seeds(bin: &Binary, sessions: usize, big: usize) -> NSeeds {
+    let started = Instant::now();
+    // The learnings on an issue of their own: the sessions' issues hold none, so that
+    // `get_issue` answers with the issue alone (as `scripts/profile_search.py --get-issue`
+    // counts it), not with 300 learnings.
+    let mut similar = Seed::project(bin, "shop", None, sessions + 1);
+    similar
+        .add_learnings((0..300).map(similar_learning).collect())
+        .await;
+    similar.issues.remove(0);
+    let eval = Seed::project(bin, "mono", None, 1);
+    eval.add_learnings(eval_learnings()).await;
+    let large = Seed::project(bin, "big", None, 1);
+    large.add_learnings(zipf_learnings(big)).await;
+    eprintln!(
+        "[load] N: {} seeded its databases in {:.0} s",
+        bin.label,
+        started.elapsed().as_secs_f64()
     );
-    println!("| figure | Cairn daemon | model alone | Cairn vs model | goal |");
-    println!("|---|---|---|---|---|");
+    NSeeds {
+        similar,
+        eval,
+        big: large,
+    }
+}
+
+/// Which of [`NSeeds`] a workload runs on.
+#[derive(Clone, Copy)]
+enum Which {
+    Similar,
+    Eval,
+    Big,
+}
+
+/// One of N's workloads: a daemon on a copy of a seed, one session or every one, each
+/// calling `tool` only.
+struct Workload {
+    seed: Which,
+    every_session: bool,
+    tool: &'static [&'static str],
+    queries: Queries,
+    what: &'static str,
+}
+
+const LONE: usize = 0;
+const LOADED: usize = 1;
+const REPEATED: usize = 2;
+const EVAL: usize = 3;
+const BIG: usize = 4;
+const GET_ISSUE: usize = 5;
+const PING: usize = 6;
+
+const WORKLOADS: [Workload; 7] = [
+    Workload {
+        seed: Which::Similar,
+        every_session: false,
+        tool: &["search_learnings"],
+        queries: Queries::Unique,
+        what: "1 session, never-seen searches, 300 similar learnings",
+    },
+    Workload {
+        seed: Which::Similar,
+        every_session: true,
+        tool: &["search_learnings"],
+        queries: Queries::Unique,
+        what: "every session, never-seen searches, 300 similar learnings",
+    },
+    Workload {
+        seed: Which::Similar,
+        every_session: true,
+        tool: &["search_learnings"],
+        queries: Queries::Repeated,
+        what: "every session, repeated queries, 300 similar learnings",
+    },
+    Workload {
+        seed: Which::Eval,
+        every_session: false,
+        tool: &["search_learnings"],
+        queries: Queries::Repeated,
+        what: "1 session, repeated queries, tests/eval/learnings.jsonl",
+    },
+    Workload {
+        seed: Which::Big,
+        every_session: false,
+        tool: &["search_learnings"],
+        queries: Queries::Repeated,
+        what: "1 session, repeated queries, the large seed",
+    },
+    Workload {
+        seed: Which::Similar,
+        every_session: false,
+        tool: &["get_issue"],
+        queries: Queries::Repeated,
+        what: "1 session, get_issue",
+    },
+    Workload {
+        seed: Which::Similar,
+        every_session: false,
+        tool: &["server_ping"],
+        queries: Queries::Repeated,
+        what: "1 session, server_ping",
+    },
+];
+
+/// How a figure compares with the model's: by difference or by ratio.
+#[derive(Clone, Copy)]
+enum Against {
+    Difference,
+    Ratio,
+}
+
+/// A row of N's table: its label, how to read it off one binary's workloads (in
+/// [`WORKLOADS`] order), the model's figure it compares with, and the goal.
+type NRow = (
+    String,
+    Box<dyn Fn(&[Figures]) -> f64>,
+    Option<(fn(&ModelFigures) -> f64, Against)>,
+    &'static str,
+);
+
+/// `lo-hi` of the finite values, or the one value.
+fn range(xs: &[f64]) -> String {
+    let xs: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    let Some(lo) = xs.iter().copied().reduce(f64::min) else {
+        return "-".into();
+    };
+    let hi = xs.iter().copied().fold(lo, f64::max);
+    let digits = if hi >= 100.0 { 0 } else { 2 };
+    if (hi - lo).abs() < 0.005 {
+        format!("{lo:.digits$}")
+    } else {
+        format!("{lo:.digits$}-{hi:.digits$}")
+    }
+}
+
+/// N: never-seen and repeated searches through the daemon, alone and from every session,
+/// `get_issue` and `server_ping` alone, for every binary, beside the model alone on the
+/// same never-seen texts (see the module's documentation).
+async fn never_seen(bins: &[Binary], sessions: usize, calls: usize) {
+    let rounds = env_usize("CAIRN_LOAD_ROUNDS", 1).max(1);
+    let big = env_usize("CAIRN_LOAD_BIG", 10_000);
+    let mut seeds = Vec::new();
+    for bin in bins {
+        seeds.push(n_seeds(bin, sessions, big).await);
+    }
+    let texts: Vec<String> = (0..sessions)
+        .flat_map(|s| {
+            (0..calls).map(move |i| {
+                args("search_learnings", s, i, Queries::Unique)["query"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+        })
+        .collect();
+    let n = bins.len();
+    // runs[round][binary][workload], and the model's figures of each round.
+    let mut runs: Vec<Vec<Vec<Figures>>> = Vec::new();
+    let mut models = Vec::new();
+    for round in 0..rounds {
+        let mut by_bin: Vec<Vec<Option<Figures>>> = (0..n)
+            .map(|_| WORKLOADS.iter().map(|_| None).collect())
+            .collect();
+        for (w, work) in WORKLOADS.iter().enumerate() {
+            // The binaries in turn, each workload and round starting with the next one,
+            // so that none always runs first.
+            for j in 0..n {
+                let b = (round + w + j) % n;
+                let seed = match work.seed {
+                    Which::Similar => &seeds[b].similar,
+                    Which::Eval => &seeds[b].eval,
+                    Which::Big => &seeds[b].big,
+                };
+                let mut copy = seed.copy();
+                copy.issues
+                    .truncate(if work.every_session { sessions } else { 1 });
+                let mut f =
+                    topology_b(&copy, calls, work.tool, work.queries, Duration::ZERO, &[]).await;
+                f.name = format!("{} N, round {}: {}", bins[b].label, round + 1, work.what);
+                print(&f);
+                by_bin[b][w] = Some(f);
+            }
+            if w == LOADED {
+                eprintln!(
+                    "[load] N: the model alone on the same {} texts",
+                    texts.len()
+                );
+                models.push(model_alone(&texts));
+            }
+        }
+        runs.push(
+            by_bin
+                .into_iter()
+                .map(|ws| ws.into_iter().map(Option::unwrap).collect())
+                .collect(),
+        );
+    }
+    n_table(bins, sessions, big, &runs, &models);
+}
+
+/// N's table: each figure for every binary (the range over the rounds), the model's, each
+/// binary against the model and the current binary against each baseline, per round.
+fn n_table(
+    bins: &[Binary],
+    k: usize,
+    big: usize,
+    runs: &[Vec<Vec<Figures>>],
+    models: &[ModelFigures],
+) {
+    let p50 = |w: usize| move |f: &[Figures]| pct(&f[w].per_tool[0], 0.5);
+    let eval = eval_learnings().len();
+    let rows: Vec<NRow> = vec![
+        (
+            "lone never-seen search p50 ms (model: one text, best of 1 and 2 threads)".into(),
+            Box::new(p50(LONE)),
+            Some((|m| m.p50_ms, Against::Difference)),
+            "at most +1 ms",
+        ),
+        (
+            format!("CPU ms per never-seen search, {k} sessions (model: per text, 1 thread)"),
+            Box::new(|f| f[LOADED].cpu_ms_per_call),
+            Some((|m| m.cpu_ms, Against::Ratio)),
+            "at most 1.2x",
+        ),
+        (
+            format!(
+                "never-seen searches per second, {k} sessions (model: texts/s, one 1-thread \
+                 process per core)"
+            ),
+            Box::new(|f| f[LOADED].calls as f64 / f[LOADED].wall.as_secs_f64()),
+            Some((|m| m.per_second, Against::Ratio)),
+            "at least 0.8x",
+        ),
+        (
+            format!("texts per model run, {k} sessions"),
+            Box::new(|f| f[LOADED].texts_per_model_run),
+            None,
+            "-",
+        ),
+        (
+            format!("repeated query p50 ms, {k} sessions"),
+            Box::new(p50(REPEATED)),
+            None,
+            "-",
+        ),
+        (
+            format!("repeated query p50 ms, lone, {eval} learnings of tests/eval"),
+            Box::new(p50(EVAL)),
+            None,
+            "below 1 ms",
+        ),
+        (
+            format!("repeated query p50 ms, lone, {big} learnings"),
+            Box::new(p50(BIG)),
+            None,
+            "below 1 ms",
+        ),
+        (
+            "get_issue p50 ms, lone".into(),
+            Box::new(p50(GET_ISSUE)),
+            None,
+            "no slower than before",
+        ),
+        (
+            "server_ping p50 ms, lone".into(),
+            Box::new(p50(PING)),
+            None,
+            "-",
+        ),
+        (
+            "CPU ms per lone never-seen search (model: per text, 1 thread)".into(),
+            Box::new(|f| f[LONE].cpu_ms_per_call),
+            Some((|m| m.cpu_ms, Against::Ratio)),
+            "-",
+        ),
+        (
+            "errors, all workloads".into(),
+            Box::new(|f| f.iter().map(|x| x.errors as f64).sum()),
+            None,
+            "0",
+        ),
+    ];
+    let n = bins.len();
     println!(
-        "| lone never-seen search p50 ms (model: one text, best of 1 and 2 threads) | {lone_p50:.2} | \
-         {model_p50:.2} | {:+.2} ms | at most +1 ms |",
-        lone_p50 - model_p50
+        "\nN: never-seen and repeated searches beside the model alone ({} round(s); each cell \
+         the range over the rounds, ratios taken within a round; model: raw ONNX Runtime on \
+         the same never-seen texts, one at a time)\n",
+        runs.len()
     );
+    let mut head = "| figure |".to_string();
+    for b in bins {
+        head += &format!(" {} |", b.label);
+    }
+    head += " model alone |";
+    for b in bins {
+        head += &format!(" {} vs model |", b.label);
+    }
+    for b in &bins[1..] {
+        head += &format!(" {} / {} |", bins[0].label, b.label);
+    }
+    head += " goal |";
+    let columns = 1 + n + 1 + n + (n - 1) + 1;
+    println!("{head}\n{}", "|---".repeat(columns) + "|");
+    for (label, of, model, goal) in &rows {
+        let value = |round: usize, b: usize| of(&runs[round][b]);
+        let rounds = 0..runs.len();
+        let mut line = format!("| {label} |");
+        for b in 0..n {
+            let xs: Vec<f64> = rounds.clone().map(|r| value(r, b)).collect();
+            line += &format!(" {} |", range(&xs));
+        }
+        match model {
+            Some((m, against)) => {
+                let xs: Vec<f64> = models.iter().map(m).collect();
+                line += &format!(" {} |", range(&xs));
+                for b in 0..n {
+                    let xs: Vec<f64> = rounds
+                        .clone()
+                        .map(|r| match against {
+                            Against::Difference => value(r, b) - m(&models[r]),
+                            Against::Ratio => value(r, b) / m(&models[r]),
+                        })
+                        .collect();
+                    line += &match against {
+                        Against::Difference => format!(" {} ms |", range(&xs)),
+                        Against::Ratio => format!(" {}x |", range(&xs)),
+                    };
+                }
+            }
+            None => line += &" - |".repeat(1 + n),
+        }
+        for b in 1..n {
+            let xs: Vec<f64> = rounds.clone().map(|r| value(r, 0) / value(r, b)).collect();
+            line += &format!(" {}x |", range(&xs));
+        }
+        println!("{line} {goal} |");
+    }
+    let loads = |b: usize| -> Vec<f64> {
+        runs.iter()
+            .flat_map(|r| r[b].iter().map(|f| f.load))
+            .collect()
+    };
+    for (b, bin) in bins.iter().enumerate() {
+        println!(
+            "load average (1 min) at the start of {}'s runs: {}",
+            bin.label,
+            range(&loads(b))
+        );
+    }
     println!(
-        "| CPU ms per never-seen search, {k} sessions (model: per text, 1 thread) | {:.2} | {:.2} \
-         | {:.2}x | at most 1.2x |",
-        loaded.cpu_ms_per_call,
-        one.cpu_ms,
-        loaded.cpu_ms_per_call / one.cpu_ms
-    );
-    println!(
-        "| never-seen searches per second, {k} sessions (model: texts/s, one 1-thread process \
-         per core) | {qps:.0} | {model_qps:.0} | {:.2}x | at least 0.8x |",
-        qps / model_qps
-    );
-    println!(
-        "| texts per model run, {k} sessions (model alone: one per run) | {:.2} | 1 | - | - |",
-        loaded.texts_per_model_run
-    );
-    println!(
-        "| CPU ms per lone never-seen search (model: per text, 1 thread) | {:.2} | {:.2} | {:.2}x | - |",
-        lone.cpu_ms_per_call,
-        one.cpu_ms,
-        lone.cpu_ms_per_call / one.cpu_ms
+        "load average at the start of the model's runs: {}; model p50 with 1 thread {}, with 2 \
+         threads {} ms",
+        range(&models.iter().map(|m| m.load).collect::<Vec<_>>()),
+        range(&models.iter().map(|m| m.p50_one_thread).collect::<Vec<_>>()),
+        range(&models.iter().map(|m| m.p50_two_threads).collect::<Vec<_>>()),
     );
 }
 
 fn print(f: &Figures) {
     println!(
         "\n{}: {} calls, {} errors, {:.1} s, {:.0} calls/s, peak RSS of all Cairn processes {:.0} MiB, \
-         their CPU {:.2} ms per call",
+         their CPU {:.2} ms per call; load average {:.1}",
         f.name,
         f.calls,
         f.errors,
         f.wall.as_secs_f64(),
         f.calls as f64 / f.wall.as_secs_f64(),
         f.rss_mib,
-        f.cpu_ms_per_call
+        f.cpu_ms_per_call,
+        f.load
     );
     println!("| tool | calls | p50 ms | p99 ms |");
     println!("|---|---|---|---|");
@@ -948,16 +1334,20 @@ fn print(f: &Figures) {
 /// A row of the side-by-side table: its label and how to read it off a topology.
 type Row = (String, Box<dyn Fn(&Figures) -> f64>);
 
-fn side_by_side(all: &[Figures]) {
-    let Some(base) = all.first() else { return };
+/// The topologies' figures in columns, then the ratio of each pair `(a, b)` of columns
+/// as `a / b`.
+fn side_by_side(all: &[&Figures], ratios: &[(usize, usize)]) {
+    if all.is_empty() {
+        return;
+    }
     let mut head = "| figure |".to_string();
     let mut rule = "|---|".to_string();
     for f in all {
         head += &format!(" {} |", f.name);
         rule += "---|";
     }
-    for f in &all[1..] {
-        head += &format!(" {} / {} |", short(&f.name), short(&base.name));
+    for (a, b) in ratios {
+        head += &format!(" {} / {} |", short(&all[*a].name), short(&all[*b].name));
         rule += "---|";
     }
     println!("\n{head}\n{rule}");
@@ -1001,18 +1391,18 @@ fn side_by_side(all: &[Figures]) {
         Box::new(|f: &Figures| f.lag.catch_up.map_or(f64::NAN, |d| d.as_secs_f64() * 1e3)),
     ));
     rows.push(("errors".into(), Box::new(|f: &Figures| f.errors as f64)));
+    rows.push(("load average".into(), Box::new(|f: &Figures| f.load)));
     for (label, value) in rows {
         let mut line = format!("| {label} |");
         for f in all {
             line += &format!(" {:.2} |", value(f));
         }
-        let b = value(base);
-        for f in &all[1..] {
-            let v = value(f);
+        for (a, b) in ratios {
+            let (a, b) = (value(all[*a]), value(all[*b]));
             line += &if b == 0.0 {
                 " - |".to_string()
             } else {
-                format!(" {:.3} |", v / b)
+                format!(" {:.3} |", a / b)
             };
         }
         println!("{line}");
@@ -1028,68 +1418,115 @@ fn main() {
     let sessions = env_usize("CAIRN_LOAD_SESSIONS", 8).max(1);
     let calls = env_usize("CAIRN_LOAD_CALLS", 300).max(1);
     let wanted = std::env::var("CAIRN_LOAD_TOPOLOGIES").unwrap_or_else(|_| "a,b,l,c,u,p,m".into());
+    let wanted: Vec<&str> = wanted.split(',').map(str::trim).collect();
     let think = Duration::from_millis(env_usize("CAIRN_LOAD_THINK_MS", 20) as u64);
+    let bins = binaries::binaries();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        eprintln!("[load] seeding: samples/docs into the vault, {sessions} issues, 100 learnings");
-        let seed = seed(sessions).await;
         println!(
-            "[load] {sessions} sessions x {calls} calls ({} each of {}), one database, {} cores",
-            calls / TOOLS.len(),
-            TOOLS.join(", "),
-            std::thread::available_parallelism().map_or(1, |n| n.get())
+            "[load] {sessions} sessions x {calls} calls, {} cores; binaries: {}",
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            bins.iter()
+                .map(|b| format!("{} ({})", b.label, b.path.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
-        let mut all = Vec::new();
-        for t in wanted.split(',') {
-            match t.trim() {
+        // The mixed workload's seed, one per binary (N seeds its own).
+        let mut seeds = Vec::new();
+        if wanted.iter().any(|t| *t != "n") {
+            for bin in &bins {
+                eprintln!(
+                    "[load] {}: seeding samples/docs into the vault, {sessions} issues, 100 learnings",
+                    bin.label
+                );
+                seeds.push(seed(bin, sessions).await);
+            }
+        }
+        // figures[binary]: each topology's, in `wanted` order.
+        let mut figures: Vec<Vec<Figures>> = bins.iter().map(|_| Vec::new()).collect();
+        for (i, t) in wanted.iter().enumerate() {
+            match *t {
                 "t" => {
-                    tools_alone(&seed, calls).await;
+                    for seed in &seeds {
+                        tools_alone(seed, calls).await;
+                    }
                     continue;
                 }
                 "n" => {
-                    never_seen(&seed, calls).await;
+                    never_seen(&bins, sessions, calls).await;
                     continue;
                 }
                 _ => {}
             }
-            let copy = seed.copy();
-            let f = match t.trim() {
-                "a" => topology_a(&copy, calls).await,
-                "b" => {
-                    topology_b(&copy, calls, &TOOLS, Queries::Repeated, Duration::ZERO, &[]).await
-                }
-                "l" => {
-                    let no_lanes = ["--shared-lanes", "0"];
-                    topology_b(
-                        &copy,
-                        calls,
-                        &TOOLS,
-                        Queries::Repeated,
-                        Duration::ZERO,
-                        &no_lanes,
-                    )
-                    .await
-                }
-                "u" => topology_b(&copy, calls, &TOOLS, Queries::Unique, Duration::ZERO, &[]).await,
-                "m" => {
-                    NO_MERGE.store(true, Ordering::Relaxed);
-                    let f =
+            // The binaries in turn, each topology starting with the next one.
+            for j in 0..bins.len() {
+                let b = (i + j) % bins.len();
+                let copy = seeds[b].copy();
+                let mut f = match *t {
+                    "a" => topology_a(&copy, calls).await,
+                    "b" => {
                         topology_b(&copy, calls, &TOOLS, Queries::Repeated, Duration::ZERO, &[])
-                            .await;
-                    NO_MERGE.store(false, Ordering::Relaxed);
-                    f
+                            .await
+                    }
+                    "l" => {
+                        let no_lanes = ["--shared-lanes", "0"];
+                        topology_b(
+                            &copy,
+                            calls,
+                            &TOOLS,
+                            Queries::Repeated,
+                            Duration::ZERO,
+                            &no_lanes,
+                        )
+                        .await
+                    }
+                    "u" => {
+                        topology_b(&copy, calls, &TOOLS, Queries::Unique, Duration::ZERO, &[])
+                            .await
+                    }
+                    "m" => {
+                        NO_MERGE.store(true, Ordering::Relaxed);
+                        let f = topology_b(
+                            &copy,
+                            calls,
+                            &TOOLS,
+                            Queries::Repeated,
+                            Duration::ZERO,
+                            &[],
+                        )
+                        .await;
+                        NO_MERGE.store(false, Ordering::Relaxed);
+                        f
+                    }
+                    "p" => topology_b(&copy, calls, &TOOLS, Queries::Repeated, think, &[]).await,
+                    "c" => topology_c(&copy, calls).await,
+                    other => panic!("unknown topology {other:?} (a, b, l, c, u, p, m, t, n)"),
+                };
+                if bins.len() > 1 {
+                    f.name = format!("{} {}", bins[b].label, f.name);
                 }
-                "p" => topology_b(&copy, calls, &TOOLS, Queries::Repeated, think, &[]).await,
-                "c" => topology_c(&copy, calls).await,
-                other => panic!("unknown topology {other:?} (a, b, l, c, u, p, m, t, n)"),
-            };
-            print(&f);
-            all.push(f);
+                print(&f);
+                figures[b].push(f);
+            }
         }
-        side_by_side(&all);
+        // The current binary's topologies, each against the first.
+        let current: Vec<&Figures> = figures[0].iter().collect();
+        let against_first: Vec<(usize, usize)> = (1..current.len()).map(|i| (i, 0)).collect();
+        side_by_side(&current, &against_first);
+        // Each baseline beside the current binary, topology by topology: current / baseline.
+        for baseline in &figures[1..] {
+            let pairs: Vec<&Figures> = current
+                .iter()
+                .zip(baseline)
+                .flat_map(|(c, b)| [*c, b])
+                .collect();
+            let ratios: Vec<(usize, usize)> =
+                (0..current.len()).map(|i| (2 * i, 2 * i + 1)).collect();
+            side_by_side(&pairs, &ratios);
+        }
     });
 }
