@@ -957,11 +957,6 @@ async fn seed_by(bin: &binaries::Binary, spec: Spec) -> (PathBuf, String) {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    let dir = target_dir().join("bench-corpus/binaries").join(format!(
-        "{}-{}-{stamp}",
-        bin.label.replace(['/', ' '], "_"),
-        meta.len()
-    ));
     let name = format!(
         "{}-{}x{}-v{}",
         spec.corpus.name(),
@@ -972,8 +967,18 @@ async fn seed_by(bin: &binaries::Binary, spec: Spec) -> (PathBuf, String) {
             Corpus::Zipf => ZIPF_VERSION,
         }
     );
-    let db = dir.join(format!("{name}.db"));
-    let done = dir.join(format!("{name}.done"));
+    // A directory per binary and corpus: the database, its indexes wherever this binary
+    // keeps them, and the seeded issue once complete.
+    let dir = target_dir()
+        .join("bench-corpus/binaries")
+        .join(format!(
+            "{}-{}-{stamp}",
+            bin.label.replace(['/', ' '], "_"),
+            meta.len()
+        ))
+        .join(name);
+    let db = dir.join("cairn.db");
+    let done = dir.join("done");
     let project = spec.project();
     if let Ok(issue) = std::fs::read_to_string(&done) {
         return (db, issue);

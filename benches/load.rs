@@ -1059,6 +1059,14 @@ fn range(xs: &[f64]) -> String {
     }
 }
 
+/// [`range`] with a unit, or `-` where there is no value.
+fn with_unit(xs: &[f64], unit: &str) -> String {
+    match range(xs) {
+        r if r == "-" => r,
+        r => r + unit,
+    }
+}
+
 /// N: never-seen and repeated searches through the daemon, alone and from every session,
 /// `get_issue` and `server_ping` alone, for every binary, beside the model alone on the
 /// same never-seen texts (see the module's documentation).
@@ -1248,8 +1256,8 @@ fn n_table(
                         })
                         .collect();
                     line += &match against {
-                        Against::Difference => format!(" {} ms |", range(&xs)),
-                        Against::Ratio => format!(" {}x |", range(&xs)),
+                        Against::Difference => format!(" {} |", with_unit(&xs, " ms")),
+                        Against::Ratio => format!(" {} |", with_unit(&xs, "x")),
                     };
                 }
             }
@@ -1257,7 +1265,7 @@ fn n_table(
         }
         for b in 1..n {
             let xs: Vec<f64> = rounds.clone().map(|r| value(r, 0) / value(r, b)).collect();
-            line += &format!(" {}x |", range(&xs));
+            line += &format!(" {} |", with_unit(&xs, "x"));
         }
         println!("{line} {goal} |");
     }
