@@ -18,7 +18,7 @@ use super::{Outcome, print_json, print_text};
 #[derive(Debug, Args)]
 pub(crate) struct ReindexArgs {
     /// Directory of documents (Markdown, MDX, HTML, reStructuredText, AsciiDoc, plain text,
-    /// notebooks; source code with --code); `.gitignore` files are respected.
+    /// notebooks, PDF; source code with --code); `.gitignore` files are respected.
     pub(crate) dir: PathBuf,
     /// Index source code too (Rust, Python, JavaScript, TypeScript, Go, Java), chunked by
     /// item; vendored, build, generated and minified files are skipped. Remembered for
