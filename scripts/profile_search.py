@@ -116,8 +116,17 @@ def serve_daemon(cmd, db, issue, calls):
         if p.poll() is not None:
             sys.exit("the daemon exited before it listened")
         time.sleep(0.5)
-    time.sleep(0.5)
     url = json.load(open(found))["url"]
+    # Ready when its liveness answers (under callgrind the daemon is slow to serve).
+    health = url.rsplit("/mcp", 1)[0] + "/health"
+    while True:
+        try:
+            urllib.request.urlopen(health, timeout=30).read()
+            break
+        except OSError:
+            if p.poll() is not None:
+                sys.exit("the daemon exited before it answered /health")
+            time.sleep(0.5)
     answers = []
     for n, (name, args) in enumerate(calls, start=1):
         body = rpc(n, "tools/call", {"name": name, "arguments": args}).encode()
