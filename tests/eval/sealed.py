@@ -111,7 +111,7 @@ def counts_of(members):
         elif parts[0] == "vault" and len(parts) >= 3:
             key = "vault/" + parts[1]
             s = sets.setdefault(key, {"kind": "vault", "documents": 0, "queries": 0, "categories": {}})
-            if parts[2] == "corpus" and name.endswith(".md"):
+            if parts[2] == "corpus":  # every format the vault reads, not only Markdown
                 s["documents"] += 1
             elif parts[2] == "queries.jsonl":
                 for line in data.decode("utf-8").splitlines():
