@@ -5,24 +5,27 @@
 //! test, and answers only whether each floor holds (no per-query outcome, no set text).
 
 /// Floors on the pooled figures of the sealed sets (`SCOPE:SYSTEM:METRIC[:KIND]=VALUE`),
-/// under the baseline reading of 2026-11-28 (commit 8ec953c, tests/eval/sealed/READS.log;
-/// the table is in tests/eval/README.md, "Sealed sets"): Cairn's learnings MRR@10 0.955,
-/// nDCG@10 0.949, MRR@10 per kind identifier 1.000, keyword 0.972, paraphrase 0.894,
-/// symptom 0.973 (335 queries); the vault's MRR@10 0.862, nDCG@10 0.863 (99 queries).
-/// Overall floors are 0.03 under, per-kind ones 0.05 under (each kind has 72-103
+/// under the baseline reading of 2026-11-29 (stop 65, commit 56841dd, after a fourth
+/// learnings set and a second vault set were sealed; tests/eval/sealed/READS.log; the table
+/// is in tests/eval/README.md, "Baseline (stop 65)"): Cairn's learnings MRR@10 0.926,
+/// nDCG@10 0.923, MRR@10 per kind identifier 1.000, keyword 0.976, paraphrase 0.808,
+/// symptom 0.969 (475 queries); the vault's MRR@10 0.860, nDCG@10 0.829 (266 queries).
+/// Overall floors are 0.03 under, per-kind ones 0.05 under (each kind has 103-152
 /// queries), rounded down to two decimals: well above the run-to-run noise of the model
 /// (none on one machine, thousandths across CPUs), and under what a change costs that
-/// takes the first place from about one query in thirty (0.03 of MRR@10 is 10 of the
-/// learnings' 335 queries, 3 of the vault's 99).
+/// takes the first place from about one query in thirty (0.03 of MRR@10 is 14 of the
+/// learnings' 475 queries, 8 of the vault's 266). The floors are lower than those of the
+/// 2026-11-28 baseline because the new sets are harder, not because the ranking lost
+/// ground: on the earlier sets alone the figures did not drop.
 const FLOORS: &[&str] = &[
-    "learnings:cairn:mrr10=0.92",
-    "learnings:cairn:ndcg10=0.91",
+    "learnings:cairn:mrr10=0.89",
+    "learnings:cairn:ndcg10=0.89",
     "learnings:cairn:mrr10:identifier=0.95",
     "learnings:cairn:mrr10:keyword=0.92",
-    "learnings:cairn:mrr10:paraphrase=0.84",
-    "learnings:cairn:mrr10:symptom=0.92",
+    "learnings:cairn:mrr10:paraphrase=0.75",
+    "learnings:cairn:mrr10:symptom=0.91",
     "vault:cairn:mrr10=0.83",
-    "vault:cairn:ndcg10=0.83",
+    "vault:cairn:ndcg10=0.79",
 ];
 
 mod sqlite_only {
