@@ -48,7 +48,7 @@ use crate::mcp::registry::MAX_ARGUMENT_BYTES;
 use crate::mcp::server::CairnServer;
 use crate::mcp::wire::{self, Line};
 
-use super::handler::{Bound, DaemonHandler, with_binding};
+use super::handler::{Bound, DaemonHandler, Splice, with_binding};
 use super::peer::Process;
 
 /// The largest request body: the arguments cap of a call plus room for the envelope.
@@ -234,16 +234,17 @@ const SESSIONS_HELP: &str = "end sessions you no longer use (DELETE /mcp with th
                              send requests without a session (protocol 2026-07-28)";
 
 impl Mcp {
-    async fn serve(self, req: Request) -> Response {
+    async fn serve(self, mut req: Request) -> Response {
         let handshake = req.extensions().get::<Handshake>().is_some();
         let in_session = handshake
             || req.headers().contains_key(SESSION_ID)
             || req.method() != axum::http::Method::POST;
         let bound = req.extensions().get::<Arc<Bound>>().cloned();
         if !in_session {
-            return with_binding(bound, self.stateless.handle(req))
-                .await
-                .map(axum::body::Body::new);
+            let splice = Splice::default();
+            req.extensions_mut().insert(splice.clone());
+            let response = with_binding(bound, self.stateless.handle(req)).await;
+            return spliced(response.map(axum::body::Body::new), splice).await;
         }
         let Some(token) = bound.map(|b| b.id.clone()) else {
             // The token check runs before every /mcp request; this is a wiring fault.
@@ -354,6 +355,41 @@ impl Mcp {
             _ => None,
         }
     }
+}
+
+/// `response`, rmcp's JSON body of a stateless request, with the answer its handler kept
+/// ([`Splice`]) written as its `structuredContent`.
+async fn spliced(response: Response, splice: Splice) -> Response {
+    let Some(answer) = splice.take() else {
+        return response;
+    };
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    let (mut parts, body) = response.into_parts();
+    // rmcp's body is whole in memory (`Full`): collecting it does not wait.
+    let mut message = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => Vec::from(bytes),
+        Err(e) => {
+            tracing::error!(error = %e, "reading rmcp's answer failed");
+            return refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "INTERNAL",
+                "the answer could not be written".into(),
+                "retry; the daemon's log on stderr has the cause",
+            );
+        }
+    };
+    // A handler keeps an answer only where no notification goes before it, so rmcp
+    // answers with the JSON body of one response.
+    if !json || !wire::splice(&mut message, &answer) {
+        tracing::error!(
+            "an answer kept for its structuredContent found no JSON response to go into"
+        );
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(message))
 }
 
 /// The `Mcp-Session-Id` header.

@@ -99,7 +99,7 @@ impl Answers {
     }
 
     /// Whether request `id` was marked (the mark is taken).
-    fn take(&self, id: &RequestId) -> bool {
+    pub(crate) fn take(&self, id: &RequestId) -> bool {
         let mut marks = self.0.lock().unwrap_or_else(|p| p.into_inner());
         match marks.iter().position(|m| m == id) {
             Some(at) => marks.remove(at).is_some(),
@@ -118,16 +118,27 @@ fn encode(item: &TxJsonRpcMessage<RoleServer>, answers: &Answers) -> serde_json:
         && result.structured_content.is_none()
         && let [content] = result.content.as_slice()
         && let Some(answer) = content.as_text()
-        && line.ends_with(b"}}")
     {
-        // `{"jsonrpc":"2.0","id":…,"result":{…}}`: the result is the message's last
-        // member, and the answer goes last in it.
-        line.truncate(line.len() - 2);
-        line.extend_from_slice(b",\"structuredContent\":");
-        line.extend_from_slice(answer.text.as_bytes());
-        line.extend_from_slice(b"}}");
+        splice(&mut line, &answer.text);
     }
     Ok(line)
+}
+
+/// Write `answer`, a tool's JSON text, as the `structuredContent` of `message`, the
+/// serialized JSON-RPC response whose result carries that text as its only content:
+/// `{"jsonrpc":"2.0","id":…,"result":{…}}`, where the result is the message's last
+/// member and the answer goes last in it. Whether it was written (not when `message`
+/// does not end so).
+pub(crate) fn splice(message: &mut Vec<u8>, answer: &str) -> bool {
+    if !message.ends_with(b"}}") {
+        return false;
+    }
+    message.truncate(message.len() - 2);
+    message.reserve(answer.len() + 24);
+    message.extend_from_slice(b",\"structuredContent\":");
+    message.extend_from_slice(answer.as_bytes());
+    message.extend_from_slice(b"}}");
+    true
 }
 
 /// Write `line` and its newline.
