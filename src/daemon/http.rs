@@ -35,6 +35,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
+use rmcp::model::{ClientNotification, JsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -857,22 +858,31 @@ async fn require_one_message(req: Request, next: Next) -> Response {
             );
         }
     };
-    if let Line::Reply(reply) = wire::classify(&bytes) {
-        // No message at all is a bad request; a request with bad params is answered
-        // like any JSON-RPC request, with its id.
-        let status = match reply["error"]["code"].as_i64() {
-            Some(wire::INVALID_PARAMS) => StatusCode::OK,
-            _ => StatusCode::BAD_REQUEST,
-        };
-        return (status, axum::Json(reply)).into_response();
-    }
-    #[derive(serde::Deserialize)]
-    struct Peek<'a> {
-        #[serde(borrow)]
-        method: Option<&'a str>,
-    }
-    if serde_json::from_slice::<Peek>(&bytes).is_ok_and(|m| m.method == Some("initialize")) {
-        parts.extensions.insert(Handshake);
+    match wire::classify(&bytes) {
+        Line::Reply(reply) => {
+            // No message at all is a bad request; a request with bad params is answered
+            // like any JSON-RPC request, with its id.
+            let status = match reply["error"]["code"].as_i64() {
+                Some(wire::INVALID_PARAMS) => StatusCode::OK,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            return (status, axum::Json(reply)).into_response();
+        }
+        Line::Message(msg) => {
+            // Any message of method `initialize` (rmcp refuses one that is no request).
+            let method = match &*msg {
+                JsonRpcMessage::Request(r) => Some(r.request.method()),
+                JsonRpcMessage::Notification(n) => match &n.notification {
+                    ClientNotification::CustomNotification(c) => Some(c.method.as_str()),
+                    _ => None,
+                },
+                _ => None,
+            };
+            if method == Some("initialize") {
+                parts.extensions.insert(Handshake);
+            }
+        }
+        Line::Skip => {}
     }
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await

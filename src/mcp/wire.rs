@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use rmcp::RoleServer;
-use rmcp::model::{ClientRequest, JsonRpcMessage, RequestId, ServerResult};
+use rmcp::model::{ClientNotification, ClientRequest, JsonRpcMessage, RequestId, ServerResult};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
@@ -176,6 +176,14 @@ pub(crate) fn classify(line: &[u8]) -> Line {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Line::Skip;
     }
+    // Nearly every line is a message of a method rmcp knows: read it so, once. Anything
+    // else (a custom method: a `tools/call` whose params do not parse falls back to one)
+    // is judged below, as JSON first.
+    if let Ok(msg) = serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line)
+        && !is_custom(&msg)
+    {
+        return Line::Message(Box::new(msg));
+    }
     let value: Value = match serde_json::from_slice(line) {
         Ok(v) => v,
         Err(e) => {
@@ -228,6 +236,17 @@ pub(crate) fn classify(line: &[u8]) -> Line {
             INVALID_REQUEST,
             format!("Invalid request: not a JSON-RPC message this server accepts: {e}"),
         )),
+    }
+}
+
+/// Whether rmcp read `msg` as a request or notification of a method it does not know.
+fn is_custom(msg: &RxJsonRpcMessage<RoleServer>) -> bool {
+    match msg {
+        JsonRpcMessage::Request(r) => matches!(r.request, ClientRequest::CustomRequest(_)),
+        JsonRpcMessage::Notification(n) => {
+            matches!(n.notification, ClientNotification::CustomNotification(_))
+        }
+        _ => false,
     }
 }
 
