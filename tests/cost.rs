@@ -6,6 +6,8 @@
 //! other (twelve subjects, the same sentence shapes, shared commands): the case where
 //! grouping restatements has the most to compare.
 
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
 use std::sync::OnceLock;
 
 use cairn::learnings::{LearningSearch, NewLearning, SearchScope};
@@ -13,6 +15,7 @@ use cairn::metrics::cost::{Work, measure};
 use serde_json::{Value, json};
 
 use crate::common::{Env, body};
+use crate::daemon::{Daemon, http, mint};
 
 const SUBJECTS: [&str; 12] = [
     "billing",
@@ -275,4 +278,148 @@ async fn an_answer_is_serialized_once() {
         );
     }
     server.close().await;
+}
+
+/// A JSON-RPC reply to a `tools/call` as it was written: its text content and its
+/// `structuredContent` as their bytes.
+#[derive(serde::Deserialize)]
+struct Written {
+    result: WrittenResult,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WrittenResult {
+    content: [WrittenText; 1],
+    structured_content: Box<serde_json::value::RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+struct WrittenText {
+    text: String,
+}
+
+/// Check the reply `line` to a call of `tool` made with `CAIRN_WORK_DEBUG=1`: its
+/// `structuredContent` is its text, byte for byte (written from the text, not serialized
+/// again from a tree, whose keys would come sorted), and the call serialized about the
+/// answer's size (`debug.work.bytes_serialized`). Returns the bytes serialized.
+fn written_once(tool: &str, line: &str) -> u64 {
+    let written: Written =
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("{tool}: {e}: {line}"));
+    let [WrittenText { text }] = &written.result.content;
+    let mut answer: Value = serde_json::from_str(text).expect("the text is JSON");
+    let work = answer
+        .as_object_mut()
+        .and_then(|a| a.remove("debug"))
+        .map(|d| d["work"].clone())
+        .unwrap_or_else(|| panic!("{tool}: no debug.work: {answer}"));
+    let size = serde_json::to_string(&answer).unwrap().len() as u64;
+    let bytes = work["bytes_serialized"].as_u64().expect("bytes_serialized");
+    eprintln!("{tool}: {bytes} bytes serialized for an answer of {size}");
+    assert!(
+        bytes >= size && 10 * bytes <= 11 * size,
+        "{tool}: {bytes} bytes serialized for an answer of {size} bytes: serialized more \
+         than once"
+    );
+    assert!(
+        written.result.structured_content.get() == text,
+        "{tool}: structuredContent was serialized again, not written from the text"
+    );
+    bytes
+}
+
+/// Over the daemon's HTTP too, an answer is serialized once: a POST's JSON body carries
+/// the answer's text as its `structuredContent`, and the call counts the answer's size in
+/// bytes serialized. So does a `cairn serve` forwarding to the daemon: it relays the
+/// daemon's answer as its text, checked, without serializing it again. Before (issue 59),
+/// the daemon serialized the answer's tree beside its text (twice the answer's size in the
+/// call) and rmcp that tree again into the body; the forwarder rebuilt the answer from
+/// the body's tree and serialized it again on stdout.
+#[test]
+fn an_answer_is_serialized_once_over_the_daemons_http_and_through_a_forwarder() {
+    let env = Env::new();
+    env.project(PROJECT, None);
+    let issue = env.issue(PROJECT, "Serialized once over HTTP");
+    let cairn = env.open();
+    let items: Vec<NewLearning> = (0..24)
+        .map(|i| {
+            let (pattern, context) = learning(i);
+            NewLearning {
+                issue: issue.clone(),
+                pattern,
+                context: Some(context),
+                applies_to: vec!["src/".into()],
+                learning_type: None,
+                created_by: "corpus".into(),
+                agent_type: "worker".into(),
+                merge: false,
+                supersedes: Vec::new(),
+                person: false,
+            }
+        })
+        .collect();
+    cairn.add_learnings(&items).expect("add");
+    cairn.reindex_learnings().expect("embed");
+    drop(cairn);
+    let d = Daemon::start(&env, &[], &[("CAIRN_WORK_DEBUG", "1")]);
+    let (token, _) = mint(&env, &["--issue-id", &issue]);
+    let auth = format!("Bearer {token}");
+    let calls = [
+        (
+            "search_learnings",
+            json!({"query": "the export job fails at the migration step", "limit": 10}),
+        ),
+        ("get_issue", json!({"issue_id": issue})),
+    ];
+    for (tool, args) in &calls {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}});
+        let r = http(
+            d.addr,
+            "POST",
+            "/mcp",
+            &[("Authorization", &auth)],
+            Some(&body.to_string()),
+        );
+        assert_eq!(r.status, 200, "{tool}: {}", r.body);
+        written_once(tool, &r.body);
+    }
+    // Through a forwarder: its stdout, line by line.
+    let mut child = env
+        .cmd(&["serve", "--issue-id", &issue])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |message: Value| {
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}),
+    );
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let before = d.health()["requests_served"].as_u64().unwrap();
+    for (n, (tool, args)) in calls.iter().enumerate() {
+        send(
+            json!({"jsonrpc": "2.0", "id": n + 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}}),
+        );
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        // `debug.work` comes from the daemon: the forwarder runs without
+        // CAIRN_WORK_DEBUG.
+        written_once(tool, &line);
+    }
+    let after = d.health()["requests_served"].as_u64().unwrap();
+    assert_eq!(after - before, calls.len() as u64, "not forwarded");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
 }

@@ -14,6 +14,12 @@
 //!   session's `GET` stream. The session belongs to the token that opened it: a request
 //!   with another token is refused.
 //!
+//! A stateless request's `tools/call` that no notification can precede
+//! ([`CairnServer::answers_alone`]) is answered as over stdio: the server serializes the
+//! answer once, to its JSON text, and [`Splice`] writes that text as the
+//! `structuredContent` of rmcp's JSON body (issue 59), instead of rmcp serializing the
+//! answer again from a tree.
+//!
 //! rmcp asks a stateless handler which `subscriptions/listen` filter it accepts without
 //! the request's context, and acknowledges it before the listen runs. So the handler
 //! rmcp builds for a stateless request is given that request's binding
@@ -21,7 +27,7 @@
 //! reach and the listen's starting point read before the acknowledgment, as over stdio.
 
 use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::http::request::Parts;
 #[allow(deprecated)] // SetLevelRequestParams: logging, still in the versions clients speak
@@ -38,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::mcp::dialect::Dialect;
 use crate::mcp::server::{CairnServer, server_config};
+use crate::mcp::wire::Answers;
 
 /// The server a request's token is bound to, put into the request by the token check.
 #[derive(Clone)]
@@ -66,6 +73,24 @@ pub(crate) async fn with_binding<F: Future>(bound: Option<Arc<Bound>>, f: F) -> 
     match bound {
         Some(b) => REQUEST_BOUND.scope(b, f).await,
         None => f.await,
+    }
+}
+
+/// The answer of a stateless POST, kept by its handler for the response: the success
+/// of a `tools/call` answered by its JSON text alone, whose `structuredContent`
+/// [`super::http`] writes from that text ([`crate::mcp::wire::splice`]). Put into the
+/// request's HTTP extensions before rmcp handles it.
+#[derive(Clone, Default)]
+pub(crate) struct Splice(Arc<Mutex<Option<String>>>);
+
+impl Splice {
+    fn keep(&self, text: String) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(text);
+    }
+
+    /// The answer's text, if the handler kept one.
+    pub(crate) fn take(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 }
 
@@ -196,7 +221,7 @@ impl ServerHandler for DaemonHandler {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let server = self.server(&context)?;
         if crate::base::failpoint::is_set(HOLD_CALL_FAILPOINT) {
@@ -204,7 +229,28 @@ impl ServerHandler for DaemonHandler {
             self.stopping.cancelled().await;
         }
         tracing::debug!(session = %server.session(), tool = %request.name, "tools/call");
-        server.call_tool(request, context).await
+        // Answered by its text alone where the response will be one JSON body.
+        let splice = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|p| p.extensions.get::<Splice>())
+            .filter(|_| server.answers_alone(&context))
+            .cloned();
+        let Some(splice) = splice else {
+            return server.call_tool(request, context).await;
+        };
+        let answers = Answers::default();
+        context.extensions.insert(answers.clone());
+        let id = context.id.clone();
+        let response = server.call_tool(request, context).await?;
+        if answers.take(&id)
+            && let CallToolResponse::Complete(result) = &response
+            && let [content] = result.content.as_slice()
+            && let Some(answer) = content.as_text()
+        {
+            splice.keep(answer.text.clone());
+        }
+        Ok(response)
     }
 
     async fn list_resources(

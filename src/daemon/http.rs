@@ -35,6 +35,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
+use rmcp::model::{ClientNotification, JsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -48,7 +49,7 @@ use crate::mcp::registry::MAX_ARGUMENT_BYTES;
 use crate::mcp::server::CairnServer;
 use crate::mcp::wire::{self, Line};
 
-use super::handler::{Bound, DaemonHandler, with_binding};
+use super::handler::{Bound, DaemonHandler, Splice, with_binding};
 use super::peer::Process;
 
 /// The largest request body: the arguments cap of a call plus room for the envelope.
@@ -219,7 +220,6 @@ struct Handshake;
 /// The two ways `/mcp` is served: without sessions (protocol 2026-07-28, and requests
 /// that carry no session id), and with them (an `initialize`, and every request that
 /// names its session: `POST`, the notification stream `GET`, `DELETE`).
-#[derive(Clone)]
 struct Mcp {
     stateless: StreamableHttpService<DaemonHandler, NeverSessionManager>,
     sessions: StreamableHttpService<DaemonHandler, LocalSessionManager>,
@@ -234,16 +234,17 @@ const SESSIONS_HELP: &str = "end sessions you no longer use (DELETE /mcp with th
                              send requests without a session (protocol 2026-07-28)";
 
 impl Mcp {
-    async fn serve(self, req: Request) -> Response {
+    async fn serve(self: Arc<Self>, mut req: Request) -> Response {
         let handshake = req.extensions().get::<Handshake>().is_some();
         let in_session = handshake
             || req.headers().contains_key(SESSION_ID)
             || req.method() != axum::http::Method::POST;
         let bound = req.extensions().get::<Arc<Bound>>().cloned();
         if !in_session {
-            return with_binding(bound, self.stateless.handle(req))
-                .await
-                .map(axum::body::Body::new);
+            let splice = Splice::default();
+            req.extensions_mut().insert(splice.clone());
+            let response = with_binding(bound, self.stateless.handle(req)).await;
+            return spliced(response.map(axum::body::Body::new), splice).await;
         }
         let Some(token) = bound.map(|b| b.id.clone()) else {
             // The token check runs before every /mcp request; this is a wiring fault.
@@ -356,6 +357,41 @@ impl Mcp {
     }
 }
 
+/// `response`, rmcp's JSON body of a stateless request, with the answer its handler kept
+/// ([`Splice`]) written as its `structuredContent`.
+async fn spliced(response: Response, splice: Splice) -> Response {
+    let Some(answer) = splice.take() else {
+        return response;
+    };
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    let (mut parts, body) = response.into_parts();
+    // rmcp's body is whole in memory (`Full`): collecting it does not wait.
+    let mut message = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => Vec::from(bytes),
+        Err(e) => {
+            tracing::error!(error = %e, "reading rmcp's answer failed");
+            return refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "INTERNAL",
+                "the answer could not be written".into(),
+                "retry; the daemon's log on stderr has the cause",
+            );
+        }
+    };
+    // A handler keeps an answer only where no notification goes before it, so rmcp
+    // answers with the JSON body of one response.
+    if !json || !wire::splice(&mut message, &answer) {
+        tracing::error!(
+            "an answer kept for its structuredContent found no JSON response to go into"
+        );
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(message))
+}
+
 /// The `Mcp-Session-Id` header.
 const SESSION_ID: &str = "mcp-session-id";
 
@@ -417,13 +453,15 @@ pub(crate) fn router(
         manager.clone(),
         config.with_legacy_session_mode(true),
     );
-    let mcp = Mcp {
+    // One for every request: cloning its two services for each request cost 26 K
+    // instructions a call (dev build, callgrind).
+    let mcp = Arc::new(Mcp {
         stateless,
         sessions,
         manager,
         owners: Arc::default(),
         stopping,
-    };
+    });
     // `/metrics` is open on a loopback listener (like `/health`); on another address
     // it needs a valid token, like `/mcp`.
     let open_metrics = shared.local.ip().is_loopback();
@@ -821,22 +859,31 @@ async fn require_one_message(req: Request, next: Next) -> Response {
             );
         }
     };
-    if let Line::Reply(reply) = wire::classify(&bytes) {
-        // No message at all is a bad request; a request with bad params is answered
-        // like any JSON-RPC request, with its id.
-        let status = match reply["error"]["code"].as_i64() {
-            Some(wire::INVALID_PARAMS) => StatusCode::OK,
-            _ => StatusCode::BAD_REQUEST,
-        };
-        return (status, axum::Json(reply)).into_response();
-    }
-    #[derive(serde::Deserialize)]
-    struct Peek<'a> {
-        #[serde(borrow)]
-        method: Option<&'a str>,
-    }
-    if serde_json::from_slice::<Peek>(&bytes).is_ok_and(|m| m.method == Some("initialize")) {
-        parts.extensions.insert(Handshake);
+    match wire::classify(&bytes) {
+        Line::Reply(reply) => {
+            // No message at all is a bad request; a request with bad params is answered
+            // like any JSON-RPC request, with its id.
+            let status = match reply["error"]["code"].as_i64() {
+                Some(wire::INVALID_PARAMS) => StatusCode::OK,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            return (status, axum::Json(reply)).into_response();
+        }
+        Line::Message(msg) => {
+            // Any message of method `initialize` (rmcp refuses one that is no request).
+            let method = match &*msg {
+                JsonRpcMessage::Request(r) => Some(r.request.method()),
+                JsonRpcMessage::Notification(n) => match &n.notification {
+                    ClientNotification::CustomNotification(c) => Some(c.method.as_str()),
+                    _ => None,
+                },
+                _ => None,
+            };
+            if method == Some("initialize") {
+                parts.extensions.insert(Handshake);
+            }
+        }
+        Line::Skip => {}
     }
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await

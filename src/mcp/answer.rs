@@ -124,16 +124,19 @@ fn counted(tree: Value, text: &str) -> Value {
     tree
 }
 
-/// Whether the text policy might remove something from a string (or key) of `json`,
-/// serde_json's compact output. Where it says no, [`clean_json`] over the answer would
-/// remove nothing.
+/// Whether the text policy might remove something from `json` or from a string (or key)
+/// in it. Where it says no, [`clean_json`] over the answer would remove nothing, and
+/// [`hidden_in`] finds nothing in the text itself (the forwarder's check of a daemon's
+/// answer, `daemon::forward`).
 ///
-/// In that output a character the policy removes is either escaped (every C0 control
-/// but tab and newline: `\b`, `\f`, `\u00XX`, a `\r` that does not begin `\r\n`, which
-/// documents keep) or written as it is: DEL, and the non-ASCII classes, which
-/// [`hidden_in`] judges run by run (a run of non-ASCII characters lies between ASCII
-/// bytes in the text as in the string, so a joiner keeps or loses its neighbours alike).
-fn may_hide(json: &str) -> bool {
+/// In serde_json's compact output a character the policy removes is either escaped
+/// (every C0 control but tab and newline: `\b`, `\f`, `\u00XX`, a `\r` that does not
+/// begin `\r\n`, which documents keep) or written as it is: DEL, and the non-ASCII
+/// classes, which [`hidden_in`] judges run by run (a run of non-ASCII characters lies
+/// between ASCII bytes in the text as in the string, so a joiner keeps or loses its
+/// neighbours alike). Other JSON may also hold a raw control character between its
+/// tokens (a `\r`): any but tab and newline counts.
+pub(crate) fn may_hide(json: &str) -> bool {
     let bytes = json.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
@@ -144,6 +147,7 @@ fn may_hide(json: &str) -> bool {
                 _ => return true,
             },
             0x7f => return true,
+            b if b < 0x20 && b != b'\t' && b != b'\n' => return true,
             b if b >= 0x80 => {
                 let end = bytes[i..]
                     .iter()
@@ -235,6 +239,10 @@ mod tests {
                 assert!(may_hide(&v.to_string()), "{v}");
             }
         }
+        // A raw control character between the tokens of JSON from elsewhere.
+        assert!(!hidden_in("{\"k\":1}\r").is_empty());
+        assert!(may_hide("{\"k\":1}\r"));
+        assert!(!may_hide("{\"k\":\t1}\n"));
         let kept = [
             "plain",
             "tab\tand\nnewline",

@@ -293,6 +293,23 @@ impl CairnServer {
     /// `level`: by the request's own `_meta` (2026-07-28) or by `logging/setLevel`.
     #[allow(deprecated)]
     async fn log_to(&self, context: &RequestContext<RoleServer>, level: LoggingLevel, data: Value) {
+        // The levels in the protocol's order, least severe first.
+        if self
+            .log_level(context)
+            .is_some_and(|w| level as u8 >= w as u8)
+        {
+            let _ = context
+                .peer
+                .notify_logging_message(
+                    LoggingMessageNotificationParam::new(level, data).with_logger("cairn"),
+                )
+                .await;
+        }
+    }
+
+    /// The least severe level the client of `context` asked to be sent, if it asked.
+    #[allow(deprecated)]
+    fn log_level(&self, context: &RequestContext<RoleServer>) -> Option<LoggingLevel> {
         let session = *self
             .inner
             .log_level
@@ -303,19 +320,18 @@ impl CairnServer {
         let inline = context
             .protocol_version()
             .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
-        let wanted = match inline {
+        match inline {
             true => context.meta.log_level(),
             false => context.meta.log_level().or(session),
-        };
-        let peer = &context.peer;
-        // The levels in the protocol's order, least severe first.
-        if wanted.is_some_and(|w| level as u8 >= w as u8) {
-            let _ = peer
-                .notify_logging_message(
-                    LoggingMessageNotificationParam::new(level, data).with_logger("cairn"),
-                )
-                .await;
         }
+    }
+
+    /// Whether a `tools/call` of `context` is answered by its response alone: no
+    /// progress notification and no log notification can go before it. (Over the
+    /// daemon's HTTP such an answer is one JSON body, whose `structuredContent` is
+    /// written from the answer's text: `daemon::handler`.)
+    pub(crate) fn answers_alone(&self, context: &RequestContext<RoleServer>) -> bool {
+        context.meta.get_progress_token().is_none() && self.log_level(context).is_none()
     }
 
     /// The session's label in the log.

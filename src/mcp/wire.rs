@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use rmcp::RoleServer;
-use rmcp::model::{ClientRequest, JsonRpcMessage, RequestId, ServerResult};
+use rmcp::model::{ClientNotification, ClientRequest, JsonRpcMessage, RequestId, ServerResult};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
@@ -99,7 +99,7 @@ impl Answers {
     }
 
     /// Whether request `id` was marked (the mark is taken).
-    fn take(&self, id: &RequestId) -> bool {
+    pub(crate) fn take(&self, id: &RequestId) -> bool {
         let mut marks = self.0.lock().unwrap_or_else(|p| p.into_inner());
         match marks.iter().position(|m| m == id) {
             Some(at) => marks.remove(at).is_some(),
@@ -118,16 +118,27 @@ fn encode(item: &TxJsonRpcMessage<RoleServer>, answers: &Answers) -> serde_json:
         && result.structured_content.is_none()
         && let [content] = result.content.as_slice()
         && let Some(answer) = content.as_text()
-        && line.ends_with(b"}}")
     {
-        // `{"jsonrpc":"2.0","id":…,"result":{…}}`: the result is the message's last
-        // member, and the answer goes last in it.
-        line.truncate(line.len() - 2);
-        line.extend_from_slice(b",\"structuredContent\":");
-        line.extend_from_slice(answer.text.as_bytes());
-        line.extend_from_slice(b"}}");
+        splice(&mut line, &answer.text);
     }
     Ok(line)
+}
+
+/// Write `answer`, a tool's JSON text, as the `structuredContent` of `message`, the
+/// serialized JSON-RPC response whose result carries that text as its only content:
+/// `{"jsonrpc":"2.0","id":…,"result":{…}}`, where the result is the message's last
+/// member and the answer goes last in it. Whether it was written (not when `message`
+/// does not end so).
+pub(crate) fn splice(message: &mut Vec<u8>, answer: &str) -> bool {
+    if !message.ends_with(b"}}") {
+        return false;
+    }
+    message.truncate(message.len() - 2);
+    message.reserve(answer.len() + 24);
+    message.extend_from_slice(b",\"structuredContent\":");
+    message.extend_from_slice(answer.as_bytes());
+    message.extend_from_slice(b"}}");
+    true
 }
 
 /// Write `line` and its newline.
@@ -164,6 +175,14 @@ pub(crate) fn classify(line: &[u8]) -> Line {
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
         return Line::Skip;
+    }
+    // Nearly every line is a message of a method rmcp knows: read it so, once. Anything
+    // else (a custom method: a `tools/call` whose params do not parse falls back to one)
+    // is judged below, as JSON first.
+    if let Ok(msg) = serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line)
+        && !is_custom(&msg)
+    {
+        return Line::Message(Box::new(msg));
     }
     let value: Value = match serde_json::from_slice(line) {
         Ok(v) => v,
@@ -217,6 +236,17 @@ pub(crate) fn classify(line: &[u8]) -> Line {
             INVALID_REQUEST,
             format!("Invalid request: not a JSON-RPC message this server accepts: {e}"),
         )),
+    }
+}
+
+/// Whether rmcp read `msg` as a request or notification of a method it does not know.
+fn is_custom(msg: &RxJsonRpcMessage<RoleServer>) -> bool {
+    match msg {
+        JsonRpcMessage::Request(r) => matches!(r.request, ClientRequest::CustomRequest(_)),
+        JsonRpcMessage::Notification(n) => {
+            matches!(n.notification, ClientNotification::CustomNotification(_))
+        }
+        _ => false,
     }
 }
 

@@ -71,9 +71,11 @@ pub struct Work {
     pub model_runs: u64,
     /// Ranked candidates walked to group restatements under their heads.
     pub candidates_grouped: u64,
-    /// Bytes of JSON serialized for the answer: its text once (the stdio wire writes its
+    /// Bytes of JSON serialized for the answer: its text once (the stdio wire, and the
+    /// daemon's HTTP for a call without a session or notifications, write its
     /// `structuredContent` from that text), and once more where a transport needs the
-    /// answer as a tree (HTTP: rmcp then writes that tree again, which is not counted).
+    /// answer as a tree (a call within a daemon's MCP session, or one that asked for
+    /// notifications: rmcp then writes that tree again, which is not counted).
     pub bytes_serialized: u64,
 }
 
