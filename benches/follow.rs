@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use cairn::Cairn;
 use cairn::embed::Spin;
-use cairn::vault::follow::{FRESH_WAIT, FollowScope};
+use cairn::vault::follow_files::{FRESH_WAIT, FollowScope};
 use cairn::vault::reindex::ReindexOptions;
 
 /// Documents of the followed root (single edits and the burst).

@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use cairn::rng::SplitMix64;
+use cairn::base::rng::SplitMix64;
 
 /// The two corpora.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

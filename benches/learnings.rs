@@ -317,7 +317,7 @@ fn word_vectors(c: &Connection, corpus: Corpus) {
         .collect();
     let vector: Box<SentenceVector> = match corpus {
         Corpus::Hard => {
-            let rng = std::cell::RefCell::new(cairn::rng::SplitMix64::new(99));
+            let rng = std::cell::RefCell::new(cairn::base::rng::SplitMix64::new(99));
             Box::new(move |text| {
                 let mut rng = rng.borrow_mut();
                 let mut v: Vec<f32> = (0..DIMENSION)

@@ -30,9 +30,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use cairn::Cairn;
+use cairn::base::rng::SplitMix64;
+use cairn::embed::hnsw::{IndexManifest, VectorIndex, brute_force_search};
 use cairn::embed::{DIMENSION, Embed, EmbedderConfig, MODEL_ID, ModelEmbedder, Spin};
-use cairn::rng::SplitMix64;
-use cairn::vault::hnsw::{IndexManifest, VectorIndex, brute_force_search};
 use cairn::vault::live::SEARCH_EF;
 use cairn::vault::reindex::ReindexOptions;
 use criterion::{Criterion, criterion_group, criterion_main};

@@ -671,7 +671,7 @@ fn seed(location: &Location, cell: Cell) -> Vec<String> {
 
 /// Learning `n` of writer `w`: unique on its issue, varied words.
 fn learning(issue: &str, w: usize, n: usize) -> NewLearning {
-    let mut rng = cairn::rng::SplitMix64::new((w as u64).wrapping_mul(1_000_003) ^ n as u64);
+    let mut rng = cairn::base::rng::SplitMix64::new((w as u64).wrapping_mul(1_000_003) ^ n as u64);
     let subject = SUBJECTS[rng.below(SUBJECTS.len() as u64) as usize];
     let advice = ADVICE[rng.below(ADVICE.len() as u64) as usize];
     let other = SUBJECTS[rng.below(SUBJECTS.len() as u64) as usize];

@@ -13,6 +13,8 @@ first runs the model, the others take its vector from the cache).
         [--db seeded.db] [--searches 20] [--repeat]
 
 `--get-issue` counts N `get_issue` calls instead (the per-call work without a search).
+`--daemon` profiles `cairn daemon` instead, each call one HTTP POST with a session token
+(the daemon's own start-up, warm-up and drain cancel out the same way).
 `--seed-bin` seeds with another binary (an older one whose database the newer one
 migrates: both then search the same learnings); `--db` reuses a seeded database (copied
 first). ONNX Runtime runs on one thread without spinning (`CAIRN_EMBED_THREADS=1`,
@@ -24,9 +26,12 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 
 SUBJECTS = [
     "billing", "checkout", "search index", "session cache", "image upload", "email queue",
@@ -87,11 +92,50 @@ def serve(cmd, db, issue, calls):
         p.stdin.write(line + "\n")
         p.stdin.flush()
         if '"id"' in line:
-            answer = json.loads(p.stdout.readline())
-            if "error" in answer or answer.get("result", {}).get("isError"):
-                sys.exit(f"call failed: {answer}")
-            answers.append(answer)
+            answers.append(checked(json.loads(p.stdout.readline())))
     p.stdin.close()
+    p.wait()
+    return answers
+
+
+def checked(answer):
+    if "error" in answer or answer.get("result", {}).get("isError"):
+        sys.exit(f"call failed: {answer}")
+    return answer
+
+
+def serve_daemon(cmd, db, issue, calls):
+    """`cairn daemon` answering `calls` over HTTP, one after the other; the answers."""
+    token = cli(cmd[-1], db, "session", "new", "--issue-id", issue)
+    found = db + ".daemon.json"
+    if os.path.exists(found):
+        os.remove(found)
+    p = subprocess.Popen(cmd + ["--db", db, "daemon"], env=ENV,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not os.path.exists(found) or not os.path.getsize(found):
+        if p.poll() is not None:
+            sys.exit("the daemon exited before it listened")
+        time.sleep(0.5)
+    url = json.load(open(found))["url"]
+    # Ready when its liveness answers (under callgrind the daemon is slow to serve).
+    health = url.rsplit("/mcp", 1)[0] + "/health"
+    while True:
+        try:
+            urllib.request.urlopen(health, timeout=30).read()
+            break
+        except OSError:
+            if p.poll() is not None:
+                sys.exit("the daemon exited before it answered /health")
+            time.sleep(0.5)
+    answers = []
+    for n, (name, args) in enumerate(calls, start=1):
+        body = rpc(n, "tools/call", {"name": name, "arguments": args}).encode()
+        req = urllib.request.Request(url, body, {
+            "Authorization": f"Bearer {token}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream"})
+        with urllib.request.urlopen(req, timeout=600) as r:
+            answers.append(checked(json.load(r)))
+    p.send_signal(signal.SIGTERM)
     p.wait()
     return answers
 
@@ -128,6 +172,8 @@ def main():
     a.add_argument("--repeat", action="store_true")
     a.add_argument("--get-issue", action="store_true",
                    help="N get_issue calls instead of searches (a call without a search)")
+    a.add_argument("--daemon", action="store_true",
+                   help="profile `cairn daemon`, the calls over HTTP, instead of `cairn serve`")
     o = a.parse_args()
     os.makedirs(o.out, exist_ok=True)
     work = tempfile.mkdtemp()
@@ -155,7 +201,7 @@ def main():
             if f.startswith(f"callgrind.{label}"):
                 os.remove(os.path.join(o.out, f))
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}.%p"]
-        answers = serve(cmd + [o.bin], db, issue, calls)
+        answers = (serve_daemon if o.daemon else serve)(cmd + [o.bin], db, issue, calls)
         counts[label] = instructions(out)
         if label == "searches" and not o.get_issue:
             last = answers[-1]["result"]["structuredContent"]

@@ -18,19 +18,22 @@
 //!   their headings or items, embedded and searched through HNSW, followed as they change.
 //! - [`trail`] and [`colibri`]: the work trail and the same data in Colibri's vocabulary.
 //! - [`embed`]: the local embedding model (texts → unit vectors), shared by the vault and
-//!   the learnings.
-//! - [`scope`]: which agent profile may use which tool.
-//! - [`context`]: the [`context::WorkContext`] a server process is bound to (issue, project,
-//!   work root, profile, actor).
+//!   the learnings; background embedding gives way to the calls in flight.
+//! - [`access`]: who a caller is and what it may touch: the [`access::context::WorkContext`]
+//!   a server process is bound to (issue, project, work root, profile, actor), which agent
+//!   profile may use which tool, the daemon's session tokens.
 //! - [`mcp`]: the MCP protocol layer; nothing else knows JSON-RPC.
-//! - [`cost`]: the work a call does, counted in deterministic units (budgets in tests,
-//!   `/metrics`).
+//! - [`metrics`]: what `/metrics` shows, and the work a call does counted in deterministic
+//!   units ([`metrics::cost`], budgets in tests).
 //! - [`cli`]: the command line; glue over the facade.
 //! - [`daemon`]: one process serving every session of a database: MCP over HTTP, the
 //!   forwarders' private socket, and the page for people (`web`).
 //! - [`agents`]: the agent clients' files (`cairn connect`), the guide for agents, hooks.
 //! - [`memory`]: what agents already keep, brought in and out (`cairn import`, `cairn
 //!   export`), and candidate learnings found in run logs.
+//! - Below the domain: [`base`] (ids, the clock, hashing, a seeded PRNG, failpoints, the
+//!   tantivy indexes' directory), and the crate's three policies: [`error`] (one [`Error`]),
+//!   `text` (what agent text may hold), `paths` (opening a caller's path beneath its root).
 //!
 //! Derived indexes (tantivy for learnings, HNSW for the vault) live beside the
 //! database in [`store::Store::index_dir`] and are rebuilt or caught up from the database.
@@ -38,32 +41,25 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-pub(crate) mod activity;
+pub mod access;
 pub mod agents;
 pub mod api;
-pub(crate) mod base;
+pub mod base;
 pub mod cli;
 pub mod colibri;
 pub mod compose;
-pub mod context;
-pub mod cost;
 pub mod daemon;
-mod disk_index;
 pub mod embed;
 pub mod error;
 pub(crate) mod eval;
-mod failpoint;
 pub mod issues;
 pub mod learnings;
 pub mod mcp;
 pub mod memory;
-pub(crate) mod metrics;
+pub mod metrics;
 pub(crate) mod paths;
-pub mod rng;
-pub mod scope;
 pub mod store;
 pub(crate) mod text;
-pub(crate) mod tokens;
 pub mod trail;
 pub mod vault;
 pub(crate) mod web;

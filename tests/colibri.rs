@@ -1551,8 +1551,8 @@ async fn finishing_a_sub_task_through_task_update_releases_its_parent() {
 /// answers for `T-N` and an agent's bound issue.
 #[test]
 fn the_binding_rules_hold_for_every_caller_of_the_facade() {
+    use cairn::access::context::BindArgs;
     use cairn::colibri::tasks::TaskUpdate;
-    use cairn::context::BindArgs;
     use cairn::error::ErrorKind;
 
     let env = Env::new();
@@ -1586,7 +1586,7 @@ fn the_binding_rules_hold_for_every_caller_of_the_facade() {
     let n = mine.rsplit('-').next().unwrap();
     assert_eq!(update(&agent, &format!("T-{n}")).unwrap().task_id, mine);
     // A session bound to nothing acts on any task, but has no project for `T-N`.
-    let unbound = cairn::context::WorkContext::default();
+    let unbound = cairn::access::context::WorkContext::default();
     assert_eq!(update(&unbound, &other).unwrap().task_id, other);
     let no_project = update(&unbound, "T-1").unwrap_err();
     assert_eq!(no_project.kind(), ErrorKind::InvalidInput, "{no_project}");

@@ -1,5 +1,5 @@
 //! Work budgets (issue 59): what a search does, counted in deterministic units
-//! ([`cairn::cost::Work`]), held under fixed ceilings on fixed corpora. A count is the
+//! ([`cairn::metrics::cost::Work`]), held under fixed ceilings on fixed corpora. A count is the
 //! same on a loaded machine and an idle one, so a change that makes a search read every
 //! similar learning's text, or run the model for a query it has seen, fails here
 //! wherever it runs. The corpus is 300 learnings of one project that resemble each
@@ -8,8 +8,8 @@
 
 use std::sync::OnceLock;
 
-use cairn::cost::{Work, measure};
 use cairn::learnings::{LearningSearch, NewLearning, SearchScope};
+use cairn::metrics::cost::{Work, measure};
 use serde_json::{Value, json};
 
 use crate::common::{Env, body};
@@ -195,7 +195,7 @@ fn a_repeated_search_runs_the_model_zero_times() {
 }
 
 /// Through `cairn serve` with `CAIRN_WORK_DEBUG=1`: the answer carries the call's work
-/// in `debug.work`, its bytes those of the answer; without it, no such field.
+/// in `debug.work`; without it, no such field.
 #[tokio::test]
 async fn a_search_answer_shows_its_work_when_asked() {
     let c = corpus();
@@ -222,7 +222,57 @@ async fn a_search_answer_shows_its_work_when_asked() {
     assert_eq!(work["model_runs"], 1, "{work}");
     assert!(work["documents_scored"].as_u64() > Some(0), "{work}");
     assert!(work["rows_read"].as_u64() > Some(0), "{work}");
-    let bytes = serde_json::to_string(&answer).unwrap().len() as u64;
-    assert_eq!(work["bytes_serialized"].as_u64(), Some(bytes), "{work}");
     tuned.close().await;
+}
+
+/// An answer is serialized once: through `cairn serve`, a search's and a `get_issue`'s
+/// calls serialize about the answer's size in bytes (`debug.work.bytes_serialized`), and
+/// the client reads the same answer in `structuredContent` and in the text content.
+/// Serializing it as a tree, then the tree as the text content, then the tree again as
+/// `structuredContent` (as before issue 59) counts twice the answer's size in the call,
+/// and once more on the wire.
+#[tokio::test]
+async fn an_answer_is_serialized_once() {
+    let c = corpus();
+    let issue = c.env.issue(PROJECT, "Serialized once");
+    let server = c
+        .env
+        .serve_env(&["--issue-id", &issue], &[("CAIRN_WORK_DEBUG", "1")])
+        .await;
+    let calls = [
+        (
+            "search_learnings",
+            json!({"query": "the export job fails at the migration step", "limit": 10}),
+        ),
+        ("get_issue", json!({"issue_id": issue})),
+    ];
+    for (tool, args) in calls {
+        // Past the client's strict output check: `debug` is outside the declared schema.
+        let call = rmcp::model::CallToolRequestParams::new(tool)
+            .with_arguments(args.as_object().cloned().unwrap());
+        let r = server.service.call_tool(call).await.expect("call");
+        assert_ne!(r.is_error, Some(true), "{tool}: {r:?}");
+        let structured = body(&r);
+        let text = r.content.first().and_then(|c| c.as_text()).expect("text");
+        let text: Value = serde_json::from_str(&text.text).expect("the text is JSON");
+        assert_eq!(
+            text, structured,
+            "{tool}: the text and structuredContent differ"
+        );
+        let mut answer = structured;
+        let work = answer
+            .as_object_mut()
+            .and_then(|a| a.remove("debug"))
+            .map(|d| d["work"].clone())
+            .unwrap_or_else(|| panic!("{tool}: no debug.work: {answer}"));
+        let size = serde_json::to_string(&answer).unwrap().len() as u64;
+        let bytes = work["bytes_serialized"].as_u64().expect("bytes_serialized");
+        eprintln!("{tool}: {bytes} bytes serialized for an answer of {size}");
+        assert!(
+            bytes >= size && 10 * bytes <= 11 * size,
+            "{tool}: {bytes} bytes serialized for an answer of {size} bytes: serialized \
+             more than once"
+        );
+    }
+    server.close().await;
 }

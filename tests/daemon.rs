@@ -670,7 +670,7 @@ fn one_lane_server(
     std::sync::Arc<cairn::mcp::lanes::Lanes>,
 ) {
     let work = cairn
-        .bind(&cairn::context::BindArgs {
+        .bind(&cairn::access::context::BindArgs {
             issue: Some("SHOP-1".into()),
             ..Default::default()
         })
@@ -1756,7 +1756,7 @@ fn metrics_parse_as_prometheus_text_and_move_with_calls() {
         model(&twice, "cairn_query_cache_hits"),
         model(&once, "cairn_query_cache_hits") + 1.0
     );
-    // The work each search did, by unit (src/cost.rs): the first ran the model, the
+    // The work each search did, by unit (src/metrics/cost.rs): the first ran the model, the
     // second did not; both serialized an answer.
     let work = |m: &Value, unit: &str| {
         sample(
@@ -1948,7 +1948,7 @@ mod sqlite_only {
         // Each session is what a forwarder's is: a token bound to its process (this one),
         // one call over the daemon's socket, the token revoked at the end.
         let me = cairn::daemon::peer::Process::me().unwrap().binding();
-        let bind = cairn::context::BindArgs {
+        let bind = cairn::access::context::BindArgs {
             issue: Some("SHOP-1".into()),
             agent_type: Some("worker".into()),
             ..Default::default()

@@ -127,7 +127,7 @@ impl Foreground {
 
 /// Call `tool` with `args` (which ask for `fresh: true`) until its wait for pending
 /// changes completes, and return that answer. A wait that gave up must say so: it waited
-/// the whole bound (3 s, `vault::follow::FRESH_WAIT`), names what is pending and notes
+/// the whole bound (3 s, `vault::follow_files::FRESH_WAIT`), names what is pending and notes
 /// that the results may be stale. Whether the follower indexes within the bound depends
 /// on the machine's load; the benchmark measures it (`benches/follow.rs`).
 async fn fresh(client: &crate::common::Client, tool: &str, args: Value) -> Value {

@@ -792,7 +792,7 @@ fn expected_scope_matrix() -> std::collections::BTreeMap<String, Vec<String>> {
     for line in spec.lines().filter(is_row) {
         let c = cells(line);
         assert_eq!(c.len(), 9, "a spec row has a cell per profile: {line}");
-        let profiles: Vec<String> = cairn::scope::PROFILES
+        let profiles: Vec<String> = cairn::access::scope::PROFILES
             .iter()
             .zip(&c[1..8])
             .filter(|(_, mark)| match mark.as_str() {
@@ -812,10 +812,10 @@ fn expected_scope_matrix() -> std::collections::BTreeMap<String, Vec<String>> {
         let c = cells(line);
         let listed: Vec<String> = c[1].split(',').map(|p| p.trim().to_string()).collect();
         let profiles = if c[1] == "all" {
-            cairn::scope::PROFILES.map(String::from).to_vec()
+            cairn::access::scope::PROFILES.map(String::from).to_vec()
         } else if listed
             .iter()
-            .all(|p| cairn::scope::PROFILES.contains(&p.as_str()))
+            .all(|p| cairn::access::scope::PROFILES.contains(&p.as_str()))
         {
             listed
         } else {

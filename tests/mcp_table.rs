@@ -395,7 +395,7 @@ async fn invalid_calls_are_refused_before_any_handler_for_every_tool() {
 async fn tools_outside_a_profile_are_refused_and_tools_inside_are_listed() {
     let world = World::new();
     let matrix = scope_matrix();
-    for profile in cairn::scope::PROFILES {
+    for profile in cairn::access::scope::PROFILES {
         let c = world
             .env
             .serve_local(&["--issue-id", &world.issue, "--agent-type", profile])

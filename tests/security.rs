@@ -203,7 +203,7 @@ async fn finalized(b: &Bound, c: &Client) -> String {
     )
     .await;
     c.ok("add_comment", json!({"content": "fixed"})).await;
-    // Audit sessions and Merkle roots are the judge's tools (src/scope.rs).
+    // Audit sessions and Merkle roots are the judge's tools (src/access/scope.rs).
     let judge = b.serve("judge").await;
     let s = judge
         .ok(

@@ -12,10 +12,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use cairn::Cairn;
+use cairn::access::context::{BindArgs, WorkContext};
 use cairn::colibri::audit::{AuditScope, VerifyTarget};
 use cairn::colibri::thoughts::{NewThought, ThoughtType};
 use cairn::compose::store_copy::{CopyReport, TABLES, is_derived_table};
-use cairn::context::{BindArgs, WorkContext};
 use cairn::embed::HashEmbedder;
 use cairn::error::ErrorKind;
 use cairn::issues::{NewIssue, NewProject, Status};
@@ -305,7 +305,7 @@ fn build(dir: &Path, db: &Path) -> Cairn {
     cairn
         .set_profile_scope(
             &cairn::mcp::registry::scope_matrix(),
-            &cairn::scope::ProfileScope {
+            &cairn::access::scope::ProfileScope {
                 profile_type: "judge".into(),
                 allowed_tools: None,
                 disallowed_tools: Some(vec!["add_finding".into()]),

@@ -1207,9 +1207,9 @@ async fn configure_project_sets_the_phase_pipeline_and_checks_it() {
 /// on, until at least 60 checks ran and 60 appends landed; every check must find the
 /// chain intact. Checks of the records and their recorded head that read two moments of
 /// the database report a break whenever an append lands between their reads. The checks
-/// run at their own pace, not in step with the appends, and their number adapts to the
-/// writer's: on a machine whose commits are slow, 60 checks can all run before the
-/// second append lands.
+/// run at their own pace, and the writer appends again once a check has counted its last
+/// append, so the checks see the trail at every length however the machine shares its
+/// cores between the two threads.
 fn check_while_the_trail_grows(check: impl Fn(&cairn::Cairn) -> (bool, u64, String)) {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     const CHECKS: usize = 60;
@@ -1229,8 +1229,9 @@ fn check_while_the_trail_grows(check: impl Fn(&cairn::Cairn) -> (bool, u64, Stri
     let stop = AtomicBool::new(false);
     let landed = AtomicU64::new(0);
     let (stop, landed) = (&stop, &landed);
-    // Each check done lets the writer append once more: paced by the checks, so that the
-    // chain stays short enough to check quickly, while each append lands during a check.
+    // A check that saw the last append lets the writer append once more: paced by the
+    // checks, so that the chain stays short enough to check quickly, while each append
+    // lands during a check.
     let (checked, pace) = std::sync::mpsc::channel::<()>();
     let (totals, appended) = std::thread::scope(|s| {
         let appends = s.spawn(move || {
@@ -1252,6 +1253,10 @@ fn check_while_the_trail_grows(check: impl Fn(&cairn::Cairn) -> (bool, u64, Stri
             std::thread::yield_now();
         }
         let mut totals = Vec::new();
+        // The writer appends again only once a check has seen its last append, so a
+        // loaded machine cannot run the appends ahead of the checks: every append is
+        // followed by a check that counts it (a count per append, not per time slice).
+        let mut seen = 0;
         // (A writer that failed ends the waiting for its appends; joining it shows why.)
         while totals.len() < CHECKS
             || (landed.load(Ordering::Acquire) < APPENDS && !appends.is_finished())
@@ -1263,7 +1268,14 @@ fn check_while_the_trail_grows(check: impl Fn(&cairn::Cairn) -> (bool, u64, Stri
                 totals.len()
             );
             totals.push(total);
-            let _ = stopping.1.send(());
+            if total > seen {
+                seen = total;
+                let _ = stopping.1.send(());
+            }
+            assert!(
+                totals.len() < 100_000,
+                "100,000 checks and no more than {seen} records: an append is not counted"
+            );
         }
         drop(stopping);
         (totals, appends.join().unwrap())
@@ -1295,7 +1307,7 @@ fn auditing_a_task_while_its_trail_grows_never_reports_a_false_break() {
     check_while_the_trail_grows(|c| {
         let v = c
             .audit_verify(
-                &cairn::context::WorkContext::default(),
+                &cairn::access::context::WorkContext::default(),
                 &cairn::colibri::audit::VerifyTarget {
                     session: None,
                     task: Some("WEB-1".into()),

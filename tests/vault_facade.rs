@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use cairn::Cairn;
-use cairn::context::{BindArgs, WorkContext};
+use cairn::access::context::{BindArgs, WorkContext};
 use cairn::embed::Embed;
 use cairn::embed::HashEmbedder;
 use cairn::error::ErrorKind;
@@ -19,7 +19,7 @@ use cairn::issues::NewProject;
 use cairn::issues::settings::SettingsUpdate;
 use cairn::vault::documents::VaultHit;
 use cairn::vault::reindex::{ReindexOptions, ReindexSummary};
-use cairn::vault::rerank::{LEXICAL_WEIGHT, OVERLAP_WEIGHT};
+use cairn::vault::rerank::PROSE;
 use cairn::vault::service::{
     DEFAULT_MIN_SCORE, DEFAULT_TOP_K, MAX_KNOWLEDGE_TOP_K, MAX_PER_DOCUMENT_LIMIT,
 };
@@ -220,9 +220,8 @@ fn cairn_lexical_only(cairn: &Cairn, query: &str) -> Vec<VaultHit> {
     use cairn::vault::rerank::{Ranking, Sources};
     let ranking = Ranking {
         sources: Sources::Lexical,
-        lexical_weight: 1.0,
-        overlap_weight: 0.0,
         max_per_document: None,
+        ..Ranking::default()
     };
     cairn.vault_rank(query, None, 5, None, &ranking).unwrap()
 }
@@ -270,6 +269,74 @@ fn reindex_and_vault_update_from_a_worktree_address_one_document() {
     assert_eq!(back.files_changed, 1);
     assert_eq!(back.chunks_embedded, 1, "only the section that differs");
     assert_eq!(t.count("SELECT count(*) FROM vault_documents"), 1);
+}
+
+#[test]
+fn a_directory_indexed_before_its_project_existed_keeps_one_key_per_file() {
+    // On either store (the rows move in SQL of both dialects).
+    let env = crate::common::Env::new();
+    let cairn =
+        Cairn::open_at_with_embedder(&env.store_location(), Box::new(HashEmbedder::new())).unwrap();
+    let rows = |sql: &str| -> Vec<(String, String)> {
+        (env.store())
+            .read(|c| c.query_map(sql, [], |r| Ok((r.get(0)?, r.get(1)?))))
+            .unwrap()
+    };
+    let chunk_ids = || -> Vec<i64> {
+        (env.store())
+            .read(|c| c.query_map("SELECT id FROM vault_chunks ORDER BY id", [], |r| r.get(0)))
+            .unwrap()
+    };
+    let samples = env.path().join("samples");
+    write(
+        &samples,
+        "docs/patterns/retry.md",
+        &guide("Retry", CONFIGURE),
+    );
+    write(
+        &samples,
+        "docs/errors.md",
+        &guide("Errors", "Errors carry a code."),
+    );
+    // Indexed before a project covers it: keyed by the directory.
+    let first = reindex(&cairn, &samples.join("docs"));
+    assert!(first.root.starts_with("dir:"), "{first:?}");
+    let ids = chunk_ids();
+    // A project is created over it, and an agent updates one file under the project's
+    // key: that file is stored under both keys for now.
+    project(&cairn, "larder", &samples);
+    let work = bind(&cairn, Some("larder"), None);
+    cairn.vault_update(&work, "docs/errors.md").unwrap();
+    assert_eq!(rows("SELECT root_key, path FROM vault_documents").len(), 3);
+    // Reindexing the directory again: one document per file, under the project, each
+    // moved with its vectors (nothing embedded again), the duplicate dropped.
+    let again = reindex(&cairn, &samples.join("docs"));
+    assert!(again.root.starts_with("project:"), "{again:?}");
+    assert_eq!(again.chunks_embedded, 0, "{again:?}");
+    let project_key = again.root.clone();
+    assert_eq!(
+        rows("SELECT root_key, path FROM vault_documents ORDER BY path"),
+        [
+            (project_key.clone(), "docs/errors.md".to_string()),
+            (project_key.clone(), "docs/patterns/retry.md".to_string())
+        ]
+    );
+    let kept = chunk_ids();
+    assert!(
+        ids.iter().filter(|i| kept.contains(i)).count() >= 3,
+        "retry.md's chunks keep their ids: {ids:?} {kept:?}"
+    );
+    // The directory's followed root is the project's now: a follower indexes under it.
+    assert_eq!(
+        rows("SELECT root_key, prefix FROM vault_roots WHERE kind = 'dir'"),
+        [(project_key.clone(), "docs".to_string())]
+    );
+    let hits = search(&cairn, "configure the port", 10);
+    assert!(!hits.is_empty());
+    assert!(
+        hits.iter().all(|h| h.metadata.root == project_key),
+        "{hits:?}"
+    );
 }
 
 #[test]
@@ -468,7 +535,7 @@ fn cut_after(scores: &[f32], from: usize) -> (usize, f32) {
 /// `min_score` keeps exactly the prefix at or above it.
 #[test]
 fn scores_are_in_rank_order_and_min_score_filters_on_them() {
-    let (a, b) = (LEXICAL_WEIGHT, OVERLAP_WEIGHT);
+    let (a, b) = (PROSE.lexical, PROSE.overlap);
     let t = Tmp::new();
     let cairn = t.open();
     let samples = corpus::repo().join("samples/docs");
@@ -557,6 +624,63 @@ fn the_per_document_cap_limits_chunks_of_one_document() {
     let got = paths(&one);
     assert_eq!(got.len(), 4, "four documents, one chunk each: {got:?}");
     assert_eq!(got.iter().collect::<HashSet<_>>().len(), 4);
+}
+
+/// In source code the cap counts per item, not per file: every function of one file
+/// that matches is a separate answer. A Markdown file with as many matching sections
+/// beside it is still capped at two; each hit is scored by its kind's weights.
+#[test]
+fn the_cap_counts_items_in_code_and_code_has_its_own_weights() {
+    use cairn::vault::formats::FileFilter;
+    use cairn::vault::rerank::CODE;
+    let t = Tmp::new();
+    let cairn = t.open();
+    let dir = t.path().join("repo");
+    let functions: String = (1..=5)
+        .map(|i| {
+            format!(
+                "pub fn retry_backoff_{i}(attempt: u32) -> u64 {{\n    // retry the failed \
+                 request with exponential backoff, step {i}\n    u64::from(attempt) * {i}\n}}\n\n"
+            )
+        })
+        .collect();
+    write(&dir, "src/retry.rs", &functions);
+    let sections: String = (1..=5)
+        .map(|i| {
+            format!(
+                "## Step {i}\n\nRetry the failed request with exponential backoff, step {i}.\n\n"
+            )
+        })
+        .collect();
+    write(&dir, "notes.md", &format!("# Retries\n\n{sections}"));
+    reindex_with(&cairn, &dir, |o| {
+        o.files = FileFilter {
+            code: true,
+            ..Default::default()
+        }
+    });
+    let q = "retry the failed request with exponential backoff";
+    let hits = cairn.vault_search(q, Some(10), None, None).unwrap();
+    let of = |path: &str| hits.iter().filter(|h| h.path == path).collect::<Vec<_>>();
+    let (code, prose) = (of("src/retry.rs"), of("notes.md"));
+    assert_eq!(code.len(), 5, "one per function: {hits:?}");
+    let items: HashSet<u32> = code.iter().map(|h| h.metadata.line_start).collect();
+    assert_eq!(items.len(), 5, "five functions: {items:?}");
+    assert_eq!(prose.len(), 2, "the document is capped: {hits:?}");
+    for (h, w) in code
+        .iter()
+        .map(|h| (h, CODE))
+        .chain(prose.iter().map(|h| (h, PROSE)))
+    {
+        let fused = (1.0 - w.lexical - w.overlap) * h.cosine
+            + w.lexical * h.lexical
+            + w.overlap * h.overlap;
+        assert!((h.score - fused).abs() < 1e-4, "{h:?}");
+    }
+    // One chunk per item: each function once.
+    let one = cairn.vault_search(q, Some(10), None, Some(1)).unwrap();
+    assert_eq!(one.iter().filter(|h| h.path == "src/retry.rs").count(), 5);
+    assert_eq!(one.iter().filter(|h| h.path == "notes.md").count(), 1);
 }
 
 /// A graph built by another chunker (or embedder) is refused, with the way out, until

@@ -1253,6 +1253,111 @@ async fn issue_walks_from_todo_through_phases_to_an_approved_pr() {
     judge.close().await;
 }
 
+/// Approving an issue's work, by a phase verdict or by a PR, weighs the `helped`
+/// verdicts that issue gave (as reaching done does: `lifecycle.rs`): each learning's
+/// quality follows at once (60 → 71), with one `outcome` entry from that issue in its
+/// history. The trail and the work reach the learnings only through the approval hook
+/// the facade registers.
+#[tokio::test]
+async fn an_approved_phase_or_pr_weighs_the_issues_helped_verdicts() {
+    let w = Work::new();
+    w.contract();
+    let env = &w.env;
+    let author = env.issue("p", "Where the lessons come from");
+    let reviewed = env.issue("p", "Work reviewed by a PR");
+    let lesson = |topic: &str| -> String {
+        env.add_learning(
+            &author,
+            &format!(
+                "When the {topic} changes, run the whole budget suite: the per-request \
+                 counters are shared and drift silently otherwise"
+            ),
+            None,
+            &[],
+            false,
+        )["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (by_phase, by_pr) = (lesson("tokenizer"), lesson("provider client"));
+    // The outcome a learning shows once `issue`'s work was approved.
+    let weighed = |id: &str, issue: &str| {
+        let shown = env.learning_json(id);
+        assert_eq!(shown["quality_score"], 71, "{shown:#}");
+        let outcomes: Vec<&Value> = shown["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["event"] == "outcome")
+            .collect();
+        assert_eq!(outcomes.len(), 1, "{shown:#}");
+        assert_eq!(outcomes[0]["issue"], issue, "{shown:#}");
+    };
+
+    // A phase verdict: P-1's worker found `by_phase` helpful, the judge approves.
+    let worker = w.serve("worker").await;
+    let r = worker
+        .ok(
+            "learning_feedback",
+            json!({"learning_id": by_phase, "outcome": "helped"}),
+        )
+        .await;
+    assert_eq!(r["quality_score"], 60);
+    env.set_status("P-1", "in_progress", None);
+    let hash = w.write(ART, &good_artifact("Rollback: budgets revert per request."));
+    worker.ok("complete_phase", w.claim(ART, &hash)).await;
+    let judge = w.serve("judge").await;
+    judge
+        .ok(
+            "approve_phase",
+            json!({"phase": "research", "artifact_hash": hash, "reason": "Complete"}),
+        )
+        .await;
+    weighed(&by_phase, "P-1");
+    worker.close().await;
+    judge.close().await;
+
+    // A PR: the other issue's worker, in its own worktree, found `by_pr` helpful.
+    let wt = env.path().join("wt-reviewed");
+    std::fs::create_dir(&wt).unwrap();
+    std::fs::write(wt.join(".symphony-worktree"), format!("{reviewed}\n")).unwrap();
+    let wt = wt.to_string_lossy().into_owned();
+    let worker = env
+        .serve_local(&[
+            "--issue-id",
+            &reviewed,
+            "--agent-type",
+            "worker",
+            "--worktree-path",
+            &wt,
+        ])
+        .await;
+    let r = worker
+        .ok(
+            "learning_feedback",
+            json!({"learning_id": by_pr, "outcome": "helped"}),
+        )
+        .await;
+    assert_eq!(r["quality_score"], 60);
+    env.set_status(&reviewed, "in_progress", None);
+    worker
+        .ok(
+            "create_pr",
+            json!({"diff": E2E_DIFF, "branch_name": format!("symphony/{reviewed}"), "base_branch": "main"}),
+        )
+        .await;
+    worker.close().await;
+    let judge = env
+        .serve_local(&["--issue-id", &reviewed, "--agent-type", "judge"])
+        .await;
+    judge.ok("approve_pr", json!({"reason": "Fine"})).await;
+    weighed(&by_pr, &reviewed);
+    // The phase's learning is not weighed twice.
+    weighed(&by_phase, "P-1");
+    judge.close().await;
+}
+
 /// Two judges on one database answering the same claim at once: one verdict is
 /// recorded, the other is told which verdict came first.
 #[tokio::test]

@@ -247,152 +247,14 @@ pub fn generic(name: &str, server: &Server) -> String {
 /// The files `cairn connect` changes for `target`, and how. `Err` when the client has no
 /// such file (the generic client writes none: its JSON is printed).
 pub fn plan(target: &Target, server: &Server, extras: &Extras) -> Result<Vec<FileEdit>, String> {
-    let t = target;
-    let name = t.name.as_str();
-    let project = t.scope == Scope::Project;
+    let mut edits = Edits::default();
+    let value = entry(target.client, server);
     let http = server.is_http();
-    let value = entry(t.client, server);
-    let at = |base: &Path, rel: &str| (base.join(rel), base.to_path_buf());
-    let mut edits = Vec::new();
-    let mut push = |(path, base): (PathBuf, PathBuf), edit: Edit, secret: bool| {
-        edits.push(FileEdit {
-            path,
-            edit,
-            secret,
-            base,
-        })
-    };
-    let section = || Edit::Section {
-        name: "guide".into(),
-        body: guide::section(),
-    };
-    match t.client {
-        Client::ClaudeCode => {
-            let dir = t.dir.to_string_lossy().into_owned();
-            match (http, project) {
-                (false, true) => push(
-                    at(&t.dir, ".mcp.json"),
-                    Edit::JsonMember {
-                        path: path(&["mcpServers", name]),
-                        value,
-                    },
-                    false,
-                ),
-                (false, false) => push(
-                    at(&t.home, ".claude.json"),
-                    Edit::JsonMember {
-                        path: path(&["mcpServers", name]),
-                        value,
-                    },
-                    false,
-                ),
-                // Claude Code's "local" scope: the user's file, for this project only.
-                (true, true) => push(
-                    at(&t.home, ".claude.json"),
-                    Edit::JsonMember {
-                        path: path(&["projects", &dir, "mcpServers", name]),
-                        value,
-                    },
-                    true,
-                ),
-                (true, false) => push(
-                    at(&t.home, ".claude.json"),
-                    Edit::JsonMember {
-                        path: path(&["mcpServers", name]),
-                        value,
-                    },
-                    true,
-                ),
-            }
-            if extras.guide {
-                let (memory, skill) = match project {
-                    true => ("CLAUDE.md", ".claude/skills/cairn/SKILL.md"),
-                    false => (".claude/CLAUDE.md", ".claude/skills/cairn/SKILL.md"),
-                };
-                push(at(t.base(), memory), section(), false);
-                push(
-                    at(t.base(), skill),
-                    Edit::File {
-                        content: guide::claude_skill(),
-                    },
-                    false,
-                );
-            }
-            hook_items(
-                &mut push,
-                at(t.base(), ".claude/settings.json"),
-                extras,
-                HOOK_TIMEOUT_SECONDS,
-            );
-        }
-        Client::Codex => {
-            let home = t.codex_home();
-            push(
-                (home.join("config.toml"), home.clone()),
-                Edit::TomlTable {
-                    path: path(&["mcp_servers", name]),
-                    value,
-                },
-                http,
-            );
-            if extras.guide {
-                let agents = match project {
-                    true => at(&t.dir, "AGENTS.md"),
-                    false => (home.join("AGENTS.md"), home.clone()),
-                };
-                push(agents, section(), false);
-            }
-        }
+    match target.client {
+        Client::ClaudeCode => edits.claude_code(target, value, http, extras),
+        Client::Codex => edits.codex(target, value, http, extras),
         Client::Cursor | Client::GeminiCli | Client::Vscode => {
-            let key = match t.client {
-                Client::Vscode => "servers",
-                _ => "mcpServers",
-            };
-            let file = match (t.client, project && !http) {
-                (Client::Cursor, true) => at(&t.dir, ".cursor/mcp.json"),
-                (Client::Cursor, false) => at(&t.home, ".cursor/mcp.json"),
-                (Client::GeminiCli, true) => at(&t.dir, ".gemini/settings.json"),
-                (Client::GeminiCli, false) => at(&t.home, ".gemini/settings.json"),
-                (_, true) => at(&t.dir, ".vscode/mcp.json"),
-                (_, false) => at(&t.home, ".config/Code/User/mcp.json"),
-            };
-            push(
-                file,
-                Edit::JsonMember {
-                    path: path(&[key, name]),
-                    value,
-                },
-                http,
-            );
-            if t.client == Client::GeminiCli {
-                // Gemini CLI's hooks sit in its settings, with a timeout in milliseconds.
-                let settings = at(t.base(), ".gemini/settings.json");
-                hook_items(&mut push, settings, extras, HOOK_TIMEOUT_SECONDS * 1000);
-            }
-            if extras.guide {
-                match (t.client, project) {
-                    (Client::Cursor, true) => push(
-                        at(&t.dir, ".cursor/rules/cairn.mdc"),
-                        Edit::File {
-                            content: guide::cursor_rule(),
-                        },
-                        false,
-                    ),
-                    // Cursor's user rules live in its settings, not in a file.
-                    (Client::Cursor, false) => {}
-                    (Client::GeminiCli, true) => push(at(&t.dir, "GEMINI.md"), section(), false),
-                    (Client::GeminiCli, false) => {
-                        push(at(&t.home, ".gemini/GEMINI.md"), section(), false)
-                    }
-                    (_, true) => push(
-                        at(&t.dir, ".github/copilot-instructions.md"),
-                        section(),
-                        false,
-                    ),
-                    // VS Code's user instructions live in its settings.
-                    (_, false) => {}
-                }
-            }
+            edits.json_settings(target, value, http, extras)
         }
         Client::Generic => {
             return Err(
@@ -402,31 +264,194 @@ pub fn plan(target: &Target, server: &Server, extras: &Extras) -> Result<Vec<Fil
             );
         }
     }
-    Ok(edits)
+    Ok(edits.0)
 }
 
-/// One item per hook in `settings` (`hooks.<Event>[]`, the form Claude Code and Gemini
-/// CLI share): `{"hooks": [{"type": "command", "command", "timeout"}]}`.
-fn hook_items(
-    push: &mut impl FnMut((PathBuf, PathBuf), Edit, bool),
-    settings: (PathBuf, PathBuf),
-    extras: &Extras,
-    timeout: u64,
-) {
-    for (event, command) in &extras.hooks {
-        let handler = object(vec![
-            ("type", Json::String("command".into())),
-            ("command", Json::String(command.clone())),
-            ("timeout", Json::Number(timeout.into())),
-        ]);
-        push(
-            settings.clone(),
-            Edit::JsonItem {
-                path: path(&["hooks", event]),
-                value: object(vec![("hooks", Json::Array(vec![handler]))]),
-            },
-            false,
+/// `rel` under `base`, with `base` as the directory it must stay inside.
+fn at(base: &Path, rel: &str) -> (PathBuf, PathBuf) {
+    (base.join(rel), base.to_path_buf())
+}
+
+/// The guide's managed section of a Markdown file.
+fn guide_section() -> Edit {
+    Edit::Section {
+        name: "guide".into(),
+        body: guide::section(),
+    }
+}
+
+/// A plan's edits, in the order they are made.
+#[derive(Default)]
+struct Edits(Vec<FileEdit>);
+
+impl Edits {
+    fn push(&mut self, (path, base): (PathBuf, PathBuf), edit: Edit, secret: bool) {
+        self.0.push(FileEdit {
+            path,
+            edit,
+            secret,
+            base,
+        });
+    }
+
+    /// Claude Code: the server in `.mcp.json` (project) or `~/.claude.json` (user, or
+    /// "local" with HTTP), the guide in `CLAUDE.md` and a skill, the hooks in
+    /// `.claude/settings.json`.
+    fn claude_code(&mut self, t: &Target, value: Json, http: bool, extras: &Extras) {
+        let name = t.name.as_str();
+        let project = t.scope == Scope::Project;
+        let dir = t.dir.to_string_lossy().into_owned();
+        match (http, project) {
+            (false, true) => self.push(
+                at(&t.dir, ".mcp.json"),
+                Edit::JsonMember {
+                    path: path(&["mcpServers", name]),
+                    value,
+                },
+                false,
+            ),
+            (false, false) => self.push(
+                at(&t.home, ".claude.json"),
+                Edit::JsonMember {
+                    path: path(&["mcpServers", name]),
+                    value,
+                },
+                false,
+            ),
+            // Claude Code's "local" scope: the user's file, for this project only.
+            (true, true) => self.push(
+                at(&t.home, ".claude.json"),
+                Edit::JsonMember {
+                    path: path(&["projects", &dir, "mcpServers", name]),
+                    value,
+                },
+                true,
+            ),
+            (true, false) => self.push(
+                at(&t.home, ".claude.json"),
+                Edit::JsonMember {
+                    path: path(&["mcpServers", name]),
+                    value,
+                },
+                true,
+            ),
+        }
+        if extras.guide {
+            let (memory, skill) = match project {
+                true => ("CLAUDE.md", ".claude/skills/cairn/SKILL.md"),
+                false => (".claude/CLAUDE.md", ".claude/skills/cairn/SKILL.md"),
+            };
+            self.push(at(t.base(), memory), guide_section(), false);
+            self.push(
+                at(t.base(), skill),
+                Edit::File {
+                    content: guide::claude_skill(),
+                },
+                false,
+            );
+        }
+        self.hook_items(
+            at(t.base(), ".claude/settings.json"),
+            extras,
+            HOOK_TIMEOUT_SECONDS,
         );
+    }
+
+    /// Codex: the server in its `config.toml`, the guide in `AGENTS.md`.
+    fn codex(&mut self, t: &Target, value: Json, http: bool, extras: &Extras) {
+        let home = t.codex_home();
+        self.push(
+            (home.join("config.toml"), home.clone()),
+            Edit::TomlTable {
+                path: path(&["mcp_servers", t.name.as_str()]),
+                value,
+            },
+            http,
+        );
+        if extras.guide {
+            let agents = match t.scope == Scope::Project {
+                true => at(&t.dir, "AGENTS.md"),
+                false => (home.join("AGENTS.md"), home.clone()),
+            };
+            self.push(agents, guide_section(), false);
+        }
+    }
+
+    /// Cursor, Gemini CLI and VS Code: the server in their JSON settings (Gemini CLI's
+    /// hooks too), the guide in each one's rule or instruction file.
+    fn json_settings(&mut self, t: &Target, value: Json, http: bool, extras: &Extras) {
+        let project = t.scope == Scope::Project;
+        let key = match t.client {
+            Client::Vscode => "servers",
+            _ => "mcpServers",
+        };
+        let file = match (t.client, project && !http) {
+            (Client::Cursor, true) => at(&t.dir, ".cursor/mcp.json"),
+            (Client::Cursor, false) => at(&t.home, ".cursor/mcp.json"),
+            (Client::GeminiCli, true) => at(&t.dir, ".gemini/settings.json"),
+            (Client::GeminiCli, false) => at(&t.home, ".gemini/settings.json"),
+            (_, true) => at(&t.dir, ".vscode/mcp.json"),
+            (_, false) => at(&t.home, ".config/Code/User/mcp.json"),
+        };
+        self.push(
+            file,
+            Edit::JsonMember {
+                path: path(&[key, t.name.as_str()]),
+                value,
+            },
+            http,
+        );
+        if t.client == Client::GeminiCli {
+            // Gemini CLI's hooks sit in its settings, with a timeout in milliseconds.
+            let settings = at(t.base(), ".gemini/settings.json");
+            self.hook_items(settings, extras, HOOK_TIMEOUT_SECONDS * 1000);
+        }
+        if extras.guide {
+            match (t.client, project) {
+                (Client::Cursor, true) => self.push(
+                    at(&t.dir, ".cursor/rules/cairn.mdc"),
+                    Edit::File {
+                        content: guide::cursor_rule(),
+                    },
+                    false,
+                ),
+                // Cursor's user rules live in its settings, not in a file.
+                (Client::Cursor, false) => {}
+                (Client::GeminiCli, true) => {
+                    self.push(at(&t.dir, "GEMINI.md"), guide_section(), false)
+                }
+                (Client::GeminiCli, false) => {
+                    self.push(at(&t.home, ".gemini/GEMINI.md"), guide_section(), false)
+                }
+                (_, true) => self.push(
+                    at(&t.dir, ".github/copilot-instructions.md"),
+                    guide_section(),
+                    false,
+                ),
+                // VS Code's user instructions live in its settings.
+                (_, false) => {}
+            }
+        }
+    }
+
+    /// One item per hook in `settings` (`hooks.<Event>[]`, the form Claude Code and
+    /// Gemini CLI share): `{"hooks": [{"type": "command", "command", "timeout"}]}`.
+    fn hook_items(&mut self, settings: (PathBuf, PathBuf), extras: &Extras, timeout: u64) {
+        for (event, command) in &extras.hooks {
+            let handler = object(vec![
+                ("type", Json::String("command".into())),
+                ("command", Json::String(command.clone())),
+                ("timeout", Json::Number(timeout.into())),
+            ]);
+            self.push(
+                settings.clone(),
+                Edit::JsonItem {
+                    path: path(&["hooks", event]),
+                    value: object(vec![("hooks", Json::Array(vec![handler]))]),
+                },
+                false,
+            );
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! The Colibri vocabulary: tasks, thoughts, audit sessions and Merkle roots.
 
+use crate::access::context::WorkContext;
 use crate::colibri::audit::{
     AuditScope, AuditSessionStarted, ChainVerification, MerkleFinalized, MerkleRootView,
     VerifyTarget,
@@ -10,7 +11,6 @@ use crate::colibri::tasks::{
     NextActions, TaskCreate, TaskCreated, TaskPage, TaskQuery, TaskUpdate, TaskUpdated, TaskView,
 };
 use crate::colibri::thoughts::{NewThought, ThoughtList, ThoughtQuery, ThoughtRecorded};
-use crate::context::WorkContext;
 use crate::error::Result;
 
 use super::Cairn;

@@ -1,6 +1,7 @@
-//! Projects and issues: create, look up, list, move.
+//! Projects and issues: create, look up, list, move, project settings.
 
 use crate::error::Result;
+use crate::issues::settings::SettingsUpdate;
 use crate::issues::{Issue, IssueFilter, NewIssue, NewProject, Project};
 use crate::work::moves::MovedIssue;
 
@@ -46,5 +47,10 @@ impl Cairn {
         actor: &str,
     ) -> Result<MovedIssue> {
         crate::work::moves::move_issue(&self.store, issue, target, reason, actor)
+    }
+
+    /// Change a project's settings (id or slug).
+    pub fn configure_project(&self, project: &str, update: &SettingsUpdate) -> Result<Project> {
+        crate::issues::settings::configure_project(&self.store, project, update)
     }
 }

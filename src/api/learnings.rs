@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use crate::learnings::{
-    Activity, Added, IndexerStats, Learning, LearningDetail, LearningSearch, Learnings,
+    Added, IndexerStats, Learning, LearningDetail, LearningSearch, LearningTrends, Learnings,
     NewFeedback, NewLearning, Ranking, Reader, ReindexReport, ReviewQueue, SearchResults, Sizes,
 };
 
@@ -24,7 +24,7 @@ impl Cairn {
         self.learnings.start_indexer(
             self.store.location(),
             self.vault.embedder.clone(),
-            self.activity.clone(),
+            self.foreground.clone(),
         )
     }
 
@@ -46,8 +46,8 @@ impl Cairn {
 
     /// Learnings added, confirmed and superseded per day over the last `days` days that
     /// saw any, and the quality scores' distribution.
-    pub(crate) fn learnings_activity(&self, days: usize) -> Result<Activity> {
-        self.learnings().activity(days)
+    pub(crate) fn learnings_activity(&self, days: usize) -> Result<LearningTrends> {
+        self.learnings().trends(days)
     }
 
     /// What the background indexer has done.

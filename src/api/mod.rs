@@ -2,12 +2,12 @@
 //!
 //! The facade sits on top of the domain. Domain modules (`issues`, `learnings`, `vault`,
 //! `trail`, `colibri`, ...) expose plain functions over what they need (the [`Store`], an
-//! index handle, a [`crate::context::WorkContext`]) and never name `Cairn`; the files of this
-//! folder list the whole API, one file per area, each method a short delegation. Nothing
-//! here knows about JSON-RPC or the command line.
+//! index handle, a [`crate::access::context::WorkContext`]) and never name `Cairn`; the
+//! files of this folder list the whole API, one file per area, each method a short
+//! delegation. Nothing here knows about JSON-RPC or the command line.
 //!
-//! - `issues`: projects and issues; `work`: binding, workspace, phases, memory;
-//!   `trail`: the work trail; `colibri`: the Colibri vocabulary; `system`: profiles;
+//! - `issues`: projects, issues and project settings; `work`: binding, workspace, phases,
+//!   memory, PRs; `trail`: the work trail and the board; `colibri`: the Colibri vocabulary; `system`: profiles;
 //!   `learnings` and `vault`: the two searchable stores; `memory`: the agents' files
 //!   imported and exported, candidate learnings from run logs.
 
@@ -33,10 +33,11 @@ pub struct Cairn {
     pub(crate) learnings: crate::learnings::LearningIndex,
     pub(crate) vault: crate::vault::VaultState,
     /// Tool calls in flight (a server counts them; background embedding waits for none).
-    pub(crate) activity: std::sync::Arc<crate::activity::Activity>,
+    pub(crate) foreground: std::sync::Arc<crate::embed::foreground::Foreground>,
     /// The vault follower running in this process, if any: `fresh` searches wait on it,
     /// status shows its live state.
-    pub(crate) follower: std::sync::Mutex<Option<std::sync::Weak<crate::vault::follow::Shared>>>,
+    pub(crate) follower:
+        std::sync::Mutex<Option<std::sync::Weak<crate::vault::follow_files::Shared>>>,
 }
 
 impl Cairn {
@@ -47,13 +48,16 @@ impl Cairn {
 
     /// Open (creating and migrating if needed) the database at `location`.
     pub fn open_at(location: &Location) -> Result<Cairn> {
+        // An approved or finished issue weighs the `helped` verdicts it gave more: the
+        // learnings' step, run by the trail and the work through their hook.
+        crate::trail::approval::register(crate::learnings::issue_approved);
         let store = Store::open_at(location)?;
         let learnings = crate::learnings::LearningIndex::new(store.index_dir().join("learnings"));
         Ok(Cairn {
             store,
             learnings,
             vault: Default::default(),
-            activity: Default::default(),
+            foreground: Default::default(),
             follower: Default::default(),
         })
     }
@@ -76,9 +80,9 @@ impl Cairn {
     }
 
     /// Count a call someone waits for until the claim drops: the background embedding of
-    /// learnings waits for a moment without one ([`crate::activity`]).
-    pub(crate) fn serving(&self) -> crate::activity::Busy<'_> {
-        self.activity.begin()
+    /// learnings waits for a moment without one ([`crate::embed::foreground`]).
+    pub(crate) fn serving(&self) -> crate::embed::foreground::Busy<'_> {
+        self.foreground.begin()
     }
 
     /// The underlying store.

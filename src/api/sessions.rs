@@ -1,10 +1,10 @@
-//! Session tokens of `cairn daemon` (see [`crate::tokens`]).
+//! Session tokens of `cairn daemon` (see [`crate::access::tokens`]).
 
 use std::time::Duration;
 
-use crate::context::BindArgs;
+use crate::access::context::BindArgs;
+use crate::access::tokens::{Check, Minted, Person, TokenInfo, ToolScope};
 use crate::error::Result;
-use crate::tokens::{Check, Minted, Person, TokenInfo, ToolScope};
 
 use super::Cairn;
 
@@ -18,12 +18,12 @@ impl Cairn {
         ttl: Duration,
         peer: Option<&str>,
     ) -> Result<Minted> {
-        crate::tokens::mint(&self.store, args, scope, ttl, peer)
+        crate::access::tokens::mint(&self.store, args, scope, ttl, peer)
     }
 
     /// Whether a presented token may be used now, and its binding.
     pub(crate) fn authenticate_session_token(&self, token: &str) -> Result<Check> {
-        crate::tokens::authenticate(&self.store, token)
+        crate::access::tokens::authenticate(&self.store, token)
     }
 
     /// The ids of the tokens revoked at or after `since` (ISO-8601).
@@ -31,31 +31,31 @@ impl Cairn {
         &self,
         since: &str,
     ) -> Result<std::collections::HashSet<String>> {
-        crate::tokens::revoked_since(&self.store, since)
+        crate::access::tokens::revoked_since(&self.store, since)
     }
 
     /// Every session token, newest first.
     pub(crate) fn session_tokens(&self) -> Result<Vec<TokenInfo>> {
-        crate::tokens::list(&self.store)
+        crate::access::tokens::list(&self.store)
     }
 
     /// Revoke a session token by its public id; `by` is recorded as who revoked it.
     pub fn revoke_session_token(&self, id: &str, by: &str) -> Result<TokenInfo> {
-        crate::tokens::revoke(&self.store, id, by)
+        crate::access::tokens::revoke(&self.store, id, by)
     }
 
     /// Mint a person's token for the web page (one login within `ttl`).
     pub(crate) fn mint_person_token(&self, name: &str, ttl: Duration) -> Result<Minted> {
-        crate::tokens::mint_person(&self.store, name, ttl)
+        crate::access::tokens::mint_person(&self.store, name, ttl)
     }
 
     /// Redeem a login URL's token: the browser's secret and the person, once.
     pub(crate) fn redeem_login(&self, token: &str) -> Result<Option<(String, Person)>> {
-        crate::tokens::redeem(&self.store, token)
+        crate::access::tokens::redeem(&self.store, token)
     }
 
     /// The person whose browser presents `secret`, while their token is active.
     pub(crate) fn person(&self, secret: &str) -> Result<Option<Person>> {
-        crate::tokens::person(&self.store, secret)
+        crate::access::tokens::person(&self.store, secret)
     }
 }

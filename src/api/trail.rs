@@ -1,53 +1,18 @@
-//! The work trail: findings, comments, status, board views, PRs, metrics, runs, verification.
+//! The work trail: findings, comments, status, board views, metrics, runs, verification.
 
 use crate::compose::board::{IssueDetails, IssueStatus};
-use crate::context::WorkContext;
 use crate::error::Result;
-use crate::issues::settings::SettingsUpdate;
-use crate::issues::{Issue, NewIssue, Project, Status};
+use crate::issues::{Issue, NewIssue, Status};
 use crate::trail::chain::TrailVerification;
 use crate::trail::findings::{Comment, Finding, NewFinding};
 use crate::trail::metrics::{Coverage, NewCoverage, NewTestHealth, TestHealth};
 use crate::trail::runs::{IngestReport, RunEventPage, RunEventQuery};
 use crate::trail::status::StatusChange;
-use crate::work::prs::{NewPullRequest, PullRequest, Review};
-use crate::work::workspace::WorktreeCheck;
 use std::path::Path;
 
 use super::Cairn;
 
 impl Cairn {
-    /// Check the work's worktree, then record a PR on its bound issue.
-    pub fn create_work_pr(
-        &self,
-        work: &WorkContext,
-        new: &NewPullRequest,
-    ) -> Result<(PullRequest, WorktreeCheck)> {
-        crate::work::prs::create_work_pr(&self.store, work, new)
-    }
-
-    /// Approve or reject the open PR of an issue (id or identifier).
-    pub(crate) fn review_pr(
-        &self,
-        issue: &str,
-        review: Review,
-        reason: Option<&str>,
-        fix_instructions: Option<&str>,
-        actor: &str,
-    ) -> Result<PullRequest> {
-        crate::work::prs::review_pr(&self.store, issue, review, reason, fix_instructions, actor)
-    }
-
-    /// PRs, newest first.
-    pub(crate) fn pull_requests(&self, project: Option<&str>) -> Result<Vec<PullRequest>> {
-        crate::work::prs::pull_requests(&self.store, project)
-    }
-
-    /// One PR with its diff.
-    pub(crate) fn pull_request(&self, id: &str) -> Result<PullRequest> {
-        crate::work::prs::pull_request(&self.store, id)
-    }
-
     /// Re-compute every hash and link of an issue's trail (id or identifier), and the
     /// stored root of every finalized audit session covering the issue (from its frozen
     /// leaves and from the current records).
@@ -115,11 +80,6 @@ impl Cairn {
     /// Mark a finding processed (the orchestrator's flag).
     pub fn mark_finding_processed(&self, finding_id: &str, actor: &str) -> Result<Finding> {
         crate::trail::findings::mark_finding_processed(&self.store, finding_id, actor)
-    }
-
-    /// Change a project's settings (id or slug).
-    pub fn configure_project(&self, project: &str, update: &SettingsUpdate) -> Result<Project> {
-        crate::issues::settings::configure_project(&self.store, project, update)
     }
 
     /// Change an issue's status (id or identifier) by the trail vocabulary's rules.

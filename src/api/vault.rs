@@ -2,13 +2,13 @@
 //! update and delete one document, reindex a directory; over the `vault::Vault` handle
 //! (the store and the process's vault state: embedder, HNSW graph, BM25 index).
 
-use crate::context::WorkContext;
+use crate::access::context::WorkContext;
 use crate::embed::EmbedStats;
 use crate::error::Result;
 use crate::vault::Vault;
 use crate::vault::browse::{DocumentPage, DocumentText, StoredChunk};
 use crate::vault::documents::VaultHit;
-use crate::vault::follow::{FollowHost, FollowScope, Follower, Freshness, Shared};
+use crate::vault::follow_files::{FileFollower, FollowHost, FollowScope, Freshness, Shared};
 use crate::vault::reindex::{ReindexOptions, ReindexProgress, ReindexSummary};
 use crate::vault::rerank::Ranking;
 use crate::vault::roots::{CollectionStatus, FollowedRoot};
@@ -41,8 +41,8 @@ impl Cairn {
     }
 
     /// Follow the recorded roots of `scope` until the follower is dropped.
-    pub fn follow_vault(self: &Arc<Self>, scope: FollowScope) -> Result<Follower> {
-        Follower::start(self.clone(), scope)
+    pub fn follow_vault(self: &Arc<Self>, scope: FollowScope) -> Result<FileFollower> {
+        FileFollower::start(self.clone(), scope)
     }
 }
 
@@ -122,7 +122,7 @@ impl Cairn {
 
     /// Every collection with its documents and followed roots (`cairn vault status`).
     pub(crate) fn vault_status(&self) -> Result<Vec<CollectionStatus>> {
-        let live = self.follower().map(|f| f.live());
+        let live = self.follower().map(|f| f.reports());
         self.vault().status(live.as_ref())
     }
 

@@ -1,10 +1,11 @@
-//! Work in a bound work: start-up binding, workspace check, phases, memory files.
+//! Work in a bound work: start-up binding, workspace check, phases, memory files, PRs.
 
-use crate::context::{BindArgs, WorkContext};
+use crate::access::context::{BindArgs, WorkContext};
 use crate::error::Result;
 use crate::work::memory::{MemoryScope, MemoryWritten};
 use crate::work::phases::{Phase, PhaseClaim, PhaseCompletion, PhaseVerdict};
-use crate::work::workspace::WorkspaceInfo;
+use crate::work::prs::{NewPullRequest, PullRequest, Review};
+use crate::work::workspace::{WorkspaceInfo, WorktreeCheck};
 
 use super::Cairn;
 
@@ -56,8 +57,39 @@ impl Cairn {
         )
     }
 
+    /// Check the work's worktree, then record a PR on its bound issue.
+    pub fn create_work_pr(
+        &self,
+        work: &WorkContext,
+        new: &NewPullRequest,
+    ) -> Result<(PullRequest, WorktreeCheck)> {
+        crate::work::prs::create_work_pr(&self.store, work, new)
+    }
+
+    /// Approve or reject the open PR of an issue (id or identifier).
+    pub(crate) fn review_pr(
+        &self,
+        issue: &str,
+        review: Review,
+        reason: Option<&str>,
+        fix_instructions: Option<&str>,
+        actor: &str,
+    ) -> Result<PullRequest> {
+        crate::work::prs::review_pr(&self.store, issue, review, reason, fix_instructions, actor)
+    }
+
+    /// PRs, newest first.
+    pub(crate) fn pull_requests(&self, project: Option<&str>) -> Result<Vec<PullRequest>> {
+        crate::work::prs::pull_requests(&self.store, project)
+    }
+
+    /// One PR with its diff.
+    pub(crate) fn pull_request(&self, id: &str) -> Result<PullRequest> {
+        crate::work::prs::pull_request(&self.store, id)
+    }
+
     /// Check start-up arguments against the database and build the binding.
     pub fn bind(&self, args: &BindArgs) -> Result<WorkContext> {
-        crate::context::bind(&self.store, args)
+        crate::access::context::bind(&self.store, args)
     }
 }

@@ -5,8 +5,8 @@
 use clap::Subcommand;
 
 use crate::Cairn;
+use crate::access::context::WorkContext;
 use crate::colibri::audit::VerifyTarget;
-use crate::context::WorkContext;
 
 use super::{Outcome, print_json, print_text};
 

@@ -9,10 +9,10 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
+use crate::access::context::BindArgs;
 use crate::agents::clients::{self, Client, Extras, Scope, Server, Target};
 use crate::agents::files::{self, Change, Ledger};
 use crate::agents::hooks::Event;
-use crate::context::BindArgs;
 use crate::store::Location;
 
 use super::serve::SessionFlags;
@@ -277,7 +277,9 @@ fn http_token(
     });
     if let Some(token) = earlier {
         let wanted = cairn.bind(bind)?;
-        if let Ok(crate::tokens::Check::Active(s)) = cairn.authenticate_session_token(&token) {
+        if let Ok(crate::access::tokens::Check::Active(s)) =
+            cairn.authenticate_session_token(&token)
+        {
             let same = s.work.issue.as_ref().map(|i| &i.id) == wanted.issue.as_ref().map(|i| &i.id)
                 && s.work.project_id == wanted.project_id
                 && s.work.worktree_path == wanted.worktree_path
@@ -288,7 +290,7 @@ fn http_token(
             }
         }
     }
-    let ttl = crate::tokens::parse_ttl(ttl)?;
+    let ttl = crate::access::tokens::parse_ttl(ttl)?;
     let minted = cairn.mint_session_token(bind, scope.as_ref(), ttl, None)?;
     tracing::warn!(token_id = %minted.info.id, "minted a session token for {}; `cairn session revoke {}` ends it", t.client.name(), minted.info.id);
     Ok(minted.token)

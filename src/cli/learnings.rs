@@ -3,7 +3,7 @@
 //! proposals, flagged ones), release, reindex. The CLI is a person's tool: its
 //! supersessions take effect at once and its text is not held.
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 
 use crate::Cairn;
 use crate::learnings::{
@@ -20,62 +20,9 @@ const ACTOR: &str = "cli";
 pub(crate) enum LearningsCmd {
     /// Record a learning on an issue; prints its id. A learning that says the same as
     /// one of the project is merged into it (prints that id and "merged").
-    Add {
-        /// Issue identifier or id.
-        #[arg(long)]
-        issue: String,
-        /// The lesson, starting with its subject (at least 50 characters).
-        #[arg(long)]
-        pattern: String,
-        /// When and where it applies (at least 100 characters).
-        #[arg(long)]
-        context: Option<String>,
-        /// A relative path prefix it applies to; repeat for more.
-        #[arg(long = "applies-to")]
-        applies_to: Vec<String>,
-        /// convention, gotcha or pattern (default pattern).
-        #[arg(long = "type", value_parser = parse_type)]
-        learning_type: Option<LearningType>,
-        /// Store it as a new learning even if the project has one that says the same.
-        #[arg(long)]
-        no_merge: bool,
-        /// A learning id this one replaces (same project); repeat for more.
-        #[arg(long)]
-        supersedes: Vec<String>,
-        /// Print the result as JSON, for scripts.
-        #[arg(long)]
-        json: bool,
-    },
+    Add(AddArgs),
     /// Search learnings (all projects unless --project is given).
-    Search {
-        query: String,
-        /// Project slug or id to search in.
-        #[arg(long)]
-        project: Option<String>,
-        /// Search every project except --project.
-        #[arg(long, requires = "project")]
-        cross_project: bool,
-        /// Max results (1-100, default 50).
-        #[arg(long)]
-        limit: Option<usize>,
-        /// Leave out learnings below this quality; verified ones always pass.
-        #[arg(long, value_parser = clap::value_parser!(u8).range(0..=100))]
-        min_quality: Option<u8>,
-        /// Include superseded learnings (marked with their successor).
-        #[arg(long)]
-        include_superseded: bool,
-        /// Include archived and held learnings (marked with when they were archived, or
-        /// trust held).
-        #[arg(long)]
-        include_archived: bool,
-        /// Leave out learnings below this trust level: held, flagged, agent, confirmed,
-        /// verified.
-        #[arg(long, value_parser = parse_trust)]
-        min_trust: Option<Trust>,
-        /// Print the result as JSON, for scripts.
-        #[arg(long)]
-        json: bool,
-    },
+    Search(SearchArgs),
     /// Show a learning, its supersession chain and its history.
     Show {
         id: String,
@@ -221,6 +168,67 @@ pub(crate) enum LearningsCmd {
     /// Candidate learnings found in run logs (`cairn run ingest --propose`), held for a
     /// person: list them (pending by default), accept or reject one.
     Candidates(super::candidates::CandidatesArgs),
+}
+
+// `cairn learnings add` (the variant's doc comment is its help).
+#[derive(Debug, Args)]
+pub(crate) struct AddArgs {
+    /// Issue identifier or id.
+    #[arg(long)]
+    issue: String,
+    /// The lesson, starting with its subject (at least 50 characters).
+    #[arg(long)]
+    pattern: String,
+    /// When and where it applies (at least 100 characters).
+    #[arg(long)]
+    context: Option<String>,
+    /// A relative path prefix it applies to; repeat for more.
+    #[arg(long = "applies-to")]
+    applies_to: Vec<String>,
+    /// convention, gotcha or pattern (default pattern).
+    #[arg(long = "type", value_parser = parse_type)]
+    learning_type: Option<LearningType>,
+    /// Store it as a new learning even if the project has one that says the same.
+    #[arg(long)]
+    no_merge: bool,
+    /// A learning id this one replaces (same project); repeat for more.
+    #[arg(long)]
+    supersedes: Vec<String>,
+    /// Print the result as JSON, for scripts.
+    #[arg(long)]
+    json: bool,
+}
+
+// `cairn learnings search` (the variant's doc comment is its help).
+#[derive(Debug, Args)]
+pub(crate) struct SearchArgs {
+    query: String,
+    /// Project slug or id to search in.
+    #[arg(long)]
+    project: Option<String>,
+    /// Search every project except --project.
+    #[arg(long, requires = "project")]
+    cross_project: bool,
+    /// Max results (1-100, default 50).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Leave out learnings below this quality; verified ones always pass.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=100))]
+    min_quality: Option<u8>,
+    /// Include superseded learnings (marked with their successor).
+    #[arg(long)]
+    include_superseded: bool,
+    /// Include archived and held learnings (marked with when they were archived, or
+    /// trust held).
+    #[arg(long)]
+    include_archived: bool,
+    /// Leave out learnings below this trust level: held, flagged, agent, confirmed,
+    /// verified.
+    #[arg(long, value_parser = parse_trust)]
+    min_trust: Option<Trust>,
+    /// Print the result as JSON, for scripts.
+    #[arg(long)]
+    json: bool,
 }
 
 fn parse_type(s: &str) -> Result<LearningType, String> {
@@ -387,82 +395,8 @@ fn show(l: &Learning, json: bool) -> anyhow::Result<()> {
 
 pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
     match cmd {
-        LearningsCmd::Add {
-            issue,
-            pattern,
-            context,
-            applies_to,
-            learning_type,
-            no_merge,
-            supersedes,
-            json,
-        } => {
-            let l = cairn.add_learning(&NewLearning {
-                issue,
-                pattern,
-                context,
-                applies_to,
-                learning_type,
-                created_by: ACTOR.to_string(),
-                agent_type: ACTOR.to_string(),
-                merge: !no_merge,
-                supersedes,
-                person: true,
-            })?;
-            if json {
-                print_json(&l)?;
-            } else if l.merged {
-                print_text(&format!("{}\tmerged", l.learning.id))?;
-            } else {
-                print_text(&l.learning.id)?;
-            }
-        }
-        LearningsCmd::Search {
-            query,
-            project,
-            cross_project,
-            limit,
-            min_quality,
-            include_superseded,
-            include_archived,
-            min_trust,
-            json,
-        } => {
-            let scope = match project {
-                Some(p) if cross_project => SearchScope::OtherProjects(p),
-                Some(p) => SearchScope::Project(p),
-                None => SearchScope::All,
-            };
-            let r = cairn.search_learnings(&LearningSearch {
-                query,
-                scope,
-                limit,
-                min_quality_score: min_quality,
-                include_superseded,
-                include_archived,
-                min_trust,
-            })?;
-            if json {
-                print_json(&r)?;
-            } else {
-                // A learning listed under a hit is indented, with its similarity.
-                let lines: Vec<String> = r
-                    .results
-                    .iter()
-                    .flat_map(|h| {
-                        std::iter::once(format!("{:.3}\t{}", h.score.total, summary(&h.learning)))
-                            .chain(h.similar.iter().map(|s| {
-                                format!("  ≈ {:.2}\t{}", s.similarity, summary(&s.learning))
-                            }))
-                            .chain(
-                                (h.similar_omitted > 0)
-                                    .then(|| format!("  ≈ {} more", h.similar_omitted)),
-                            )
-                    })
-                    .collect();
-                print_text(&lines.join("\n"))?;
-            }
-        }
+        LearningsCmd::Add(a) => add(cairn, a)?,
+        LearningsCmd::Search(a) => search(cairn, a)?,
         LearningsCmd::Show { id, json } => {
             let d = cairn.learning(&id)?;
             if json {
@@ -545,21 +479,82 @@ pub(super) fn run(cairn: &Cairn, cmd: LearningsCmd) -> anyhow::Result<Outcome> {
             json,
         )?,
         LearningsCmd::Candidates(a) => return super::candidates::run(cairn, a),
-        LearningsCmd::Reindex { json } => {
-            let r = cairn.reindex_learnings()?;
-            if json {
-                print_json(&r)?;
-            } else {
-                let semantic = match &r.semantic_unavailable {
-                    None => format!("embedded {} that had no embedding", r.embedded),
-                    Some(why) => format!("no embeddings: {why}"),
-                };
-                print_text(&format!(
-                    "indexed {} learnings in {} ms; {semantic}; recorded the ageing of {}",
-                    r.learnings, r.millis, r.aged
-                ))?;
-            }
-        }
+        LearningsCmd::Reindex { json } => reindex(cairn, json)?,
     }
     Ok(Outcome::Done)
+}
+
+/// Record a learning as a person: merged into one that says the same unless `--no-merge`.
+fn add(cairn: &Cairn, a: AddArgs) -> anyhow::Result<()> {
+    let l = cairn.add_learning(&NewLearning {
+        issue: a.issue,
+        pattern: a.pattern,
+        context: a.context,
+        applies_to: a.applies_to,
+        learning_type: a.learning_type,
+        created_by: ACTOR.to_string(),
+        agent_type: ACTOR.to_string(),
+        merge: !a.no_merge,
+        supersedes: a.supersedes,
+        person: true,
+    })?;
+    if a.json {
+        print_json(&l)
+    } else if l.merged {
+        print_text(&format!("{}\tmerged", l.learning.id))
+    } else {
+        print_text(&l.learning.id)
+    }
+}
+
+/// Search and print the hits, each with the learnings listed under it indented.
+fn search(cairn: &Cairn, a: SearchArgs) -> anyhow::Result<()> {
+    let scope = match a.project {
+        Some(p) if a.cross_project => SearchScope::OtherProjects(p),
+        Some(p) => SearchScope::Project(p),
+        None => SearchScope::All,
+    };
+    let r = cairn.search_learnings(&LearningSearch {
+        query: a.query,
+        scope,
+        limit: a.limit,
+        min_quality_score: a.min_quality,
+        include_superseded: a.include_superseded,
+        include_archived: a.include_archived,
+        min_trust: a.min_trust,
+    })?;
+    if a.json {
+        return print_json(&r);
+    }
+    // A learning listed under a hit is indented, with its similarity.
+    let lines: Vec<String> = r
+        .results
+        .iter()
+        .flat_map(|h| {
+            std::iter::once(format!("{:.3}\t{}", h.score.total, summary(&h.learning)))
+                .chain(
+                    h.similar
+                        .iter()
+                        .map(|s| format!("  ≈ {:.2}\t{}", s.similarity, summary(&s.learning))),
+                )
+                .chain((h.similar_omitted > 0).then(|| format!("  ≈ {} more", h.similar_omitted)))
+        })
+        .collect();
+    print_text(&lines.join("\n"))
+}
+
+/// Rebuild the learnings' search indexes and say what was done.
+fn reindex(cairn: &Cairn, json: bool) -> anyhow::Result<()> {
+    let r = cairn.reindex_learnings()?;
+    if json {
+        return print_json(&r);
+    }
+    let semantic = match &r.semantic_unavailable {
+        None => format!("embedded {} that had no embedding", r.embedded),
+        Some(why) => format!("no embeddings: {why}"),
+    };
+    print_text(&format!(
+        "indexed {} learnings in {} ms; {semantic}; recorded the ageing of {}",
+        r.learnings, r.millis, r.aged
+    ))
 }

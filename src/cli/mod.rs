@@ -92,7 +92,7 @@ enum Command {
     /// Move a whole knowledge base between SQLite and PostgreSQL.
     #[command(subcommand)]
     Store(store::StoreCmd),
-    /// Index a directory of Markdown files into the Knowledge Vault.
+    /// Index a directory of documents (and, with --code, source code) into the Knowledge Vault.
     Reindex(vault::ReindexArgs),
     /// Search the Knowledge Vault.
     Search(vault::SearchArgs),

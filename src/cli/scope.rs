@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::Subcommand;
 
 use crate::Cairn;
+use crate::access::scope::{ProfileScope, compute_effective};
 use crate::mcp::registry::scope_matrix;
-use crate::scope::{ProfileScope, compute_effective};
 
 use super::{Outcome, print_json, print_text};
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use crate::context::BindArgs;
+use crate::access::context::BindArgs;
 use crate::daemon::forward::{self, Forwarder};
 use crate::mcp::dialect::Dialect;
 use crate::mcp::lanes::Lanes;

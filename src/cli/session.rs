@@ -3,7 +3,7 @@
 use clap::{Args, Subcommand};
 
 use crate::Cairn;
-use crate::tokens::{TokenInfo, parse_ttl};
+use crate::access::tokens::{TokenInfo, parse_ttl};
 
 use super::serve::ServeArgs;
 use super::{Outcome, print_json, print_text};
@@ -41,7 +41,7 @@ pub(crate) struct NewArgs {
     #[arg(long, env = "USER", default_value = "person")]
     name: String,
     /// How long the token is valid: a number with s, m, h or d (seconds without a unit).
-    #[arg(long, default_value = crate::tokens::DEFAULT_TTL)]
+    #[arg(long, default_value = crate::access::tokens::DEFAULT_TTL)]
     ttl: String,
     /// Print the result as JSON, for scripts.
     #[arg(long)]

@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::Cairn;
 use crate::embed::Spin;
 use crate::error::Error;
-use crate::vault::follow::FollowScope;
+use crate::vault::follow_files::FollowScope;
 use crate::vault::reindex::{ReindexOptions, ReindexProgress, ReindexSummary};
 use crate::vault::roots::covers;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use super::{Outcome, print_json, print_text};
 #[derive(Debug, Args)]
 pub(crate) struct ReindexArgs {
     /// Directory of documents (Markdown, MDX, HTML, reStructuredText, AsciiDoc, plain text,
-    /// notebooks; source code with --code); `.gitignore` files are respected.
+    /// notebooks, PDF; source code with --code); `.gitignore` files are respected.
     pub(crate) dir: PathBuf,
     /// Index source code too (Rust, Python, JavaScript, TypeScript, Go, Java), chunked by
     /// item; vendored, build, generated and minified files are skipped. Remembered for
@@ -174,7 +174,7 @@ pub(crate) struct SearchArgs {
     /// Search only this collection; repeat for more.
     #[arg(long = "collection")]
     pub(crate) collections: Vec<String>,
-    /// At most this many chunks of one document (default 2; 0 = no cap).
+    /// At most this many chunks of one document, or of one item (function, type) in source code (default 2; 0 = no cap).
     #[arg(long)]
     pub(crate) max_per_document: Option<usize>,
     /// Print the result as JSON, for scripts.

@@ -10,7 +10,7 @@
 //!   creates tasks only in its bound project (a sub-task only under its bound issue). A
 //!   session without an agent type (the orchestrator's, a person's) acts on any issue.
 
-use crate::context::WorkContext;
+use crate::access::context::WorkContext;
 use crate::error::{Error, Result};
 use crate::issues::{issue, project};
 use crate::store::Store;

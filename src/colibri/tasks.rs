@@ -457,82 +457,17 @@ pub(crate) fn task_update(
     upd: &TaskUpdate,
     agent: bool,
 ) -> Result<TaskUpdated> {
-    let nothing = upd.status.is_none()
-        && upd.progress.is_none()
-        && upd.description.is_none()
-        && upd.priority.is_none()
-        && upd.assignee.is_none()
-        && upd.labels.is_none()
-        && upd.blocked_reason.is_none();
-    if nothing {
-        return Err(Error::invalid(
-            "arguments",
-            "nothing to update: give at least one of status, progress, description, \
-             priority, assignee, labels, blocked_reason",
-        ));
-    }
-    check_names(upd.assignee.as_deref(), upd.labels.as_deref())?;
-    let field = |e| Error::InvalidInput(vec![e]);
-    let upd = &TaskUpdate {
-        description: crate::text::prose_opt("description", upd.description.as_deref())
-            .map_err(field)?,
-        blocked_reason: crate::text::prose_opt("blocked_reason", upd.blocked_reason.as_deref())
-            .map_err(field)?,
-        ..upd.clone()
-    };
+    let upd = &checked_update(upd)?;
     store.write(|tx| {
         let id = resolve_task(tx, &upd.task)?;
         let current = load_task(tx, &id)?;
         let from = current.status;
         let to = upd.status.unwrap_or(from);
         if let Some(s) = upd.status {
-            if agent && matches!(s, Status::Done | Status::Cancelled) {
-                return Err(Error::PermissionDenied(format!(
-                    "{s} is a person's decision (a human merge or a cancellation); agents \
-                     may move a task from in_progress to review or blocked"
-                )));
-            }
-            if !transition_allowed(from, s) {
-                return Err(transition_error(from, s));
-            }
-            if agent && (from != Status::InProgress || s == Status::InProgress) {
-                return Err(Error::InvalidTransition {
-                    from: from.to_string(),
-                    to: s.to_string(),
-                    hint: format!(
-                        "agents change a task's status only from in_progress (to review or \
-                         blocked); this task is {from}, which the orchestrator or a person \
-                         changes"
-                    ),
-                });
-            }
-            crate::trail::status::check_unblock(tx, &id, from, s)?;
+            check_status_change(tx, &id, from, s, agent)?;
         }
         let mut warnings = Vec::new();
-        let reason = upd
-            .blocked_reason
-            .as_deref()
-            .map(str::trim)
-            .filter(|r| !r.is_empty());
-        let blocked_reason = if to == Status::Blocked {
-            match (reason, upd.status) {
-                (Some(r), _) => Some(r.to_string()),
-                (None, Some(_)) => {
-                    return Err(Error::invalid(
-                        "blocked_reason",
-                        "required when status is 'blocked': say what blocks the task",
-                    ));
-                }
-                (None, None) => current.blocked_reason.clone(),
-            }
-        } else {
-            if upd.blocked_reason.is_some() {
-                warnings.push(format!(
-                    "blocked_reason ignored: the task is {to}, not blocked"
-                ));
-            }
-            None
-        };
+        let blocked_reason = blocked_reason(upd, &current, to, &mut warnings)?;
         let progress = upd.progress.unwrap_or(current.progress);
         if progress == 100 && to != Status::Done {
             warnings.push("Progress set to 100% but status != 'done'".to_string());
@@ -582,6 +517,98 @@ pub(crate) fn task_update(
     })
 }
 
+/// The update with its texts cleaned, refused when it changes nothing or names a bad
+/// assignee or label.
+fn checked_update(upd: &TaskUpdate) -> Result<TaskUpdate> {
+    let nothing = upd.status.is_none()
+        && upd.progress.is_none()
+        && upd.description.is_none()
+        && upd.priority.is_none()
+        && upd.assignee.is_none()
+        && upd.labels.is_none()
+        && upd.blocked_reason.is_none();
+    if nothing {
+        return Err(Error::invalid(
+            "arguments",
+            "nothing to update: give at least one of status, progress, description, \
+             priority, assignee, labels, blocked_reason",
+        ));
+    }
+    check_names(upd.assignee.as_deref(), upd.labels.as_deref())?;
+    let field = |e| Error::InvalidInput(vec![e]);
+    Ok(TaskUpdate {
+        description: crate::text::prose_opt("description", upd.description.as_deref())
+            .map_err(field)?,
+        blocked_reason: crate::text::prose_opt("blocked_reason", upd.blocked_reason.as_deref())
+            .map_err(field)?,
+        ..upd.clone()
+    })
+}
+
+/// Whether the task's status may go from `from` to `to`: the transition table, and for
+/// an agent, only from in_progress and never to done or cancelled.
+fn check_status_change(
+    tx: &Conn<'_>,
+    id: &str,
+    from: Status,
+    to: Status,
+    agent: bool,
+) -> Result<()> {
+    if agent && matches!(to, Status::Done | Status::Cancelled) {
+        return Err(Error::PermissionDenied(format!(
+            "{to} is a person's decision (a human merge or a cancellation); agents \
+             may move a task from in_progress to review or blocked"
+        )));
+    }
+    if !transition_allowed(from, to) {
+        return Err(transition_error(from, to));
+    }
+    if agent && (from != Status::InProgress || to == Status::InProgress) {
+        return Err(Error::InvalidTransition {
+            from: from.to_string(),
+            to: to.to_string(),
+            hint: format!(
+                "agents change a task's status only from in_progress (to review or \
+                 blocked); this task is {from}, which the orchestrator or a person \
+                 changes"
+            ),
+        });
+    }
+    crate::trail::status::check_unblock(tx, id, from, to)
+}
+
+/// The blocked reason the task keeps at status `to`: the update's (required when it
+/// sets blocked), the current one while it stays blocked, none otherwise (a reason
+/// given then is ignored, with a warning).
+fn blocked_reason(
+    upd: &TaskUpdate,
+    current: &TaskView,
+    to: Status,
+    warnings: &mut Vec<String>,
+) -> Result<Option<String>> {
+    let reason = upd
+        .blocked_reason
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| !r.is_empty());
+    if to != Status::Blocked {
+        if upd.blocked_reason.is_some() {
+            warnings.push(format!(
+                "blocked_reason ignored: the task is {to}, not blocked"
+            ));
+        }
+        return Ok(None);
+    }
+    match (reason, upd.status) {
+        (Some(r), _) => Ok(Some(r.to_string())),
+        (None, Some(_)) => Err(Error::invalid(
+            "blocked_reason",
+            "required when status is 'blocked': say what blocks the task",
+        )),
+        (None, None) => Ok(current.blocked_reason.clone()),
+    }
+}
+
 /// Filter, sort and page tasks.
 pub(crate) fn task_list(store: &Store, q: &TaskQuery) -> Result<TaskPage> {
     let limit = q.limit.unwrap_or(limits::LIST_LIMIT_DEFAULT as usize);
@@ -606,42 +633,12 @@ pub(crate) fn task_list(store: &Store, q: &TaskQuery) -> Result<TaskPage> {
         };
         let d = c.dialect();
         let search = q.search.as_deref().and_then(|s| search_param(d, s));
-        let filter = format!(
-            "FROM issues i JOIN projects p ON p.id = i.project_id
-             WHERE (CAST(?1 AS TEXT) IS NULL OR i.project_id = ?1)
-               AND (?2 = '[]' OR i.status IN ({statuses}))
-               AND (?3 = '[]' OR i.priority IN ({priorities}))
-               AND (CAST(?4 AS TEXT) IS NULL OR i.assignee = ?4)
-               AND (CAST(?5 AS TEXT) IS NULL OR EXISTS (SELECT 1 FROM issue_labels l
-                                          WHERE l.issue_id = i.id AND l.label = ?5))
-               AND (CAST(?6 AS DOUBLE PRECISION) IS NULL OR {created} > ?6)
-               AND (CAST(?7 AS DOUBLE PRECISION) IS NULL OR {created} < ?7)
-               AND (CAST(?8 AS TEXT) IS NULL OR {matches})",
-            statuses = d.json_elements("?2", false),
-            priorities = d.json_elements("?3", true),
-            created = d.epoch_seconds("i.created_at"),
-            matches = match d {
-                Dialect::Sqlite => {
-                    "i.rowid IN (SELECT rowid FROM issues_fts WHERE issues_fts MATCH ?8)"
-                }
-                Dialect::Postgres => {
-                    "i.search_vector @@ (SELECT cairn_issue_search_query(CAST(?8 AS text)))"
-                }
-            },
-        );
+        let filter = task_filter(d);
         let args = params![
             project, statuses, priorities, q.assignee, q.label, after, before, search,
         ];
         let total: i64 = c.query_row(&format!("SELECT count(*) {filter}"), args, |r| r.get(0))?;
-        // Priority levels run the other way: "desc" means most urgent (1) first.
-        let (column, flip) = match q.sort_by {
-            SortBy::Created => ("i.created_at", false),
-            SortBy::Updated => ("i.updated_at", false),
-            SortBy::Priority => ("i.priority", true),
-            SortBy::Progress => ("i.progress", false),
-        };
-        let desc = (q.sort_order == SortOrder::Desc) != flip;
-        let dir = if desc { "DESC" } else { "ASC" };
+        let (column, dir) = task_order(q);
         let sql = format!(
             "SELECT i.identifier, i.title, p.slug, i.status, i.priority, i.progress,
                     i.assignee, i.created_at, i.updated_at {filter}
@@ -686,6 +683,48 @@ pub(crate) fn task_list(store: &Store, q: &TaskQuery) -> Result<TaskPage> {
             limit,
         })
     })
+}
+
+/// The FROM and WHERE of a task query, its parameters: ?1 project id, ?2 statuses and
+/// ?3 priority levels (JSON arrays, `[]` for any), ?4 assignee, ?5 label, ?6 and ?7
+/// created after and before (epoch seconds), ?8 the full-text search.
+fn task_filter(d: Dialect) -> String {
+    format!(
+        "FROM issues i JOIN projects p ON p.id = i.project_id
+         WHERE (CAST(?1 AS TEXT) IS NULL OR i.project_id = ?1)
+           AND (?2 = '[]' OR i.status IN ({statuses}))
+           AND (?3 = '[]' OR i.priority IN ({priorities}))
+           AND (CAST(?4 AS TEXT) IS NULL OR i.assignee = ?4)
+           AND (CAST(?5 AS TEXT) IS NULL OR EXISTS (SELECT 1 FROM issue_labels l
+                                      WHERE l.issue_id = i.id AND l.label = ?5))
+           AND (CAST(?6 AS DOUBLE PRECISION) IS NULL OR {created} > ?6)
+           AND (CAST(?7 AS DOUBLE PRECISION) IS NULL OR {created} < ?7)
+           AND (CAST(?8 AS TEXT) IS NULL OR {matches})",
+        statuses = d.json_elements("?2", false),
+        priorities = d.json_elements("?3", true),
+        created = d.epoch_seconds("i.created_at"),
+        matches = match d {
+            Dialect::Sqlite => {
+                "i.rowid IN (SELECT rowid FROM issues_fts WHERE issues_fts MATCH ?8)"
+            }
+            Dialect::Postgres => {
+                "i.search_vector @@ (SELECT cairn_issue_search_query(CAST(?8 AS text)))"
+            }
+        },
+    )
+}
+
+/// The ORDER BY column and direction of a task query.
+fn task_order(q: &TaskQuery) -> (&'static str, &'static str) {
+    // Priority levels run the other way: "desc" means most urgent (1) first.
+    let (column, flip) = match q.sort_by {
+        SortBy::Created => ("i.created_at", false),
+        SortBy::Updated => ("i.updated_at", false),
+        SortBy::Priority => ("i.priority", true),
+        SortBy::Progress => ("i.progress", false),
+    };
+    let desc = (q.sort_order == SortOrder::Desc) != flip;
+    (column, if desc { "DESC" } else { "ASC" })
 }
 
 /// The project's `todo` tasks, most urgent first (then fewest unmet dependencies,

@@ -580,91 +580,20 @@ pub(crate) fn thought_list(store: &Store, q: &ThoughtQuery) -> Result<ThoughtLis
             .map(|s| super::sessions::load_session(c, s))
             .transpose()?;
         // The tasks to read, and for a finalized session the frozen records.
-        let (issues, frozen): (Option<Vec<String>>, Option<HashSet<String>>) = match &session {
+        let (issues, frozen) = match &session {
             Some(s) => {
-                let family = s.issue_ids(c)?;
-                if let Some(t) = &task_issue
-                    && !family.contains(t)
-                {
-                    return Err(Error::invalid(
-                        "task_id",
-                        format!(
-                            "task {} is not covered by audit session {}",
-                            q.task.as_deref().unwrap_or_default(),
-                            s.display_id()
-                        ),
-                    ));
-                }
-                let issues = match &task_issue {
-                    Some(t) => vec![t.clone()],
-                    None => family,
-                };
-                (Some(issues), s.frozen_record_ids(c)?)
+                let (issues, frozen) = session_scope(c, q, s, task_issue.as_ref())?;
+                (Some(issues), frozen)
             }
             None => (task_issue.clone().map(|t| vec![t]), None),
         };
-        let kind = q.kind.map(ThoughtType::as_str);
-        let (thought_count, thoughts): (usize, Vec<Thought>) = match &issues {
-            Some(ids) => {
-                let mut matching = Vec::new();
-                for id in ids {
-                    matching.extend(chain_of(c, id)?.into_iter().filter(|t| {
-                        q.kind.is_none_or(|k| t.thought.kind == k)
-                            && frozen
-                                .as_ref()
-                                .is_none_or(|f| f.contains(&t.thought.thought_id))
-                    }));
-                }
-                let count = matching.len();
-                let page = matching.into_iter().take(limit).map(|t| t.thought);
-                (count, page.collect())
-            }
-            None => {
-                let count: i64 = c.query_row(
-                    "SELECT count(*) FROM thought_records WHERE CAST(?1 AS TEXT) IS NULL OR type = ?1",
-                    [kind],
-                    |r| r.get(0),
-                )?;
-                let mut stmt = c.prepare(&format!(
-                    "SELECT {THOUGHT_COLUMNS} FROM thought_records t
-                     JOIN issues i ON i.id = t.issue_id
-                     WHERE CAST(?1 AS TEXT) IS NULL OR t.type = ?1
-                     ORDER BY i.rowid, t.chain_position, t.id LIMIT ?2"
-                ))?;
-                let page = stmt
-                    .query_map(params![kind, limit as i64], |r| {
-                        thought_from_row(r).map(|t| t.thought)
-                    })?
-                    .collect::<crate::error::Result<_>>()?;
-                (count as usize, page)
-            }
+        let (thought_count, thoughts) = match &issues {
+            Some(ids) => thoughts_of(c, q, ids, frozen.as_ref(), limit)?,
+            None => every_thought(c, q, limit)?,
         };
         let (mut chain_valid, mut invalid_links, mut invalid_thoughts) = (None, None, None);
         if q.verify_chain {
-            let chains: Vec<String> = match &issues {
-                Some(ids) => ids.clone(),
-                None => {
-                    let mut stmt = c.prepare(
-                        "SELECT i.id FROM issues i
-                         WHERE EXISTS (SELECT 1 FROM thought_records t WHERE t.issue_id = i.id)
-                         ORDER BY i.rowid",
-                    )?;
-                    stmt.query_map([], |r| r.get(0))?
-                        .collect::<crate::error::Result<_>>()?
-                }
-            };
-            let mut links = Vec::new();
-            let mut records = Vec::new();
-            for id in &chains {
-                for b in check_chain(c, id)?.broken {
-                    links.push(b.chain_position);
-                    if !b.record_id.is_empty() {
-                        records.push(b.record_id);
-                    }
-                }
-            }
-            links.dedup();
-            records.dedup();
+            let (links, records) = broken_links(c, issues.as_deref())?;
             chain_valid = Some(links.is_empty());
             invalid_links = Some(links);
             invalid_thoughts = Some(records);
@@ -682,6 +611,108 @@ pub(crate) fn thought_list(store: &Store, q: &ThoughtQuery) -> Result<ThoughtLis
             invalid_thoughts,
         })
     })
+}
+
+/// The tasks an audit session covers (only `task_issue` when given, which it must
+/// cover), and its frozen records once finalized.
+fn session_scope(
+    c: &Conn<'_>,
+    q: &ThoughtQuery,
+    s: &super::sessions::SessionRow,
+    task_issue: Option<&String>,
+) -> Result<(Vec<String>, Option<HashSet<String>>)> {
+    let family = s.issue_ids(c)?;
+    if let Some(t) = task_issue
+        && !family.contains(t)
+    {
+        return Err(Error::invalid(
+            "task_id",
+            format!(
+                "task {} is not covered by audit session {}",
+                q.task.as_deref().unwrap_or_default(),
+                s.display_id()
+            ),
+        ));
+    }
+    let issues = match task_issue {
+        Some(t) => vec![t.clone()],
+        None => family,
+    };
+    Ok((issues, s.frozen_record_ids(c)?))
+}
+
+/// The count of the thoughts of the tasks `ids` that match the filters (of the
+/// `frozen` records only, when given), and the first `limit` of them in chain order.
+fn thoughts_of(
+    c: &Conn<'_>,
+    q: &ThoughtQuery,
+    ids: &[String],
+    frozen: Option<&HashSet<String>>,
+    limit: usize,
+) -> Result<(usize, Vec<Thought>)> {
+    let mut matching = Vec::new();
+    for id in ids {
+        matching.extend(chain_of(c, id)?.into_iter().filter(|t| {
+            q.kind.is_none_or(|k| t.thought.kind == k)
+                && frozen.is_none_or(|f| f.contains(&t.thought.thought_id))
+        }));
+    }
+    let count = matching.len();
+    let page = matching.into_iter().take(limit).map(|t| t.thought);
+    Ok((count, page.collect()))
+}
+
+/// The count of every task's thoughts of the query's type, and the first `limit` of
+/// them (by task, then chain position).
+fn every_thought(c: &Conn<'_>, q: &ThoughtQuery, limit: usize) -> Result<(usize, Vec<Thought>)> {
+    let kind = q.kind.map(ThoughtType::as_str);
+    let count: i64 = c.query_row(
+        "SELECT count(*) FROM thought_records WHERE CAST(?1 AS TEXT) IS NULL OR type = ?1",
+        [kind],
+        |r| r.get(0),
+    )?;
+    let mut stmt = c.prepare(&format!(
+        "SELECT {THOUGHT_COLUMNS} FROM thought_records t
+         JOIN issues i ON i.id = t.issue_id
+         WHERE CAST(?1 AS TEXT) IS NULL OR t.type = ?1
+         ORDER BY i.rowid, t.chain_position, t.id LIMIT ?2"
+    ))?;
+    let page = stmt
+        .query_map(params![kind, limit as i64], |r| {
+            thought_from_row(r).map(|t| t.thought)
+        })?
+        .collect::<crate::error::Result<_>>()?;
+    Ok((count as usize, page))
+}
+
+/// The chain positions of the broken links, and the broken records' ids, of the
+/// chains of `issues` (`None`: every task with a thought).
+fn broken_links(c: &Conn<'_>, issues: Option<&[String]>) -> Result<(Vec<i64>, Vec<String>)> {
+    let chains: Vec<String> = match issues {
+        Some(ids) => ids.to_vec(),
+        None => {
+            let mut stmt = c.prepare(
+                "SELECT i.id FROM issues i
+                 WHERE EXISTS (SELECT 1 FROM thought_records t WHERE t.issue_id = i.id)
+                 ORDER BY i.rowid",
+            )?;
+            stmt.query_map([], |r| r.get(0))?
+                .collect::<crate::error::Result<_>>()?
+        }
+    };
+    let mut links = Vec::new();
+    let mut records = Vec::new();
+    for id in &chains {
+        for b in check_chain(c, id)?.broken {
+            links.push(b.chain_position);
+            if !b.record_id.is_empty() {
+                records.push(b.record_id);
+            }
+        }
+    }
+    links.dedup();
+    records.dedup();
+    Ok((links, records))
 }
 
 #[cfg(test)]

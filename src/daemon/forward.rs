@@ -9,7 +9,7 @@
 //!   must give this binary's version. No TCP port and no discovery file is trusted: a
 //!   squatted port or a forged `<db>.daemon.json` is never talked to.
 //! - **Binding**: the forwarder mints a session token bound to its own flags
-//!   ([`crate::tokens::mint`], the same binding `cairn serve` checks) *and to its own
+//!   ([`crate::access::tokens::mint`], the same binding `cairn serve` checks) *and to its own
 //!   process* ([`Process::binding`]): the daemon serves it only over its socket, to this
 //!   process, so a token that leaks is worth nothing to anyone else. Valid for
 //!   [`TOKEN_TTL`]; every token the session minted is revoked on exit.
@@ -56,14 +56,14 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::Cairn;
-use crate::context::BindArgs;
+use crate::access::context::BindArgs;
+use crate::access::tokens::{Check, ToolScope};
 use crate::error::Error;
 use crate::mcp::envelope;
 use crate::mcp::registry::all_tools;
 use crate::mcp::schema;
 use crate::mcp::server::{CairnServer, Scope, error_result};
 use crate::mcp::tool::Effect;
-use crate::tokens::{Check, ToolScope};
 
 use super::peer::Process;
 use super::rundir::{RunDir, SOCKET};

@@ -199,7 +199,7 @@ impl ServerHandler for DaemonHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let server = self.server(&context)?;
-        if crate::failpoint::is_set(HOLD_CALL_FAILPOINT) {
+        if crate::base::failpoint::is_set(HOLD_CALL_FAILPOINT) {
             tracing::info!(session = %server.session(), tool = %request.name, "failpoint {HOLD_CALL_FAILPOINT}: holding the call");
             self.stopping.cancelled().await;
         }

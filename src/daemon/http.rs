@@ -42,11 +42,11 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::Cairn;
+use crate::access::tokens::Check;
 use crate::mcp::lanes::Lanes;
 use crate::mcp::registry::MAX_ARGUMENT_BYTES;
 use crate::mcp::server::CairnServer;
 use crate::mcp::wire::{self, Line};
-use crate::tokens::Check;
 
 use super::handler::{Bound, DaemonHandler, with_binding};
 use super::peer::Process;
@@ -90,7 +90,7 @@ pub(crate) struct Shared {
     /// Set once the model and the vault's indexes are loaded ([`Shared::warm_up`]).
     warm: AtomicBool,
     /// On PostgreSQL: what catches this host's caches up with every host's writes.
-    follower: Option<Arc<super::follow::Follower>>,
+    follower: Option<Arc<super::follow_writes::WriteFollower>>,
     /// Which tool handlers run at once, across every token's server.
     lanes: Arc<Lanes>,
     /// The MCP sessions of the 2025-11-25 handshake ([`Mcp`]).
@@ -104,7 +104,7 @@ impl Shared {
         extra_hosts: Vec<String>,
         public_origin: Option<String>,
         started_at: String,
-        follower: Option<Arc<super::follow::Follower>>,
+        follower: Option<Arc<super::follow_writes::WriteFollower>>,
         lanes: Arc<Lanes>,
     ) -> Shared {
         Shared {
@@ -520,6 +520,15 @@ async fn metrics(State(s): State<Arc<Shared>>) -> Response {
 /// What a scrape reads now; `open` MCP sessions.
 fn scrape(s: &Shared, open: usize) -> String {
     let m = crate::metrics::Scrape::default();
+    scrape_daemon(&m, s, open);
+    scrape_learnings(&m, &s.cairn);
+    scrape_model(&m, &s.cairn);
+    scrape_vault(&m, &s.cairn);
+    m.render()
+}
+
+/// The daemon's own counts: uptime, requests, sessions, calls waiting for a lane.
+fn scrape_daemon(m: &crate::metrics::Scrape, s: &Shared, open: usize) {
     m.gauge(
         "cairn_uptime_seconds",
         "Seconds since the daemon started.",
@@ -550,7 +559,11 @@ fn scrape(s: &Shared, open: usize) -> String {
         "Tool calls waiting for a shared lane now.",
         s.lanes.waiting() as f64,
     );
-    match s.cairn.learnings_sizes() {
+}
+
+/// The learnings: how many, waiting for an embedding, indexed by this process, in its graphs.
+fn scrape_learnings(m: &crate::metrics::Scrape, cairn: &Cairn) {
+    match cairn.learnings_sizes() {
         Ok(sizes) => {
             m.gauge(
                 "cairn_learnings",
@@ -565,7 +578,7 @@ fn scrape(s: &Shared, open: usize) -> String {
         }
         Err(e) => tracing::warn!(error = %e, "metrics: learnings sizes not read"),
     }
-    let indexer = s.cairn.learnings_indexer_stats();
+    let indexer = cairn.learnings_indexer_stats();
     m.counter(
         "cairn_learnings_indexed_total",
         "Learnings this process's background indexer indexed.",
@@ -579,9 +592,13 @@ fn scrape(s: &Shared, open: usize) -> String {
     m.gauge(
         "cairn_learnings_graph_points",
         "Learnings in this process's HNSW graphs (projects with GRAPH_MIN learnings or more).",
-        s.cairn.learnings_graph_points() as f64,
+        cairn.learnings_graph_points() as f64,
     );
-    let model = s.cairn.model_stats();
+}
+
+/// The embedding model's runs and the query cache.
+fn scrape_model(m: &crate::metrics::Scrape, cairn: &Cairn) {
+    let model = cairn.model_stats();
     m.counter(
         "cairn_model_runs_total",
         "Runs of the embedding model (a run embeds a batch of texts).",
@@ -607,7 +624,11 @@ fn scrape(s: &Shared, open: usize) -> String {
         "Query runs the embedding model ran while a document batch was running (queries have a session of their own).",
         model.queries_beside_documents,
     );
-    match s.cairn.vault_status() {
+}
+
+/// The vault, by collection: documents, chunks, changes waiting.
+fn scrape_vault(m: &crate::metrics::Scrape, cairn: &Cairn) {
+    match cairn.vault_status() {
         Ok(collections) => {
             let by = |f: &dyn Fn(&crate::vault::roots::CollectionStatus) -> f64| -> Vec<(Vec<String>, f64)> {
                 collections
@@ -636,7 +657,6 @@ fn scrape(s: &Shared, open: usize) -> String {
         }
         Err(e) => tracing::warn!(error = %e, "metrics: vault status not read"),
     }
-    m.render()
 }
 
 /// A refusal: `status` with `{"error": {"code", "message", "help"}}`.
@@ -864,7 +884,7 @@ async fn require_token(State(s): State<Arc<Shared>>, mut req: Request, next: Nex
 fn authenticate<'a>(
     s: &'a Shared,
     req: &Request,
-) -> impl Future<Output = Result<Box<crate::tokens::Session>, Response>> + Send + 'a {
+) -> impl Future<Output = Result<Box<crate::access::tokens::Session>, Response>> + Send + 'a {
     // What the checks need, read before any wait (a request is not `Sync`).
     let token = req
         .headers()
@@ -888,7 +908,7 @@ async fn check_token(
     s: &Shared,
     token: Option<String>,
     peer: Option<Option<Process>>,
-) -> Result<Box<crate::tokens::Session>, Response> {
+) -> Result<Box<crate::access::tokens::Session>, Response> {
     let Some(token) = token else {
         return Err(refuse(
             StatusCode::UNAUTHORIZED,

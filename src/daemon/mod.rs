@@ -1,5 +1,5 @@
 //! `cairn daemon`: one warm Cairn per host and database, serving MCP over Streamable
-//! HTTP to every session that presents a session token ([`crate::tokens`]).
+//! HTTP to every session that presents a session token ([`crate::access::tokens`]).
 //!
 //! - [`http`]: the routes (`POST /mcp`, `GET /health`), the Host/Origin checks and the
 //!   per-request token check.
@@ -14,12 +14,12 @@
 //!   `<db>.daemon.json` that orchestrators and people read, the sweep of ended sessions,
 //!   and shutdown on SIGTERM/SIGINT (stop accepting, finish the calls in flight within
 //!   [`Options::drain`], remove the discovery file and the socket).
-//! - [`follow`]: on PostgreSQL, a connection `LISTEN`ing for every host's commits and a
+//! - [`follow_writes`]: on PostgreSQL, a connection `LISTEN`ing for every host's commits and a
 //!   thread that catches this host's caches up in the background when woken.
-//! - The vault's follower ([`crate::vault::follow`]): the recorded roots are watched and
+//! - The vault's follower ([`crate::vault::follow_files`]): the recorded roots are watched and
 //!   their changes indexed while the daemon runs (`GET /health` lists them, `vault`).
 
-pub(crate) mod follow;
+pub(crate) mod follow_writes;
 pub(crate) mod forward;
 pub(crate) mod handler;
 pub(crate) mod http;
@@ -38,8 +38,8 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::Cairn;
+use crate::access::tokens::ToolScope;
 use crate::mcp::server::Scope;
-use crate::tokens::ToolScope;
 
 /// How the daemon listens and stops.
 #[derive(Debug, Clone)]
@@ -126,20 +126,7 @@ pub(crate) async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()
     warn_if_readable_by_others(&cairn);
     let rundir = rundir::RunDir::create(&db)?;
     let _lock = lock(&db, &rundir)?;
-    let listener = tokio::net::TcpListener::bind(opts.listen)
-        .await
-        .with_context(|| format!("listening on {}", opts.listen))?;
-    let local = listener.local_addr()?;
-    // Any socket left in the directory is a dead daemon's: this one holds the lock.
-    rundir.remove_socket()?;
-    let socket =
-        tokio::net::UnixListener::bind(rundir.entry(rundir::SOCKET)).with_context(|| {
-            format!(
-                "listening on {}/{}",
-                rundir.path().display(),
-                rundir::SOCKET
-            )
-        })?;
+    let (listener, local, socket) = listen(opts.listen, &rundir).await?;
     let started_at = crate::base::now_iso();
     let discovery = Discovery {
         url: format!("http://{local}/mcp"),
@@ -148,11 +135,11 @@ pub(crate) async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()
         started_at: started_at.clone(),
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
-    let follower = follow::Follower::start(cairn.clone())
+    let follower = follow_writes::WriteFollower::start(cairn.clone())
         .context("following changes made on other hosts")?
         .map(Arc::new);
     // Following the vault's roots is best effort: without it the daemon serves as before.
-    let vault_follower = match cairn.follow_vault(crate::vault::follow::FollowScope::All) {
+    let vault_follower = match cairn.follow_vault(crate::vault::follow_files::FollowScope::All) {
         Ok(f) => Some(f),
         Err(e) => {
             tracing::warn!(error = %e, "not following the vault's directories");
@@ -186,44 +173,8 @@ pub(crate) async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()
         "listening"
     );
 
-    {
-        let stopping = stopping.clone();
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let s = crate::mcp::server::shutdown_signal().await;
-            tracing::info!(
-                signal = s,
-                "stopping: refusing new connections, finishing calls in flight"
-            );
-            // A file being embedded (a `vault_update`, a followed root's batch) gives up
-            // at its next model run, storing nothing of itself (docs/vault.md, "No
-            // document starves the others").
-            shared.cairn.vault.stop_indexing();
-            stopping.cancel();
-        });
-    }
-    // Clients keep their connection between calls (the official SDKs do): answer each
-    // call without waiting for Nagle's algorithm to gather a fuller segment.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "could not set TCP_NODELAY on a connection");
-        }
-    });
-    let tcp = axum::serve(listener, app.clone())
-        .with_graceful_shutdown(stopping.clone().cancelled_owned());
-    let unix = axum::serve(
-        socket,
-        app.into_make_service_with_connect_info::<http::SocketPeer>(),
-    )
-    .with_graceful_shutdown(stopping.clone().cancelled_owned());
-    let mut server = tokio::spawn(async move {
-        let (tcp, unix) = tokio::join!(tcp, unix);
-        tcp.and(unix)
-    });
-    let outcome = tokio::select! {
-        ended = &mut server => Ok(ended),
-        _ = stopping.cancelled() => tokio::time::timeout(opts.drain, &mut server).await,
-    };
+    stop_on_signal(stopping.clone(), shared.clone());
+    let outcome = serve_until_drained(listener, socket, app, &stopping, opts.drain).await;
     abandon.cancel();
     sweeping.abort();
     remove_discovery(&db, &discovery);
@@ -249,6 +200,86 @@ pub(crate) async fn serve(cairn: Arc<Cairn>, opts: Options) -> anyhow::Result<()
         ),
     }
     Ok(())
+}
+
+/// The TCP listener (and the address it got) and the Unix socket in `rundir`.
+async fn listen(
+    addr: SocketAddr,
+    rundir: &rundir::RunDir,
+) -> anyhow::Result<(
+    tokio::net::TcpListener,
+    SocketAddr,
+    tokio::net::UnixListener,
+)> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening on {addr}"))?;
+    let local = listener.local_addr()?;
+    // Any socket left in the directory is a dead daemon's: this one holds the lock.
+    rundir.remove_socket()?;
+    let socket =
+        tokio::net::UnixListener::bind(rundir.entry(rundir::SOCKET)).with_context(|| {
+            format!(
+                "listening on {}/{}",
+                rundir.path().display(),
+                rundir::SOCKET
+            )
+        })?;
+    Ok((listener, local, socket))
+}
+
+/// On SIGTERM/SIGINT: stop indexing and cancel `stopping` (the listeners stop accepting).
+fn stop_on_signal(stopping: CancellationToken, shared: Arc<http::Shared>) {
+    tokio::spawn(async move {
+        let s = crate::mcp::server::shutdown_signal().await;
+        tracing::info!(
+            signal = s,
+            "stopping: refusing new connections, finishing calls in flight"
+        );
+        // A file being embedded (a `vault_update`, a followed root's batch) gives up
+        // at its next model run, storing nothing of itself (docs/vault.md, "No
+        // document starves the others").
+        shared.cairn.vault.stop_indexing();
+        stopping.cancel();
+    });
+}
+
+/// How serving ended: the servers' own end, or (`Err`) the drain time over once
+/// `stopping` was cancelled.
+type Ended =
+    Result<Result<std::io::Result<()>, tokio::task::JoinError>, tokio::time::error::Elapsed>;
+
+/// Serve `app` on both listeners until they end, or until `stopping` is cancelled and
+/// the calls in flight finish within `drain`.
+async fn serve_until_drained(
+    listener: tokio::net::TcpListener,
+    socket: tokio::net::UnixListener,
+    app: axum::Router,
+    stopping: &CancellationToken,
+    drain: Duration,
+) -> Ended {
+    // Clients keep their connection between calls (the official SDKs do): answer each
+    // call without waiting for Nagle's algorithm to gather a fuller segment.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY on a connection");
+        }
+    });
+    let tcp = axum::serve(listener, app.clone())
+        .with_graceful_shutdown(stopping.clone().cancelled_owned());
+    let unix = axum::serve(
+        socket,
+        app.into_make_service_with_connect_info::<http::SocketPeer>(),
+    )
+    .with_graceful_shutdown(stopping.clone().cancelled_owned());
+    let mut server = tokio::spawn(async move {
+        let (tcp, unix) = tokio::join!(tcp, unix);
+        tcp.and(unix)
+    });
+    tokio::select! {
+        ended = &mut server => Ok(ended),
+        _ = stopping.cancelled() => tokio::time::timeout(drain, &mut server).await,
+    }
 }
 
 /// A SQLite database an older Cairn created `0644` stays so (Cairn creates new ones

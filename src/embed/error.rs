@@ -1,5 +1,6 @@
-//! [`EmbedError`]: every way finding, loading or running an embedder can fail, each
-//! variant carrying the paths and messages needed to act on it.
+//! [`EmbedError`]: every way finding, loading or running an embedder can fail, and
+//! [`IndexError`]: every way the vector index ([`super::hnsw`]) can fail; each variant
+//! carries the paths and messages needed to act on it.
 
 use std::path::PathBuf;
 
@@ -130,6 +131,114 @@ impl From<EmbedError> for crate::error::Error {
             EmbedError::Batch { .. } | EmbedError::Io { .. } | EmbedError::Json { .. } => {
                 Error::Internal(e.to_string())
             }
+        }
+    }
+}
+
+/// The errors of the vector index ([`super::hnsw`]).
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// A vector of the wrong length was given to (or produced for) an index.
+    #[error("vector for id {id} has dimension {found}, the index expects {expected}")]
+    DimensionMismatch {
+        /// The id the vector belongs to (0 for a query).
+        id: u64,
+        /// The index's dimension.
+        expected: usize,
+        /// The offending vector's length.
+        found: usize,
+    },
+
+    /// A file-system operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done ("create", "write", "fsync", "rename", ...).
+        op: &'static str,
+        /// The path it was done to.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A JSON file of the index (its manifest) could not be parsed or written.
+    #[error("JSON in {path}: {source}")]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// The on-disk index is damaged or incomplete (the files the current
+    /// generation points to are missing, truncated or unreadable).
+    #[error(
+        "vector index at {path} is corrupt: {message}\nrebuild it with `cairn reindex --rebuild` (or delete the index directory)"
+    )]
+    IndexCorrupt {
+        /// The index directory or file.
+        path: PathBuf,
+        /// What was found wrong.
+        message: String,
+    },
+
+    /// Writing a new index generation failed (hnsw_rs dump error).
+    #[error("could not write vector index generation in {path}: {message}")]
+    IndexWrite {
+        /// The generation directory.
+        path: PathBuf,
+        /// What failed.
+        message: String,
+    },
+
+    /// The stored index was built with another model, dimension or chunker
+    /// than the running Cairn uses: its vectors are not comparable.
+    #[error(
+        "the vector index was built with {field} = {found}, but this Cairn uses {expected}\nrebuild it with `cairn reindex --rebuild` (or delete the index directory)"
+    )]
+    ManifestMismatch {
+        /// The field that differs (`model_id`, `dimension`, `chunker_version`).
+        field: &'static str,
+        /// The value the running Cairn expects.
+        expected: String,
+        /// The value in the stored manifest.
+        found: String,
+    },
+}
+
+impl IndexError {
+    /// Shorthand for [`IndexError::Io`].
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        IndexError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+impl From<IndexError> for crate::error::Error {
+    /// A full disk is `Error::StorageFull`; a damaged index or one built with another
+    /// model or chunker is `Error::Index` (the message names `cairn reindex
+    /// --rebuild`); the rest are internal.
+    fn from(e: IndexError) -> Self {
+        use crate::error::Error;
+        match e {
+            IndexError::Io {
+                ref path,
+                ref source,
+                ..
+            } if crate::error::is_no_space(source) => Error::StorageFull {
+                what: format!("the index directory ({})", path.display()),
+            },
+            IndexError::IndexCorrupt { .. } | IndexError::ManifestMismatch { .. } => {
+                Error::Index(e.to_string())
+            }
+            IndexError::DimensionMismatch { .. }
+            | IndexError::Io { .. }
+            | IndexError::Json { .. }
+            | IndexError::IndexWrite { .. } => Error::Internal(e.to_string()),
         }
     }
 }

@@ -83,7 +83,7 @@ use super::embedder::{DIMENSION, Embed, EmbedStats};
 use super::error::{EmbedError, Result};
 use super::threading::{Spin, Threading};
 use super::vector::l2_normalize;
-use crate::activity::Activity;
+use crate::embed::foreground::Foreground;
 
 /// Identifier of the model; stored with every index so vectors of different
 /// models are never mixed. It names the network and its int8 weights, which the
@@ -337,7 +337,7 @@ pub struct ModelEmbedder {
     /// Query runs that ran while a document batch was running.
     queries_beside_documents: AtomicU64,
     /// Foreground calls using or waiting for the model.
-    foreground: Activity,
+    foreground: Foreground,
     /// Recent query vectors by query text (the model is deterministic).
     queries: Mutex<LruCache<String, Vec<f32>>>,
     /// Queries waiting for the model: whoever gets it next embeds them all in one run.
@@ -391,7 +391,7 @@ impl ModelEmbedder {
             turns: Turns::default(),
             documents_running: AtomicU64::new(0),
             queries_beside_documents: AtomicU64::new(0),
-            foreground: Activity::default(),
+            foreground: Foreground::default(),
             queries: Mutex::new(LruCache::new(
                 NonZeroUsize::new(QUERY_CACHE).expect("QUERY_CACHE is not zero"),
             )),
@@ -640,7 +640,7 @@ impl Embed for ModelEmbedder {
     }
 
     /// Waits (up to `patience`) until no foreground call uses or waits for the model
-    /// (and none ended in the last [`crate::activity::QUIET_GAP`]), then runs `texts`
+    /// (and none ended in the last [`crate::embed::foreground::QUIET_GAP`]), then runs `texts`
     /// (see [`Embed::embed_idle`]).
     fn embed_idle(&self, texts: &[&str], patience: Duration) -> Result<Vec<Vec<f32>>> {
         self.foreground.wait_quiet(Instant::now() + patience);
@@ -724,7 +724,7 @@ impl ModelEmbedder {
         let real: usize = idxs.iter().map(|&i| tokens[i]).sum();
         let longest = idxs.iter().map(|&i| tokens[i]).max().unwrap_or(0);
         self.batches.fetch_add(1, Ordering::Relaxed);
-        crate::cost::count(crate::cost::Unit::ModelRuns, 1);
+        crate::metrics::cost::count(crate::metrics::cost::Unit::ModelRuns, 1);
         self.texts.fetch_add(batch.len() as u64, Ordering::Relaxed);
         self.tokens.fetch_add(real as u64, Ordering::Relaxed);
         self.padding

@@ -259,20 +259,69 @@ pub(crate) fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> 
         .map(|(k, id)| (id.as_str(), k.as_str()))
         .collect();
 
-    let names: Vec<&str> = SYSTEMS
-        .iter()
-        .map(|(n, _)| *n)
-        .chain(FUSIONS.iter().map(|(n, _)| *n))
-        .collect();
-    let mut scored: Vec<Vec<(&SetQuery, QueryScore)>> = vec![Vec::new(); names.len()];
-    let mut latency: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
-    let mut semantic = true;
-    let mut semantic_unavailable = None;
-    let mut per_query = Vec::with_capacity(set.queries.len());
+    let mut runs = Runs::new(set.queries.len());
     for (n, q) in set.queries.iter().enumerate() {
         if n % 25 == 0 {
             progress(&format!("query {}/{}", n + 1, set.queries.len()));
         }
+        let ranked = runs.rank(&cairn, &keys, q)?;
+        runs.score(q, &ranked);
+    }
+    let systems = runs
+        .names
+        .iter()
+        .zip(&runs.scored)
+        .zip(runs.latency.iter_mut())
+        .map(|((name, scores), lat)| system_report(name, scores, lat))
+        .collect();
+    Ok(EvalReport {
+        set: name.to_string(),
+        learnings: set.learnings.len(),
+        queries: set.queries.len(),
+        semantic: runs.semantic,
+        semantic_unavailable: runs.semantic_unavailable,
+        load_seconds,
+        systems,
+        per_query: runs.per_query,
+    })
+}
+
+/// The queries run so far, per system (in the order of `names`: [`SYSTEMS`], then
+/// [`FUSIONS`]).
+struct Runs<'a> {
+    names: Vec<&'static str>,
+    scored: Vec<Vec<(&'a SetQuery, QueryScore)>>,
+    /// Milliseconds per query.
+    latency: Vec<Vec<f64>>,
+    semantic: bool,
+    semantic_unavailable: Option<String>,
+    per_query: Vec<QueryReport>,
+}
+
+impl<'a> Runs<'a> {
+    fn new(queries: usize) -> Self {
+        let names: Vec<&str> = SYSTEMS
+            .iter()
+            .map(|(n, _)| *n)
+            .chain(FUSIONS.iter().map(|(n, _)| *n))
+            .collect();
+        Runs {
+            scored: vec![Vec::new(); names.len()],
+            latency: vec![Vec::new(); names.len()],
+            names,
+            semantic: true,
+            semantic_unavailable: None,
+            per_query: Vec::with_capacity(queries),
+        }
+    }
+
+    /// The keys each system ranks for `q` (up to [`FUSED_DEPTH`]), timing the searches.
+    fn rank(
+        &mut self,
+        cairn: &Cairn,
+        keys: &HashMap<&str, &str>,
+        q: &SetQuery,
+    ) -> Result<Vec<Vec<String>>> {
         let search = LearningSearch {
             query: q.query.clone(),
             scope: if q.cross_project {
@@ -286,14 +335,14 @@ pub(crate) fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> 
             include_archived: false,
             min_trust: None,
         };
-        let mut ranked: Vec<Vec<String>> = Vec::with_capacity(names.len());
+        let mut ranked: Vec<Vec<String>> = Vec::with_capacity(self.names.len());
         for (i, (_, ranking)) in SYSTEMS.iter().enumerate() {
             let t = Instant::now();
             let r = cairn.search_learnings_ranked(&search, *ranking)?;
-            latency[i].push(t.elapsed().as_secs_f64() * 1000.0);
+            self.latency[i].push(t.elapsed().as_secs_f64() * 1000.0);
             if *ranking == Ranking::Blend && !r.semantic {
-                semantic = false;
-                semantic_unavailable = r.semantic_unavailable.clone();
+                self.semantic = false;
+                self.semantic_unavailable = r.semantic_unavailable.clone();
             }
             ranked.push(
                 r.learnings()
@@ -301,15 +350,23 @@ pub(crate) fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> 
                     .collect(),
             );
         }
-        for (_, [a, b]) in FUSIONS {
-            let fused = rrf(&[&ranked[a], &ranked[b]], RRF_K);
+        for (f, (_, [a, b])) in FUSIONS.iter().enumerate() {
+            let fused = rrf(&[&ranked[*a], &ranked[*b]], RRF_K);
             ranked.push(fused);
+            let both =
+                self.latency[*a].last().unwrap_or(&0.0) + self.latency[*b].last().unwrap_or(&0.0);
+            self.latency[SYSTEMS.len() + f].push(both);
         }
+        Ok(ranked)
+    }
+
+    /// Score each system's top 10 for `q`.
+    fn score(&mut self, q: &'a SetQuery, ranked: &[Vec<String>]) {
         let mut outcomes = BTreeMap::new();
-        for (i, (name, ranking)) in names.iter().zip(&ranked).enumerate() {
+        for (i, (name, ranking)) in self.names.iter().zip(ranked).enumerate() {
             let top10 = &ranking[..ranking.len().min(DEPTH)];
             let score = QueryScore::of(top10, &q.relevant);
-            scored[i].push((q, score));
+            self.scored[i].push((q, score));
             outcomes.insert(
                 name.to_string(),
                 Outcome {
@@ -320,61 +377,47 @@ pub(crate) fn run(set: &EvalSet, name: &str, mut progress: impl FnMut(&str)) -> 
                 },
             );
         }
-        per_query.push(QueryReport {
+        self.per_query.push(QueryReport {
             key: q.key.clone(),
             part: q.part,
             category: q.category.clone(),
             systems: outcomes,
         });
-        for (f, (_, [a, b])) in FUSIONS.iter().enumerate() {
-            let both = latency[*a].last().unwrap_or(&0.0) + latency[*b].last().unwrap_or(&0.0);
-            latency[SYSTEMS.len() + f].push(both);
+    }
+}
+
+/// One system's figures on the whole set and on each of its parts.
+fn system_report(
+    name: &str,
+    scores: &[(&SetQuery, QueryScore)],
+    latency: &mut [f64],
+) -> SystemReport {
+    let (overall, categories) = by_category(scores.iter().map(|(q, s)| (q.category.as_str(), *s)));
+    let mut parts = BTreeMap::new();
+    for part in [Part::Tune, Part::Heldout] {
+        let mine: Vec<(&str, QueryScore)> = scores
+            .iter()
+            .filter(|(q, _)| q.part == part)
+            .map(|(q, s)| (q.category.as_str(), *s))
+            .collect();
+        if !mine.is_empty() {
+            let (overall, categories) = by_category(mine);
+            parts.insert(
+                part,
+                Figures {
+                    overall,
+                    categories,
+                },
+            );
         }
     }
-    let systems = names
-        .iter()
-        .zip(scored)
-        .zip(latency.iter_mut())
-        .map(|((name, scores), lat)| {
-            let (overall, categories) =
-                by_category(scores.iter().map(|(q, s)| (q.category.as_str(), *s)));
-            let mut parts = BTreeMap::new();
-            for part in [Part::Tune, Part::Heldout] {
-                let mine: Vec<(&str, QueryScore)> = scores
-                    .iter()
-                    .filter(|(q, _)| q.part == part)
-                    .map(|(q, s)| (q.category.as_str(), *s))
-                    .collect();
-                if !mine.is_empty() {
-                    let (overall, categories) = by_category(mine);
-                    parts.insert(
-                        part,
-                        Figures {
-                            overall,
-                            categories,
-                        },
-                    );
-                }
-            }
-            SystemReport {
-                system: name.to_string(),
-                overall,
-                categories,
-                parts,
-                p50_ms: p50(lat),
-            }
-        })
-        .collect();
-    Ok(EvalReport {
-        set: name.to_string(),
-        learnings: set.learnings.len(),
-        queries: set.queries.len(),
-        semantic,
-        semantic_unavailable,
-        load_seconds,
-        systems,
-        per_query,
-    })
+    SystemReport {
+        system: name.to_string(),
+        overall,
+        categories,
+        parts,
+        p50_ms: p50(latency),
+    }
 }
 
 /// Create the set's projects (one issue each), add its learnings, apply ratings and

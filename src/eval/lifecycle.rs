@@ -171,24 +171,7 @@ pub(crate) fn pairs(
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Line {
-    Learning {
-        key: String,
-        project: String,
-        issue: String,
-        pattern: String,
-        #[serde(default)]
-        context: Option<String>,
-        #[serde(default)]
-        applies_to: Vec<String>,
-        #[serde(default)]
-        learning_type: Option<LearningType>,
-        #[serde(default)]
-        duplicate_of: Option<String>,
-        #[serde(default)]
-        near_miss_of: Option<String>,
-        #[serde(default)]
-        supersedes: Vec<String>,
-    },
+    Learning(LearningLine),
     Feedback {
         learning: String,
         issue: String,
@@ -199,15 +182,41 @@ enum Line {
         /// `done` or `approved`.
         outcome: String,
     },
-    Query {
-        key: String,
-        #[allow(dead_code)]
-        category: String,
-        query: String,
-        project: String,
-        relevant: HashMap<String, u32>,
-        split: String,
-    },
+    Query(QueryLine),
+}
+
+/// A learning of the timeline, with its labels.
+#[derive(Debug, Clone, Deserialize)]
+struct LearningLine {
+    key: String,
+    project: String,
+    issue: String,
+    pattern: String,
+    #[serde(default)]
+    context: Option<String>,
+    #[serde(default)]
+    applies_to: Vec<String>,
+    #[serde(default)]
+    learning_type: Option<LearningType>,
+    #[serde(default)]
+    duplicate_of: Option<String>,
+    #[serde(default)]
+    near_miss_of: Option<String>,
+    #[serde(default)]
+    supersedes: Vec<String>,
+}
+
+/// A graded query of the timeline.
+#[derive(Debug, Clone, Deserialize)]
+struct QueryLine {
+    #[allow(dead_code)]
+    key: String,
+    #[allow(dead_code)]
+    category: String,
+    query: String,
+    project: String,
+    relevant: HashMap<String, u32>,
+    split: String,
 }
 
 /// The stale-answer count: queries answered by a successor where a learning it
@@ -252,89 +261,76 @@ pub(crate) fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<
     let lines = read_set::<Line>(path)?;
     let dir = tempfile::tempdir().map_err(|e| Error::io(Path::new("tempdir"), e))?;
     let cairn = Cairn::open(&dir.path().join("eval.db"))?;
-    // Set label → Cairn id of issues, learning key → learning id.
-    let mut issues = Issues::default();
-    let mut ids: HashMap<String, String> = HashMap::new();
-    // Id → the key of the learning that created it (what queries grade).
-    let mut key_of: HashMap<String, String> = HashMap::new();
-    let mut successor_of: HashMap<String, String> = HashMap::new();
-    let mut same: Vec<(String, String)> = Vec::new();
-    let mut near: Vec<(String, String)> = Vec::new();
-    let mut merges = Scores::default();
-    let mut near_misses_merged = 0;
-    let mut learnings = 0;
-    let mut queries = Vec::new();
+    let mut replay = Replay::default();
     for (n, line) in lines.into_iter().enumerate() {
         if n % 50 == 0 {
             progress(&format!("replaying line {}", n + 1));
         }
+        replay.line(&cairn, line)?;
+    }
+    let labels = Labels::of(&replay);
+    progress(&format!("running {} queries", replay.queries.len()));
+    let mut grades = Grades::default();
+    for query in &replay.queries {
+        grades.query(&cairn, &replay, &labels, query)?;
+    }
+    let splits = grades
+        .scored
+        .into_iter()
+        .map(|(split, systems)| {
+            (
+                split,
+                systems
+                    .into_iter()
+                    .map(|(name, s)| (name, Summary::mean(&s)))
+                    .collect(),
+            )
+        })
+        .collect();
+    Ok(LifecycleReport {
+        learnings: replay.learnings,
+        stored: replay.key_of.len(),
+        merges: replay.merges.finish(),
+        near_misses_merged: replay.near_misses_merged,
+        stale_answers: grades.stale,
+        clutter: grades.clutter,
+        splits,
+    })
+}
+
+/// The timeline replayed through the domain API, and what its labels say of the result.
+#[derive(Default)]
+struct Replay {
+    /// Set label → Cairn id of issues.
+    issues: Issues,
+    /// Learning key → learning id.
+    ids: HashMap<String, String>,
+    /// Id → the key of the learning that created it (what queries grade).
+    key_of: HashMap<String, String>,
+    /// Superseded id → the id of its successor.
+    successor_of: HashMap<String, String>,
+    /// (key, key it is labelled a duplicate of).
+    same: Vec<(String, String)>,
+    /// (key, key it is labelled a near miss of).
+    near: Vec<(String, String)>,
+    merges: Scores,
+    near_misses_merged: usize,
+    learnings: usize,
+    queries: Vec<QueryLine>,
+}
+
+impl Replay {
+    fn line(&mut self, cairn: &Cairn, line: Line) -> Result<()> {
         match line {
-            Line::Learning {
-                key,
-                project,
-                issue: label,
-                pattern,
-                context,
-                applies_to,
-                learning_type,
-                duplicate_of,
-                near_miss_of,
-                supersedes,
-            } => {
-                learnings += 1;
-                let issue_id = issues.get(&cairn, &project, &label)?;
-                let supersedes = supersedes
-                    .iter()
-                    .map(|k| lookup(&ids, k))
-                    .collect::<Result<Vec<_>>>()?;
-                let added = cairn.add_learning(&NewLearning {
-                    issue: issue_id,
-                    pattern,
-                    context,
-                    applies_to,
-                    learning_type,
-                    created_by: ACTOR.into(),
-                    agent_type: ACTOR.into(),
-                    merge: true,
-                    supersedes: supersedes.clone(),
-                    person: false,
-                })?;
-                let id = added.learning.id.clone();
-                // The timeline's supersessions are the world changing: a person accepts
-                // each proposal the agent made (docs/learnings.md, "Supersession").
-                for old in &added.proposed {
-                    cairn.supersede_learning(old, &id, ACTOR)?;
-                }
-                let right = match &duplicate_of {
-                    Some(target) => {
-                        same.push((key.clone(), target.clone()));
-                        added.merged && ids.get(target) == Some(&id)
-                    }
-                    None => false,
-                };
-                // A merge into another learning than the labelled one is a wrong merge.
-                merges.add(
-                    added.merged,
-                    duplicate_of.is_some() && (right || !added.merged),
-                );
-                if let Some(target) = &near_miss_of {
-                    near.push((key.clone(), target.clone()));
-                    near_misses_merged += usize::from(added.merged);
-                }
-                for old in &supersedes {
-                    successor_of.insert(old.clone(), id.clone());
-                }
-                key_of.entry(id.clone()).or_insert_with(|| key.clone());
-                ids.insert(key, id);
-            }
+            Line::Learning(learning) => self.learning(cairn, learning)?,
             Line::Feedback {
                 learning,
                 issue: label,
                 outcome,
             } => {
-                let id = lookup(&ids, &learning)?;
+                let id = lookup(&self.ids, &learning)?;
                 let project = cairn.learning(&id)?.learning.project;
-                let issue_id = issues.get(&cairn, &project, &label)?;
+                let issue_id = self.issues.get(cairn, &project, &label)?;
                 cairn.learning_feedback(&NewFeedback {
                     learning_id: id,
                     issue: issue_id,
@@ -348,157 +344,251 @@ pub(crate) fn lifecycle(path: &Path, progress: &mut impl FnMut(&str)) -> Result<
                 issue: label,
                 outcome,
             } => {
-                let issue_id = issues.ids.get(&label).cloned().ok_or_else(|| {
+                let issue_id = self.issues.ids.get(&label).cloned().ok_or_else(|| {
                     Error::invalid(label.clone(), "an outcome for an issue never mentioned")
                 })?;
-                finish_issue(&cairn, &issue_id, &outcome)?;
+                finish_issue(cairn, &issue_id, &outcome)?;
             }
-            Line::Query {
-                key,
-                query,
-                project,
-                relevant,
-                split,
-                ..
-            } => queries.push((key, query, project, relevant, split)),
+            Line::Query(query) => self.queries.push(query),
         }
+        Ok(())
     }
-    let stored = key_of.len();
-    // A key's final id (merged keys share their target's).
-    let stale_pairs: Vec<(String, String)> = successor_of.into_iter().collect();
-    let mut stale = StaleAnswers::default();
-    let mut clutter: BTreeMap<String, Clutter> = BTreeMap::new();
-    let mut scored: BTreeMap<String, BTreeMap<String, Vec<QueryScore>>> = BTreeMap::new();
-    // Whether two ids are labelled duplicates of one lesson (through any chain of
-    // `duplicate_of`: each id's lesson is the end of its chain) or a labelled near miss.
-    let target: HashMap<String, String> = same
-        .iter()
-        .map(|(a, b)| (ids[a].clone(), ids[b].clone()))
-        .collect();
-    let lesson: HashMap<&String, &String> = target
-        .keys()
-        .map(|start| {
-            let mut id = start;
-            for _ in 0..=target.len() {
-                match target.get(id) {
-                    Some(t) if t != id => id = t,
-                    _ => break,
-                }
+
+    /// Add a learning with merging, accept the supersessions it proposes, and score
+    /// its merge against its labels.
+    fn learning(&mut self, cairn: &Cairn, line: LearningLine) -> Result<()> {
+        let LearningLine {
+            key,
+            project,
+            issue: label,
+            pattern,
+            context,
+            applies_to,
+            learning_type,
+            duplicate_of,
+            near_miss_of,
+            supersedes,
+        } = line;
+        self.learnings += 1;
+        let issue_id = self.issues.get(cairn, &project, &label)?;
+        let supersedes = supersedes
+            .iter()
+            .map(|k| lookup(&self.ids, k))
+            .collect::<Result<Vec<_>>>()?;
+        let added = cairn.add_learning(&NewLearning {
+            issue: issue_id,
+            pattern,
+            context,
+            applies_to,
+            learning_type,
+            created_by: ACTOR.into(),
+            agent_type: ACTOR.into(),
+            merge: true,
+            supersedes: supersedes.clone(),
+            person: false,
+        })?;
+        let id = added.learning.id.clone();
+        // The timeline's supersessions are the world changing: a person accepts
+        // each proposal the agent made (docs/learnings.md, "Supersession").
+        for old in &added.proposed {
+            cairn.supersede_learning(old, &id, ACTOR)?;
+        }
+        let right = match &duplicate_of {
+            Some(target) => {
+                self.same.push((key.clone(), target.clone()));
+                added.merged && self.ids.get(target) == Some(&id)
             }
-            (start, id)
-        })
-        .collect();
-    let near_ids: HashSet<(String, String)> = near
-        .iter()
-        .flat_map(|(a, b)| {
-            let (a, b) = (ids[a].clone(), ids[b].clone());
-            [(a.clone(), b.clone()), (b, a)]
-        })
-        .collect();
-    let labelled = |a: &String, b: &String| {
-        lesson.get(a).copied().unwrap_or(a) == lesson.get(b).copied().unwrap_or(b)
-            || near_ids.contains(&(a.clone(), b.clone()))
-    };
-    progress(&format!("running {} queries", queries.len()));
-    for (_, query, project, relevant, split) in &queries {
-        // The learnings found in reading order, and where each was listed.
-        let search = |ranking: Ranking, include_superseded: bool| -> Result<Found> {
-            let r = cairn.search_learnings_ranked(
-                &LearningSearch {
-                    query: query.clone(),
-                    scope: SearchScope::Project(project.clone()),
-                    limit: Some(DEPTH),
-                    min_quality_score: None,
-                    include_superseded,
-                    include_archived: false,
-                    min_trust: None,
-                },
-                ranking,
-            )?;
-            Ok(Found(
-                r.listed()
-                    .map(|(l, under)| (l.id.clone(), under.map(|h| h.id.clone())))
-                    .collect(),
-            ))
+            None => false,
         };
-        let answers: HashSet<String> = relevant
+        // A merge into another learning than the labelled one is a wrong merge.
+        self.merges.add(
+            added.merged,
+            duplicate_of.is_some() && (right || !added.merged),
+        );
+        if let Some(target) = &near_miss_of {
+            self.near.push((key.clone(), target.clone()));
+            self.near_misses_merged += usize::from(added.merged);
+        }
+        for old in &supersedes {
+            self.successor_of.insert(old.clone(), id.clone());
+        }
+        self.key_of.entry(id.clone()).or_insert_with(|| key.clone());
+        self.ids.insert(key, id);
+        Ok(())
+    }
+
+    /// The labelled (duplicate or near miss) pairs `pairs` by id (merged keys share
+    /// their target's).
+    fn by_id<'a>(
+        &'a self,
+        pairs: &'a [(String, String)],
+    ) -> impl Iterator<Item = (&'a String, &'a String)> {
+        pairs.iter().map(|(a, b)| (&self.ids[a], &self.ids[b]))
+    }
+}
+
+/// Whether two ids are labelled duplicates of one lesson (through any chain of
+/// `duplicate_of`: each id's lesson is the end of its chain) or a labelled near miss.
+struct Labels {
+    /// Id → its lesson's id, for the ids labelled a duplicate.
+    lesson: HashMap<String, String>,
+    /// Both orders of each labelled near miss.
+    near: HashSet<(String, String)>,
+}
+
+impl Labels {
+    fn of(replay: &Replay) -> Labels {
+        let target: HashMap<&String, &String> = replay.by_id(&replay.same).collect();
+        let lesson = target
             .keys()
-            .map(|k| lookup(&ids, k))
+            .map(|&start| {
+                let mut id = start;
+                for _ in 0..=target.len() {
+                    match target.get(id) {
+                        Some(&t) if t != id => id = t,
+                        _ => break,
+                    }
+                }
+                (start.clone(), id.clone())
+            })
+            .collect();
+        let near = replay
+            .by_id(&replay.near)
+            .flat_map(|(a, b)| [(a.clone(), b.clone()), (b.clone(), a.clone())])
+            .collect();
+        Labels { lesson, near }
+    }
+
+    fn labelled(&self, a: &String, b: &String) -> bool {
+        self.lesson.get(a).unwrap_or(a) == self.lesson.get(b).unwrap_or(b)
+            || self.near.contains(&(a.clone(), b.clone()))
+    }
+}
+
+/// What the graded queries add up to.
+#[derive(Default)]
+struct Grades {
+    stale: StaleAnswers,
+    /// Split → duplicate clutter.
+    clutter: BTreeMap<String, Clutter>,
+    /// Split → system → each query's score.
+    scored: BTreeMap<String, BTreeMap<String, Vec<QueryScore>>>,
+}
+
+impl Grades {
+    fn query(
+        &mut self,
+        cairn: &Cairn,
+        replay: &Replay,
+        labels: &Labels,
+        query: &QueryLine,
+    ) -> Result<()> {
+        let answers: HashSet<String> = query
+            .relevant
+            .keys()
+            .map(|k| lookup(&replay.ids, k))
             .collect::<Result<_>>()?;
-        let default = search(Ranking::Blend, false)?;
-        let including = search(Ranking::Blend, true)?.read();
+        let default = search(cairn, query, Ranking::Blend, false)?;
+        self.count_stale(cairn, replay, query, &answers, &default)?;
+        self.count_clutter(replay, labels, &query.split, &default);
+        let qrels: Qrels = query.relevant.clone();
+        for (name, ranking) in SYSTEMS {
+            let ranked: Vec<String> = search(cairn, query, ranking, false)?
+                .read()
+                .into_iter()
+                .map(|id| replay.key_of.get(&id).cloned().unwrap_or(id))
+                .collect();
+            self.scored
+                .entry(query.split.clone())
+                .or_default()
+                .entry(name.to_string())
+                .or_default()
+                .push(QueryScore::of(&ranked, &qrels));
+        }
+        Ok(())
+    }
+
+    /// A query answered by a successor: whether a learning it superseded ranks above
+    /// it, in default results and with `include_superseded`.
+    fn count_stale(
+        &mut self,
+        cairn: &Cairn,
+        replay: &Replay,
+        query: &QueryLine,
+        answers: &HashSet<String>,
+        default: &Found,
+    ) -> Result<()> {
+        let including = search(cairn, query, Ranking::Blend, true)?.read();
         let rank = |list: &[String], id: &str| list.iter().position(|x| x == id);
         let stale_in = |list: &[String]| {
-            stale_pairs.iter().any(|(old, new)| {
+            replay.successor_of.iter().any(|(old, new)| {
                 answers.contains(new)
                     && rank(list, old).is_some_and(|o| rank(list, new).is_none_or(|n| o < n))
             })
         };
-        if stale_pairs.iter().any(|(_, new)| answers.contains(new)) {
-            stale.queries += 1;
-            stale.default_results += usize::from(stale_in(&default.read()));
-            stale.including_superseded += usize::from(stale_in(&including));
+        if replay
+            .successor_of
+            .values()
+            .any(|new| answers.contains(new))
+        {
+            self.stale.queries += 1;
+            self.stale.default_results += usize::from(stale_in(&default.read()));
+            self.stale.including_superseded += usize::from(stale_in(&including));
         }
-        let pair = |(a, b): &(String, String)| (&ids[a], &ids[b]);
-        let c = clutter.entry(split.clone()).or_default();
+        Ok(())
+    }
+
+    /// The labelled pairs a query's default results show apart or group.
+    fn count_clutter(&mut self, replay: &Replay, labels: &Labels, split: &str, default: &Found) {
+        let c = self.clutter.entry(split.to_string()).or_default();
         c.queries += 1;
         c.cluttered += usize::from(
-            same.iter()
-                .map(pair)
+            replay
+                .by_id(&replay.same)
                 .any(|(a, b)| a != b && default.placed(a) && default.placed(b)),
         );
-        c.grouped_restatements += same
-            .iter()
-            .map(pair)
+        c.grouped_restatements += replay
+            .by_id(&replay.same)
             .filter(|(a, b)| default.grouped(a, b))
             .count();
-        c.grouped_near_misses += near
-            .iter()
-            .map(pair)
+        c.grouped_near_misses += replay
+            .by_id(&replay.near)
             .filter(|(a, b)| default.grouped(a, b))
             .count();
         c.grouped_others += default
             .0
             .iter()
             .filter_map(|(id, under)| Some((id, under.as_ref()?)))
-            .filter(|(id, head)| !labelled(id, head))
+            .filter(|(id, head)| !labels.labelled(id, head))
             .count();
-        let qrels: Qrels = relevant.clone();
-        for (name, ranking) in SYSTEMS {
-            let ranked: Vec<String> = search(ranking, false)?
-                .read()
-                .into_iter()
-                .map(|id| key_of.get(&id).cloned().unwrap_or(id))
-                .collect();
-            scored
-                .entry(split.clone())
-                .or_default()
-                .entry(name.to_string())
-                .or_default()
-                .push(QueryScore::of(&ranked, &qrels));
-        }
     }
-    let splits = scored
-        .into_iter()
-        .map(|(split, systems)| {
-            (
-                split,
-                systems
-                    .into_iter()
-                    .map(|(name, s)| (name, Summary::mean(&s)))
-                    .collect(),
-            )
-        })
-        .collect();
-    Ok(LifecycleReport {
-        learnings,
-        stored,
-        merges: merges.finish(),
-        near_misses_merged,
-        stale_answers: stale,
-        clutter,
-        splits,
-    })
+}
+
+/// The learnings one search for `query` in its project found, in reading order, and
+/// where each was listed.
+fn search(
+    cairn: &Cairn,
+    query: &QueryLine,
+    ranking: Ranking,
+    include_superseded: bool,
+) -> Result<Found> {
+    let r = cairn.search_learnings_ranked(
+        &LearningSearch {
+            query: query.query.clone(),
+            scope: SearchScope::Project(query.project.clone()),
+            limit: Some(DEPTH),
+            min_quality_score: None,
+            include_superseded,
+            include_archived: false,
+            min_trust: None,
+        },
+        ranking,
+    )?;
+    Ok(Found(
+        r.listed()
+            .map(|(l, under)| (l.id.clone(), under.map(|h| h.id.clone())))
+            .collect(),
+    ))
 }
 
 /// What one search found: every learning's id in reading order (each hit, then those

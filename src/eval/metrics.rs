@@ -9,6 +9,8 @@
 //!   first `k`, else 0.
 //! - Recall@k is the share of the documents with a grade above zero found in the
 //!   first `k`.
+//! - Hit@k is 1 when a document with a grade above zero is in the first `k`, else 0:
+//!   its mean is the share of queries answered in the first `k`.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -70,15 +72,20 @@ pub(crate) struct QueryScore {
     pub(crate) ndcg10: f64,
     pub(crate) mrr10: f64,
     pub(crate) recall5: f64,
+    pub(crate) hit10: f64,
 }
 
 impl QueryScore {
-    /// Score one ranking: nDCG@10, MRR@10 and Recall@5.
+    /// Score one ranking: nDCG@10, MRR@10, Recall@5 and Hit@10.
     pub(crate) fn of(ranking: &[String], qrels: &Qrels) -> QueryScore {
         QueryScore {
             ndcg10: ndcg_at(ranking, qrels, 10),
             mrr10: mrr_at(ranking, qrels, 10),
             recall5: recall_at(ranking, qrels, 5),
+            hit10: match first_relevant(ranking, qrels, 10) {
+                Some(_) => 1.0,
+                None => 0.0,
+            },
         }
     }
 }
@@ -90,6 +97,8 @@ pub(crate) struct Summary {
     pub(crate) ndcg10: f64,
     pub(crate) mrr10: f64,
     pub(crate) recall5: f64,
+    /// The share of queries with a relevant document in the first 10.
+    pub(crate) hit10: f64,
 }
 
 impl Summary {
@@ -100,18 +109,21 @@ impl Summary {
             ndcg10: 0.0,
             mrr10: 0.0,
             recall5: 0.0,
+            hit10: 0.0,
         };
         for q in scores {
             s.queries += 1;
             s.ndcg10 += q.ndcg10;
             s.mrr10 += q.mrr10;
             s.recall5 += q.recall5;
+            s.hit10 += q.hit10;
         }
         if s.queries > 0 {
             let n = s.queries as f64;
             s.ndcg10 /= n;
             s.mrr10 /= n;
             s.recall5 /= n;
+            s.hit10 /= n;
         }
         s
     }
@@ -197,7 +209,8 @@ mod tests {
             QueryScore {
                 ndcg10: 1.0,
                 mrr10: 1.0,
-                recall5: 1.0
+                recall5: 1.0,
+                hit10: 1.0
             }
         );
     }
@@ -220,6 +233,10 @@ mod tests {
         assert_eq!(mrr_at(&r, &q, 2), 0.0);
         assert_eq!(recall_at(&r, &q, 5), 0.5);
         assert_eq!(recall_at(&r, &q, 6), 1.0);
+        // Hit@10: one relevant document in the first 10 is enough.
+        assert_eq!(QueryScore::of(&r, &q).hit10, 1.0);
+        let late: Vec<String> = (0..10).map(|i| format!("n{i}")).chain(r).collect();
+        assert_eq!(QueryScore::of(&late, &q).hit10, 0.0);
     }
 
     #[test]
@@ -230,7 +247,8 @@ mod tests {
             QueryScore {
                 ndcg10: 0.0,
                 mrr10: 0.0,
-                recall5: 0.0
+                recall5: 0.0,
+                hit10: 0.0
             }
         );
     }
@@ -241,11 +259,13 @@ mod tests {
             ndcg10: 1.0,
             mrr10: 1.0,
             recall5: 1.0,
+            hit10: 1.0,
         };
         let zero = QueryScore {
             ndcg10: 0.0,
             mrr10: 0.0,
             recall5: 0.0,
+            hit10: 0.0,
         };
         let (all, per) = by_category([("keyword", one), ("paraphrase", zero), ("keyword", one)]);
         assert_eq!(all.queries, 3);

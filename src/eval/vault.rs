@@ -15,7 +15,7 @@
 //!   judged by sections is scored on the ranking of distinct sections.
 //! - **Figures**: each system returns its top [`TOP_K`] chunks (what an agent sees);
 //!   the document ranking is their distinct documents in order of first appearance;
-//!   nDCG@10, MRR@10 and Recall@5 over it ([`super::metrics`]), per category; p50
+//!   nDCG@10, MRR@10, Recall@5 and Hit@10 over it ([`super::metrics`]), per category; p50
 //!   latency of one search (query embedding included for the systems that embed); and
 //!   the mean number of distinct documents among the [`TOP_K`] chunks.
 
@@ -28,8 +28,9 @@ use serde::Serialize;
 
 use crate::Cairn;
 use crate::error::{Error, Result};
+use crate::vault::documents::VaultHit;
 use crate::vault::reindex::ReindexOptions;
-use crate::vault::rerank::{MAX_PER_DOCUMENT, OLD_OVERLAP_WEIGHT, Ranking, Sources};
+use crate::vault::rerank::{MAX_PER_DOCUMENT, OLD_OVERLAP_WEIGHT, Ranking, Sources, Weights};
 
 use super::metrics::{Qrels, QueryScore, Summary, by_category, p50, rrf};
 
@@ -63,9 +64,10 @@ pub(crate) struct SystemReport {
     pub(crate) name: String,
     /// Where candidates come from: `dense`, `lexical` or `dense+bm25`.
     pub(crate) sources: String,
-    /// Weights of BM25 and keyword overlap in `score` (the rest is cosine).
-    pub(crate) lexical_weight: f32,
-    pub(crate) overlap_weight: f32,
+    /// Weights of BM25 and keyword overlap in `score` (the rest is cosine), for chunks of
+    /// documents and of source code.
+    pub(crate) prose: Weights,
+    pub(crate) code: Weights,
     /// `None`: no per-document cap.
     pub(crate) max_per_document: Option<usize>,
     pub(crate) overall: Summary,
@@ -227,14 +229,18 @@ fn write_beir(corpus: &Path, into: &Path) -> Result<Prepared> {
 
 /// The systems every run reports.
 fn systems(sweep: bool) -> Vec<(String, Ranking)> {
-    let r = |sources, lexical_weight, overlap_weight, max_per_document| Ranking {
+    let w = |lexical, overlap| Weights { lexical, overlap };
+    // One set of weights for prose and code alike.
+    let r = |sources, weights, max_per_document| Ranking {
         sources,
-        lexical_weight,
-        overlap_weight,
+        prose: weights,
+        code: weights,
         max_per_document,
     };
     let d = Ranking::default();
     let cap = Some(MAX_PER_DOCUMENT);
+    let no_bm25 = |k: Weights| w(0.0, k.overlap);
+    let bm25_only = |k: Weights| w(k.lexical + k.overlap, 0.0);
     let mut out = vec![
         ("cairn".to_string(), d),
         (
@@ -252,64 +258,82 @@ fn systems(sweep: bool) -> Vec<(String, Ranking)> {
             },
         ),
         (
+            "cairn, code weighed as prose".to_string(),
+            Ranking { code: d.prose, ..d },
+        ),
+        (
             "cairn, no BM25 (dense + overlap, cap)".to_string(),
             Ranking {
                 sources: Sources::Dense,
-                lexical_weight: 0.0,
+                prose: no_bm25(d.prose),
+                code: no_bm25(d.code),
                 ..d
             },
         ),
         (
             "BM25 fusion only (no overlap, cap)".to_string(),
-            r(Sources::Both, d.lexical_weight + d.overlap_weight, 0.0, cap),
+            Ranking {
+                prose: bm25_only(d.prose),
+                code: bm25_only(d.code),
+                ..d
+            },
         ),
         (
             "keyword overlap rerank (before), no cap".to_string(),
-            r(Sources::Dense, 0.0, OLD_OVERLAP_WEIGHT, None),
+            r(Sources::Dense, w(0.0, OLD_OVERLAP_WEIGHT), None),
         ),
         (
             "keyword overlap rerank, cap".to_string(),
-            r(Sources::Dense, 0.0, OLD_OVERLAP_WEIGHT, cap),
+            r(Sources::Dense, w(0.0, OLD_OVERLAP_WEIGHT), cap),
         ),
         (
             format!("{LEXICAL_ONLY} (BM25 chunks)"),
-            r(Sources::Lexical, 0.0, 0.0, None),
+            r(Sources::Lexical, w(0.0, 0.0), None),
         ),
         (
             format!("{DENSE_ONLY} (cosine)"),
-            r(Sources::Dense, 0.0, 0.0, None),
+            r(Sources::Dense, w(0.0, 0.0), None),
         ),
     ];
     if sweep {
-        for (wl, wo) in [
-            (0.1, 0.0),
-            (0.2, 0.0),
-            (0.3, 0.0),
-            (0.0, 0.1),
-            (0.0, 0.2),
-            (0.05, 0.1),
-            (0.05, 0.15),
-            (0.1, 0.05),
-            (0.1, 0.1),
-            (0.1, 0.15),
-            (0.1, 0.2),
-            (0.15, 0.1),
-            (0.15, 0.15),
-            (0.2, 0.1),
-        ] {
+        for (wl, wo) in SWEEP {
             for c in [Some(1), Some(2), None] {
                 out.push((
                     format!(
                         "sweep bm25={wl} overlap={wo} cap={}",
                         c.map_or("none".into(), |c| c.to_string())
                     ),
-                    r(Sources::Both, wl, wo, c),
+                    r(Sources::Both, w(wl, wo), c),
                 ));
             }
         }
     }
     out
 }
+
+/// The `--sweep` grid of BM25 and overlap weights (for prose and code alike).
+const SWEEP: [(f32, f32); 20] = [
+    (0.1, 0.0),
+    (0.2, 0.0),
+    (0.3, 0.0),
+    (0.0, 0.1),
+    (0.0, 0.2),
+    (0.05, 0.1),
+    (0.05, 0.15),
+    (0.1, 0.05),
+    (0.1, 0.1),
+    (0.1, 0.15),
+    (0.1, 0.2),
+    (0.15, 0.1),
+    (0.15, 0.15),
+    (0.2, 0.1),
+    (0.2, 0.15),
+    (0.2, 0.2),
+    (0.25, 0.1),
+    (0.25, 0.15),
+    (0.3, 0.1),
+    (0.3, 0.15),
+];
 
 fn sources_name(r: &Ranking) -> &'static str {
     match r.sources {
@@ -338,8 +362,8 @@ fn judged_key(doc: &str, heading_path: &str, qrels: &Qrels) -> String {
     }
 }
 
-/// Run the evaluation; progress goes to `progress` (stderr in the CLI).
-pub(crate) fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<VaultEvalReport> {
+/// The queries with at least one relevant document, and the judgements.
+fn read_set(opts: &VaultEvalOptions) -> Result<(Vec<Query>, HashMap<String, Qrels>)> {
     let queries = read_queries(&opts.queries)?;
     let qrels = read_qrels(&opts.qrels)?;
     let queries: Vec<Query> = queries
@@ -352,23 +376,36 @@ pub(crate) fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<Va
             "no query has a relevant document in the qrels; check that the ids match",
         ));
     }
-    let tmp = tempfile::tempdir().map_err(|e| io(Path::new("temporary directory"), e))?;
-    let prepared = if opts.corpus.is_dir() && !opts.corpus.join("corpus.jsonl").is_file() {
-        Prepared {
+    Ok((queries, qrels))
+}
+
+/// The corpus as a directory to index: a directory of documents as it is, a BEIR file
+/// written as Markdown under `tmp`.
+fn prepare(opts: &VaultEvalOptions, tmp: &Path, progress: &dyn Fn(&str)) -> Result<Prepared> {
+    if opts.corpus.is_dir() && !opts.corpus.join("corpus.jsonl").is_file() {
+        return Ok(Prepared {
             dir: opts.corpus.clone(),
             ids: None,
             documents: 0,
-        }
+        });
+    }
+    let file = if opts.corpus.is_dir() {
+        opts.corpus.join("corpus.jsonl")
     } else {
-        let file = if opts.corpus.is_dir() {
-            opts.corpus.join("corpus.jsonl")
-        } else {
-            opts.corpus.clone()
-        };
-        progress(&format!("writing {} as Markdown", file.display()));
-        write_beir(&file, tmp.path())?
+        opts.corpus.clone()
     };
-    let cairn = Cairn::open(&tmp.path().join("eval.db"))?;
+    progress(&format!("writing {} as Markdown", file.display()));
+    write_beir(&file, tmp)
+}
+
+/// Index the prepared corpus into `cairn` through `cairn reindex`'s path: (documents,
+/// chunks).
+fn index(
+    cairn: &Cairn,
+    prepared: &Prepared,
+    code: bool,
+    progress: &dyn Fn(&str),
+) -> Result<(usize, usize)> {
     progress("indexing the corpus (embedding every chunk; about 25-40 chunks/s on 2 cores)");
     let started = Instant::now();
     let summary = cairn.vault_reindex(
@@ -376,7 +413,7 @@ pub(crate) fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<Va
             dir: prepared.dir.clone(),
             collection: Some(COLLECTION.into()),
             files: crate::vault::formats::FileFilter {
-                code: opts.code,
+                code,
                 ..Default::default()
             },
             ..Default::default()
@@ -389,21 +426,61 @@ pub(crate) fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<Va
         summary.files_seen,
         started.elapsed().as_secs_f64()
     ));
-    let doc_id = |path: &str| -> String {
-        match &prepared.ids {
-            Some(ids) => ids.get(path).cloned().unwrap_or_else(|| path.to_string()),
-            None => path.to_string(),
-        }
+    let documents = match prepared.ids {
+        Some(_) => prepared.documents,
+        None => summary.files_seen,
     };
+    Ok((documents, chunks))
+}
 
-    let systems = systems(opts.sweep);
+/// Per system (the systems, then the fusion of the baselines): each query's category
+/// and figures, the latencies, and the sum over queries of distinct documents.
+struct Scores {
+    scores: Vec<Vec<(String, QueryScore)>>,
+    latency: Vec<Vec<f64>>,
+    distinct: Vec<f64>,
+}
+
+/// One system's hits judged: the ranking of distinct judged keys, and how many
+/// distinct documents the hits hold.
+fn judge(
+    hits: &[VaultHit],
+    judged: &Qrels,
+    doc_id: &dyn Fn(&str) -> String,
+) -> (Vec<String>, usize) {
+    let mut keys: Vec<String> = Vec::new();
+    let mut docs: Vec<String> = Vec::new();
+    for h in hits {
+        let d = doc_id(&h.path);
+        let k = judged_key(&d, &h.metadata.heading_path, judged);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+        if !docs.contains(&d) {
+            docs.push(d);
+        }
+    }
+    (keys, docs.len())
+}
+
+/// Run every query under every system (and the fusion of the two baselines, one row
+/// more, when both run).
+fn run_queries(
+    cairn: &Cairn,
+    queries: &[Query],
+    qrels: &HashMap<String, Qrels>,
+    systems: &[(String, Ranking)],
+    doc_id: &dyn Fn(&str) -> String,
+    progress: &dyn Fn(&str),
+) -> Result<Scores> {
     let position = |prefix: &str| systems.iter().position(|(n, _)| n.starts_with(prefix));
     let (lexical, dense) = (position(LEXICAL_ONLY), position(DENSE_ONLY));
-    // One more row after the systems: the reciprocal-rank fusion of the two baselines.
     let fused = systems.len();
-    let mut scores: Vec<Vec<(String, QueryScore)>> = vec![Vec::new(); fused + 1];
-    let mut latency: Vec<Vec<f64>> = vec![Vec::new(); fused + 1];
-    let mut distinct: Vec<f64> = vec![0.0; fused + 1];
+    let mut s = Scores {
+        scores: vec![Vec::new(); fused + 1],
+        latency: vec![Vec::new(); fused + 1],
+        distinct: vec![0.0; fused + 1],
+    };
     // Warm up: the model and both indexes load on the first search.
     cairn.vault_search(&queries[0].text, Some(TOP_K), None, None)?;
     for (qi, q) in queries.iter().enumerate() {
@@ -418,25 +495,15 @@ pub(crate) fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<Va
         for (si, (_, ranking)) in systems.iter().enumerate() {
             let t = Instant::now();
             let hits = cairn.vault_rank(&q.text, Some(&vector), TOP_K, None, ranking)?;
-            let mut ms = t.elapsed().as_secs_f64() * 1e3;
-            if ranking.sources.dense() {
-                ms += embed_ms;
-            }
-            latency[si].push(ms);
-            let mut keys: Vec<String> = Vec::new();
-            let mut docs: Vec<String> = Vec::new();
-            for h in &hits {
-                let d = doc_id(&h.path);
-                let k = judged_key(&d, &h.metadata.heading_path, judged);
-                if !keys.contains(&k) {
-                    keys.push(k);
-                }
-                if !docs.contains(&d) {
-                    docs.push(d);
-                }
-            }
-            distinct[si] += docs.len() as f64;
-            scores[si].push((q.category.clone(), QueryScore::of(&keys, judged)));
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            s.latency[si].push(if ranking.sources.dense() {
+                ms + embed_ms
+            } else {
+                ms
+            });
+            let (keys, docs) = judge(&hits, judged, doc_id);
+            s.distinct[si] += docs as f64;
+            s.scores[si].push((q.category.clone(), QueryScore::of(&keys, judged)));
             ranked.push(keys);
         }
         if let (Some(l), Some(d)) = (lexical, dense) {
@@ -447,52 +514,78 @@ pub(crate) fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<Va
                 .collect();
             docs.sort_unstable();
             docs.dedup();
-            distinct[fused] += docs.len() as f64;
-            let both = latency[l].last().unwrap_or(&0.0) + latency[d].last().unwrap_or(&0.0);
-            latency[fused].push(both);
-            scores[fused].push((q.category.clone(), QueryScore::of(&keys, judged)));
+            s.distinct[fused] += docs.len() as f64;
+            let both = s.latency[l].last().unwrap_or(&0.0) + s.latency[d].last().unwrap_or(&0.0);
+            s.latency[fused].push(both);
+            s.scores[fused].push((q.category.clone(), QueryScore::of(&keys, judged)));
         }
     }
-    let n = queries.len() as f64;
+    Ok(s)
+}
+
+/// Each system's figures, the fusion of the baselines last when it ran.
+fn reports(systems: &[(String, Ranking)], mut s: Scores, queries: usize) -> Vec<SystemReport> {
     let baseline = Ranking {
         sources: Sources::Both,
-        lexical_weight: 0.0,
-        overlap_weight: 0.0,
+        prose: Weights {
+            lexical: 0.0,
+            overlap: 0.0,
+        },
+        code: Weights {
+            lexical: 0.0,
+            overlap: 0.0,
+        },
         max_per_document: None,
     };
-    let rrf_row = (lexical.is_some() && dense.is_some())
+    let rrf_row = s
+        .scores
+        .last()
+        .is_some_and(|v| !v.is_empty())
         .then(|| ("rrf (dense-only, lexical-only)".to_string(), baseline));
-    let reports = systems
+    systems
         .iter()
         .chain(rrf_row.as_ref())
         .enumerate()
         .map(|(si, (name, r))| {
             let (overall, categories) =
-                by_category(scores[si].iter().map(|(c, s)| (c.as_str(), *s)));
+                by_category(s.scores[si].iter().map(|(c, q)| (c.as_str(), *q)));
             SystemReport {
                 name: name.clone(),
                 sources: sources_name(r).into(),
-                lexical_weight: r.lexical_weight,
-                overlap_weight: r.overlap_weight,
+                prose: r.prose,
+                code: r.code,
                 max_per_document: r.max_per_document,
                 overall,
                 categories,
-                p50_ms: p50(&mut latency[si]),
-                distinct_documents: distinct[si] / n,
+                p50_ms: p50(&mut s.latency[si]),
+                distinct_documents: s.distinct[si] / queries as f64,
             }
         })
-        .collect();
+        .collect()
+}
+
+/// Run the evaluation; progress goes to `progress` (stderr in the CLI).
+pub(crate) fn run(opts: &VaultEvalOptions, progress: &dyn Fn(&str)) -> Result<VaultEvalReport> {
+    let (queries, qrels) = read_set(opts)?;
+    let tmp = tempfile::tempdir().map_err(|e| io(Path::new("temporary directory"), e))?;
+    let prepared = prepare(opts, tmp.path(), progress)?;
+    let cairn = Cairn::open(&tmp.path().join("eval.db"))?;
+    let (documents, chunks) = index(&cairn, &prepared, opts.code, progress)?;
+    let doc_id = |path: &str| -> String {
+        match &prepared.ids {
+            Some(ids) => ids.get(path).cloned().unwrap_or_else(|| path.to_string()),
+            None => path.to_string(),
+        }
+    };
+    let systems = systems(opts.sweep);
+    let scores = run_queries(&cairn, &queries, &qrels, &systems, &doc_id, progress)?;
     Ok(VaultEvalReport {
         corpus: opts.corpus.display().to_string(),
-        documents: if prepared.ids.is_some() {
-            prepared.documents
-        } else {
-            summary.files_seen
-        },
+        documents,
         chunks,
         queries: queries.len(),
         top_k: TOP_K,
-        systems: reports,
+        systems: reports(&systems, scores, queries.len()),
     })
 }
 
@@ -504,14 +597,14 @@ pub(crate) fn render(r: &VaultEvalReport) -> String {
     );
     let table = |out: &mut String, title: &str, pick: &dyn Fn(&SystemReport) -> Option<Summary>| {
         out.push_str(&format!(
-            "{title}\n{:<42} {:>7} {:>7} {:>8} {:>9} {:>8}\n",
-            "system", "nDCG@10", "MRR@10", "Recall@5", "docs/top", "p50 ms"
+            "{title}\n{:<42} {:>7} {:>7} {:>8} {:>7} {:>9} {:>8}\n",
+            "system", "nDCG@10", "MRR@10", "Recall@5", "Hit@10", "docs/top", "p50 ms"
         ));
         for s in &r.systems {
             if let Some(m) = pick(s) {
                 out.push_str(&format!(
-                    "{:<42} {:>7.3} {:>7.3} {:>8.3} {:>9.2} {:>8.2}\n",
-                    s.name, m.ndcg10, m.mrr10, m.recall5, s.distinct_documents, s.p50_ms
+                    "{:<42} {:>7.3} {:>7.3} {:>8.3} {:>7.3} {:>9.2} {:>8.2}\n",
+                    s.name, m.ndcg10, m.mrr10, m.recall5, m.hit10, s.distinct_documents, s.p50_ms
                 ));
             }
         }

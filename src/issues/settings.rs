@@ -134,6 +134,38 @@ fn name_list(errors: &mut Vec<FieldError>, field: &str, names: Option<&[String]>
 
 fn validate(u: &SettingsUpdate) -> Result<()> {
     let mut errors = Vec::new();
+    check_texts(&mut errors, u);
+    name_list(
+        &mut errors,
+        "vault_collections",
+        u.vault_collections.as_deref(),
+        limits::COLLECTION_MAX,
+    );
+    check_phases(&mut errors, u.phases.as_deref());
+    check_counts(&mut errors, u);
+    if u.stale_after_days
+        .is_some_and(|d| !(1..=limits::STALE_AFTER_DAYS_MAX).contains(&d))
+    {
+        errors.push(FieldError::new(
+            "stale_after_days",
+            format!("must be between 1 and {}", limits::STALE_AFTER_DAYS_MAX),
+        ));
+    }
+    if let Some(t) = &u.risk_thresholds {
+        check_thresholds(&mut errors, t);
+    }
+    if !errors.is_empty() {
+        return Err(Error::InvalidInput(errors));
+    }
+    if let Some(globs) = &u.sensitive_paths {
+        glob_matcher(globs)?;
+    }
+    Ok(())
+}
+
+/// The texts of an update (gate commands and labels, instructions, globs): each within
+/// its length, without NUL, and not blank unless it may be empty.
+fn check_texts(errors: &mut Vec<FieldError>, u: &SettingsUpdate) {
     let mut text = |field: String, v: &str, max: usize, allow_empty: bool| {
         let n = v.chars().count();
         if (!allow_empty && v.trim().is_empty()) || n > max || v.contains('\0') {
@@ -170,19 +202,12 @@ fn validate(u: &SettingsUpdate) -> Result<()> {
     for (i, g) in u.sensitive_paths.iter().flatten().enumerate() {
         text(format!("sensitive_paths[{i}]"), g, limits::GLOB_MAX, false);
     }
-    name_list(
-        &mut errors,
-        "vault_collections",
-        u.vault_collections.as_deref(),
-        limits::COLLECTION_MAX,
-    );
-    name_list(
-        &mut errors,
-        "phases",
-        u.phases.as_deref(),
-        limits::PHASE_MAX,
-    );
-    if let Some(phases) = &u.phases {
+}
+
+/// A pipeline's phases: names, at least one, each once.
+fn check_phases(errors: &mut Vec<FieldError>, phases: Option<&[String]>) {
+    name_list(errors, "phases", phases, limits::PHASE_MAX);
+    if let Some(phases) = phases {
         if phases.is_empty() {
             errors.push(FieldError::new(
                 "phases",
@@ -194,6 +219,10 @@ fn validate(u: &SettingsUpdate) -> Result<()> {
             errors.push(FieldError::new("phases", "each phase may appear once"));
         }
     }
+}
+
+/// The lists of an update within their counts.
+fn check_counts(errors: &mut Vec<FieldError>, u: &SettingsUpdate) {
     let counts = [
         ("gates", u.gates.as_ref().map(Vec::len), limits::GATES_MAX),
         (
@@ -217,41 +246,28 @@ fn validate(u: &SettingsUpdate) -> Result<()> {
             errors.push(FieldError::new(field, format!("at most {max} entries")));
         }
     }
-    if u.stale_after_days
-        .is_some_and(|d| !(1..=limits::STALE_AFTER_DAYS_MAX).contains(&d))
-    {
+}
+
+/// Risk thresholds: each low below its high, the highs within bounds.
+fn check_thresholds(errors: &mut Vec<FieldError>, t: &RiskThresholds) {
+    if t.low_lines >= t.high_lines {
         errors.push(FieldError::new(
-            "stale_after_days",
-            format!("must be between 1 and {}", limits::STALE_AFTER_DAYS_MAX),
+            "risk_thresholds",
+            "lowLines must be below highLines",
         ));
     }
-    if let Some(t) = &u.risk_thresholds {
-        if t.low_lines >= t.high_lines {
-            errors.push(FieldError::new(
-                "risk_thresholds",
-                "lowLines must be below highLines",
-            ));
-        }
-        if t.low_files >= t.high_files {
-            errors.push(FieldError::new(
-                "risk_thresholds",
-                "lowFiles must be below highFiles",
-            ));
-        }
-        if t.high_lines > limits::THRESHOLD_MAX || t.high_files > limits::THRESHOLD_MAX {
-            errors.push(FieldError::new(
-                "risk_thresholds",
-                format!("thresholds are at most {}", limits::THRESHOLD_MAX),
-            ));
-        }
+    if t.low_files >= t.high_files {
+        errors.push(FieldError::new(
+            "risk_thresholds",
+            "lowFiles must be below highFiles",
+        ));
     }
-    if !errors.is_empty() {
-        return Err(Error::InvalidInput(errors));
+    if t.high_lines > limits::THRESHOLD_MAX || t.high_files > limits::THRESHOLD_MAX {
+        errors.push(FieldError::new(
+            "risk_thresholds",
+            format!("thresholds are at most {}", limits::THRESHOLD_MAX),
+        ));
     }
-    if let Some(globs) = &u.sensitive_paths {
-        glob_matcher(globs)?;
-    }
-    Ok(())
 }
 
 /// The risk thresholds and sensitive globs of a project's stored settings.

@@ -1,6 +1,6 @@
 //! Approximate nearest neighbours for a project with many learnings: an HNSW graph
-//! (the vault's [`VectorIndex`]) over the project's vectors, built in the background and
-//! kept up to date as vectors arrive.
+//! (the [`VectorIndex`] the vault uses too) over the project's vectors, built in the
+//! background and kept up to date as vectors arrive.
 //!
 //! The exact scan costs about 2 ms per 10,000 learnings of a project; from
 //! [`graph_min`] learnings on (default [`GRAPH_MIN`]), a project's [`Block`] gets a graph.
@@ -18,7 +18,7 @@
 //!   learning found through the graph has the very cosine the exact scan gives it.
 //!
 //! [`Block`]: super::semantic
-//! [`VectorIndex`]: crate::vault::hnsw::VectorIndex
+//! [`VectorIndex`]: crate::embed::hnsw::VectorIndex
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -26,7 +26,7 @@ use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use crate::embed::DIMENSION;
-use crate::vault::hnsw::{DEFAULT_EF_SEARCH, VectorIndex};
+use crate::embed::hnsw::{DEFAULT_EF_SEARCH, VectorIndex};
 
 /// A project's learnings from which its vectors get a graph (see the module docs).
 pub const GRAPH_MIN: usize = 20_000;

@@ -306,7 +306,7 @@ pub struct ScoreBreakdown {
 
 /// What is known of one candidate before the blend.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Evidence {
+pub(crate) struct CandidateSignals {
     /// BM25 score (0 when no query word matched).
     pub(crate) bm25: f32,
     /// Per-slot field weights already reduced to the idf-weighted share.
@@ -329,7 +329,7 @@ pub(crate) fn field_priority(slot_weights: &[f32], slot_idf: &[f32]) -> f32 {
 /// The lexical share of `relevance` for one query: from [`LEXICAL_SHARE_MIN`] to
 /// [`LEXICAL_SHARE_MAX`], linear in the best field priority among its candidates (how
 /// much of the query's idf, and in which field, the best-matching learning has).
-pub(crate) fn lexical_share(candidates: &[Evidence]) -> f32 {
+pub(crate) fn lexical_share(candidates: &[CandidateSignals]) -> f32 {
     let coverage = candidates
         .iter()
         .map(|c| c.field_priority)
@@ -340,7 +340,7 @@ pub(crate) fn lexical_share(candidates: &[Evidence]) -> f32 {
 
 /// Blend one query's candidates (see the module docs). `semantic` says whether the
 /// query was embedded (a candidate without `cosine` then counts 0 there).
-pub(crate) fn blend(candidates: &[Evidence], semantic: bool) -> Vec<ScoreBreakdown> {
+pub(crate) fn blend(candidates: &[CandidateSignals], semantic: bool) -> Vec<ScoreBreakdown> {
     let share = lexical_share(candidates);
     let best_bm25 = candidates.iter().map(|c| c.bm25).fold(0.0f32, f32::max);
     let best_cos = candidates
@@ -487,8 +487,8 @@ mod tests {
         assert_eq!(slots("cache caching cached").len(), 2);
     }
 
-    fn lexical(bm25: f32, field_priority: f32, quality: u8) -> Evidence {
-        Evidence {
+    fn lexical(bm25: f32, field_priority: f32, quality: u8) -> CandidateSignals {
+        CandidateSignals {
             bm25,
             field_priority,
             cosine: None,
@@ -542,7 +542,7 @@ mod tests {
 
     #[test]
     fn semantic_evidence_is_fused_into_relevance() {
-        let with = |bm25, cos| Evidence {
+        let with = |bm25, cos| CandidateSignals {
             bm25,
             field_priority: 0.0,
             cosine: Some(cos),
@@ -558,7 +558,7 @@ mod tests {
 
     #[test]
     fn the_lexical_share_follows_how_much_of_the_query_one_learning_matches() {
-        let fp = |field_priority| Evidence {
+        let fp = |field_priority| CandidateSignals {
             bm25: 1.0,
             field_priority,
             cosine: Some(0.5),
@@ -571,13 +571,13 @@ mod tests {
         assert!((half - (LEXICAL_SHARE_MIN + LEXICAL_SHARE_MAX) / 2.0).abs() < 1e-6);
         // An exact identifier in one learning's pattern: BM25 leads, and that learning
         // ranks first though another is nearer by embedding.
-        let id = Evidence {
+        let id = CandidateSignals {
             bm25: 8.0,
             field_priority: 1.0,
             cosine: Some(0.45),
             quality: 50,
         };
-        let near = Evidence {
+        let near = CandidateSignals {
             bm25: 1.0,
             field_priority: 0.1,
             cosine: Some(0.6),
@@ -586,7 +586,7 @@ mod tests {
         let s = blend(&[id, near], true);
         assert!(s[0].total > s[1].total, "{s:?}");
         // Generic words only (low field priority everywhere): the nearer one wins.
-        let generic = |bm25, cosine| Evidence {
+        let generic = |bm25, cosine| CandidateSignals {
             bm25,
             field_priority: 0.1,
             cosine: Some(cosine),

@@ -9,7 +9,7 @@
 //!   daemon`) acknowledges the write first: its background indexer embeds the learning
 //!   right after indexing it, [`BACKGROUND_BATCH`] at a time, each run once no tool call
 //!   is in flight and no query uses the model, or after [`BACKGROUND_PATIENCE`] at most
-//!   ([`crate::activity`], [`Embed::embed_idle`]): on a saturated host the embeddings lag
+//!   ([`crate::embed::foreground`], [`Embed::embed_idle`]): on a saturated host the embeddings lag
 //!   behind the writes, and catch up at the first quiet moment. Until then the
 //!   learning is found lexically (as every acknowledged write is); a clean exit waits for
 //!   it, and after `kill -9` the next process embeds it. When the model is missing, the
@@ -38,7 +38,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::activity::Activity;
+use crate::embed::foreground::Foreground;
 use crate::store::db::{Conn, params};
 
 use crate::embed::vector::{decode_vector, encode_vector};
@@ -125,11 +125,11 @@ impl Span {
 
 /// How a backfill runs the model: now (a search or `reindex` waits for it), or in the
 /// background indexer, once no call is in flight and no query uses the model
-/// ([`Activity::wait_quiet`], [`Embed::embed_idle`]), or after [`BACKGROUND_PATIENCE`].
+/// ([`Foreground::wait_quiet`], [`Embed::embed_idle`]), or after [`BACKGROUND_PATIENCE`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Urgency<'a> {
     Now,
-    Idle(&'a Activity),
+    Idle(&'a Foreground),
 }
 
 /// Embed up to `limit` learnings of `span` that have none. Returns how many were
@@ -158,9 +158,9 @@ pub(crate) fn backfill(
     let texts: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
     let vectors = match urgency {
         Urgency::Now => embedder.embed_batch(&texts)?,
-        Urgency::Idle(activity) => {
+        Urgency::Idle(foreground) => {
             let deadline = Instant::now() + BACKGROUND_PATIENCE;
-            activity.wait_quiet(deadline);
+            foreground.wait_quiet(deadline);
             embedder.embed_idle(&texts, deadline.saturating_duration_since(Instant::now()))?
         }
     };
@@ -373,7 +373,7 @@ impl Vectors {
             }
         }
         keep(&mut hits);
-        crate::cost::count(crate::cost::Unit::VectorsCompared, compared);
+        crate::metrics::cost::count(crate::metrics::cost::Unit::VectorsCompared, compared);
         hits.sort_by(by_score);
         hits
     }
@@ -416,7 +416,7 @@ mod tests {
 
     /// `n` unit vectors around 40 topics (an embedding's clusters), seeded.
     fn clustered(n: usize, seed: u64) -> Vec<Vec<f32>> {
-        let mut rng = crate::rng::SplitMix64::new(seed);
+        let mut rng = crate::base::rng::SplitMix64::new(seed);
         let mut noise = |scale: f32| -> Vec<f32> {
             (0..DIMENSION)
                 .map(|_| (rng.below(2_001) as f32 / 1_000.0 - 1.0) * scale)
@@ -521,7 +521,7 @@ mod tests {
     fn top_k_bounded_selection_equals_a_full_sort() {
         // Many more vectors than 2k, with ties (repeated vectors): the selection cut back
         // whenever full must give exactly the full sort's first k, ties by newer seq.
-        let mut rng = crate::rng::SplitMix64::new(5);
+        let mut rng = crate::base::rng::SplitMix64::new(5);
         let mut vs = Vectors::default();
         let mut all = Vec::new();
         let q = unit(&[0.3, -0.2, 0.9, 0.1]);

@@ -46,7 +46,7 @@ pub(crate) struct Day {
 
 /// What happened to the learnings (the web page's pictures).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Activity {
+pub(crate) struct LearningTrends {
     /// The last `days` days with any activity, oldest first.
     pub(crate) days: Vec<Day>,
     /// Learnings per quality score in tens: `quality[i]` counts scores `10i..10i+9`,
@@ -57,7 +57,7 @@ pub(crate) struct Activity {
 impl Learnings<'_> {
     /// Learnings added, confirmed and superseded per day over the last `days` days that
     /// saw any, and the quality scores' distribution.
-    pub(crate) fn activity(&self, days: usize) -> Result<Activity> {
+    pub(crate) fn trends(&self, days: usize) -> Result<LearningTrends> {
         self.store.read(|c| {
             let rows = c.query_map(
                 "SELECT substr(at, 1, 10) AS day,
@@ -87,7 +87,7 @@ impl Learnings<'_> {
             }
             let mut days = rows;
             days.reverse();
-            Ok(Activity { days, quality })
+            Ok(LearningTrends { days, quality })
         })
     }
 }

@@ -17,7 +17,7 @@ use std::sync::{LazyLock, Mutex, PoisonError};
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::context::WorkContext;
+use crate::access::context::WorkContext;
 
 /// The calls running now, by what they do; each receiver ends when its call does.
 static RUNNING: LazyLock<Mutex<HashMap<String, watch::Receiver<()>>>> =

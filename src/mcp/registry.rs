@@ -8,7 +8,7 @@ pub const MAX_ARGUMENT_BYTES: usize = 4 * 1024 * 1024;
 
 use std::sync::OnceLock;
 
-use crate::scope::ScopeMatrix;
+use crate::access::scope::ScopeMatrix;
 
 use super::tool::ToolDef;
 
@@ -114,9 +114,9 @@ mod tests {
     #[test]
     fn every_critical_tool_is_in_its_profiles_defaults() {
         let matrix = scope_matrix();
-        for profile in crate::scope::PROFILES {
+        for profile in crate::access::scope::PROFILES {
             let defaults = matrix.profile_defaults(profile).unwrap();
-            for t in crate::scope::critical_tools(profile) {
+            for t in crate::access::scope::critical_tools(profile) {
                 assert!(
                     defaults.contains(t),
                     "{profile}: critical {t} not in its row"

@@ -3,7 +3,7 @@
 //!
 //! | URI | what | readable when the session may call |
 //! | --- | --- | --- |
-//! | `cairn://vault/{collection}/{+path}` | the document (`text/markdown`, `text/html`, ... by its format), read now from its root | `vault_retrieve` (every collection) or `search_knowledge` (the bound project's collections) |
+//! | `cairn://vault/{collection}/{+path}` | the document read now from its root: a text format as its file, HTML, a notebook or a PDF as the Markdown of its text (`vault::formats::served`) | `vault_retrieve` (every collection) or `search_knowledge` (the bound project's collections) |
 //! | `cairn://learnings/{id}` | the learning with its history and chain (JSON), as `cairn learnings show` | `search_learnings` |
 //! | `cairn://issues/{identifier}` | the issue with its findings and comments (JSON), as `get_issue` | `get_issue` |
 //!
@@ -105,7 +105,7 @@ fn templates() -> ListResourceTemplatesResult {
             "cairn://vault/{collection}/{+path}",
             "vault-document",
             "Knowledge Vault document",
-            "A document of the vault (Markdown, HTML, reST, AsciiDoc, text, notebook or code), by collection and path relative to its root.",
+            "A document of the vault by collection and path relative to its root: Markdown, reST, AsciiDoc, text or code as its file; HTML, a notebook or a PDF as the Markdown of its text.",
             "text/markdown",
         ),
         t(

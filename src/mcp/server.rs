@@ -3,7 +3,7 @@
 //!
 //! Every outcome of a call is a `CallToolResult`. A success carries its result as
 //! `structuredContent` (valid against the tool's `outputSchema`, every string cleaned by
-//! the text policy: [`crate::text::clean_json`]) and as JSON text; a
+//! the text policy) and as JSON text, both from one serialization ([`super::answer`]); a
 //! failure carries `isError: true` and the envelope of [`super::envelope`] as JSON *text
 //! content only*: a `structuredContent` that fails the `outputSchema` makes the
 //! TypeScript SDK and the Inspector throw before the agent sees the error
@@ -32,15 +32,17 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
 use crate::Cairn;
-use crate::context::WorkContext;
+use crate::access::context::WorkContext;
 use crate::error::{Error, Result};
+use crate::metrics::cost::{Unit, Work};
 
+use super::answer::{Answer, Wire};
 use super::dialect::Dialect;
 use super::envelope;
-use super::lanes::{Lane, Lanes};
+use super::lanes::{Lane, Lanes, Panicked};
 use super::registry::{MAX_ARGUMENT_BYTES, all_tools, scope_matrix};
 use super::tool::{Effect, ToolCtx, ToolDef};
-use super::wire::LineTransport;
+use super::wire::{Answers, LineTransport};
 
 /// What a session's notifications need (`super::subscriptions`): the URIs subscribed,
 /// the clients connected and whether the watcher runs.
@@ -369,20 +371,38 @@ impl CairnServer {
 
     /// Answer one call, and log it: one line at info with the tool, the session, the
     /// outcome (`ok` or the error code) and the milliseconds it took. Public so that
-    /// tests can drive the call path without a transport.
+    /// tests can drive the call path without a transport: a success carries its
+    /// `structuredContent` as a tree ([`Wire::Tree`]).
     pub async fn call(
         &self,
         name: &str,
         args: Option<serde_json::Map<String, Value>>,
     ) -> CallToolResult {
+        self.respond(name, args, Wire::Tree).await
+    }
+
+    /// [`CairnServer::call`], its success serialized for `wire`.
+    async fn respond(
+        &self,
+        name: &str,
+        args: Option<serde_json::Map<String, Value>>,
+        wire: Wire,
+    ) -> CallToolResult {
         let started = Instant::now();
-        let (answer, mut work) = self.answer(name, args).await;
-        let (result, outcome) = match answer {
-            Ok(value) => (CallToolResult::structured(value), "ok".to_string()),
+        let mut work = Work::default();
+        let (result, outcome) = match self.handle(name, args, wire, &mut work).await {
+            Ok(answer) => (answer.into_result(), "ok".to_string()),
             Err(envelope) => {
                 let code = envelope["error"]["code"].as_str().unwrap_or("error");
                 let code = code.to_string();
-                (error_result(envelope), code)
+                let result = error_result(envelope);
+                // The envelope's JSON text, serialized once.
+                let bytes = result.content.iter().filter_map(|c| c.as_text());
+                work.add(
+                    Unit::BytesSerialized,
+                    bytes.map(|t| t.text.len() as u64).sum(),
+                );
+                (result, code)
             }
         };
         let seconds = started.elapsed().as_secs_f64();
@@ -395,146 +415,30 @@ impl CairnServer {
         );
         let known = self.inner.tools.iter().any(|t| t.name == name);
         let error = (outcome != "ok").then_some(outcome.as_str());
-        // The answer's JSON text, as serialized once for the wire's text content.
-        work.bytes_serialized = result
-            .content
-            .iter()
-            .filter_map(|c| c.as_text())
-            .map(|t| t.text.len() as u64)
-            .sum();
         crate::metrics::record_call(name, known, error, seconds, &work);
         result
     }
 
-    /// The call's result, or the error envelope it is refused with, and the work its
-    /// handler counted ([`crate::cost`]); with [`WORK_DEBUG`] set, an object answer
-    /// carries that work in `debug.work`.
-    async fn answer(
-        &self,
-        name: &str,
-        args: Option<serde_json::Map<String, Value>>,
-    ) -> (std::result::Result<Value, Value>, crate::cost::Work) {
-        let mut work = crate::cost::Work::default();
-        let answer = self.handle(name, args, &mut work).await;
-        (answer, work)
-    }
-
-    /// [`CairnServer::answer`]'s answer, its handler's work added to `work`.
+    /// The answer to a call, or the error envelope it is refused with; the work its
+    /// handler counted ([`crate::metrics::cost`]) added to `work`. With [`WORK_DEBUG`] set, an
+    /// object answer carries that work in `debug.work`.
     async fn handle(
         &self,
         name: &str,
         args: Option<serde_json::Map<String, Value>>,
-        work: &mut crate::cost::Work,
-    ) -> std::result::Result<Value, Value> {
-        let inner = &self.inner;
-        let Some(index) = inner.tools.iter().position(|t| t.name == name) else {
-            let visible: Vec<&str> = inner
-                .tools
-                .iter()
-                .filter(|t| inner.scoped.scope.allows(t.name))
-                .map(|t| t.name)
-                .collect();
-            return Err(envelope::unknown_tool(name, &visible));
-        };
-        let def = &inner.tools[index];
-        if !inner.scoped.scope.allows(name) {
-            tracing::warn!(
-                tool = name,
-                scope = inner.scoped.scope.label(),
-                "call outside tool scope refused"
-            );
-            return Err(envelope::permission_denied(
-                name,
-                inner.scoped.scope.label(),
-            ));
-        }
-        let mut args = Value::Object(args.unwrap_or_default());
-        super::dialect::accept_object_text(&def.input_schema, &mut args);
-        super::dialect::absent_nulls(&def.input_schema, &mut args);
-        let size = serde_json::to_vec(&args)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
-        if size > MAX_ARGUMENT_BYTES {
-            return Err(envelope::too_large(def, size, MAX_ARGUMENT_BYTES));
-        }
-        let errors = def.validate(&args);
-        if !errors.is_empty() {
-            return Err(envelope::validation_failed(def, &errors));
-        }
-        let this = self.clone();
+        wire: Wire,
+        work: &mut Work,
+    ) -> std::result::Result<Answer, Value> {
+        let (index, args) = self.admit(name, args)?;
+        let def = &self.inner.tools[index];
         let received = Instant::now();
-        if let (Lane::Shared, Some(_), Some(prepare)) =
-            (def.lane, inner.lanes.width(), def.prepare.clone())
-        {
-            let cairn = inner.cairn.clone();
-            let args = args.clone();
-            // Errors are the handler's to report, with the same arguments; the work is
-            // the call's.
-            if let Ok((_, prepared)) = tokio::task::spawn_blocking(move || {
-                let _serving = cairn.serving();
-                crate::cost::measure(|| prepare(&cairn, &args))
-            })
-            .await
-            {
-                work.absorb(&prepared);
-            }
-        }
-        // A retry of an idempotent write waits for the call it repeats (`in_flight`).
-        let claim = match def.effect {
-            Effect::Additive { idempotent: true } | Effect::Destructive { idempotent: true } => {
-                Some(super::in_flight::claim(name, &inner.work, &args).await)
-            }
-            _ => None,
-        };
-        let arrived = Instant::now();
-        let admitted = inner.lanes.admit(def.lane).await;
-        let started = Instant::now();
-        let prepare_ms = (arrived - received).as_secs_f64() * 1000.0;
-        let lane_wait_ms = (started - arrived).as_secs_f64() * 1000.0;
-        let outcome = inner
-            .lanes
-            .run(admitted, move || {
-                // Held until the handler ends, whether or not its caller still waits.
-                let _claim = claim;
-                let inner = &this.inner;
-                let _serving = inner.cairn.serving();
-                let def = &inner.tools[index];
-                let cx = ToolCtx {
-                    cairn: &inner.cairn,
-                    work: &inner.work,
-                    started: inner.started,
-                    tools_registered: inner.tools.len(),
-                };
-                crate::cost::measure(|| def.run(&cx, args))
-            })
-            .await
-            .map(|(out, counted)| {
-                work.absorb(&counted);
-                out
-            });
-        let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
-        match outcome {
-            Ok(Ok(mut value)) => {
-                let hidden = crate::text::clean_json(&mut value);
-                if !hidden.is_empty() {
-                    tracing::info!(tool = name, removed = %hidden.describe(), "hidden characters removed from an answer (text stored before the text policy, or ingested as logged)");
+        self.prepare(def, &args, work).await;
+        match self.run(index, args, wire, received, work).await {
+            Ok(Ok(mut answer)) => {
+                if *WORK_DEBUG {
+                    answer.show_work(work);
                 }
-                if *WORK_DEBUG && let Value::Object(answer) = &mut value {
-                    // The bytes of the answer without this field: one more serialization,
-                    // made only for someone tuning.
-                    let mut shown = *work;
-                    shown.bytes_serialized =
-                        serde_json::to_string(&answer).map_or(0, |t| t.len() as u64);
-                    answer.insert("debug".into(), serde_json::json!({ "work": shown }));
-                }
-                tracing::debug!(
-                    tool = name,
-                    elapsed_ms,
-                    lane_wait_ms,
-                    prepare_ms,
-                    "tool call ok"
-                );
-                Ok(value)
+                Ok(answer)
             }
             Ok(Err(err)) => {
                 if err.is_internal() {
@@ -551,10 +455,130 @@ impl CairnServer {
             }
         }
     }
+
+    /// The registry index of the tool `name` and the arguments its handler gets: the tool
+    /// known and in scope, the arguments within [`MAX_ARGUMENT_BYTES`] and valid against
+    /// its input schema; or the envelope of the refusal.
+    fn admit(
+        &self,
+        name: &str,
+        args: Option<serde_json::Map<String, Value>>,
+    ) -> std::result::Result<(usize, Value), Value> {
+        let inner = &self.inner;
+        let scope = &inner.scoped.scope;
+        let Some(index) = inner.tools.iter().position(|t| t.name == name) else {
+            let visible: Vec<&str> = inner
+                .tools
+                .iter()
+                .filter(|t| scope.allows(t.name))
+                .map(|t| t.name)
+                .collect();
+            return Err(envelope::unknown_tool(name, &visible));
+        };
+        let def = &inner.tools[index];
+        if !scope.allows(name) {
+            tracing::warn!(
+                tool = name,
+                scope = scope.label(),
+                "call outside tool scope refused"
+            );
+            return Err(envelope::permission_denied(name, scope.label()));
+        }
+        let mut args = Value::Object(args.unwrap_or_default());
+        super::dialect::accept_object_text(&def.input_schema, &mut args);
+        super::dialect::absent_nulls(&def.input_schema, &mut args);
+        let size = serde_json::to_vec(&args)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if size > MAX_ARGUMENT_BYTES {
+            return Err(envelope::too_large(def, size, MAX_ARGUMENT_BYTES));
+        }
+        let errors = def.validate(&args);
+        if !errors.is_empty() {
+            return Err(envelope::validation_failed(def, &errors));
+        }
+        Ok((index, args))
+    }
+
+    /// On a server with lanes, run `def`'s [`ToolDef::prepare`] before the call waits for
+    /// one; its work added to `work`. Its errors are the handler's to report, with the
+    /// same arguments.
+    async fn prepare(&self, def: &ToolDef, args: &Value, work: &mut Work) {
+        let inner = &self.inner;
+        let (Lane::Shared, Some(_), Some(prepare)) =
+            (def.lane, inner.lanes.width(), def.prepare.clone())
+        else {
+            return;
+        };
+        let cairn = inner.cairn.clone();
+        let args = args.clone();
+        if let Ok((_, prepared)) = tokio::task::spawn_blocking(move || {
+            let _serving = cairn.serving();
+            crate::metrics::cost::measure(|| prepare(&cairn, &args))
+        })
+        .await
+        {
+            work.absorb(&prepared);
+        }
+    }
+
+    /// Run the handler of the tool at `index` in its lane, its answer serialized for
+    /// `wire` there; its work added to `work`. A success logs at debug the milliseconds
+    /// from `received` to the lane, waiting for the lane, and in it.
+    async fn run(
+        &self,
+        index: usize,
+        args: Value,
+        wire: Wire,
+        received: Instant,
+        work: &mut Work,
+    ) -> std::result::Result<Result<Answer>, Panicked> {
+        let inner = &self.inner;
+        let def = &inner.tools[index];
+        // A retry of an idempotent write waits for the call it repeats (`in_flight`).
+        let claim = match def.effect {
+            Effect::Additive { idempotent: true } | Effect::Destructive { idempotent: true } => {
+                Some(super::in_flight::claim(def.name, &inner.work, &args).await)
+            }
+            _ => None,
+        };
+        let arrived = Instant::now();
+        let admitted = inner.lanes.admit(def.lane).await;
+        let started = Instant::now();
+        let this = self.clone();
+        let (outcome, counted) = inner
+            .lanes
+            .run(admitted, move || {
+                // Held until the handler ends, whether or not its caller still waits.
+                let _claim = claim;
+                let inner = &this.inner;
+                let _serving = inner.cairn.serving();
+                let cx = ToolCtx {
+                    cairn: &inner.cairn,
+                    work: &inner.work,
+                    started: inner.started,
+                    tools_registered: inner.tools.len(),
+                };
+                crate::metrics::cost::measure(|| inner.tools[index].run(&cx, args, wire))
+            })
+            .await?;
+        work.absorb(&counted);
+        if outcome.is_ok() {
+            let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+            tracing::debug!(
+                tool = def.name,
+                elapsed_ms = ms(started.elapsed()),
+                lane_wait_ms = ms(started - arrived),
+                prepare_ms = ms(arrived - received),
+                "tool call ok"
+            );
+        }
+        Ok(outcome)
+    }
 }
 
 /// `CAIRN_WORK_DEBUG=1` in a server's environment (`cairn serve`, `cairn daemon`): every
-/// object answer carries the work its call counted in `debug.work` ([`crate::cost::Work`];
+/// object answer carries the work its call counted in `debug.work` ([`crate::metrics::cost::Work`];
 /// for people who tune searches: docs/metrics.md). Read once.
 pub(crate) static WORK_DEBUG: LazyLock<bool> =
     LazyLock::new(|| std::env::var("CAIRN_WORK_DEBUG").is_ok_and(|v| v == "1"));
@@ -657,7 +681,14 @@ impl ServerHandler for CairnServer {
     ) -> std::result::Result<CallToolResponse, McpError> {
         let started = Instant::now();
         let name = request.name.clone();
-        let call = self.call(&request.name, request.arguments);
+        // The stdio wire writes `structuredContent` from the answer's text; other
+        // transports serialize it from a tree.
+        let answers = context.extensions.get::<Answers>().cloned();
+        let wire = match answers {
+            Some(_) => Wire::Text,
+            None => Wire::Tree,
+        };
+        let call = self.respond(&request.name, request.arguments, wire);
         tokio::pin!(call);
         let token = context.meta.get_progress_token();
         // The first beat one period from now. (An interval's immediate first tick is not
@@ -687,6 +718,11 @@ impl ServerHandler for CairnServer {
             }
         };
         let failed = result.is_error == Some(true);
+        if let Some(answers) = answers
+            && !failed
+        {
+            answers.mark(context.id.clone());
+        }
         self.log_to(
             &context,
             if failed {

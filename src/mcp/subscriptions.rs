@@ -282,7 +282,7 @@ impl CairnServer {
             .clone()
             .unwrap_or_default();
         let lists = context.accepted().resources_list_changed == Some(true);
-        if crate::failpoint::is_set(LISTEN_LATE) {
+        if crate::base::failpoint::is_set(LISTEN_LATE) {
             tokio::time::sleep(Duration::from_millis(1500)).await;
         }
         // The starting point taken before the acknowledgment, or else at once.

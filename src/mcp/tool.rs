@@ -2,7 +2,7 @@
 //! makes unknown properties an error), its typed result (the `outputSchema`, derived from
 //! what the result type serializes to), its effect, an example and a handler. Handlers are
 //! plain synchronous functions over the domain facade; the server runs them on the
-//! blocking pool.
+//! blocking pool, and their typed result is serialized once, there ([`Answer`]).
 
 use std::sync::Arc;
 
@@ -11,10 +11,11 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Map, Value};
 
 use crate::Cairn;
-use crate::context::WorkContext;
+use crate::access::context::WorkContext;
+use crate::access::scope::Profile;
 use crate::error::{Error, FieldError, Result};
-use crate::scope::Profile;
 
+use super::answer::{Answer, Wire};
 use super::lanes::Lane;
 use super::schema::{coerce_integers, output_schema_for, schema_for, validate};
 
@@ -29,7 +30,7 @@ pub(crate) enum Effect {
     Destructive { idempotent: bool },
 }
 
-type Handler = dyn Fn(&ToolCtx<'_>, Value) -> Result<Value> + Send + Sync;
+type Handler = dyn Fn(&ToolCtx<'_>, Value, Wire) -> Result<Answer> + Send + Sync;
 
 /// Work done before the call waits for its lane ([`ToolDef::prepare`]).
 pub(crate) type Prepare = dyn Fn(&Cairn, &Value) -> Result<()> + Send + Sync;
@@ -106,13 +107,13 @@ impl ToolDef {
         self
     }
 
-    /// Run the handler on already-validated arguments.
-    pub(crate) fn run(&self, cx: &ToolCtx<'_>, mut args: Value) -> Result<Value> {
+    /// Run the handler on already-validated arguments; its answer serialized for `wire`.
+    pub(crate) fn run(&self, cx: &ToolCtx<'_>, mut args: Value, wire: Wire) -> Result<Answer> {
         if self.needs_issue {
             cx.work.require_issue()?;
         }
         coerce_integers(&self.input_schema, &mut args);
-        (self.handler)(cx, args)
+        (self.handler)(cx, args, wire)
     }
 
     /// Validate `args` against the input schema: every problem, with its field.
@@ -134,13 +135,13 @@ where
     R: Serialize + JsonSchema + 'static,
     F: Fn(&ToolCtx<'_>, P) -> Result<R> + Send + Sync + 'static,
 {
-    let handler = move |cx: &ToolCtx<'_>, args: Value| -> Result<Value> {
+    let handler = move |cx: &ToolCtx<'_>, args: Value, wire: Wire| -> Result<Answer> {
         // The schema check ran first; a failure here is a mismatch the schema cannot
         // express (for example an integer too large for the field's type).
         let params: P =
             serde_json::from_value(args).map_err(|e| Error::invalid("arguments", e.to_string()))?;
         let out = handler(cx, params)?;
-        Ok(serde_json::to_value(out)?)
+        Ok(Answer::of(name, &out, wire)?)
     };
     ToolDef {
         name,

@@ -16,10 +16,16 @@
 //!
 //! Everything else is handed to rmcp unchanged. Replies written here and rmcp's own
 //! messages share one writer, one whole line at a time.
+//!
+//! A tool's success is serialized once, to its JSON text ([`super::answer`]): the wire
+//! writes that text as the text content and, once more as it is, as the
+//! `structuredContent` ([`Answers`]).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use rmcp::RoleServer;
+use rmcp::model::{ClientRequest, JsonRpcMessage, RequestId, ServerResult};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
@@ -42,6 +48,7 @@ type Writer = Arc<Mutex<Box<dyn AsyncWrite + Send + Unpin>>>;
 pub struct LineTransport {
     incoming: mpsc::Receiver<RxJsonRpcMessage<RoleServer>>,
     writer: Writer,
+    answers: Answers,
 }
 
 impl LineTransport {
@@ -52,18 +59,88 @@ impl LineTransport {
         W: AsyncWrite + Send + Unpin + 'static,
     {
         let writer: Writer = Arc::new(Mutex::new(Box::new(write)));
+        let answers = Answers::default();
         let (tx, incoming) = mpsc::channel(32);
-        tokio::spawn(read_loop(BufReader::new(read), tx, writer.clone()));
-        LineTransport { incoming, writer }
+        tokio::spawn(read_loop(
+            BufReader::new(read),
+            tx,
+            writer.clone(),
+            answers.clone(),
+        ));
+        LineTransport {
+            incoming,
+            writer,
+            answers,
+        }
     }
 }
 
-async fn write_line(writer: &Writer, value: &impl serde::Serialize) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(value)?;
+/// The `tools/call` requests of one wire whose success carries no `structuredContent`
+/// but its JSON text ([`super::answer::Wire::Text`]): the wire writes that text once more,
+/// as it is, as the `structuredContent`. Each `tools/call` request reaches the server
+/// with the wire's `Answers` in its extensions; the server marks the request when it
+/// answers so.
+#[derive(Clone, Default)]
+pub(crate) struct Answers(Arc<std::sync::Mutex<VecDeque<RequestId>>>);
+
+impl Answers {
+    /// Marks kept at most. A mark is taken when its answer is written, at once; one
+    /// whose answer never is (rmcp drops the answer to a request cancelled meanwhile)
+    /// is forgotten after this many more.
+    const KEPT: usize = 1024;
+
+    /// The server answers request `id` with its JSON text only.
+    pub(crate) fn mark(&self, id: RequestId) {
+        let mut marks = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if marks.len() == Answers::KEPT {
+            marks.pop_front();
+        }
+        marks.push_back(id);
+    }
+
+    /// Whether request `id` was marked (the mark is taken).
+    fn take(&self, id: &RequestId) -> bool {
+        let mut marks = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match marks.iter().position(|m| m == id) {
+            Some(at) => marks.remove(at).is_some(),
+            None => false,
+        }
+    }
+}
+
+/// The line of `item`: a marked answer ([`Answers`]) gets its text content, the answer's
+/// JSON text, as its `structuredContent` too.
+fn encode(item: &TxJsonRpcMessage<RoleServer>, answers: &Answers) -> serde_json::Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(item)?;
+    if let JsonRpcMessage::Response(response) = item
+        && let ServerResult::CallToolResult(result) = &response.result
+        && answers.take(&response.id)
+        && result.structured_content.is_none()
+        && let [content] = result.content.as_slice()
+        && let Some(answer) = content.as_text()
+        && line.ends_with(b"}}")
+    {
+        // `{"jsonrpc":"2.0","id":…,"result":{…}}`: the result is the message's last
+        // member, and the answer goes last in it.
+        line.truncate(line.len() - 2);
+        line.extend_from_slice(b",\"structuredContent\":");
+        line.extend_from_slice(answer.text.as_bytes());
+        line.extend_from_slice(b"}}");
+    }
+    Ok(line)
+}
+
+/// Write `line` and its newline.
+async fn write_line(writer: &Writer, mut line: Vec<u8>) -> std::io::Result<()> {
     line.push(b'\n');
     let mut w = writer.lock().await;
     w.write_all(&line).await?;
     w.flush().await
+}
+
+/// Write the JSON-RPC error `reply`.
+async fn write_reply(writer: &Writer, reply: &Value) -> std::io::Result<()> {
+    write_line(writer, serde_json::to_vec(reply)?).await
 }
 
 fn error_reply(id: Value, code: i64, message: String) -> Value {
@@ -147,6 +224,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
     mut read: BufReader<R>,
     tx: mpsc::Sender<RxJsonRpcMessage<RoleServer>>,
     writer: Writer,
+    answers: Answers,
 ) {
     let mut buf: Vec<u8> = Vec::new();
     loop {
@@ -159,7 +237,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
                     PARSE_ERROR,
                     format!("Parse error: the message is longer than {MAX_LINE_BYTES} bytes"),
                 );
-                if write_line(&writer, &reply).await.is_err() {
+                if write_reply(&writer, &reply).await.is_err() {
                     return;
                 }
                 continue;
@@ -171,14 +249,19 @@ async fn read_loop<R: AsyncRead + Unpin>(
             }
         }
         match classify(&buf) {
-            Line::Message(msg) => {
+            Line::Message(mut msg) => {
+                if let JsonRpcMessage::Request(request) = &mut *msg
+                    && let ClientRequest::CallToolRequest(call) = &mut request.request
+                {
+                    call.extensions.insert(answers.clone());
+                }
                 if tx.send(*msg).await.is_err() {
                     return;
                 }
             }
             Line::Reply(reply) => {
                 tracing::info!(reply = %reply, "unservable message answered");
-                if write_line(&writer, &reply).await.is_err() {
+                if write_reply(&writer, &reply).await.is_err() {
                     return;
                 }
             }
@@ -233,7 +316,8 @@ impl Transport<RoleServer> for LineTransport {
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let writer = self.writer.clone();
-        async move { write_line(&writer, &item).await }
+        let answers = self.answers.clone();
+        async move { write_line(&writer, encode(&item, &answers)?).await }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
@@ -320,6 +404,52 @@ mod tests {
             INVALID_REQUEST
         );
         assert!(matches!(classify(b"  \r"), Line::Skip));
+    }
+
+    /// A success answered by its text only, as `cairn serve`'s server answers this wire.
+    fn response(id: i64, text: &str, structured: Option<Value>) -> TxJsonRpcMessage<RoleServer> {
+        let mut result =
+            rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text(text)]);
+        result.structured_content = structured;
+        JsonRpcMessage::response(ServerResult::CallToolResult(result), RequestId::Number(id))
+    }
+
+    #[test]
+    fn a_marked_answer_goes_out_as_rmcp_writes_it_with_its_text_as_structured_content() {
+        let answer = json!({"results": [{"title": "a \"b\" › c\n", "score": 0.5}], "count": 1});
+        let text = answer.to_string();
+        let answers = Answers::default();
+        answers.mark(RequestId::Number(7));
+        let line = encode(&response(7, &text, None), &answers).unwrap();
+        let want = serde_json::to_vec(&response(7, &text, Some(answer.clone()))).unwrap();
+        let line: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(line, serde_json::from_slice::<Value>(&want).unwrap());
+        assert_eq!(line["result"]["structuredContent"], answer);
+        // The mark is taken: the same id again, and an unmarked id, go out as they are.
+        for id in [7, 8] {
+            let plain = encode(&response(id, &text, None), &answers).unwrap();
+            assert_eq!(
+                plain,
+                serde_json::to_vec(&response(id, &text, None)).unwrap()
+            );
+        }
+        // A result that carries its own structuredContent keeps it.
+        answers.mark(RequestId::Number(9));
+        let own = response(9, "{}", Some(json!({})));
+        assert_eq!(
+            encode(&own, &answers).unwrap(),
+            serde_json::to_vec(&own).unwrap()
+        );
+    }
+
+    #[test]
+    fn marks_are_bounded() {
+        let answers = Answers::default();
+        for id in 0..=Answers::KEPT as i64 {
+            answers.mark(RequestId::Number(id));
+        }
+        assert!(!answers.take(&RequestId::Number(0)));
+        assert!(answers.take(&RequestId::Number(Answers::KEPT as i64)));
     }
 
     #[tokio::test]

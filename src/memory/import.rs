@@ -246,6 +246,39 @@ fn import_file(
     dry_run: bool,
     file: &mut FileReport,
 ) -> Result<()> {
+    let (source, recorded) = recorded(l, project_id, path)?;
+    if dry_run {
+        return preview(l, r, source, &recorded, file);
+    }
+    let source = match source {
+        Some(s) => s,
+        None => create_source(l, project_id, path, client)?,
+    };
+    file.issue = Some(issue_identifier(l, &source.issue_id)?);
+    let import = FileImport {
+        l,
+        source: &source,
+        client,
+        read: r,
+        recorded: &recorded,
+    };
+    for (item, norm) in &r.items {
+        file.items.push(import.item(item, norm)?);
+    }
+    for x in recorded.iter().filter(|x| !x.removed) {
+        if !r.items.iter().any(|(_, n)| *n == x.norm) {
+            import.gone(x, path, file)?;
+        }
+    }
+    Ok(())
+}
+
+/// The file's source, if an import recorded it before, and the items recorded for it.
+fn recorded(
+    l: &Learnings<'_>,
+    project_id: &str,
+    path: &Path,
+) -> Result<(Option<Source>, Vec<Recorded>)> {
     let key = path.display().to_string();
     let source = l.store.read(|c| {
         c.query_opt(
@@ -278,69 +311,85 @@ fn import_file(
             )
         })?,
     };
-    let find = |norm: &str| recorded.iter().find(|x| x.norm == norm);
-    if dry_run {
-        for (item, norm) in &r.items {
-            let outcome = match find(norm) {
-                Some(x) if !x.removed => "unchanged",
-                Some(_) => "restored",
-                None => "added",
-            };
-            file.items.push(outcome_of(item, outcome, None, None));
-        }
-        file.removed = recorded
-            .iter()
-            .filter(|x| !x.removed && !r.items.iter().any(|(_, n)| *n == x.norm))
-            .count();
-        file.issue = match source {
-            Some(s) => Some(issue_identifier(l, &s.issue_id)?),
-            None => None,
-        };
-        return Ok(());
-    }
-    let source = match source {
-        Some(s) => s,
-        None => create_source(l, project_id, path, client)?,
-    };
-    file.issue = Some(issue_identifier(l, &source.issue_id)?);
-    let line = |item: &Item| item.line as i64;
+    Ok((source, recorded))
+}
+
+/// A dry run: what an import of the file would do, writing nothing.
+fn preview(
+    l: &Learnings<'_>,
+    r: &Read,
+    source: Option<Source>,
+    recorded: &[Recorded],
+    file: &mut FileReport,
+) -> Result<()> {
     for (item, norm) in &r.items {
-        if let Some(x) = find(norm) {
+        let outcome = match recorded.iter().find(|x| x.norm == *norm) {
+            Some(x) if !x.removed => "unchanged",
+            Some(_) => "restored",
+            None => "added",
+        };
+        file.items.push(outcome_of(item, outcome, None, None));
+    }
+    file.removed = recorded
+        .iter()
+        .filter(|x| !x.removed && !r.items.iter().any(|(_, n)| *n == x.norm))
+        .count();
+    file.issue = match source {
+        Some(s) => Some(issue_identifier(l, &s.issue_id)?),
+        None => None,
+    };
+    Ok(())
+}
+
+/// One file's import into its source, against what was recorded for it before.
+struct FileImport<'a> {
+    l: &'a Learnings<'a>,
+    source: &'a Source,
+    client: Client,
+    read: &'a Read,
+    recorded: &'a [Recorded],
+}
+
+impl FileImport<'_> {
+    /// Import one item of the file: a recorded one is restored or left (its line and
+    /// commit brought up to date), a new one goes through the add path and is recorded.
+    fn item(&self, item: &Item, norm: &str) -> Result<ItemOutcome> {
+        let (l, source, commit) = (self.l, self.source, &self.read.commit);
+        let line = item.line as i64;
+        if let Some(x) = self.recorded.iter().find(|x| x.norm == norm) {
             if x.removed {
-                restore(l, source.id, x, item, r.commit.as_deref())?;
-                file.items.push(outcome_of(
+                restore(l, source.id, x, item, commit.as_deref())?;
+                return Ok(outcome_of(
                     item,
                     "restored",
                     Some(x.learning_id.clone()),
                     None,
                 ));
-                continue;
             }
-            if x.line != line(item) || x.commit != r.commit {
+            if x.line != line || x.commit != *commit {
                 l.store.write(|tx| {
                     tx.execute(
                         "UPDATE memory_items SET line = ?2, git_commit = ?3
                          WHERE source_id = ?1 AND pattern_norm = ?4",
-                        params![source.id, line(item), r.commit, norm],
+                        params![source.id, line, commit, norm],
                     )
                 })?;
             }
-            file.items.push(outcome_of(
+            return Ok(outcome_of(
                 item,
                 "unchanged",
                 Some(x.learning_id.clone()),
                 None,
             ));
-            continue;
         }
         let new = NewLearning {
             issue: source.issue_id.clone(),
             pattern: item.text.clone(),
             context: None,
-            applies_to: r.applies_to.clone(),
+            applies_to: self.read.applies_to.clone(),
             learning_type: Some(LearningType::Convention),
             created_by: ACTOR.into(),
-            agent_type: client.as_str().into(),
+            agent_type: self.client.as_str().into(),
             merge: true,
             supersedes: Vec::new(),
             // Rule files are written by agents as well as people: their text meets the
@@ -355,9 +404,7 @@ fn import_file(
                 ..
             }) => (id, "unchanged"),
             Err(e @ Error::InvalidInput(_)) => {
-                file.items
-                    .push(outcome_of(item, "refused", None, Some(e.to_string())));
-                continue;
+                return Ok(outcome_of(item, "refused", None, Some(e.to_string())));
             }
             Err(e) => return Err(e),
         };
@@ -367,20 +414,19 @@ fn import_file(
                 "INSERT INTO memory_items(source_id, pattern_norm, learning_id, line, git_commit,
                     imported_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![source.id, norm, learning_id, line(item), r.commit, at],
+                params![source.id, norm, learning_id, line, commit, at],
             )
         })?;
-        file.items
-            .push(outcome_of(item, outcome, Some(learning_id), None));
+        Ok(outcome_of(item, outcome, Some(learning_id), None))
     }
-    for x in recorded.iter().filter(|x| !x.removed) {
-        if r.items.iter().any(|(_, n)| *n == x.norm) {
-            continue;
-        }
-        let archive = l.store.write(|tx| {
+
+    /// A recorded item no longer in the file: marked removed, and its learning archived
+    /// when no other file holds it and an import created it.
+    fn gone(&self, x: &Recorded, path: &Path, file: &mut FileReport) -> Result<()> {
+        let archive = self.l.store.write(|tx| {
             tx.execute(
                 "UPDATE memory_items SET removed_at = ?3 WHERE source_id = ?1 AND pattern_norm = ?2",
-                params![source.id, x.norm, now_iso()],
+                params![self.source.id, x.norm, now_iso()],
             )?;
             let held_elsewhere: i64 = tx.query_row(
                 "SELECT count(*) FROM memory_items WHERE learning_id = ?1 AND removed_at IS NULL",
@@ -401,13 +447,14 @@ fn import_file(
                 path.display(),
                 x.line
             );
-            l.archive_learning(&x.learning_id, ACTOR, Some(&note))?;
+            self.l
+                .archive_learning(&x.learning_id, ACTOR, Some(&note))?;
             file.archived.push(x.learning_id.clone());
         } else {
             file.removed += 1;
         }
+        Ok(())
     }
-    Ok(())
 }
 
 fn outcome_of(

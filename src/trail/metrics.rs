@@ -105,45 +105,7 @@ pub(crate) fn record_coverage(
     new: &NewCoverage,
     actor: &str,
 ) -> Result<Coverage> {
-    let mut errors = Vec::new();
-    errors.extend(check_relative_path(
-        "file_path",
-        &new.file_path,
-        limits::FILE_PATH_MAX,
-    ));
-    // The spec's concepts are free text ("type safety", error_handling): any
-    // words, no control characters, trimmed.
-    let concept = new.concept.trim();
-    let concept_ok = !concept.is_empty()
-        && concept.chars().count() <= limits::CONCEPT_MAX
-        && !concept.chars().any(char::is_control);
-    if !concept_ok {
-        errors.push(FieldError::new(
-            "concept",
-            format!(
-                "1-{} characters of text without control characters (e.g. error_handling, \
-                 type safety)",
-                limits::CONCEPT_MAX
-            ),
-        ));
-    }
-    // ticket_id is optional, as in the spec; when given it must name an issue.
-    if !matches!(new.status.as_str(), "covered" | "has_issues") {
-        errors.push(FieldError::new("status", "must be covered or has_issues"));
-    }
-    if new
-        .notes
-        .as_ref()
-        .is_some_and(|n| n.chars().count() > limits::NOTES_MAX)
-    {
-        errors.push(FieldError::new(
-            "notes",
-            format!("at most {} characters", limits::NOTES_MAX),
-        ));
-    }
-    if !errors.is_empty() {
-        return Err(Error::InvalidInput(errors));
-    }
+    let concept = check_coverage(new)?;
     store.write(|tx| {
         let (issue_id, _) = super::resolve(tx, issue)?;
         let project_id: String = tx.query_row(
@@ -203,6 +165,50 @@ pub(crate) fn record_coverage(
             updated_at: now,
         })
     })
+}
+
+/// Check a coverage record; returns its concept trimmed.
+fn check_coverage(new: &NewCoverage) -> Result<&str> {
+    let mut errors = Vec::new();
+    errors.extend(check_relative_path(
+        "file_path",
+        &new.file_path,
+        limits::FILE_PATH_MAX,
+    ));
+    // The spec's concepts are free text ("type safety", error_handling): any
+    // words, no control characters, trimmed.
+    let concept = new.concept.trim();
+    let concept_ok = !concept.is_empty()
+        && concept.chars().count() <= limits::CONCEPT_MAX
+        && !concept.chars().any(char::is_control);
+    if !concept_ok {
+        errors.push(FieldError::new(
+            "concept",
+            format!(
+                "1-{} characters of text without control characters (e.g. error_handling, \
+                 type safety)",
+                limits::CONCEPT_MAX
+            ),
+        ));
+    }
+    // ticket_id is optional, as in the spec; when given it must name an issue.
+    if !matches!(new.status.as_str(), "covered" | "has_issues") {
+        errors.push(FieldError::new("status", "must be covered or has_issues"));
+    }
+    if new
+        .notes
+        .as_ref()
+        .is_some_and(|n| n.chars().count() > limits::NOTES_MAX)
+    {
+        errors.push(FieldError::new(
+            "notes",
+            format!("at most {} characters", limits::NOTES_MAX),
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(Error::InvalidInput(errors));
+    }
+    Ok(concept)
 }
 
 /// Record the test health of a run on `issue` (id or identifier).

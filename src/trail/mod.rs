@@ -10,6 +10,8 @@
 //!   that block their parent.
 //! - [`metrics`]: research coverage and test health.
 //! - [`runs`]: agent runs ingested from stream-JSON logs, and their events.
+//! - [`approval`]: the hook an approved or finished issue's work runs (a phase verdict,
+//!   a PR, done), through which the domains above the trail act on it.
 //!
 //! Records are never updated or deleted (see [`chain`] for the invariant and the
 //! triggers that enforce it in SQL).
@@ -18,6 +20,7 @@ use crate::store::db::Conn;
 
 use crate::error::{Error, Result};
 
+pub(crate) mod approval;
 pub mod chain;
 pub mod findings;
 pub mod metrics;

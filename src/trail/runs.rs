@@ -302,51 +302,15 @@ pub(crate) fn ingest_run(
         },
     };
     let result = parsed.result.clone().unwrap_or(Value::Null);
-    let subtype = str_field(&result, "subtype");
-    let is_error = result
-        .get("is_error")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let outcome = match (&parsed.result, subtype) {
-        (None, _) => "incomplete".to_string(),
-        (Some(_), Some(s)) => s,
-        (Some(_), None) if is_error => "error".to_string(),
-        (Some(_), None) => "success".to_string(),
-    };
-    let failed = is_error || (parsed.result.is_some() && outcome != "success");
-    let error = failed
-        .then(|| {
-            str_field(&result, "result")
-                .or_else(|| result.get("errors").map(Value::to_string))
-                .or_else(|| Some(outcome.clone()))
-        })
-        .flatten()
-        .map(|e| e.chars().take(4000).collect::<String>());
+    let RunOutcome {
+        outcome,
+        failed,
+        error,
+    } = RunOutcome::of(&parsed);
     let source = log.display().to_string();
     store.write(|tx| {
         let (issue_id, identifier) = super::resolve(tx, issue)?;
-        let existing: Option<String> =
-            tx.query_opt("SELECT issue_id FROM runs WHERE id = ?1", [&run_id], |r| {
-                r.get(0)
-            })?;
-        let replaced = match existing {
-            None => false,
-            Some(owner) if replace && owner == issue_id => {
-                tx.execute("DELETE FROM run_events WHERE run_id = ?1", [&run_id])?;
-                tx.execute("DELETE FROM runs WHERE id = ?1", [&run_id])?;
-                true
-            }
-            Some(_) => {
-                return Err(Error::Conflict {
-                    message: format!(
-                        "run {run_id} was already ingested{}; pass --replace to replace \
-                         it, or --run-id to record this log as another run",
-                        if replace { " for another issue" } else { "" }
-                    ),
-                    existing_id: Some(run_id.clone()),
-                });
-            }
-        };
+        let replaced = remove_earlier(tx, &run_id, &issue_id, replace)?;
         tx.execute(
             "INSERT INTO runs (id, issue_id, outcome, is_error, error, cost_usd, duration_ms,
                  num_turns, session_id, model, event_count, malformed_lines, source, ingested_at)
@@ -368,20 +332,7 @@ pub(crate) fn ingest_run(
                 now_iso(),
             ],
         )?;
-        let mut stmt = tx.prepare(
-            "INSERT INTO run_events (run_id, seq, line, event_type, event_subtype, payload)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?;
-        for (i, (line, ty, sub, payload)) in parsed.events.iter().enumerate() {
-            stmt.execute(params![
-                run_id,
-                i as i64 + 1,
-                *line as i64,
-                ty,
-                sub,
-                payload.to_string()
-            ])?;
-        }
+        insert_events(tx, &run_id, &parsed.events)?;
         let run = tx.query_row("SELECT * FROM runs WHERE id = ?1", [&run_id], run_from_row)?;
         Ok(IngestReport {
             issue: identifier,
@@ -390,6 +341,95 @@ pub(crate) fn ingest_run(
             malformed_line_numbers: parsed.malformed.clone(),
         })
     })
+}
+
+/// How a run ended, from its log's `result` line.
+struct RunOutcome {
+    /// The result's subtype; `error` or `success` without one; `incomplete` without a
+    /// result.
+    outcome: String,
+    failed: bool,
+    /// What went wrong (at most 4000 characters), when it failed.
+    error: Option<String>,
+}
+
+impl RunOutcome {
+    fn of(parsed: &Parsed) -> RunOutcome {
+        let result = parsed.result.clone().unwrap_or(Value::Null);
+        let subtype = str_field(&result, "subtype");
+        let is_error = result
+            .get("is_error")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let outcome = match (&parsed.result, subtype) {
+            (None, _) => "incomplete".to_string(),
+            (Some(_), Some(s)) => s,
+            (Some(_), None) if is_error => "error".to_string(),
+            (Some(_), None) => "success".to_string(),
+        };
+        let failed = is_error || (parsed.result.is_some() && outcome != "success");
+        let error = failed
+            .then(|| {
+                str_field(&result, "result")
+                    .or_else(|| result.get("errors").map(Value::to_string))
+                    .or_else(|| Some(outcome.clone()))
+            })
+            .flatten()
+            .map(|e| e.chars().take(4000).collect::<String>());
+        RunOutcome {
+            outcome,
+            failed,
+            error,
+        }
+    }
+}
+
+/// A run already ingested with this id: removed with its events when `replace` is
+/// given and it is the same issue's (returns true), a conflict otherwise.
+fn remove_earlier(tx: &Conn<'_>, run_id: &str, issue_id: &str, replace: bool) -> Result<bool> {
+    let existing: Option<String> =
+        tx.query_opt("SELECT issue_id FROM runs WHERE id = ?1", [run_id], |r| {
+            r.get(0)
+        })?;
+    match existing {
+        None => Ok(false),
+        Some(owner) if replace && owner == issue_id => {
+            tx.execute("DELETE FROM run_events WHERE run_id = ?1", [run_id])?;
+            tx.execute("DELETE FROM runs WHERE id = ?1", [run_id])?;
+            Ok(true)
+        }
+        Some(_) => Err(Error::Conflict {
+            message: format!(
+                "run {run_id} was already ingested{}; pass --replace to replace \
+                 it, or --run-id to record this log as another run",
+                if replace { " for another issue" } else { "" }
+            ),
+            existing_id: Some(run_id.to_string()),
+        }),
+    }
+}
+
+/// The run's events, numbered from 1 in log order.
+fn insert_events(
+    tx: &Conn<'_>,
+    run_id: &str,
+    events: &[(u64, String, Option<String>, Value)],
+) -> Result<()> {
+    let mut stmt = tx.prepare(
+        "INSERT INTO run_events (run_id, seq, line, event_type, event_subtype, payload)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for (i, (line, ty, sub, payload)) in events.iter().enumerate() {
+        stmt.execute(params![
+            run_id,
+            i as i64 + 1,
+            *line as i64,
+            ty,
+            sub,
+            payload.to_string()
+        ])?;
+    }
+    Ok(())
 }
 
 /// Filter and page the events of a run or of every run of an issue.

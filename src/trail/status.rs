@@ -118,7 +118,7 @@ pub(crate) fn set_status_in(
     }
     if to == Status::Done {
         // The `helped` verdicts of a finished issue count more (docs/learnings.md).
-        crate::learnings::issue_approved(tx, issue_id, actor)?;
+        super::approval::issue_approved(tx, issue_id, actor)?;
     }
     Ok(StatusChange {
         from,

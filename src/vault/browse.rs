@@ -1,17 +1,18 @@
 //! The vault as documents to browse (MCP resources): the indexed documents of some
-//! collections a page at a time, one document's Markdown, and cheap marks of change
+//! collections a page at a time, one document as served, and cheap marks of change
 //! for the notifiers.
 //!
 //! A document is named by `(collection, path)`. Two roots may hold the same path in one
 //! collection; the listing shows it once and a read takes the most recently indexed.
 //! Only an indexed document can be read, so these reads reach no other file; its text
 //! is read from its root on this machine, beneath the root, never through a symlink
-//! ([`crate::paths`]), and cleaned like every stored text ([`crate::text`]).
+//! ([`crate::paths`]), and cleaned like every stored text ([`crate::text`]); an HTML
+//! page, a notebook or a PDF is served as the Markdown of its text ([`super::formats`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use crate::context::WorkContext;
+use crate::access::context::WorkContext;
 use crate::error::{Error, Result};
 use crate::paths::DirHandle;
 use crate::store::db::{Conn, params};
@@ -43,7 +44,8 @@ pub(crate) struct DocumentPage {
     pub(crate) next: Option<(String, String)>,
 }
 
-/// A document's Markdown as read now.
+/// A document as served now ([`super::formats::served`]): the file of a text format,
+/// the Markdown of an HTML page, notebook or PDF.
 #[derive(Debug, Clone)]
 pub(crate) struct DocumentText {
     pub(crate) text: String,
@@ -166,9 +168,9 @@ impl Vault<'_> {
         })
     }
 
-    /// The Markdown of the indexed document `(collection, path)` if it is in
-    /// `collections` (every collection when `None`), read from its root now. A
-    /// document of the session's project is read from its worktree when it has one.
+    /// The indexed document `(collection, path)` as served ([`super::formats::served`])
+    /// if it is in `collections` (every collection when `None`), read from its root now.
+    /// A document of the session's project is read from its worktree when it has one.
     pub(crate) fn document_text(
         &self,
         session: &WorkContext,
@@ -194,7 +196,7 @@ impl Vault<'_> {
                 dir.display()
             )));
         };
-        let (text, _) = crate::text::clean_document(&String::from_utf8_lossy(&read.bytes));
+        let text = super::formats::served(&entry.path, &read.bytes)?;
         Ok(DocumentText { text })
     }
 

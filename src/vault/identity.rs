@@ -20,7 +20,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::context::WorkContext;
+use crate::access::context::WorkContext;
 use crate::error::{Error, Result};
 use crate::paths::canonical_root;
 

@@ -38,7 +38,7 @@ use tantivy::tokenizer::{
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 
-use crate::disk_index::{WRITER_MEMORY, acquire_writer, open_or_recreate};
+use crate::base::tantivy_dir::{WRITER_MEMORY, acquire_writer, open_or_recreate};
 use crate::error::{Error, Result};
 use crate::store::Store;
 
@@ -211,7 +211,7 @@ fn index_err(e: impl std::fmt::Display) -> Error {
     Error::Index(format!("{NAME}: {e}"))
 }
 
-/// Open the on-disk index (see [`crate::disk_index::open_or_recreate`]).
+/// Open the on-disk index (see [`crate::base::tantivy_dir::open_or_recreate`]).
 fn open_on_disk(dir: &Path) -> Result<Index> {
     let index = open_or_recreate(dir, &schema().0, NAME)?;
     index.tokenizers().register(TOKENIZER, analyzer());

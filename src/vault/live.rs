@@ -40,8 +40,8 @@ use crate::store::Store;
 
 use super::chunk::CHUNKER_VERSION;
 use super::documents::{chunk_count, max_chunk_id, vectors_between};
-use super::hnsw::{IndexManifest, VectorIndex};
-use crate::embed::{Embed, ModelEmbedder};
+use crate::embed::hnsw::{IndexManifest, VectorIndex};
+use crate::embed::{Embed, IndexError, ModelEmbedder};
 
 /// Rebuild the graph when more than this share of its points are dead.
 pub(crate) const COMPACT_DEAD_SHARE: f64 = 0.2;
@@ -58,7 +58,7 @@ const LOCK_FILE: &str = "LOCK";
 pub(crate) struct VaultState {
     /// Shared with the learnings' background indexer (their vectors).
     pub(crate) embedder: Arc<dyn Embed>,
-    live: Mutex<Option<Live>>,
+    live: Mutex<Option<LoadedGraph>>,
     /// The BM25 index of chunks (the lexical half of the ranking).
     pub(crate) lexical: super::lexical::LexicalState,
     /// Set once the process stops: indexing gives up between two model runs.
@@ -66,7 +66,7 @@ pub(crate) struct VaultState {
 }
 
 #[derive(Debug)]
-struct Live {
+struct LoadedGraph {
     index: VectorIndex,
     manifest: IndexManifest,
     /// Points inserted since the last save or load.
@@ -150,7 +150,7 @@ impl VaultState {
         self.stopping.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<Live>> {
+    fn lock(&self) -> MutexGuard<'_, Option<LoadedGraph>> {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -169,7 +169,7 @@ impl VaultState {
 
     /// The graph, loaded (or built from SQLite) and caught up with SQLite; saved when
     /// enough was caught up.
-    fn ready(&self, store: &Store, dir: &Path) -> Result<MutexGuard<'_, Option<Live>>> {
+    fn ready(&self, store: &Store, dir: &Path) -> Result<MutexGuard<'_, Option<LoadedGraph>>> {
         let mut guard = self.lock();
         if guard.is_none() {
             *guard = Some(load_or_build(&*self.embedder, store, dir)?);
@@ -257,11 +257,11 @@ fn lexical_dir_of(dir: &Path) -> PathBuf {
     super::lexical::lexical_dir(dir.parent().unwrap_or(dir))
 }
 
-fn vault_err(e: super::VaultError) -> Error {
+fn vault_err(e: IndexError) -> Error {
     e.into()
 }
 
-fn load_or_build(embedder: &dyn Embed, store: &Store, dir: &Path) -> Result<Live> {
+fn load_or_build(embedder: &dyn Embed, store: &Store, dir: &Path) -> Result<LoadedGraph> {
     let loaded = match DirLock::shared(dir) {
         Ok(_l) => {
             // No save runs while this shared lock is held, so whatever generation
@@ -291,7 +291,7 @@ fn load_or_build(embedder: &dyn Embed, store: &Store, dir: &Path) -> Result<Live
             watermark = manifest.watermark,
             "vault index loaded"
         );
-        return Ok(Live {
+        return Ok(LoadedGraph {
             index,
             manifest,
             unsaved: 0,
@@ -303,9 +303,9 @@ fn load_or_build(embedder: &dyn Embed, store: &Store, dir: &Path) -> Result<Live
 }
 
 /// A graph of every chunk in SQLite.
-fn build(embedder: &dyn Embed, store: &Store) -> Result<Live> {
+fn build(embedder: &dyn Embed, store: &Store) -> Result<LoadedGraph> {
     let (count, top) = store.read(|c| Ok((chunk_count(c)?, max_chunk_id(c)?)))?;
-    let mut live = Live {
+    let mut live = LoadedGraph {
         index: VectorIndex::new(embedder.dimension(), count),
         manifest: expected_manifest(embedder, 0),
         unsaved: 0,
@@ -315,7 +315,7 @@ fn build(embedder: &dyn Embed, store: &Store) -> Result<Live> {
     Ok(live)
 }
 
-fn catch_up(live: &mut Live, store: &Store) -> Result<()> {
+fn catch_up(live: &mut LoadedGraph, store: &Store) -> Result<()> {
     let top = store.read(max_chunk_id)?;
     if top > live.manifest.watermark {
         insert_upto(live, store, top)?;
@@ -324,7 +324,7 @@ fn catch_up(live: &mut Live, store: &Store) -> Result<()> {
 }
 
 /// Insert the chunks with `watermark < id <= top` and raise the watermark to `top`.
-fn insert_upto(live: &mut Live, store: &Store, top: u64) -> Result<()> {
+fn insert_upto(live: &mut LoadedGraph, store: &Store, top: u64) -> Result<()> {
     let mut from = live.manifest.watermark;
     while from < top {
         let upto = top.min(from.saturating_add(READ_BATCH));
@@ -342,7 +342,7 @@ fn insert_upto(live: &mut Live, store: &Store, top: u64) -> Result<()> {
 /// inserts are unsaved.
 fn maintain(
     embedder: &dyn Embed,
-    live: &mut Live,
+    live: &mut LoadedGraph,
     store: &Store,
     dir: &Path,
     save_now: bool,
@@ -367,7 +367,7 @@ fn maintain(
 /// SQLite and a search answers from the graph in memory. The failure (a full or
 /// read-only index directory) is logged; the graph stays unsaved, so a later write or
 /// search saves it once it can.
-fn save_or_warn(live: &mut Live, dir: &Path, force: bool) {
+fn save_or_warn(live: &mut LoadedGraph, dir: &Path, force: bool) {
     if let Err(e) = save(live, dir, force) {
         tracing::warn!(
             dir = %dir.display(),
@@ -379,7 +379,7 @@ fn save_or_warn(live: &mut Live, dir: &Path, force: bool) {
 
 /// Save a new generation under the exclusive lock, unless (without `force`) the disk
 /// already holds one at least as fresh.
-fn save(live: &mut Live, dir: &Path, force: bool) -> Result<()> {
+fn save(live: &mut LoadedGraph, dir: &Path, force: bool) -> Result<()> {
     let _l = DirLock::exclusive(dir)?;
     if !force
         && let Ok(Some(disk)) = VectorIndex::read_manifest(dir)
@@ -410,7 +410,7 @@ mod tests {
 
     /// A deterministic unit vector per seed.
     fn unit(seed: u64) -> Vec<f32> {
-        crate::rng::SplitMix64::new(seed).unit_vector(DIMENSION)
+        crate::base::rng::SplitMix64::new(seed).unit_vector(DIMENSION)
     }
 
     /// Write `path` with `n` one-line sections; chunk `i` gets vector `unit(seed + i)`.

@@ -10,6 +10,9 @@
 //!   socket, and a file over [`super::ingest::MAX_FILE_BYTES`] are skipped and reported
 //!   in the summary (`files_skipped`, `skipped` with the reason), not fatal.
 //! - **Identity**: see [`super::identity`]; paths are relative to the project root or DIR.
+//!   Under a project, what a `dir:` root inside the project's path holds (indexed before
+//!   the project covered it) moves to the project first ([`Vault::adopt_dir_roots`]), so
+//!   a file has one key whichever came first.
 //! - **Collection**: `--collection`, default the name of DIR (`samples/docs` → `docs`).
 //!   A file reindexed under another collection moves to it.
 //! - **Incremental**: an unchanged file is skipped after hashing; a changed file reuses
@@ -49,7 +52,7 @@ use crate::paths::{DirHandle, canonical_root};
 use super::documents::{delete_document, doc_paths};
 use super::formats::{Admit, FileFilter};
 use super::handle::Vault;
-use super::identity::relative_path;
+use super::identity::{DocRoot, relative_path};
 use super::ingest::{Committed, Pending, is_current, read_file, refused};
 use super::live::vault_dir;
 use super::roots::{FollowedRoot, RootKind, covers};
@@ -81,7 +84,7 @@ pub struct ReindexOptions {
     pub threads: Option<usize>,
     /// Whether ONNX Runtime's idle workers spin during this run; default [`Spin::Auto`].
     pub spin: Option<Spin>,
-    /// A follower's batch ([`super::follow`]): only these paths under `dir` (files or
+    /// A follower's batch ([`super::follow_files`]): only these paths under `dir` (files or
     /// directories, absolute; present or gone); `None` with [`Self::follower`]: the
     /// whole directory.
     pub only: Option<Vec<PathBuf>>,
@@ -180,7 +183,9 @@ pub(crate) fn check_collection(name: &str) -> Result<()> {
 }
 
 impl Vault<'_> {
-    /// Reindex a directory (see the module docs).
+    /// Reindex a directory (see the module docs): place it under its root, walk it,
+    /// index what changed ([`Self::ingest`]), remove what is gone ([`Self::remove_gone`]),
+    /// record it for its follower and bring the graph up to date.
     pub(crate) fn reindex(
         &self,
         opts: &ReindexOptions,
@@ -203,14 +208,11 @@ impl Vault<'_> {
         }
         let root = self.reindex_root(&dir, opts.project.as_deref())?;
         let prefix = relative_path(&root.dir, &dir)?;
-
-        let handle = DirHandle::open_root(&root.dir)?;
-        let only = match &opts.only {
-            Some(paths) => Some(Targets::new(&root.dir, paths)),
-            None => None,
-        };
-        let admit = opts.files.compile()?;
-        let (files, walk_skipped) = walk(&dir, &admit, only.as_ref())?;
+        if root.project.is_some() {
+            self.adopt_dir_roots(&root.key, &root.dir)?;
+        }
+        let only = (opts.only.as_ref()).map(|paths| Targets::new(&root.dir, paths));
+        let (files, walk_skipped) = walk(&dir, &opts.files.compile()?, only.as_ref())?;
         progress(ReindexProgress::Found(files.len()));
         let mut s = ReindexSummary {
             root: root.key.clone(),
@@ -219,15 +221,56 @@ impl Vault<'_> {
             files_seen: files.len(),
             ..Default::default()
         };
-        for file in walk_skipped {
-            if let Ok(rel) = relative_path(&root.dir, &file) {
-                s.skipped.push(SkippedFile {
-                    path: rel,
-                    reason: "a symlink or special file; only regular files are indexed".into(),
-                    refused: false,
-                });
-            }
+        s.skipped.extend(walk_skipped.iter().filter_map(|file| {
+            Some(SkippedFile {
+                path: relative_path(&root.dir, file).ok()?,
+                reason: "a symlink or special file; only regular files are indexed".into(),
+                refused: false,
+            })
+        }));
+        let seen = self.ingest(&root, &collection, &files, opts, &mut s, progress)?;
+        let gone = Gone {
+            root_key: &root.key,
+            collection: &collection,
+            prefix: &prefix,
+            only: only.as_ref(),
+        };
+        self.remove_gone(&gone, &seen, &mut s)?;
+        if !opts.follower {
+            let kind = RootKind::Dir;
+            self.record_root(
+                &root.key,
+                &prefix,
+                kind,
+                &collection,
+                &root.dir,
+                &opts.files,
+            )?;
         }
+        s.index_points = if opts.rebuild {
+            self.state.rebuild(self.store, &index_dir)?
+        } else {
+            self.state
+                .after_write(self.store, &index_dir, !opts.follower)?
+        };
+        s.files_skipped = s.skipped.len();
+        s.seconds = started.elapsed().as_secs_f64();
+        Ok(s)
+    }
+
+    /// Index `files` under `root` in `collection` through the pipeline (a reader thread,
+    /// the model on this one, a writer thread), with the run's ONNX Runtime threads (a
+    /// follower keeps the process's); counts into `s`. Returns the paths seen.
+    fn ingest(
+        &self,
+        root: &DocRoot,
+        collection: &str,
+        files: &[PathBuf],
+        opts: &ReindexOptions,
+        s: &mut ReindexSummary,
+        progress: &dyn Fn(ReindexProgress),
+    ) -> Result<HashSet<String>> {
+        let handle = DirHandle::open_root(&root.dir)?;
         let embedder = &self.state.embedder;
         let before = embedder.threading();
         if !opts.follower {
@@ -248,13 +291,12 @@ impl Vault<'_> {
                 handle: &handle,
                 root_dir: &root.dir,
                 root_key: &root.key,
-                collection: &collection,
+                collection,
                 rebuild: opts.rebuild,
             };
-            let files = &files;
             scope.spawn(move || self.read_ahead(&job, files, read_tx));
             let writer = scope.spawn(move || self.write_behind(write_rx));
-            let embedded = self.embed_loop(read_rx, write_tx, opts, &mut seen, &mut s, progress);
+            let embedded = self.embed_loop(read_rx, write_tx, opts, &mut seen, s, progress);
             let written = writer
                 .join()
                 .unwrap_or_else(|_| Err(Error::Internal("the reindex writer panicked".into())));
@@ -279,43 +321,37 @@ impl Vault<'_> {
         let stats = embedder.stats();
         s.tokens_embedded = stats.tokens - stats_before.tokens;
         s.padding_tokens = stats.padding - stats_before.padding;
+        Ok(seen)
+    }
 
+    /// Delete the documents of the run's root and collection under its directory (and
+    /// its targets, for a follower's batch) that were not `seen`: their file is gone or
+    /// now ignored.
+    fn remove_gone(
+        &self,
+        run: &Gone<'_>,
+        seen: &HashSet<String>,
+        s: &mut ReindexSummary,
+    ) -> Result<()> {
         let gone: Vec<String> = self
             .store
-            .read(|c| doc_paths(c, &root.key, &collection))?
+            .read(|c| doc_paths(c, run.root_key, run.collection))?
             .into_iter()
             .filter(|p| {
-                covers(&prefix, p) && only.as_ref().is_none_or(|t| t.covers(p)) && !seen.contains(p)
+                covers(run.prefix, p) && run.only.is_none_or(|t| t.covers(p)) && !seen.contains(p)
             })
             .collect();
-        if !gone.is_empty() {
-            self.store.write(|tx| {
-                for p in &gone {
-                    s.chunks_removed += delete_document(tx, &root.key, p)?.unwrap_or(0);
-                }
-                Ok(())
-            })?;
-            s.files_removed = gone.len();
+        if gone.is_empty() {
+            return Ok(());
         }
-        if !opts.follower {
-            self.record_root(
-                &root.key,
-                &prefix,
-                RootKind::Dir,
-                &collection,
-                &root.dir,
-                &opts.files,
-            )?;
-        }
-        s.index_points = if opts.rebuild {
-            self.state.rebuild(self.store, &index_dir)?
-        } else {
-            self.state
-                .after_write(self.store, &index_dir, !opts.follower)?
-        };
-        s.files_skipped = s.skipped.len();
-        s.seconds = started.elapsed().as_secs_f64();
-        Ok(s)
+        self.store.write(|tx| {
+            for p in &gone {
+                s.chunks_removed += delete_document(tx, run.root_key, p)?.unwrap_or(0);
+            }
+            Ok(())
+        })?;
+        s.files_removed = gone.len();
+        Ok(())
     }
 
     /// The reader: open, read, hash, skip or chunk each file, in walk order. Stops at
@@ -530,6 +566,16 @@ impl Vault<'_> {
         }
         Ok(out)
     }
+}
+
+/// Where a run removes the documents whose file is gone ([`Vault::remove_gone`]).
+struct Gone<'a> {
+    root_key: &'a str,
+    collection: &'a str,
+    /// The directory walked, relative to the root.
+    prefix: &'a str,
+    /// A follower's batch: only under these.
+    only: Option<&'a Targets>,
 }
 
 /// What the reader needs to open, place and judge a file.

@@ -7,21 +7,49 @@
 //!   candidates (0 to 1; 0 for a chunk without a query word).
 //! - `overlap`: the IDF-weighted share of the query's keywords found in the chunk's heading
 //!   path and text, IDF computed among the candidates ([`overlaps`]).
-//! - `score = (1 − a − b)·cosine + a·lexical + b·overlap` with `a` = [`LEXICAL_WEIGHT`],
-//!   `b` = [`OVERLAP_WEIGHT`]: the ranking key, what results are sorted by and
-//!   `min_score` filters on.
+//! - `score = (1 − a − b)·cosine + a·lexical + b·overlap`: the ranking key, what results
+//!   are sorted by and `min_score` filters on. `a` and `b` are the chunk's [`Weights`]:
+//!   [`PROSE`] for documents, [`CODE`] for source code, where the embedding of a
+//!   sentence and a function's code are further apart and the words of identifiers
+//!   carry more.
 //! - At most `max_per_document` chunks of one document ([`MAX_PER_DOCUMENT`] by default),
-//!   so that one long document does not fill the list.
+//!   so that one long document does not fill the list. In source code the unit is the
+//!   item (a function, a type: the chunk's heading path), not the file: a module's items
+//!   answer different questions, as different documents do.
 //!
 //! The weights and the cap were measured with `cairn eval vault` (figures in
 //! docs/vault.md, "Ranking"); other [`Ranking`]s stay selectable for that comparison.
 
 use std::collections::{HashMap, HashSet};
 
-/// Weight of the lexical (BM25) part in `score`.
-pub const LEXICAL_WEIGHT: f32 = 0.1;
-/// Weight of the keyword overlap in `score`.
-pub const OVERLAP_WEIGHT: f32 = 0.1;
+/// The weights of the lexical parts of `score`; cosine takes the rest.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Weights {
+    /// Of the lexical (BM25) part.
+    pub lexical: f32,
+    /// Of the keyword overlap.
+    pub overlap: f32,
+}
+
+impl Weights {
+    /// `(1 − a − b)·cosine + a·lexical + b·overlap`.
+    pub(crate) fn score(self, cosine: f32, lexical: f32, overlap: f32) -> f32 {
+        (1.0 - self.lexical - self.overlap) * cosine
+            + self.lexical * lexical
+            + self.overlap * overlap
+    }
+}
+
+/// The weights of a chunk of a document (prose, every format but code).
+pub const PROSE: Weights = Weights {
+    lexical: 0.1,
+    overlap: 0.1,
+};
+/// The weights of a chunk of source code.
+pub const CODE: Weights = Weights {
+    lexical: 0.2,
+    overlap: 0.15,
+};
 /// The earlier ranking's overlap weight: `cosine + 0.2 × overlap`, scaled to sum to one.
 pub(crate) const OLD_OVERLAP_WEIGHT: f32 = 0.2 / 1.2;
 /// Default cap of chunks per document in one result list.
@@ -51,13 +79,13 @@ impl Sources {
     }
 }
 
-/// A ranking: candidate sources, the weights of the fused score, the per-document cap
-/// (`None`: no cap).
+/// A ranking: candidate sources, the weights of the fused score for prose and for code,
+/// the per-document cap (`None`: no cap).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Ranking {
     pub sources: Sources,
-    pub lexical_weight: f32,
-    pub overlap_weight: f32,
+    pub prose: Weights,
+    pub code: Weights,
     pub max_per_document: Option<usize>,
 }
 
@@ -65,10 +93,17 @@ impl Default for Ranking {
     fn default() -> Self {
         Ranking {
             sources: Sources::Both,
-            lexical_weight: LEXICAL_WEIGHT,
-            overlap_weight: OVERLAP_WEIGHT,
+            prose: PROSE,
+            code: CODE,
             max_per_document: Some(MAX_PER_DOCUMENT),
         }
+    }
+}
+
+impl Ranking {
+    /// Whether any keyword overlap is weighed (else it is not computed).
+    pub(crate) fn overlap(&self) -> bool {
+        self.prose.overlap != 0.0 || self.code.overlap != 0.0
     }
 }
 
@@ -81,8 +116,11 @@ pub(crate) fn candidates(top_k: usize) -> usize {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Candidate {
     pub(crate) chunk: u64,
-    /// The document it belongs to (any key unique per document).
-    pub(crate) document: String,
+    /// The unit the cap counts (any key unique per unit): its document, or for source
+    /// code its item (the document and the heading path).
+    pub(crate) unit: String,
+    /// Whether it is source code (weighed by [`Ranking::code`]).
+    pub(crate) code: bool,
     pub(crate) cosine: f32,
     /// Raw BM25 score; 0 when BM25 did not return the chunk.
     pub(crate) bm25: f32,
@@ -101,7 +139,6 @@ pub(crate) struct Ranked {
 /// Score, sort (ties by chunk id) and cap `candidates`; at most `top_k`.
 pub(crate) fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) -> Vec<Ranked> {
     let best_bm25 = candidates.iter().map(|c| c.bm25).fold(0.0f32, f32::max);
-    let (wl, wo) = (ranking.lexical_weight, ranking.overlap_weight);
     let mut ranked: Vec<Ranked> = candidates
         .iter()
         .enumerate()
@@ -113,7 +150,11 @@ pub(crate) fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) ->
             };
             let score = match ranking.sources {
                 Sources::Lexical => lexical,
-                _ => (1.0 - wl - wo) * c.cosine + wl * lexical + wo * c.overlap,
+                _ => match c.code {
+                    true => ranking.code,
+                    false => ranking.prose,
+                }
+                .score(c.cosine, lexical, c.overlap),
             };
             Ranked {
                 index,
@@ -134,7 +175,7 @@ pub(crate) fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) ->
             break;
         }
         let n = per_doc
-            .entry(candidates[r.index].document.as_str())
+            .entry(candidates[r.index].unit.as_str())
             .or_default();
         if ranking.max_per_document.is_some_and(|cap| *n >= cap) {
             continue;
@@ -251,10 +292,11 @@ pub(crate) fn overlaps(query: &str, candidates: &[String]) -> Vec<f32> {
 mod tests {
     use super::*;
 
-    fn cand(chunk: u64, document: &str, cosine: f32, bm25: f32) -> Candidate {
+    fn cand(chunk: u64, unit: &str, cosine: f32, bm25: f32) -> Candidate {
         Candidate {
             chunk,
-            document: document.into(),
+            unit: unit.into(),
+            code: false,
             cosine,
             bm25,
             overlap: 0.0,
@@ -268,9 +310,12 @@ mod tests {
             cand(2, "b", 0.45, 10.0),
             cand(3, "c", 0.60, 2.0),
         ];
+        let w = |lexical| Weights {
+            lexical,
+            overlap: 0.0,
+        };
         let fused = Ranking {
-            lexical_weight: 0.2,
-            overlap_weight: 0.0,
+            prose: w(0.2),
             ..Ranking::default()
         };
         let r = rank(&c, &fused, 10);
@@ -282,8 +327,8 @@ mod tests {
         assert!(r.windows(2).all(|w| w[0].score >= w[1].score));
         let dense = Ranking {
             sources: Sources::Dense,
-            lexical_weight: 0.0,
-            overlap_weight: 0.0,
+            prose: w(0.0),
+            code: w(0.0),
             ..Ranking::default()
         };
         let order: Vec<u64> = rank(&c, &dense, 10)
@@ -291,6 +336,22 @@ mod tests {
             .map(|x| c[x.index].chunk)
             .collect();
         assert_eq!(order, [3, 1, 2]);
+    }
+
+    #[test]
+    fn code_chunks_are_weighed_by_the_code_weights() {
+        // The same parts, once as prose and once as code: each scored by its own weights.
+        let mut c = [cand(1, "a.md", 0.5, 10.0), cand(2, "a.rs", 0.5, 10.0)];
+        c[1].code = true;
+        for x in &mut c {
+            x.overlap = 0.5;
+        }
+        let r = rank(&c, &Ranking::default(), 10);
+        let score = |chunk| r.iter().find(|x| c[x.index].chunk == chunk).unwrap().score;
+        assert!((score(1) - PROSE.score(0.5, 1.0, 0.5)).abs() < 1e-6);
+        assert!((score(2) - CODE.score(0.5, 1.0, 0.5)).abs() < 1e-6);
+        // Lexical parts above the cosine weigh more in code.
+        assert!(score(2) > score(1));
     }
 
     #[test]
@@ -308,7 +369,7 @@ mod tests {
         let docs = |r: &Ranking, k| -> Vec<&str> {
             rank(&c, r, k)
                 .iter()
-                .map(|x| c[x.index].document.as_str())
+                .map(|x| c[x.index].unit.as_str())
                 .collect()
         };
         let capped = Ranking::default();

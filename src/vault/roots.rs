@@ -1,6 +1,6 @@
 //! The roots the vault follows (migration `0011_vault_roots.sql`): what `cairn reindex
 //! DIR` and `vault_update` indexed, the lease of the one process that follows each, and
-//! what that process last reported. [`super::follow`] keeps them; `cairn vault status`
+//! what that process last reported. [`super::follow_files`] keeps them; `cairn vault status`
 //! reads them ([`Vault::status`]).
 //!
 //! The lease: a follower writes its name (`host:pid:start`) and a heartbeat into a row
@@ -18,8 +18,10 @@ use crate::base::{iso, now_iso};
 use crate::error::Result;
 use crate::store::db::{Conn, params};
 
+use super::documents::{delete_document, find_doc};
 use super::formats::FileFilter;
 use super::handle::Vault;
+use super::identity::{DIR_KEY, relative_path};
 
 /// How often a follower renews its leases (and reports its state).
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(15);
@@ -148,6 +150,52 @@ fn record(
     Ok(())
 }
 
+/// `rel` (a directory relative to a root) joined with `path` (relative to it).
+fn join(rel: &str, path: &str) -> String {
+    match (rel.is_empty(), path.is_empty()) {
+        (true, _) => path.to_string(),
+        (false, true) => rel.to_string(),
+        (false, false) => format!("{rel}/{path}"),
+    }
+}
+
+/// Move the documents and followed roots of `key` (a `dir:` root at `rel` in the root
+/// `to_key`, directory `to_dir`) to `to_key` ([`Vault::adopt_dir_roots`]).
+fn adopt(tx: &Conn<'_>, key: &str, rel: &str, to_key: &str, to_dir: &Path) -> Result<usize> {
+    let docs: Vec<(i64, String)> = tx.query_map(
+        "SELECT id, path FROM vault_documents WHERE root_key = ?1",
+        params![key],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    for (id, path) in &docs {
+        let to = join(rel, path);
+        if find_doc(tx, to_key, &to)?.is_some() {
+            delete_document(tx, key, path)?;
+        } else {
+            tx.execute(
+                "UPDATE vault_documents SET root_key = ?2, path = ?3 WHERE id = ?1",
+                params![*id, to_key, to],
+            )?;
+        }
+    }
+    let roots = list(tx)?;
+    for r in roots.iter().filter(|r| r.root_key == key) {
+        let prefix = join(rel, &r.prefix);
+        let taken = roots
+            .iter()
+            .any(|o| o.root_key == to_key && o.prefix == prefix && o.collection == r.collection);
+        if taken {
+            tx.execute("DELETE FROM vault_roots WHERE id = ?1", params![r.id])?;
+        } else {
+            tx.execute(
+                "UPDATE vault_roots SET root_key = ?2, prefix = ?3, dir = ?4 WHERE id = ?1",
+                params![r.id, to_key, prefix, to_dir.to_string_lossy().into_owned()],
+            )?;
+        }
+    }
+    Ok(docs.len())
+}
+
 /// Every recorded root, oldest first.
 pub(crate) fn list(c: &Conn<'_>) -> Result<Vec<FollowedRoot>> {
     Ok(with_leases(c)?.into_iter().map(|(root, _)| root).collect())
@@ -217,7 +265,7 @@ pub(crate) struct Report {
 
 /// A follower's live view: its name and its report on each root it holds.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Live {
+pub(crate) struct FollowerReports {
     pub(crate) follower: String,
     pub(crate) reports: std::collections::HashMap<i64, Report>,
 }
@@ -311,7 +359,7 @@ impl Lease {
 impl Vault<'_> {
     /// Every collection with its documents and followed roots.
     /// `here`: what the follower of this process reports now, fresher than its rows.
-    pub(crate) fn status(&self, here: Option<&Live>) -> Result<Vec<CollectionStatus>> {
+    pub(crate) fn status(&self, here: Option<&FollowerReports>) -> Result<Vec<CollectionStatus>> {
         self.store.snapshot(|c| {
             let counts: Vec<(String, i64, i64)> = c.query_map(
                 "SELECT d.collection, count(DISTINCT d.id), count(c.id)
@@ -413,6 +461,47 @@ impl Vault<'_> {
         }
         self.store
             .write(|tx| record(tx, root_key, prefix, kind, collection, dir, files))
+    }
+
+    /// Move to the project root `root_key` (directory `root_dir`) what is stored under
+    /// a `dir:` key whose directory lies in `root_dir`: the documents and followed roots
+    /// of a directory indexed before a project's path covered it. One file then has one
+    /// key whichever came first ([`super::identity`]): each document keeps its row, id
+    /// and vectors under its path relative to the project (so the reindex that follows
+    /// finds it unchanged), unless the project already holds that path, when the
+    /// directory's copy is deleted. Returns the documents moved or deleted.
+    pub(crate) fn adopt_dir_roots(&self, root_key: &str, root_dir: &Path) -> Result<usize> {
+        let keys: Vec<String> = self.store.read(|c| {
+            c.query_map(
+                "SELECT root_key FROM vault_documents WHERE root_key LIKE 'dir:%'
+                 UNION SELECT root_key FROM vault_roots WHERE root_key LIKE 'dir:%'",
+                params![],
+                |r| r.get(0),
+            )
+        })?;
+        let inside: Vec<(String, String)> = (keys.into_iter())
+            .filter_map(|key| {
+                let dir = Path::new(key.strip_prefix(DIR_KEY)?);
+                let rel = relative_path(root_dir, dir).ok()?;
+                Some((key, rel))
+            })
+            .collect();
+        if inside.is_empty() {
+            return Ok(0);
+        }
+        let adopted = self.store.write(|tx| {
+            let mut n = 0;
+            for (key, rel) in &inside {
+                n += adopt(tx, key, rel, root_key, root_dir)?;
+            }
+            Ok(n)
+        })?;
+        tracing::info!(
+            root = root_key,
+            documents = adopted,
+            "adopted directories indexed before the project covered them"
+        );
+        Ok(adopted)
     }
 
     /// Claim or renew root `id` for the follower `me`.

@@ -26,10 +26,11 @@
 //!   has a symlink, the same way.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use serde::Serialize;
 
-use crate::context::WorkContext;
+use crate::access::context::WorkContext;
 use crate::error::{Error, Result};
 use crate::paths::{DirHandle, relative_components, shown};
 
@@ -71,14 +72,14 @@ pub struct KnowledgeResults {
     pub note: Option<String>,
     /// With `fresh: true`: whether the wait for pending changes completed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "super::follow::Freshness")]
-    pub(crate) freshness: Option<super::follow::Freshness>,
+    #[schemars(with = "super::follow_files::Freshness")]
+    pub(crate) freshness: Option<super::follow_files::Freshness>,
 }
 
 /// `fresh: true` on a search: wait for pending changes first, through this process's
 /// follower when it has one ([`Vault::wait_fresh`]).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Fresh<'a>(pub Option<&'a super::follow::Shared>);
+pub(crate) struct Fresh<'a>(pub Option<&'a super::follow_files::Shared>);
 
 /// The result of `vault_update`.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -225,52 +226,8 @@ impl Vault<'_> {
             true => self.lexical_candidates(query, n, &accept)?,
             false => Vec::new(),
         };
-        let mut order: Vec<u64> = Vec::with_capacity(dense.len() + lexical.len());
-        let mut found: HashMap<u64, (Option<f32>, f32)> = HashMap::new();
-        for &(id, cos) in &dense {
-            order.push(id);
-            found.insert(id, (Some(cos), 0.0));
-        }
-        for &(id, bm25) in &lexical {
-            found
-                .entry(id)
-                .and_modify(|e| e.1 = bm25)
-                .or_insert_with(|| {
-                    order.push(id);
-                    (None, bm25)
-                });
-        }
-        // One read transaction for every candidate's row, not one each.
-        let (mut hits, mut candidates) = self.store.snapshot(|c| {
-            let mut hits = Vec::with_capacity(order.len());
-            let mut candidates = Vec::with_capacity(order.len());
-            for &id in &order {
-                // A chunk deleted since it was indexed is simply skipped.
-                let Some(h) = load_hit(c, id)? else { continue };
-                if !accept(&h.metadata.collection) {
-                    continue;
-                }
-                let (cos, bm25) = found[&id];
-                let cosine = match (cos, vector) {
-                    (Some(x), _) => x,
-                    (None, Some(q)) => match chunk_vector(c, id)? {
-                        Some(v) => q.iter().zip(&v).map(|(a, b)| a * b).sum(),
-                        None => continue,
-                    },
-                    (None, None) => 0.0,
-                };
-                candidates.push(Candidate {
-                    chunk: id,
-                    document: format!("{}\0{}", h.metadata.root, h.path),
-                    cosine,
-                    bm25,
-                    overlap: 0.0,
-                });
-                hits.push(h);
-            }
-            Ok((hits, candidates))
-        })?;
-        if ranking.overlap_weight != 0.0 {
+        let (mut hits, mut candidates) = self.load_candidates(&dense, &lexical, vector, &accept)?;
+        if ranking.overlap() {
             let texts: Vec<String> = hits
                 .iter()
                 .map(|h| format!("{}\n{}", h.metadata.heading_path, h.text))
@@ -292,6 +249,68 @@ impl Vault<'_> {
                 Some(h)
             })
             .collect())
+    }
+
+    /// The rows of the dense and lexical candidates (each once, dense first) in the
+    /// accepted collections, read in one transaction: the hits, and the candidates to
+    /// rank, index for index. A chunk only BM25 found gets its stored vector dotted with
+    /// `vector`; a chunk deleted since it was indexed is skipped.
+    fn load_candidates(
+        &self,
+        dense: &[(u64, f32)],
+        lexical: &[(u64, f32)],
+        vector: Option<&[f32]>,
+        accept: &dyn Fn(&str) -> bool,
+    ) -> Result<(Vec<VaultHit>, Vec<Candidate>)> {
+        let mut order: Vec<u64> = Vec::with_capacity(dense.len() + lexical.len());
+        let mut found: HashMap<u64, (Option<f32>, f32)> = HashMap::new();
+        for &(id, cos) in dense {
+            order.push(id);
+            found.insert(id, (Some(cos), 0.0));
+        }
+        for &(id, bm25) in lexical {
+            found
+                .entry(id)
+                .and_modify(|e| e.1 = bm25)
+                .or_insert_with(|| {
+                    order.push(id);
+                    (None, bm25)
+                });
+        }
+        self.store.snapshot(|c| {
+            let mut hits = Vec::with_capacity(order.len());
+            let mut candidates = Vec::with_capacity(order.len());
+            for &id in &order {
+                let Some(h) = load_hit(c, id)? else { continue };
+                if !accept(&h.metadata.collection) {
+                    continue;
+                }
+                let (cos, bm25) = found[&id];
+                let cosine = match (cos, vector) {
+                    (Some(x), _) => x,
+                    (None, Some(q)) => match chunk_vector(c, id)? {
+                        Some(v) => q.iter().zip(&v).map(|(a, b)| a * b).sum(),
+                        None => continue,
+                    },
+                    (None, None) => 0.0,
+                };
+                let code = Format::of(Path::new(&h.path)).is_some_and(Format::is_code);
+                let document = format!("{}\0{}", h.metadata.root, h.path);
+                candidates.push(Candidate {
+                    chunk: id,
+                    unit: match code {
+                        true => format!("{document}\0{}", h.metadata.heading_path),
+                        false => document,
+                    },
+                    code,
+                    cosine,
+                    bm25,
+                    overlap: 0.0,
+                });
+                hits.push(h);
+            }
+            Ok((hits, candidates))
+        })
     }
 
     /// The `n` best BM25 chunks in the accepted collections. BM25 does not filter by
@@ -358,9 +377,11 @@ impl Vault<'_> {
             )));
         }
         let freshness = match fresh {
-            Some(Fresh(follower)) => {
-                Some(self.wait_fresh(Some(&collections), super::follow::FRESH_WAIT, follower)?)
-            }
+            Some(Fresh(follower)) => Some(self.wait_fresh(
+                Some(&collections),
+                super::follow_files::FRESH_WAIT,
+                follower,
+            )?),
             None => None,
         };
         let hits = self.search(query, top_k, Some(&collections), max_per_document)?;

@@ -4,7 +4,7 @@
 
 use plotters::prelude::*;
 
-use crate::learnings::Activity;
+use crate::learnings::LearningTrends;
 use crate::metrics::ToolStat;
 
 const CREATED: RGBColor = RGBColor(0x2a, 0x6f, 0xb0);
@@ -38,7 +38,7 @@ fn svg(
 }
 
 /// Learnings added, confirmed (merged into) and superseded per day.
-pub(crate) fn learnings_over_time(a: &Activity) -> String {
+pub(crate) fn learnings_over_time(a: &LearningTrends) -> String {
     let days = a.days.len().max(1) as u32;
     let top = a
         .days
@@ -102,7 +102,7 @@ pub(crate) fn learnings_over_time(a: &Activity) -> String {
 }
 
 /// How many learnings have each quality score, in tens (0-9, ..., 90-99, 100).
-pub(crate) fn quality_distribution(a: &Activity) -> String {
+pub(crate) fn quality_distribution(a: &LearningTrends) -> String {
     let top = a.quality.iter().copied().max().unwrap_or(0).max(1);
     svg((720, 260), |root| {
         let mut chart = ChartBuilder::on(root)

@@ -15,7 +15,7 @@
 
 mod charts;
 mod issues;
-mod pages;
+mod learnings;
 mod review;
 mod service;
 
@@ -32,8 +32,8 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use crate::Cairn;
+use crate::access::tokens::Person;
 use crate::base::sha256_hex;
-use crate::tokens::Person;
 
 /// The login cookie.
 const COOKIE: &str = "cairn_ui";
@@ -130,9 +130,9 @@ pub(crate) fn routes<S: Clone + Send + Sync + 'static>(
     };
     let pages = Router::new()
         .route("/", get(home))
-        .route("/learnings", get(pages::learnings))
-        .route("/learnings/{id}", get(pages::learning))
-        .route("/learnings/{id}/{action}", post(pages::act))
+        .route("/learnings", get(learnings::list))
+        .route("/learnings/{id}", get(learnings::learning))
+        .route("/learnings/{id}/{action}", post(learnings::act))
         .route("/review", get(review::review))
         .route("/issues", get(issues::list))
         .route("/issues/{identifier}", get(issues::issue))

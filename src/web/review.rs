@@ -1,7 +1,7 @@
 //! `GET /ui/review`: what waits for a person (issue 56): learnings held for their text,
 //! agents' supersession proposals with both sides and the evidence, learnings flagged
 //! wrong. Each entry carries its actions (release, accept, reject, verify, archive);
-//! they post to the learning's actions (`pages::act`) and take effect for agents at
+//! they post to the learning's actions (`learnings::act`) and take effect for agents at
 //! once.
 
 use axum::extract::State;
@@ -11,7 +11,7 @@ use maud::{Markup, html};
 
 use crate::learnings::{Learning, Proposal, ReviewQueue};
 
-use super::pages::{curate, provenance};
+use super::learnings::{curate, provenance};
 use super::{Visitor, Web, page, run};
 
 /// `GET /ui/review`.

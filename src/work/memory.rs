@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::context::WorkContext;
+use crate::access::context::WorkContext;
 use crate::error::{Error, Result};
 
 /// Most characters of one memory file.
@@ -96,7 +96,7 @@ pub(crate) fn update_memory(
         .agent_type
         .as_deref()
         .ok_or_else(|| missing_flag("--agent-type", "memory is private to a profile type"))?;
-    crate::scope::check_profile(profile)?;
+    crate::access::scope::check_profile(profile)?;
     let root = work
         .symphony_dir
         .as_deref()

@@ -65,8 +65,8 @@ use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::access::context::WorkContext;
 use crate::base::sha256_hex;
-use crate::context::WorkContext;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::Project;
 use crate::paths::{DirHandle, relative_components, shown, starts_with_parts};
@@ -532,6 +532,55 @@ struct LatestClaim {
     verdict: Option<(String, String)>,
 }
 
+impl LatestClaim {
+    /// Whether a verdict naming `hash` may judge this claim: `hash` is its artifact's
+    /// hash (or, for a claim without one, the claim record's hash) and no verdict was
+    /// given on it yet.
+    fn check_verdict(&self, hash: &str, phase: Phase) -> Result<()> {
+        let LatestClaim {
+            id: claim_id,
+            artifact_hash: claim_hash,
+            record_hash,
+            verdict: earlier,
+        } = self;
+        // A `ready` claim may come without an artifact_hash (the spec allows it: the
+        // artifact is the committed code). The verdict then names the claim itself, by
+        // the claim record's hash, so it judges exactly the claim the judge read.
+        if claim_hash.is_empty() && !record_hash.eq_ignore_ascii_case(hash) {
+            return Err(Error::Conflict {
+                message: format!(
+                    "the latest {} claim {claim_id} carries no artifact_hash, so a verdict \
+                     names the claim itself: pass as artifact_hash the claim's record hash \
+                     (the `hash` of finding {claim_id} in get_issue or list_findings)",
+                    phase.as_str()
+                ),
+                existing_id: Some(claim_id.clone()),
+            });
+        }
+        if !claim_hash.is_empty() && !claim_hash.eq_ignore_ascii_case(hash) {
+            return Err(Error::Conflict {
+                message: format!(
+                    "artifact_hash {hash} does not match the latest {} claim {claim_id} \
+                     (artifact_hash {claim_hash}); review that artifact and pass its hash",
+                    phase.as_str()
+                ),
+                existing_id: Some(claim_id.clone()),
+            });
+        }
+        if let Some((verdict_id, given)) = earlier {
+            return Err(Error::Conflict {
+                message: format!(
+                    "the latest {} claim {claim_id} was already {given} by {verdict_id}; a \
+                     new claim is needed before another verdict",
+                    phase.as_str()
+                ),
+                existing_id: Some(verdict_id.clone()),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// The latest claim of `phase` and, if one exists after it, the verdict already given.
 fn latest_claim(
     c: &Conn<'_>,
@@ -694,46 +743,9 @@ pub(crate) fn judge_phase(
         .map(String::from);
     store.write(|tx| {
         let (issue_id, identifier) = crate::trail::resolve(tx, &bound.id)?;
-        let LatestClaim {
-            id: claim_id,
-            artifact_hash: claim_hash,
-            record_hash,
-            verdict: earlier,
-        } = latest_claim(tx, &issue_id, &identifier, phase)?;
-        // A `ready` claim may come without an artifact_hash (the spec allows it: the
-        // artifact is the committed code). The verdict then names the claim itself, by
-        // the claim record's hash, so it judges exactly the claim the judge read.
-        if claim_hash.is_empty() && !record_hash.eq_ignore_ascii_case(&hash) {
-            return Err(Error::Conflict {
-                message: format!(
-                    "the latest {} claim {claim_id} carries no artifact_hash, so a verdict \
-                     names the claim itself: pass as artifact_hash the claim's record hash \
-                     (the `hash` of finding {claim_id} in get_issue or list_findings)",
-                    phase.as_str()
-                ),
-                existing_id: Some(claim_id),
-            });
-        }
-        if !claim_hash.is_empty() && !claim_hash.eq_ignore_ascii_case(&hash) {
-            return Err(Error::Conflict {
-                message: format!(
-                    "artifact_hash {hash} does not match the latest {} claim {claim_id} \
-                     (artifact_hash {claim_hash}); review that artifact and pass its hash",
-                    phase.as_str()
-                ),
-                existing_id: Some(claim_id),
-            });
-        }
-        if let Some((verdict_id, given)) = earlier {
-            return Err(Error::Conflict {
-                message: format!(
-                    "the latest {} claim {claim_id} was already {given} by {verdict_id}; a \
-                     new claim is needed before another verdict",
-                    phase.as_str()
-                ),
-                existing_id: Some(verdict_id),
-            });
-        }
+        let claim = latest_claim(tx, &issue_id, &identifier, phase)?;
+        claim.check_verdict(&hash, phase)?;
+        let claim_id = claim.id;
         let mut body = json!({
             "phase": phase,
             "artifact_hash": hash,
@@ -752,7 +764,7 @@ pub(crate) fn judge_phase(
             &work.actor,
         )?;
         let comment = if approved {
-            crate::learnings::issue_approved(tx, &issue_id, &work.actor)?;
+            crate::trail::approval::issue_approved(tx, &issue_id, &work.actor)?;
             None
         } else {
             let text = format!(

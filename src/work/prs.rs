@@ -24,8 +24,8 @@ use crate::store::db::{Conn, Row, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::access::context::WorkContext;
 use crate::base::{new_id, now_iso};
-use crate::context::WorkContext;
 use crate::error::{Error, FieldError, Result};
 use crate::issues::Status;
 use crate::store::Store;
@@ -609,7 +609,7 @@ pub(crate) fn review_pr(
         }
         add_comment_in(tx, &issue_id, &comment, actor)?;
         if review == Review::Approve {
-            crate::learnings::issue_approved(tx, &issue_id, actor)?;
+            crate::trail::approval::issue_approved(tx, &issue_id, actor)?;
         }
         if review == Review::Reject {
             change_status_in(

@@ -31,7 +31,7 @@ use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
-use crate::context::WorkContext;
+use crate::access::context::WorkContext;
 use crate::error::{Error, Result};
 use crate::store::Store;
 

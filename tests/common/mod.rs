@@ -437,7 +437,7 @@ impl Env {
         let path = |flag: &str| values.get(flag).map(|v| self.path().join(v));
         let cairn = self.open();
         let work = cairn
-            .bind(&cairn::context::BindArgs {
+            .bind(&cairn::access::context::BindArgs {
                 issue: values.get("--issue-id").cloned(),
                 project: values.get("--project-id").cloned(),
                 worktree_path: values.get("--worktree-path").map(PathBuf::from),

@@ -11,7 +11,7 @@ use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing,
 use tantivy::tokenizer::{PreTokenizedString, TextAnalyzer, Token};
 use tantivy::{Index, ReloadPolicy, Searcher, TantivyDocument};
 
-use crate::disk_index::{acquire_writer, open_or_recreate};
+use crate::base::tantivy_dir::{acquire_writer, open_or_recreate};
 use crate::error::{Error, Result};
 use crate::store::Store;
 
@@ -252,13 +252,13 @@ pub(super) fn register(index: &Index) {
 }
 
 pub(super) fn failpoint(name: &str) {
-    if crate::failpoint::is_set(name) {
+    if crate::base::failpoint::is_set(name) {
         tracing::error!("failpoint {name}: aborting");
         std::process::abort();
     }
 }
 
-/// Open the on-disk index at `dir` (see [`crate::disk_index::open_or_recreate`]).
+/// Open the on-disk index at `dir` (see [`crate::base::tantivy_dir::open_or_recreate`]).
 pub(super) fn open_on_disk(dir: &Path) -> Result<Index> {
     let index = open_or_recreate(dir, &schema().0, NAME)?;
     register(&index);

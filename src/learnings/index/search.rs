@@ -1,71 +1,27 @@
-//! One search on one view of the index: BM25 statistics summed over the disk index and
-//! the tail, the query expanded into index terms, the top-k collection with the
-//! blend's filters, and each candidate's per-slot field weights.
+//! One search on a view of the index, in two halves. The lexical half ([`lexical_in`]):
+//! the query's clauses ([`terms`](super::terms)), the learnings it may return
+//! ([`Filter`]), BM25's top k over the disk index and the tail, each candidate's signals.
+//! The dense half and the order ([`rank_in`]): each candidate's cosine with the query's
+//! vector and the nearest vectors added, the blend's order, restatements grouped
+//! ([`group`](super::group)). The lexical half needs no vector, so a search of the
+//! learnings runs it while the query is embedded.
 
-use std::cell::OnceCell;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap};
 
 use tantivy::query::{
-    Bm25StatisticsProvider, Bm25Weight, BooleanQuery, BoostQuery, EnableScoring, Occur, Query,
-    TermQuery,
+    Bm25StatisticsProvider, Bm25Weight, BooleanQuery, EnableScoring, Occur, Query,
 };
-use tantivy::schema::{Field, IndexRecordOption};
-use tantivy::{DocId, DocSet, Score, Searcher, Term};
+use tantivy::{DocId, Score, Term};
 
-use crate::cost::{Unit, count};
-use crate::embed::dot;
 use crate::error::Result;
+use crate::metrics::cost::{Unit, count};
 
 use super::super::lifecycle::{self, CodeSignature};
 use super::super::meta::Meta;
-use super::super::query::{
-    Evidence, FIELD_WEIGHTS, MAX_EXPANSIONS, PREFIX_BOOST, ParsedQuery, SEMANTIC_FLOOR, Slot,
-};
-use super::super::tail::Tail;
+use super::super::query::{CandidateSignals, ParsedQuery, SEMANTIC_FLOOR};
 use super::super::trust::Trust;
 
 use super::*;
-
-/// Sums BM25 statistics over the disk index and the tail.
-pub(super) struct Combined<'a> {
-    pub(super) disk: &'a Searcher,
-    pub(super) tail: Option<&'a Tail>,
-    pub(super) fields: Fields,
-}
-
-impl Bm25StatisticsProvider for Combined<'_> {
-    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
-        let tail = match (self.fields.slot(field), self.tail) {
-            (Some(slot), Some(t)) => t.total_tokens(slot),
-            _ => 0,
-        };
-        Ok(self.disk.total_num_tokens(field)? + tail)
-    }
-
-    fn total_num_docs(&self) -> tantivy::Result<u64> {
-        let tail = self.tail.map_or(0, Tail::docs);
-        Ok(Bm25StatisticsProvider::total_num_docs(self.disk)? + tail)
-    }
-
-    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        let tail = match (self.fields.slot(term.field()), word_of(term), self.tail) {
-            (Some(slot), Some(word), Some(t)) => t.postings(slot, word).len(),
-            _ => 0,
-        };
-        Ok(self.disk.doc_freq(term)? + tail as u64)
-    }
-}
-
-/// The word of a text field's term.
-pub(super) fn word_of(term: &Term) -> Option<&str> {
-    std::str::from_utf8(term.serialized_value_bytes()).ok()
-}
-
-/// BM25's idf, as tantivy computes it.
-pub(super) fn idf(doc_freq: u64, docs: u64) -> f32 {
-    let x = (docs.saturating_sub(doc_freq) as f32 + 0.5) / (doc_freq as f32 + 0.5);
-    (1.0 + x).ln()
-}
 
 /// A top-k heap entry, ordered so the *worst* candidate is on top.
 #[derive(Debug, Clone, Copy)]
@@ -110,8 +66,6 @@ pub(crate) struct IndexSearch<'a> {
     /// Candidates taken by BM25 (and by cosine) before the blend re-ranks them.
     pub(crate) candidates: usize,
     pub(crate) limit: usize,
-    /// The query's embedding, when the model is available (and the ranking uses it).
-    pub(crate) vector: Option<&'a [f32]>,
     pub(crate) ranking: Ranking,
     /// Superseded learnings are candidates too.
     pub(crate) include_superseded: bool,
@@ -124,12 +78,35 @@ pub(crate) struct IndexSearch<'a> {
     pub(crate) signature: &'a dyn Fn(u64) -> Option<Arc<CodeSignature>>,
 }
 
-/// A search on one view (see [`LearningIndex::search`]), in stages: the query's terms and
-/// their BM25 clauses ([`Clauses::of`]), the learnings it may return ([`Filter`]), the
-/// BM25 top k over the disk index and the tail ([`TopK`], [`lexical_candidates`]), each
-/// candidate's evidence with its cosine and the nearest vectors added
-/// ([`Gathered`]), and the blend's order ([`Gathered::rank`]).
-pub(super) fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>> {
+/// A search on one view (see [`LearningIndex::search`]): its lexical half, then the
+/// dense half and the order ([`lexical_in`], [`rank_in`]).
+pub(super) fn search_in(
+    open: &Open,
+    s: &IndexSearch<'_>,
+    vector: Option<&[f32]>,
+) -> Result<Vec<Ranked>> {
+    let lexical = lexical_in(open, s)?;
+    Ok(rank_in(open, s, lexical, vector))
+}
+
+/// The lexical half of a search, done on one view: BM25's candidates with their field
+/// priority and quality, and the time their quality was judged at (the dense half judges
+/// its own candidates at the same time). `None` when the view holds no learning.
+pub(crate) struct LexicalHalf {
+    gathered: Option<Gathered>,
+    now: i64,
+}
+
+/// The lexical half on one view, in stages: the query's terms and their BM25 clauses
+/// ([`Clauses::of`]), the learnings it may return ([`Filter`]), the BM25 top k over the
+/// disk index and the tail ([`TopK`], [`lexical_candidates`]), and each candidate's
+/// signals ([`Gathered`]).
+pub(super) fn lexical_in(open: &Open, s: &IndexSearch<'_>) -> Result<LexicalHalf> {
+    let filter = Filter::new(open, s, lifecycle::now_secs());
+    let nothing = LexicalHalf {
+        gathered: None,
+        now: filter.now,
+    };
     let (_, fields) = schema();
     let stats = Combined {
         disk: &open.disk,
@@ -138,14 +115,12 @@ pub(super) fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>>
     };
     let docs = stats.total_num_docs().map_err(index_err)?;
     if docs == 0 {
-        return Ok(Vec::new());
+        return Ok(nothing);
     }
     let lexicon = Lexicon::of(s.scope, fields);
     let slots = expand(s.query, open, &lexicon)?;
     let clauses = Clauses::of(&slots, &stats, docs)?;
-    let filter = Filter::new(open, s);
-    let k = s.candidates.max(s.limit).max(1);
-    let mut top = TopK::new(k);
+    let mut top = TopK::new(candidates_taken(s));
     if s.ranking != Ranking::Dense && !clauses.queries.is_empty() {
         lexical_candidates(
             open,
@@ -168,7 +143,7 @@ pub(super) fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>>
         if let Some(m) = open.meta.get(c.seq) {
             gathered.push(
                 c.seq,
-                Evidence {
+                CandidateSignals {
                     bm25: c.score,
                     field_priority: weights.as_ref().map_or(0.0, |w| {
                         super::super::query::field_priority(&w[n], &clauses.slot_idf)
@@ -179,74 +154,36 @@ pub(super) fn search_in(open: &Open, s: &IndexSearch<'_>) -> Result<Vec<Ranked>>
             );
         }
     }
-    let semantic = s.ranking != Ranking::Lexical && s.vector.is_some();
-    if let Some(v) = s.vector.filter(|_| semantic) {
-        gathered.add_nearest(open, v, k, &filter, s.ranking);
-    }
-    Ok(gathered.rank(open, s, semantic))
+    Ok(LexicalHalf {
+        gathered: Some(gathered),
+        ..nothing
+    })
 }
 
-impl Lexicon {
-    /// The fields a search of `scope` reads: a project's scoped terms, or every
-    /// project's plain ones.
-    fn of(scope: &SearchScope, fields: Fields) -> Lexicon {
-        match scope {
-            SearchScope::Project(p) => Lexicon {
-                fields: fields.scoped,
-                first_slot: 3,
-                key: scoped_term(p, ""),
-            },
-            SearchScope::OtherProjects(_) | SearchScope::All => Lexicon {
-                fields: fields.text,
-                first_slot: 0,
-                key: String::new(),
-            },
-        }
+/// The dense half and the order, on one view: the cosine of the query's `vector` (when
+/// there is one and the ranking uses it) with each candidate, and the nearest vectors
+/// added as candidates ([`Gathered::add_nearest`]); then the blend's order
+/// ([`Gathered::rank`]).
+pub(super) fn rank_in(
+    open: &Open,
+    s: &IndexSearch<'_>,
+    lexical: LexicalHalf,
+    vector: Option<&[f32]>,
+) -> Vec<Ranked> {
+    let Some(mut gathered) = lexical.gathered else {
+        return Vec::new();
+    };
+    let semantic = s.ranking != Ranking::Lexical && vector.is_some();
+    if let Some(v) = vector.filter(|_| semantic) {
+        let filter = Filter::new(open, s, lexical.now);
+        gathered.add_nearest(open, v, candidates_taken(s), &filter, s.ranking);
     }
+    gathered.rank(open, s, semantic)
 }
 
-/// The query's BM25 clauses: one per indexed term, prefix expansions boosted down.
-struct Clauses<'t> {
-    queries: Vec<(Occur, Box<dyn Query>)>,
-    /// Each clause's term and boost, to score the tail with.
-    scored: Vec<(&'t Term, Score)>,
-    /// Each slot's idf (of its most frequent term): the weights of field priority.
-    slot_idf: Vec<f32>,
-}
-
-impl<'t> Clauses<'t> {
-    fn of(slots: &'t [Vec<(Term, bool)>], stats: &Combined<'_>, docs: u64) -> Result<Self> {
-        let mut c = Clauses {
-            queries: Vec::new(),
-            scored: Vec::new(),
-            slot_idf: Vec::with_capacity(slots.len()),
-        };
-        for terms in slots {
-            let mut max_df = 0;
-            for (term, exact) in terms {
-                let df = stats.doc_freq(term).map_err(index_err)?;
-                if df == 0 {
-                    continue;
-                }
-                max_df = max_df.max(df);
-                let q: Box<dyn Query> =
-                    Box::new(TermQuery::new(term.clone(), IndexRecordOption::WithFreqs));
-                let q = if *exact {
-                    c.scored.push((term, 1.0));
-                    q
-                } else {
-                    c.scored.push((term, PREFIX_BOOST));
-                    Box::new(BoostQuery::new(q, PREFIX_BOOST))
-                };
-                c.queries.push((Occur::Should, q));
-            }
-            // A slot no learning of the scope has weighs nothing: it would lower every
-            // candidate's field priority alike.
-            c.slot_idf
-                .push(if max_df == 0 { 0.0 } else { idf(max_df, docs) });
-        }
-        Ok(c)
-    }
+/// Candidates each half takes: the search's, at least its limit, at least one.
+fn candidates_taken(s: &IndexSearch<'_>) -> usize {
+    s.candidates.max(s.limit).max(1)
 }
 
 /// Which learnings a search may return, and the quality the blend weighs for each.
@@ -260,7 +197,8 @@ struct Filter<'a> {
 }
 
 impl<'a> Filter<'a> {
-    fn new(open: &'a Open, s: &'a IndexSearch<'a>) -> Self {
+    /// The filter of search `s` on `open`, judging age at `now` (seconds).
+    fn new(open: &'a Open, s: &'a IndexSearch<'a>, now: i64) -> Self {
         let meta = &open.meta;
         let project = match s.scope {
             SearchScope::Project(p) | SearchScope::OtherProjects(p) => {
@@ -272,7 +210,7 @@ impl<'a> Filter<'a> {
             meta,
             s,
             project,
-            now: lifecycle::now_secs(),
+            now,
         }
     }
 
@@ -418,19 +356,19 @@ fn lexical_candidates(
     Ok(())
 }
 
-/// The candidates with their evidence, in the order they were found.
+/// The candidates with their signals, in the order they were found.
 #[derive(Default)]
 struct Gathered {
     seqs: Vec<u64>,
-    evidence: Vec<Evidence>,
+    signals: Vec<CandidateSignals>,
     position: HashMap<u64, usize>,
 }
 
 impl Gathered {
-    fn push(&mut self, seq: u64, e: Evidence) {
+    fn push(&mut self, seq: u64, e: CandidateSignals) {
         self.position.insert(seq, self.seqs.len());
         self.seqs.push(seq);
-        self.evidence.push(e);
+        self.signals.push(e);
     }
 
     /// The `k` nearest vectors: their cosine for the candidates BM25 found, new
@@ -452,14 +390,14 @@ impl Gathered {
         );
         for (seq, cos) in nearest {
             if let Some(&i) = self.position.get(&seq) {
-                self.evidence[i].cosine = Some(cos);
+                self.signals[i].cosine = Some(cos);
             } else if ranking == Ranking::Dense || cos >= SEMANTIC_FLOOR {
                 let Some(m) = open.meta.get(seq) else {
                     continue;
                 };
                 self.push(
                     seq,
-                    Evidence {
+                    CandidateSignals {
                         bm25: 0.0,
                         field_priority: 0.0,
                         cosine: Some(cos),
@@ -469,7 +407,7 @@ impl Gathered {
             }
         }
         let mut compared = 0;
-        for (seq, e) in self.seqs.iter().zip(self.evidence.iter_mut()) {
+        for (seq, e) in self.seqs.iter().zip(self.signals.iter_mut()) {
             if e.cosine.is_none() {
                 e.cosine = open.vectors.cosine(v, *seq);
                 compared += u64::from(e.cosine.is_some());
@@ -481,11 +419,11 @@ impl Gathered {
     /// The blend's scores, sorted by the ranking's key (newer first among equals), cut to
     /// the search's limit.
     fn rank(self, open: &Open, s: &IndexSearch<'_>, semantic: bool) -> Vec<Ranked> {
-        let scores = super::super::query::blend(&self.evidence, semantic);
+        let scores = super::super::query::blend(&self.signals, semantic);
         let mut ranked: Vec<Ranked> = self
             .seqs
             .iter()
-            .zip(&self.evidence)
+            .zip(&self.signals)
             .zip(scores)
             .filter_map(|((seq, e), score)| {
                 let m = open.meta.get(*seq)?;
@@ -512,378 +450,5 @@ impl Gathered {
             ranked.truncate(s.limit);
             ranked
         }
-    }
-}
-
-/// Restatements listed under the learning they restate, so that the `limit` places of a
-/// search hold `limit` different lessons. Walking the ranking best first, a learning
-/// that restates a group's head ([`lifecycle::restates`]: by embedding, or by embedding
-/// and code, whose [`CodeSignature`]s are read only then, at most once per learning) joins the most
-/// similar such head's group; any other learning heads a new group. At most `limit`
-/// restatements are listed in all (the best ranked); the others are counted on their
-/// head and left out, so an answer holds at most `2 · limit` learnings however many
-/// copies a lesson has. The walk ends where a group beyond the `limit`-th would begin.
-/// The result is in rank order, each restatement marked with its head.
-pub(super) fn group<'v>(
-    ranked: Vec<Ranked>,
-    limit: usize,
-    vector: impl Fn(u64) -> Option<&'v [f32]>,
-    signature: impl Fn(u64) -> Option<Arc<CodeSignature>>,
-) -> Vec<Ranked> {
-    /// A group's head: its vector, its place in `out` and its code, read at most once.
-    struct Head<'v> {
-        vector: Option<&'v [f32]>,
-        at: usize,
-        code: OnceCell<Option<Arc<CodeSignature>>>,
-    }
-    let mut listed = 0;
-    let mut out: Vec<Ranked> = Vec::with_capacity(ranked.len().min(2 * limit));
-    let mut heads: Vec<Head<'v>> = Vec::with_capacity(limit);
-    let mut walked = 0;
-    let mut compared = 0;
-    for mut r in ranked {
-        walked += 1;
-        let own = vector(r.seq);
-        let code: OnceCell<Option<Arc<CodeSignature>>> = OnceCell::new();
-        let mut closest: Option<(usize, f32)> = None;
-        if let Some(v) = own {
-            for (i, head) in heads.iter().enumerate() {
-                let Some(h) = head.vector else { continue };
-                let cos = dot(v, h);
-                compared += 1;
-                // The most similar head wins (the later one among equals).
-                if closest.is_some_and(|(_, best)| best > cos) {
-                    continue;
-                }
-                let head_seq = out[head.at].seq;
-                if lifecycle::restates(cos, || {
-                    Some((
-                        code.get_or_init(|| signature(r.seq)).as_deref()?,
-                        head.code.get_or_init(|| signature(head_seq)).as_deref()?,
-                    ))
-                }) {
-                    closest = Some((i, cos));
-                }
-            }
-        }
-        match closest {
-            Some((i, _)) if listed == limit => {
-                out[heads[i].at].similar_omitted += 1;
-                continue;
-            }
-            Some((i, cos)) => {
-                listed += 1;
-                r.similar_to = Some((out[heads[i].at].seq, cos));
-            }
-            None if heads.len() == limit => break,
-            None => heads.push(Head {
-                vector: own,
-                at: out.len(),
-                code,
-            }),
-        }
-        out.push(r);
-    }
-    count(Unit::CandidatesGrouped, walked);
-    count(Unit::VectorsCompared, compared);
-    out
-}
-
-/// Each slot's index terms, one per (field, term), each marked exact (the word or its
-/// stem) or a prefix expansion. A slot keeps its terms even when no learning has them;
-/// [`Clauses::of`] then gives it no clause and no weight.
-pub(super) fn expand(
-    query: &ParsedQuery,
-    open: &Open,
-    lex: &Lexicon,
-) -> Result<Vec<Vec<(Term, bool)>>> {
-    let mut out = Vec::with_capacity(query.slots.len());
-    for slot in &query.slots {
-        let words: Vec<(String, bool)> = match slot {
-            Slot::Exact(t) => vec![(format!("{}{t}", lex.key), true)],
-            Slot::Compound(c) => vec![(format!("{}{c}", lex.key), true)],
-            Slot::Prefix(prefixes) => {
-                let exact: Vec<String> =
-                    prefixes.iter().map(|p| format!("{}{p}", lex.key)).collect();
-                let mut words: Vec<(String, bool)> =
-                    exact.iter().map(|w| (w.clone(), true)).collect();
-                for w in prefix_terms(prefixes, open, lex)? {
-                    if !exact.contains(&w) {
-                        words.push((w, false));
-                    }
-                }
-                words
-            }
-        };
-        let mut terms = Vec::new();
-        for (w, exact) in &words {
-            for field in lex.fields {
-                terms.push((Term::from_field_text(field, w), *exact));
-            }
-        }
-        out.push(terms);
-    }
-    Ok(out)
-}
-
-/// The most frequent indexed terms (summed over fields, segments and the tail) that
-/// start with the lexicon's key and one of `prefixes`, at most [`MAX_EXPANSIONS`].
-pub(super) fn prefix_terms(prefixes: &[String], open: &Open, lex: &Lexicon) -> Result<Vec<String>> {
-    /// Dictionary entries scanned per prefix, field and segment (or the tail).
-    const SCAN: usize = 4096;
-    let mut freq: BTreeMap<String, u64> = BTreeMap::new();
-    for p in prefixes {
-        let p = format!("{}{p}", lex.key);
-        for seg in open.disk.segment_readers() {
-            for field in lex.fields {
-                let inv = seg.inverted_index(field).map_err(index_err)?;
-                let mut stream = inv
-                    .terms()
-                    .range()
-                    .ge(p.as_bytes())
-                    .into_stream()
-                    .map_err(index_err)?;
-                let mut scanned = 0;
-                while stream.advance() && scanned < SCAN {
-                    scanned += 1;
-                    let key = stream.key();
-                    if !key.starts_with(p.as_bytes()) {
-                        break;
-                    }
-                    if let Ok(word) = std::str::from_utf8(key) {
-                        *freq.entry(word.to_string()).or_default() +=
-                            u64::from(stream.value().doc_freq);
-                    }
-                }
-            }
-        }
-        if let Some(tail) = &open.tail {
-            for slot in lex.first_slot..lex.first_slot + lex.fields.len() {
-                for (word, df) in tail.starting_with(slot, &p).take(SCAN) {
-                    *freq.entry(word.to_string()).or_default() += df;
-                }
-            }
-        }
-    }
-    let mut words: Vec<(String, u64)> = freq.into_iter().collect();
-    words.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    words.truncate(MAX_EXPANSIONS);
-    Ok(words.into_iter().map(|w| w.0).collect())
-}
-
-/// For each candidate, each slot's best-field weight (0 when the slot did not match;
-/// a prefix expansion × [`PREFIX_BOOST`]), read from the postings: one seek per
-/// (candidate, term).
-pub(super) fn slot_weights(
-    candidates: &[Candidate],
-    open: &Open,
-    slots: &[Vec<(Term, bool)>],
-    lex: &Lexicon,
-) -> Result<Vec<Vec<f32>>> {
-    let mut out = vec![vec![0.0f32; slots.len()]; candidates.len()];
-    let weight =
-        |fi: usize, exact: bool| FIELD_WEIGHTS[fi] * if exact { 1.0 } else { PREFIX_BOOST };
-    // Group the disk's candidates by segment, docs ascending (postings only seek forward).
-    let mut by_segment: BTreeMap<u32, Vec<(DocId, usize)>> = BTreeMap::new();
-    for (i, c) in candidates.iter().enumerate() {
-        match c.at {
-            Hit::Disk { segment, doc } => by_segment.entry(segment).or_default().push((doc, i)),
-            Hit::Tail { doc } => {
-                // A tail hit comes from the tail the view holds.
-                let Some(tail) = &open.tail else { continue };
-                for (fi, field) in lex.fields.iter().enumerate() {
-                    let f = lex.first_slot + fi;
-                    for (slot, terms) in slots.iter().enumerate() {
-                        for (term, exact) in terms.iter().filter(|t| t.0.field() == *field) {
-                            if word_of(term).is_some_and(|w| tail.contains(f, w, doc)) {
-                                let w = &mut out[i][slot];
-                                *w = w.max(weight(fi, *exact));
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-    for (ord, mut docs) in by_segment {
-        docs.sort_unstable();
-        let seg = open.disk.segment_reader(ord);
-        for (fi, field) in lex.fields.iter().enumerate() {
-            let inv = seg.inverted_index(*field).map_err(index_err)?;
-            for (slot, terms) in slots.iter().enumerate() {
-                for (term, exact) in terms.iter().filter(|t| t.0.field() == *field) {
-                    let Some(mut postings) = inv
-                        .read_postings(term, IndexRecordOption::Basic)
-                        .map_err(index_err)?
-                    else {
-                        continue;
-                    };
-                    for &(doc, i) in &docs {
-                        let at = postings.doc();
-                        let at = if at < doc { postings.seek(doc) } else { at };
-                        if at == doc {
-                            let w = &mut out[i][slot];
-                            *w = w.max(weight(fi, *exact));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A unit vector at `angle` radians in the plane of the first two axes, or along the
-    /// third axis for `None`.
-    fn at(angle: Option<f32>) -> Vec<f32> {
-        let mut v = vec![0.0; crate::embed::DIMENSION];
-        match angle {
-            Some(a) => (v[0], v[1]) = (a.cos(), a.sin()),
-            None => v[2] = 1.0,
-        }
-        v
-    }
-
-    fn ranked(seq: u64, key: f32) -> Ranked {
-        Ranked {
-            seq,
-            key,
-            score: ScoreBreakdown {
-                total: key,
-                relevance: key,
-                field_priority: 0.0,
-                quality: 0.0,
-                lexical: 0.0,
-                semantic: None,
-            },
-            quality: 50,
-            verified: false,
-            similar_to: None,
-            similar_omitted: 0,
-        }
-    }
-
-    #[test]
-    fn restatements_join_their_most_similar_head_and_free_places() {
-        // 1 and 3 are 60° apart (cosine 0.5); 2 is 20° from 1 (0.94) and 40° from 3
-        // (0.77); 4 is 35° from 1 (0.82) and 25° from 3 (0.91); 5 is orthogonal to all;
-        // 6 has no vector.
-        let vectors: HashMap<u64, Vec<f32>> = [
-            (1, at(Some(0.0))),
-            (2, at(Some(20f32.to_radians()))),
-            (3, at(Some(60f32.to_radians()))),
-            (4, at(Some(35f32.to_radians()))),
-            (5, at(None)),
-        ]
-        .into_iter()
-        .collect();
-        let list: Vec<Ranked> = (1..=6).map(|s| ranked(s, 10.0 - s as f32)).collect();
-        let run = |limit| {
-            group(
-                list.clone(),
-                limit,
-                |seq| vectors.get(&seq).map(Vec::as_slice),
-                |_| None,
-            )
-            .iter()
-            .map(|r| {
-                (
-                    r.seq,
-                    r.similar_to.map(|(h, c)| (h, (c * 100.0).round() as u32)),
-                )
-            })
-            .collect::<Vec<_>>()
-        };
-        // 4 restates both heads: the closer one takes it.
-        assert_eq!(
-            run(2),
-            [(1, None), (2, Some((1, 94))), (3, None), (4, Some((3, 91)))]
-        );
-        // The walk ends where a group beyond the limit would begin.
-        assert_eq!(run(1), [(1, None), (2, Some((1, 94)))]);
-        // A learning without a vector heads a group of its own and draws none.
-        assert_eq!(run(6).len(), 6);
-        assert_eq!(run(6)[5], (6, None));
-        assert_eq!(run(6)[4], (5, None));
-        assert!(
-            group(
-                list.clone(),
-                6,
-                |seq| vectors.get(&seq).map(Vec::as_slice),
-                |_| None
-            )
-            .iter()
-            .all(|r| r.similar_omitted == 0)
-        );
-    }
-
-    #[test]
-    fn at_most_limit_restatements_are_listed_and_the_rest_counted() {
-        // Seven copies of one lesson (1-7), then another lesson (8): with two places, the
-        // lesson, two of its copies, the other lesson; four copies counted, not listed.
-        let one = at(Some(0.0));
-        let other = at(None);
-        let list: Vec<Ranked> = (1..=8).map(|s| ranked(s, 10.0 - s as f32)).collect();
-        let out = group(
-            list,
-            2,
-            |seq| Some(if seq == 8 { &other } else { &one }),
-            |_| None,
-        );
-        let seqs: Vec<u64> = out.iter().map(|r| r.seq).collect();
-        assert_eq!(seqs, [1, 2, 3, 8]);
-        assert_eq!(out[0].similar_omitted, 4);
-        assert!(out[1..].iter().all(|r| r.similar_omitted == 0));
-        assert_eq!(out[1].similar_to.map(|(h, _)| h), Some(1));
-        assert_eq!(out[2].similar_to.map(|(h, _)| h), Some(1));
-        assert_eq!(out[3].similar_to, None);
-    }
-
-    #[test]
-    fn a_loosely_similar_learning_sharing_its_heads_code_is_listed_under_it() {
-        // 1 and 2 are 60° apart (cosine 0.5): below SIMILAR_COSINE, above RESTATE_COSINE.
-        // 2 holds all of 1's code and is listed under it; 3, as similar to 1 but with code
-        // of its own, takes a place; 4 is 70° from 1 (cosine 0.34), below the floor.
-        let vectors: HashMap<u64, Vec<f32>> = [
-            (1, at(Some(0.0))),
-            (2, at(Some(60f32.to_radians()))),
-            (3, at(Some(-60f32.to_radians()))),
-            (4, at(Some(70f32.to_radians()))),
-        ]
-        .into_iter()
-        .collect();
-        let texts: HashMap<u64, &str> = [
-            (1, "Key `orders.v1` by `order_id`."),
-            (
-                2,
-                "Order events go to orders.v1 keyed by order_id, one partition per order.",
-            ),
-            (3, "Key `payments.v2` by `payment_id`."),
-            (4, "Key `orders.v1` by `order_id` too."),
-        ]
-        .into_iter()
-        .collect();
-        let read = std::cell::Cell::new(0);
-        let list: Vec<Ranked> = (1..=4).map(|s| ranked(s, 10.0 - s as f32)).collect();
-        let out = group(
-            list,
-            3,
-            |seq| vectors.get(&seq).map(Vec::as_slice),
-            |seq| {
-                read.set(read.get() + 1);
-                texts.get(&seq).map(|t| Arc::new(CodeSignature::of(t)))
-            },
-        );
-        let got: Vec<(u64, Option<u64>)> = out
-            .iter()
-            .map(|r| (r.seq, r.similar_to.map(|(h, _)| h)))
-            .collect();
-        assert_eq!(got, [(1, None), (2, Some(1)), (3, None), (4, None)]);
-        // Each learning's text is read once at most.
-        assert!(read.get() <= 4, "read {} times", read.get());
     }
 }

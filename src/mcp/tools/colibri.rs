@@ -1,6 +1,6 @@
 //! The Colibri phase-0 tools (besides `server_ping`/`server_health`): `task_*`,
 //! `thought_record*`, `audit_*`, `merkle_*`, `skill_list`. Wire parameters with the
-//! document's limits, converted to facade calls with the session's [`crate::context::WorkContext`];
+//! document's limits, converted to facade calls with the session's [`crate::access::context::WorkContext`];
 //! what a session may name and change is [`crate::colibri::binding`]'s to decide.
 
 use std::borrow::Cow;
@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::access::scope::Profile;
 use crate::colibri::audit::{
     AuditScope, AuditSessionStarted, ChainVerification, MerkleFinalized, MerkleRootView,
     VerifyTarget,
@@ -25,7 +26,6 @@ use crate::colibri::{Priority, limits};
 use crate::error::Result;
 use crate::issues::Status;
 use crate::issues::limits as issue_limits;
-use crate::scope::Profile;
 use crate::work::prs::limits as prs_limits;
 
 use super::trail::{ISSUE_CREATORS, ISSUE_LISTERS, ISSUE_READERS, JUDGE, STATUS_CHANGERS};
@@ -427,6 +427,14 @@ fn skill_list(cx: &ToolCtx<'_>, p: SkillListParams) -> Result<SkillList> {
 }
 
 pub(crate) fn tools() -> Vec<ToolDef> {
+    [task_tools(), thought_tools(), audit_and_skill_tools()]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Tasks: create, read, update, list, and what to do next.
+fn task_tools() -> Vec<ToolDef> {
     vec![
         tool(
             "task_create",
@@ -474,6 +482,12 @@ pub(crate) fn tools() -> Vec<ToolDef> {
             task_next_actions,
         )
         .profiles(ISSUE_LISTERS),
+    ]
+}
+
+/// A task's thought chain: record and list.
+fn thought_tools() -> Vec<ToolDef> {
+    vec![
         tool(
             "thought_record",
             "Append a hash-chained decision record to a task's thought chain.",
@@ -494,6 +508,12 @@ pub(crate) fn tools() -> Vec<ToolDef> {
             thought_record_list,
         )
         .profiles(ISSUE_READERS),
+    ]
+}
+
+/// Audit sessions and their Merkle roots; the skills of the project.
+fn audit_and_skill_tools() -> Vec<ToolDef> {
+    vec![
         tool(
             "audit_session_start",
             "Open an audit session on a task (shallow: the task; deep: with its sub-tasks).",

@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::access::scope::Profile::*;
 use crate::error::Result;
 use crate::learnings::{
     Added, Learning, LearningSearch, LearningType, NewFeedback, NewLearning, Outcome,
@@ -14,7 +15,6 @@ use crate::learnings::{
 };
 use crate::mcp::lanes::Lane;
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
-use crate::scope::Profile::*;
 use crate::text::{Cleaned, cleaned};
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -4,10 +4,10 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::access::scope::Profile;
 use crate::base::now_iso;
 use crate::error::Result;
 use crate::mcp::tool::{Effect, NoParams, ToolCtx, ToolDef, tool};
-use crate::scope::Profile;
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct Ping {

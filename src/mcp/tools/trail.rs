@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::access::scope::Profile::{self, *};
 use crate::compose::board::{IssueDetails, IssueStatus};
 use crate::error::Result;
 use crate::issues::limits as issue_limits;
@@ -12,7 +13,6 @@ use crate::issues::settings::limits as settings_limits;
 use crate::issues::settings::{Gate, RiskThresholds, SettingsUpdate};
 use crate::issues::{Issue, IssueFilter, Limit, NewIssue, Project, Status};
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
-use crate::scope::Profile::{self, *};
 use crate::text::{Cleaned, cleaned};
 use crate::trail::chain::FindingCategory;
 use crate::trail::findings::limits as finding_limits;
@@ -577,7 +577,7 @@ fn query_run_events(cx: &ToolCtx<'_>, p: QueryRunEventsParams) -> Result<RunEven
 }
 
 // Rows of the scope matrix that several tools share; the Colibri tools take the row of
-// their Symphony counterpart (`crate::scope`, docs/colibri.md).
+// their Symphony counterpart (`crate::access::scope`, docs/colibri.md).
 
 /// `get_issue`: the profiles that read and discuss an issue.
 pub(super) const ISSUE_READERS: &[Profile] = &[Worker, Researcher, Judge, Architect, Planner];
@@ -592,6 +592,14 @@ pub(super) const ISSUE_LISTERS: &[Profile] =
 pub(super) const JUDGE: &[Profile] = &[Judge];
 
 pub(crate) fn tools() -> Vec<ToolDef> {
+    [issue_tools(), pr_tools(), project_tools()]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// The issue: read it, change its status, findings and comments, new issues and sub-tasks.
+fn issue_tools() -> Vec<ToolDef> {
     let add = Effect::Additive { idempotent: false };
     let change = Effect::Destructive { idempotent: false };
     vec![
@@ -663,6 +671,14 @@ pub(crate) fn tools() -> Vec<ToolDef> {
             list_issues,
         )
         .profiles(ISSUE_LISTERS),
+    ]
+}
+
+/// The issue's PR: create it, and the judge's verdict.
+fn pr_tools() -> Vec<ToolDef> {
+    let add = Effect::Additive { idempotent: false };
+    let change = Effect::Destructive { idempotent: false };
+    vec![
         tool(
             "create_pr",
             "Create a local PR record from a diff with gate results; computes per-file stats and a risk score and moves the issue from in_progress to review. Verifies the worktree when the server has one (result.worktree.verified).",
@@ -690,6 +706,14 @@ pub(crate) fn tools() -> Vec<ToolDef> {
         )
         .profiles(JUDGE)
         .bound(),
+    ]
+}
+
+/// The project's configuration, its research coverage and test health, the agents' run events.
+fn project_tools() -> Vec<ToolDef> {
+    let add = Effect::Additive { idempotent: false };
+    let change = Effect::Destructive { idempotent: false };
+    vec![
         tool(
             "configure_project",
             "Configure the current project: gates, sensitive paths, risk thresholds, instructions, vault collections. Named sections replace stored ones.",

@@ -6,11 +6,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::Cairn;
+use crate::access::scope::Profile::{self, *};
 use crate::error::Result;
 use crate::mcp::tool::{Effect, ToolCtx, ToolDef, tool};
-use crate::scope::Profile::{self, *};
 use crate::vault::documents::VaultHit;
-use crate::vault::follow::{FRESH_WAIT, Freshness};
+use crate::vault::follow_files::{FRESH_WAIT, Freshness};
 use crate::vault::service::{
     DeleteResult, KnowledgeResults, MAX_KNOWLEDGE_TOP_K, MAX_PER_DOCUMENT_LIMIT, MAX_QUERY_CHARS,
     MAX_TOP_K, UpdateResult,
@@ -25,7 +25,7 @@ pub(crate) struct RetrieveParams {
     /// Results to return (default 5, max 50).
     #[schemars(range(min = 1, max = MAX_TOP_K))]
     pub(crate) top_k: Option<u32>,
-    /// At most this many chunks of one document (default 2; 0 = no cap).
+    /// At most this many chunks of one document, or of one item (function, type) in source code (default 2; 0 = no cap).
     #[schemars(range(min = 0, max = MAX_PER_DOCUMENT_LIMIT))]
     pub(crate) max_per_document: Option<u32>,
     /// Wait (at most 3 s) until the changes seen in the followed docs are indexed before searching; `freshness` says whether the wait completed.
@@ -44,7 +44,7 @@ pub(crate) struct KnowledgeParams {
     /// Minimum `score` (the ranking key: cosine similarity fused with BM25 and keyword overlap), -1 to 1 (default 0.3).
     #[schemars(range(min = -1.0, max = 1.0))]
     pub(crate) min_score: Option<f32>,
-    /// At most this many chunks of one document (default 2; 0 = no cap).
+    /// At most this many chunks of one document, or of one item (function, type) in source code (default 2; 0 = no cap).
     #[schemars(range(min = 0, max = MAX_PER_DOCUMENT_LIMIT))]
     pub(crate) max_per_document: Option<u32>,
     /// Wait (at most 3 s) until the changes seen in the followed docs are indexed before searching; `freshness` says whether the wait completed.

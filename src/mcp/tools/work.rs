@@ -5,10 +5,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::access::scope::Profile::{self, *};
 use crate::error::Result;
 use crate::issues::limits as issue_limits;
 use crate::mcp::tool::{Effect, NoParams, ToolCtx, ToolDef, tool};
-use crate::scope::Profile::{self, *};
 use crate::text::{Cleaned, cleaned};
 use crate::work::memory::{self, MemoryScope, MemoryWritten};
 use crate::work::moves::MovedIssue;

@@ -11,17 +11,25 @@
 //! | reStructuredText | `rst` `rest` | section adornments ([`rst`]) | adornment styles, in order of appearance | lines |
 //! | AsciiDoc | `adoc` `asciidoc` `asc` | section titles and delimited blocks ([`asciidoc`]) | `=` .. `======` | lines |
 //! | Jupyter notebook | `ipynb` | serde_json, cells rendered to Markdown ([`notebook`]) | Markdown cells' headings | cells |
+//! | PDF | `pdf` | lopdf: text layer and outline, under a budget ([`pdf`]) | outline entries | pages |
 //! | source code | see [`code::Lang`] | tree-sitter grammars ([`code`]) | `module › Type › item` | lines |
 //!
 //! Code is indexed only by collections that opt in ([`FileFilter::code`]); the default
 //! skips ([`code::default_skip`]) keep vendored, generated, minified and lock files out.
 //! A file a format refuses (a notebook of too many cells, a minified or generated
-//! source file) is skipped with the reason, like a file over the size cap.
+//! source file, a PDF over its budget) is skipped with the reason, like a file over the
+//! size cap.
+//!
+//! A document is served (MCP resources, [`served`]) as what an agent reads: the file
+//! itself for the text formats (Markdown, plain text, reStructuredText, AsciiDoc, code),
+//! and for the formats whose file is markup or binary (HTML, notebooks, PDF) the text
+//! the chunks were cut from, rendered as Markdown with its headings ([`markdown`]).
 
 pub(crate) mod asciidoc;
 pub(crate) mod code;
 pub(crate) mod html;
 pub(crate) mod notebook;
+pub(crate) mod pdf;
 pub(crate) mod rst;
 pub(crate) mod text;
 
@@ -30,7 +38,7 @@ use std::path::Path;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
-use super::chunk::{self, ChunkedDoc, Outline, TOKEN_BUDGET};
+use super::chunk::{self, ChunkedDoc, Item, Outline, TOKEN_BUDGET};
 use crate::error::{Error, Result};
 
 /// What a file is, by its extension.
@@ -42,6 +50,7 @@ pub(crate) enum Format {
     Rst,
     AsciiDoc,
     Notebook,
+    Pdf,
     Code(code::Lang),
 }
 
@@ -56,6 +65,7 @@ impl Format {
             "rst" | "rest" => Format::Rst,
             "adoc" | "asciidoc" | "asc" => Format::AsciiDoc,
             "ipynb" => Format::Notebook,
+            "pdf" => Format::Pdf,
             other => Format::Code(code::Lang::of_extension(other)?),
         })
     }
@@ -64,19 +74,89 @@ impl Format {
     pub(crate) fn is_code(self) -> bool {
         matches!(self, Format::Code(_))
     }
+
+    /// Whether a document of this format is served as Markdown rendered from its
+    /// outline rather than as its file ([`served`]).
+    fn is_rendered(self) -> bool {
+        matches!(self, Format::Html | Format::Notebook | Format::Pdf)
+    }
 }
 
-/// The media type of a document's file as it is served (MCP resources).
+/// The media type of a document as it is served ([`served`], MCP resources).
 pub fn mime_type(path: &str) -> &'static str {
     match Format::of(Path::new(path)) {
-        Some(Format::Markdown) | None => "text/markdown",
-        Some(Format::Html) => "text/html",
-        Some(Format::Text) => "text/plain",
+        Some(Format::Markdown | Format::Html | Format::Notebook | Format::Pdf) | None => {
+            "text/markdown"
+        }
+        Some(Format::Text | Format::Code(_)) => "text/plain",
         Some(Format::Rst) => "text/x-rst",
         Some(Format::AsciiDoc) => "text/asciidoc",
-        Some(Format::Notebook) => "application/x-ipynb+json",
-        Some(Format::Code(_)) => "text/plain",
     }
+}
+
+/// A document as it is served to an agent (its media type is [`mime_type`]): the text
+/// formats as their file (cleaned by the text policy), HTML, notebooks and PDF as the
+/// Markdown of the text their chunks were cut from. A file its format refuses is an
+/// [`Error::InvalidInput`] naming why, as in [`chunk_file`].
+pub(crate) fn served(path: &str, bytes: &[u8]) -> Result<String> {
+    match Format::of(Path::new(path)) {
+        Some(format) if format.is_rendered() => {
+            let outline = outline(format, path, bytes).map_err(|reason| {
+                Error::invalid("path", format!("{path} cannot be read: {reason}"))
+            })?;
+            Ok(markdown(&outline, format == Format::Pdf))
+        }
+        _ => Ok(crate::text::clean_document(&String::from_utf8_lossy(bytes)).0),
+    }
+}
+
+/// An outline as Markdown: each heading as an ATX heading of its level, each block's
+/// lines, a blank line between them; with `pages`, a `<!-- page N -->` comment before
+/// the first heading or block of each page (of [`Outline::source_lines`]).
+fn markdown(outline: &Outline, pages: bool) -> String {
+    let lines: Vec<&str> = outline.text.lines().collect();
+    let page_of = |b: &chunk::Block| {
+        (outline.source_lines.as_ref())
+            .and_then(|m| m.get(b.first - 1))
+            .map_or(0, |m| m.0)
+    };
+    // The page of each item: a block's own, a heading's that of the block after it (0:
+    // none after it).
+    let mut page = 0;
+    let mut item_pages: Vec<usize> = (outline.items.iter().rev())
+        .map(|item| {
+            if let Item::Block(b) = item {
+                page = page_of(b);
+            }
+            page
+        })
+        .collect();
+    item_pages.reverse();
+    let mut out = String::new();
+    let mut shown = 0;
+    for (item, page) in outline.items.iter().zip(item_pages) {
+        if pages && page != 0 && page != shown && !matches!(item, Item::Leave { .. }) {
+            shown = page;
+            out.push_str(&format!("<!-- page {page} -->\n\n"));
+        }
+        match item {
+            Item::Heading { level, text } => {
+                out.push_str(&"#".repeat(usize::from((*level).clamp(1, 6))));
+                out.push(' ');
+                out.push_str(text);
+                out.push_str("\n\n");
+            }
+            Item::Block(b) => {
+                let last = b.last.min(lines.len());
+                out.push_str(&lines[(b.first - 1).min(last)..last].join("\n"));
+                out.push_str("\n\n");
+            }
+            Item::Leave { .. } => {}
+        }
+    }
+    out.truncate(out.trim_end().len());
+    out.push('\n');
+    out
 }
 
 /// Chunk the file `path` (relative, `/`-separated) by its format with the default
@@ -95,13 +175,17 @@ pub(crate) fn chunk_file(path: &str, bytes: &[u8]) -> Result<ChunkedDoc> {
 
 /// The extensions read, for messages.
 pub(crate) const EXTENSIONS: &str = "Markdown .md/.markdown/.mdx, HTML .html/.htm, text .txt, \
-     reStructuredText .rst, AsciiDoc .adoc/.asciidoc, notebooks .ipynb, and with --code \
-     source files .rs/.py/.js/.jsx/.mjs/.cjs/.ts/.tsx/.go/.java";
+     reStructuredText .rst, AsciiDoc .adoc/.asciidoc, notebooks .ipynb, PDF .pdf, and with \
+     --code source files .rs/.py/.js/.jsx/.mjs/.cjs/.ts/.tsx/.go/.java";
 
 /// The outline of a file of `format`; `Err` with the reason when the format refuses it.
 fn outline(format: Format, path: &str, bytes: &[u8]) -> std::result::Result<Outline, String> {
-    // The one text policy first; every format keeps newlines, so lines stay exact.
-    let (text, removed) = crate::text::clean_document(&String::from_utf8_lossy(bytes));
+    // The one text policy first; every format keeps newlines, so lines stay exact. A
+    // PDF is binary: the policy applies to the text it yields.
+    let (text, removed) = match format {
+        Format::Pdf => Default::default(),
+        _ => crate::text::clean_document(&String::from_utf8_lossy(bytes)),
+    };
     let mut outline = match format {
         Format::Markdown => chunk::markdown_outline(text),
         Format::Html => html::outline(&text),
@@ -109,6 +193,7 @@ fn outline(format: Format, path: &str, bytes: &[u8]) -> std::result::Result<Outl
         Format::Rst => rst::outline(text),
         Format::AsciiDoc => asciidoc::outline(text),
         Format::Notebook => notebook::outline(&text)?,
+        Format::Pdf => pdf::outline(bytes)?,
         Format::Code(lang) => code::outline(lang, path, text)?,
     };
     outline.removed.add(&removed);

@@ -5,7 +5,7 @@
 //! `cairn_<64 hex>`; the database keeps only its SHA-256 (`session_tokens.token_hash`)
 //! and a short public id (`tok_` + the first 12 hex of that hash) for `cairn session
 //! list|revoke`. What it binds is resolved and checked when it is minted, with the same
-//! [`crate::context::bind`] as `cairn serve`, and stored as the resolved
+//! [`crate::access::context::bind`] as `cairn serve`, and stored as the resolved
 //! [`WorkContext`] and tool list: a request presenting the token is served with exactly
 //! that binding, whatever the request says ([`authenticate`]).
 //!
@@ -18,8 +18,8 @@ use std::time::Duration;
 use crate::store::db::{Row, params};
 use serde::Serialize;
 
+use crate::access::context::{BindArgs, BoundIssue, WorkContext, bind};
 use crate::base::{iso, now_iso, sha256_hex};
-use crate::context::{BindArgs, BoundIssue, WorkContext, bind};
 use crate::error::{Error, Result};
 use crate::store::Store;
 
@@ -126,7 +126,7 @@ pub(crate) enum Check {
 }
 
 /// Mint a token bound to `args` (checked against the database exactly like `cairn
-/// serve`'s flags, by [`crate::context::bind`]) and to the resolved `scope` (`None`:
+/// serve`'s flags, by [`crate::access::context::bind`]) and to the resolved `scope` (`None`:
 /// every tool), valid for `ttl`. The token is returned once and stored only hashed.
 ///
 /// This is the one way to mint: `cairn session new` calls it, and so does a `cairn serve`

@@ -1,4 +1,15 @@
-//! Below the domain: ids, the clock and hashing, used by every module that writes.
+//! Below the domain, naming none of it: what every layer may use.
+//!
+//! | module | owns |
+//! | --- | --- |
+//! | here | ids ([`new_id`]), the clock ([`now_iso`] and its conversions), hashing ([`sha256_hex`]), used by every module that writes |
+//! | [`tantivy_dir`] | what the two tantivy indexes (the learnings, the vault's chunks) share about their directory: recreated when unreadable, one writer with back-off |
+//! | [`failpoint`] | test hooks (`CAIRN_FAILPOINT`), in `testing` builds only |
+//! | [`rng`] | a seeded PRNG for test data and benchmark corpora, not for secrets |
+
+pub(crate) mod failpoint;
+pub mod rng;
+pub(crate) mod tantivy_dir;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

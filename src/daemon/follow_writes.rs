@@ -9,7 +9,7 @@
 //! Notifications arriving while a catch-up runs are folded into one more catch-up after
 //! it. Searches keep their own watermark checks, so a lost notification (a dropped
 //! connection, a write before the listener started) costs only that the next search
-//! catches up itself. On SQLite there is nothing to follow: [`Follower::start`] returns
+//! catches up itself. On SQLite there is nothing to follow: [`WriteFollower::start`] returns
 //! `None`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +21,7 @@ use crate::store::db::PgListener;
 
 /// The listener and the catch-up thread; stopped (the thread joined) on drop.
 #[derive(Debug)]
-pub(crate) struct Follower {
+pub(crate) struct WriteFollower {
     shared: Arc<State>,
     listener: Option<PgListener>,
     thread: Option<JoinHandle<()>>,
@@ -53,11 +53,11 @@ impl State {
     }
 }
 
-impl Follower {
+impl WriteFollower {
     /// Listen for changes to `cairn`'s database and catch up on each; `None` on SQLite.
     /// Fails when the listening connection cannot be made at all (later losses are
     /// retried by the listener).
-    pub(crate) fn start(cairn: Arc<Cairn>) -> crate::error::Result<Option<Follower>> {
+    pub(crate) fn start(cairn: Arc<Cairn>) -> crate::error::Result<Option<WriteFollower>> {
         let shared = Arc::new(State::default());
         let notified = shared.clone();
         let Some(listener) = cairn.store().listen_for_changes(move || notified.nudge())? else {
@@ -69,7 +69,7 @@ impl Follower {
             .spawn(move || run(&cairn, &worker))
             .map_err(|e| crate::error::Error::Internal(format!("starting the follower: {e}")))?;
         tracing::info!("following changes made on other hosts (LISTEN cairn_changes)");
-        Ok(Some(Follower {
+        Ok(Some(WriteFollower {
             shared,
             listener: Some(listener),
             thread: Some(thread),
@@ -87,7 +87,7 @@ impl Follower {
     }
 }
 
-impl Drop for Follower {
+impl Drop for WriteFollower {
     fn drop(&mut self) {
         // No more notifications, then let the thread finish the catch-up it is in.
         self.listener.take();

@@ -1,10 +1,11 @@
-//! The vector index: owns approximate nearest-neighbour search over chunk
-//! vectors (an `hnsw_rs` graph), its crash-safe persistence, and the
-//! [`IndexManifest`] that says which model and chunker produced it.
+//! The vector index: owns approximate nearest-neighbour search over unit vectors keyed
+//! by id (an `hnsw_rs` graph), its crash-safe persistence, and the [`IndexManifest`]
+//! that says which model and chunker produced it. Shared by the vault (its chunks, saved
+//! under the index directory) and the learnings (the in-memory graph of a large
+//! project, `learnings/graph.rs`); it names neither.
 //!
-//! The index is *derived data*: the chunks and their vectors' provenance live
-//! in SQLite; this index can always be rebuilt from them
-//! (`cairn reindex --rebuild`).
+//! The index is *derived data*: the vectors and their provenance live in the
+//! database; an index can always be rebuilt from them (`cairn reindex --rebuild`).
 //!
 //! # Similarity
 //!
@@ -30,7 +31,7 @@
 //!
 //! # Ids and deletions
 //!
-//! Points are keyed by `u64` chunk ids (SQLite rowids). hnsw_rs cannot delete:
+//! Points are keyed by `u64` ids (the vault's chunk ids, the learnings' `seq`). hnsw_rs cannot delete:
 //! callers pass a filter to [`VectorIndex::search`] that rejects deleted or
 //! superseded ids, and the search over-fetches (growing geometrically, ending
 //! in an exact scan) until it has `k` accepted hits or has seen every point.
@@ -56,7 +57,7 @@
 //! [`VectorIndex::load`] reads `CURRENT`, checks the generation's files exist
 //! with the recorded sizes *before* handing them to hnsw_rs (whose loader
 //! prints to stdout and panics on some bad input — stdout is the MCP channel),
-//! and catches any panic from it as [`VaultError::IndexCorrupt`].
+//! and catches any panic from it as [`IndexError::IndexCorrupt`].
 //!
 //! hnsw_rs ties a loaded graph's lifetime to its `HnswIo` loader (to allow
 //! mmap). Cairn does not mmap, so the loaded graph owns its vectors; the
@@ -71,9 +72,11 @@ use std::path::{Path, PathBuf};
 use hnsw_rs::prelude::{AnnT, Distance, Hnsw, HnswIo};
 use serde::{Deserialize, Serialize};
 
-use super::error::{Result, VaultError};
-pub(crate) use crate::embed::dot;
-use crate::embed::l2_normalize;
+use super::error::IndexError;
+use super::{dot, l2_normalize};
+
+/// Result alias of the vector index.
+pub type Result<T, E = IndexError> = std::result::Result<T, E>;
 
 /// Neighbours kept per node and layer (hnsw_rs `max_nb_connection`).
 pub(crate) const MAX_NB_CONNECTION: usize = 24;
@@ -120,7 +123,7 @@ pub struct IndexManifest {
     pub(crate) model_id: String,
     /// Vector length.
     pub(crate) dimension: usize,
-    /// [`super::chunk::CHUNKER_VERSION`] of the chunks indexed.
+    /// `CHUNKER_VERSION` (the vault's chunker) of the chunks indexed.
     pub(crate) chunker_version: u32,
     /// Highest chunk id included: chunks above it still need inserting.
     pub watermark: u64,
@@ -152,7 +155,7 @@ impl IndexManifest {
     /// `expected`: same model, dimension and chunker version. The error says
     /// how to rebuild.
     pub(crate) fn check(&self, expected: &IndexManifest) -> Result<()> {
-        let mismatch = |field, expected: String, found: String| VaultError::ManifestMismatch {
+        let mismatch = |field, expected: String, found: String| IndexError::ManifestMismatch {
             field,
             expected,
             found,
@@ -244,7 +247,7 @@ impl VectorIndex {
         if v.len() == self.dim {
             Ok(())
         } else {
-            Err(VaultError::DimensionMismatch {
+            Err(IndexError::DimensionMismatch {
                 id,
                 expected: self.dim,
                 found: v.len(),
@@ -339,7 +342,7 @@ impl VectorIndex {
     /// and makes it current, crash-safely (see the module docs). Returns the
     /// manifest as stored, with `generation`, `points` and `dimension` set.
     pub fn save(&self, dir: &Path, manifest: &IndexManifest) -> Result<IndexManifest> {
-        fs::create_dir_all(dir).map_err(|e| VaultError::io("create", dir, e))?;
+        fs::create_dir_all(dir).map_err(|e| IndexError::io("create", dir, e))?;
         let generation = existing_generations(dir)?
             .into_iter()
             .map(|(g, _)| g)
@@ -350,9 +353,9 @@ impl VectorIndex {
         let gen_name = generation_name(generation);
         let gen_dir = dir.join(&gen_name);
         if gen_dir.exists() {
-            fs::remove_dir_all(&gen_dir).map_err(|e| VaultError::io("remove", &gen_dir, e))?;
+            fs::remove_dir_all(&gen_dir).map_err(|e| IndexError::io("remove", &gen_dir, e))?;
         }
-        fs::create_dir(&gen_dir).map_err(|e| VaultError::io("create", &gen_dir, e))?;
+        fs::create_dir(&gen_dir).map_err(|e| IndexError::io("create", &gen_dir, e))?;
 
         let mut stored = manifest.clone();
         stored.generation = generation;
@@ -367,13 +370,13 @@ impl VectorIndex {
             let basename = match dumped {
                 Ok(Ok(name)) => name,
                 Ok(Err(e)) => {
-                    return Err(VaultError::IndexWrite {
+                    return Err(IndexError::IndexWrite {
                         path: gen_dir,
                         message: e.to_string(),
                     });
                 }
                 Err(_) => {
-                    return Err(VaultError::IndexWrite {
+                    return Err(IndexError::IndexWrite {
                         path: gen_dir,
                         message: "hnsw_rs panicked while dumping".to_string(),
                     });
@@ -382,12 +385,12 @@ impl VectorIndex {
             for suffix in [".hnsw.graph", ".hnsw.data"] {
                 let name = format!("{basename}{suffix}");
                 let path = gen_dir.join(&name);
-                let file = File::open(&path).map_err(|e| VaultError::io("open", &path, e))?;
+                let file = File::open(&path).map_err(|e| IndexError::io("open", &path, e))?;
                 file.sync_all()
-                    .map_err(|e| VaultError::io("fsync", &path, e))?;
+                    .map_err(|e| IndexError::io("fsync", &path, e))?;
                 let size = file
                     .metadata()
-                    .map_err(|e| VaultError::io("stat", &path, e))?
+                    .map_err(|e| IndexError::io("stat", &path, e))?
                     .len();
                 files.push((name, size));
             }
@@ -399,7 +402,7 @@ impl VectorIndex {
             basename,
             files,
         };
-        let json = serde_json::to_vec_pretty(&gen_file).map_err(|source| VaultError::Json {
+        let json = serde_json::to_vec_pretty(&gen_file).map_err(|source| IndexError::Json {
             path: gen_dir.join(MANIFEST_FILE),
             source,
         })?;
@@ -410,7 +413,7 @@ impl VectorIndex {
         let tmp = dir.join(CURRENT_TMP);
         write_synced(&tmp, format!("{gen_name}\n").as_bytes())?;
         let current = dir.join(CURRENT);
-        fs::rename(&tmp, &current).map_err(|e| VaultError::io("rename", &current, e))?;
+        fs::rename(&tmp, &current).map_err(|e| IndexError::io("rename", &current, e))?;
         sync_dir(dir)?;
 
         // Old generations (and leftovers of crashed saves) go last.
@@ -436,13 +439,13 @@ impl VectorIndex {
         let mut removed = 0;
         for (g, path) in existing_generations(dir)? {
             if Some(g) != current {
-                fs::remove_dir_all(&path).map_err(|e| VaultError::io("remove", &path, e))?;
+                fs::remove_dir_all(&path).map_err(|e| IndexError::io("remove", &path, e))?;
                 removed += 1;
             }
         }
         let tmp = dir.join(CURRENT_TMP);
         if tmp.exists() {
-            fs::remove_file(&tmp).map_err(|e| VaultError::io("remove", &tmp, e))?;
+            fs::remove_file(&tmp).map_err(|e| IndexError::io("remove", &tmp, e))?;
             removed += 1;
         }
         Ok(removed)
@@ -455,13 +458,13 @@ impl VectorIndex {
     }
 
     /// Loads the current generation under `dir`; `None` when no index was
-    /// ever saved there. Damaged files give [`VaultError::IndexCorrupt`]
+    /// ever saved there. Damaged files give [`IndexError::IndexCorrupt`]
     /// (never a panic). Callers should [`IndexManifest::check`] the manifest.
     pub fn load(dir: &Path) -> Result<Option<(VectorIndex, IndexManifest)>> {
         let Some((gen_dir, file)) = read_current(dir)? else {
             return Ok(None);
         };
-        let corrupt = |message: String| VaultError::IndexCorrupt {
+        let corrupt = |message: String| IndexError::IndexCorrupt {
             path: gen_dir.clone(),
             message,
         };
@@ -552,10 +555,10 @@ fn existing_generations(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(VaultError::io("list", dir, e)),
+        Err(e) => return Err(IndexError::io("list", dir, e)),
     };
     for entry in entries {
-        let entry = entry.map_err(|e| VaultError::io("list", dir, e))?;
+        let entry = entry.map_err(|e| IndexError::io("list", dir, e))?;
         let name = entry.file_name();
         if let Some(g) = name
             .to_str()
@@ -574,13 +577,13 @@ fn current_generation(dir: &Path) -> Result<Option<(u64, PathBuf)>> {
     let text = match fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(VaultError::io("read", &path, e)),
+        Err(e) => return Err(IndexError::io("read", &path, e)),
     };
     let name = text.trim();
     let generation = name
         .strip_prefix(GEN_PREFIX)
         .and_then(|n| n.parse::<u64>().ok())
-        .ok_or_else(|| VaultError::IndexCorrupt {
+        .ok_or_else(|| IndexError::IndexCorrupt {
             path: path.clone(),
             message: format!("CURRENT holds {name:?}, not a generation name"),
         })?;
@@ -593,12 +596,12 @@ fn read_current(dir: &Path) -> Result<Option<(PathBuf, GenerationFile)>> {
         return Ok(None);
     };
     let path = gen_dir.join(MANIFEST_FILE);
-    let bytes = fs::read(&path).map_err(|e| VaultError::IndexCorrupt {
+    let bytes = fs::read(&path).map_err(|e| IndexError::IndexCorrupt {
         path: path.clone(),
         message: format!("current generation has no readable manifest: {e}"),
     })?;
     let file: GenerationFile =
-        serde_json::from_slice(&bytes).map_err(|e| VaultError::IndexCorrupt {
+        serde_json::from_slice(&bytes).map_err(|e| IndexError::IndexCorrupt {
             path: path.clone(),
             message: format!("manifest is not valid: {e}"),
         })?;
@@ -606,22 +609,22 @@ fn read_current(dir: &Path) -> Result<Option<(PathBuf, GenerationFile)>> {
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut f = File::create(path).map_err(|e| VaultError::io("create", path, e))?;
+    let mut f = File::create(path).map_err(|e| IndexError::io("create", path, e))?;
     f.write_all(bytes)
-        .map_err(|e| VaultError::io("write", path, e))?;
-    f.sync_all().map_err(|e| VaultError::io("fsync", path, e))
+        .map_err(|e| IndexError::io("write", path, e))?;
+    f.sync_all().map_err(|e| IndexError::io("fsync", path, e))
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| VaultError::io("fsync", dir, e))
+        .map_err(|e| IndexError::io("fsync", dir, e))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::SplitMix64;
+    use crate::base::rng::SplitMix64;
     use std::time::Instant;
 
     const DIM: usize = 384;
@@ -766,7 +769,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                VaultError::DimensionMismatch {
+                IndexError::DimensionMismatch {
                     id: 5,
                     found: 383,
                     ..
@@ -885,7 +888,7 @@ mod tests {
         let len = fs::metadata(&graph).expect("stat").len() as usize;
         fs::write(&graph, vec![0xAB; len]).expect("write");
         let err = VectorIndex::load(dir.path()).expect_err("corrupt");
-        assert!(matches!(err, VaultError::IndexCorrupt { .. }), "{err}");
+        assert!(matches!(err, IndexError::IndexCorrupt { .. }), "{err}");
         assert!(err.to_string().contains("cairn reindex --rebuild"));
 
         // Truncated: caught by the size check before hnsw_rs sees it.
@@ -896,7 +899,7 @@ mod tests {
         fs::write(dir.path().join(CURRENT), b"nonsense").expect("write");
         assert!(matches!(
             VectorIndex::load(dir.path()),
-            Err(VaultError::IndexCorrupt { .. })
+            Err(IndexError::IndexCorrupt { .. })
         ));
     }
 
@@ -940,7 +943,7 @@ mod tests {
         let msg = err.to_string();
         assert!(matches!(
             err,
-            VaultError::ManifestMismatch {
+            IndexError::ManifestMismatch {
                 field: "model_id",
                 ..
             }
@@ -953,7 +956,7 @@ mod tests {
         newer_chunker.chunker_version = 2;
         assert!(matches!(
             built.check(&newer_chunker),
-            Err(VaultError::ManifestMismatch {
+            Err(IndexError::ManifestMismatch {
                 field: "chunker_version",
                 ..
             })
@@ -962,7 +965,7 @@ mod tests {
         other_dim.dimension = 768;
         assert!(matches!(
             built.check(&other_dim),
-            Err(VaultError::ManifestMismatch {
+            Err(IndexError::ManifestMismatch {
                 field: "dimension",
                 ..
             })

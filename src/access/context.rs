@@ -77,7 +77,7 @@ impl WorkContext {
 /// project that does not exist is an error (the server then refuses to start).
 pub(crate) fn bind(store: &Store, args: &BindArgs) -> Result<WorkContext> {
     if let Some(t) = &args.agent_type {
-        crate::scope::check_profile(t)?;
+        crate::access::scope::check_profile(t)?;
     }
     let issue: Option<Issue> = match &args.issue {
         Some(i) => Some(crate::issues::issue(store, i)?),

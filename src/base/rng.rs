@@ -38,7 +38,7 @@ impl SplitMix64 {
     #[cfg(test)]
     pub(crate) fn unit_vector(&mut self, dim: usize) -> Vec<f32> {
         let mut v: Vec<f32> = (0..dim).map(|_| self.gauss()).collect();
-        crate::embed::l2_normalize(&mut v);
+        cairn_vectors::l2_normalize(&mut v);
         v
     }
 }

@@ -49,7 +49,7 @@ use crate::error::{Error, Result};
 
 use super::handle::Vault;
 use super::reindex::{ReindexOptions, ReindexSummary};
-use super::roots::{FollowedRoot, HEARTBEAT, Live, Report, RootKind};
+use super::roots::{FollowedRoot, FollowerReports, HEARTBEAT, Report, RootKind};
 
 /// Quiet time after a root's last event before its batch starts.
 pub(crate) const DEBOUNCE: Duration = Duration::from_millis(300);
@@ -420,8 +420,8 @@ impl Shared {
     }
 
     /// This follower's live view of the roots it holds (for status).
-    pub(crate) fn live(&self) -> Live {
-        Live {
+    pub(crate) fn reports(&self) -> FollowerReports {
+        FollowerReports {
             follower: self.me.clone(),
             reports: self
                 .lock()
@@ -577,15 +577,15 @@ impl Watches {
 }
 
 /// A running follower; stopped (the batch in hand finished, leases released) on drop.
-pub struct Follower {
+pub struct FileFollower {
     shared: Arc<Shared>,
     host: Arc<dyn FollowHost>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl std::fmt::Debug for Follower {
+impl std::fmt::Debug for FileFollower {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Follower")
+        f.debug_struct("FileFollower")
             .field("me", &self.shared.me)
             .finish()
     }
@@ -602,10 +602,10 @@ fn follower_name() -> String {
     format!("{host}:{}:{}#{n}", std::process::id(), now_iso())
 }
 
-impl Follower {
+impl FileFollower {
     /// Start following the roots of `scope`, and make this follower the one the
     /// process's searches wait on (`fresh: true`).
-    pub(crate) fn start(host: Arc<dyn FollowHost>, scope: FollowScope) -> Result<Follower> {
+    pub(crate) fn start(host: Arc<dyn FollowHost>, scope: FollowScope) -> Result<FileFollower> {
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner::default()),
             wake: Condvar::new(),
@@ -646,7 +646,7 @@ impl Follower {
             .name("cairn-watch".into())
             .spawn(move || worker.run())
             .map_err(|e| Error::Internal(format!("starting the follower: {e}")))?;
-        Ok(Follower {
+        Ok(FileFollower {
             shared,
             host,
             thread: Some(thread),
@@ -654,7 +654,7 @@ impl Follower {
     }
 }
 
-impl Drop for Follower {
+impl Drop for FileFollower {
     fn drop(&mut self) {
         self.shared.lock().stop = true;
         self.shared

@@ -1,9 +1,9 @@
 //! Calls someone is waiting for, counted so that background work can step aside.
 //!
 //! A long-lived server (`cairn serve`, `cairn daemon`) counts every tool call while its
-//! handler runs ([`Activity::begin`]). The learnings embedder, whose work nobody waits
+//! handler runs ([`Foreground::begin`]). The learnings embedder, whose work nobody waits
 //! for, runs its model only once no call is in flight and none ended in the last
-//! [`QUIET_GAP`], or once its patience ran out ([`Activity::wait_quiet`]), so a host that
+//! [`QUIET_GAP`], or once its patience ran out ([`Foreground::wait_quiet`]), so a host that
 //! is never quiet still embeds what it acknowledged, at a floor rate. The measured effect
 //! and the lag it allows: docs/deployment.md, "Background embedding waits for a quiet
 //! moment". The embedding model counts the calls using or waiting for it the same way
@@ -18,7 +18,7 @@ pub(crate) const QUIET_GAP: Duration = Duration::from_millis(5);
 
 /// The calls in flight, when the last one ended, and a signal when none is left.
 #[derive(Debug)]
-pub(crate) struct Activity {
+pub(crate) struct Foreground {
     state: Mutex<State>,
     quiet: Condvar,
 }
@@ -27,13 +27,13 @@ pub(crate) struct Activity {
 struct State {
     in_flight: usize,
     last_ended: Instant,
-    /// Threads blocked in [`Activity::wait_quiet`] now.
+    /// Threads blocked in [`Foreground::wait_quiet`] now.
     waiting: usize,
 }
 
-impl Default for Activity {
+impl Default for Foreground {
     fn default() -> Self {
-        Activity {
+        Foreground {
             state: Mutex::new(State {
                 in_flight: 0,
                 // Quiet from the start (a clock younger than the gap: after one gap).
@@ -47,9 +47,9 @@ impl Default for Activity {
     }
 }
 
-/// One call's claim ([`Activity::begin`]): counted until dropped.
+/// One call's claim ([`Foreground::begin`]): counted until dropped.
 #[derive(Debug)]
-pub(crate) struct Busy<'a>(&'a Activity);
+pub(crate) struct Busy<'a>(&'a Foreground);
 
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
@@ -62,7 +62,7 @@ impl Drop for Busy<'_> {
     }
 }
 
-impl Activity {
+impl Foreground {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -79,7 +79,7 @@ impl Activity {
         self.lock().in_flight
     }
 
-    /// Threads blocked in [`Activity::wait_quiet`] now: a test knows a waiter is waiting
+    /// Threads blocked in [`Foreground::wait_quiet`] now: a test knows a waiter is waiting
     /// (rather than not started yet) without sleeping.
     #[cfg(test)]
     pub(crate) fn waiting(&self) -> usize {
@@ -123,7 +123,7 @@ mod tests {
 
     #[test]
     fn waits_for_the_last_call_or_the_deadline() {
-        let a = Arc::new(Activity::default());
+        let a = Arc::new(Foreground::default());
         assert!(
             a.wait_quiet(Instant::now()),
             "nothing in flight: quiet at once"

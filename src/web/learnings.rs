@@ -1,4 +1,4 @@
-//! The pages: each reads through the facade exactly what an MCP tool of the same name
+//! The learnings pages: each reads through the facade exactly what an MCP tool of the same name
 //! would (the learnings search is `search_learnings`, with the same ranking).
 
 use axum::extract::{Form, Path, Query, State};
@@ -42,7 +42,7 @@ pub(super) struct LearningsQuery {
 
 /// `GET /ui/<key>/learnings`: the search box, ranked exactly as `search_learnings`; the
 /// filters only leave hits out, so the order is the tool's.
-pub(super) async fn learnings(
+pub(super) async fn list(
     State(w): State<Web>,
     who: Visitor,
     Query(q): Query<LearningsQuery>,

@@ -1,4 +1,4 @@
-//! Below the domain: what Cairn's two tantivy indexes (the learnings, the vault's chunks)
+//! What Cairn's two tantivy indexes (the learnings, the vault's chunks)
 //! share about their directory on disk: opening it, recreating one that cannot be opened
 //! or holds another schema (it is derived data), and taking its one writer with back-off.
 

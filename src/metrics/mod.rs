@@ -6,6 +6,11 @@
 //! sizes, pending work: [`Scrape`], filled by the daemon from the database).
 //! Label values are bounded: a tool name is one of the registered tools (anything else
 //! is `(unknown)`), an outcome is `ok` or an error code of the envelope table.
+//!
+//! The work a call does, counted in deterministic units, is [`cost`]'s: shown here
+//! (`cairn_tool_work_total`) and held to budgets by the tests.
+
+pub mod cost;
 
 use std::sync::LazyLock;
 
@@ -93,7 +98,7 @@ pub(crate) fn record_call(
     known: bool,
     error: Option<&str>,
     seconds: f64,
-    work: &crate::cost::Work,
+    work: &crate::metrics::cost::Work,
 ) {
     let tool = tool_label(name, known);
     let c = &*COUNTED;
@@ -103,7 +108,7 @@ pub(crate) fn record_call(
         c.errors.with_label_values(&[tool, code]).inc();
     }
     c.latency.with_label_values(&[tool]).observe(seconds);
-    for unit in crate::cost::Unit::ALL {
+    for unit in crate::metrics::cost::Unit::ALL {
         // A unit the call did none of adds no sample (a `server_ping` adds one).
         let n = work.get(unit);
         if n > 0 {
@@ -266,7 +271,7 @@ mod tests {
 
     #[test]
     fn calls_are_counted_by_known_tool_and_made_up_names_share_one_label() {
-        let work = crate::cost::Work {
+        let work = crate::metrics::cost::Work {
             texts_read: 3,
             ..Default::default()
         };

@@ -71,7 +71,9 @@ pub struct Work {
     pub model_runs: u64,
     /// Ranked candidates walked to group restatements under their heads.
     pub candidates_grouped: u64,
-    /// Bytes of the answer's JSON text.
+    /// Bytes of JSON serialized for the answer: its text once (the stdio wire writes its
+    /// `structuredContent` from that text), and once more where a transport needs the
+    /// answer as a tree (HTTP: rmcp then writes that tree again, which is not counted).
     pub bytes_serialized: u64,
 }
 
@@ -152,6 +154,14 @@ pub fn count(unit: Unit, n: u64) {
             c.set(Some(w));
         }
     });
+}
+
+/// Count every unit of `work` in the scope open on this thread: the work of this call
+/// done on another thread, measured there by [`measure`].
+pub(crate) fn count_all(work: &Work) {
+    for unit in Unit::ALL {
+        count(unit, work.get(unit));
+    }
 }
 
 #[cfg(test)]
