@@ -57,7 +57,9 @@
 //! are reported too.
 //!
 //! Run: `cargo bench --bench learnings`. Corpora are built once and cached under
-//! `target/bench-corpus/` (delete it to rebuild).
+//! `target/bench-corpus/` (delete it to rebuild). The add and rebuild figures work on a
+//! scratch copy of each corpus (5 GB for the Zipf million): `LEARNINGS_BENCH_ADD=0`
+//! skips them.
 //!
 //! The FTS5 baseline: an external-content FTS5 table over `learnings` (pattern,
 //! applies_to, context; `porter unicode61`), queried with the same words OR-ed (stop
@@ -758,7 +760,7 @@ fn bench(c: &mut Criterion) {
         let (fp50, fp99) = percentiles(fts_times);
         println!(
             "[{label}] search p50/p99: tantivy {:.3}/{:.3} ms, FTS5 {:.3}/{:.3} ms; \
-             p50 ratio {:.1}x (avg {:.1} hits/query)",
+             p50 ratio {:.1}x (avg {:.1} hits/query); load average {load:.1}",
             tp50.as_secs_f64() * 1e3,
             tp99.as_secs_f64() * 1e3,
             fp50.as_secs_f64() * 1e3,
@@ -781,51 +783,58 @@ fn bench(c: &mut Criterion) {
         drop(cairn);
         drop(fts);
 
-        // Add and rebuild, on a scratch copy.
-        let (_tmp, copy) = scratch_copy(&db);
-        let cairn = Cairn::open(&copy).unwrap();
-        let issue = cairn
-            .create_issue(&NewIssue {
-                project: project.clone(),
-                title: "bench adds".into(),
-                ..Default::default()
-            })
-            .unwrap()
-            .id;
-        let mut generator = Generator::new(spec.corpus, 7);
-        let mut k = 0u64;
-        let mut g = c.benchmark_group("learnings/add");
-        g.sample_size(20);
-        g.bench_function(&label, |b| {
-            b.iter(|| {
-                k += 1;
-                let gen_ = generator.next();
-                cairn
-                    .add_learning(&NewLearning {
-                        issue: issue.clone(),
-                        pattern: format!("{} (bench add {k})", gen_.pattern),
-                        context: gen_.context,
-                        applies_to: gen_.applies_to,
-                        learning_type: None,
-                        created_by: "bench".into(),
-                        agent_type: "bench".into(),
-                        merge: false,
-                        supersedes: Vec::new(),
-                        person: false,
-                    })
-                    .unwrap()
-            })
-        });
-        g.finish();
-        let t = Instant::now();
-        let r = cairn.reindex_learnings().unwrap();
-        println!(
-            "[{label}] full rebuild of {} learnings: {:.2} s",
-            r.learnings,
-            t.elapsed().as_secs_f64()
-        );
+        if std::env::var("LEARNINGS_BENCH_ADD").as_deref() != Ok("0") {
+            add_and_rebuild(c, spec, &db, &label, &project);
+        }
     }
     summarize(&summaries);
+}
+
+/// Add (criterion) and a full rebuild, on a scratch copy of the corpus (as large as the
+/// corpus: `LEARNINGS_BENCH_ADD=0` skips both).
+fn add_and_rebuild(c: &mut Criterion, spec: Spec, db: &Path, label: &str, project: &str) {
+    let (_tmp, copy) = scratch_copy(db);
+    let cairn = Cairn::open(&copy).unwrap();
+    let issue = cairn
+        .create_issue(&NewIssue {
+            project: project.to_string(),
+            title: "bench adds".into(),
+            ..Default::default()
+        })
+        .unwrap()
+        .id;
+    let mut generator = Generator::new(spec.corpus, 7);
+    let mut k = 0u64;
+    let mut g = c.benchmark_group("learnings/add");
+    g.sample_size(20);
+    g.bench_function(label, |b| {
+        b.iter(|| {
+            k += 1;
+            let gen_ = generator.next();
+            cairn
+                .add_learning(&NewLearning {
+                    issue: issue.clone(),
+                    pattern: format!("{} (bench add {k})", gen_.pattern),
+                    context: gen_.context,
+                    applies_to: gen_.applies_to,
+                    learning_type: None,
+                    created_by: "bench".into(),
+                    agent_type: "bench".into(),
+                    merge: false,
+                    supersedes: Vec::new(),
+                    person: false,
+                })
+                .unwrap()
+        })
+    });
+    g.finish();
+    let t = Instant::now();
+    let r = cairn.reindex_learnings().unwrap();
+    println!(
+        "[{label}] full rebuild of {} learnings: {:.2} s",
+        r.learnings,
+        t.elapsed().as_secs_f64()
+    );
 }
 
 /// Every corpus on one line, with the goals of issue 59: lexical p50 below 2 ms, hybrid
