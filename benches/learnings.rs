@@ -16,7 +16,7 @@
 //! the searched project, past [`GRAPH_MIN`], so its semantic half goes through the HNSW
 //! graph. The million: `LEARNINGS_BENCH_SIZES=1000000x1,1000000x100` (building each
 //! corpus takes a while once, the one-project graph 25 minutes or more; see
-//! docs/learnings.md for the figures and times). An empty `LEARNINGS_BENCH_SIZES=` runs
+//! docs/perf/learnings.md for the figures and times). An empty `LEARNINGS_BENCH_SIZES=` runs
 //! only the comparison of binaries below.
 //!
 //! **A previous build beside this one.** `CAIRN_BENCH_BASELINE=/path/to/old/cairn` (or a
