@@ -16,7 +16,7 @@
 //! the searched project, past [`GRAPH_MIN`], so its semantic half goes through the HNSW
 //! graph. The million: `LEARNINGS_BENCH_SIZES=1000000x1,1000000x100` (building each
 //! corpus takes a while once, the one-project graph 25 minutes or more; see
-//! docs/learnings.md for the figures and times). An empty `LEARNINGS_BENCH_SIZES=` runs
+//! docs/perf/learnings.md for the figures and times). An empty `LEARNINGS_BENCH_SIZES=` runs
 //! only the comparison of binaries below.
 //!
 //! **A previous build beside this one.** `CAIRN_BENCH_BASELINE=/path/to/old/cairn` (or a
@@ -36,10 +36,13 @@
 //! ```
 //!
 //! Semantic part: the corpus is recorded without the model (embedding a million texts
-//! would take hours). Each learning then gets a vector in the model's space: the sum of
-//! the model's embeddings of its words (each distinct word embedded once), plus a little
-//! seeded noise, normalised, so that learnings sharing words lie near each other as
-//! sentence embeddings do. Query vectors are the model's own. The hybrid search latency
+//! would take hours). Each learning then gets a vector in the model's space from the
+//! model's embeddings of its words (each distinct word embedded once), so that learnings
+//! sharing words lie near each other as sentence embeddings do: in the hard corpus their
+//! sum plus a little seeded noise, normalised; in the Zipf corpus their SIF mean (each
+//! word weighted by its rarity, the corpus's common direction removed: a plain sum of
+//! Zipf text is its frequent words, every vector within a cosine of 0.94-0.98 of every
+//! other). Query vectors are the model's own. The hybrid search latency
 //! (query embedding by the real model, nearest vectors, BM25, blend) is representative;
 //! its ranking on these vectors is not, and they are harder for the graph than the
 //! model's own (docs/perf/learnings.md). `LEARNINGS_BENCH_VECTORS=model` builds separate
@@ -54,7 +57,9 @@
 //! are reported too.
 //!
 //! Run: `cargo bench --bench learnings`. Corpora are built once and cached under
-//! `target/bench-corpus/` (delete it to rebuild).
+//! `target/bench-corpus/` (delete it to rebuild). The add and rebuild figures work on a
+//! scratch copy of each corpus (5 GB for the Zipf million): `LEARNINGS_BENCH_ADD=0`
+//! skips them.
 //!
 //! The FTS5 baseline: an external-content FTS5 table over `learnings` (pattern,
 //! applies_to, context; `porter unicode61`), queried with the same words OR-ed (stop
@@ -88,7 +93,7 @@ use rusqlite::{Connection, params};
 /// Corpus format versions, the hard one's and the Zipf one's: bump when a generator
 /// changes.
 const CORPUS_VERSION: u32 = 3;
-const ZIPF_VERSION: u32 = 1;
+const ZIPF_VERSION: u32 = 2;
 const PER_ISSUE: usize = 40;
 const LIMIT: usize = 50;
 
@@ -265,7 +270,7 @@ fn corpus(spec: Spec) -> PathBuf {
         std::fs::write(&texts, "").unwrap();
         embed_by_model(&db, n);
     } else {
-        word_vectors(&c);
+        word_vectors(&c, spec.corpus);
         drop(c);
     }
     std::fs::write(&done, "").unwrap();
@@ -282,8 +287,13 @@ fn words(text: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_lowercase)
 }
 
-/// Every learning's vector in the model's space (see the module docs).
-fn word_vectors(c: &Connection) {
+/// A learning's vector from its text.
+type SentenceVector<'a> = dyn Fn(&str) -> Vec<f32> + 'a;
+
+/// Every learning's vector in the model's space (see the module docs): for the hard
+/// corpus the sum of its words' embeddings plus a little noise; for the Zipf corpus the
+/// SIF recipe ([`sif`]).
+fn word_vectors(c: &Connection, corpus: Corpus) {
     let rows: Vec<(i64, String)> = c
         .prepare("SELECT seq, pattern || ' ' || ifnull(context, '') FROM learnings ORDER BY seq")
         .unwrap()
@@ -307,7 +317,24 @@ fn word_vectors(c: &Connection) {
         .copied()
         .zip(vectors.iter().map(Vec::as_slice))
         .collect();
-    let mut rng = cairn::base::rng::SplitMix64::new(99);
+    let vector: Box<SentenceVector> = match corpus {
+        Corpus::Hard => {
+            let rng = std::cell::RefCell::new(cairn::base::rng::SplitMix64::new(99));
+            Box::new(move |text| {
+                let mut rng = rng.borrow_mut();
+                let mut v: Vec<f32> = (0..DIMENSION)
+                    .map(|_| (rng.below(2_001) as f32 / 1_000.0 - 1.0) * 0.02)
+                    .collect();
+                for w in words(text) {
+                    for (x, y) in v.iter_mut().zip(of[w.as_str()]) {
+                        *x += y;
+                    }
+                }
+                v
+            })
+        }
+        Corpus::Zipf => Box::new(sif(&rows, &of)),
+    };
     c.execute_batch("BEGIN").unwrap();
     let mut st = c
         .prepare(
@@ -315,20 +342,70 @@ fn word_vectors(c: &Connection) {
         )
         .unwrap();
     for (seq, text) in &rows {
-        let mut v: Vec<f32> = (0..DIMENSION)
-            .map(|_| (rng.below(2_001) as f32 / 1_000.0 - 1.0) * 0.02)
-            .collect();
-        for w in words(text) {
-            for (x, y) in v.iter_mut().zip(of[w.as_str()]) {
-                *x += y;
-            }
-        }
+        let mut v = vector(text);
         cairn::embed::l2_normalize(&mut v);
         let blob: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
         st.execute(params![seq, MODEL_ID, blob]).unwrap();
     }
     drop(st);
     c.execute_batch("COMMIT").unwrap();
+}
+
+/// The Zipf corpus's sentence vectors: SIF (Arora, Liang and Ma, "A simple but
+/// tough-to-beat baseline for sentence embeddings", 2017): the mean of the words'
+/// embeddings, each weighted by `a / (a + p(w))` (`p` the word's share of the corpus's
+/// words, `a` 1e-3), minus its projection on the common direction (here the mean of all
+/// the sentence vectors, where the paper takes the first principal component). A plain
+/// sum of a Zipf text's words is dominated by its frequent words: every vector then
+/// lies within a cosine of 0.94-0.98 of every other (a sample of 3,000 at 100,000), where
+/// the model's own embeddings of the 488 real learnings of `tests/eval` spread over
+/// 0.01-0.36 (5th to 95th percentile of the pairwise cosines; SIF: -0.14 to 0.14).
+fn sif<'a>(
+    rows: &[(i64, String)],
+    of: &'a HashMap<&str, &[f32]>,
+) -> impl Fn(&str) -> Vec<f32> + 'a {
+    const A: f64 = 1e-3;
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    for (_, t) in rows {
+        for w in words(t) {
+            *counts.entry(w).or_default() += 1;
+        }
+    }
+    let total: u64 = counts.values().sum();
+    let weight: HashMap<String, f32> = counts
+        .into_iter()
+        .map(|(w, n)| (w, (A / (A + n as f64 / total as f64)) as f32))
+        .collect();
+    let mean = move |text: &str| {
+        let mut v = vec![0.0f32; DIMENSION];
+        let mut n = 0;
+        for w in words(text) {
+            let k = weight[&w];
+            for (x, y) in v.iter_mut().zip(of[w.as_str()]) {
+                *x += k * y;
+            }
+            n += 1;
+        }
+        for x in &mut v {
+            *x /= n.max(1) as f32;
+        }
+        v
+    };
+    let mut common = vec![0.0f32; DIMENSION];
+    for (_, t) in rows {
+        for (x, y) in common.iter_mut().zip(mean(t)) {
+            *x += y;
+        }
+    }
+    cairn::embed::l2_normalize(&mut common);
+    move |text| {
+        let mut v = mean(text);
+        let along = cairn::embed::dot(&v, &common);
+        for (x, u) in v.iter_mut().zip(&common) {
+            *x -= along * u;
+        }
+        v
+    }
 }
 
 /// Every learning embedded by the model, as Cairn embeds learnings that have no vector,
@@ -558,6 +635,8 @@ struct Summary {
     recall: Option<f64>,
     /// Reading the vectors and building the graph.
     semantic_setup: Duration,
+    /// The machine's load average (1 minute) when the timing loops started.
+    load: f64,
 }
 
 fn bench(c: &mut Criterion) {
@@ -618,6 +697,7 @@ fn bench(c: &mut Criterion) {
         });
         g.finish();
 
+        let load = binaries::load_average();
         let mut tantivy_times = Vec::new();
         let mut hits = 0;
         for _ in 0..25 {
@@ -680,7 +760,7 @@ fn bench(c: &mut Criterion) {
         let (fp50, fp99) = percentiles(fts_times);
         println!(
             "[{label}] search p50/p99: tantivy {:.3}/{:.3} ms, FTS5 {:.3}/{:.3} ms; \
-             p50 ratio {:.1}x (avg {:.1} hits/query)",
+             p50 ratio {:.1}x (avg {:.1} hits/query); load average {load:.1}",
             tp50.as_secs_f64() * 1e3,
             tp99.as_secs_f64() * 1e3,
             fp50.as_secs_f64() * 1e3,
@@ -698,55 +778,63 @@ fn bench(c: &mut Criterion) {
             embedding: ep50,
             recall,
             semantic_setup,
+            load,
         });
         drop(cairn);
         drop(fts);
 
-        // Add and rebuild, on a scratch copy.
-        let (_tmp, copy) = scratch_copy(&db);
-        let cairn = Cairn::open(&copy).unwrap();
-        let issue = cairn
-            .create_issue(&NewIssue {
-                project: project.clone(),
-                title: "bench adds".into(),
-                ..Default::default()
-            })
-            .unwrap()
-            .id;
-        let mut generator = Generator::new(spec.corpus, 7);
-        let mut k = 0u64;
-        let mut g = c.benchmark_group("learnings/add");
-        g.sample_size(20);
-        g.bench_function(&label, |b| {
-            b.iter(|| {
-                k += 1;
-                let gen_ = generator.next();
-                cairn
-                    .add_learning(&NewLearning {
-                        issue: issue.clone(),
-                        pattern: format!("{} (bench add {k})", gen_.pattern),
-                        context: gen_.context,
-                        applies_to: gen_.applies_to,
-                        learning_type: None,
-                        created_by: "bench".into(),
-                        agent_type: "bench".into(),
-                        merge: false,
-                        supersedes: Vec::new(),
-                        person: false,
-                    })
-                    .unwrap()
-            })
-        });
-        g.finish();
-        let t = Instant::now();
-        let r = cairn.reindex_learnings().unwrap();
-        println!(
-            "[{label}] full rebuild of {} learnings: {:.2} s",
-            r.learnings,
-            t.elapsed().as_secs_f64()
-        );
+        if std::env::var("LEARNINGS_BENCH_ADD").as_deref() != Ok("0") {
+            add_and_rebuild(c, spec, &db, &label, &project);
+        }
     }
     summarize(&summaries);
+}
+
+/// Add (criterion) and a full rebuild, on a scratch copy of the corpus (as large as the
+/// corpus: `LEARNINGS_BENCH_ADD=0` skips both).
+fn add_and_rebuild(c: &mut Criterion, spec: Spec, db: &Path, label: &str, project: &str) {
+    let (_tmp, copy) = scratch_copy(db);
+    let cairn = Cairn::open(&copy).unwrap();
+    let issue = cairn
+        .create_issue(&NewIssue {
+            project: project.to_string(),
+            title: "bench adds".into(),
+            ..Default::default()
+        })
+        .unwrap()
+        .id;
+    let mut generator = Generator::new(spec.corpus, 7);
+    let mut k = 0u64;
+    let mut g = c.benchmark_group("learnings/add");
+    g.sample_size(20);
+    g.bench_function(label, |b| {
+        b.iter(|| {
+            k += 1;
+            let gen_ = generator.next();
+            cairn
+                .add_learning(&NewLearning {
+                    issue: issue.clone(),
+                    pattern: format!("{} (bench add {k})", gen_.pattern),
+                    context: gen_.context,
+                    applies_to: gen_.applies_to,
+                    learning_type: None,
+                    created_by: "bench".into(),
+                    agent_type: "bench".into(),
+                    merge: false,
+                    supersedes: Vec::new(),
+                    person: false,
+                })
+                .unwrap()
+        })
+    });
+    g.finish();
+    let t = Instant::now();
+    let r = cairn.reindex_learnings().unwrap();
+    println!(
+        "[{label}] full rebuild of {} learnings: {:.2} s",
+        r.learnings,
+        t.elapsed().as_secs_f64()
+    );
 }
 
 /// Every corpus on one line, with the goals of issue 59: lexical p50 below 2 ms, hybrid
@@ -759,12 +847,12 @@ fn summarize(all: &[Summary]) {
     println!(
         "\n| corpus | learnings in the project | lexical p50 / p99 ms (goal < 2) | FTS5 p50 ms \
          | hybrid p50 ms, never-seen (goal < 10) | hybrid p50 ms, repeated | query embedding \
-         p50 ms | recall@10 (goal >= 0.98) | vectors read + graph s |"
+         p50 ms | recall@10 (goal >= 0.98) | vectors read + graph s | load average |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for s in all {
         println!(
-            "| {} | {} | {} / {} | {} | {} | {} | {} | {} | {:.1} |",
+            "| {} | {} | {} / {} | {} | {} | {} | {} | {} | {:.1} | {:.1} |",
             s.label,
             s.in_project,
             ms(s.lexical.0),
@@ -775,7 +863,8 @@ fn summarize(all: &[Summary]) {
             ms(s.embedding),
             s.recall
                 .map_or("1 (exact scan)".to_string(), |r| format!("{r:.3}")),
-            s.semantic_setup.as_secs_f64()
+            s.semantic_setup.as_secs_f64(),
+            s.load
         );
     }
 }
@@ -1024,7 +1113,7 @@ async fn seed_by(bin: &binaries::Binary, spec: Spec) -> (PathBuf, String) {
         }
     }
     let c = Connection::open(&db).unwrap();
-    word_vectors(&c);
+    word_vectors(&c, spec.corpus);
     drop(c);
     std::fs::write(&done, &searched).unwrap();
     println!(
