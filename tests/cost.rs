@@ -183,14 +183,23 @@ const TEXTS_SECOND_ROUND: u64 = 12;
 const LIMIT: u64 = 10;
 const CANDIDATES: u64 = 100;
 
-/// The same query again: its vector comes from the cache, so no model run.
+/// The same query again: its vector comes from the cache, so no model run, and no thread
+/// to run it beside the lexical half.
 #[test]
 fn a_repeated_search_runs_the_model_zero_times() {
     let query = "the rate limiter release failed in production";
     let (_, first) = search(query);
     assert_eq!(first.model_runs, 1, "{first:?}");
+    assert_eq!(
+        first.threads_started, 1,
+        "embedded beside the lexical half: {first:?}"
+    );
     let (_, again) = search(query);
     assert_eq!(again.model_runs, 0, "{again:?}");
+    assert_eq!(
+        again.threads_started, 0,
+        "no thread for a vector from the cache: {again:?}"
+    );
     assert_eq!(
         again.texts_read, 0,
         "the same candidates' code is kept: {again:?}"

@@ -25,6 +25,12 @@ pub trait Embed: Send + Sync + std::fmt::Debug {
     /// One unit-length vector per text, in input order.
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
 
+    /// Whether [`Embed::embed_query`] would answer `text` from a cache, without a run of
+    /// the model (a caller then has nothing to overlap with the embedding).
+    fn has_query(&self, _text: &str) -> bool {
+        false
+    }
+
     /// Embeds one query (no prefix: MiniLM is symmetric).
     fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
         let mut v = self.embed_batch(&[text])?;

@@ -580,6 +580,10 @@ impl Embed for ModelEmbedder {
     /// the same time are embedded together: the first to get it runs every waiting
     /// query in one batch, and the others find their vector done when their turn comes
     /// (eight sessions asking at once wait for one run, not for eight).
+    fn has_query(&self, text: &str) -> bool {
+        self.query_cache().contains(text)
+    }
+
     fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
         if let Some(v) = self.query_cache().get(text) {
             self.query_cache_hits.fetch_add(1, Ordering::Relaxed);

@@ -79,10 +79,13 @@ impl Learnings<'_> {
         ranking: Ranking,
         search: &index::IndexSearch<'_>,
     ) -> Result<(QueryVector, index::LexicalHalf)> {
-        if ranking == Ranking::Lexical {
+        // Nothing to overlap when no model runs: a thread's start and join would cost a
+        // repeated query more than its vector does.
+        if ranking == Ranking::Lexical || self.embedder.has_query(text) {
             let lexical = self.index.lexical(self.store, search)?;
             return Ok((self.query_vector(text, ranking), lexical));
         }
+        crate::metrics::cost::count(crate::metrics::cost::Unit::ThreadsStarted, 1);
         std::thread::scope(|scope| {
             let embedding = std::thread::Builder::new()
                 .name("learnings-query".into())

@@ -24,11 +24,12 @@ pub enum Unit {
     ModelRuns,
     CandidatesGrouped,
     BytesSerialized,
+    ThreadsStarted,
 }
 
 impl Unit {
     /// Every unit, in the order of [`Work`]'s fields.
-    pub const ALL: [Unit; 7] = [
+    pub const ALL: [Unit; 8] = [
         Unit::DocumentsScored,
         Unit::RowsRead,
         Unit::TextsRead,
@@ -36,6 +37,7 @@ impl Unit {
         Unit::ModelRuns,
         Unit::CandidatesGrouped,
         Unit::BytesSerialized,
+        Unit::ThreadsStarted,
     ];
 
     /// The unit's name: the `unit` label in `/metrics` and the field of [`Work`].
@@ -48,6 +50,7 @@ impl Unit {
             Unit::ModelRuns => "model_runs",
             Unit::CandidatesGrouped => "candidates_grouped",
             Unit::BytesSerialized => "bytes_serialized",
+            Unit::ThreadsStarted => "threads_started",
         }
     }
 }
@@ -77,6 +80,9 @@ pub struct Work {
     /// answer as a tree (a call within a daemon's MCP session, or one that asked for
     /// notifications: rmcp then writes that tree again, which is not counted).
     pub bytes_serialized: u64,
+    /// Threads the call started to run parts of its work beside each other (a search's
+    /// query embedding beside its lexical half; none when the query's vector is cached).
+    pub threads_started: u64,
 }
 
 impl Work {
@@ -90,6 +96,7 @@ impl Work {
             Unit::ModelRuns => self.model_runs,
             Unit::CandidatesGrouped => self.candidates_grouped,
             Unit::BytesSerialized => self.bytes_serialized,
+            Unit::ThreadsStarted => self.threads_started,
         }
     }
 
@@ -102,6 +109,7 @@ impl Work {
             Unit::ModelRuns => &mut self.model_runs,
             Unit::CandidatesGrouped => &mut self.candidates_grouped,
             Unit::BytesSerialized => &mut self.bytes_serialized,
+            Unit::ThreadsStarted => &mut self.threads_started,
         }
     }
 

@@ -63,7 +63,7 @@ static COUNTED: LazyLock<Counted> = LazyLock::new(|| {
         Opts::new(
             "cairn_tool_work_total",
             "Work tool calls did, by tool and unit (documents_scored, rows_read, texts_read, \
-             vectors_compared, model_runs, candidates_grouped, bytes_serialized).",
+             vectors_compared, model_runs, candidates_grouped, bytes_serialized, threads_started).",
         ),
         &["tool", "unit"],
     )
