@@ -440,7 +440,7 @@ impl Learnings<'_> {
                 include_archived: false,
                 min_trust: None,
                 // A lexical ranking groups nothing.
-                signature: &|_| None,
+                text_keys: &|_| None,
             },
             None,
         )?;

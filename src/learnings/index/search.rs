@@ -16,9 +16,11 @@ use tantivy::{DocId, Score, Term};
 use crate::error::Result;
 use crate::metrics::cost::{Unit, count};
 
-use super::super::lifecycle::{self, CodeSignature};
+use super::super::lifecycle;
 use super::super::meta::Meta;
-use super::super::query::{CandidateSignals, ParsedQuery, SEMANTIC_FLOOR};
+use super::super::query::{
+    CandidateSignals, PHRASE_CANDIDATES, ParsedQuery, SEMANTIC_FLOOR, ScoreBreakdown,
+};
 use super::super::trust::Trust;
 
 use super::*;
@@ -73,9 +75,10 @@ pub(crate) struct IndexSearch<'a> {
     pub(crate) include_archived: bool,
     /// Learnings below this trust level are not candidates.
     pub(crate) min_trust: Option<Trust>,
-    /// A learning's [`CodeSignature`] (of its pattern and context, as embedded), read when
-    /// grouping restatements needs it ([`group`]).
-    pub(crate) signature: &'a dyn Fn(u64) -> Option<Arc<CodeSignature>>,
+    /// What a search reads of a learning's text ([`TextKeys`]), read when grouping
+    /// restatements ([`group`]) or the in-order phrase bonus ([`Gathered::mark_phrases`])
+    /// needs it.
+    pub(crate) text_keys: &'a dyn Fn(u64) -> Option<Arc<TextKeys>>,
 }
 
 /// A search on one view (see [`LearningIndex::search`]): its lexical half, then the
@@ -150,6 +153,7 @@ pub(super) fn lexical_in(open: &Open, s: &IndexSearch<'_>) -> Result<LexicalHalf
                     }),
                     cosine: None,
                     quality: filter.blend_quality(&m),
+                    phrase_run: 0,
                 },
             );
         }
@@ -402,6 +406,7 @@ impl Gathered {
                         field_priority: 0.0,
                         cosine: Some(cos),
                         quality: filter.blend_quality(&m),
+                        phrase_run: 0,
                     },
                 );
             }
@@ -416,10 +421,45 @@ impl Gathered {
         count(Unit::VectorsCompared, compared);
     }
 
-    /// The blend's scores, sorted by the ranking's key (newer first among equals), cut to
-    /// the search's limit.
-    fn rank(self, open: &Open, s: &IndexSearch<'_>, semantic: bool) -> Vec<Ranked> {
-        let scores = super::super::query::blend(&self.signals, semantic);
+    /// The in-order phrase of the query ([`ParsedQuery::in_order_run`]) in each of the
+    /// blend's first [`PHRASE_CANDIDATES`] candidates by `scores`, read through
+    /// `s.text_keys` (no text at all for a query of fewer than three words that count).
+    /// Whether any holds a phrase worth a bonus. The bonus only lifts these candidates,
+    /// so they stay the first ones: with a limit of at least [`PHRASE_CANDIDATES`],
+    /// grouping walks them all and reads no other text.
+    fn mark_phrases(&mut self, scores: &[ScoreBreakdown], s: &IndexSearch<'_>) -> bool {
+        if !s.query.has_phrase() {
+            return false;
+        }
+        let mut order: Vec<usize> = (0..scores.len()).collect();
+        order.sort_by(|&a, &b| {
+            scores[b]
+                .total
+                .total_cmp(&scores[a].total)
+                .then(self.seqs[b].cmp(&self.seqs[a]))
+        });
+        let mut any = false;
+        for &i in order.iter().take(PHRASE_CANDIDATES) {
+            if let Some(keys) = (s.text_keys)(self.seqs[i]) {
+                let run = s.query.in_order_run(&keys.words);
+                self.signals[i].phrase_run = run;
+                any |= super::super::query::phrase_bonus(run) > 0.0;
+            }
+        }
+        any
+    }
+
+    /// The blend's scores (with the in-order phrase bonus for the blend's orders,
+    /// [`Self::mark_phrases`]), sorted by the ranking's key (newer first among equals),
+    /// cut to the search's limit.
+    fn rank(mut self, open: &Open, s: &IndexSearch<'_>, semantic: bool) -> Vec<Ranked> {
+        let blend = |signals: &[CandidateSignals]| super::super::query::blend(signals, semantic);
+        let mut scores = blend(&self.signals);
+        if matches!(s.ranking, Ranking::Blend | Ranking::FixedQuality)
+            && self.mark_phrases(&scores, s)
+        {
+            scores = blend(&self.signals);
+        }
         let mut ranked: Vec<Ranked> = self
             .seqs
             .iter()
@@ -445,7 +485,12 @@ impl Gathered {
             .collect();
         ranked.sort_by(|a, b| b.key.total_cmp(&a.key).then(b.seq.cmp(&a.seq)));
         if semantic {
-            group(ranked, s.limit, |seq| open.vectors.vector(seq), s.signature)
+            group(
+                ranked,
+                s.limit,
+                |seq| open.vectors.vector(seq),
+                |seq| (s.text_keys)(seq).map(|k| k.code.clone()),
+            )
         } else {
             ranked.truncate(s.limit);
             ranked

@@ -325,7 +325,7 @@ mod tests {
                     include_superseded: false,
                     include_archived: false,
                     min_trust: None,
-                    signature: &|_| None,
+                    text_keys: &|_| None,
                 };
                 let a = search_in(&all, &search, None).unwrap();
                 let b = search_in(&split, &search, None).unwrap();
