@@ -1114,9 +1114,10 @@ fn reindex_backfills_embeddings_of_learnings_recorded_without_the_model() {
 /// MRR@10 floors on the held-out parts (overall, identifier, keyword, paraphrase,
 /// symptom): set 0 is tests/eval/learnings.jsonl, 1 the independent set.
 /// Measured at their introduction: 0.909, 0.944, 1.000, 0.756, 0.981 and 0.926, 1.000,
-/// 1.000, 0.762, 0.952.
+/// 1.000, 0.762, 0.952. Set 0's overall and symptom floors were raised by what the
+/// in-order phrase bonus gained (issue 60: 0.910 → 0.921, symptom 0.962 → 1.000).
 const FLOORS: [(usize, [f64; 5]); 2] = [
-    (0, [0.88, 0.90, 0.95, 0.70, 0.94]),
+    (0, [0.89, 0.90, 0.95, 0.70, 0.95]),
     (1, [0.90, 0.95, 0.95, 0.72, 0.91]),
 ];
 

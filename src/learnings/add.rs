@@ -440,7 +440,7 @@ impl Learnings<'_> {
                 include_archived: false,
                 min_trust: None,
                 // A lexical ranking groups nothing.
-                text_keys: &|_| None,
+                signature: &|_| None,
             },
             None,
         )?;

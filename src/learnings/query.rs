@@ -52,8 +52,8 @@
 //!   the run beyond two, at most [`PHRASE_MAX`] ([`phrase_bonus`]; the run counts its
 //!   words that are not stop words, [`ParsedQuery::in_order_run`]). A pasted error string
 //!   or command thus ranks the learning quoting it first, where BM25 alone would and the
-//!   embedding does not. The scores are blended again with it; the search reads the
-//!   word sequences through the index's per-learning cache (`index/search.rs`).
+//!   embedding does not. The scores are blended again with it; the words in order are
+//!   kept by the index's view, read once per learning and process (`index/view.rs`).
 //! - `quality = quality_score / 100 × relevance`: a rating decides between hits of about
 //!   the same relevance and cannot lift an unrelated learning over a relevant one. The
 //!   quality weighed is the standing one, halved once aged, plus
@@ -161,7 +161,7 @@ pub(crate) struct ParsedQuery {
     pub(crate) slots: Vec<Slot>,
     /// Every word of the query in order ([`word_id`]), with whether it counts in an
     /// in-order phrase (it is not a stop word).
-    words: Vec<(u64, bool)>,
+    words: Vec<(u32, bool)>,
 }
 
 impl ParsedQuery {
@@ -181,7 +181,7 @@ impl ParsedQuery {
 
     /// The longest run of this query's words found in `text` ([`word_ids`]) in the same
     /// order with nothing between them, counted in the words that are not stop words.
-    pub(crate) fn in_order_run(&self, text: &[u64]) -> usize {
+    pub(crate) fn in_order_run(&self, text: &[u32]) -> usize {
         // The run (its counted words; `None`: no run) ending at the previous query word
         // and each text word.
         let mut prev: Vec<Option<usize>> = vec![None; text.len() + 1];
@@ -208,16 +208,17 @@ pub(crate) fn phrase_bonus(run: usize) -> f32 {
 }
 
 /// A word as an in-order phrase compares it: a hash of its lower-cased form (the same
-/// for one word throughout the process).
-fn word_id(word: &str) -> u64 {
+/// for one word throughout the process; 32 bits, so that a run of three or more falsely
+/// matched words is out of reach).
+fn word_id(word: &str) -> u32 {
     let mut h = DefaultHasher::new();
     word.hash(&mut h);
-    h.finish()
+    h.finish() as u32
 }
 
 /// The words of `text` in order ([`word_id`]), as [`ParsedQuery::in_order_run`] reads
 /// them.
-pub(crate) fn word_ids(text: &str) -> Box<[u64]> {
+pub(crate) fn word_ids(text: &str) -> Box<[u32]> {
     words_of(text).iter().map(|(w, _)| word_id(w)).collect()
 }
 

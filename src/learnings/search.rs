@@ -48,7 +48,7 @@ impl Learnings<'_> {
             include_superseded: s.include_superseded,
             include_archived: s.include_archived,
             min_trust: s.min_trust,
-            text_keys: &|seq| self.text_keys(seq),
+            signature: &|seq| self.signature(seq),
         };
         let (query_vector, lexical) = self.embed_beside_lexical(&s.query, ranking, &search)?;
         let QueryVector {
@@ -133,12 +133,11 @@ impl Learnings<'_> {
         }
     }
 
-    /// The [`index::TextKeys`] of learning `seq`'s text as embedded (pattern and
-    /// context), for grouping restatements and the in-order phrase bonus: kept by the
-    /// index, or read now; `None` when it cannot be read (it then restates nothing by its
-    /// code and holds no phrase).
-    fn text_keys(&self, seq: u64) -> Option<std::sync::Arc<index::TextKeys>> {
-        self.index.text_keys(seq, || {
+    /// The [`lifecycle::CodeSignature`] of learning `seq`'s text as embedded (pattern and
+    /// context), for grouping restatements: kept by the index, or read now; `None` when
+    /// it cannot be read (it then restates nothing by its code).
+    fn signature(&self, seq: u64) -> Option<std::sync::Arc<lifecycle::CodeSignature>> {
+        self.index.signature(seq, || {
             crate::metrics::cost::count(crate::metrics::cost::Unit::TextsRead, 1);
             self.store.read(|c| {
                 c.query_opt(

@@ -170,25 +170,14 @@ pub struct LearningIndex {
     deferred_from: AtomicU64,
     /// The background indexer, once started.
     indexer: OnceLock<Arc<Indexer>>,
-    /// What searches read of learnings' texts lately ([`TextKeys`]), by learning `seq` (a
+    /// The [`CodeSignature`]s grouping restatements read lately, by learning `seq` (a
     /// learning's pattern and context never change, and a `seq` is never reused): a
-    /// search over learnings earlier searches grouped or checked for a phrase reads no
-    /// text (issue 59).
-    texts: Mutex<lru::LruCache<u64, Option<Arc<TextKeys>>>>,
+    /// search over learnings earlier searches grouped reads no text (issue 59).
+    signatures: Mutex<lru::LruCache<u64, Option<Arc<CodeSignature>>>>,
 }
 
-/// Texts' keys kept by [`LearningIndex::text_keys`]: a few hundred bytes each, and 8
-/// bytes a word.
-pub(crate) const TEXTS_KEPT: usize = 16_384;
-
-/// What a search reads of a learning's text (pattern and context, as embedded): its
-/// [`CodeSignature`], for grouping restatements, and its words in order
-/// ([`query::word_ids`](super::query::word_ids)), for the in-order phrase bonus.
-#[derive(Debug)]
-pub(crate) struct TextKeys {
-    pub(crate) code: Arc<CodeSignature>,
-    pub(crate) words: Box<[u64]>,
-}
+/// Code signatures kept by [`LearningIndex::signature`]: a few hundred bytes each.
+pub(crate) const SIGNATURES_KEPT: usize = 16_384;
 
 impl LearningIndex {
     pub(crate) fn new(dir: PathBuf) -> Self {
@@ -198,42 +187,37 @@ impl LearningIndex {
             embedded_upto: Default::default(),
             deferred_from: AtomicU64::new(u64::MAX),
             indexer: OnceLock::new(),
-            texts: Mutex::new(lru::LruCache::new(
-                NonZeroUsize::new(TEXTS_KEPT).expect("not zero"),
+            signatures: Mutex::new(lru::LruCache::new(
+                NonZeroUsize::new(SIGNATURES_KEPT).expect("not zero"),
             )),
         }
     }
 
-    /// Learning `seq`'s [`TextKeys`]: kept from an earlier search, or computed from its
-    /// text as `read` reads it (`Err` when it cannot be read: then nothing is kept, and
-    /// this time it restates nothing by its code and holds no phrase).
-    pub(crate) fn text_keys(
+    /// Learning `seq`'s [`CodeSignature`]: kept from an earlier search, or computed from
+    /// its text as `read` reads it (`Err` when it cannot be read: then nothing is kept,
+    /// and it restates nothing by its code this time).
+    pub(crate) fn signature(
         &self,
         seq: u64,
         read: impl FnOnce() -> Result<Option<String>>,
-    ) -> Option<Arc<TextKeys>> {
+    ) -> Option<Arc<CodeSignature>> {
         let kept = || {
-            self.texts
+            self.signatures
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
         };
         if let Some(known) = kept().get(&seq) {
             return known.clone();
         }
-        let keys = match read() {
-            Ok(text) => text.map(|t| {
-                Arc::new(TextKeys {
-                    code: Arc::new(CodeSignature::of(&t)),
-                    words: super::query::word_ids(&t),
-                })
-            }),
+        let sig = match read() {
+            Ok(text) => text.map(|t| Arc::new(CodeSignature::of(&t))),
             Err(e) => {
-                tracing::warn!(seq, "reading a learning's text for a search failed ({e})");
+                tracing::warn!(seq, "reading a learning to group restatements failed ({e})");
                 return None;
             }
         };
-        kept().put(seq, keys.clone());
-        keys
+        kept().put(seq, sig.clone());
+        sig
     }
 
     /// Index and embed new learnings in the background from now on (long-lived

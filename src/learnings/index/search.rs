@@ -16,7 +16,7 @@ use tantivy::{DocId, Score, Term};
 use crate::error::Result;
 use crate::metrics::cost::{Unit, count};
 
-use super::super::lifecycle;
+use super::super::lifecycle::{self, CodeSignature};
 use super::super::meta::Meta;
 use super::super::query::{
     CandidateSignals, PHRASE_CANDIDATES, ParsedQuery, SEMANTIC_FLOOR, ScoreBreakdown,
@@ -75,10 +75,9 @@ pub(crate) struct IndexSearch<'a> {
     pub(crate) include_archived: bool,
     /// Learnings below this trust level are not candidates.
     pub(crate) min_trust: Option<Trust>,
-    /// What a search reads of a learning's text ([`TextKeys`]), read when grouping
-    /// restatements ([`group`]) or the in-order phrase bonus ([`Gathered::mark_phrases`])
-    /// needs it.
-    pub(crate) text_keys: &'a dyn Fn(u64) -> Option<Arc<TextKeys>>,
+    /// A learning's [`CodeSignature`] (of its pattern and context, as embedded), read when
+    /// grouping restatements needs it ([`group`]).
+    pub(crate) signature: &'a dyn Fn(u64) -> Option<Arc<CodeSignature>>,
 }
 
 /// A search on one view (see [`LearningIndex::search`]): its lexical half, then the
@@ -422,12 +421,14 @@ impl Gathered {
     }
 
     /// The in-order phrase of the query ([`ParsedQuery::in_order_run`]) in each of the
-    /// blend's first [`PHRASE_CANDIDATES`] candidates by `scores`, read through
-    /// `s.text_keys` (no text at all for a query of fewer than three words that count).
-    /// Whether any holds a phrase worth a bonus. The bonus only lifts these candidates,
-    /// so they stay the first ones: with a limit of at least [`PHRASE_CANDIDATES`],
-    /// grouping walks them all and reads no other text.
-    fn mark_phrases(&mut self, scores: &[ScoreBreakdown], s: &IndexSearch<'_>) -> bool {
+    /// blend's first [`PHRASE_CANDIDATES`] candidates by `scores`, in the words the view
+    /// keeps ([`TextWords`]; no text is read). Whether any holds a phrase worth a bonus.
+    fn mark_phrases(
+        &mut self,
+        open: &Open,
+        scores: &[ScoreBreakdown],
+        s: &IndexSearch<'_>,
+    ) -> bool {
         if !s.query.has_phrase() {
             return false;
         }
@@ -440,11 +441,9 @@ impl Gathered {
         });
         let mut any = false;
         for &i in order.iter().take(PHRASE_CANDIDATES) {
-            if let Some(keys) = (s.text_keys)(self.seqs[i]) {
-                let run = s.query.in_order_run(&keys.words);
-                self.signals[i].phrase_run = run;
-                any |= super::super::query::phrase_bonus(run) > 0.0;
-            }
+            let run = s.query.in_order_run(open.words.get(self.seqs[i]));
+            self.signals[i].phrase_run = run;
+            any |= super::super::query::phrase_bonus(run) > 0.0;
         }
         any
     }
@@ -456,7 +455,7 @@ impl Gathered {
         let blend = |signals: &[CandidateSignals]| super::super::query::blend(signals, semantic);
         let mut scores = blend(&self.signals);
         if matches!(s.ranking, Ranking::Blend | Ranking::FixedQuality)
-            && self.mark_phrases(&scores, s)
+            && self.mark_phrases(open, &scores, s)
         {
             scores = blend(&self.signals);
         }
@@ -485,12 +484,7 @@ impl Gathered {
             .collect();
         ranked.sort_by(|a, b| b.key.total_cmp(&a.key).then(b.seq.cmp(&a.seq)));
         if semantic {
-            group(
-                ranked,
-                s.limit,
-                |seq| open.vectors.vector(seq),
-                |seq| (s.text_keys)(seq).map(|k| k.code.clone()),
-            )
+            group(ranked, s.limit, |seq| open.vectors.vector(seq), s.signature)
         } else {
             ranked.truncate(s.limit);
             ranked
