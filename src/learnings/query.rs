@@ -46,11 +46,20 @@
 //!   pattern therefore scores little; matching most of the query's rare words scores high.
 //!   A slot no learning of the scope has (a misspelt word, a word of another project)
 //!   weighs nothing: it would lower every candidate's field priority alike.
+//! - An **in-order phrase** adds to `relevance` (still at most 1): a candidate among the
+//!   blend's first [`PHRASE_CANDIDATES`] whose text (pattern and context) holds a run of
+//!   the query's words in the query's order, verbatim, gets [`PHRASE_STEP`] per word of
+//!   the run beyond two, at most [`PHRASE_MAX`] ([`phrase_bonus`]; the run counts its
+//!   words that are not stop words, [`ParsedQuery::in_order_run`]). A pasted error string
+//!   or command thus ranks the learning quoting it first, where BM25 alone would and the
+//!   embedding does not. The scores are blended again with it; the words in order are
+//!   kept by the index's view, read once per learning and process (`index/view.rs`).
 //! - `quality = quality_score / 100 × relevance`: a rating decides between hits of about
 //!   the same relevance and cannot lift an unrelated learning over a relevant one. The
 //!   quality weighed is the standing one, halved once aged, plus
 //!   [`super::lifecycle::VERIFIED_BONUS`] for a verified learning (`index/search.rs`).
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::LazyLock;
 
 use serde::Serialize;
@@ -99,6 +108,12 @@ pub(crate) const PREFIX_BOOST: f32 = 0.3;
 pub(crate) const LEXICAL_SHARE_MIN: f32 = 0.3;
 /// The same, for a query whose every word one candidate has in its pattern.
 pub(crate) const LEXICAL_SHARE_MAX: f32 = 0.7;
+/// The in-order phrase bonus is looked for among the blend's first this many candidates.
+pub(crate) const PHRASE_CANDIDATES: usize = 10;
+/// Relevance added per word of an in-order phrase beyond two ([`phrase_bonus`]).
+pub(crate) const PHRASE_STEP: f32 = 0.25;
+/// At most this much relevance comes of an in-order phrase.
+pub(crate) const PHRASE_MAX: f32 = 0.5;
 /// Cosine similarity at which the semantic part is 0; a learning matching no query word
 /// joins the candidates only above it.
 pub(crate) const SEMANTIC_FLOOR: f32 = 0.25;
@@ -144,6 +159,67 @@ pub(crate) enum Slot {
 #[derive(Debug, Clone)]
 pub(crate) struct ParsedQuery {
     pub(crate) slots: Vec<Slot>,
+    /// Every word of the query in order ([`word_id`]), with whether it counts in an
+    /// in-order phrase (it is not a stop word).
+    words: Vec<(u32, bool)>,
+}
+
+impl ParsedQuery {
+    fn new(slots: Vec<Slot>, words: &[(String, bool)]) -> Self {
+        let words = words
+            .iter()
+            .map(|(w, _)| (word_id(w), !STOP_WORDS.contains(&w.as_str())))
+            .collect();
+        ParsedQuery { slots, words }
+    }
+
+    /// Whether some text could hold an in-order phrase of this query worth a bonus (the
+    /// query has at least three words that count).
+    pub(crate) fn has_phrase(&self) -> bool {
+        self.words.iter().filter(|(_, counts)| *counts).count() > 2
+    }
+
+    /// The longest run of this query's words found in `text` ([`word_ids`]) in the same
+    /// order with nothing between them, counted in the words that are not stop words.
+    pub(crate) fn in_order_run(&self, text: &[u32]) -> usize {
+        // The run (its counted words; `None`: no run) ending at the previous query word
+        // and each text word.
+        let mut prev: Vec<Option<usize>> = vec![None; text.len() + 1];
+        let mut best = 0;
+        for &(word, counts) in &self.words {
+            let mut cur = vec![None; text.len() + 1];
+            for (j, &t) in text.iter().enumerate() {
+                if t == word {
+                    let run = prev[j].unwrap_or(0) + usize::from(counts);
+                    best = best.max(run);
+                    cur[j + 1] = Some(run);
+                }
+            }
+            prev = cur;
+        }
+        best
+    }
+}
+
+/// The relevance an in-order phrase of `run` counted words adds: [`PHRASE_STEP`] per
+/// word beyond two, at most [`PHRASE_MAX`].
+pub(crate) fn phrase_bonus(run: usize) -> f32 {
+    (PHRASE_STEP * run.saturating_sub(2) as f32).min(PHRASE_MAX)
+}
+
+/// A word as an in-order phrase compares it: a hash of its lower-cased form (the same
+/// for one word throughout the process; 32 bits, so that a run of three or more falsely
+/// matched words is out of reach).
+fn word_id(word: &str) -> u32 {
+    let mut h = DefaultHasher::new();
+    word.hash(&mut h);
+    h.finish() as u32
+}
+
+/// The words of `text` in order ([`word_id`]), as [`ParsedQuery::in_order_run`] reads
+/// them.
+pub(crate) fn word_ids(text: &str) -> Box<[u32]> {
+    words_of(text).iter().map(|(w, _)| word_id(w)).collect()
 }
 
 /// Cut agent text into slots. Fails only with a validation error: blank text, or text
@@ -183,14 +259,15 @@ pub(crate) fn parse(text: &str) -> Result<ParsedQuery> {
             ),
         ));
     }
-    Ok(ParsedQuery { slots })
+    Ok(ParsedQuery::new(slots, &words))
 }
 
 /// Cut a text Cairn wrote itself (the duplicate check's words of a new learning) into
 /// exact slots: no word is a half-typed prefix. `None` when no word is searchable.
 pub(crate) fn parse_words(text: &str) -> Option<ParsedQuery> {
-    let slots = slots_of(&words_of(text), false);
-    (!slots.is_empty()).then_some(ParsedQuery { slots })
+    let words = words_of(text);
+    let slots = slots_of(&words, false);
+    (!slots.is_empty()).then(|| ParsedQuery::new(slots, &words))
 }
 
 /// The lower-cased words of `text` (runs of letters and digits), each with whether a
@@ -314,6 +391,9 @@ pub(crate) struct CandidateSignals {
     /// Cosine similarity, when semantic search ran and the learning has an embedding.
     pub(crate) cosine: Option<f32>,
     pub(crate) quality: u8,
+    /// The longest in-order phrase of the query in the learning's text
+    /// ([`ParsedQuery::in_order_run`]); 0 where it was not looked for.
+    pub(crate) phrase_run: usize,
 }
 
 /// Field priority: `Σ idf·best_field_weight / Σ idf` over **all** query slots.
@@ -355,7 +435,7 @@ pub(crate) fn blend(candidates: &[CandidateSignals], semantic: bool) -> Vec<Scor
             } else {
                 0.0
             };
-            let relevance = if semantic {
+            let fused = if semantic {
                 let sem = match c.cosine {
                     Some(cos) if best_cos > SEMANTIC_FLOOR => {
                         ((cos - SEMANTIC_FLOOR) / (best_cos - SEMANTIC_FLOOR)).clamp(0.0, 1.0)
@@ -366,6 +446,7 @@ pub(crate) fn blend(candidates: &[CandidateSignals], semantic: bool) -> Vec<Scor
             } else {
                 lexical
             };
+            let relevance = (fused + phrase_bonus(c.phrase_run)).min(1.0);
             let quality = f32::from(c.quality.min(100)) / 100.0 * relevance;
             ScoreBreakdown {
                 total: W_RELEVANCE * relevance + W_FIELD * c.field_priority + W_QUALITY * quality,
@@ -493,6 +574,7 @@ mod tests {
             field_priority,
             cosine: None,
             quality,
+            phrase_run: 0,
         }
     }
 
@@ -547,6 +629,7 @@ mod tests {
             field_priority: 0.0,
             cosine: Some(cos),
             quality: 50,
+            phrase_run: 0,
         };
         let s = blend(&[with(5.0, SEMANTIC_FLOOR), with(0.0, 0.75)], true);
         // No candidate matches a distinctive word in a field: the embedding leads.
@@ -563,6 +646,7 @@ mod tests {
             field_priority,
             cosine: Some(0.5),
             quality: 50,
+            phrase_run: 0,
         };
         assert_eq!(lexical_share(&[]), LEXICAL_SHARE_MIN);
         assert_eq!(lexical_share(&[fp(0.0), fp(0.0)]), LEXICAL_SHARE_MIN);
@@ -576,12 +660,14 @@ mod tests {
             field_priority: 1.0,
             cosine: Some(0.45),
             quality: 50,
+            phrase_run: 0,
         };
         let near = CandidateSignals {
             bm25: 1.0,
             field_priority: 0.1,
             cosine: Some(0.6),
             quality: 50,
+            phrase_run: 0,
         };
         let s = blend(&[id, near], true);
         assert!(s[0].total > s[1].total, "{s:?}");
@@ -591,8 +677,66 @@ mod tests {
             field_priority: 0.1,
             cosine: Some(cosine),
             quality: 50,
+            phrase_run: 0,
         };
         let s = blend(&[generic(8.0, 0.35), generic(2.0, 0.6)], true);
         assert!(s[1].total > s[0].total, "{s:?}");
+    }
+
+    #[test]
+    fn the_in_order_run_counts_words_in_the_query_order_without_stop_words() {
+        let run = |q: &str, text: &str| parse(q).unwrap().in_order_run(&word_ids(text));
+        let text = "Postgres said: FATAL: sorry, too many clients already (pool of 20).";
+        assert_eq!(run("FATAL: sorry, too many clients already", text), 6);
+        // Case and punctuation are separators only; a stop word inside the run is
+        // matched but not counted ("of").
+        assert_eq!(run("too-many CLIENTS already (pool of 20)", text), 6);
+        assert_eq!(
+            run("the pool of connections", text),
+            1,
+            "`of` counts nothing"
+        );
+        // The words out of order, or with a word between them, break the run.
+        assert_eq!(run("clients many too sorry", text), 1);
+        assert_eq!(run("sorry many", text), 1);
+        assert_eq!(run("many clients", "many more clients"), 1);
+        // The best run wherever it starts, in the query and in the text.
+        assert_eq!(
+            run("pool timeout: too many clients already", text),
+            4,
+            "too many clients already"
+        );
+        assert!(!parse("too many").unwrap().has_phrase());
+        assert!(!parse("what is the pool for").unwrap().has_phrase());
+        assert!(parse("pool many clients").unwrap().has_phrase());
+    }
+
+    #[test]
+    fn an_in_order_phrase_adds_relevance_from_three_words_capped() {
+        assert_eq!(phrase_bonus(0), 0.0);
+        assert_eq!(phrase_bonus(2), 0.0);
+        assert_eq!(phrase_bonus(3), PHRASE_STEP);
+        assert_eq!(phrase_bonus(4), PHRASE_MAX);
+        assert_eq!(phrase_bonus(9), PHRASE_MAX);
+        let quoting = |run| CandidateSignals {
+            phrase_run: run,
+            ..lexical(3.0, 0.4, 50)
+        };
+        // Three quarters of the best BM25: below the best without a phrase, above it
+        // with one; relevance stays at most 1, and the weights hold.
+        let s = blend(&[lexical(4.0, 0.3, 50), quoting(2)], false);
+        assert!(s[1].total < s[0].total, "{s:?}");
+        let s = blend(&[lexical(4.0, 0.3, 50), quoting(3)], false);
+        assert!(
+            (s[1].relevance - (0.75 + PHRASE_STEP)).abs() < 1e-6,
+            "{s:?}"
+        );
+        let s = blend(&[lexical(4.0, 0.3, 50), quoting(6)], false);
+        assert!((s[1].relevance - 1.0).abs() < 1e-6, "{s:?}");
+        assert!(s[1].total > s[0].total, "{s:?}");
+        for x in &s {
+            let want = 0.5 * x.relevance + 0.3 * x.field_priority + 0.2 * x.quality;
+            assert!((x.total - want).abs() < 1e-6);
+        }
     }
 }

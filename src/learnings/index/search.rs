@@ -18,7 +18,9 @@ use crate::metrics::cost::{Unit, count};
 
 use super::super::lifecycle::{self, CodeSignature};
 use super::super::meta::Meta;
-use super::super::query::{CandidateSignals, ParsedQuery, SEMANTIC_FLOOR};
+use super::super::query::{
+    CandidateSignals, PHRASE_CANDIDATES, ParsedQuery, SEMANTIC_FLOOR, ScoreBreakdown,
+};
 use super::super::trust::Trust;
 
 use super::*;
@@ -150,6 +152,7 @@ pub(super) fn lexical_in(open: &Open, s: &IndexSearch<'_>) -> Result<LexicalHalf
                     }),
                     cosine: None,
                     quality: filter.blend_quality(&m),
+                    phrase_run: 0,
                 },
             );
         }
@@ -402,6 +405,7 @@ impl Gathered {
                         field_priority: 0.0,
                         cosine: Some(cos),
                         quality: filter.blend_quality(&m),
+                        phrase_run: 0,
                     },
                 );
             }
@@ -416,10 +420,45 @@ impl Gathered {
         count(Unit::VectorsCompared, compared);
     }
 
-    /// The blend's scores, sorted by the ranking's key (newer first among equals), cut to
-    /// the search's limit.
-    fn rank(self, open: &Open, s: &IndexSearch<'_>, semantic: bool) -> Vec<Ranked> {
-        let scores = super::super::query::blend(&self.signals, semantic);
+    /// The in-order phrase of the query ([`ParsedQuery::in_order_run`]) in each of the
+    /// blend's first [`PHRASE_CANDIDATES`] candidates by `scores`, in the words the view
+    /// keeps ([`TextWords`]; no text is read). Whether any holds a phrase worth a bonus.
+    fn mark_phrases(
+        &mut self,
+        open: &Open,
+        scores: &[ScoreBreakdown],
+        s: &IndexSearch<'_>,
+    ) -> bool {
+        if !s.query.has_phrase() {
+            return false;
+        }
+        let mut order: Vec<usize> = (0..scores.len()).collect();
+        order.sort_by(|&a, &b| {
+            scores[b]
+                .total
+                .total_cmp(&scores[a].total)
+                .then(self.seqs[b].cmp(&self.seqs[a]))
+        });
+        let mut any = false;
+        for &i in order.iter().take(PHRASE_CANDIDATES) {
+            let run = s.query.in_order_run(open.words.get(self.seqs[i]));
+            self.signals[i].phrase_run = run;
+            any |= super::super::query::phrase_bonus(run) > 0.0;
+        }
+        any
+    }
+
+    /// The blend's scores (with the in-order phrase bonus for the blend's orders,
+    /// [`Self::mark_phrases`]), sorted by the ranking's key (newer first among equals),
+    /// cut to the search's limit.
+    fn rank(mut self, open: &Open, s: &IndexSearch<'_>, semantic: bool) -> Vec<Ranked> {
+        let blend = |signals: &[CandidateSignals]| super::super::query::blend(signals, semantic);
+        let mut scores = blend(&self.signals);
+        if matches!(s.ranking, Ranking::Blend | Ranking::FixedQuality)
+            && self.mark_phrases(open, &scores, s)
+        {
+            scores = blend(&self.signals);
+        }
         let mut ranked: Vec<Ranked> = self
             .seqs
             .iter()

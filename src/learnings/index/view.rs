@@ -17,6 +17,7 @@ pub(super) struct Open {
     pub(super) rounds_seen: u64,
     pub(super) meta: MetaCache,
     pub(super) vectors: Vectors,
+    pub(super) words: TextWords,
     /// The learnings past `upto`, counted in memory: each refresh counts only the
     /// learnings new since the last one and appends them; the disk index catching up
     /// shortens it.
@@ -62,6 +63,7 @@ impl Open {
             rounds_seen: 0,
             meta: MetaCache::default(),
             vectors: Vectors::default(),
+            words: TextWords::default(),
             tail: None,
             retry_disk_at,
         })
@@ -100,9 +102,10 @@ impl Open {
         Ok(())
     }
 
-    /// Bring the metadata and vectors up to one snapshot's watermarks.
+    /// Bring the metadata, words and vectors up to one snapshot's watermarks.
     pub(super) fn refresh_caches(&mut self, store: &Store, marks: Watermarks) -> Result<()> {
         self.meta.refresh(store, marks.seq, marks.history)?;
+        self.words.refresh(store, marks.seq)?;
         let meta = &self.meta;
         self.vectors.refresh(store, marks.embedding, |seq| {
             meta.get(seq).map(|m| m.project)
@@ -130,6 +133,58 @@ fn retire(old: Searcher) {
 
 /// `Open` is not `Debug` (tantivy readers are not); this wrapper is.
 pub(super) struct OpenSlot(pub(super) Open);
+
+/// Each learning's words in order ([`word_ids`](super::super::query::word_ids)) by
+/// `seq`, for the in-order phrase bonus: read with the metadata, once per learning and
+/// process (a learning's pattern and context never change), 4 bytes a word.
+#[derive(Default)]
+pub(super) struct TextWords {
+    words: Vec<Box<[u32]>>,
+    upto: u64,
+}
+
+impl TextWords {
+    /// Read the words of the learnings with `seq` in `(upto, to]`.
+    fn refresh(&mut self, store: &Store, to: u64) -> Result<()> {
+        if to <= self.upto {
+            return Ok(());
+        }
+        let rows: Vec<(u64, Box<[u32]>)> = store.read(|c| {
+            let mut st = c.prepare(
+                "SELECT seq, pattern, context FROM learnings WHERE seq > ?1 AND seq <= ?2",
+            )?;
+            let rows = st.query_map(
+                crate::store::db::params![self.upto as i64, to as i64],
+                |r| {
+                    let context: Option<String> = r.get(2)?;
+                    let text = super::super::semantic::embedding_text(
+                        &r.get::<_, String>(1)?,
+                        context.as_deref(),
+                    );
+                    Ok((
+                        r.get::<_, i64>(0)? as u64,
+                        super::super::query::word_ids(&text),
+                    ))
+                },
+            )?;
+            rows.collect::<Result<Vec<_>>>()
+        })?;
+        for (seq, words) in rows {
+            let i = seq as usize;
+            if self.words.len() <= i {
+                self.words.resize_with(i + 1, Default::default);
+            }
+            self.words[i] = words;
+        }
+        self.upto = to;
+        Ok(())
+    }
+
+    /// Learning `seq`'s words (none for a learning not read).
+    pub(super) fn get(&self, seq: u64) -> &[u32] {
+        self.words.get(seq as usize).map_or(&[], |w| w)
+    }
+}
 
 impl std::fmt::Debug for OpenSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
