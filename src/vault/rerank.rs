@@ -7,11 +7,15 @@
 //!   candidates (0 to 1; 0 for a chunk without a query word).
 //! - `overlap`: the IDF-weighted share of the query's keywords found in the chunk's heading
 //!   path and text, IDF computed among the candidates ([`overlaps`]).
-//! - `score = (1 − a − b)·cosine + a·lexical + b·overlap`: the ranking key, what results
-//!   are sorted by and `min_score` filters on. `a` and `b` are the chunk's [`Weights`]:
-//!   [`PROSE`] for documents, [`CODE`] for source code, where the embedding of a
-//!   sentence and a function's code are further apart and the words of identifiers
-//!   carry more.
+//! - `path` (source code only): the same share in the words of the item's path (its
+//!   heading path: module, containers, name), split as identifiers are ([`path_words`]):
+//!   `crc32 › Hasher › new_with_keys` is `crc32`, `Hasher`, `new`, `with`, `keys`;
+//!   `getCalendarType` is `get`, `Calendar`, `Type` (and itself).
+//! - `score = (1 − a − b − c)·cosine + a·lexical + b·overlap + c·path`: the ranking key,
+//!   what results are sorted by and `min_score` filters on. `a`, `b` and `c` are the
+//!   chunk's [`Weights`]: [`PROSE`] for documents (`c` = 0), [`CODE`] for source code,
+//!   where the embedding of a sentence and a function's code are further apart and the
+//!   words of identifiers, above all those of the item's own path, carry more.
 //! - At most `max_per_document` chunks of one document ([`MAX_PER_DOCUMENT`] by default),
 //!   so that one long document does not fill the list. In source code the unit is the
 //!   item (a function, a type: the chunk's heading path), not the file: a module's items
@@ -22,6 +26,10 @@
 
 use std::collections::{HashMap, HashSet};
 
+use tantivy::tokenizer::{TokenStream, Tokenizer};
+
+use super::lexical::IdentTokenizer;
+
 /// The weights of the lexical parts of `score`; cosine takes the rest.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Weights {
@@ -29,14 +37,17 @@ pub struct Weights {
     pub lexical: f32,
     /// Of the keyword overlap.
     pub overlap: f32,
+    /// Of the keyword overlap with the item's path (source code).
+    pub path: f32,
 }
 
 impl Weights {
-    /// `(1 − a − b)·cosine + a·lexical + b·overlap`.
-    pub(crate) fn score(self, cosine: f32, lexical: f32, overlap: f32) -> f32 {
-        (1.0 - self.lexical - self.overlap) * cosine
+    /// `(1 − a − b − c)·cosine + a·lexical + b·overlap + c·path`.
+    pub(crate) fn score(self, cosine: f32, lexical: f32, overlap: f32, path: f32) -> f32 {
+        (1.0 - self.lexical - self.overlap - self.path) * cosine
             + self.lexical * lexical
             + self.overlap * overlap
+            + self.path * path
     }
 }
 
@@ -44,11 +55,13 @@ impl Weights {
 pub const PROSE: Weights = Weights {
     lexical: 0.1,
     overlap: 0.1,
+    path: 0.0,
 };
 /// The weights of a chunk of source code.
 pub const CODE: Weights = Weights {
-    lexical: 0.2,
-    overlap: 0.15,
+    lexical: 0.15,
+    overlap: 0.1,
+    path: 0.15,
 };
 /// The earlier ranking's overlap weight: `cosine + 0.2 × overlap`, scaled to sum to one.
 pub(crate) const OLD_OVERLAP_WEIGHT: f32 = 0.2 / 1.2;
@@ -105,6 +118,10 @@ impl Ranking {
     pub(crate) fn overlap(&self) -> bool {
         self.prose.overlap != 0.0 || self.code.overlap != 0.0
     }
+    /// Whether the overlap with the item's path is weighed (else it is not computed).
+    pub(crate) fn path(&self) -> bool {
+        self.prose.path != 0.0 || self.code.path != 0.0
+    }
 }
 
 /// How many candidates to fetch from each index for `top_k` results.
@@ -126,6 +143,9 @@ pub(crate) struct Candidate {
     pub(crate) bm25: f32,
     /// Keyword overlap (0 to 1, [`overlaps`]); computed when its weight is not zero.
     pub(crate) overlap: f32,
+    /// Keyword overlap with the item's path (0 to 1, [`overlaps`] of [`path_words`]; 0
+    /// for prose); computed when its weight is not zero.
+    pub(crate) path: f32,
 }
 
 /// A ranked candidate: index into the input, `score`, normalised `lexical`.
@@ -154,7 +174,7 @@ pub(crate) fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) ->
                     true => ranking.code,
                     false => ranking.prose,
                 }
-                .score(c.cosine, lexical, c.overlap),
+                .score(c.cosine, lexical, c.overlap, c.path),
             };
             Ranked {
                 index,
@@ -182,6 +202,21 @@ pub(crate) fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) ->
         }
         *n += 1;
         out.push(r);
+    }
+    out
+}
+
+/// The words of an item's path (a code chunk's heading path, `module › Type › name`),
+/// split as the lexical index splits identifiers ([`IdentTokenizer`]: `issueApproved` is
+/// `issueApproved`, `issue`, `Approved`; `issue_approved` is `issue`, `approved`), one
+/// space between them, for [`overlaps`]. The text's own overlap sees these words too,
+/// but unsplit and among the body's words: this part weighs what the item is called.
+pub(crate) fn path_words(heading_path: &str) -> String {
+    let mut stream = IdentTokenizer.token_stream(heading_path);
+    let mut out = String::new();
+    while stream.advance() {
+        out.push_str(&stream.token().text);
+        out.push(' ');
     }
     out
 }
@@ -300,6 +335,7 @@ mod tests {
             cosine,
             bm25,
             overlap: 0.0,
+            path: 0.0,
         }
     }
 
@@ -313,6 +349,7 @@ mod tests {
         let w = |lexical| Weights {
             lexical,
             overlap: 0.0,
+            path: 0.0,
         };
         let fused = Ranking {
             prose: w(0.2),
@@ -345,11 +382,12 @@ mod tests {
         c[1].code = true;
         for x in &mut c {
             x.overlap = 0.5;
+            x.path = 0.5;
         }
         let r = rank(&c, &Ranking::default(), 10);
         let score = |chunk| r.iter().find(|x| c[x.index].chunk == chunk).unwrap().score;
-        assert!((score(1) - PROSE.score(0.5, 1.0, 0.5)).abs() < 1e-6);
-        assert!((score(2) - CODE.score(0.5, 1.0, 0.5)).abs() < 1e-6);
+        assert!((score(1) - PROSE.score(0.5, 1.0, 0.5, 0.5)).abs() < 1e-6);
+        assert!((score(2) - CODE.score(0.5, 1.0, 0.5, 0.5)).abs() < 1e-6);
         // Lexical parts above the cosine weigh more in code.
         assert!(score(2) > score(1));
     }
@@ -384,6 +422,27 @@ mod tests {
             ..capped
         };
         assert_eq!(docs(&none, 4), ["long"; 4]);
+    }
+
+    #[test]
+    fn an_items_path_meets_the_words_of_a_query() {
+        assert_eq!(
+            path_words("vault::service > Vault > issue_approved"),
+            "vault service Vault issue approved "
+        );
+        assert_eq!(
+            path_words("Chronology > getCalendarType"),
+            "Chronology getCalendarType get Calendar Type "
+        );
+        assert_eq!(path_words("HTTPServer"), "HTTPServer HTTP Server ");
+        let paths = [
+            path_words("crc > Hasher > new_with_initial_len"),
+            path_words("crc > Hasher > reset"),
+        ];
+        let o = overlaps("Create a new Hasher with an initial state", &paths);
+        assert!(o[0] > 2.0 * o[1] && o[1] > 0.0, "{o:?}");
+        let camel = [path_words("Chronology > getCalendarType"), String::new()];
+        assert!((overlaps("the calendar type", &camel)[0] - 1.0).abs() < 1e-6);
     }
 
     #[test]
