@@ -8,9 +8,10 @@
 //! - `overlap`: the IDF-weighted share of the query's keywords found in the chunk's heading
 //!   path and text, IDF computed among the candidates ([`overlaps`]).
 //! - `path` (source code only): the same share in the words of the item's path (its
-//!   heading path: module, containers, name), split as identifiers are ([`path_words`]):
-//!   `crc32 › Hasher › new_with_keys` is `crc32`, `Hasher`, `new`, `with`, `keys`;
-//!   `getCalendarType` is `get`, `Calendar`, `Type` (and itself).
+//!   heading path: module, containers, name), split as identifiers are
+//!   ([`super::lexical::path_words`]): `crc32 › Hasher › new_with_keys` is `crc32`,
+//!   `Hasher`, `new`, `with`, `keys`; `getCalendarType` is `get`, `Calendar`, `Type` (and
+//!   itself).
 //! - `score = (1 − a − b − c)·cosine + a·lexical + b·overlap + c·path`: the ranking key,
 //!   what results are sorted by and `min_score` filters on. `a`, `b` and `c` are the
 //!   chunk's [`Weights`]: [`PROSE`] for documents (`c` = 0), [`CODE`] for source code,
@@ -25,10 +26,6 @@
 //! docs/vault.md, "Ranking"); other [`Ranking`]s stay selectable for that comparison.
 
 use std::collections::{HashMap, HashSet};
-
-use tantivy::tokenizer::{TokenStream, Tokenizer};
-
-use super::lexical::IdentTokenizer;
 
 /// The weights of the lexical parts of `score`; cosine takes the rest.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -143,8 +140,8 @@ pub(crate) struct Candidate {
     pub(crate) bm25: f32,
     /// Keyword overlap (0 to 1, [`overlaps`]); computed when its weight is not zero.
     pub(crate) overlap: f32,
-    /// Keyword overlap with the item's path (0 to 1, [`overlaps`] of [`path_words`]; 0
-    /// for prose); computed when its weight is not zero.
+    /// Keyword overlap with the item's path (0 to 1, [`overlaps`] of
+    /// [`super::lexical::path_words`]; 0 for prose); computed when its weight is not zero.
     pub(crate) path: f32,
 }
 
@@ -202,21 +199,6 @@ pub(crate) fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) ->
         }
         *n += 1;
         out.push(r);
-    }
-    out
-}
-
-/// The words of an item's path (a code chunk's heading path, `module › Type › name`),
-/// split as the lexical index splits identifiers ([`IdentTokenizer`]: `issueApproved` is
-/// `issueApproved`, `issue`, `Approved`; `issue_approved` is `issue`, `approved`), one
-/// space between them, for [`overlaps`]. The text's own overlap sees these words too,
-/// but unsplit and among the body's words: this part weighs what the item is called.
-pub(crate) fn path_words(heading_path: &str) -> String {
-    let mut stream = IdentTokenizer.token_stream(heading_path);
-    let mut out = String::new();
-    while stream.advance() {
-        out.push_str(&stream.token().text);
-        out.push(' ');
     }
     out
 }
@@ -422,27 +404,6 @@ mod tests {
             ..capped
         };
         assert_eq!(docs(&none, 4), ["long"; 4]);
-    }
-
-    #[test]
-    fn an_items_path_meets_the_words_of_a_query() {
-        assert_eq!(
-            path_words("vault::service > Vault > issue_approved"),
-            "vault service Vault issue approved "
-        );
-        assert_eq!(
-            path_words("Chronology > getCalendarType"),
-            "Chronology getCalendarType get Calendar Type "
-        );
-        assert_eq!(path_words("HTTPServer"), "HTTPServer HTTP Server ");
-        let paths = [
-            path_words("crc > Hasher > new_with_initial_len"),
-            path_words("crc > Hasher > reset"),
-        ];
-        let o = overlaps("Create a new Hasher with an initial state", &paths);
-        assert!(o[0] > 2.0 * o[1] && o[1] > 0.0, "{o:?}");
-        let camel = [path_words("Chronology > getCalendarType"), String::new()];
-        assert!((overlaps("the calendar type", &camel)[0] - 1.0).abs() < 1e-6);
     }
 
     #[test]

@@ -241,7 +241,7 @@ impl Vault<'_> {
                 .iter()
                 .zip(&candidates)
                 .map(|(h, c)| match c.code {
-                    true => rerank::path_words(&h.metadata.heading_path),
+                    true => super::lexical::path_words(&h.metadata.heading_path),
                     false => String::new(),
                 })
                 .collect();
@@ -259,6 +259,7 @@ impl Vault<'_> {
                 h.cosine = candidates[r.index].cosine;
                 h.lexical = r.lexical;
                 h.overlap = candidates[r.index].overlap;
+                h.path_overlap = candidates[r.index].path;
                 Some(h)
             })
             .collect())
