@@ -672,11 +672,15 @@ fn the_cap_counts_items_in_code_and_code_has_its_own_weights() {
         .map(|h| (h, CODE))
         .chain(prose.iter().map(|h| (h, PROSE)))
     {
-        let fused = (1.0 - w.lexical - w.overlap) * h.cosine
+        let fused = (1.0 - w.lexical - w.overlap - w.path) * h.cosine
             + w.lexical * h.lexical
-            + w.overlap * h.overlap;
+            + w.overlap * h.overlap
+            + w.path * h.path_overlap;
         assert!((h.score - fused).abs() < 1e-4, "{h:?}");
     }
+    // The functions' paths hold the query's words (`retry`, `backoff`), the notes' none.
+    assert!(code.iter().all(|h| h.path_overlap > 0.0), "{code:?}");
+    assert!(prose.iter().all(|h| h.path_overlap == 0.0), "{prose:?}");
     // One chunk per item: each function once.
     let one = cairn.vault_search(q, Some(10), None, Some(1)).unwrap();
     assert_eq!(one.iter().filter(|h| h.path == "src/retry.rs").count(), 5);

@@ -229,7 +229,11 @@ fn write_beir(corpus: &Path, into: &Path) -> Result<Prepared> {
 
 /// The systems every run reports.
 fn systems(sweep: bool) -> Vec<(String, Ranking)> {
-    let w = |lexical, overlap| Weights { lexical, overlap };
+    let w = |lexical, overlap| Weights {
+        lexical,
+        overlap,
+        path: 0.0,
+    };
     // One set of weights for prose and code alike.
     let r = |sources, weights, max_per_document| Ranking {
         sources,
@@ -239,8 +243,12 @@ fn systems(sweep: bool) -> Vec<(String, Ranking)> {
     };
     let d = Ranking::default();
     let cap = Some(MAX_PER_DOCUMENT);
-    let no_bm25 = |k: Weights| w(0.0, k.overlap);
-    let bm25_only = |k: Weights| w(k.lexical + k.overlap, 0.0);
+    let no_bm25 = |k: Weights| Weights { lexical: 0.0, ..k };
+    let bm25_only = |k: Weights| Weights {
+        lexical: k.lexical + k.overlap,
+        overlap: 0.0,
+        ..k
+    };
     let mut out = vec![
         ("cairn".to_string(), d),
         (
@@ -260,6 +268,16 @@ fn systems(sweep: bool) -> Vec<(String, Ranking)> {
         (
             "cairn, code weighed as prose".to_string(),
             Ranking { code: d.prose, ..d },
+        ),
+        (
+            "cairn, code without its path part".to_string(),
+            Ranking {
+                code: Weights {
+                    path: 0.0,
+                    ..d.code
+                },
+                ..d
+            },
         ),
         (
             "cairn, no BM25 (dense + overlap, cap)".to_string(),
@@ -525,16 +543,15 @@ fn run_queries(
 
 /// Each system's figures, the fusion of the baselines last when it ran.
 fn reports(systems: &[(String, Ranking)], mut s: Scores, queries: usize) -> Vec<SystemReport> {
+    let none = Weights {
+        lexical: 0.0,
+        overlap: 0.0,
+        path: 0.0,
+    };
     let baseline = Ranking {
         sources: Sources::Both,
-        prose: Weights {
-            lexical: 0.0,
-            overlap: 0.0,
-        },
-        code: Weights {
-            lexical: 0.0,
-            overlap: 0.0,
-        },
+        prose: none,
+        code: none,
         max_per_document: None,
     };
     let rrf_row = s

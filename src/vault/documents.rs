@@ -254,8 +254,8 @@ pub struct VaultHit {
     /// The document's path relative to its root.
     pub path: String,
     /// The ranking key: results are ordered by it and `min_score` filters on it. A
-    /// weighted sum of `cosine`, `lexical` and `overlap` whose weights sum to one
-    /// (docs/vault.md, "Ranking"), at most 1.
+    /// weighted sum of `cosine`, `lexical`, `overlap` and `path_overlap` whose weights
+    /// sum to one (docs/vault.md, "Ranking"), at most 1.
     pub score: f32,
     /// Cosine similarity of the query's and the chunk's embeddings, -1 to 1.
     pub cosine: f32,
@@ -265,6 +265,10 @@ pub struct VaultHit {
     /// The IDF-weighted share of the query's keywords in the chunk's heading path and
     /// text, IDF among this query's candidates, 0 to 1.
     pub overlap: f32,
+    /// Source code: the IDF-weighted share of the query's keywords in the words of the
+    /// item's heading path (`module › Type › name`, identifiers split: `issueApproved` is
+    /// `issue` and `Approved`), IDF among this query's candidates, 0 to 1; 0 for prose.
+    pub path_overlap: f32,
     pub metadata: HitMetadata,
 }
 
@@ -286,6 +290,7 @@ pub(crate) fn load_hit(c: &Conn<'_>, id: u64) -> Result<Option<VaultHit>> {
             cosine: 0.0,
             lexical: 0.0,
             overlap: 0.0,
+            path_overlap: 0.0,
             metadata: HitMetadata {
                 heading_path: headings.join(super::chunk::HEADING_SEPARATOR),
                 line_start: r.get(2)?,

@@ -176,6 +176,22 @@ impl TokenStream for IdentTokens {
     }
 }
 
+/// The words of an item's path (a code chunk's heading path, `module › Type › name`),
+/// split as the lexical index splits identifiers ([`IdentTokenizer`]: `issueApproved` is
+/// `issueApproved`, `issue`, `Approved`; `issue_approved` is `issue`, `approved`), one
+/// space between them, for the ranking's path part ([`super::rerank::overlaps`]). The
+/// overlap over the chunk's text sees these words too, but among the body's words and
+/// with camel case unsplit: this part weighs what the item is called.
+pub(crate) fn path_words(heading_path: &str) -> String {
+    let mut stream = IdentTokenizer.token_stream(heading_path);
+    let mut out = String::new();
+    while stream.advance() {
+        out.push_str(&stream.token().text);
+        out.push(' ');
+    }
+    out
+}
+
 /// The index directory under a database's index directory.
 pub(crate) fn lexical_dir(index_dir: &Path) -> PathBuf {
     index_dir.join(DIR_NAME)
@@ -499,6 +515,29 @@ mod tests {
             out.push(stream.token().text.clone());
         }
         out
+    }
+
+    #[test]
+    fn an_items_path_meets_the_words_of_a_query() {
+        assert_eq!(
+            path_words("vault::service > Vault > issue_approved"),
+            "vault service Vault issue approved "
+        );
+        assert_eq!(
+            path_words("Chronology > getCalendarType"),
+            "Chronology getCalendarType get Calendar Type "
+        );
+        assert_eq!(path_words("HTTPServer"), "HTTPServer HTTP Server ");
+        let paths = [
+            path_words("crc > Hasher > new_with_initial_len"),
+            path_words("crc > Hasher > reset"),
+        ];
+        let o = super::super::rerank::overlaps("Create a new Hasher with an initial state", &paths);
+        assert!(o[0] > 2.0 * o[1] && o[1] > 0.0, "{o:?}");
+        let camel = [path_words("Chronology > getCalendarType"), String::new()];
+        assert!(
+            (super::super::rerank::overlaps("the calendar type", &camel)[0] - 1.0).abs() < 1e-6
+        );
     }
 
     #[test]

@@ -7,11 +7,16 @@
 //!   candidates (0 to 1; 0 for a chunk without a query word).
 //! - `overlap`: the IDF-weighted share of the query's keywords found in the chunk's heading
 //!   path and text, IDF computed among the candidates ([`overlaps`]).
-//! - `score = (1 − a − b)·cosine + a·lexical + b·overlap`: the ranking key, what results
-//!   are sorted by and `min_score` filters on. `a` and `b` are the chunk's [`Weights`]:
-//!   [`PROSE`] for documents, [`CODE`] for source code, where the embedding of a
-//!   sentence and a function's code are further apart and the words of identifiers
-//!   carry more.
+//! - `path` (source code only): the same share in the words of the item's path (its
+//!   heading path: module, containers, name), split as identifiers are
+//!   ([`super::lexical::path_words`]): `crc32 › Hasher › new_with_keys` is `crc32`,
+//!   `Hasher`, `new`, `with`, `keys`; `getCalendarType` is `get`, `Calendar`, `Type` (and
+//!   itself).
+//! - `score = (1 − a − b − c)·cosine + a·lexical + b·overlap + c·path`: the ranking key,
+//!   what results are sorted by and `min_score` filters on. `a`, `b` and `c` are the
+//!   chunk's [`Weights`]: [`PROSE`] for documents (`c` = 0), [`CODE`] for source code,
+//!   where the embedding of a sentence and a function's code are further apart and the
+//!   words of identifiers, above all those of the item's own path, carry more.
 //! - At most `max_per_document` chunks of one document ([`MAX_PER_DOCUMENT`] by default),
 //!   so that one long document does not fill the list. In source code the unit is the
 //!   item (a function, a type: the chunk's heading path), not the file: a module's items
@@ -29,14 +34,17 @@ pub struct Weights {
     pub lexical: f32,
     /// Of the keyword overlap.
     pub overlap: f32,
+    /// Of the keyword overlap with the item's path (source code).
+    pub path: f32,
 }
 
 impl Weights {
-    /// `(1 − a − b)·cosine + a·lexical + b·overlap`.
-    pub(crate) fn score(self, cosine: f32, lexical: f32, overlap: f32) -> f32 {
-        (1.0 - self.lexical - self.overlap) * cosine
+    /// `(1 − a − b − c)·cosine + a·lexical + b·overlap + c·path`.
+    pub(crate) fn score(self, cosine: f32, lexical: f32, overlap: f32, path: f32) -> f32 {
+        (1.0 - self.lexical - self.overlap - self.path) * cosine
             + self.lexical * lexical
             + self.overlap * overlap
+            + self.path * path
     }
 }
 
@@ -44,11 +52,13 @@ impl Weights {
 pub const PROSE: Weights = Weights {
     lexical: 0.1,
     overlap: 0.1,
+    path: 0.0,
 };
 /// The weights of a chunk of source code.
 pub const CODE: Weights = Weights {
-    lexical: 0.2,
-    overlap: 0.15,
+    lexical: 0.15,
+    overlap: 0.1,
+    path: 0.15,
 };
 /// The earlier ranking's overlap weight: `cosine + 0.2 × overlap`, scaled to sum to one.
 pub(crate) const OLD_OVERLAP_WEIGHT: f32 = 0.2 / 1.2;
@@ -105,6 +115,10 @@ impl Ranking {
     pub(crate) fn overlap(&self) -> bool {
         self.prose.overlap != 0.0 || self.code.overlap != 0.0
     }
+    /// Whether the overlap with the item's path is weighed (else it is not computed).
+    pub(crate) fn path(&self) -> bool {
+        self.prose.path != 0.0 || self.code.path != 0.0
+    }
 }
 
 /// How many candidates to fetch from each index for `top_k` results.
@@ -126,6 +140,9 @@ pub(crate) struct Candidate {
     pub(crate) bm25: f32,
     /// Keyword overlap (0 to 1, [`overlaps`]); computed when its weight is not zero.
     pub(crate) overlap: f32,
+    /// Keyword overlap with the item's path (0 to 1, [`overlaps`] of
+    /// [`super::lexical::path_words`]; 0 for prose); computed when its weight is not zero.
+    pub(crate) path: f32,
 }
 
 /// A ranked candidate: index into the input, `score`, normalised `lexical`.
@@ -154,7 +171,7 @@ pub(crate) fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) ->
                     true => ranking.code,
                     false => ranking.prose,
                 }
-                .score(c.cosine, lexical, c.overlap),
+                .score(c.cosine, lexical, c.overlap, c.path),
             };
             Ranked {
                 index,
@@ -300,6 +317,7 @@ mod tests {
             cosine,
             bm25,
             overlap: 0.0,
+            path: 0.0,
         }
     }
 
@@ -313,6 +331,7 @@ mod tests {
         let w = |lexical| Weights {
             lexical,
             overlap: 0.0,
+            path: 0.0,
         };
         let fused = Ranking {
             prose: w(0.2),
@@ -345,11 +364,12 @@ mod tests {
         c[1].code = true;
         for x in &mut c {
             x.overlap = 0.5;
+            x.path = 0.5;
         }
         let r = rank(&c, &Ranking::default(), 10);
         let score = |chunk| r.iter().find(|x| c[x.index].chunk == chunk).unwrap().score;
-        assert!((score(1) - PROSE.score(0.5, 1.0, 0.5)).abs() < 1e-6);
-        assert!((score(2) - CODE.score(0.5, 1.0, 0.5)).abs() < 1e-6);
+        assert!((score(1) - PROSE.score(0.5, 1.0, 0.5, 0.5)).abs() < 1e-6);
+        assert!((score(2) - CODE.score(0.5, 1.0, 0.5, 0.5)).abs() < 1e-6);
         // Lexical parts above the cosine weigh more in code.
         assert!(score(2) > score(1));
     }

@@ -236,6 +236,19 @@ impl Vault<'_> {
                 c.overlap = o;
             }
         }
+        if ranking.path() {
+            let paths: Vec<String> = hits
+                .iter()
+                .zip(&candidates)
+                .map(|(h, c)| match c.code {
+                    true => super::lexical::path_words(&h.metadata.heading_path),
+                    false => String::new(),
+                })
+                .collect();
+            for (c, o) in candidates.iter_mut().zip(rerank::overlaps(query, &paths)) {
+                c.path = o;
+            }
+        }
         let ranked = rerank::rank(&candidates, &ranking, top_k);
         let mut slots: Vec<Option<VaultHit>> = hits.drain(..).map(Some).collect();
         Ok(ranked
@@ -246,6 +259,7 @@ impl Vault<'_> {
                 h.cosine = candidates[r.index].cosine;
                 h.lexical = r.lexical;
                 h.overlap = candidates[r.index].overlap;
+                h.path_overlap = candidates[r.index].path;
                 Some(h)
             })
             .collect())
@@ -306,6 +320,7 @@ impl Vault<'_> {
                     cosine,
                     bm25,
                     overlap: 0.0,
+                    path: 0.0,
                 });
                 hits.push(h);
             }

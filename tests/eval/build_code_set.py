@@ -8,12 +8,13 @@ The corpus is the crates' source files holding those functions, with every `///`
 `//!` line removed, so the words of the query are not in the indexed code. Crates are
 split by a hash of their name into a tuning part and a held-out part (separate corpora).
 
-    python3 tests/eval/build_code_set.py OUT_DIR
+    python3 tests/eval/build_code_set.py OUT_DIR [tests/eval/vault-code/crates.txt]
     cairn eval vault --code --corpus OUT_DIR/tune/corpus --queries OUT_DIR/tune/queries.jsonl --qrels OUT_DIR/tune/qrels.tsv
     (and the same for OUT_DIR/heldout)
 
 The checked-in `vault-code/crates.txt` lists the crate versions the figures in
-docs/vault.md were measured on.
+docs/vault.md were measured on; given as the second argument, only those crates are read,
+so the set is rebuilt as committed after the registry has gained crates.
 """
 
 import hashlib
@@ -47,12 +48,14 @@ def first_sentence(doc_lines):
     return s.strip()
 
 
-def crates():
+def crates(only=None):
     latest = {}
     for reg in REGISTRY.iterdir():
         for d in reg.iterdir():
             m = re.match(r"(.+)-(\d+\.\d+\.\d+.*)$", d.name)
             if not m or SKIP.search(m.group(1)) or not (d / "src").is_dir():
+                continue
+            if only is not None and d.name not in only:
                 continue
             latest[m.group(1)] = max(latest.get(m.group(1), d), d, key=lambda p: p.name)
     return [latest[k] for k in sorted(latest)]
@@ -84,12 +87,12 @@ def part(name):
     return "tune" if int(hashlib.sha256(name.encode()).hexdigest(), 16) % 2 == 0 else "heldout"
 
 
-def main(out):
+def main(out, only=None):
     out = Path(out)
     sets = {"tune": [], "heldout": []}
     files = {"tune": {}, "heldout": {}}
     used = []
-    for crate in crates():
+    for crate in crates(only):
         p = part(crate.name.rsplit("-", 1)[0])
         if len(sets[p]) >= MAX_QUERIES:
             continue
@@ -136,4 +139,5 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    only = set(Path(sys.argv[2]).read_text().split()) if len(sys.argv) > 2 else None
+    main(sys.argv[1], only)
