@@ -69,24 +69,9 @@ fn corpus() -> &'static Corpus {
         env.project(PROJECT, None);
         let issue = env.issue(PROJECT, "Cost corpus");
         let cairn = env.open();
-        let items: Vec<NewLearning> = (0..LEARNINGS)
-            .map(|i| {
-                let (pattern, context) = learning(i);
-                NewLearning {
-                    issue: issue.clone(),
-                    pattern,
-                    context: Some(context),
-                    applies_to: vec!["src/".into()],
-                    learning_type: None,
-                    created_by: "corpus".into(),
-                    agent_type: "worker".into(),
-                    merge: false,
-                    supersedes: Vec::new(),
-                    person: false,
-                }
-            })
-            .collect();
-        let added = cairn.add_learnings(&items).expect("add the corpus");
+        let added = cairn
+            .add_learnings(&similar_learnings(&issue, LEARNINGS))
+            .expect("add the corpus");
         assert_eq!(added.len(), LEARNINGS);
         let report = cairn.reindex_learnings().expect("embed the corpus");
         assert_eq!(report.learnings, LEARNINGS as u64, "{report:?}");
@@ -103,6 +88,27 @@ fn corpus() -> &'static Corpus {
         assert!(cold.texts_read <= cold.candidates_grouped, "{cold:?}");
         c
     })
+}
+
+/// The first `n` learnings of the corpus, on `issue`, added as they are (no merging).
+fn similar_learnings(issue: &str, n: usize) -> Vec<NewLearning> {
+    (0..n)
+        .map(|i| {
+            let (pattern, context) = learning(i);
+            NewLearning {
+                issue: issue.to_string(),
+                pattern,
+                context: Some(context),
+                applies_to: vec!["src/".into()],
+                learning_type: None,
+                created_by: "corpus".into(),
+                agent_type: "worker".into(),
+                merge: false,
+                supersedes: Vec::new(),
+                person: false,
+            }
+        })
+        .collect()
 }
 
 fn search(query: &str) -> (usize, Work) {
@@ -350,24 +356,9 @@ fn an_answer_is_serialized_once_over_the_daemons_http_and_through_a_forwarder() 
     env.project(PROJECT, None);
     let issue = env.issue(PROJECT, "Serialized once over HTTP");
     let cairn = env.open();
-    let items: Vec<NewLearning> = (0..24)
-        .map(|i| {
-            let (pattern, context) = learning(i);
-            NewLearning {
-                issue: issue.clone(),
-                pattern,
-                context: Some(context),
-                applies_to: vec!["src/".into()],
-                learning_type: None,
-                created_by: "corpus".into(),
-                agent_type: "worker".into(),
-                merge: false,
-                supersedes: Vec::new(),
-                person: false,
-            }
-        })
-        .collect();
-    cairn.add_learnings(&items).expect("add");
+    cairn
+        .add_learnings(&similar_learnings(&issue, 24))
+        .expect("add");
     cairn.reindex_learnings().expect("embed");
     drop(cairn);
     let d = Daemon::start(&env, &[], &[("CAIRN_WORK_DEBUG", "1")]);
