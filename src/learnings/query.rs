@@ -185,9 +185,10 @@ impl ParsedQuery {
         // The run (its counted words; `None`: no run) ending at the previous query word
         // and each text word.
         let mut prev: Vec<Option<usize>> = vec![None; text.len() + 1];
+        let mut cur = prev.clone();
         let mut best = 0;
         for &(word, counts) in &self.words {
-            let mut cur = vec![None; text.len() + 1];
+            cur.fill(None);
             for (j, &t) in text.iter().enumerate() {
                 if t == word {
                     let run = prev[j].unwrap_or(0) + usize::from(counts);
@@ -195,7 +196,7 @@ impl ParsedQuery {
                     cur[j + 1] = Some(run);
                 }
             }
-            prev = cur;
+            std::mem::swap(&mut prev, &mut cur);
         }
         best
     }
