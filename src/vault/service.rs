@@ -236,7 +236,8 @@ impl Vault<'_> {
                 c.overlap = o;
             }
         }
-        if ranking.path() {
+        // Prose has no item path: a search among documents only computes nothing.
+        if ranking.path() && candidates.iter().any(|c| c.code) {
             let paths: Vec<String> = hits
                 .iter()
                 .zip(&candidates)
