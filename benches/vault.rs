@@ -21,7 +21,14 @@
 //! ORT's default spinning and spinning off both measured), on short and on long
 //! documents, interleaved rounds, chunks/s, CPU-seconds per chunk and padding ratio.
 //! `CAIRN_BENCH_ROUNDS` (default 3) and `CAIRN_BENCH_CHUNKS` (default 320 per corpus)
-//! scale it. Filters: `reindex`, `vault_search`, `vault_pipeline`.
+//! scale it.
+//!
+//! **Formats** (`cargo bench --bench vault -- formats`, a few minutes): the same documents
+//! written in every format the vault reads (`benches/format_corpus.rs`), reindexed in
+//! rotating order; time per chunk against Markdown's. `CAIRN_BENCH_ROUNDS` (3) and
+//! `CAIRN_BENCH_DOCS` (120 documents of 4 sections) scale it.
+//!
+//! Filters: `reindex`, `formats`, `vault_search`, `vault_pipeline`.
 
 #![allow(clippy::print_stderr)]
 
@@ -33,6 +40,7 @@ use cairn::Cairn;
 use cairn::base::rng::SplitMix64;
 use cairn::embed::hnsw::{IndexManifest, VectorIndex, brute_force_search};
 use cairn::embed::{DIMENSION, Embed, EmbedderConfig, MODEL_ID, ModelEmbedder, Spin};
+use cairn::vault::formats::FileFilter;
 use cairn::vault::live::SEARCH_EF;
 use cairn::vault::reindex::ReindexOptions;
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -41,6 +49,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 
 mod corpus;
+mod format_corpus;
 mod reference;
 
 /// Real chunks embedded for the search corpora.
@@ -360,8 +369,8 @@ fn process_cpu_seconds() -> f64 {
 
 /// `cairn reindex` of `docs` into a fresh database, model load excluded (a one-file
 /// reindex with the same settings loads it first). Whole reindex: read, chunk, embed,
-/// commit, index.
-fn cairn_reindex(docs: &Path, spin: Spin) -> Run {
+/// commit, index; source code too with `code` (`--code`).
+fn cairn_reindex(docs: &Path, spin: Spin, code: bool) -> Run {
     let tmp = tempfile::tempdir().unwrap();
     let warm = tmp.path().join("warm");
     std::fs::create_dir_all(&warm).unwrap();
@@ -371,11 +380,21 @@ fn cairn_reindex(docs: &Path, spin: Spin) -> Run {
         dir: dir.to_path_buf(),
         threads: Some(threads()),
         spin: Some(spin),
+        files: FileFilter {
+            code,
+            ..Default::default()
+        },
         ..Default::default()
     };
     cairn.vault_reindex(&opts(&warm), &|_| {}).unwrap();
     let cpu = process_cpu_seconds();
     let s = cairn.vault_reindex(&opts(docs), &|_| {}).unwrap();
+    assert_eq!(
+        s.files_changed,
+        s.files_seen,
+        "a file of {} was not indexed",
+        docs.display()
+    );
     Run {
         chunks: s.chunks_embedded,
         seconds: s.seconds,
@@ -468,6 +487,13 @@ fn chunk_texts(bytes: &[u8]) -> Vec<String> {
         .collect()
 }
 
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// A measured configuration: its label and one run.
 type Config<'a> = (&'a str, Box<dyn Fn() -> Run + 'a>);
 
@@ -482,12 +508,6 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// shared machine's load hits all four alike. Medians over the rounds, and the ratios
 /// taken per round (paired) before their median.
 fn reindex_bench() {
-    let env_usize = |name: &str, default: usize| {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
     let rounds = env_usize("CAIRN_BENCH_ROUNDS", 3);
     let chunks = env_usize("CAIRN_BENCH_CHUNKS", 320);
     let tmp = tempfile::tempdir().unwrap();
@@ -508,11 +528,11 @@ fn reindex_bench() {
             ("raw ORT, spin off", Box::new(|| raw_ort(&texts, "off"))),
             (
                 "cairn reindex, spin on",
-                Box::new(|| cairn_reindex(&docs, Spin::On)),
+                Box::new(|| cairn_reindex(&docs, Spin::On, false)),
             ),
             (
                 "cairn reindex, spin off",
-                Box::new(|| cairn_reindex(&docs, Spin::Off)),
+                Box::new(|| cairn_reindex(&docs, Spin::Off, false)),
             ),
         ];
         let mut runs: Vec<Vec<Run>> = vec![Vec::new(); configs.len()];
@@ -567,6 +587,64 @@ fn reindex_bench() {
     }
 }
 
+/// Reindex throughput per format (issue 58): the same documents written in every format
+/// ([`format_corpus`]), each format reindexed into a fresh database once per round, the
+/// formats in an order that rotates each round (a shared machine's load hits all alike),
+/// ONNX Runtime not spinning. Per format: chunks, model tokens per chunk, the median
+/// over the rounds of wall and CPU time per chunk, and the median of the per-round ratios
+/// of its time per chunk to Markdown's (paired: the runs of a round share the load).
+fn formats_bench() {
+    use format_corpus::FORMATS;
+    let rounds = env_usize("CAIRN_BENCH_ROUNDS", 3);
+    let docs = format_corpus::documents(env_usize("CAIRN_BENCH_DOCS", 120));
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = FORMATS.map(|(_, ext)| {
+        let dir = tmp.path().join(ext);
+        format_corpus::write(&docs, ext, &dir);
+        dir
+    });
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); FORMATS.len()];
+    for round in 0..rounds {
+        for k in 0..FORMATS.len() {
+            let f = (k + round) % FORMATS.len();
+            runs[f].push(cairn_reindex(&dirs[f], Spin::Off, FORMATS[f].1 == "rs"));
+            eprintln!("[formats] round {} {}: done", round + 1, FORMATS[f].0);
+        }
+    }
+    let ms_per_chunk = |r: &Run| 1e3 * r.seconds / r.chunks as f64;
+    eprintln!(
+        "[formats] {} documents of {} sections, {} threads, {rounds} rounds rotated, \
+         medians:",
+        docs.len(),
+        format_corpus::SECTIONS,
+        threads()
+    );
+    eprintln!(
+        "[formats]   {:<17} {:>6} {:>11} {:>9} {:>9} {:>11}  ms per chunk per round",
+        "format", "chunks", "tokens/chk", "ms/chunk", "CPU ms", "vs Markdown"
+    );
+    for (f, (label, _)) in FORMATS.iter().enumerate() {
+        let ratio = median(
+            (0..rounds)
+                .map(|r| ms_per_chunk(&runs[f][r]) / ms_per_chunk(&runs[0][r]))
+                .collect(),
+        );
+        eprintln!(
+            "[formats]   {label:<17} {:>6} {:>11.1} {:>9.2} {:>9.2} {:>10.2}x  {}",
+            runs[f][0].chunks,
+            runs[f][0].tokens as f64 / runs[f][0].chunks as f64,
+            median(runs[f].iter().map(ms_per_chunk).collect()),
+            1e3 * median(runs[f].iter().map(Run::cpu_per_chunk).collect()),
+            ratio,
+            runs[f]
+                .iter()
+                .map(|r| format!("{:.2}", ms_per_chunk(r)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+}
+
 /// Whether the bench `name` was asked for: no filter arguments, or one contained in it.
 fn wanted(name: &str) -> bool {
     let filters: Vec<String> = std::env::args()
@@ -579,6 +657,9 @@ fn wanted(name: &str) -> bool {
 fn pipeline_benches(_c: &mut Criterion) {
     if wanted("reindex") {
         reindex_bench();
+    }
+    if wanted("formats") {
+        formats_bench();
     }
     if !wanted("vault_pipeline") {
         return;
