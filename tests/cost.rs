@@ -352,25 +352,8 @@ fn written_once(tool: &str, line: &str) -> u64 {
 /// the body's tree and serialized it again on stdout.
 #[test]
 fn an_answer_is_serialized_once_over_the_daemons_http_and_through_a_forwarder() {
-    let env = Env::new();
-    env.project(PROJECT, None);
-    let issue = env.issue(PROJECT, "Serialized once over HTTP");
-    let cairn = env.open();
-    cairn
-        .add_learnings(&similar_learnings(&issue, 24))
-        .expect("add");
-    cairn.reindex_learnings().expect("embed");
-    drop(cairn);
-    let d = Daemon::start(&env, &[], &[("CAIRN_WORK_DEBUG", "1")]);
-    let (token, _) = mint(&env, &["--issue-id", &issue]);
-    let auth = format!("Bearer {token}");
-    let calls = [
-        (
-            "search_learnings",
-            json!({"query": "the export job fails at the migration step", "limit": 10}),
-        ),
-        ("get_issue", json!({"issue_id": issue})),
-    ];
+    let (env, d, issue, auth) = daemon_with_learnings("Serialized once over HTTP");
+    let calls = answered_calls(&issue);
     for (tool, args) in &calls {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": tool, "arguments": args}});
@@ -422,4 +405,65 @@ fn an_answer_is_serialized_once_over_the_daemons_http_and_through_a_forwarder() 
     assert_eq!(after - before, calls.len() as u64, "not forwarded");
     drop(stdin);
     assert!(child.wait().unwrap().success());
+}
+
+/// A daemon (`CAIRN_WORK_DEBUG=1`) over a project of 24 similar learnings, embedded:
+/// (its environment, the daemon, the issue, a session token's `Authorization` for it).
+fn daemon_with_learnings(title: &str) -> (Env, Daemon, String, String) {
+    let env = Env::new();
+    env.project(PROJECT, None);
+    let issue = env.issue(PROJECT, title);
+    let cairn = env.open();
+    cairn
+        .add_learnings(&similar_learnings(&issue, 24))
+        .expect("add");
+    cairn.reindex_learnings().expect("embed");
+    drop(cairn);
+    let d = Daemon::start(&env, &[], &[("CAIRN_WORK_DEBUG", "1")]);
+    let (token, _) = mint(&env, &["--issue-id", &issue]);
+    (env, d, issue, format!("Bearer {token}"))
+}
+
+/// The calls whose answers the HTTP budgets check: a search with restatements grouped
+/// under its hits (a large answer) and an issue.
+fn answered_calls(issue: &str) -> [(&'static str, Value); 2] {
+    [
+        (
+            "search_learnings",
+            json!({"query": "the export job fails at the migration step", "limit": 10}),
+        ),
+        ("get_issue", json!({"issue_id": issue})),
+    ]
+}
+
+/// The message of the first event of `stream` (server-sent events) that holds a result.
+fn result_event(stream: &str) -> Option<&str> {
+    stream
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .find(|data| data.contains(r#""result":"#))
+}
+
+/// In an MCP session (protocol 2025-11-25, the official SDKs' sessions) the answer is
+/// serialized once too: rmcp writes a session's responses as events of a stream, and the
+/// daemon writes the answer's text as `structuredContent` into the event that holds it,
+/// with a progress token asked for or not. Before, a session's call serialized the
+/// answer's tree beside its text and rmcp that tree again into the event.
+#[test]
+fn an_answer_is_serialized_once_in_an_mcp_session() {
+    let (_env, d, issue, auth) = daemon_with_learnings("Serialized once in a session");
+    let (r, sid) = crate::daemon::open_session(&d, &auth);
+    let sid = sid.unwrap_or_else(|| panic!("an initialize opens a session: {}", r.head));
+    for (n, (tool, args)) in answered_calls(&issue).into_iter().enumerate() {
+        let mut params = json!({"name": tool, "arguments": args});
+        if n == 0 {
+            params["_meta"] = json!({"progressToken": "p"});
+        }
+        let call = json!({"jsonrpc": "2.0", "id": n + 2, "method": "tools/call", "params": params});
+        let r = crate::daemon::in_session(&d, &auth, &sid, &call);
+        assert_eq!(r.status, 200, "{tool}: {} {}", r.head, r.body);
+        let message = result_event(&r.body)
+            .unwrap_or_else(|| panic!("{tool}: no event holds a result: {}", r.body));
+        written_once(tool, message);
+    }
 }

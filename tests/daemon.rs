@@ -1390,7 +1390,7 @@ fn an_mcp_session_belongs_to_the_token_that_opened_it_and_ends_on_delete() {
 }
 
 /// `initialize` (protocol 2025-11-25) with `auth`: the reply and the session id it opened.
-fn open_session(d: &Daemon, auth: &str) -> (Reply, Option<String>) {
+pub(crate) fn open_session(d: &Daemon, auth: &str) -> (Reply, Option<String>) {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "0"}}});
@@ -1415,7 +1415,7 @@ fn open_session(d: &Daemon, auth: &str) -> (Reply, Option<String>) {
 }
 
 /// A POST of `body` on session `sid` with `auth`.
-fn in_session(d: &Daemon, auth: &str, sid: &str, body: &Value) -> Reply {
+pub(crate) fn in_session(d: &Daemon, auth: &str, sid: &str, body: &Value) -> Reply {
     http(
         d.addr,
         "POST",

@@ -14,11 +14,11 @@
 //!   session's `GET` stream. The session belongs to the token that opened it: a request
 //!   with another token is refused.
 //!
-//! A stateless request's `tools/call` that no notification can precede
-//! ([`CairnServer::answers_alone`]) is answered as over stdio: the server serializes the
-//! answer once, to its JSON text, and [`Splice`] writes that text as the
-//! `structuredContent` of rmcp's JSON body (issue 59), instead of rmcp serializing the
-//! answer again from a tree.
+//! A `tools/call` is answered as over stdio (issue 59): the server serializes the answer
+//! once, to its JSON text, and [`Splice`] writes that text as the `structuredContent` of
+//! the response rmcp writes (its JSON body, or the event of its event stream that holds
+//! the response: a session's, or one whose notifications go before the response),
+//! instead of rmcp serializing the answer again from a tree.
 //!
 //! rmcp asks a stateless handler which `subscriptions/listen` filter it accepts without
 //! the request's context, and acknowledges it before the listen runs. So the handler
@@ -76,15 +76,15 @@ pub(crate) async fn with_binding<F: Future>(bound: Option<Arc<Bound>>, f: F) -> 
     }
 }
 
-/// The answer of a stateless POST, kept by its handler for the response: the success
-/// of a `tools/call` answered by its JSON text alone, whose `structuredContent`
+/// The answer of a POST, kept by its handler for the response: the success of a
+/// `tools/call` answered by its JSON text alone, whose `structuredContent`
 /// [`super::http`] writes from that text ([`crate::mcp::wire::splice`]). Put into the
 /// request's HTTP extensions before rmcp handles it.
 #[derive(Clone, Default)]
 pub(crate) struct Splice(Arc<Mutex<Option<String>>>);
 
 impl Splice {
-    fn keep(&self, text: String) {
+    pub(super) fn keep(&self, text: String) {
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(text);
     }
 
@@ -229,12 +229,11 @@ impl ServerHandler for DaemonHandler {
             self.stopping.cancelled().await;
         }
         tracing::debug!(session = %server.session(), tool = %request.name, "tools/call");
-        // Answered by its text alone where the response will be one JSON body.
+        // Answered by its text alone where the response is written from it.
         let splice = context
             .extensions
             .get::<Parts>()
             .and_then(|p| p.extensions.get::<Splice>())
-            .filter(|_| server.answers_alone(&context))
             .cloned();
         let Some(splice) = splice else {
             return server.call_tool(request, context).await;

@@ -268,6 +268,11 @@ impl Mcp {
             None
         };
         let notifications = req.method() == axum::http::Method::GET;
+        let splice = (!notifications && !handshake).then(|| {
+            let splice = Splice::default();
+            req.extensions_mut().insert(splice.clone());
+            splice
+        });
         let response = self.sessions.handle(req).await;
         if let Some(opening) = opening
             && let Some(id) = response
@@ -278,12 +283,19 @@ impl Mcp {
             let mut owners = opening.owners.lock().unwrap_or_else(|p| p.into_inner());
             owners.by_session.insert(id.to_string(), token);
         }
+        let response = response.map(axum::body::Body::new);
         if !notifications {
-            return response.map(axum::body::Body::new);
+            return match splice {
+                Some(splice) => spliced(response, splice).await,
+                None => response,
+            };
         }
         // A notification stream stays open for the session's life: it ends when the
         // daemon begins to stop, so that calls in flight, not idle streams, are what a
-        // shutdown waits for.
+        // shutdown waits for. A stream resumed after a lost connection replays the
+        // events of a request's stream, answers among them: each gets its
+        // `structuredContent` from its own text.
+        let response = spliced_events(response, Splice::default());
         response.map(|body| axum::body::Body::new(UntilStopping::new(body, self.stopping.clone())))
     }
 
@@ -357,16 +369,18 @@ impl Mcp {
     }
 }
 
-/// `response`, rmcp's JSON body of a stateless request, with the answer its handler kept
-/// ([`Splice`]) written as its `structuredContent`.
+/// `response`, rmcp's answer to a POST, with the answer its handler kept ([`Splice`])
+/// written as the `structuredContent` of the response it holds: its JSON body, or the
+/// event of its event stream that holds the response ([`spliced_events`]).
 async fn spliced(response: Response, splice: Splice) -> Response {
+    let content_type = response.headers().get(header::CONTENT_TYPE);
+    if content_type.is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream")) {
+        return spliced_events(response, splice);
+    }
     let Some(answer) = splice.take() else {
         return response;
     };
-    let json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    let json = content_type.is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
     let (mut parts, body) = response.into_parts();
     // rmcp's body is whole in memory (`Full`): collecting it does not wait.
     let mut message = match axum::body::to_bytes(body, usize::MAX).await {
@@ -390,6 +404,74 @@ async fn spliced(response: Response, splice: Splice) -> Response {
     }
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, axum::body::Body::from(message))
+}
+
+/// `response`, an event stream of rmcp, with `structuredContent` written into the event
+/// that holds a tool's answer without it, as each event passes (notifications before
+/// it are not held back): from the answer the handler kept ([`Splice`]), else (a
+/// stream resumed from rmcp's cache of events) from the answer's own text.
+fn spliced_events(response: Response, splice: Splice) -> Response {
+    use http_body_util::BodyExt;
+    let (parts, body) = response.into_parts();
+    let body = body.map_frame(move |frame| match frame.into_data() {
+        Ok(event) => hyper::body::Frame::data(splice_event(event, &splice)),
+        Err(frame) => frame,
+    });
+    Response::from_parts(parts, axum::body::Body::new(body))
+}
+
+/// One server-sent event of rmcp's (`data: <message>\n`, then its `id:` and `retry:`
+/// lines and a blank line), with the answer written as the `structuredContent` of the
+/// message when it is a tool's answer that lacks one; any other event as it is.
+fn splice_event(event: bytes::Bytes, splice: &Splice) -> bytes::Bytes {
+    let Some(rest) = event.strip_prefix(b"data: ") else {
+        return event;
+    };
+    let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+    let (message, tail) = rest.split_at(end);
+    if !wire::is_result(message) {
+        return event;
+    }
+    let Some(answer) = splice.take().or_else(|| unspliced_answer(message)) else {
+        return event;
+    };
+    let mut out = Vec::with_capacity(event.len() + answer.len() + 32);
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(message);
+    if !wire::splice(&mut out, &answer) {
+        tracing::error!("an answer kept for its structuredContent found no response to go into");
+        return event;
+    }
+    out.extend_from_slice(tail);
+    out.into()
+}
+
+/// The text of `message`, a serialized response, when it is a tool's answer written
+/// to have its `structuredContent` spliced in: one text content that is JSON, not an
+/// error, and no `structuredContent` yet.
+fn unspliced_answer(message: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        result: Answer,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Answer {
+        content: [Text; 1],
+        #[serde(default)]
+        is_error: Option<bool>,
+        structured_content: Option<serde::de::IgnoredAny>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Text {
+        text: String,
+    }
+    let Message { result } = serde_json::from_slice(message).ok()?;
+    let [Text { text }] = result.content;
+    let answer = result.is_error != Some(true) && result.structured_content.is_none();
+    let object = text.trim_start().starts_with('{')
+        && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
+    (answer && object).then_some(text)
 }
 
 /// The `Mcp-Session-Id` header.
@@ -1043,6 +1125,41 @@ async fn check_token(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn event(message: &str) -> bytes::Bytes {
+        format!("data: {message}\nid: 0/3\n\n").into()
+    }
+
+    #[test]
+    fn the_event_holding_an_answer_gets_its_structured_content_and_no_other_does() {
+        let answer = r#"{"results":[{"id":"L-1"}]}"#;
+        let text = serde_json::to_string(answer).unwrap();
+        let response = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":{text}}}],"isError":false}}}}"#
+        );
+        let spliced = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":{text}}}],"isError":false,"structuredContent":{answer}}}}}"#
+        );
+        // The answer kept by the handler goes into the response, once.
+        let kept = Splice::default();
+        kept.keep(answer.into());
+        let progress = event(
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1}}"#,
+        );
+        assert_eq!(splice_event(progress.clone(), &kept), progress);
+        assert_eq!(splice_event(event(&response), &kept), event(&spliced));
+        // Nothing kept (a stream resumed after a lost connection): from the answer's text.
+        let nothing = Splice::default();
+        assert_eq!(splice_event(event(&response), &nothing), event(&spliced));
+        // Left as they are: a response that has its structuredContent, an error result,
+        // a text that is not a JSON object, a keep-alive.
+        let error = response.replace(r#""isError":false"#, r#""isError":true"#);
+        let plain =
+            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"done"}]}}"#;
+        for same in [event(&spliced), event(&error), event(plain), ":\n\n".into()] {
+            assert_eq!(splice_event(same.clone(), &nothing), same);
+        }
+    }
 
     fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -2,11 +2,12 @@
 //!
 //! A success reaches the client twice: as `structuredContent` and as the same JSON in a
 //! text content. Both come from one serialization of the handler's typed result, its
-//! JSON text: the text content is that text, and the stdio wire writes the
-//! `structuredContent` from it without serializing anything again
-//! ([`super::wire`]). Only a transport that serializes rmcp's own types (the daemon's
-//! HTTP, a direct [`super::server::CairnServer::call`]) also gets the answer as a tree,
-//! [`Wire::Tree`].
+//! JSON text: the text content is that text, and the transports write the
+//! `structuredContent` from it without serializing anything again: the stdio wire
+//! ([`super::wire`]) and the daemon's HTTP (its JSON body, or the event of its event
+//! stream that holds the answer: `daemon::http`). Only a direct
+//! [`super::server::CairnServer::call`], which no transport serializes, gets the answer as
+//! a tree, [`Wire::Tree`].
 //!
 //! The text policy ([`crate::text`]) applies to every answer. Rather than walking the
 //! answer's strings, [`may_hide`] scans its JSON text once: where nothing can be hidden

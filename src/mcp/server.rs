@@ -326,14 +326,6 @@ impl CairnServer {
         }
     }
 
-    /// Whether a `tools/call` of `context` is answered by its response alone: no
-    /// progress notification and no log notification can go before it. (Over the
-    /// daemon's HTTP such an answer is one JSON body, whose `structuredContent` is
-    /// written from the answer's text: `daemon::handler`.)
-    pub(crate) fn answers_alone(&self, context: &RequestContext<RoleServer>) -> bool {
-        context.meta.get_progress_token().is_none() && self.log_level(context).is_none()
-    }
-
     /// The session's label in the log.
     pub(crate) fn session(&self) -> &str {
         &self.inner.session

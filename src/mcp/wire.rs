@@ -141,6 +141,34 @@ pub(crate) fn splice(message: &mut Vec<u8>, answer: &str) -> bool {
     true
 }
 
+/// Whether `message`, a serialized JSON-RPC message, is a response with a result, as
+/// rmcp writes one: `{"jsonrpc":"2.0","id":…,"result":…`. (A notification, or a request
+/// the server sends, has a `method` after its version or id.)
+pub(crate) fn is_result(message: &[u8]) -> bool {
+    let Some(rest) = message.strip_prefix(br#"{"jsonrpc":"2.0","id":"#) else {
+        return false;
+    };
+    let end = match rest.first() {
+        // A string id: up to its closing quote, escaped characters skipped.
+        Some(b'"') => {
+            let mut i = 1;
+            loop {
+                match rest.get(i) {
+                    Some(b'\\') => i += 2,
+                    Some(b'"') => break i + 1,
+                    Some(_) => i += 1,
+                    None => return false,
+                }
+            }
+        }
+        _ => rest
+            .iter()
+            .position(|b| !(b.is_ascii_digit() || *b == b'-'))
+            .unwrap_or(rest.len()),
+    };
+    rest[end..].starts_with(br#","result":"#)
+}
+
 /// Write `line` and its newline.
 async fn write_line(writer: &Writer, mut line: Vec<u8>) -> std::io::Result<()> {
     line.push(b'\n');
@@ -470,6 +498,26 @@ mod tests {
             encode(&own, &answers).unwrap(),
             serde_json::to_vec(&own).unwrap()
         );
+    }
+
+    #[test]
+    fn a_result_is_told_from_notifications_and_requests() {
+        for yes in [
+            r#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":-1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"a\"b,\"result\":","result":{}}"#,
+        ] {
+            assert!(is_result(yes.as_bytes()), "{yes}");
+        }
+        for no in [
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"roots/list","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"x\",\"result\":{}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32602,"message":"no"}}"#,
+            "",
+        ] {
+            assert!(!is_result(no.as_bytes()), "{no}");
+        }
     }
 
     #[test]

@@ -74,11 +74,10 @@ pub struct Work {
     pub model_runs: u64,
     /// Ranked candidates walked to group restatements under their heads.
     pub candidates_grouped: u64,
-    /// Bytes of JSON serialized for the answer: its text once (the stdio wire, and the
-    /// daemon's HTTP for a call without a session or notifications, write its
-    /// `structuredContent` from that text), and once more where a transport needs the
-    /// answer as a tree (a call within a daemon's MCP session, or one that asked for
-    /// notifications: rmcp then writes that tree again, which is not counted).
+    /// Bytes of JSON serialized for the answer: its text, once. Every transport writes
+    /// its `structuredContent` from that text (the stdio wire, the daemon's HTTP in and
+    /// out of MCP sessions); a direct call of the server, which no transport writes, gets
+    /// a tree, counted too.
     pub bytes_serialized: u64,
     /// Threads the call started to run parts of its work beside each other (a search's
     /// query embedding beside its lexical half; none when the query's vector is cached).
