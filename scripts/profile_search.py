@@ -14,7 +14,9 @@ first runs the model, the others take its vector from the cache).
 
 `--get-issue` counts N `get_issue` calls instead (the per-call work without a search).
 `--daemon` profiles `cairn daemon` instead, each call one HTTP POST with a session token
-(the daemon's own start-up, warm-up and drain cancel out the same way).
+(the daemon's own start-up, warm-up and drain cancel out the same way); with
+`--mcp-session` the calls go in one MCP session (protocol 2025-11-25, as the official
+SDKs send them), whose answers rmcp writes as events of a stream.
 `--seed-bin` seeds with another binary (an older one whose database the newer one
 migrates: both then search the same learnings); `--db` reuses a seeded database (copied
 first). ONNX Runtime runs on one thread without spinning (`CAIRN_EMBED_THREADS=1`,
@@ -104,8 +106,24 @@ def checked(answer):
     return answer
 
 
-def serve_daemon(cmd, db, issue, calls):
-    """`cairn daemon` answering `calls` over HTTP, one after the other; the answers."""
+def post(url, headers, body):
+    """POST `body` to `url`: the JSON-RPC answer (a JSON body, or the event of an event
+    stream that holds a result) and the response's headers."""
+    req = urllib.request.Request(url, body, {
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        **headers})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        text = r.read().decode()
+        if r.headers.get("Content-Type", "").startswith("text/event-stream"):
+            text = next(line[6:] for line in text.splitlines()
+                        if line.startswith("data: ") and '"result":' in line)
+        return (json.loads(text) if text else {}), r.headers
+
+
+def serve_daemon(cmd, db, issue, calls, mcp_session=False):
+    """`cairn daemon` answering `calls` over HTTP, one after the other; the answers. With
+    `mcp_session`, in one MCP session (an `initialize` of protocol 2025-11-25 first, as
+    the official SDKs do), else each call a request of its own."""
     token = cli(cmd[-1], db, "session", "new", "--issue-id", issue)
     found = db + ".daemon.json"
     if os.path.exists(found):
@@ -127,14 +145,19 @@ def serve_daemon(cmd, db, issue, calls):
             if p.poll() is not None:
                 sys.exit("the daemon exited before it answered /health")
             time.sleep(0.5)
+    headers = {"Authorization": f"Bearer {token}"}
+    if mcp_session:
+        init = rpc(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                     "clientInfo": {"name": "profile", "version": "0"}})
+        _, h = post(url, headers, init.encode())
+        headers |= {"Mcp-Session-Id": h["Mcp-Session-Id"],
+                    "MCP-Protocol-Version": "2025-11-25"}
+        note = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        post(url, headers, note.encode())
     answers = []
     for n, (name, args) in enumerate(calls, start=1):
         body = rpc(n, "tools/call", {"name": name, "arguments": args}).encode()
-        req = urllib.request.Request(url, body, {
-            "Authorization": f"Bearer {token}", "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream"})
-        with urllib.request.urlopen(req, timeout=600) as r:
-            answers.append(checked(json.load(r)))
+        answers.append(checked(post(url, headers, body)[0]))
     p.send_signal(signal.SIGTERM)
     p.wait()
     return answers
@@ -174,6 +197,8 @@ def main():
                    help="N get_issue calls instead of searches (a call without a search)")
     a.add_argument("--daemon", action="store_true",
                    help="profile `cairn daemon`, the calls over HTTP, instead of `cairn serve`")
+    a.add_argument("--mcp-session", action="store_true",
+                   help="with --daemon: the calls in one MCP session (protocol 2025-11-25)")
     o = a.parse_args()
     os.makedirs(o.out, exist_ok=True)
     work = tempfile.mkdtemp()
@@ -201,7 +226,10 @@ def main():
             if f.startswith(f"callgrind.{label}"):
                 os.remove(os.path.join(o.out, f))
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}.%p"]
-        answers = (serve_daemon if o.daemon else serve)(cmd + [o.bin], db, issue, calls)
+        if o.daemon:
+            answers = serve_daemon(cmd + [o.bin], db, issue, calls, o.mcp_session)
+        else:
+            answers = serve(cmd + [o.bin], db, issue, calls)
         counts[label] = instructions(out)
         if label == "searches" and not o.get_issue:
             last = answers[-1]["result"]["structuredContent"]
