@@ -591,7 +591,10 @@ mod sqlite_only {
     /// The vault's ranking on the handbook's held-out queries (`tests/eval/vault-heldout/`,
     /// written without looking at the ranking; docs/vault.md, "Held-out sets"): MRR@10 above
     /// floors set a little under what was measured (0.850 overall; identifier 1.000, keyword
-    /// 1.000, paraphrase 0.606), and above lexical-only and dense-only overall.
+    /// 1.000, paraphrase 0.606), and above lexical-only and dense-only overall. Identifier
+    /// nDCG@10 at least 0.965 (0.971 measured with the identifier weights, 0.963 without:
+    /// `X-Request-Deadline` ranks its partly useful sections higher); the eval judges a
+    /// hit under nested sections by the innermost, so nDCG@10 repeats between runs.
     #[test]
     fn eval_vault_holds_on_the_handbooks_held_out_queries() {
         sqlite_only("store-free: `cairn eval vault` ranks in its own temporary SQLite store");
@@ -624,6 +627,10 @@ mod sqlite_only {
         ] {
             assert!(mrr(cairn, cat) >= floor, "{cat:?} under {floor}: {r:#}");
         }
+        let ndcg = cairn["categories"]["identifier"]["ndcg10"]
+            .as_f64()
+            .unwrap();
+        assert!(ndcg >= 0.965, "identifier nDCG@10 {ndcg}: {r:#}");
         for baseline in ["lexical-only", "dense-only"] {
             assert!(
                 mrr(cairn, None) > mrr(by(baseline), None),

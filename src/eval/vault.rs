@@ -229,21 +229,29 @@ fn write_beir(corpus: &Path, into: &Path) -> Result<Prepared> {
     })
 }
 
-/// The systems every run reports.
-fn systems(sweep: bool) -> Vec<(String, Ranking)> {
-    let w = |lexical, overlap| Weights {
+/// BM25 and overlap weights, without a path part.
+fn bm25_overlap(lexical: f32, overlap: f32) -> Weights {
+    Weights {
         lexical,
         overlap,
         path: 0.0,
-    };
-    // One set of weights for prose and code alike.
-    let r = |sources, weights, max_per_document| Ranking {
+    }
+}
+
+/// A ranking with one set of weights for prose (with or without an identifier named)
+/// and code alike.
+fn uniform(sources: Sources, weights: Weights, max_per_document: Option<usize>) -> Ranking {
+    Ranking {
         sources,
         prose: weights,
         identifier: weights,
         code: weights,
         max_per_document,
-    };
+    }
+}
+
+/// The systems every run reports.
+fn systems(sweep: bool) -> Vec<(String, Ranking)> {
     let d = Ranking::default();
     let cap = Some(MAX_PER_DOCUMENT);
     let no_bm25 = |k: Weights| Weights { lexical: 0.0, ..k };
@@ -310,35 +318,40 @@ fn systems(sweep: bool) -> Vec<(String, Ranking)> {
         ),
         (
             "keyword overlap rerank (before), no cap".to_string(),
-            r(Sources::Dense, w(0.0, OLD_OVERLAP_WEIGHT), None),
+            uniform(Sources::Dense, bm25_overlap(0.0, OLD_OVERLAP_WEIGHT), None),
         ),
         (
             "keyword overlap rerank, cap".to_string(),
-            r(Sources::Dense, w(0.0, OLD_OVERLAP_WEIGHT), cap),
+            uniform(Sources::Dense, bm25_overlap(0.0, OLD_OVERLAP_WEIGHT), cap),
         ),
         (
             format!("{LEXICAL_ONLY} (BM25 chunks)"),
-            r(Sources::Lexical, w(0.0, 0.0), None),
+            uniform(Sources::Lexical, bm25_overlap(0.0, 0.0), None),
         ),
         (
             format!("{DENSE_ONLY} (cosine)"),
-            r(Sources::Dense, w(0.0, 0.0), None),
+            uniform(Sources::Dense, bm25_overlap(0.0, 0.0), None),
         ),
     ];
     if sweep {
-        for (wl, wo) in SWEEP {
-            for c in [Some(1), Some(2), None] {
-                out.push((
-                    format!(
-                        "sweep bm25={wl} overlap={wo} cap={}",
-                        c.map_or("none".into(), |c| c.to_string())
-                    ),
-                    r(Sources::Both, w(wl, wo), c),
-                ));
-            }
-        }
+        out.extend(sweep_systems());
     }
     out
+}
+
+/// The `--sweep` grid: [`SWEEP`] × caps 1, 2 and none.
+fn sweep_systems() -> impl Iterator<Item = (String, Ranking)> {
+    SWEEP.into_iter().flat_map(|(wl, wo)| {
+        [Some(1), Some(2), None].map(|c| {
+            (
+                format!(
+                    "sweep bm25={wl} overlap={wo} cap={}",
+                    c.map_or("none".into(), |c| c.to_string())
+                ),
+                uniform(Sources::Both, bm25_overlap(wl, wo), c),
+            )
+        })
+    })
 }
 
 /// The `--sweep` grid of BM25 and overlap weights (for prose and code alike).

@@ -261,9 +261,13 @@ fn is_identifier(word: &str) -> bool {
         || triple(&|a, m, c| a.is_ascii_alphabetic() && m == b':' && c.is_ascii_lowercase())
 }
 
-/// The identifiers a query names, each once, in order: its backticked and double-quoted
-/// spans, then its words (split at whitespace, trimmed of `.,;?()"'` and backticks) of
-/// identifier shape ([`is_identifier`]).
+/// Most identifiers of one query looked for in the candidates: a query names a few, and
+/// each is searched for in every candidate's text.
+const MAX_IDENTIFIERS: usize = 16;
+
+/// The identifiers a query names, each once, in order, at most [`MAX_IDENTIFIERS`]: its
+/// backticked and double-quoted spans, then its words (split at whitespace, trimmed of
+/// `.,;?()"'` and backticks) of identifier shape ([`is_identifier`]).
 pub(crate) fn identifiers(query: &str) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
     for quote in ['`', '"'] {
@@ -282,6 +286,7 @@ pub(crate) fn identifiers(query: &str) -> Vec<&str> {
             out.push(w);
         }
     }
+    out.truncate(MAX_IDENTIFIERS);
     out
 }
 
@@ -536,6 +541,10 @@ mod tests {
                 identifiers(plain)
             );
         }
+        // A query of many names looks for the first few.
+        let many: String = (0..500).map(|i| format!("name_{i} ")).collect();
+        assert_eq!(identifiers(&many).len(), MAX_IDENTIFIERS);
+        assert_eq!(identifiers(&many)[0], "name_0");
         let texts = ["kind: MustBe!(\"success\"),", "![WhoAmI Logo]"];
         assert!(names_a_held_identifier("MustBe!", texts.into_iter()));
         // No identifier named, or none held verbatim.
