@@ -473,7 +473,7 @@ mod tests {
 
     #[test]
     fn a_held_identifier_weighs_prose_by_the_identifier_weights() {
-        // A long chunk close in meaning without the name, and the chunk defining it.
+        // A chunk close in meaning without the name, and the code chunk that holds it.
         let mut c = [
             cand(1, "whoami.md", 0.34, 0.0),
             cand(2, "monostate.md", 0.03, 8.0),
