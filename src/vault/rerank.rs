@@ -17,6 +17,12 @@
 //!   chunk's [`Weights`]: [`PROSE`] for documents (`c` = 0), [`CODE`] for source code,
 //!   where the embedding of a sentence and a function's code are further apart and the
 //!   words of identifiers, above all those of the item's own path, carry more.
+//! - **A query that names an identifier** ([`identifiers`]: `snake_case`, `CamelCase`,
+//!   `a::b`, `a.b`, `--flag`, `macro!`, `#[attr]`, `X-Header`, backticked or quoted text)
+//!   that a candidate holds verbatim ([`names_a_held_identifier`]) weighs prose by
+//!   [`PROSE_IDENTIFIER`] instead: the lexical parts carry the ranking when the exact
+//!   name matches, since the embedding of a bare name says little about which text
+//!   defines it. Code keeps [`CODE`].
 //! - At most `max_per_document` chunks of one document ([`MAX_PER_DOCUMENT`] by default),
 //!   so that one long document does not fill the list. In source code the unit is the
 //!   item (a function, a type: the chunk's heading path), not the file: a module's items
@@ -54,6 +60,13 @@ pub const PROSE: Weights = Weights {
     overlap: 0.1,
     path: 0.0,
 };
+/// The weights of a chunk of a document when the query names an identifier that a
+/// candidate holds verbatim ([`names_a_held_identifier`]).
+pub const PROSE_IDENTIFIER: Weights = Weights {
+    lexical: 0.25,
+    overlap: 0.2,
+    path: 0.0,
+};
 /// The weights of a chunk of source code.
 pub const CODE: Weights = Weights {
     lexical: 0.15,
@@ -89,12 +102,14 @@ impl Sources {
     }
 }
 
-/// A ranking: candidate sources, the weights of the fused score for prose and for code,
-/// the per-document cap (`None`: no cap).
+/// A ranking: candidate sources, the weights of the fused score for prose, for prose
+/// when the query names an identifier a candidate holds, and for code, the per-document
+/// cap (`None`: no cap).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Ranking {
     pub sources: Sources,
     pub prose: Weights,
+    pub identifier: Weights,
     pub code: Weights,
     pub max_per_document: Option<usize>,
 }
@@ -104,6 +119,7 @@ impl Default for Ranking {
         Ranking {
             sources: Sources::Both,
             prose: PROSE,
+            identifier: PROSE_IDENTIFIER,
             code: CODE,
             max_per_document: Some(MAX_PER_DOCUMENT),
         }
@@ -113,11 +129,15 @@ impl Default for Ranking {
 impl Ranking {
     /// Whether any keyword overlap is weighed (else it is not computed).
     pub(crate) fn overlap(&self) -> bool {
-        self.prose.overlap != 0.0 || self.code.overlap != 0.0
+        [self.prose, self.identifier, self.code]
+            .iter()
+            .any(|w| w.overlap != 0.0)
     }
     /// Whether the overlap with the item's path is weighed (else it is not computed).
     pub(crate) fn path(&self) -> bool {
-        self.prose.path != 0.0 || self.code.path != 0.0
+        [self.prose, self.identifier, self.code]
+            .iter()
+            .any(|w| w.path != 0.0)
     }
 }
 
@@ -153,8 +173,19 @@ pub(crate) struct Ranked {
     pub(crate) lexical: f32,
 }
 
-/// Score, sort (ties by chunk id) and cap `candidates`; at most `top_k`.
-pub(crate) fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) -> Vec<Ranked> {
+/// Score, sort (ties by chunk id) and cap `candidates`; at most `top_k`. `identifier`:
+/// the query names an identifier a candidate holds verbatim, so prose is weighed by
+/// [`Ranking::identifier`].
+pub(crate) fn rank(
+    candidates: &[Candidate],
+    ranking: &Ranking,
+    identifier: bool,
+    top_k: usize,
+) -> Vec<Ranked> {
+    let prose = match identifier {
+        true => ranking.identifier,
+        false => ranking.prose,
+    };
     let best_bm25 = candidates.iter().map(|c| c.bm25).fold(0.0f32, f32::max);
     let mut ranked: Vec<Ranked> = candidates
         .iter()
@@ -169,7 +200,7 @@ pub(crate) fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) ->
                 Sources::Lexical => lexical,
                 _ => match c.code {
                     true => ranking.code,
-                    false => ranking.prose,
+                    false => prose,
                 }
                 .score(c.cosine, lexical, c.overlap, c.path),
             };
@@ -201,6 +232,72 @@ pub(crate) fn rank(candidates: &[Candidate], ranking: &Ranking, top_k: usize) ->
         out.push(r);
     }
     out
+}
+
+/// Whether a word of a query has the shape of an identifier: `_` inside it
+/// (`lock_timeout`), `::` (`Uuid::new_v4`), a `.` between a letter or digit and a letter
+/// (`auth.revocations.v1`, `Cargo.lock`), a lower-case letter or digit before an
+/// upper-case one (`OnceCell`, `AtomicU128`), a leading `--` (`--locked`) or `#`
+/// (`#[instrument]`), a trailing `!` (`bitflags!`), a letter before `<` (`Hmac<Sha256>`), a
+/// `-` joined to an upper-case letter or digit (`X-Request-Deadline`, `SHA-256`), or a
+/// letter before `:` and a lower-case letter (`gitleaks:allow`). Plain words, capitalised
+/// or not, are not.
+fn is_identifier(word: &str) -> bool {
+    let b = word.as_bytes();
+    let pair = |f: &dyn Fn(u8, u8) -> bool| b.windows(2).any(|w| f(w[0], w[1]));
+    let triple = |f: &dyn Fn(u8, u8, u8) -> bool| b.windows(3).any(|w| f(w[0], w[1], w[2]));
+    word.trim_matches('_').contains('_')
+        || word.contains("::")
+        || triple(&|a, m, c| a.is_ascii_alphanumeric() && m == b'.' && c.is_ascii_alphabetic())
+        || pair(&|a, c| (a.is_ascii_lowercase() || a.is_ascii_digit()) && c.is_ascii_uppercase())
+        || word.starts_with("--")
+        || (b.len() > 1 && (word.ends_with('!') || word.starts_with('#')))
+        || pair(&|a, c| a.is_ascii_alphabetic() && c == b'<')
+        || triple(&|a, m, c| {
+            m == b'-'
+                && ((a.is_ascii_alphanumeric() && (c.is_ascii_uppercase() || c.is_ascii_digit()))
+                    || (a.is_ascii_uppercase() && c.is_ascii_alphabetic()))
+        })
+        || triple(&|a, m, c| a.is_ascii_alphabetic() && m == b':' && c.is_ascii_lowercase())
+}
+
+/// Most identifiers of one query looked for in the candidates: a query names a few, and
+/// each is searched for in every candidate's text.
+const MAX_IDENTIFIERS: usize = 16;
+
+/// The identifiers a query names, each once, in order, at most [`MAX_IDENTIFIERS`]: its
+/// backticked and double-quoted spans, then its words (split at whitespace, trimmed of
+/// `.,;?()"'` and backticks) of identifier shape ([`is_identifier`]).
+pub(crate) fn identifiers(query: &str) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for quote in ['`', '"'] {
+        // The odd pieces lie between two quotes, but for the last piece after a quote
+        // that is never closed.
+        let pieces: Vec<&str> = query.split(quote).collect();
+        for i in (1..pieces.len().saturating_sub(1)).step_by(2) {
+            if !pieces[i].is_empty() && !out.contains(&pieces[i]) {
+                out.push(pieces[i]);
+            }
+        }
+    }
+    for word in query.split_whitespace() {
+        let w = word.trim_matches(|c| ".,;?()\"'`".contains(c));
+        if !w.is_empty() && is_identifier(w) && !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    out.truncate(MAX_IDENTIFIERS);
+    out
+}
+
+/// Whether `query` names an identifier ([`identifiers`]) that one of `texts` (the
+/// candidates' texts and heading paths) holds verbatim, case and punctuation included.
+pub(crate) fn names_a_held_identifier<'a>(
+    query: &str,
+    mut texts: impl Iterator<Item = &'a str>,
+) -> bool {
+    let named = identifiers(query);
+    !named.is_empty() && texts.any(|t| named.iter().any(|i| t.contains(i)))
 }
 
 pub(crate) const STOP_WORDS: &[&str] = &[
@@ -337,7 +434,7 @@ mod tests {
             prose: w(0.2),
             ..Ranking::default()
         };
-        let r = rank(&c, &fused, 10);
+        let r = rank(&c, &fused, false, 10);
         let order: Vec<u64> = r.iter().map(|x| c[x.index].chunk).collect();
         // b: 0.8·0.45 + 0.2·1 = 0.56; c: 0.48 + 0.2·0.2 = 0.52; a: 0.40.
         assert_eq!(order, [2, 3, 1]);
@@ -350,7 +447,7 @@ mod tests {
             code: w(0.0),
             ..Ranking::default()
         };
-        let order: Vec<u64> = rank(&c, &dense, 10)
+        let order: Vec<u64> = rank(&c, &dense, false, 10)
             .iter()
             .map(|x| c[x.index].chunk)
             .collect();
@@ -366,12 +463,94 @@ mod tests {
             x.overlap = 0.5;
             x.path = 0.5;
         }
-        let r = rank(&c, &Ranking::default(), 10);
+        let r = rank(&c, &Ranking::default(), false, 10);
         let score = |chunk| r.iter().find(|x| c[x.index].chunk == chunk).unwrap().score;
         assert!((score(1) - PROSE.score(0.5, 1.0, 0.5, 0.5)).abs() < 1e-6);
         assert!((score(2) - CODE.score(0.5, 1.0, 0.5, 0.5)).abs() < 1e-6);
         // Lexical parts above the cosine weigh more in code.
         assert!(score(2) > score(1));
+    }
+
+    #[test]
+    fn a_held_identifier_weighs_prose_by_the_identifier_weights() {
+        // A chunk close in meaning without the name, and the code chunk that holds it.
+        let mut c = [
+            cand(1, "whoami.md", 0.34, 0.0),
+            cand(2, "monostate.md", 0.03, 8.0),
+        ];
+        c[1].overlap = 1.0;
+        let order = |identifier| -> Vec<u64> {
+            rank(&c, &Ranking::default(), identifier, 10)
+                .iter()
+                .map(|x| c[x.index].chunk)
+                .collect()
+        };
+        // 0.8·0.34 = 0.272 against 0.8·0.03 + 0.1 + 0.1 = 0.224.
+        assert_eq!(order(false), [1, 2]);
+        // 0.55·0.34 = 0.187 against 0.55·0.03 + 0.25 + 0.2 = 0.4665.
+        assert_eq!(order(true), [2, 1]);
+        let r = rank(&c, &Ranking::default(), true, 10);
+        assert!((r[0].score - PROSE_IDENTIFIER.score(0.03, 1.0, 1.0, 0.0)).abs() < 1e-6);
+        // Code keeps its weights.
+        c[1].code = true;
+        let r = rank(&c, &Ranking::default(), true, 10);
+        let code = r.iter().find(|x| c[x.index].chunk == 2).unwrap();
+        assert!((code.score - CODE.score(0.03, 1.0, 1.0, 0.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn identifiers_are_the_words_shaped_like_code_and_quoted_text() {
+        for (query, named) in [
+            ("Uuid::new_v4", &["Uuid::new_v4"][..]),
+            ("SET lock_timeout", &["lock_timeout"]),
+            ("OnceCell and Lazy", &["OnceCell"]),
+            ("AtomicU128 AtomicF64", &["AtomicU128", "AtomicF64"]),
+            ("auth.revocations.v1", &["auth.revocations.v1"]),
+            ("share one Cargo.lock, please", &["Cargo.lock"]),
+            ("X-Request-Deadline", &["X-Request-Deadline"]),
+            ("SHA-256 hash", &["SHA-256"]),
+            ("bitflags! macro", &["bitflags!"]),
+            ("#[derive(Builder)]", &["#[derive(Builder)]"]),
+            ("#imports and #components", &["#imports", "#components"]),
+            (
+                "Hmac<Sha256> new_from_slice",
+                &["Hmac<Sha256>", "new_from_slice"],
+            ),
+            ("cargo build --locked", &["--locked"]),
+            ("gitleaks:allow", &["gitleaks:allow"]),
+            ("HTTP__CLIENT__TIMEOUT_MS", &["HTTP__CLIENT__TIMEOUT_MS"]),
+            ("why does `make test` fail", &["make test"]),
+            (
+                "error \"connection reset by peer\" at start",
+                &["connection reset by peer"],
+            ),
+            ("(`is_match`)?", &["is_match"]),
+        ] {
+            assert_eq!(identifiers(query), named, "{query}");
+        }
+        for plain in [
+            "Either Left Right",
+            "kubectl argo rollouts promote",
+            "how do I retry a failed request?",
+            "blameless post-incident review",
+            "Note: the end. _private_ a - b ! # an \"unclosed quote",
+        ] {
+            assert!(
+                identifiers(plain).is_empty(),
+                "{plain}: {:?}",
+                identifiers(plain)
+            );
+        }
+        // A query of many names looks for the first few.
+        let many: String = (0..500).map(|i| format!("name_{i} ")).collect();
+        assert_eq!(identifiers(&many).len(), MAX_IDENTIFIERS);
+        assert_eq!(identifiers(&many)[0], "name_0");
+        let texts = ["kind: MustBe!(\"success\"),", "![WhoAmI Logo]"];
+        assert!(names_a_held_identifier("MustBe!", texts.into_iter()));
+        // No identifier named, or none held verbatim.
+        assert!(!names_a_held_identifier("must be", texts.into_iter()));
+        assert!(!names_a_held_identifier("lock_timeout", texts.into_iter()));
+        assert!(!names_a_held_identifier("mustbe!", texts.into_iter()));
     }
 
     #[test]
@@ -387,7 +566,7 @@ mod tests {
             })
             .collect();
         let docs = |r: &Ranking, k| -> Vec<&str> {
-            rank(&c, r, k)
+            rank(&c, r, false, k)
                 .iter()
                 .map(|x| c[x.index].unit.as_str())
                 .collect()

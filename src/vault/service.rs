@@ -250,7 +250,12 @@ impl Vault<'_> {
                 c.path = o;
             }
         }
-        let ranked = rerank::rank(&candidates, &ranking, top_k);
+        let identifier = rerank::names_a_held_identifier(
+            query,
+            hits.iter()
+                .flat_map(|h| [h.text.as_str(), h.metadata.heading_path.as_str()]),
+        );
+        let ranked = rerank::rank(&candidates, &ranking, identifier, top_k);
         let mut slots: Vec<Option<VaultHit>> = hits.drain(..).map(Some).collect();
         Ok(ranked
             .into_iter()
