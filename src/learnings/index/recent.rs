@@ -15,9 +15,9 @@ use super::super::trust::Trust;
 
 use super::*;
 
-/// Searches whose lists one view keeps, per half: each holds at most
-/// [`CANDIDATES_MIN`](super::super::limits::CANDIDATES_MIN) or the search's own number of
-/// candidates (a few kilobytes in all).
+/// Searches whose lists one view keeps, per half: each list holds the search's number of
+/// candidates ([`CANDIDATES_MIN`](super::super::limits::CANDIDATES_MIN) or more), 12 to 16
+/// bytes each, and a nearest list's key the query's vector (1.5 KB): under 1 MB in all.
 pub(super) const RECENT_SEARCHES: usize = 256;
 
 /// Which learnings a search may take as candidates, and how many each half takes: what
