@@ -6,11 +6,17 @@ script seeds a database with 300 learnings that resemble each other (the corpus 
 tests/cost.rs), then runs `cairn serve` under `valgrind --tool=callgrind` twice: once
 answering only `initialize` and one `server_ping`, once answering N never-seen searches
 more. The difference over N is the instructions of one search, the server's start-up
-and the model's load cancelled out. With `--repeat`, the N searches send one query (the
-first runs the model, the others take its vector from the cache).
+and the model's load cancelled out. With `--repeat`, the N searches send the query of the
+warm-up search again (each takes its vector from the cache).
 
     scripts/profile_search.py --bin target/debug/cairn --out /tmp/prof [--seed-bin B]
-        [--db seeded.db] [--searches 20] [--repeat]
+        [--db seeded.db] [--searches 20] [--repeat] [--zipf 10000]
+
+`--zipf N` seeds N learnings drawn as the load benchmark's large seed draws them
+(`benches/learning_corpus.rs`, `Corpus::Zipf`: words with the frequencies of the
+learnings of tests/eval, compound names made of them; Python's generator, so the same
+construction, not the same texts) instead of the 300 similar ones, and the searches send
+tests/eval/learnings.jsonl's queries (`--repeat`: its first).
 
 `--get-issue` counts N `get_issue` calls instead (the per-call work without a search).
 `--daemon` profiles `cairn daemon` instead, each call one HTTP POST with a session token
@@ -26,6 +32,7 @@ first). ONNX Runtime runs on one thread without spinning (`CAIRN_EMBED_THREADS=1
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -163,9 +170,79 @@ def serve_daemon(cmd, db, issue, calls, mcp_session=False):
     return answers
 
 
-def seed(binary, db):
+def eval_rows():
+    """The rows of tests/eval/*.jsonl, file by file in name order."""
+    d = os.path.join(REPO, "tests/eval")
+    for name in sorted(f for f in os.listdir(d) if f.endswith(".jsonl")):
+        for line in open(os.path.join(d, name)):
+            try:
+                yield json.loads(line)
+            except ValueError:
+                continue
+
+
+def tokens(text):
+    """benches/learning_corpus.rs's `tokens`."""
+    out = []
+    for t in re.split(r"[^\w./-]", text):
+        t = t.strip(".-/")
+        if t:
+            out.append(t)
+    return out
+
+
+def zipf_learnings(n):
+    """`n` learnings built as `Corpus::Zipf` builds them (see the module doc)."""
+    counts, patterns, contexts, paths, learnings = {}, [], [], [], 0
+    for v in eval_rows():
+        if v.get("type") != "learning":
+            continue
+        learnings += 1
+        pattern, context = v.get("pattern") or "", v.get("context") or ""
+        patterns.append(len(tokens(pattern)))
+        if context:
+            contexts.append(len(tokens(context)))
+        for t in tokens(pattern) + tokens(context):
+            counts.setdefault(t, [0, len(counts)])[0] += 1
+        paths += [p for p in v.get("applies_to") or [] if isinstance(p, str)]
+    vocabulary = [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1][0], kv[1][1]))]
+    parts = [t for t in vocabulary if len(t) >= 3 and t.isascii() and t.isalpha() and t.islower()]
+    rng = random.Random(0x5EED)
+    for _ in range(2 * len(vocabulary)):
+        a, b = rng.choice(parts), rng.choice(parts)
+        vocabulary.append(rng.choice([f"{a}_{b}", a + b[0].upper() + b[1:], f"{a}/{b}.rs"]))
+    weights = [1 / rank for rank in range(1, len(vocabulary) + 1)]
+    context_percent = len(contexts) * 100 // learnings
+
+    def text(lengths, least):
+        while True:
+            words = rng.choices(vocabulary, weights, k=rng.choice(lengths))
+            t = " ".join(words) + "."
+            if len(t) >= least:
+                return t
+
+    rng = random.Random(42)
+    out = []
+    for _ in range(n):
+        args = {"pattern": text(patterns, 50), "merge": False,
+                "applies_to": [rng.choice(paths) for _ in range(rng.randrange(3))]}
+        if rng.randrange(100) < context_percent:
+            args["context"] = text(contexts, 100)
+        out.append(("add_learning", args))
+    return out
+
+
+def eval_queries():
+    return [v["query"] for v in eval_rows() if v.get("type") == "query"
+            and v.get("query")][:218]
+
+
+def seed(binary, db, zipf):
     cli(binary, db, "project", "create", "--slug", "shop", "--name", "shop")
     issue = cli(binary, db, "issue", "create", "--project", "shop", "--title", "corpus")
+    if zipf:
+        serve([binary], db, issue, zipf_learnings(zipf))
+        return issue
     calls = []
     for i in range(300):
         pattern, context = learning(i)
@@ -193,6 +270,8 @@ def main():
     a.add_argument("--out", required=True)
     a.add_argument("--searches", type=int, default=20)
     a.add_argument("--repeat", action="store_true")
+    a.add_argument("--zipf", type=int, default=0,
+                   help="seed this many learnings of the load benchmark's large corpus")
     a.add_argument("--get-issue", action="store_true",
                    help="N get_issue calls instead of searches (a call without a search)")
     a.add_argument("--daemon", action="store_true",
@@ -207,18 +286,25 @@ def main():
         shutil.copy(o.db, db)
         issue = cli(o.bin, db, "issue", "create", "--project", "shop", "--title", "profile")
     else:
-        seed(o.seed_bin or o.bin, db)
+        seed(o.seed_bin or o.bin, db, o.zipf)
         issue = cli(o.bin, db, "issue", "create", "--project", "shop", "--title", "profile")
     # Every learning embedded and the index built by this binary before counting.
     cli(o.bin, db, "learnings", "reindex")
-    searches = [("search_learnings", {
-        "query": "why does checkout break in production" if o.repeat
-        else f"why does {SUBJECTS[i % 12]} break in production after release {i}",
-        "limit": 10}) for i in range(o.searches)]
+    if o.zipf:
+        queries = eval_queries()
+        texts = [queries[0] if o.repeat else queries[i % len(queries)] for i in range(o.searches)]
+    else:
+        texts = ["why does checkout break in production" if o.repeat
+                 else f"why does {SUBJECTS[i % 12]} break in production after release {i}"
+                 for i in range(o.searches)]
+    searches = [("search_learnings", {"query": t, "limit": 10}) for t in texts]
     if o.get_issue:
         searches = [("get_issue", {"issue_id": issue})] * o.searches
-    # The model loads at the first query: one search of its own in both runs.
-    ping = [("server_ping", {}), ("search_learnings", {"query": "warm up the model"})]
+    # The model loads at the first query: one search of its own in both runs. With
+    # `--repeat` it is the repeated query, so that each counted search takes its vector
+    # from the cache and keeps the code signatures the first one read.
+    warm = searches[0][1]["query"] if o.repeat else "warm up the model"
+    ping = [("server_ping", {}), ("search_learnings", {"query": warm})]
     counts = {}
     for label, calls in [("base", ping), ("searches", ping + searches)]:
         out = os.path.join(o.out, f"callgrind.{label}")

@@ -190,7 +190,10 @@ const LIMIT: u64 = 10;
 const CANDIDATES: u64 = 100;
 
 /// The same query again: its vector comes from the cache, so no model run, and no thread
-/// to run it beside the lexical half.
+/// to run it beside the lexical half; on a view nothing changed since, BM25's candidates
+/// and the nearest vectors of the first search are kept, so no document is scored and the
+/// corpus's vectors are not scanned again (issue 59: the part of a repeated search that
+/// grew with the corpus).
 #[test]
 fn a_repeated_search_runs_the_model_zero_times() {
     let query = "the rate limiter release failed in production";
@@ -199,6 +202,11 @@ fn a_repeated_search_runs_the_model_zero_times() {
     assert_eq!(
         first.threads_started, 1,
         "embedded beside the lexical half: {first:?}"
+    );
+    assert!(first.documents_scored > 0, "{first:?}");
+    assert!(
+        first.vectors_compared >= LEARNINGS as u64,
+        "the nearest search scans the corpus: {first:?}"
     );
     let (_, again) = search(query);
     assert_eq!(again.model_runs, 0, "{again:?}");
@@ -210,6 +218,87 @@ fn a_repeated_search_runs_the_model_zero_times() {
         again.texts_read, 0,
         "the same candidates' code is kept: {again:?}"
     );
+    assert_eq!(
+        again.documents_scored, 0,
+        "BM25's candidates are kept: {again:?}"
+    );
+    assert_eq!(
+        again.vectors_compared + LEARNINGS as u64,
+        first.vectors_compared,
+        "the nearest vectors are kept (only the scan of the {LEARNINGS} is not made again): \
+         {again:?}"
+    );
+    assert_eq!(again.rows_read, first.rows_read, "{again:?}");
+    assert_eq!(again.candidates_grouped, first.candidates_grouped);
+}
+
+/// The candidates kept for a repeated search belong to the view they were found on: a
+/// learning added, or a rating changed, since (by this process or another) gives the next
+/// search a new view, which finds its candidates again and ranks the new learning.
+#[test]
+fn a_write_ends_the_candidates_kept_for_a_repeated_search() {
+    let env = Env::new();
+    env.project(PROJECT, None);
+    let issue = env.issue(PROJECT, "Kept candidates");
+    let cairn = env.open();
+    cairn
+        .add_learnings(&similar_learnings(&issue, 24))
+        .expect("add");
+    cairn.reindex_learnings().expect("embed");
+    let query = "the audit log archive bucket was full";
+    let ids = |cairn: &cairn::Cairn| {
+        let (results, work) = measure(|| {
+            cairn.search_learnings(&LearningSearch {
+                query: query.into(),
+                scope: SearchScope::Project(PROJECT.into()),
+                limit: Some(LIMIT as usize),
+                min_quality_score: None,
+                include_superseded: false,
+                include_archived: false,
+                min_trust: None,
+            })
+        });
+        let results = results.expect("search");
+        let ids: Vec<String> = results.learnings().map(|l| l.id.clone()).collect();
+        (ids, serde_json::to_value(&results).unwrap(), work)
+    };
+    // The score of learning `id` in an answer, a hit or a restatement.
+    let score = |answer: &Value, id: &str| {
+        let hits = answer["results"].as_array().unwrap();
+        hits.iter()
+            .chain(
+                hits.iter()
+                    .flat_map(|h| h["similar"].as_array().into_iter().flatten()),
+            )
+            .find(|h| h["id"] == id)
+            .map(|h| h["score"]["total"].as_f64().unwrap())
+            .expect("listed")
+    };
+    let (before, _, _) = ids(&cairn);
+    let (again, _, kept) = ids(&cairn);
+    assert_eq!(again, before);
+    assert_eq!(kept.documents_scored, 0, "kept: {kept:?}");
+    let mut new = similar_learnings(&issue, 1).remove(0);
+    new.pattern = "The audit log archive bucket was full, so the export job dropped events".into();
+    new.context = None;
+    // Written by another process: this one's view learns of it from the database.
+    let added = env.open().add_learnings(&[new]).expect("add")[0]
+        .learning
+        .id
+        .clone();
+    let (after, answer, found) = ids(&cairn);
+    assert_eq!(after[0], added, "the new learning ranks first: {after:?}");
+    let top = score(&answer, &added);
+    assert!(found.documents_scored > 0, "found again: {found:?}");
+    let (_, _, kept) = ids(&cairn);
+    assert_eq!(kept.documents_scored, 0, "kept on the new view: {kept:?}");
+    env.open()
+        .rate_learning(&added, 0, "person", None)
+        .expect("rate");
+    let (_, answer, found) = ids(&cairn);
+    assert!(found.documents_scored > 0, "found again: {found:?}");
+    let rated = score(&answer, &added);
+    assert!(rated < top, "the rating counts at once: {rated} < {top}");
 }
 
 /// Through `cairn serve` with `CAIRN_WORK_DEBUG=1`: the answer carries the call's work

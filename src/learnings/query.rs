@@ -144,7 +144,7 @@ fn stem(word: &str) -> Option<String> {
 }
 
 /// One unit of the query.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Slot {
     /// An indexed term (a stem).
     Exact(String),

@@ -79,11 +79,13 @@ use super::tail::Tail;
 
 // The index by what it does: what it holds and how it is written (`rows`), the
 // background indexer (`indexer`), the view a search reads (`view`: reader, tail,
-// caches), one search on one view (`search`), the query in index terms (`terms`), and
-// restatements grouped under their head (`group`). They share this module's types
+// caches), the candidates of recent searches a view keeps (`recent`), one search on
+// one view (`search`), the query in index terms (`terms`), and restatements grouped
+// under their head (`group`). They share this module's types
 // (`LearningIndex`, `Ranked`, the constants) through `use super::*`.
 mod group;
 mod indexer;
+mod recent;
 mod rows;
 mod search;
 mod terms;
@@ -91,6 +93,7 @@ mod view;
 
 use group::*;
 use indexer::*;
+use recent::*;
 use rows::*;
 use search::*;
 use terms::*;
@@ -113,7 +116,7 @@ pub(crate) const COMMIT_SPACING: Duration = Duration::from_millis(200);
 const BATCH: usize = 5_000;
 
 /// Which learnings a search may return.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SearchScope {
     /// Learnings of this project (id).
     Project(String),
@@ -125,7 +128,7 @@ pub enum SearchScope {
 
 /// How a search orders its hits: the blend, or one of the baselines `cairn eval`
 /// compares it with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Ranking {
     /// The blend of relevance (lexical and semantic), field priority and quality.
     #[default]
@@ -409,6 +412,9 @@ impl LearningIndex {
             .as_mut()
             .map(|s| &mut s.0)
             .ok_or_else(|| index_err("not open"))?;
+        // Whatever the refresh changes, the candidates kept for the view before it may
+        // have changed too.
+        open.recent = Recent::default();
         let max_seq = marks.seq;
         open.refresh_caches(store, marks)?;
         let indexer = self.indexer.get();

@@ -4,7 +4,9 @@
 //! The dense half and the order ([`rank_in`]): each candidate's cosine with the query's
 //! vector and the nearest vectors added, the blend's order, restatements grouped
 //! ([`group`](super::group)). The lexical half needs no vector, so a search of the
-//! learnings runs it while the query is embedded.
+//! learnings runs it while the query is embedded. BM25's candidates and the nearest
+//! vectors of a search are kept on the view for a search that asks the same again
+//! ([`recent`](super::recent)).
 
 use std::collections::{BinaryHeap, HashMap};
 
@@ -99,10 +101,8 @@ pub(crate) struct LexicalHalf {
     now: i64,
 }
 
-/// The lexical half on one view, in stages: the query's terms and their BM25 clauses
-/// ([`Clauses::of`]), the learnings it may return ([`Filter`]), the BM25 top k over the
-/// disk index and the tail ([`TopK`], [`lexical_candidates`]), and each candidate's
-/// signals ([`Gathered`]).
+/// The lexical half on one view: BM25's candidates ([`lexical_hits`], or those a search
+/// asking the same on this view found, [`Recent`]), each with its standing now.
 pub(super) fn lexical_in(open: &Open, s: &IndexSearch<'_>) -> Result<LexicalHalf> {
     let filter = Filter::new(open, s, lifecycle::now_secs());
     let nothing = LexicalHalf {
@@ -119,37 +119,22 @@ pub(super) fn lexical_in(open: &Open, s: &IndexSearch<'_>) -> Result<LexicalHalf
     if docs == 0 {
         return Ok(nothing);
     }
-    let lexicon = Lexicon::of(s.scope, fields);
-    let slots = expand(s.query, open, &lexicon)?;
-    let clauses = Clauses::of(&slots, &stats, docs)?;
-    let mut top = TopK::new(candidates_taken(s));
-    if s.ranking != Ranking::Dense && !clauses.queries.is_empty() {
-        lexical_candidates(
-            open,
-            &stats,
-            clauses.queries,
-            &clauses.scored,
-            &filter,
-            &mut top,
-        )?;
-    }
-    let lexical_hits = top.heap.into_vec();
-    // An order by BM25 alone (the duplicate check's candidates, `cairn eval`'s lexical
-    // baseline) needs no field priority: one postings seek per candidate, term and field.
-    let weights = match s.ranking {
-        Ranking::Lexical => None,
-        _ => Some(slot_weights(&lexical_hits, open, &slots, &lexicon)?),
+    let key = LexicalKey {
+        among: among(s),
+        slots: s.query.slots.clone(),
+        ranking: s.ranking,
     };
+    let hits = open
+        .recent
+        .lexical(key, || lexical_hits(open, s, &stats, docs, &filter))?;
     let mut gathered = Gathered::default();
-    for (n, c) in lexical_hits.iter().enumerate() {
-        if let Some(m) = open.meta.get(c.seq) {
+    for h in hits.iter() {
+        if let Some(m) = open.meta.get(h.seq) {
             gathered.push(
-                c.seq,
+                h.seq,
                 CandidateSignals {
-                    bm25: c.score,
-                    field_priority: weights.as_ref().map_or(0.0, |w| {
-                        super::super::query::field_priority(&w[n], &clauses.slot_idf)
-                    }),
+                    bm25: h.bm25,
+                    field_priority: h.field_priority,
                     cosine: None,
                     quality: filter.blend_quality(&m),
                     phrase_run: 0,
@@ -161,6 +146,63 @@ pub(super) fn lexical_in(open: &Open, s: &IndexSearch<'_>) -> Result<LexicalHalf
         gathered: Some(gathered),
         ..nothing
     })
+}
+
+/// BM25's candidates on one view, in stages: the query's terms and their BM25 clauses
+/// ([`Clauses::of`]), the learnings it may return ([`Filter`]), the BM25 top k over the
+/// disk index and the tail ([`TopK`], [`lexical_candidates`]), and each candidate's field
+/// priority.
+fn lexical_hits(
+    open: &Open,
+    s: &IndexSearch<'_>,
+    stats: &Combined<'_>,
+    docs: u64,
+    filter: &Filter<'_>,
+) -> Result<Vec<LexicalHit>> {
+    let lexicon = Lexicon::of(s.scope, stats.fields);
+    let slots = expand(s.query, open, &lexicon)?;
+    let clauses = Clauses::of(&slots, stats, docs)?;
+    let mut top = TopK::new(candidates_taken(s));
+    if s.ranking != Ranking::Dense && !clauses.queries.is_empty() {
+        lexical_candidates(
+            open,
+            stats,
+            clauses.queries,
+            &clauses.scored,
+            filter,
+            &mut top,
+        )?;
+    }
+    let lexical_hits = top.heap.into_vec();
+    // An order by BM25 alone (the duplicate check's candidates, `cairn eval`'s lexical
+    // baseline) needs no field priority: one postings seek per candidate, term and field.
+    let weights = match s.ranking {
+        Ranking::Lexical => None,
+        _ => Some(slot_weights(&lexical_hits, open, &slots, &lexicon)?),
+    };
+    Ok(lexical_hits
+        .iter()
+        .enumerate()
+        .map(|(n, c)| LexicalHit {
+            seq: c.seq,
+            bm25: c.score,
+            field_priority: weights.as_ref().map_or(0.0, |w| {
+                super::super::query::field_priority(&w[n], &clauses.slot_idf)
+            }),
+        })
+        .collect())
+}
+
+/// Which learnings search `s` takes as candidates, and how many, as [`Recent`] keys them.
+fn among(s: &IndexSearch<'_>) -> Among {
+    Among {
+        scope: s.scope.clone(),
+        min_quality: s.min_quality,
+        include_superseded: s.include_superseded,
+        include_archived: s.include_archived,
+        min_trust: s.min_trust,
+        taken: candidates_taken(s),
+    }
 }
 
 /// The dense half and the order, on one view: the cosine of the query's `vector` (when
@@ -374,9 +416,10 @@ impl Gathered {
         self.signals.push(e);
     }
 
-    /// The `k` nearest vectors: their cosine for the candidates BM25 found, new
-    /// candidates for the others (over [`SEMANTIC_FLOOR`], or all of them for the dense
-    /// baseline); then the cosine of every BM25 candidate beyond the nearest `k`.
+    /// The `k` nearest vectors (or those a search asking the same on this view found,
+    /// [`Recent`]): their cosine for the candidates BM25 found, new candidates for the
+    /// others (over [`SEMANTIC_FLOOR`], or all of them for the dense baseline); then the
+    /// cosine of every BM25 candidate beyond the nearest `k`.
     fn add_nearest(
         &mut self,
         open: &Open,
@@ -385,13 +428,20 @@ impl Gathered {
         filter: &Filter<'_>,
         ranking: Ranking,
     ) {
-        let nearest = open.vectors.top_k(
-            v,
-            k,
-            |p| filter.project_ok(p),
-            |seq| filter.accepts_seq(seq),
-        );
-        for (seq, cos) in nearest {
+        let key = NearestKey {
+            among: among(filter.s),
+            vector: v.iter().map(|x| x.to_bits()).collect(),
+            graph_points: open.vectors.graph_points(),
+        };
+        let nearest = open.recent.nearest(key, || {
+            open.vectors.top_k(
+                v,
+                k,
+                |p| filter.project_ok(p),
+                |seq| filter.accepts_seq(seq),
+            )
+        });
+        for &(seq, cos) in nearest.iter() {
             if let Some(&i) = self.position.get(&seq) {
                 self.signals[i].cosine = Some(cos);
             } else if ranking == Ranking::Dense || cos >= SEMANTIC_FLOOR {

@@ -27,6 +27,9 @@ pub(super) struct Open {
     /// tail, which is extended as learnings are added (not rebuilt per search); the disk
     /// is tried again from this instant on ([`DISK_RETRY`] after the last attempt).
     pub(super) retry_disk_at: Option<Instant>,
+    /// The candidates of recent searches on this view ([`Recent`]): replaced whenever
+    /// the view is refreshed.
+    pub(super) recent: Recent,
 }
 
 /// How often a search tries the disk index again while it is served from memory.
@@ -66,6 +69,7 @@ impl Open {
             words: TextWords::default(),
             tail: None,
             retry_disk_at,
+            recent: Recent::default(),
         })
     }
 
