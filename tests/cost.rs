@@ -115,18 +115,21 @@ fn search(query: &str) -> (usize, Work) {
     search_in(&corpus().cairn, query)
 }
 
+/// A search of `query` in the project, `LIMIT` places, no filter.
+fn in_project(query: &str) -> LearningSearch {
+    LearningSearch {
+        query: query.into(),
+        scope: SearchScope::Project(PROJECT.into()),
+        limit: Some(LIMIT as usize),
+        min_quality_score: None,
+        include_superseded: false,
+        include_archived: false,
+        min_trust: None,
+    }
+}
+
 fn search_in(cairn: &cairn::Cairn, query: &str) -> (usize, Work) {
-    let (results, work) = measure(|| {
-        cairn.search_learnings(&LearningSearch {
-            query: query.into(),
-            scope: SearchScope::Project(PROJECT.into()),
-            limit: Some(LIMIT as usize),
-            min_quality_score: None,
-            include_superseded: false,
-            include_archived: false,
-            min_trust: None,
-        })
-    });
+    let (results, work) = measure(|| cairn.search_learnings(&in_project(query)));
     let results = results.expect("search");
     let answer = serde_json::to_value(&results).unwrap();
     assert_eq!(
@@ -247,17 +250,7 @@ fn a_write_ends_the_candidates_kept_for_a_repeated_search() {
     cairn.reindex_learnings().expect("embed");
     let query = "the audit log archive bucket was full";
     let ids = |cairn: &cairn::Cairn| {
-        let (results, work) = measure(|| {
-            cairn.search_learnings(&LearningSearch {
-                query: query.into(),
-                scope: SearchScope::Project(PROJECT.into()),
-                limit: Some(LIMIT as usize),
-                min_quality_score: None,
-                include_superseded: false,
-                include_archived: false,
-                min_trust: None,
-            })
-        });
+        let (results, work) = measure(|| cairn.search_learnings(&in_project(query)));
         let results = results.expect("search");
         let ids: Vec<String> = results.learnings().map(|l| l.id.clone()).collect();
         (ids, serde_json::to_value(&results).unwrap(), work)
