@@ -295,7 +295,7 @@ impl Mcp {
         // shutdown waits for. A stream resumed after a lost connection replays the
         // events of a request's stream, answers among them: each gets its
         // `structuredContent` from its own text.
-        let response = spliced_events(response, Splice::default());
+        let response = spliced_events(response, None);
         response.map(|body| axum::body::Body::new(UntilStopping::new(body, self.stopping.clone())))
     }
 
@@ -375,7 +375,7 @@ impl Mcp {
 async fn spliced(response: Response, splice: Splice) -> Response {
     let content_type = response.headers().get(header::CONTENT_TYPE);
     if content_type.is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream")) {
-        return spliced_events(response, splice);
+        return spliced_events(response, Some(splice));
     }
     let Some(answer) = splice.take() else {
         return response;
@@ -408,13 +408,13 @@ async fn spliced(response: Response, splice: Splice) -> Response {
 
 /// `response`, an event stream of rmcp, with `structuredContent` written into the event
 /// that holds a tool's answer without it, as each event passes (notifications before
-/// it are not held back): from the answer the handler kept ([`Splice`]), else (a
-/// stream resumed from rmcp's cache of events) from the answer's own text.
-fn spliced_events(response: Response, splice: Splice) -> Response {
+/// it are not held back): the answer the POST's handler kept ([`Splice`]), or with
+/// `None` (a stream resumed from rmcp's cache of events) the answer's own text.
+fn spliced_events(response: Response, splice: Option<Splice>) -> Response {
     use http_body_util::BodyExt;
     let (parts, body) = response.into_parts();
     let body = body.map_frame(move |frame| match frame.into_data() {
-        Ok(event) => hyper::body::Frame::data(splice_event(event, &splice)),
+        Ok(event) => hyper::body::Frame::data(splice_event(event, splice.as_ref())),
         Err(frame) => frame,
     });
     Response::from_parts(parts, axum::body::Body::new(body))
@@ -422,8 +422,10 @@ fn spliced_events(response: Response, splice: Splice) -> Response {
 
 /// One server-sent event of rmcp's (`data: <message>\n`, then its `id:` and `retry:`
 /// lines and a blank line), with the answer written as the `structuredContent` of the
-/// message when it is a tool's answer that lacks one; any other event as it is.
-fn splice_event(event: bytes::Bytes, splice: &Splice) -> bytes::Bytes {
+/// message when it is a tool's answer that lacks one; any other event as it is. The
+/// answer is the one `splice` kept, or without one (a resumed stream) the message's
+/// own text: a POST's other responses (a resource, the tool list) are not read.
+fn splice_event(event: bytes::Bytes, splice: Option<&Splice>) -> bytes::Bytes {
     let Some(rest) = event.strip_prefix(b"data: ") else {
         return event;
     };
@@ -432,7 +434,11 @@ fn splice_event(event: bytes::Bytes, splice: &Splice) -> bytes::Bytes {
     if !wire::is_result(message) {
         return event;
     }
-    let Some(answer) = splice.take().or_else(|| unspliced_answer(message)) else {
+    let answer = match splice {
+        Some(kept) => kept.take(),
+        None => unspliced_answer(message),
+    };
+    let Some(answer) = answer else {
         return event;
     };
     let mut out = Vec::with_capacity(event.len() + answer.len() + 32);
@@ -1146,18 +1152,22 @@ mod tests {
         let progress = event(
             r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1}}"#,
         );
-        assert_eq!(splice_event(progress.clone(), &kept), progress);
-        assert_eq!(splice_event(event(&response), &kept), event(&spliced));
-        // Nothing kept (a stream resumed after a lost connection): from the answer's text.
-        let nothing = Splice::default();
-        assert_eq!(splice_event(event(&response), &nothing), event(&spliced));
+        assert_eq!(splice_event(progress.clone(), Some(&kept)), progress);
+        assert_eq!(splice_event(event(&response), Some(&kept)), event(&spliced));
+        // A POST whose handler kept nothing (another method's response): left as it is.
+        assert_eq!(
+            splice_event(event(&response), Some(&kept)),
+            event(&response)
+        );
+        // A stream resumed after a lost connection (no POST): from the answer's own text.
+        assert_eq!(splice_event(event(&response), None), event(&spliced));
         // Left as they are: a response that has its structuredContent, an error result,
         // a text that is not a JSON object, a keep-alive.
         let error = response.replace(r#""isError":false"#, r#""isError":true"#);
         let plain =
             r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"done"}]}}"#;
         for same in [event(&spliced), event(&error), event(plain), ":\n\n".into()] {
-            assert_eq!(splice_event(same.clone(), &nothing), same);
+            assert_eq!(splice_event(same.clone(), None), same);
         }
     }
 
