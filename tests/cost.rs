@@ -359,22 +359,29 @@ async fn an_answer_is_serialized_once() {
             text, structured,
             "{tool}: the text and structuredContent differ"
         );
-        let mut answer = structured;
-        let work = answer
-            .as_object_mut()
-            .and_then(|a| a.remove("debug"))
-            .map(|d| d["work"].clone())
-            .unwrap_or_else(|| panic!("{tool}: no debug.work: {answer}"));
-        let size = serde_json::to_string(&answer).unwrap().len() as u64;
-        let bytes = work["bytes_serialized"].as_u64().expect("bytes_serialized");
-        eprintln!("{tool}: {bytes} bytes serialized for an answer of {size}");
-        assert!(
-            bytes >= size && 10 * bytes <= 11 * size,
-            "{tool}: {bytes} bytes serialized for an answer of {size} bytes: serialized \
-             more than once"
-        );
+        serialized_once(tool, structured);
     }
     server.close().await;
+}
+
+/// Check that the call of `tool` whose `answer` (made with `CAIRN_WORK_DEBUG=1`) is given
+/// serialized about the answer's size (`debug.work.bytes_serialized`, the answer without
+/// its `debug`), not more; the bytes serialized.
+fn serialized_once(tool: &str, mut answer: Value) -> u64 {
+    let work = answer
+        .as_object_mut()
+        .and_then(|a| a.remove("debug"))
+        .map(|d| d["work"].clone())
+        .unwrap_or_else(|| panic!("{tool}: no debug.work: {answer}"));
+    let size = serde_json::to_string(&answer).unwrap().len() as u64;
+    let bytes = work["bytes_serialized"].as_u64().expect("bytes_serialized");
+    eprintln!("{tool}: {bytes} bytes serialized for an answer of {size}");
+    assert!(
+        bytes >= size && 10 * bytes <= 11 * size,
+        "{tool}: {bytes} bytes serialized for an answer of {size} bytes: serialized more \
+         than once"
+    );
+    bytes
 }
 
 /// A JSON-RPC reply to a `tools/call` as it was written: its text content and its
@@ -404,20 +411,8 @@ fn written_once(tool: &str, line: &str) -> u64 {
     let written: Written =
         serde_json::from_str(line).unwrap_or_else(|e| panic!("{tool}: {e}: {line}"));
     let [WrittenText { text }] = &written.result.content;
-    let mut answer: Value = serde_json::from_str(text).expect("the text is JSON");
-    let work = answer
-        .as_object_mut()
-        .and_then(|a| a.remove("debug"))
-        .map(|d| d["work"].clone())
-        .unwrap_or_else(|| panic!("{tool}: no debug.work: {answer}"));
-    let size = serde_json::to_string(&answer).unwrap().len() as u64;
-    let bytes = work["bytes_serialized"].as_u64().expect("bytes_serialized");
-    eprintln!("{tool}: {bytes} bytes serialized for an answer of {size}");
-    assert!(
-        bytes >= size && 10 * bytes <= 11 * size,
-        "{tool}: {bytes} bytes serialized for an answer of {size} bytes: serialized more \
-         than once"
-    );
+    let answer: Value = serde_json::from_str(text).expect("the text is JSON");
+    let bytes = serialized_once(tool, answer);
     assert!(
         written.result.structured_content.get() == text,
         "{tool}: structuredContent was serialized again, not written from the text"
