@@ -636,22 +636,24 @@ struct Message<'a> {
     error: Option<&'a serde_json::value::RawValue>,
 }
 
-/// A `tools/call` result as the daemon sends it. Other fields are not relayed.
+/// A `tools/call` result as the daemon sends it, read without building its tree (also
+/// by [`super::http`], for an answer replayed without its `structuredContent`). Other
+/// fields are not relayed.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Relayed<'a> {
-    content: Vec<Block>,
-    is_error: Option<bool>,
+pub(super) struct Relayed<'a> {
+    pub(super) content: Vec<Block>,
+    pub(super) is_error: Option<bool>,
     #[serde(borrow)]
-    structured_content: Option<&'a serde_json::value::RawValue>,
+    pub(super) structured_content: Option<&'a serde_json::value::RawValue>,
 }
 
 /// A content block: Cairn sends one, of type `text`.
 #[derive(serde::Deserialize)]
-struct Block {
+pub(super) struct Block {
     #[serde(rename = "type")]
-    kind: String,
-    text: Option<String>,
+    pub(super) kind: String,
+    pub(super) text: Option<String>,
 }
 
 /// What the daemon replied to a [`Call`].

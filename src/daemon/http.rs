@@ -49,6 +49,7 @@ use crate::mcp::registry::MAX_ARGUMENT_BYTES;
 use crate::mcp::server::CairnServer;
 use crate::mcp::wire::{self, Line};
 
+use super::forward::{Block, Relayed};
 use super::handler::{Bound, DaemonHandler, Splice, with_binding};
 use super::peer::Process;
 
@@ -457,24 +458,22 @@ fn splice_event(event: bytes::Bytes, splice: Option<&Splice>) -> bytes::Bytes {
 /// error, and no `structuredContent` yet.
 fn unspliced_answer(message: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
-    struct Message {
-        result: Answer,
-    }
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Answer {
-        content: [Text; 1],
-        #[serde(default)]
-        is_error: Option<bool>,
-        structured_content: Option<serde::de::IgnoredAny>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Text {
-        text: String,
+    struct Message<'a> {
+        #[serde(borrow)]
+        result: Relayed<'a>,
     }
     let Message { result } = serde_json::from_slice(message).ok()?;
-    let [Text { text }] = result.content;
-    let answer = result.is_error != Some(true) && result.structured_content.is_none();
+    let [
+        Block {
+            kind,
+            text: Some(text),
+        },
+    ] = <[Block; 1]>::try_from(result.content).ok()?
+    else {
+        return None;
+    };
+    let answer =
+        kind == "text" && result.is_error != Some(true) && result.structured_content.is_none();
     let object = text.trim_start().starts_with('{')
         && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
     (answer && object).then_some(text)
