@@ -87,7 +87,7 @@ use cairn::learnings::{
     GRAPH_MIN, LearningSearch, NewLearning, Ranking, STOP_WORDS, SearchResults, SearchScope,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
-use learning_corpus::{Corpus, Generator, queries};
+use learning_corpus::{Corpus, Gen, Generator, queries};
 use rusqlite::{Connection, params};
 
 /// Corpus format versions, the hard one's and the Zipf one's: bump when a generator
@@ -96,6 +96,22 @@ const CORPUS_VERSION: u32 = 3;
 const ZIPF_VERSION: u32 = 2;
 const PER_ISSUE: usize = 40;
 const LIMIT: usize = 50;
+
+/// The generated learning `g` as the bench records it on `issue`.
+fn bench_learning(issue: &str, g: Gen) -> NewLearning {
+    NewLearning {
+        issue: issue.to_string(),
+        pattern: g.pattern,
+        context: g.context,
+        applies_to: g.applies_to,
+        learning_type: None,
+        created_by: "bench".into(),
+        agent_type: "bench".into(),
+        merge: false,
+        supersedes: Vec::new(),
+        person: false,
+    }
+}
 
 fn norm(s: &str) -> String {
     s.to_lowercase()
@@ -236,18 +252,7 @@ fn corpus(spec: Spec) -> PathBuf {
                 break g;
             }
         };
-        batch.push(NewLearning {
-            issue: issue.clone(),
-            pattern: g.pattern,
-            context: g.context,
-            applies_to: g.applies_to,
-            learning_type: None,
-            created_by: "bench".into(),
-            agent_type: "bench".into(),
-            merge: false,
-            supersedes: Vec::new(),
-            person: false,
-        });
+        batch.push(bench_learning(&issue, g));
         if batch.len() == 5_000 {
             cairn.add_learnings(&batch).unwrap();
             batch.clear();
@@ -810,21 +815,9 @@ fn add_and_rebuild(c: &mut Criterion, spec: Spec, db: &Path, label: &str, projec
     g.bench_function(label, |b| {
         b.iter(|| {
             k += 1;
-            let gen_ = generator.next();
-            cairn
-                .add_learning(&NewLearning {
-                    issue: issue.clone(),
-                    pattern: format!("{} (bench add {k})", gen_.pattern),
-                    context: gen_.context,
-                    applies_to: gen_.applies_to,
-                    learning_type: None,
-                    created_by: "bench".into(),
-                    agent_type: "bench".into(),
-                    merge: false,
-                    supersedes: Vec::new(),
-                    person: false,
-                })
-                .unwrap()
+            let mut gen_ = generator.next();
+            gen_.pattern = format!("{} (bench add {k})", gen_.pattern);
+            cairn.add_learning(&bench_learning(&issue, gen_)).unwrap()
         })
     });
     g.finish();
