@@ -325,6 +325,76 @@ async fn a_search_answer_shows_its_work_when_asked() {
     tuned.close().await;
 }
 
+/// A query whose words hold more postings than the lexical half's budget narrows to its
+/// rarest words: in a process whose budget (`CAIRN_LEARNINGS_POSTINGS_BUDGET`) is 100
+/// postings, a query of one subject's word (in 25 of the corpus's learnings, in two
+/// fields) and words every learning holds walks only that word's postings, and ranks the
+/// learnings holding that word as the exact search ranks them (in this process, where the
+/// default budget is above the corpus). Without the narrowing, the union walks every
+/// word's postings, over 1,000.
+#[tokio::test]
+async fn a_query_of_common_words_walks_only_its_rarest_words_postings() {
+    const BUDGET: u64 = 100;
+    let c = corpus();
+    let query = "webhooks migration before release breaks in production";
+    let (exact, work) = measure(|| c.cairn.search_learnings(&in_project(query)));
+    let exact = serde_json::to_value(exact.expect("search")).unwrap();
+    assert!(
+        work.postings_read > 10 * BUDGET,
+        "every word drives: {work:?}"
+    );
+    // The learnings an answer lists that hold the query's rare word, in order: each hit,
+    // then the restatements grouped under it.
+    let rare = |answer: &Value| -> Vec<String> {
+        let mut ids = Vec::new();
+        for hit in answer["results"].as_array().unwrap() {
+            let similar = hit["similar"].as_array().into_iter().flatten();
+            for h in std::iter::once(hit).chain(similar) {
+                if h["pattern"].as_str().unwrap().contains("webhooks") {
+                    ids.push(h["id"].as_str().unwrap().to_string());
+                }
+            }
+        }
+        ids
+    };
+    let issue = c.env.issue(PROJECT, "Narrowed");
+    let narrowed = c
+        .env
+        .serve_env(
+            &["--issue-id", &issue],
+            &[
+                ("CAIRN_WORK_DEBUG", "1"),
+                ("CAIRN_LEARNINGS_POSTINGS_BUDGET", "100"),
+            ],
+        )
+        .await;
+    let args = json!({"query": query, "limit": LIMIT});
+    let call = rmcp::model::CallToolRequestParams::new("search_learnings")
+        .with_arguments(args.as_object().cloned().unwrap());
+    let r = narrowed.service.call_tool(call).await.expect("call");
+    let answer = body(&r);
+    let work = &answer["debug"]["work"];
+    let postings = work["postings_read"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{answer}"));
+    assert!(
+        postings > 0 && postings <= BUDGET,
+        "the rarest word alone drives: {work}"
+    );
+    assert!(
+        work["documents_scored"].as_u64() <= Some(postings),
+        "{work}"
+    );
+    // The learnings holding the rare word are ranked as the exact search ranks them;
+    // what follows them differs (the exact search's other candidates share only common
+    // words, and score near zero).
+    let listed = rare(&answer);
+    assert!(listed.len() > 5, "{answer}");
+    assert_eq!(listed, rare(&exact), "narrowed: {answer}\nexact: {exact}");
+    assert_eq!(answer["results"][0]["id"], exact["results"][0]["id"]);
+    narrowed.close().await;
+}
+
 /// An answer is serialized once: through `cairn serve`, a search's and a `get_issue`'s
 /// calls serialize about the answer's size in bytes (`debug.work.bytes_serialized`), and
 /// the client reads the same answer in `structuredContent` and in the text content.

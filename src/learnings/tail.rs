@@ -141,19 +141,23 @@ impl Tail {
     }
 
     /// Add `weight × boost` for every document holding `word` in `slot` to `scores`
-    /// (indexed by document), as tantivy's term scorer would score it.
+    /// (indexed by document), as tantivy's term scorer would score it: to every such
+    /// document when the term `adds` documents, else only to those already scored.
     pub(super) fn score_into(
         &self,
         slot: usize,
         word: &str,
         weight: &Bm25Weight,
         boost: Score,
+        adds: bool,
         scores: &mut [Option<Score>],
     ) {
         for &(doc, tf) in self.postings(slot, word) {
-            let s = weight.score(self.norms[slot][doc as usize], tf) * boost;
             let acc = &mut scores[doc as usize];
-            *acc = Some(acc.unwrap_or(0.0) + s);
+            if adds || acc.is_some() {
+                let s = weight.score(self.norms[slot][doc as usize], tf) * boost;
+                *acc = Some(acc.unwrap_or(0.0) + s);
+            }
         }
     }
 }
@@ -199,8 +203,14 @@ mod tests {
         assert_eq!(t.norms[1], vec![0, 0]);
         let w = Bm25Weight::for_one_term(1, 2, 2.0);
         let mut scores = vec![None; 2];
-        t.score_into(0, "cach", &w, 1.0, &mut scores);
+        t.score_into(0, "cach", &w, 1.0, true, &mut scores);
         assert_eq!(scores[0], Some(w.score(3, 2)));
         assert_eq!(scores[1], None);
+        // A term that adds no documents scores only those already scored: document 1
+        // holds "warm" in slot 2 but no adding term.
+        t.score_into(2, "warm", &w, 1.0, false, &mut scores);
+        assert_eq!(scores[1], None);
+        t.score_into(0, "warm", &w, 1.0, false, &mut scores);
+        assert_eq!(scores[0], Some(w.score(3, 2) + w.score(3, 1)));
     }
 }

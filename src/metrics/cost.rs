@@ -18,6 +18,7 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unit {
     DocumentsScored,
+    PostingsRead,
     RowsRead,
     TextsRead,
     VectorsCompared,
@@ -29,8 +30,9 @@ pub enum Unit {
 
 impl Unit {
     /// Every unit, in the order of [`Work`]'s fields.
-    pub const ALL: [Unit; 8] = [
+    pub const ALL: [Unit; 9] = [
         Unit::DocumentsScored,
+        Unit::PostingsRead,
         Unit::RowsRead,
         Unit::TextsRead,
         Unit::VectorsCompared,
@@ -44,6 +46,7 @@ impl Unit {
     pub fn name(self) -> &'static str {
         match self {
             Unit::DocumentsScored => "documents_scored",
+            Unit::PostingsRead => "postings_read",
             Unit::RowsRead => "rows_read",
             Unit::TextsRead => "texts_read",
             Unit::VectorsCompared => "vectors_compared",
@@ -60,6 +63,10 @@ impl Unit {
 pub struct Work {
     /// Documents the lexical half scored with BM25 (each one offered to the top k).
     pub documents_scored: u64,
+    /// Postings of the terms that choose the lexical half's candidates (their document
+    /// frequencies in the scope, summed): the most its union walks. A narrowed query's
+    /// other terms are read only at those candidates (docs/learnings.md).
+    pub postings_read: u64,
     /// Stored rows read from the database to build the answer (one per learning loaded).
     pub rows_read: u64,
     /// Stored texts read one at a time beside the answer's rows (a learning's text read
@@ -89,6 +96,7 @@ impl Work {
     pub fn get(&self, unit: Unit) -> u64 {
         match unit {
             Unit::DocumentsScored => self.documents_scored,
+            Unit::PostingsRead => self.postings_read,
             Unit::RowsRead => self.rows_read,
             Unit::TextsRead => self.texts_read,
             Unit::VectorsCompared => self.vectors_compared,
@@ -102,6 +110,7 @@ impl Work {
     fn slot(&mut self, unit: Unit) -> &mut u64 {
         match unit {
             Unit::DocumentsScored => &mut self.documents_scored,
+            Unit::PostingsRead => &mut self.postings_read,
             Unit::RowsRead => &mut self.rows_read,
             Unit::TextsRead => &mut self.texts_read,
             Unit::VectorsCompared => &mut self.vectors_compared,

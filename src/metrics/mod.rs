@@ -62,8 +62,9 @@ static COUNTED: LazyLock<Counted> = LazyLock::new(|| {
     let work = IntCounterVec::new(
         Opts::new(
             "cairn_tool_work_total",
-            "Work tool calls did, by tool and unit (documents_scored, rows_read, texts_read, \
-             vectors_compared, model_runs, candidates_grouped, bytes_serialized, threads_started).",
+            "Work tool calls did, by tool and unit (documents_scored, postings_read, rows_read, \
+             texts_read, vectors_compared, model_runs, candidates_grouped, bytes_serialized, \
+             threads_started).",
         ),
         &["tool", "unit"],
     )

@@ -13,7 +13,7 @@ use std::collections::{BinaryHeap, HashMap};
 use tantivy::query::{
     Bm25StatisticsProvider, Bm25Weight, BooleanQuery, EnableScoring, Occur, Query,
 };
-use tantivy::{DocId, Score, Term};
+use tantivy::{DocId, Score};
 
 use crate::error::Result;
 use crate::metrics::cost::{Unit, count};
@@ -163,15 +163,9 @@ fn lexical_hits(
     let slots = expand(s.query, open, &lexicon)?;
     let clauses = Clauses::of(&slots, stats, docs)?;
     let mut top = TopK::new(candidates_taken(s));
-    if s.ranking != Ranking::Dense && !clauses.queries.is_empty() {
-        lexical_candidates(
-            open,
-            stats,
-            clauses.queries,
-            &clauses.scored,
-            filter,
-            &mut top,
-        )?;
+    if s.ranking != Ranking::Dense && !clauses.scored.is_empty() {
+        count(Unit::PostingsRead, clauses.postings);
+        lexical_candidates(open, stats, &clauses.scored, filter, &mut top)?;
     }
     let lexical_hits = top.heap.into_vec();
     // An order by BM25 alone (the duplicate check's candidates, `cairn eval`'s lexical
@@ -328,17 +322,33 @@ impl TopK {
     }
 }
 
-/// BM25's top k over the disk index (block-WAND pruning, the filter inside the
-/// collection) and over the tail, with the same weights applied to its counted terms.
+/// BM25's top k over the disk index (block-WAND pruning when every word drives, the
+/// filter inside the collection) and over the tail, with the same weights applied to its
+/// counted terms. A narrowed query's candidates hold a driving term: on disk, the driving
+/// words' union is required and the other words score what it finds.
 fn lexical_candidates(
     open: &Open,
     stats: &Combined<'_>,
-    clauses: Vec<(Occur, Box<dyn Query>)>,
-    scored: &[(&Term, Score)],
+    scored: &[Scored<'_>],
     filter: &Filter<'_>,
     top: &mut TopK,
 ) -> Result<()> {
-    let query = BooleanQuery::new(clauses);
+    let clauses = |drives: bool| -> Vec<(Occur, Box<dyn Query>)> {
+        scored
+            .iter()
+            .filter(|c| c.drives == drives)
+            .map(|c| (Occur::Should, c.query()))
+            .collect()
+    };
+    let (driving, others) = (clauses(true), clauses(false));
+    let query = if others.is_empty() {
+        BooleanQuery::new(driving)
+    } else {
+        let mut narrowed: Vec<(Occur, Box<dyn Query>)> =
+            vec![(Occur::Must, Box::new(BooleanQuery::new(driving)))];
+        narrowed.extend(others);
+        BooleanQuery::new(narrowed)
+    };
     let weight = query
         .weight(EnableScoring::enabled_from_statistics_provider(
             stats, &open.disk,
@@ -373,17 +383,17 @@ fn lexical_candidates(
         return Ok(());
     };
     let fields = stats.fields;
-    let mut weights = Vec::with_capacity(scored.len());
-    for &(term, boost) in scored {
-        let (Some(slot), Some(word)) = (fields.slot(term.field()), word_of(term)) else {
-            continue;
-        };
-        let w = Bm25Weight::for_terms(stats, std::slice::from_ref(term)).map_err(index_err)?;
-        weights.push((slot, word, w, boost));
-    }
+    // The driving terms first: they choose the tail's candidates, the others score them.
     let mut scores = vec![None; tail.docs() as usize];
-    for (slot, word, w, boost) in &weights {
-        tail.score_into(*slot, word, w, *boost, &mut scores);
+    for drives in [true, false] {
+        for c in scored.iter().filter(|c| c.drives == drives) {
+            let (Some(slot), Some(word)) = (fields.slot(c.term.field()), word_of(c.term)) else {
+                continue;
+            };
+            let w =
+                Bm25Weight::for_terms(stats, std::slice::from_ref(c.term)).map_err(index_err)?;
+            tail.score_into(slot, word, &w, c.boost, drives, &mut scores);
+        }
     }
     for (doc, score) in scores.into_iter().enumerate() {
         let Some(score) = score else { continue };

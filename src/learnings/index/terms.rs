@@ -1,10 +1,12 @@
 //! The query in index terms: each slot's terms (prefixes expanded over the disk index
-//! and the tail), their BM25 clauses and idf over both, and each candidate's per-slot
-//! field weights (field priority's input).
+//! and the tail), their BM25 clauses and idf over both (a query over more postings than
+//! [`POSTINGS_BUDGET`] narrowed to its rarest words), and each candidate's per-slot field
+//! weights (field priority's input).
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
-use tantivy::query::{Bm25StatisticsProvider, BoostQuery, Occur, Query, TermQuery};
+use tantivy::query::{Bm25StatisticsProvider, BoostQuery, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocId, DocSet, Score, Searcher, Term};
 
@@ -75,52 +77,133 @@ impl Lexicon {
     }
 }
 
+/// Postings the lexical half may walk to choose its candidates: the document frequencies
+/// of the query's terms, summed over the scope's fields, the disk index and the tail. A
+/// query over more is narrowed ([`Clauses::of`]). Chosen on the bench's Zipf million in one
+/// project (docs/perf/learnings.md); a set of a few thousand learnings never reaches it.
+pub(crate) const POSTINGS_BUDGET: u64 = 65_536;
+
+/// The budget in force: [`POSTINGS_BUDGET`], or `CAIRN_LEARNINGS_POSTINGS_BUDGET` (read
+/// once; `0` for no budget, every search exact), which the bench uses for its reference.
+pub(crate) fn postings_budget() -> u64 {
+    static BUDGET: OnceLock<u64> = OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        match std::env::var("CAIRN_LEARNINGS_POSTINGS_BUDGET")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            Some(0) => u64::MAX,
+            Some(n) => n,
+            None => POSTINGS_BUDGET,
+        }
+    })
+}
+
 /// The query's BM25 clauses: one per indexed term, prefix expansions boosted down.
 pub(super) struct Clauses<'t> {
-    pub(super) queries: Vec<(Occur, Box<dyn Query>)>,
-    /// Each clause's term and boost, to score the tail with.
-    pub(super) scored: Vec<(&'t Term, Score)>,
+    /// Each clause's term and boost, and whether its word drives.
+    pub(super) scored: Vec<Scored<'t>>,
     /// Each slot's idf (of its most frequent term): the weights of field priority.
     pub(super) slot_idf: Vec<f32>,
+    /// The postings of the driving words' terms: the most the union walks.
+    pub(super) postings: u64,
+}
+
+/// One clause of [`Clauses`]: its term, its boost, and whether it drives (a learning is a
+/// candidate only if it holds a driving term).
+pub(super) struct Scored<'t> {
+    pub(super) term: &'t Term,
+    pub(super) boost: Score,
+    pub(super) drives: bool,
+}
+
+impl Scored<'_> {
+    /// The clause's query: the term's, boosted down for a prefix expansion.
+    pub(super) fn query(&self) -> Box<dyn Query> {
+        let q = Box::new(TermQuery::new(
+            self.term.clone(),
+            IndexRecordOption::WithFreqs,
+        ));
+        if self.boost == 1.0 {
+            q
+        } else {
+            Box::new(BoostQuery::new(q, self.boost))
+        }
+    }
 }
 
 impl<'t> Clauses<'t> {
+    /// The clauses of `slots`. When their terms hold more than [`postings_budget`]
+    /// postings and the query has more than one word, the rarest words **drive**: the
+    /// slots taken rarest first while their postings stay within the budget (the rarest
+    /// always). Only a learning holding a driving word is a candidate, scored by BM25 over
+    /// every word; the other words' postings are read only at those candidates. Under
+    /// the budget, every word drives and BM25's top k is exact.
     pub(super) fn of(
         slots: &'t [Vec<(Term, bool)>],
         stats: &Combined<'_>,
         docs: u64,
     ) -> Result<Self> {
         let mut c = Clauses {
-            queries: Vec::new(),
             scored: Vec::new(),
             slot_idf: Vec::with_capacity(slots.len()),
+            postings: 0,
         };
+        // Each slot's first clause, and its postings (its terms' document frequencies).
+        let mut slot_postings = Vec::with_capacity(slots.len());
         for terms in slots {
-            let mut max_df = 0;
+            let (first, mut max_df, mut sum) = (c.scored.len(), 0, 0);
             for (term, exact) in terms {
                 let df = stats.doc_freq(term).map_err(index_err)?;
                 if df == 0 {
                     continue;
                 }
-                max_df = max_df.max(df);
-                let q: Box<dyn Query> =
-                    Box::new(TermQuery::new(term.clone(), IndexRecordOption::WithFreqs));
-                let q = if *exact {
-                    c.scored.push((term, 1.0));
-                    q
-                } else {
-                    c.scored.push((term, PREFIX_BOOST));
-                    Box::new(BoostQuery::new(q, PREFIX_BOOST))
-                };
-                c.queries.push((Occur::Should, q));
+                (max_df, sum) = (max_df.max(df), sum + df);
+                c.scored.push(Scored {
+                    term,
+                    boost: if *exact { 1.0 } else { PREFIX_BOOST },
+                    drives: true,
+                });
             }
             // A slot no learning of the scope has weighs nothing: it would lower every
             // candidate's field priority alike.
             c.slot_idf
                 .push(if max_df == 0 { 0.0 } else { idf(max_df, docs) });
+            slot_postings.push((first, sum));
+        }
+        let sums: Vec<u64> = slot_postings.iter().map(|s| s.1).collect();
+        let drives = driving(&sums, postings_budget());
+        for (n, &(first, sum)) in slot_postings.iter().enumerate() {
+            let end = slot_postings.get(n + 1).map_or(c.scored.len(), |s| s.0);
+            c.postings += if drives[n] { sum } else { 0 };
+            for s in &mut c.scored[first..end] {
+                s.drives = drives[n];
+            }
         }
         Ok(c)
     }
+}
+
+/// Which slots drive, given each slot's postings (see [`Clauses::of`]): all of them
+/// within `budget` or with fewer than two words indexed; otherwise the rarest while their
+/// sum stays within it, the rarest always.
+fn driving(postings: &[u64], budget: u64) -> Vec<bool> {
+    let words = postings.iter().filter(|&&p| p > 0).count();
+    if words < 2 || postings.iter().sum::<u64>() <= budget {
+        return vec![true; postings.len()];
+    }
+    let mut order: Vec<usize> = (0..postings.len()).filter(|&i| postings[i] > 0).collect();
+    order.sort_by_key(|&i| (postings[i], i));
+    let mut drives = vec![false; postings.len()];
+    let mut sum = 0u64;
+    for (n, i) in order.into_iter().enumerate() {
+        if n > 0 && sum + postings[i] > budget {
+            break;
+        }
+        sum += postings[i];
+        drives[i] = true;
+    }
+    drives
 }
 
 /// Each slot's index terms, one per (field, term), each marked exact (the word or its
@@ -265,4 +348,25 @@ pub(super) fn slot_weights(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::driving;
+
+    #[test]
+    fn the_rarest_words_drive_a_query_over_the_budget() {
+        // Within the budget, or one word: every word drives (BM25 exact).
+        assert_eq!(driving(&[40, 30, 30], 100), vec![true; 3]);
+        assert_eq!(driving(&[0, 5_000], 100), vec![true; 2]);
+        // Over it: the rarest first while their sum stays within it.
+        assert_eq!(
+            driving(&[5_000, 30, 60, 20, 0], 100),
+            vec![false, true, false, true, false]
+        );
+        // The rarest always, even over the budget alone; a word with no postings never.
+        assert_eq!(driving(&[500, 0, 300], 100), vec![false, false, true]);
+        // Equal postings: the earlier slot first.
+        assert_eq!(driving(&[60, 60, 60], 150), vec![true, true, false]);
+    }
 }
