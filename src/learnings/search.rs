@@ -14,8 +14,8 @@ use super::*;
 /// The learnings an index holds from which a search embeds a query the model has not
 /// seen beside its lexical half, on a thread of its own. Below it the lexical half is
 /// shorter than the thread's start and join (measured through the daemon: 0.09 ms on 300
-/// learnings, 0.28 ms on 5,000, against 0.11-0.26 ms to start the thread and 0.05 ms to
-/// join it; docs/perf/daemon.md, "A never-seen search without a thread of its own").
+/// learnings, 0.28 ms on 5,000, against 0.11-0.26 ms to start the thread and 0.05-0.08 ms
+/// to join it; docs/perf/daemon.md, "A never-seen search without a thread of its own").
 const BESIDE_FROM: u64 = 5_000;
 
 /// The query's embedding, or why there is none (the search is then lexical).
