@@ -10,7 +10,7 @@ and the model's load cancelled out. With `--repeat`, the N searches send the que
 warm-up search again (each takes its vector from the cache).
 
     scripts/profile_search.py --bin target/debug/cairn --out /tmp/prof [--seed-bin B]
-        [--db seeded.db] [--searches 20] [--repeat] [--zipf 10000]
+        [--db seeded.db] [--searches 20] [--warm 0] [--repeat] [--zipf 10000]
 
 `--zipf N` seeds N learnings drawn as the load benchmark's large seed draws them
 (`benches/learning_corpus.rs`, `Corpus::Zipf`: words with the frequencies of the
@@ -23,6 +23,9 @@ tests/eval/learnings.jsonl's queries (`--repeat`: its first).
 (the daemon's own start-up, warm-up and drain cancel out the same way); with
 `--mcp-session` the calls go in one MCP session (protocol 2025-11-25, as the official
 SDKs send them), whose answers rmcp writes as events of a stream.
+`--warm K` sends K never-seen searches of other texts before counting, in both runs: the
+code signatures grouping reads (kept per learning) are then read, and the counted
+searches show a daemon's steady state rather than its first minute.
 `--seed-bin` seeds with another binary (an older one whose database the newer one
 migrates: both then search the same learnings); `--db` reuses a seeded database (copied
 first). ONNX Runtime runs on one thread without spinning (`CAIRN_EMBED_THREADS=1`,
@@ -269,6 +272,8 @@ def main():
     a.add_argument("--db")
     a.add_argument("--out", required=True)
     a.add_argument("--searches", type=int, default=20)
+    a.add_argument("--warm", type=int, default=0,
+                   help="never-seen searches of other texts before counting, in both runs")
     a.add_argument("--repeat", action="store_true")
     a.add_argument("--zipf", type=int, default=0,
                    help="seed this many learnings of the load benchmark's large corpus")
@@ -305,6 +310,8 @@ def main():
     # from the cache and keeps the code signatures the first one read.
     warm = searches[0][1]["query"] if o.repeat else "warm up the model"
     ping = [("server_ping", {}), ("search_learnings", {"query": warm})]
+    ping += [("search_learnings", {"query": f"how is the {SUBJECTS[i % 12]} step {i} released",
+                                   "limit": 10}) for i in range(o.warm)]
     counts = {}
     for label, calls in [("base", ping), ("searches", ping + searches)]:
         out = os.path.join(o.out, f"callgrind.{label}")

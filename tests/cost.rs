@@ -165,6 +165,8 @@ fn never_seen_searches_over_similar_learnings_stay_within_their_budget() {
                 "the corpus groups restatements: {listed} listed"
             );
             assert_eq!(work.model_runs, 1, "one model run for the query: {work:?}");
+            // A thread for the embedding costs more than it overlaps on a small index.
+            assert_eq!(work.threads_started, 0, "{work:?}");
             assert!(work.rows_read <= 2 * LIMIT, "{work:?}");
             assert!(work.documents_scored <= LEARNINGS as u64, "{work:?}");
             assert!(work.candidates_grouped <= 2 * CANDIDATES, "{work:?}");
@@ -203,8 +205,8 @@ fn a_repeated_search_runs_the_model_zero_times() {
     let (_, first) = search(query);
     assert_eq!(first.model_runs, 1, "{first:?}");
     assert_eq!(
-        first.threads_started, 1,
-        "embedded beside the lexical half: {first:?}"
+        first.threads_started, 0,
+        "on {LEARNINGS} learnings the query is embedded on the search's own thread: {first:?}"
     );
     assert!(first.documents_scored > 0, "{first:?}");
     assert!(
@@ -233,6 +235,47 @@ fn a_repeated_search_runs_the_model_zero_times() {
     );
     assert_eq!(again.rows_read, first.rows_read, "{again:?}");
     assert_eq!(again.candidates_grouped, first.candidates_grouped);
+}
+
+/// On an index of 5,000 learnings (`BESIDE_FROM` in `src/learnings/search.rs`), where
+/// the lexical half takes longer than a thread's start and join, a never-seen query is embedded
+/// on a thread of its own beside the lexical half, and that thread's model runs are
+/// counted in the search; a query from the cache starts no thread. (The learnings are
+/// added through the deterministic embedder, which is fast; the model embeds the queries,
+/// and the few learnings each search's backfill takes.)
+#[test]
+fn a_never_seen_search_on_a_large_index_embeds_beside_its_lexical_half() {
+    const LARGE: usize = 5_000;
+    let env = Env::new();
+    env.project(PROJECT, None);
+    let issue = env.issue(PROJECT, "Large index");
+    let hashed = cairn::Cairn::open_at_with_embedder(
+        &env.store_location(),
+        Box::new(cairn::embed::HashEmbedder::new()),
+    )
+    .expect("open");
+    let added = hashed
+        .add_learnings(&similar_learnings(&issue, LARGE))
+        .expect("add");
+    assert_eq!(added.len(), LARGE);
+    let cairn = env.open();
+    // The first search opens the index's view; until then its size is not known.
+    let (_, opening) = search_in(&cairn, "the first search of the process");
+    assert_eq!(opening.threads_started, 0, "{opening:?}");
+    let query = "why does the webhooks release break";
+    let (listed, never_seen) = search_in(&cairn, query);
+    assert!(listed >= LIMIT as usize, "{listed} listed");
+    assert_eq!(
+        never_seen.threads_started, 1,
+        "embedded beside the lexical half: {never_seen:?}"
+    );
+    assert!(
+        never_seen.model_runs >= 1,
+        "the thread's runs are counted in the search: {never_seen:?}"
+    );
+    assert!(never_seen.documents_scored > 0, "{never_seen:?}");
+    let (_, again) = search_in(&cairn, query);
+    assert_eq!(again.threads_started, 0, "{again:?}");
 }
 
 /// The candidates kept for a repeated search belong to the view they were found on: a

@@ -11,6 +11,13 @@ use crate::store::db::Conn;
 use super::load::load_by_seqs;
 use super::*;
 
+/// The learnings an index holds from which a search embeds a query the model has not
+/// seen beside its lexical half, on a thread of its own. Below it the lexical half is
+/// shorter than the thread's start and join (measured through the daemon: 0.09 ms on 300
+/// learnings, 0.28 ms on 5,000, against 0.11-0.26 ms to start the thread and 0.05-0.08 ms
+/// to join it; docs/perf/daemon.md, "A never-seen search without a thread of its own").
+const BESIDE_FROM: u64 = 5_000;
+
 /// The query's embedding, or why there is none (the search is then lexical).
 struct QueryVector {
     vector: Option<Vec<f32>>,
@@ -69,19 +76,23 @@ impl Learnings<'_> {
     }
 
     /// The query's vector ([`Self::query_vector`]) and the lexical half of the index's
-    /// search, side by side (issue 59): neither needs the other, and a query the model has
-    /// not seen costs a model run about as long as the lexical half. The embedding runs on
-    /// a thread of its own, and its work is counted in this call ([`crate::metrics::cost`]); should
-    /// the thread not start, it runs here after the lexical half.
+    /// search. Neither needs the other: on an index of [`BESIDE_FROM`] learnings or more,
+    /// where the lexical half takes longer than a thread's start and join, they run side by side
+    /// (issue 59), the embedding on a thread of its own whose work is counted in this
+    /// call ([`crate::metrics::cost`]; should the thread not start, it runs here after the
+    /// lexical half). On a smaller index both run here, one after the other.
     fn embed_beside_lexical(
         &self,
         text: &str,
         ranking: Ranking,
         search: &index::IndexSearch<'_>,
     ) -> Result<(QueryVector, index::LexicalHalf)> {
-        // Nothing to overlap when no model runs: a thread's start and join would cost a
-        // repeated query more than its vector does.
-        if ranking == Ranking::Lexical || self.embedder.has_query(text) {
+        // Nothing to overlap when no model runs, and little on a small index: a thread's
+        // start and join would cost more than the overlap gains.
+        if ranking == Ranking::Lexical
+            || self.embedder.has_query(text)
+            || self.index.learnings_held() < BESIDE_FROM
+        {
             let lexical = self.index.lexical(self.store, search)?;
             return Ok((self.query_vector(text, ranking), lexical));
         }

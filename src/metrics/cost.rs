@@ -87,7 +87,8 @@ pub struct Work {
     /// a tree, counted too.
     pub bytes_serialized: u64,
     /// Threads the call started to run parts of its work beside each other (a search's
-    /// query embedding beside its lexical half; none when the query's vector is cached).
+    /// query embedding beside its lexical half, on an index of at least 5,000 learnings;
+    /// none on a smaller one, or when the query's vector is cached).
     pub threads_started: u64,
 }
 

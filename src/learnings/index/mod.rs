@@ -452,6 +452,13 @@ impl LearningIndex {
         Ok(open)
     }
 
+    /// How many learnings the open view's disk index held at its last refresh (0 before
+    /// the first search opens it): what a search's lexical half scores among, less the
+    /// few newest in the tail.
+    pub(crate) fn learnings_held(&self) -> u64 {
+        self.read().as_ref().map_or(0, |o| o.0.disk.num_docs())
+    }
+
     /// Run a search on one view: BM25 top candidates under the filters, the nearest
     /// vectors of `vector` (when there is one), then the blend. The view is shared with
     /// concurrent searches; only a search that finds it behind the database's watermarks
