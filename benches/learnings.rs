@@ -50,6 +50,12 @@
 //! `Cairn::reindex_learnings`): about 7 ms per learning on 2 cores, so two hours for a
 //! million. The embedding commits as it goes and an interrupted build resumes there.
 //!
+//! Lexical searches are timed as searches the view has not answered before (a view keeps
+//! its last searches' candidates; `lexical_round`), and each corpus reports the lexical
+//! half's work per query (postings read, documents scored) and, for a run under a postings
+//! budget, its recall against BM25's exact answer: run once with
+//! `CAIRN_LEARNINGS_POSTINGS_BUDGET=0` (no budget) to write the reference, then without it.
+//!
 //! Hybrid latency is reported apart for never-seen queries (every text new, so the
 //! model runs) and repeated ones (answered by the query-vector cache). For a project
 //! past [`GRAPH_MIN`], the recall@10 of the graph against an exact scan over the same

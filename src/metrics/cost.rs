@@ -64,8 +64,8 @@ pub struct Work {
     /// Documents the lexical half scored with BM25 (each one offered to the top k).
     pub documents_scored: u64,
     /// Postings of the terms that choose the lexical half's candidates (their document
-    /// frequencies in the scope, summed): the most its union walks. A narrowed query's
-    /// other terms are read only at those candidates (docs/learnings.md).
+    /// frequencies in the scope, summed): what their union walks to find them. A narrowed
+    /// query's other terms only score those candidates (docs/learnings.md).
     pub postings_read: u64,
     /// Stored rows read from the database to build the answer (one per learning loaded).
     pub rows_read: u64,

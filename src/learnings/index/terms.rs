@@ -105,7 +105,8 @@ pub(super) struct Clauses<'t> {
     pub(super) scored: Vec<Scored<'t>>,
     /// Each slot's idf (of its most frequent term): the weights of field priority.
     pub(super) slot_idf: Vec<f32>,
-    /// The postings of the driving words' terms: the most the union walks.
+    /// The postings of the driving words' terms: what their union walks to find the
+    /// candidates.
     pub(super) postings: u64,
 }
 
@@ -137,7 +138,7 @@ impl<'t> Clauses<'t> {
     /// postings and the query has more than one word, the rarest words **drive**: the
     /// slots taken rarest first while their postings stay within the budget (the rarest
     /// always). Only a learning holding a driving word is a candidate, scored by BM25 over
-    /// every word; the other words' postings are read only at those candidates. Under
+    /// every word; the other words only score those candidates. Under
     /// the budget, every word drives and BM25's top k is exact.
     pub(super) fn of(
         slots: &'t [Vec<(Term, bool)>],
