@@ -77,9 +77,9 @@ impl Lexicon {
     }
 }
 
-/// Postings the lexical half may walk to choose its candidates: the document frequencies
-/// of the query's terms, summed over the scope's fields, the disk index and the tail. A
-/// query over more is narrowed ([`Clauses::of`]). Chosen on the bench's Zipf million in one
+/// Postings a query's terms may hold for all of them to choose the lexical half's
+/// candidates: their document frequencies, summed over the scope's fields, the disk index
+/// and the tail. A query over more is narrowed ([`Clauses::of`]). Chosen on the bench's Zipf million in one
 /// project (docs/perf/learnings.md); a set of a few thousand learnings never reaches it.
 pub(crate) const POSTINGS_BUDGET: u64 = 65_536;
 
@@ -138,8 +138,8 @@ impl<'t> Clauses<'t> {
     /// postings and the query has more than one word, the rarest words **drive**: the
     /// slots taken rarest first while their postings stay within the budget (the rarest
     /// always). Only a learning holding a driving word is a candidate, scored by BM25 over
-    /// every word; the other words only score those candidates. Under
-    /// the budget, every word drives and BM25's top k is exact.
+    /// every word; the other words only score those candidates. Under the budget, every
+    /// word drives and BM25's top k is exact.
     pub(super) fn of(
         slots: &'t [Vec<(Term, bool)>],
         stats: &Combined<'_>,
