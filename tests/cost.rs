@@ -14,7 +14,7 @@ use cairn::learnings::{LearningSearch, NewLearning, SearchScope};
 use cairn::metrics::cost::{Work, measure};
 use serde_json::{Value, json};
 
-use crate::common::{Env, body};
+use crate::common::{Client, Env, body};
 use crate::daemon::{Daemon, http, mint};
 
 const SUBJECTS: [&str; 12] = [
@@ -352,11 +352,7 @@ async fn a_search_answer_shows_its_work_when_asked() {
         .env
         .serve_env(&["--issue-id", &issue], &[("CAIRN_WORK_DEBUG", "1")])
         .await;
-    // Past the client's strict output check: `debug` is outside the declared schema.
-    let call = rmcp::model::CallToolRequestParams::new("search_learnings")
-        .with_arguments(query.as_object().cloned().unwrap());
-    let r = tuned.service.call_tool(call).await.expect("call");
-    let mut answer = body(&r);
+    let mut answer = body(&unchecked(&tuned, "search_learnings", &query).await);
     let work: Value = answer
         .as_object_mut()
         .and_then(|a| a.remove("debug"))
@@ -412,10 +408,7 @@ async fn a_query_of_common_words_walks_only_its_rarest_words_postings() {
         )
         .await;
     let args = json!({"query": query, "limit": LIMIT});
-    let call = rmcp::model::CallToolRequestParams::new("search_learnings")
-        .with_arguments(args.as_object().cloned().unwrap());
-    let r = narrowed.service.call_tool(call).await.expect("call");
-    let answer = body(&r);
+    let answer = body(&unchecked(&narrowed, "search_learnings", &args).await);
     let work = &answer["debug"]["work"];
     let postings = work["postings_read"]
         .as_u64()
@@ -436,6 +429,14 @@ async fn a_query_of_common_words_walks_only_its_rarest_words_postings() {
     assert_eq!(listed, rare(&exact), "narrowed: {answer}\nexact: {exact}");
     assert_eq!(answer["results"][0]["id"], exact["results"][0]["id"]);
     narrowed.close().await;
+}
+
+/// Call `tool` with `args` past the client's strict output check: `debug` is outside the
+/// declared schema.
+async fn unchecked(client: &Client, tool: &str, args: &Value) -> rmcp::model::CallToolResult {
+    let call = rmcp::model::CallToolRequestParams::new(tool.to_string())
+        .with_arguments(args.as_object().cloned().unwrap());
+    client.service.call_tool(call).await.expect("call")
 }
 
 /// An answer is serialized once: through `cairn serve`, a search's and a `get_issue`'s
@@ -460,10 +461,7 @@ async fn an_answer_is_serialized_once() {
         ("get_issue", json!({"issue_id": issue})),
     ];
     for (tool, args) in calls {
-        // Past the client's strict output check: `debug` is outside the declared schema.
-        let call = rmcp::model::CallToolRequestParams::new(tool)
-            .with_arguments(args.as_object().cloned().unwrap());
-        let r = server.service.call_tool(call).await.expect("call");
+        let r = unchecked(&server, tool, &args).await;
         assert_ne!(r.is_error, Some(true), "{tool}: {r:?}");
         let structured = body(&r);
         let text = r.content.first().and_then(|c| c.as_text()).expect("text");
